@@ -1,0 +1,69 @@
+/**
+ * Every error the library throws on purpose is one of these classes. `name` is stable (match on it, not on
+ * the message); the message says what happened and what to do next.
+ */
+export class DurableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A write, `resume()`, `submit()` or task creation on a harness opened with `readOnly: true`. */
+export class ReadOnlySession extends DurableError {
+  constructor(what: string) {
+    super(`${what} is not allowed: this harness was opened read-only. Open it without readOnly to change it.`);
+  }
+}
+
+/** Any call on a harness (or storage) after `close()`. */
+export class HarnessClosed extends DurableError {
+  constructor(what = "Harness") {
+    super(`${what} is closed. Open a new one on the same storage to continue.`);
+  }
+}
+
+/** A bad `HarnessOptions` / `settings` value, rejected at open before anything is read or written. */
+export class InvalidSetting extends DurableError {}
+
+/** The database was written by a newer version of pi-durable-web. Nothing was changed. */
+export class SchemaTooNew extends DurableError {
+  constructor(readonly found: number, readonly supported: number) {
+    super(
+      `The database has schema version ${found}, but this pi-durable-web supports at most ${supported}. ` +
+        `Upgrade pi-durable-web to open it; the database was left unmodified.`,
+    );
+  }
+}
+
+/** The bytes are not a SQLite database, or the database failed its integrity check. Nothing was changed. */
+export class DatabaseCorrupt extends DurableError {}
+
+/** The storage quota of the origin (or disk) is exhausted; the failed commit left no trace. */
+export class StorageQuotaExceeded extends DurableError {}
+
+/** Another owner (for example another tab) holds the database. */
+export class DatabaseLocked extends DurableError {}
+
+/** A statement passed to `storage.query()` would write. */
+export class QueryNotReadOnly extends DurableError {
+  constructor(sql: string) {
+    super(`storage.query() runs read-only SQL only; this statement would write: ${sql.slice(0, 120)}`);
+  }
+}
+
+/** A task, conversation or submission id that does not exist. */
+export class NotFound extends DurableError {}
+
+/** A commit that breaks a rule of the task model (waiting on itself, a child in another conversation, …). */
+export class InvalidCommit extends DurableError {}
+
+/** A runtime call from an invocation that has already ended (the phase returned, or the task was signalled). */
+export class InvocationEnded extends DurableError {
+  constructor(readonly taskId: number) {
+    super(`Task ${taskId} invocation has ended; a phase may only use its runtime while it runs.`);
+  }
+}
+
+/** A task definition or extension that cannot be installed (duplicate name, bad version, …). */
+export class InvalidDefinition extends DurableError {}

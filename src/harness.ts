@@ -1,0 +1,208 @@
+import { type Clock, systemClock } from "./clock.ts";
+import { type Context, throwIfCancelled, waitFor } from "./context.ts";
+import { HarnessClosed, InvalidSetting, NotFound, ReadOnlySession } from "./errors.ts";
+import { cloneJson } from "./json.ts";
+import type { ReportHandler } from "./reports.ts";
+import { Session } from "./session/session.ts";
+import type { Tx } from "./session/tx.ts";
+import { resolveSettings, type ResolvedSettings, type Settings } from "./settings.ts";
+import type { ConversationRecord, TaskRecord } from "./storage/records.ts";
+import type { Storage } from "./storage/storage.ts";
+import { Registry } from "./tasks/registry.ts";
+import { Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
+
+export interface HarnessOptions {
+  /** Installed extensions; create it with `createRegistry()`. */
+  registry: Registry;
+  /** The models (pi-ai `createModels()`), handed to tasks as `runtime.models`. */
+  models?: unknown;
+  settings?: Settings;
+  /** The harness clock in ms. Default `Date.now`. */
+  now?: () => number;
+  /** The timer that goes with `now`. Default `setTimeout`. Pass both (or `clock`) to control time in tests. */
+  timer?: Clock["setTimer"];
+  /** Clock and timer together; wins over `now`/`timer`. */
+  clock?: Clock;
+  /** S7: typed reports (faults, interruptions, extension errors). Never throws into the harness. */
+  onReport?: ReportHandler;
+  /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
+  readOnly?: boolean;
+  /** The execution environment of a conversation (files for tools), built on demand. */
+  env?: (conversationId: number, context: Context) => unknown;
+}
+
+export interface Inspection {
+  scheduling: "paused" | "running" | "closed" | "read-only";
+  tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
+}
+
+/** A conversation: the place tasks, entries and documents belong to. */
+export class ConversationHandle {
+  readonly id: number;
+  protected readonly harness: Harness;
+
+  constructor(harness: Harness, id: number) {
+    this.harness = harness;
+    this.id = id;
+  }
+
+  /**
+   * Commits `body(tx)` atomically in this conversation and returns what it returns, once durable.
+   * `tx.createTask(Definition, input)` creates a task here and returns its id.
+   */
+  commit<T>(body: (tx: Tx) => T, context: Context): Promise<T> {
+    return this.harness.commitIn(this.id, body, context);
+  }
+
+  /** The stored record of this conversation. */
+  record(): ConversationRecord | undefined {
+    return this.harness.session.conversations.get(this.id);
+  }
+}
+
+/**
+ * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
+ * until `resume()` or a call that starts work.
+ */
+export class Harness {
+  readonly session: Session;
+  readonly registry: Registry;
+  readonly readOnly: boolean;
+  readonly #scheduler: Scheduler;
+  readonly #options: HarnessOptions;
+  #closed: Promise<void> | undefined;
+  /** Ids of tasks that open found running (a crash left them); informational. */
+  readonly recovered: readonly number[];
+
+  private constructor(session: Session, scheduler: Scheduler, options: HarnessOptions, recovered: number[]) {
+    this.session = session;
+    this.#scheduler = scheduler;
+    this.registry = options.registry;
+    this.readOnly = session.readOnly;
+    this.#options = options;
+    this.recovered = recovered;
+  }
+
+  /**
+   * Opens a harness on `storage`. Bad options are rejected before storage is read. Unless `readOnly`, every
+   * task a crash left `running` becomes `pending` with `restarts + 1`, in one commit.
+   */
+  static async open(storage: Storage, options: HarnessOptions, context: Context): Promise<Harness> {
+    throwIfCancelled(context);
+    if (!(options?.registry instanceof Registry)) throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
+    const settings = resolveSettings(options.settings);
+    const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
+    const session = await Session.open(storage, clock, options.readOnly === true);
+    const scheduler = new Scheduler(session, options.registry, {
+      settings,
+      clock,
+      onReport: options.onReport,
+      models: options.models,
+      env: options.env,
+    });
+    const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen();
+    return new Harness(session, scheduler, options, recovered);
+  }
+
+  get storage(): Storage {
+    return this.session.storage;
+  }
+
+  get settings(): ResolvedSettings {
+    return this.#scheduler.settings;
+  }
+
+  get models(): unknown {
+    return this.#options.models;
+  }
+
+  get options(): HarnessOptions {
+    return this.#options;
+  }
+
+  /** The root conversation, created on first use. */
+  async root(context: Context): Promise<ConversationHandle> {
+    throwIfCancelled(context);
+    this.#assertOpen();
+    const existing = this.session.rootConversationId;
+    if (existing !== undefined) return this.conversation(existing);
+    if (this.readOnly) throw new ReadOnlySession("Creating the root conversation");
+    const id = await waitFor(
+      this.session.commit((tx) => {
+        if (this.session.rootConversationId !== undefined) return this.session.rootConversationId;
+        const created = tx.createConversation();
+        tx.setRootConversation(created);
+        return created;
+      }),
+      context,
+    );
+    return this.conversation(id);
+  }
+
+  /** A handle on an existing conversation. */
+  conversation(id: number): ConversationHandle {
+    this.#assertOpen();
+    if (!this.session.conversations.has(id)) throw new NotFound(`Conversation ${id} does not exist.`);
+    return new ConversationHandle(this, id);
+  }
+
+  /** @internal */
+  commitIn<T>(conversationId: number, body: (tx: Tx) => T, context: Context): Promise<T> {
+    throwIfCancelled(context);
+    this.#assertOpen();
+    return waitFor(this.session.commit(body, { conversationId }), context);
+  }
+
+  /** The committed record of a task (live or terminal), or undefined. */
+  async getTask(id: number, context: Context): Promise<TaskRecord | undefined> {
+    throwIfCancelled(context);
+    this.#assertOpen();
+    const live = this.session.live.get(id);
+    return live ? cloneJson(live) : waitFor(this.storage.getTask(id), context);
+  }
+
+  /** Resolves with the task's terminal record. Starts scheduling (like `resume()`), unless read-only. */
+  waitForTask(id: number, context: Context): Promise<TaskRecord> {
+    this.#assertOpen();
+    if (!this.readOnly) this.#scheduler.resume();
+    return this.#scheduler.waitForTask(id, context);
+  }
+
+  /** Durably asks a task (and its owned work) to abort. Does not start scheduling. */
+  abortTask(id: number, context: Context): Promise<"marked" | "terminal"> {
+    this.#assertOpen();
+    return this.#scheduler.abortTask(id, context);
+  }
+
+  /** Every live task with what it is doing or waiting for. Writes nothing. */
+  async inspect(context: Context): Promise<Inspection> {
+    throwIfCancelled(context);
+    const scheduling = this.#closed ? "closed" : this.readOnly ? "read-only" : this.#scheduler.enabled ? "running" : "paused";
+    return { scheduling, tasks: this.#scheduler.inspect() };
+  }
+
+  /** Starts scheduling. Throws `ReadOnlySession` on a read-only harness. */
+  resume(): void {
+    this.#assertOpen();
+    if (this.readOnly) throw new ReadOnlySession("resume()");
+    this.#scheduler.resume();
+  }
+
+  /**
+   * Stops scheduling, signals every running phase and waits for it to return, then parks the tasks it ran as
+   * `pending` without counting a restart. The storage stays open (a new Harness may open it again).
+   */
+  close(context: Context): Promise<void> {
+    throwIfCancelled(context);
+    this.#closed ??= this.#scheduler.close();
+    return waitFor(this.#closed, context);
+  }
+
+  get closed(): boolean {
+    return this.#closed !== undefined;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new HarnessClosed();
+  }
+}

@@ -1,0 +1,130 @@
+import type { Clock } from "../clock.ts";
+import { HarnessClosed, ReadOnlySession } from "../errors.ts";
+import type { Report } from "../reports.ts";
+import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
+import type { Storage } from "../storage/storage.ts";
+import { documentKey, Tx, type TxActor } from "./tx.ts";
+
+/** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
+export interface Published {
+  batch: Batch;
+  reports: readonly Report[];
+}
+
+/**
+ * The one mutation line of a harness. Commits run strictly one after another: the callback stages writes on a
+ * `Tx`, the batch is stored in one transaction, and only then do the in-memory mirrors (live tasks, current
+ * documents, open submissions, conversations) change and listeners hear of it. A commit that fails at any
+ * point changes nothing, in storage or in memory.
+ */
+export class Session {
+  readonly storage: Storage;
+  readonly clock: Clock;
+  readonly readOnly: boolean;
+  readonly live = new Map<number, TaskRecord>();
+  readonly conversations = new Map<number, ConversationRecord>();
+  readonly documents = new Map<string, DocumentRecord>();
+  readonly openSubmissions = new Map<number, SubmissionRecord>();
+  nextId = 1;
+  rootConversationId: number | undefined;
+  #line: Promise<unknown> = Promise.resolve();
+  #sealed = false;
+  readonly #listeners = new Set<(published: Published) => void>();
+
+  private constructor(storage: Storage, clock: Clock, readOnly: boolean) {
+    this.storage = storage;
+    this.clock = clock;
+    this.readOnly = readOnly;
+  }
+
+  static async open(storage: Storage, clock: Clock, readOnly: boolean): Promise<Session> {
+    const session = new Session(storage, clock, readOnly || storage.readOnly);
+    const state = await storage.load();
+    session.nextId = state.nextId;
+    session.rootConversationId = state.rootConversationId;
+    for (const task of state.liveTasks) session.live.set(task.id, task);
+    for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
+    for (const document of state.documents) session.documents.set(documentKey(document.scope, document.key), document);
+    for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
+    return session;
+  }
+
+  get sealed(): boolean {
+    return this.#sealed;
+  }
+
+  /** Listens to every stored commit. Listeners run synchronously on the line and must not commit. */
+  subscribe(listener: (published: Published) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Runs `body` on the line and stores what it staged. `body` must be synchronous. The result is the body's
+   * return value, once the commit is durable.
+   */
+  commit<T>(body: (tx: Tx) => T, actor?: TxActor, admitWhileSealed = false): Promise<T> {
+    if (this.#sealed && !admitWhileSealed) return Promise.reject(new HarnessClosed());
+    if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
+    const run = async (): Promise<T> => {
+      const tx = new Tx(this, actor);
+      const result = body(tx);
+      if (result instanceof Promise) throw new TypeError("A commit callback must be synchronous.");
+      await tx.runChecks();
+      const batch = tx.batch();
+      if (batch) {
+        await this.storage.apply(batch);
+        this.#publish(batch);
+      }
+      for (const listener of this.#listeners) {
+        if (batch || tx.reports.length) listener({ batch: batch ?? emptyBatch, reports: tx.reports });
+      }
+      for (const callback of tx.callbacks) callback();
+      return result;
+    };
+    const next = this.#line.then(run, run);
+    this.#line = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Runs `body` on the line without writing (a consistent read of the mirrors). */
+  read<T>(body: () => T | Promise<T>): Promise<T> {
+    const run = async () => body();
+    const next = this.#line.then(run, run);
+    this.#line = next.catch(() => undefined);
+    return next;
+  }
+
+  /** No commit is admitted after this; commits already on the line settle. */
+  seal(): Promise<void> {
+    const drained = this.#line.then(() => undefined);
+    this.#sealed = true;
+    return drained;
+  }
+
+  /** Commits admitted before the seal still run: used by close for its final bookkeeping commit. */
+  commitWhileSealing<T>(body: (tx: Tx) => T): Promise<T> {
+    return this.commit(body, undefined, true);
+  }
+
+  #publish(batch: Batch): void {
+    if (batch.nextId !== undefined) this.nextId = batch.nextId;
+    if (batch.rootConversationId !== undefined) this.rootConversationId = batch.rootConversationId;
+    for (const task of batch.tasks) {
+      if (task.state.status === "terminal") this.live.delete(task.id);
+      else this.live.set(task.id, task);
+    }
+    for (const conversation of batch.conversations) this.conversations.set(conversation.id, conversation);
+    for (const document of batch.documents) {
+      const key = documentKey(document.scope, document.key);
+      if (document.value === null) this.documents.delete(key);
+      else this.documents.set(key, { scope: document.scope, key: document.key, value: document.value });
+    }
+    for (const submission of batch.submissions) {
+      if (submission.status === "queued" || submission.status === "running") this.openSubmissions.set(submission.id, submission);
+      else this.openSubmissions.delete(submission.id);
+    }
+  }
+}
+
+const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };

@@ -1,0 +1,254 @@
+import { InvalidCommit, NotFound } from "../errors.ts";
+import { cloneJson, type Json } from "../json.ts";
+import type { Report } from "../reports.ts";
+import type {
+  Batch,
+  Checkpoint,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  SubmissionRecord,
+  TaskRecord,
+} from "../storage/records.ts";
+import type { AnyTaskDefinition } from "../tasks/types.ts";
+import type { Session } from "./session.ts";
+
+export interface CreateTaskOptions {
+  /** Defaults to the committing task's conversation, or the conversation whose `commit` this is. */
+  conversationId?: number;
+  /** A background task is owned by its conversation, not by the committing task; it outlives it. */
+  background?: boolean;
+}
+
+/** Who is committing: a conversation (host code) or a task (its runtime). Sets defaults for new records. */
+export interface TxActor {
+  conversationId: number;
+  taskId?: number;
+}
+
+/**
+ * One atomic commit in the making. Reads see the committed state plus what this transaction staged; nothing
+ * is visible to anyone else until the whole transaction is stored. The callback that receives it is
+ * synchronous, so a commit is one uninterrupted step on the session line.
+ */
+export class Tx {
+  readonly #session: Session;
+  readonly #tasks = new Map<number, TaskRecord>();
+  readonly #conversations = new Map<number, ConversationRecord>();
+  readonly #entries: EntryRecord[] = [];
+  readonly #submissions = new Map<number, SubmissionRecord>();
+  readonly #documents = new Map<string, { scope: string; key: string; value: Json | null }>();
+  readonly #checks: Array<() => Promise<void>> = [];
+  readonly #reports: Report[] = [];
+  readonly #afterCommit: Array<() => void> = [];
+  #nextId: number;
+  #rootConversationId: number | undefined;
+  actor: TxActor | undefined;
+
+  constructor(session: Session, actor?: TxActor) {
+    this.#session = session;
+    this.#nextId = session.nextId;
+    this.actor = actor;
+  }
+
+  /** The harness clock. */
+  now(): number {
+    return this.#session.clock.now();
+  }
+
+  /** A fresh id from the one global id space (conversations, entries, tasks, submissions). */
+  mintId(): number {
+    return this.#nextId++;
+  }
+
+  /** A live task as committed or staged here; terminal tasks are not in memory (use `harness.getTask`). */
+  task(id: number): TaskRecord | undefined {
+    return this.#tasks.get(id) ?? this.#session.live.get(id);
+  }
+
+  /** Every live task, staged versions first. */
+  *liveTasks(): Iterable<TaskRecord> {
+    for (const [id, record] of this.#session.live) {
+      const staged = this.#tasks.get(id);
+      if (staged === undefined) yield record;
+    }
+    for (const record of this.#tasks.values()) if (record.state.status !== "terminal") yield record;
+  }
+
+  /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
+  createTask<I>(definition: AnyTaskDefinition & { initial(input: I): unknown }, input: I, options: CreateTaskOptions = {}): number {
+    const actor = this.actor;
+    const conversationId = options.conversationId ?? actor?.conversationId;
+    if (conversationId === undefined) throw new InvalidCommit("createTask needs a conversation: commit through a conversation or a task.");
+    if (!this.conversation(conversationId)) throw new NotFound(`Conversation ${conversationId} does not exist.`);
+    const background = options.background ?? false;
+    const owner = background ? undefined : actor?.taskId;
+    if (owner !== undefined) {
+      const parent = this.task(owner);
+      if (!parent || parent.state.status === "completing" || parent.state.status === "terminal" || parent.abortRequested) {
+        throw new InvalidCommit(`Task ${owner} cannot create owned work: it is finishing or has an abort mark.`);
+      }
+      if (conversationId !== parent.conversationId) {
+        throw new InvalidCommit(`A child task must live in its owner's conversation (${parent.conversationId}).`);
+      }
+    }
+    const checkpoint = definition.initial(input);
+    if (typeof checkpoint !== "object" || checkpoint === null || typeof (checkpoint as { phase?: unknown }).phase !== "string") {
+      throw new InvalidCommit(`${definition.name}.initial() must return a checkpoint with a string phase.`);
+    }
+    const id = this.mintId();
+    const record: TaskRecord = {
+      id,
+      conversationId,
+      kind: definition.name,
+      version: definition.version,
+      input: cloneJson(input) as Json,
+      ...(owner !== undefined ? { owner } : {}),
+      background,
+      abortRequested: false,
+      state: { status: "pending", checkpoint: cloneJson(checkpoint) as Checkpoint },
+    };
+    this.#tasks.set(id, record);
+    return id;
+  }
+
+  /** Replaces a task record (the scheduler's and runtime's own writes). */
+  putTask(record: TaskRecord): void {
+    this.#tasks.set(record.id, record);
+  }
+
+  conversation(id: number): ConversationRecord | undefined {
+    return this.#conversations.get(id) ?? this.#session.conversations.get(id);
+  }
+
+  createConversation(options: { owner?: number; config?: ConversationRecord["config"] } = {}): number {
+    const id = this.mintId();
+    this.#conversations.set(id, {
+      id,
+      createdAt: this.now(),
+      ...(options.owner !== undefined ? { owner: options.owner } : {}),
+      ...(options.config ? { config: cloneJson(options.config) } : {}),
+    });
+    return id;
+  }
+
+  putConversation(record: ConversationRecord): void {
+    this.#conversations.set(record.id, record);
+  }
+
+  setRootConversation(id: number): void {
+    this.#rootConversationId = id;
+  }
+
+  /** Appends an entry to a conversation (default: the actor's); records the committing task as its author. */
+  appendEntry(entry: { kind: string; payload: Json; conversationId?: number }): number {
+    const conversationId = entry.conversationId ?? this.actor?.conversationId;
+    if (conversationId === undefined || !this.conversation(conversationId)) {
+      throw new NotFound(`Conversation ${String(conversationId)} does not exist.`);
+    }
+    const id = this.mintId();
+    this.#entries.push({
+      id,
+      conversationId,
+      kind: entry.kind,
+      payload: entry.payload,
+      ...(this.actor?.taskId !== undefined ? { byTaskId: this.actor.taskId } : {}),
+      at: this.now(),
+    });
+    return id;
+  }
+
+  /** Entries appended in this transaction (not yet committed). */
+  get stagedEntries(): readonly EntryRecord[] {
+    return this.#entries;
+  }
+
+  document(scope: string, key: string): Json | undefined {
+    const staged = this.#documents.get(documentKey(scope, key));
+    if (staged) return staged.value ?? undefined;
+    return this.#session.documents.get(documentKey(scope, key))?.value;
+  }
+
+  setDocument(scope: string, key: string, value: Json): void {
+    this.#documents.set(documentKey(scope, key), { scope, key, value });
+  }
+
+  deleteDocument(scope: string, key: string): void {
+    this.#documents.set(documentKey(scope, key), { scope, key, value: null });
+  }
+
+  submission(id: number): SubmissionRecord | undefined {
+    return this.#submissions.get(id) ?? this.#session.openSubmissions.get(id);
+  }
+
+  putSubmission(record: SubmissionRecord): void {
+    this.#submissions.set(record.id, record);
+  }
+
+  /** Open (queued or running) submissions of a conversation, staged versions included, in id order. */
+  openSubmissions(conversationId: number): SubmissionRecord[] {
+    const out = new Map<number, SubmissionRecord>();
+    for (const s of this.#session.openSubmissions.values()) if (s.conversationId === conversationId) out.set(s.id, s);
+    for (const s of this.#submissions.values()) if (s.conversationId === conversationId) out.set(s.id, s);
+    return [...out.values()].filter((s) => s.status === "queued" || s.status === "running").sort((a, b) => a.id - b.id);
+  }
+
+  /** An async check that runs after the callback and before anything is stored (it may read storage). */
+  check(check: () => Promise<void>): void {
+    this.#checks.push(check);
+  }
+
+  /** A report delivered once this transaction is stored. */
+  report(report: Report): void {
+    this.#reports.push(report);
+  }
+
+  /** Runs once this transaction is stored. */
+  afterCommit(callback: () => void): void {
+    this.#afterCommit.push(callback);
+  }
+
+  /** @internal */
+  async runChecks(): Promise<void> {
+    for (const check of this.#checks) await check();
+  }
+
+  /** @internal */
+  get reports(): readonly Report[] {
+    return this.#reports;
+  }
+
+  /** @internal */
+  get callbacks(): readonly (() => void)[] {
+    return this.#afterCommit;
+  }
+
+  /** @internal The batch to store, or undefined when this transaction wrote nothing. */
+  batch(): Batch | undefined {
+    const nextId = this.#nextId !== this.#session.nextId ? this.#nextId : undefined;
+    const batch: Batch = {
+      ...(nextId !== undefined ? { nextId } : {}),
+      ...(this.#rootConversationId !== undefined ? { rootConversationId: this.#rootConversationId } : {}),
+      tasks: [...this.#tasks.values()],
+      conversations: [...this.#conversations.values()],
+      entries: this.#entries,
+      submissions: [...this.#submissions.values()],
+      documents: [...this.#documents.values()],
+    };
+    const empty =
+      nextId === undefined &&
+      batch.rootConversationId === undefined &&
+      batch.tasks.length === 0 &&
+      batch.conversations.length === 0 &&
+      batch.entries.length === 0 &&
+      batch.submissions.length === 0 &&
+      batch.documents.length === 0;
+    return empty ? undefined : batch;
+  }
+}
+
+export function documentKey(scope: string, key: string): string {
+  return `${scope}\u0000${key}`;
+}
+
+export type { DocumentRecord };

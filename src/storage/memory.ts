@@ -1,0 +1,170 @@
+import { DurableError, HarnessClosed, ReadOnlySession } from "../errors.ts";
+import type { Json } from "../json.ts";
+import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
+import type { Row, Storage, StoredState } from "./storage.ts";
+
+interface Image {
+  format: "pi-durable-memory/1";
+  nextId: number;
+  rootConversationId?: number;
+  tasks: Record<string, string>;
+  conversations: Record<string, string>;
+  entries: Record<string, string>;
+  submissions: Record<string, string>;
+  documents: Record<string, string>;
+}
+
+/**
+ * Storage in memory with SQLite's semantics: records are kept serialized (reads are detached copies) and a
+ * batch is serialized completely before anything changes, so a batch that fails halfway leaves no trace.
+ * `exportImage()` / `MemoryStorage.fromImage()` copy it, which is how unit tests simulate a crash.
+ */
+export class MemoryStorage implements Storage {
+  readonly label = "memory";
+  #image: Image;
+  #closed = false;
+
+  constructor(options: { readOnly?: boolean } = {}) {
+    this.readOnly = options.readOnly ?? false;
+    this.#image = { format: "pi-durable-memory/1", nextId: 1, tasks: {}, conversations: {}, entries: {}, submissions: {}, documents: {} };
+  }
+  readonly readOnly: boolean;
+
+  static fromImage(bytes: Uint8Array, options: { readOnly?: boolean } = {}): MemoryStorage {
+    let image: Image;
+    try {
+      image = JSON.parse(new TextDecoder().decode(bytes)) as Image;
+    } catch (error) {
+      throw new DurableError("These bytes are not a MemoryStorage image (not JSON).", { cause: error });
+    }
+    if (image?.format !== "pi-durable-memory/1") throw new DurableError("These bytes are not a MemoryStorage image.");
+    const storage = new MemoryStorage(options);
+    storage.#image = image;
+    return storage;
+  }
+
+  #open(): Image {
+    if (this.#closed) throw new HarnessClosed("Storage");
+    return this.#image;
+  }
+
+  async load(): Promise<StoredState> {
+    const image = this.#open();
+    const liveTasks = Object.values(image.tasks)
+      .map((text) => JSON.parse(text) as TaskRecord)
+      .filter((task) => task.state.status !== "terminal")
+      .sort((a, b) => a.id - b.id);
+    const documents = Object.values(image.documents).map((text) => JSON.parse(text) as DocumentRecord);
+    const openSubmissions = values<SubmissionRecord>(image.submissions).filter((s) => s.status === "queued" || s.status === "running");
+    return {
+      nextId: image.nextId,
+      rootConversationId: image.rootConversationId,
+      liveTasks,
+      conversations: values<ConversationRecord>(image.conversations),
+      documents,
+      openSubmissions,
+    };
+  }
+
+  async apply(batch: Batch): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("A write");
+    // Serialize everything first: a value that is not JSON rejects the whole batch before any change.
+    const tasks = batch.tasks.map((task) => [String(task.id), JSON.stringify(task)] as const);
+    const conversations = batch.conversations.map((c) => [String(c.id), JSON.stringify(c)] as const);
+    const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
+    const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
+    const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
+    for (const [id, text] of tasks) image.tasks[id] = text;
+    for (const [id, text] of conversations) image.conversations[id] = text;
+    for (const [id, text] of entries) image.entries[id] = text;
+    for (const [id, text] of submissions) image.submissions[id] = text;
+    for (const [key, text] of documents) {
+      if (text === null) delete image.documents[key];
+      else image.documents[key] = text;
+    }
+    if (batch.nextId !== undefined) image.nextId = batch.nextId;
+    if (batch.rootConversationId !== undefined) image.rootConversationId = batch.rootConversationId;
+  }
+
+  async getTask(id: number): Promise<TaskRecord | undefined> {
+    return parse(this.#open().tasks[String(id)]);
+  }
+
+  async listTasks(filter: { status?: TaskStatus; conversationId?: number } = {}): Promise<TaskRecord[]> {
+    return values<TaskRecord>(this.#open().tasks).filter(
+      (task) =>
+        (filter.status === undefined || task.state.status === filter.status) &&
+        (filter.conversationId === undefined || task.conversationId === filter.conversationId),
+    );
+  }
+
+  async getConversation(id: number): Promise<ConversationRecord | undefined> {
+    return parse(this.#open().conversations[String(id)]);
+  }
+
+  async listConversations(): Promise<ConversationRecord[]> {
+    return values<ConversationRecord>(this.#open().conversations);
+  }
+
+  async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
+    const after = options.afterId ?? 0;
+    return values<EntryRecord>(this.#open().entries).filter((e) => e.conversationId === conversationId && e.id > after);
+  }
+
+  async getEntry(id: number): Promise<EntryRecord | undefined> {
+    return parse(this.#open().entries[String(id)]);
+  }
+
+  async getDocument(scope: string, key: string): Promise<Json | undefined> {
+    return parse<DocumentRecord>(this.#open().documents[docKey(scope, key)])?.value;
+  }
+
+  async listDocuments(scope: string): Promise<DocumentRecord[]> {
+    return Object.values(this.#open().documents)
+      .map((text) => JSON.parse(text) as DocumentRecord)
+      .filter((d) => d.scope === scope)
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async getSubmission(id: number): Promise<SubmissionRecord | undefined> {
+    return parse(this.#open().submissions[String(id)]);
+  }
+
+  async findSubmission(conversationId: number, requestId: string): Promise<SubmissionRecord | undefined> {
+    return values<SubmissionRecord>(this.#open().submissions).find(
+      (s) => s.conversationId === conversationId && s.requestId === requestId,
+    );
+  }
+
+  async listSubmissions(conversationId: number): Promise<SubmissionRecord[]> {
+    return values<SubmissionRecord>(this.#open().submissions).filter((s) => s.conversationId === conversationId);
+  }
+
+  async query(): Promise<Row[]> {
+    this.#open();
+    throw new DurableError("MemoryStorage has no SQL; open a SQLite storage to run queries.");
+  }
+
+  async exportImage(): Promise<Uint8Array> {
+    return new TextEncoder().encode(JSON.stringify(this.#open()));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+}
+
+function docKey(scope: string, key: string): string {
+  return `${scope}\u0000${key}`;
+}
+
+function parse<T>(text: string | undefined): T | undefined {
+  return text === undefined ? undefined : (JSON.parse(text) as T);
+}
+
+function values<T extends { id: number }>(table: Record<string, string>): T[] {
+  return Object.values(table)
+    .map((text) => JSON.parse(text) as T)
+    .sort((a, b) => a.id - b.id);
+}

@@ -1,0 +1,106 @@
+import type { Json } from "../json.ts";
+
+/** S1: a task outcome. `completed`/`failed` come from task code, `aborted` from its abort handler, the rest from the scheduler. */
+export type TaskOutcome<R = Json> =
+  | { status: "completed"; result: R }
+  | { status: "failed"; error: ErrorInfo; result?: R }
+  | { status: "aborted"; reason?: string; result?: R }
+  | { status: "faulted"; error: ErrorInfo }
+  | { status: "orphaned"; reason: BlockedReason };
+
+export interface ErrorInfo {
+  message: string;
+  detail?: Json;
+}
+
+/** Why a task cannot run now. Derived, never stored. */
+export type BlockedReason = "missing_task" | "task_too_old" | "migration_failed";
+
+export type Checkpoint = { phase: string } & { [key: string]: Json };
+export type WaitPolicy = "allSettled" | "failFast";
+
+/** S1: the states of a task. `sleeping.until` is on the harness clock. */
+export type TaskState<S extends Checkpoint = Checkpoint, R = Json> =
+  | { status: "pending"; checkpoint: S }
+  | { status: "running"; checkpoint: S }
+  | { status: "waiting"; checkpoint: S; on: number[]; policy: WaitPolicy }
+  | { status: "sleeping"; checkpoint: S; until: number }
+  | { status: "completing"; outcome: TaskOutcome<R> }
+  | { status: "terminal"; outcome: TaskOutcome<R> };
+
+export type TaskStatus = TaskState["status"];
+
+/** S1: the durable task record, stored whole as JSON in `tasks.record`. */
+export interface TaskRecord<I = Json, S extends Checkpoint = Checkpoint, R = Json> {
+  id: number;
+  conversationId: number;
+  kind: string;
+  version: number;
+  input: I;
+  owner?: number;
+  background: boolean;
+  abortRequested: boolean;
+  startedAt?: number;
+  endedAt?: number;
+  state: TaskState<S, R>;
+  /** Only on live states; dropped at completing/terminal (S3). */
+  memos?: Record<string, Json>;
+  /** Crashes counted at open since the last progress (S4, S6). Absent when zero. */
+  restarts?: number;
+}
+
+export interface ConversationRecord {
+  id: number;
+  /** The owning task, for conversations created by a task. */
+  owner?: number;
+  createdAt: number;
+  /** Per-conversation configuration (model, instructions, tools…), set by the agent layer. */
+  config?: { [key: string]: Json };
+}
+
+export interface EntryRecord {
+  id: number;
+  conversationId: number;
+  kind: string;
+  payload: Json;
+  /** The task that wrote it, when a task did. */
+  byTaskId?: number;
+  at: number;
+}
+
+export type SubmissionStatus = "queued" | "running" | "done" | "unanswered";
+
+export interface SubmissionRecord {
+  id: number;
+  conversationId: number;
+  type: "input" | "write";
+  requestId?: string;
+  status: SubmissionStatus;
+  payload: Json;
+  /** Set when settled: `{ answer }` for done, `{ reason, detail? }` for unanswered. */
+  result?: Json;
+  createdAt: number;
+  settledAt?: number;
+}
+
+export interface DocumentRecord {
+  scope: string;
+  key: string;
+  value: Json;
+}
+
+/** Everything one harness commit writes; storage applies it in one transaction or not at all. */
+export interface Batch {
+  nextId?: number;
+  rootConversationId?: number;
+  tasks: TaskRecord[];
+  conversations: ConversationRecord[];
+  entries: EntryRecord[];
+  submissions: SubmissionRecord[];
+  /** `value: null` deletes the document. */
+  documents: Array<{ scope: string; key: string; value: Json | null }>;
+}
+
+export function isLiveStatus(status: TaskStatus): boolean {
+  return status !== "terminal";
+}

@@ -1,0 +1,34 @@
+/**
+ * The async facade every SQLite backend implements. Operations are serialized: each one starts after the
+ * previous one settled, so a transaction never interleaves with another statement.
+ */
+export type SqlValue = null | number | string | bigint | Uint8Array;
+export type SqlRow = Record<string, SqlValue>;
+
+export interface SqliteDatabase {
+  /** Runs one or more statements that return nothing. */
+  exec(sql: string): Promise<void>;
+  /** Runs one statement; returns the number of changed rows. */
+  run(sql: string, ...params: SqlValue[]): Promise<number>;
+  /** First row of one statement, or undefined. */
+  get(sql: string, ...params: SqlValue[]): Promise<SqlRow | undefined>;
+  /** Every row of one statement. */
+  all(sql: string, ...params: SqlValue[]): Promise<SqlRow[]>;
+  /**
+   * Runs `body` inside BEGIN IMMEDIATE … COMMIT. The body gets a synchronous handle so a transaction is one
+   * uninterrupted turn of the database. A throwing body rolls back and the error is rethrown.
+   */
+  transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T>;
+  /** True when the database refuses writes (opened read-only). */
+  readonly readOnly: boolean;
+  /** The bytes of the whole database (for copies, downloads and crash simulation). */
+  exportImage(): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/** Synchronous statements inside one transaction. */
+export interface SqliteTransaction {
+  run(sql: string, ...params: SqlValue[]): number;
+  get(sql: string, ...params: SqlValue[]): SqlRow | undefined;
+  all(sql: string, ...params: SqlValue[]): SqlRow[];
+}

@@ -1,0 +1,85 @@
+/**
+ * The whole SQLite schema, top to bottom. Each record is stored whole as JSON in `record`; the other columns
+ * are copies for indexes and for hand-written SQL (S11: the seed's queries run on `tasks` unchanged).
+ */
+export const SCHEMA_VERSION = 1;
+
+export const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS conversations (
+  id     INTEGER PRIMARY KEY,
+  owner  INTEGER,
+  record TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS tasks (
+  id              INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL,
+  kind            TEXT NOT NULL,
+  status          TEXT NOT NULL,
+  record          TEXT NOT NULL
+);
+-- Open reads only live work; terminal rows are receipts and never scanned.
+CREATE INDEX IF NOT EXISTS tasks_live ON tasks (status) WHERE status <> 'terminal';
+CREATE INDEX IF NOT EXISTS tasks_conversation ON tasks (conversation_id);
+
+CREATE TABLE IF NOT EXISTS entries (
+  id              INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL,
+  kind            TEXT NOT NULL,
+  record          TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_conversation ON entries (conversation_id, id);
+
+CREATE TABLE IF NOT EXISTS submissions (
+  id              INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL,
+  request_id      TEXT,
+  status          TEXT NOT NULL,
+  record          TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS submissions_open ON submissions (status) WHERE status IN ('queued', 'running');
+CREATE UNIQUE INDEX IF NOT EXISTS submissions_request ON submissions (conversation_id, request_id)
+  WHERE request_id IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS documents (
+  scope  TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  record TEXT NOT NULL,
+  PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+`;
+
+export const SQL = {
+  tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
+  readMeta: `SELECT key, value FROM meta`,
+  writeMeta: `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  liveTasks: `SELECT record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
+  upsertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET status = excluded.status, kind = excluded.kind, record = excluded.record`,
+  getTask: `SELECT record FROM tasks WHERE id = ?`,
+  upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
+  getConversation: `SELECT record FROM conversations WHERE id = ?`,
+  listConversations: `SELECT record FROM conversations ORDER BY id`,
+  insertEntry: `INSERT INTO entries (id, conversation_id, kind, record) VALUES (?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
+  listEntries: `SELECT record FROM entries WHERE conversation_id = ? AND id > ? ORDER BY id`,
+  getEntry: `SELECT record FROM entries WHERE id = ?`,
+  upsertSubmission: `INSERT INTO submissions (id, conversation_id, request_id, status, record) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record`,
+  getSubmission: `SELECT record FROM submissions WHERE id = ?`,
+  findSubmission: `SELECT record FROM submissions WHERE conversation_id = ? AND request_id = ?`,
+  listSubmissions: `SELECT record FROM submissions WHERE conversation_id = ? ORDER BY id`,
+  upsertDocument: `INSERT INTO documents (scope, key, record) VALUES (?, ?, ?)
+    ON CONFLICT (scope, key) DO UPDATE SET record = excluded.record`,
+  deleteDocument: `DELETE FROM documents WHERE scope = ? AND key = ?`,
+  getDocument: `SELECT record FROM documents WHERE scope = ? AND key = ?`,
+  allDocuments: `SELECT record FROM documents`,
+  openSubmissions: `SELECT record FROM submissions WHERE status IN ('queued', 'running') ORDER BY id`,
+  listDocuments: `SELECT record FROM documents WHERE scope = ? ORDER BY key`,
+} as const;

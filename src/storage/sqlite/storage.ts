@@ -1,0 +1,205 @@
+import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession, SchemaTooNew } from "../../errors.ts";
+import type { Json } from "../../json.ts";
+import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
+import type { Row, Storage, StoredState } from "../storage.ts";
+import type { SqlRow, SqliteDatabase, SqlValue } from "./database.ts";
+import { SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
+
+const TABLES = ["meta", "conversations", "tasks", "entries", "submissions", "documents"];
+
+/**
+ * Storage on any `SqliteDatabase` (sqlite-wasm in memory or on OPFS, or another driver). One `apply` is one
+ * transaction. Opening checks the schema version before it writes anything.
+ */
+export class SqliteStorage implements Storage {
+  readonly label: string;
+  readonly #db: SqliteDatabase;
+
+  private constructor(db: SqliteDatabase, label: string) {
+    this.#db = db;
+    this.label = label;
+  }
+
+  get readOnly(): boolean {
+    return this.#db.readOnly;
+  }
+
+  /** The database underneath (for benchmarks and diagnostics). */
+  get database(): SqliteDatabase {
+    return this.#db;
+  }
+
+  /** Checks (and on a new, writable database creates) the schema. Refuses newer schemas and foreign files. */
+  static async open(db: SqliteDatabase, label = "sqlite"): Promise<SqliteStorage> {
+    const tables = new Set((await db.all(SQL.tableNames)).map((row) => String(row.name)));
+    if (tables.size === 0) {
+      if (db.readOnly) throw new DatabaseCorrupt(`${label} is empty: there is no pi-durable database to open read-only.`);
+      await db.transaction((tx) => {
+        for (const statement of splitStatements(SCHEMA)) tx.run(statement);
+        tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
+        tx.run(SQL.writeMeta, "next_id", "1");
+      });
+    } else {
+      if (!tables.has("meta")) {
+        throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (it has no meta table). It was left unmodified.`);
+      }
+      const meta = await readMeta(db);
+      const version = Number(meta.get("schema_version"));
+      if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
+      if (version > SCHEMA_VERSION) throw new SchemaTooNew(version, SCHEMA_VERSION);
+      const missing = TABLES.filter((name) => !tables.has(name));
+      if (missing.length > 0) throw new DatabaseCorrupt(`${label} lacks the tables ${missing.join(", ")}. It was left unmodified.`);
+    }
+    return new SqliteStorage(db, label);
+  }
+
+  async load(): Promise<StoredState> {
+    const meta = await readMeta(this.#db);
+    const nextId = Number(meta.get("next_id"));
+    if (!Number.isSafeInteger(nextId) || nextId < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
+    const root = meta.get("root_conversation");
+    const liveTasks = (await this.#db.all(SQL.liveTasks)).map((row) => parseRecord<TaskRecord>(row));
+    return {
+      nextId,
+      rootConversationId: root === undefined ? undefined : Number(root),
+      liveTasks,
+      conversations: await this.listConversations(),
+      documents: (await this.#db.all(SQL.allDocuments)).map((row) => parseRecord<DocumentRecord>(row)),
+      openSubmissions: (await this.#db.all(SQL.openSubmissions)).map((row) => parseRecord<SubmissionRecord>(row)),
+    };
+  }
+
+  async apply(batch: Batch): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("A write");
+    // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
+    const tasks = batch.tasks.map((t) => [t.id, t.conversationId, t.kind, t.state.status, JSON.stringify(t)] as SqlValue[]);
+    const conversations = batch.conversations.map((c) => [c.id, c.owner ?? null, JSON.stringify(c)] as SqlValue[]);
+    const entries = batch.entries.map((e) => [e.id, e.conversationId, e.kind, JSON.stringify(e)] as SqlValue[]);
+    const submissions = batch.submissions.map(
+      (s) => [s.id, s.conversationId, s.requestId ?? null, s.status, JSON.stringify(s)] as SqlValue[],
+    );
+    const documents = batch.documents.map((d) =>
+      d.value === null ? ([d.scope, d.key] as SqlValue[]) : ([d.scope, d.key, JSON.stringify(d)] as SqlValue[]),
+    );
+    await this.#db.transaction((tx) => {
+      for (const row of tasks) tx.run(SQL.upsertTask, ...row);
+      for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
+      for (const row of entries) tx.run(SQL.insertEntry, ...row);
+      for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
+      for (const row of documents) tx.run(row.length === 2 ? SQL.deleteDocument : SQL.upsertDocument, ...row);
+      if (batch.nextId !== undefined) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
+      if (batch.rootConversationId !== undefined) tx.run(SQL.writeMeta, "root_conversation", String(batch.rootConversationId));
+    });
+  }
+
+  async getTask(id: number): Promise<TaskRecord | undefined> {
+    return optional(await this.#db.get(SQL.getTask, id));
+  }
+
+  async listTasks(filter: { status?: TaskStatus; conversationId?: number } = {}): Promise<TaskRecord[]> {
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    if (filter.status !== undefined) {
+      where.push("status = ?");
+      params.push(filter.status);
+    }
+    if (filter.conversationId !== undefined) {
+      where.push("conversation_id = ?");
+      params.push(filter.conversationId);
+    }
+    const sql = `SELECT record FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
+    return (await this.#db.all(sql, ...params)).map((row) => parseRecord<TaskRecord>(row));
+  }
+
+  async getConversation(id: number): Promise<ConversationRecord | undefined> {
+    return optional(await this.#db.get(SQL.getConversation, id));
+  }
+
+  async listConversations(): Promise<ConversationRecord[]> {
+    return (await this.#db.all(SQL.listConversations)).map((row) => parseRecord<ConversationRecord>(row));
+  }
+
+  async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
+    return (await this.#db.all(SQL.listEntries, conversationId, options.afterId ?? 0)).map((row) => parseRecord<EntryRecord>(row));
+  }
+
+  async getEntry(id: number): Promise<EntryRecord | undefined> {
+    return optional(await this.#db.get(SQL.getEntry, id));
+  }
+
+  async getDocument(scope: string, key: string): Promise<Json | undefined> {
+    return optional<DocumentRecord>(await this.#db.get(SQL.getDocument, scope, key))?.value;
+  }
+
+  async listDocuments(scope: string): Promise<DocumentRecord[]> {
+    return (await this.#db.all(SQL.listDocuments, scope)).map((row) => parseRecord<DocumentRecord>(row));
+  }
+
+  async getSubmission(id: number): Promise<SubmissionRecord | undefined> {
+    return optional(await this.#db.get(SQL.getSubmission, id));
+  }
+
+  async findSubmission(conversationId: number, requestId: string): Promise<SubmissionRecord | undefined> {
+    return optional(await this.#db.get(SQL.findSubmission, conversationId, requestId));
+  }
+
+  async listSubmissions(conversationId: number): Promise<SubmissionRecord[]> {
+    return (await this.#db.all(SQL.listSubmissions, conversationId)).map((row) => parseRecord<SubmissionRecord>(row));
+  }
+
+  /**
+   * Read-only SQL for inspectors and tests. The statement must be a single SELECT / WITH / EXPLAIN or a
+   * read-only PRAGMA; anything else is refused before it reaches SQLite, and the database itself runs the
+   * statement with `query_only` so a write hidden in a CTE cannot slip through either.
+   */
+  async query(sql: string, ...params: Json[]): Promise<Row[]> {
+    if (!isReadOnlyStatement(sql)) throw new QueryNotReadOnly(sql);
+    const values = params.map((p) => (p === null || typeof p !== "object" ? (typeof p === "boolean" ? Number(p) : p) : JSON.stringify(p)));
+    await this.#db.exec("PRAGMA query_only = 1");
+    try {
+      return (await this.#db.all(sql, ...(values as SqlValue[]))) as Row[];
+    } catch (error) {
+      if (/readonly|read-only|query_only/i.test(String(error))) throw new QueryNotReadOnly(sql);
+      throw error;
+    } finally {
+      if (!this.readOnly) await this.#db.exec("PRAGMA query_only = 0");
+    }
+  }
+
+  exportImage(): Promise<Uint8Array> {
+    return this.#db.exportImage();
+  }
+
+  close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+async function readMeta(db: SqliteDatabase): Promise<Map<string, string>> {
+  return new Map((await db.all(SQL.readMeta)).map((row) => [String(row.key), String(row.value)]));
+}
+
+function parseRecord<T>(row: SqlRow): T {
+  return JSON.parse(String(row.record)) as T;
+}
+
+function optional<T>(row: SqlRow | undefined): T | undefined {
+  return row === undefined ? undefined : parseRecord<T>(row);
+}
+
+function splitStatements(sql: string): string[] {
+  return sql
+    .replace(/--[^\n]*/g, "")
+    .split(";")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+const READ_ONLY_PRAGMAS = /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|journal_mode|schema_version|user_version|database_list|compile_options|foreign_key_list)\b(?!\s*=)/i;
+
+function isReadOnlyStatement(sql: string): boolean {
+  const text = sql.trim().replace(/;\s*$/, "");
+  if (text.includes(";")) return false; // one statement only
+  if (/^(select|with|explain|values)\b/i.test(text)) return true;
+  return READ_ONLY_PRAGMAS.test(text);
+}

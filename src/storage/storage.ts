@@ -1,0 +1,54 @@
+import type { Json } from "../json.ts";
+import type {
+  Batch,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  SubmissionRecord,
+  TaskRecord,
+  TaskStatus,
+} from "./records.ts";
+
+/** What a harness reads at open: enough to rebuild its in-memory mirror of live work. */
+export interface StoredState {
+  nextId: number;
+  rootConversationId?: number;
+  /** Every task whose status is not `terminal`. */
+  liveTasks: TaskRecord[];
+  conversations: ConversationRecord[];
+  /** Every current document (they are few and small: one slot per conversation concern). */
+  documents: DocumentRecord[];
+  /** Submissions that are not settled yet. */
+  openSubmissions: SubmissionRecord[];
+}
+
+export type Row = Record<string, Json>;
+
+/**
+ * The storage contract. A harness is the only writer; it serializes its commits, and `apply` writes one
+ * `Batch` atomically: after a crash either all of it is there or none of it.
+ */
+export interface Storage {
+  readonly readOnly: boolean;
+  /** A short label for messages ("memory", "sqlite:opfs-sahpool:/pi.sqlite3"). */
+  readonly label: string;
+  load(): Promise<StoredState>;
+  apply(batch: Batch): Promise<void>;
+  getTask(id: number): Promise<TaskRecord | undefined>;
+  listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
+  getConversation(id: number): Promise<ConversationRecord | undefined>;
+  listConversations(): Promise<ConversationRecord[]>;
+  /** Entries of a conversation in id order, optionally only those after `afterId`. */
+  listEntries(conversationId: number, options?: { afterId?: number }): Promise<EntryRecord[]>;
+  getEntry(id: number): Promise<EntryRecord | undefined>;
+  getDocument(scope: string, key: string): Promise<Json | undefined>;
+  listDocuments(scope: string): Promise<DocumentRecord[]>;
+  getSubmission(id: number): Promise<SubmissionRecord | undefined>;
+  findSubmission(conversationId: number, requestId: string): Promise<SubmissionRecord | undefined>;
+  listSubmissions(conversationId: number): Promise<SubmissionRecord[]>;
+  /** Read-only SQL; rows keyed by column name. Rejects statements that write. */
+  query(sql: string, ...params: Json[]): Promise<Row[]>;
+  /** The bytes of the whole database. */
+  exportImage(): Promise<Uint8Array>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,84 @@
+import type { Context } from "../context.ts";
+import type { Json } from "../json.ts";
+import type { Checkpoint, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
+import type { ResolvedSettings } from "../settings.ts";
+import type { Report } from "../reports.ts";
+import type { Tx } from "../session/tx.ts";
+
+/** What a phase may commit as its task's next state (S3). */
+export type NextTaskState<S extends Checkpoint = Checkpoint, R = Json> =
+  | { status: "running"; checkpoint: S }
+  | { status: "waiting"; checkpoint: S; on: number[]; policy?: WaitPolicy }
+  | { status: "sleeping"; checkpoint: S; until: number }
+  | { status: "terminal"; outcome: TaskOutcome<R> };
+
+/** The record a phase sees: its task, running, as committed before the phase started. */
+export type RunningTask<I = Json, S extends Checkpoint = Checkpoint, R = Json> = TaskRecord<I, S, R> & {
+  state: { status: "running"; checkpoint: S };
+};
+
+/** S3: what a phase can do. Every call rejects once the invocation has ended. */
+export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
+  readonly taskId: number;
+  readonly conversationId: number;
+  /** Aborts when the invocation ends: close, an abort mark, or the phase's own end. */
+  readonly signal: AbortSignal;
+  /** The resolved settings, read fresh at each access. */
+  readonly settings: ResolvedSettings;
+  /** `HarnessOptions.models`, as given. */
+  readonly models: unknown;
+  /**
+   * Commits `change(tx, current)` atomically with everything written through `tx`. Returning a state replaces
+   * the task's state (running with a new checkpoint, waiting, sleeping, terminal); `undefined` keeps it.
+   */
+  commit(change: (tx: Tx, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined, context: Context): Promise<void>;
+  /** Reads memo `name` (undefined when unset). */
+  memo(name: string, context: Context): Promise<Json | undefined>;
+  /** Writes memo `name` unless it is set; first write wins, and the winner is returned. */
+  memo(name: string, value: Json, context: Context): Promise<Json>;
+  /** Commits `{ status: "sleeping", until: at, checkpoint }`; the task runs `checkpoint` once the clock reaches `at`. */
+  sleepUntil(at: number, checkpoint: S, context: Context): Promise<void>;
+  /** The harness clock. */
+  now(): number;
+  /** Outcomes of terminal tasks, in order; rejects if one is still live. */
+  outcomes(ids: readonly number[], context: Context): Promise<TaskOutcome[]>;
+  getTask(id: number, context: Context): Promise<TaskRecord | undefined>;
+  /** Sends a typed report to `HarnessOptions.onReport`. */
+  report(report: Report): void;
+  /** The conversation's execution environment (`HarnessOptions.env`), if any. */
+  env<E = unknown>(context: Context): Promise<E>;
+}
+
+export type PhaseHandler<I, S extends Checkpoint, R> = (
+  task: RunningTask<I, S, R>,
+  runtime: TaskRuntime<S, R>,
+  context: Context,
+) => Promise<void>;
+
+/** S2: a task definition. */
+export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R = Json> {
+  readonly name: string;
+  /** A positive integer; a stored record of an older version goes through `migrate`. */
+  readonly version: number;
+  initial(input: I): S;
+  readonly phases: { readonly [phase: string]: PhaseHandler<I, S, R> };
+  /** Runs once when the task carries an abort mark and its owned work is done; must commit a terminal outcome. */
+  abort(task: RunningTask<I, S, R>, runtime: TaskRuntime<S, R>, context: Context): Promise<void>;
+  /** Brings a record of an older version up to this one. */
+  migrate?(input: Json, checkpoint: Checkpoint, fromVersion: number): { input: I; checkpoint: S };
+  /**
+   * S6: runs instead of the phase when the task reached the restart limit; must commit a terminal outcome
+   * the user can see. Without it the scheduler ends the task `faulted` (reason `restart_limit`).
+   */
+  onRestartLimit?(task: RunningTask<I, S, R>, runtime: TaskRuntime<S, R>, context: Context): Promise<void>;
+}
+
+// Definitions are stored in registries of mixed types; phases see their own types.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTaskDefinition = TaskDefinition<any, any, any>;
+
+export function defineTask<I = Json, S extends Checkpoint = Checkpoint, R = Json>(
+  definition: TaskDefinition<I, S, R>,
+): TaskDefinition<I, S, R> {
+  return Object.freeze({ ...definition });
+}

@@ -1,0 +1,61 @@
+import { BACKGROUND_CONTEXT, createRegistry, Harness, MemoryStorage, type HarnessOptions, type Report, type Storage } from "../src/index.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
+
+export const ctx = BACKGROUND_CONTEXT;
+
+/** A storage backend under test; `fromImage` makes the copy a crash leaves behind. */
+export interface Backend {
+  name: string;
+  create(): Promise<Storage>;
+  fromImage(bytes: Uint8Array, options?: { readOnly?: boolean }): Promise<Storage>;
+}
+
+export const memoryBackend: Backend = {
+  name: "MemoryStorage",
+  create: async () => new MemoryStorage(),
+  fromImage: async (bytes, options) => MemoryStorage.fromImage(bytes, options),
+};
+
+export const backends: Backend[] = [memoryBackend];
+
+/** Lets queued promise work (commits, passes, phases) run. */
+export async function flush(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** Drives the manual clock until `done()` holds: flush, and when nothing moves, fire the next timer. */
+export async function runUntil(clock: ManualClock, done: () => boolean | Promise<boolean>, limit = 2000): Promise<void> {
+  for (let i = 0; i < limit; i++) {
+    if (await done()) return;
+    await flush(2);
+    if (await done()) return;
+    clock.next();
+  }
+  throw new Error("runUntil: condition never held");
+}
+
+export interface Opened {
+  harness: Harness;
+  clock: ManualClock;
+  reports: Report[];
+}
+
+/** Opens a harness with a manual clock and collected reports. */
+export async function openHarness(
+  storage: Storage,
+  options: Partial<HarnessOptions> & { clock?: ManualClock } = {},
+): Promise<Opened> {
+  const clock = options.clock ?? createManualClock(1_000);
+  const reports: Report[] = [];
+  const harness = await Harness.open(
+    storage,
+    { registry: options.registry ?? createRegistry(), ...options, clock, onReport: (report) => reports.push(report) },
+    ctx,
+  );
+  return { harness, clock, reports };
+}
+
+/** A promise that never settles: the "process" is gone at this point. */
+export function never(): Promise<never> {
+  return new Promise(() => {});
+}
