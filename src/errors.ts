@@ -67,3 +67,6 @@ export class InvocationEnded extends DurableError {
 
 /** A task definition or extension that cannot be installed (duplicate name, bad version, …). */
 export class InvalidDefinition extends DurableError {}
+
+/** The environment cannot host the requested database (for example opfs-sahpool outside a dedicated Web Worker). */
+export class StorageUnavailable extends DurableError {}

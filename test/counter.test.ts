@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { counterTask } from "../examples/counter-task.ts";
+import { counterTask, SEED_QUERY } from "../examples/counter-task.ts";
 import { createRegistry, defineExtension, type Storage } from "../src/index.ts";
-import { backends, ctx, never, openHarness, runUntil } from "./support.ts";
+import { backends, ctx, never, openHarness, runUntil, sqliteMemoryBackend } from "./support.ts";
 
 for (const backend of backends) {
   describe(`S12 Example 12 on ${backend.name}`, () => {
@@ -47,10 +47,11 @@ for (const backend of backends) {
       const registry = createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push(line))] }));
       const { harness } = await openHarness(storage, { registry, clock });
       const afterOpen = await harness.getTask(id, ctx);
+      const seedRowsAfterOpen = backend === sqliteMemoryBackend ? await storage.query(SEED_QUERY) : undefined;
       let done: Awaited<ReturnType<typeof harness.waitForTask>> | undefined;
       void harness.waitForTask(id, ctx).then((task) => (done = task));
       await runUntil(clock, () => done !== undefined);
-      return { printed, afterOpen: afterOpen!, done: done!, harness };
+      return { printed, afterOpen: afterOpen!, done: done!, harness, seedRowsAfterOpen };
     }
 
     it("after close(): pending at n = 2 with memos, no restart; reopen prints tick 3..5, never tick 2 again", async () => {
@@ -62,9 +63,19 @@ for (const backend of backends) {
       expect(beforeRow.state).toMatchObject({ checkpoint: { phase: "tick", n: 2 } });
       expect(beforeRow.memos).toEqual({ "printed-1": true, "printed-2": true });
       expect(beforeRow.restarts).toBeUndefined();
+      if (backend === sqliteMemoryBackend) {
+        expect(await before.query(SEED_QUERY)).toEqual([
+          { id: first.id, status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: null },
+        ]);
+      }
 
       const second = await secondRun(await backend.fromImage(first.image), first.id, first.clock);
       expect(second.afterOpen.restarts).toBeUndefined();
+      if (backend === sqliteMemoryBackend) {
+        expect(await second.harness.storage.query(SEED_QUERY)).toEqual([
+          { id: first.id, status: "terminal", n: null, memos: null, restarts: null },
+        ]);
+      }
       expect(second.printed).toEqual(["tick 3", "tick 4", "tick 5"]);
       expect(second.done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
       expect(second.done.memos).toBeUndefined();
@@ -79,9 +90,19 @@ for (const backend of backends) {
       expect(beforeRow.state).toEqual({ status: "running", checkpoint: { phase: "tick", n: 2 } });
       expect(beforeRow.memos).toEqual({ "printed-1": true, "printed-2": true });
       expect(beforeRow.restarts).toBeUndefined();
+      if (backend === sqliteMemoryBackend) {
+        expect(await before.query(SEED_QUERY)).toEqual([
+          { id: first.id, status: "running", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: null },
+        ]);
+      }
 
       const second = await secondRun(await backend.fromImage(first.image), first.id, first.clock);
       expect(second.afterOpen.state.status).toBe("pending");
+      if (backend === sqliteMemoryBackend) {
+        expect(second.seedRowsAfterOpen).toEqual([
+          { id: first.id, status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: 1 },
+        ]);
+      }
       expect(second.afterOpen.restarts).toBe(1);
       expect(second.printed).toEqual(["tick 3", "tick 4", "tick 5"]);
       expect(second.done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });

@@ -1,4 +1,5 @@
 import { BACKGROUND_CONTEXT, createRegistry, Harness, MemoryStorage, type HarnessOptions, type Report, type Storage } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 
 export const ctx = BACKGROUND_CONTEXT;
@@ -16,7 +17,13 @@ export const memoryBackend: Backend = {
   fromImage: async (bytes, options) => MemoryStorage.fromImage(bytes, options),
 };
 
-export const backends: Backend[] = [memoryBackend];
+export const sqliteMemoryBackend: Backend = {
+  name: "SQLite (sqlite-wasm, memory)",
+  create: () => openSqliteStorage({ vfs: "memory" }),
+  fromImage: (image, options) => openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly }),
+};
+
+export const backends: Backend[] = [memoryBackend, sqliteMemoryBackend];
 
 /** Lets queued promise work (commits, passes, phases) run. */
 export async function flush(rounds = 5): Promise<void> {

@@ -135,16 +135,16 @@ export class Scheduler {
         if (!this.#session.live.has(id)) {
           const stored = await this.#session.storage.getTask(id);
           if (!stored) throw new NotFound(`Task ${id} does not exist.`);
-          if (stored.state.status === "terminal") return { done: stored };
+          if (stored.state.status === "terminal") return { done: stored, waiting: undefined };
         }
         const waiting = new Promise<TaskRecord>((resolve, reject) => {
           let set = this.#waiters.get(id);
           if (!set) this.#waiters.set(id, (set = new Set()));
           set.add({ resolve, reject });
         });
-        return { waiting };
+        return { done: undefined, waiting };
       })
-      .then((result) => ("done" in result ? result.done : result.waiting));
+      .then((result) => result.done ?? result.waiting!);
     return waitFor(promise, context);
   }
 
@@ -334,7 +334,9 @@ export class Scheduler {
       const task = tx.task(id);
       if (!task || this.#invocations.has(id)) continue;
       const status = task.state.status;
-      if (status === "completing" || status === "terminal" || status === "running") continue;
+      // A running task without an invocation is one whose run ended on an abort mark or at a definition
+      // handover: it is taken again (in abort mode, or under the new definition) without a new write.
+      if (status === "completing" || status === "terminal") continue;
       if (status === "waiting" && task.state.on.some((member) => this.#isLive(tx, member))) continue;
       if (status === "sleeping" && task.state.until > now) continue;
       const mode: Mode = task.abortRequested ? "abort" : "run";
@@ -362,7 +364,9 @@ export class Scheduler {
         }
         invocationMode = "limit";
       }
-      tx.putTask({ ...record, state: { status: "running", checkpoint }, startedAt: record.startedAt ?? now });
+      if (status !== "running" || record !== task) {
+        tx.putTask({ ...record, state: { status: "running", checkpoint }, startedAt: record.startedAt ?? now });
+      }
       started.push(this.#invocation(record, resolution.definition, invocationMode));
     }
     return started;

@@ -1,0 +1,17 @@
+import { SqliteStorage } from "./storage.ts";
+import { openSqliteDatabase, type OpenSqliteOptions } from "./wasm.ts";
+
+/**
+ * Opens durable storage on sqlite-wasm: `{ vfs: "memory" }` (Node and browser; `image` opens a copy of
+ * exported bytes) or `{ vfs: "opfs-sahpool", path }` (a browser worker). Refuses damaged files, non-SQLite
+ * bytes and schemas newer than this code, leaving them unmodified.
+ */
+export async function openSqliteStorage(options: OpenSqliteOptions): Promise<SqliteStorage> {
+  const database = await openSqliteDatabase(options);
+  try {
+    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`);
+  } catch (error) {
+    await database.close().catch(() => {});
+    throw error;
+  }
+}
