@@ -21,3 +21,15 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 export function cloneJson<T>(value: T): T {
   return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
 }
+
+/**
+ * Freezes a JSON value in place, skipping subtrees that are frozen already — records share unchanged parts
+ * with their predecessors, so freezing a new record touches only what is new. Committed records are frozen
+ * so that phases can be handed the committed record itself instead of a copy.
+ */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value !== "object" || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  return value;
+}

@@ -1,4 +1,5 @@
 import type { Clock } from "../clock.ts";
+import { deepFreeze } from "../json.ts";
 import { HarnessClosed, ReadOnlySession } from "../errors.ts";
 import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -42,7 +43,7 @@ export class Session {
     const state = await storage.load();
     session.nextId = state.nextId;
     session.rootConversationId = state.rootConversationId;
-    for (const task of state.liveTasks) session.live.set(task.id, task);
+    for (const task of state.liveTasks) session.live.set(task.id, deepFreeze(task));
     for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
     for (const document of state.documents) session.documents.set(documentKey(document.scope, document.key), document);
     for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
@@ -70,7 +71,7 @@ export class Session {
       const tx = new Tx(this, actor);
       const result = body(tx);
       if (result instanceof Promise) throw new TypeError("A commit callback must be synchronous.");
-      await tx.runChecks();
+      if (tx.hasChecks) await tx.runChecks();
       const batch = tx.batch();
       if (batch) {
         await this.storage.apply(batch);
@@ -111,6 +112,7 @@ export class Session {
     if (batch.nextId !== undefined) this.nextId = batch.nextId;
     if (batch.rootConversationId !== undefined) this.rootConversationId = batch.rootConversationId;
     for (const task of batch.tasks) {
+      deepFreeze(task);
       if (task.state.status === "terminal") this.live.delete(task.id);
       else this.live.set(task.id, task);
     }

@@ -209,6 +209,11 @@ export class Tx {
   }
 
   /** @internal */
+  get hasChecks(): boolean {
+    return this.#checks.length > 0;
+  }
+
+  /** @internal */
   async runChecks(): Promise<void> {
     for (const check of this.#checks) await check();
   }

@@ -4,7 +4,7 @@ import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound }
 import { cloneJson, jsonEqual, type Json } from "../json.ts";
 import { deliver, type Report, type ReportHandler } from "../reports.ts";
 import type { Published, Session } from "../session/session.ts";
-import type { Tx } from "../session/tx.ts";
+import { documentKey, type Tx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Registry } from "./registry.ts";
@@ -559,7 +559,7 @@ export class Scheduler {
         const handler = invocation.definition.phases[phaseStart.phase];
         try {
           if (!handler) throw new DurableError(`Task kind ${current.kind} has no phase named "${phaseStart.phase}".`);
-          await handler(cloneJson(current) as RunningTask, runtime, invocation.context);
+          await handler(current as RunningTask, runtime, invocation.context); // frozen: committed records are immutable
         } catch (error) {
           failed = true;
           failure = error;
@@ -585,7 +585,7 @@ export class Scheduler {
     let failure: unknown;
     let failed = false;
     try {
-      await handler!.call(invocation.definition, cloneJson(current) as RunningTask, runtime, invocation.context);
+      await handler!.call(invocation.definition, current as RunningTask, runtime, invocation.context);
     } catch (error) {
       failed = true;
       failure = error;
@@ -646,19 +646,19 @@ export class Scheduler {
       commit: async (change, context) => {
         check();
         throwIfCancelled(context);
-        await waitFor(
-          gated((tx, current) => {
-            const next = change(tx, cloneJson(current));
-            if (next !== undefined) scheduler.#applyNext(tx, current, next, invocation);
-          }),
-          context,
-        );
+        const committed = gated((tx, current) => {
+          // `current` is the committed record itself (frozen), not a copy.
+          const next = change(tx, current);
+          if (next !== undefined) scheduler.#applyNext(tx, current, next, invocation);
+        });
+        // The invocation's own context needs no extra wait: its end already rejects the commit on the line.
+        await (context === invocation.context ? committed : waitFor(committed, context));
       },
       memo: (async (name: string, ...rest: unknown[]) => {
         check();
         if (rest.length < 2) {
           const memos = session.live.get(id)?.memos;
-          return memos && Object.hasOwn(memos, name) ? cloneJson(memos[name]) : undefined;
+          return memos && Object.hasOwn(memos, name) ? memos[name] : undefined;
         }
         const [value, context] = rest as [Json, Context];
         throwIfCancelled(context);
@@ -693,7 +693,7 @@ export class Scheduler {
       getTask: async (taskId, context) => {
         check();
         throwIfCancelled(context);
-        return session.live.has(taskId) ? cloneJson(session.live.get(taskId)) : session.storage.getTask(taskId);
+        return session.live.get(taskId) ?? session.storage.getTask(taskId);
       },
       report: (report: Report) => {
         check();
@@ -704,6 +704,39 @@ export class Scheduler {
         throwIfCancelled(context);
         if (!scheduler.#options.env) throw new DurableError("No execution environment: pass HarnessOptions.env to give tasks one.");
         return (await scheduler.#options.env(first.conversationId, context)) as E;
+      },
+      registry: this.#registry,
+      entries: async (options, context) => {
+        check();
+        throwIfCancelled(context);
+        return session.storage.listEntries(options.conversationId ?? first.conversationId, options.afterId === undefined ? {} : { afterId: options.afterId });
+      },
+      entry: async (entryId, context) => {
+        check();
+        throwIfCancelled(context);
+        return session.storage.getEntry(entryId);
+      },
+      document: (scope, key) => {
+        check();
+        return cloneJson(session.documents.get(documentKey(scope, key))?.value);
+      },
+      setTimer: (delayMs, fire) => {
+        check();
+        // Timers die with the invocation: a late fire would act for a phase that already returned.
+        const signal = invocation.controller.signal;
+        let cancelTimer: (() => void) | undefined;
+        const cancel = () => {
+          cancelTimer?.();
+          cancelTimer = undefined;
+          signal.removeEventListener("abort", cancel);
+        };
+        cancelTimer = scheduler.#options.clock.setTimer(delayMs, () => {
+          cancelTimer = undefined;
+          signal.removeEventListener("abort", cancel);
+          if (!invocation.ended) fire();
+        });
+        signal.addEventListener("abort", cancel);
+        return cancel;
       },
     };
     return runtime;

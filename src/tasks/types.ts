@@ -1,9 +1,10 @@
 import type { Context } from "../context.ts";
 import type { Json } from "../json.ts";
-import type { Checkpoint, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
+import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { Report } from "../reports.ts";
 import type { Tx } from "../session/tx.ts";
+import type { Registry } from "./registry.ts";
 
 /** What a phase may commit as its task's next state (S3). */
 export type NextTaskState<S extends Checkpoint = Checkpoint, R = Json> =
@@ -30,6 +31,7 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   /**
    * Commits `change(tx, current)` atomically with everything written through `tx`. Returning a state replaces
    * the task's state (running with a new checkpoint, waiting, sleeping, terminal); `undefined` keeps it.
+   * `current` is the committed record, shared and read-only: build new objects, never mutate it.
    */
   commit(change: (tx: Tx, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined, context: Context): Promise<void>;
   /** Reads memo `name` (undefined when unset). */
@@ -47,6 +49,19 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   report(report: Report): void;
   /** The conversation's execution environment (`HarnessOptions.env`), if any. */
   env<E = unknown>(context: Context): Promise<E>;
+  /** The installed extensions (the agent layer resolves tools, hooks and instructions from them). */
+  readonly registry: Registry;
+  /** Committed entries of a conversation (default: the task's) in id order; `afterId` skips older ones. */
+  entries(options: { conversationId?: number; afterId?: number }, context: Context): Promise<EntryRecord[]>;
+  /** One committed entry, or undefined. */
+  entry(id: number, context: Context): Promise<EntryRecord | undefined>;
+  /** The committed value of a document (a detached copy), or undefined. */
+  document(scope: string, key: string): Json | undefined;
+  /**
+   * Calls `fire` once `delayMs` have passed on the harness clock; returns a cancel function. Cancelled
+   * automatically when the invocation ends, so a timer never outlives the phase that armed it.
+   */
+  setTimer(delayMs: number, fire: () => void): () => void;
 }
 
 export type PhaseHandler<I, S extends Checkpoint, R> = (

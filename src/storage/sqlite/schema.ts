@@ -59,8 +59,9 @@ export const SQL = {
   readMeta: `SELECT key, value FROM meta`,
   writeMeta: `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   liveTasks: `SELECT record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
-  upsertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (id) DO UPDATE SET status = excluded.status, kind = excluded.kind, record = excluded.record`,
+  /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
+  updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
+  insertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)`,
   getTask: `SELECT record FROM tasks WHERE id = ?`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,

@@ -72,7 +72,7 @@ export class SqliteStorage implements Storage {
   async apply(batch: Batch): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("A write");
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
-    const tasks = batch.tasks.map((t) => [t.id, t.conversationId, t.kind, t.state.status, JSON.stringify(t)] as SqlValue[]);
+    const tasks = batch.tasks.map((t) => ({ task: t, record: JSON.stringify(t) }));
     const conversations = batch.conversations.map((c) => [c.id, c.owner ?? null, JSON.stringify(c)] as SqlValue[]);
     const entries = batch.entries.map((e) => [e.id, e.conversationId, e.kind, JSON.stringify(e)] as SqlValue[]);
     const submissions = batch.submissions.map(
@@ -82,7 +82,11 @@ export class SqliteStorage implements Storage {
       d.value === null ? ([d.scope, d.key] as SqlValue[]) : ([d.scope, d.key, JSON.stringify(d)] as SqlValue[]),
     );
     await this.#db.transaction((tx) => {
-      for (const row of tasks) tx.run(SQL.upsertTask, ...row);
+      for (const { task, record } of tasks) {
+        if (tx.run(SQL.updateTask, task.state.status, record, task.id) === 0) {
+          tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, task.state.status, record);
+        }
+      }
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);

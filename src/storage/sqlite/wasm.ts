@@ -184,9 +184,11 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     // what makes a crash safe here: recovery replays committed frames only and never relies on the VFS's
     // hot-journal detection.
     connection.execAll("PRAGMA locking_mode = EXCLUSIVE");
+    // Checked before switching to WAL: that switch writes the file header, and a damaged file must stay
+    // byte for byte as it was found.
+    connection.checkIntegrity();
     if (readOnly) connection.execAll("PRAGMA query_only = 1");
     else connection.execAll("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
-    connection.checkIntegrity();
     if (!readOnly) connection.setCheckpointOnClose(true);
     return connection;
   } catch (error) {

@@ -1,0 +1,97 @@
+/**
+ * Kernel step cost vs a raw SQLite commit (issue: "Speed"): `npm run bench:kernel`.
+ * Node, sqlite-wasm in memory. One task commits STEPS checkpoints back to back; the baseline is STEPS
+ * single-row UPDATE transactions through the same database facade, on the same kind of database, in the
+ * same run. Each figure is the median of RUNS runs (min and max beside it).
+ */
+import { writeFileSync } from "node:fs";
+import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTask, Harness, type SqliteStorage } from "../src/index.ts";
+import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { fmt, summarize, table } from "./stats.ts";
+
+const STEPS = 5000;
+const RUNS = 7;
+
+const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
+  name: "bench.stepper",
+  version: 1,
+  initial: () => ({ phase: "step", n: 0 }),
+  phases: {
+    step: async (task, runtime, context) => {
+      const n = task.state.checkpoint.n + 1;
+      await runtime.commit(
+        () => (n >= task.input.steps ? { status: "terminal", outcome: { status: "completed", result: n } } : { status: "running", checkpoint: { phase: "step", n } }),
+        context,
+      );
+    },
+  },
+  abort: async () => {},
+});
+
+async function rawCommits(): Promise<number> {
+  const db = await openSqliteDatabase({ vfs: "memory" });
+  await db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT INTO t VALUES (1, '{}')");
+  const record = JSON.stringify({ id: 1, state: { status: "running", checkpoint: { phase: "step", n: 0 } } });
+  const start = performance.now();
+  for (let i = 0; i < STEPS; i++) await db.transaction((tx) => tx.run("UPDATE t SET record = ? WHERE id = 1", record));
+  const ms = performance.now() - start;
+  await db.close();
+  return ms;
+}
+
+async function kernelSteps(): Promise<number> {
+  const storage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+  const harness = await Harness.open(storage, { registry }, ctx);
+  const root = await harness.root(ctx);
+  const id = await root.commit((tx) => tx.createTask(stepper, { steps: STEPS }), ctx);
+  const start = performance.now();
+  const done = await harness.waitForTask(id, ctx);
+  const ms = performance.now() - start;
+  if (done.state.status !== "terminal" || done.state.outcome.status !== "completed" || done.state.outcome.result !== STEPS) {
+    throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
+  }
+  await harness.close(ctx);
+  await storage.close();
+  return ms;
+}
+
+export async function benchKernel() {
+  // Warm up the wasm module and the JIT once, outside the measured runs.
+  await rawCommits();
+  await kernelSteps();
+  const raw: number[] = [];
+  const kernel: number[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    raw.push(await rawCommits());
+    kernel.push(await kernelSteps());
+  }
+  const rawSummary = summarize(raw.map((ms) => (ms * 1000) / STEPS));
+  const kernelSummary = summarize(kernel.map((ms) => (ms * 1000) / STEPS));
+  const ratio = kernelSummary.median / rawSummary.median;
+  const result = {
+    name: "kernel",
+    environment: { node: process.version, sqlite: await sqliteVersion(), platform: `${process.platform}-${process.arch}` },
+    steps: STEPS,
+    runs: RUNS,
+    rawCommitMicros: rawSummary,
+    kernelStepMicros: kernelSummary,
+    ratio,
+    target: "kernel step ≤ 2.5× raw commit",
+    meetsTarget: ratio <= 2.5,
+  };
+  const rows = [
+    ["raw single-row UPDATE commit", fmt(rawSummary.median), `${fmt(rawSummary.min)}–${fmt(rawSummary.max)}`, fmt(1e6 / rawSummary.median, 0), "1.00×"],
+    ["kernel step (checkpoint commit)", fmt(kernelSummary.median), `${fmt(kernelSummary.min)}–${fmt(kernelSummary.max)}`, fmt(1e6 / kernelSummary.median, 0), `${fmt(ratio, 2)}×`],
+  ];
+  const printed = table(["Node, sqlite-wasm memory, " + STEPS + " steps", "µs/op (median)", "min–max", "ops/s", "ratio"], rows);
+  return { result, printed };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { result, printed } = await benchKernel();
+  console.log(printed);
+  console.log(`\ntarget ≤ 2.5×: ${result.meetsTarget ? "met" : "NOT met"} (${fmt(result.ratio, 2)}×)`);
+  writeFileSync(new URL("./results-kernel.json", import.meta.url), JSON.stringify(result, null, 2) + "\n");
+}
