@@ -29,12 +29,29 @@ const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, numb
   abort: async () => {},
 });
 
+/**
+ * The floor: what an app pays to commit the same bytes itself — one single-row UPDATE transaction per step,
+ * on a plain table in the same kind of database, writing a JSON record as large as the task's.
+ */
 async function rawCommits(): Promise<number> {
   const db = await openSqliteDatabase({ vfs: "memory" });
-  await db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT INTO t VALUES (1, '{}')");
-  const record = JSON.stringify({ id: 1, state: { status: "running", checkpoint: { phase: "step", n: 0 } } });
+  await db.exec("CREATE TABLE raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT INTO raw VALUES (1, '{}')");
+  const record = {
+    id: 2,
+    conversationId: 1,
+    kind: stepper.name,
+    version: 1,
+    input: { steps: STEPS },
+    background: false,
+    abortRequested: false,
+    state: { status: "running", checkpoint: { phase: "step", n: 0 } },
+    startedAt: Date.now(),
+  };
   const start = performance.now();
-  for (let i = 0; i < STEPS; i++) await db.transaction((tx) => tx.run("UPDATE t SET record = ? WHERE id = 1", record));
+  for (let n = 0; n < STEPS; n++) {
+    const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
+    await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));
+  }
   const ms = performance.now() - start;
   await db.close();
   return ms;
@@ -82,7 +99,7 @@ export async function benchKernel() {
     meetsTarget: ratio <= 2.5,
   };
   const rows = [
-    ["raw single-row UPDATE commit", fmt(rawSummary.median), `${fmt(rawSummary.min)}–${fmt(rawSummary.max)}`, fmt(1e6 / rawSummary.median, 0), "1.00×"],
+    ["raw single-row UPDATE commit (same JSON size)", fmt(rawSummary.median), `${fmt(rawSummary.min)}–${fmt(rawSummary.max)}`, fmt(1e6 / rawSummary.median, 0), "1.00×"],
     ["kernel step (checkpoint commit)", fmt(kernelSummary.median), `${fmt(kernelSummary.min)}–${fmt(kernelSummary.max)}`, fmt(1e6 / kernelSummary.median, 0), `${fmt(ratio, 2)}×`],
   ];
   const printed = table(["Node, sqlite-wasm memory, " + STEPS + " steps", "µs/op (median)", "min–max", "ops/s", "ratio"], rows);

@@ -61,6 +61,7 @@ export const SQL = {
   liveTasks: `SELECT record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
+  updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,
   insertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)`,
   getTask: `SELECT record FROM tasks WHERE id = ?`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)

@@ -14,6 +14,12 @@ const TABLES = ["meta", "conversations", "tasks", "entries", "submissions", "doc
 export class SqliteStorage implements Storage {
   readonly label: string;
   readonly #db: SqliteDatabase;
+  /**
+   * The stored status of each live task this storage has read or written. Most commits move a task from
+   * running to running with a new checkpoint; when the status is unchanged only `record` is rewritten, which
+   * spares the partial index on `status` (about a third of a step's SQLite time).
+   */
+  readonly #liveStatus = new Map<number, string>();
 
   private constructor(db: SqliteDatabase, label: string) {
     this.#db = db;
@@ -59,6 +65,8 @@ export class SqliteStorage implements Storage {
     if (!Number.isSafeInteger(nextId) || nextId < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
     const root = meta.get("root_conversation");
     const liveTasks = (await this.#db.all(SQL.liveTasks)).map((row) => parseRecord<TaskRecord>(row));
+    this.#liveStatus.clear();
+    for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
     return {
       nextId,
       rootConversationId: root === undefined ? undefined : Number(root),
@@ -83,8 +91,12 @@ export class SqliteStorage implements Storage {
     );
     await this.#db.transaction((tx) => {
       for (const { task, record } of tasks) {
-        if (tx.run(SQL.updateTask, task.state.status, record, task.id) === 0) {
-          tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, task.state.status, record);
+        const status = task.state.status;
+        if (this.#liveStatus.get(task.id) === status) {
+          if (tx.run(SQL.updateTaskRecord, record, task.id) === 1) continue;
+        }
+        if (tx.run(SQL.updateTask, status, record, task.id) === 0) {
+          tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, status, record);
         }
       }
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
@@ -94,6 +106,11 @@ export class SqliteStorage implements Storage {
       if (batch.nextId !== undefined) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
       if (batch.rootConversationId !== undefined) tx.run(SQL.writeMeta, "root_conversation", String(batch.rootConversationId));
     });
+    // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
+    for (const { task } of tasks) {
+      if (task.state.status === "terminal") this.#liveStatus.delete(task.id);
+      else this.#liveStatus.set(task.id, task.state.status);
+    }
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {

@@ -71,7 +71,7 @@ let modulePromise: Promise<Sqlite3Static> | undefined;
 /**
  * The last error the OPFS pool reported through the library's logger. The pool turns a JS exception in a
  * write (for example Chromium's `QuotaExceededError`) into a bare `SQLITE_IOERR`; the logger is the only
- * place the original exception is still visible, so `translateError` looks here to recognise a full quota.
+ * place the original exception is still visible, so the error translation looks here to recognise a full quota.
  */
 let lastVfsError: { name: string; message: string } | undefined;
 /** While > 0, the pool is being (re)acquired and its lock-contention errors are expected: do not log them. */
@@ -324,6 +324,7 @@ interface RawApi {
   sqlite3_finalize(stmt: number): number;
   sqlite3_step(stmt: number): number;
   sqlite3_reset(stmt: number): number;
+  sqlite3_clear_bindings(stmt: number): number;
   sqlite3_changes(db: number): number;
   sqlite3_get_autocommit(db: number): number;
   sqlite3_bind_parameter_count(stmt: number): number;
@@ -360,6 +361,7 @@ const SQLITE_INTEGER = 1;
 const SQLITE_FLOAT = 2;
 const SQLITE_TEXT = 3;
 const SQLITE_BLOB = 4;
+const SQLITE_BUSY = 5;
 const SQLITE_READONLY = 8;
 const SQLITE_IOERR = 10;
 const SQLITE_CORRUPT = 11;
@@ -568,7 +570,7 @@ class Connection implements SqliteDatabase {
       if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
       return this.#c.sqlite3_changes(this.#pointer);
     } finally {
-      this.#c.sqlite3_reset(statement.pointer);
+      this.#done(statement);
     }
   }
 
@@ -580,7 +582,7 @@ class Connection implements SqliteDatabase {
       if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
       return undefined;
     } finally {
-      this.#c.sqlite3_reset(statement.pointer);
+      this.#done(statement);
     }
   }
 
@@ -593,8 +595,14 @@ class Connection implements SqliteDatabase {
       if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
       return rows;
     } finally {
-      this.#c.sqlite3_reset(statement.pointer);
+      this.#done(statement);
     }
+  }
+
+  /** Resets a cached statement for its next use and frees its bound values (a big JSON text, say) now. */
+  #done(statement: Statement): void {
+    this.#c.sqlite3_reset(statement.pointer);
+    if (statement.parameters > 0) this.#c.sqlite3_clear_bindings(statement.pointer);
   }
 
   /** The cached statement for `sql` with `params` bound. Preparing once per SQL text is the hot-path win. */
@@ -730,6 +738,12 @@ class Connection implements SqliteDatabase {
           `as found; export it for inspection, or open a different database to start over.`,
         { cause: error },
       );
+    }
+    if (primary === SQLITE_BUSY) {
+      // The pool's files belong to this worker alone, so only a second connection here can hold the lock.
+      return new DatabaseLocked(`${capitalize(this.#options.label)} is already open in this worker (${error.message}). Close the other connection first.`, {
+        cause: error,
+      });
     }
     if (primary === SQLITE_READONLY && this.readOnly) {
       return Object.assign(new ReadOnlySession("Writing to the database"), { cause: error });
