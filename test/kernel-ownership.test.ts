@@ -1,0 +1,169 @@
+import { describe, expect, it } from "vitest";
+import { createRegistry, defineExtension, defineTask, type TaskDefinition } from "../src/index.ts";
+import { backends, ctx, flush, openHarness } from "./support.ts";
+
+function registryWith(...tasks: TaskDefinition<any, any, any>[]) {
+  return createRegistry().install(defineExtension({ name: "test", tasks }));
+}
+
+/** Waits for its abort signal; its abort handler records the order in which aborts ran. */
+function patient(order: string[]) {
+  return defineTask<{ label: string }, { phase: "wait" }, string>({
+    name: "test.patient",
+    version: 1,
+    initial: () => ({ phase: "wait" }),
+    phases: {
+      wait: async (_task, runtime) => {
+        await new Promise((resolve) => runtime.signal.addEventListener("abort", resolve));
+        throw new Error("signalled");
+      },
+    },
+    abort: async (task, runtime, context) => {
+      order.push(task.input.label);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "asked" } }), context);
+    },
+  });
+}
+
+for (const backend of backends) {
+  describe(`ownership and abort on ${backend.name}`, () => {
+    it("S1/S3: abortTask marks the owned subtree; abort handlers run bottom-up", async () => {
+      const order: string[] = [];
+      const leaf = patient(order);
+      const owner = defineTask<null, { phase: "spawn" | "hold" }, string>({
+        name: "test.owner",
+        version: 1,
+        initial: () => ({ phase: "spawn" }),
+        phases: {
+          spawn: async (_t, runtime, context) =>
+            runtime.commit((tx) => {
+              const child = tx.createTask(leaf, { label: "child" });
+              return { status: "waiting", checkpoint: { phase: "hold" }, on: [child] };
+            }, context),
+          hold: async () => {},
+        },
+        abort: async (_task, runtime, context) => {
+          order.push("owner");
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context);
+        },
+      });
+      const { harness } = await openHarness(await backend.create(), { registry: registryWith(leaf, owner) });
+      const root = await harness.root(ctx);
+      const id = await root.commit((tx) => tx.createTask(owner, null), ctx);
+      harness.resume();
+      await flush();
+      const child = (await harness.inspect(ctx)).tasks.find((t) => t.record.kind === "test.patient")!.record;
+      expect(child.owner).toBe(id);
+      expect(await harness.abortTask(id, ctx)).toBe("marked");
+      const ended = await harness.waitForTask(id, ctx);
+      expect(ended.state).toEqual({ status: "terminal", outcome: { status: "aborted" } });
+      expect((await harness.getTask(child.id, ctx))!.state).toEqual({ status: "terminal", outcome: { status: "aborted", reason: "asked" } });
+      expect(order).toEqual(["child", "owner"]);
+    });
+
+    it("S1: a task that ends while its owned work is live is held as completing, then finalized", async () => {
+      let release!: () => void;
+      const child = defineTask<null, { phase: "work" }, string>({
+        name: "test.slowchild",
+        version: 1,
+        initial: () => ({ phase: "work" }),
+        phases: {
+          work: async (_t, runtime, context) => {
+            await new Promise<void>((resolve) => (release = resolve));
+            await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "late" } }), context);
+          },
+        },
+        abort: async () => {},
+      });
+      const owner = defineTask<null, { phase: "go" }, string>({
+        name: "test.hasty",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_t, runtime, context) => {
+            await runtime.commit((tx) => void tx.createTask(child, null), context);
+            await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "early" } }), context);
+          },
+        },
+        abort: async () => {},
+      });
+      const { harness } = await openHarness(await backend.create(), { registry: registryWith(child, owner) });
+      const root = await harness.root(ctx);
+      const id = await root.commit((tx) => tx.createTask(owner, null), ctx);
+      harness.resume();
+      await flush();
+      expect((await harness.getTask(id, ctx))!.state).toEqual({ status: "completing", outcome: { status: "completed", result: "early" } });
+      const waiting = harness.waitForTask(id, ctx);
+      release();
+      expect((await waiting).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "early" } });
+    });
+
+    it("S2: a record of an older version migrates at reservation; a missing migration blocks it", async () => {
+      const v1 = defineTask<{ a: number }, { phase: "go" }, number>({
+        name: "test.versioned",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {},
+        abort: async () => {},
+      });
+      const storage = await backend.create();
+      const first = await openHarness(storage, { registry: createRegistry() });
+      const root = await first.harness.root(ctx);
+      const id = await root.commit((tx) => tx.createTask(v1, { a: 20 }), ctx);
+      await first.harness.close(ctx);
+
+      const v2NoMigration = defineTask<{ b: number }, { phase: "run" }, number>({
+        name: "test.versioned",
+        version: 2,
+        initial: () => ({ phase: "run" }),
+        phases: { run: async () => {} },
+        abort: async () => {},
+      });
+      const blocked = await openHarness(storage, { registry: registryWith(v2NoMigration) });
+      blocked.harness.resume();
+      await flush();
+      expect((await blocked.harness.inspect(ctx)).tasks[0]!.state).toMatchObject({ kind: "blocked", reason: "migration_failed" });
+      await blocked.harness.close(ctx);
+
+      const v2 = defineTask<{ b: number }, { phase: "run" }, number>({
+        ...v2NoMigration,
+        migrate: (input, checkpoint, from) => {
+          expect([checkpoint, from]).toEqual([{ phase: "go" }, 1]);
+          return { input: { b: (input as { a: number }).a + 1 }, checkpoint: { phase: "run" } };
+        },
+        phases: {
+          run: async (task, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: task.input.b } }), context),
+        },
+      });
+      const migrated = await openHarness(storage, { registry: registryWith(v2) });
+      const ended = await migrated.harness.waitForTask(id, ctx);
+      expect(ended.version).toBe(2);
+      expect(ended.input).toEqual({ b: 21 });
+      expect(ended.state).toEqual({ status: "terminal", outcome: { status: "completed", result: 21 } });
+    });
+
+    it("S1: ids come from one global space shared by conversations and tasks", async () => {
+      const def = defineTask<null, { phase: "x" }, null>({ name: "test.idle", version: 1, initial: () => ({ phase: "x" }), phases: {}, abort: async () => {} });
+      const { harness } = await openHarness(await backend.create(), { registry: createRegistry() });
+      const root = await harness.root(ctx);
+      const ids = await root.commit((tx) => [tx.createTask(def, null), tx.createConversation(), tx.createTask(def, null)], ctx);
+      expect([root.id, ...ids]).toEqual([1, 2, 3, 4]);
+    });
+
+    it("a commit callback that throws writes nothing and rethrows", async () => {
+      const def = defineTask<null, { phase: "x" }, null>({ name: "test.idle", version: 1, initial: () => ({ phase: "x" }), phases: {}, abort: async () => {} });
+      const { harness } = await openHarness(await backend.create(), { registry: createRegistry() });
+      const root = await harness.root(ctx);
+      await expect(
+        root.commit((tx) => {
+          tx.createTask(def, null);
+          throw new Error("changed my mind");
+        }, ctx),
+      ).rejects.toThrow("changed my mind");
+      expect((await harness.inspect(ctx)).tasks).toEqual([]);
+      const next = await root.commit((tx) => tx.createTask(def, null), ctx);
+      expect(next).toBe(root.id + 1); // the id minted by the failed commit was not consumed
+    });
+  });
+}
