@@ -9,7 +9,7 @@ import { resolveSettings, type ResolvedSettings, type Settings } from "./setting
 import type { ConversationRecord, TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
 import { Registry } from "./tasks/registry.ts";
-import { Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
+import { type CrashPointHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
@@ -29,6 +29,8 @@ export interface HarnessOptions {
   readOnly?: boolean;
   /** The execution environment of a conversation (files for tools), built on demand. */
   env?: (conversationId: number, context: Context) => unknown;
+  /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
+  crashPoint?: CrashPointHandler;
 }
 
 export interface Inspection {
@@ -99,6 +101,7 @@ export class Harness {
       onReport: options.onReport,
       models: options.models,
       env: options.env,
+      crashPoint: options.crashPoint,
     });
     const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen();
     return new Harness(session, scheduler, options, recovered);

@@ -1,7 +1,7 @@
 export { Harness, ConversationHandle, type HarnessOptions, type Inspection } from "./harness.ts";
 export { defineTask, type TaskDefinition, type TaskRuntime, type RunningTask, type NextTaskState, type AnyTaskDefinition } from "./tasks/types.ts";
 export { createRegistry, defineExtension, Registry, type Extension } from "./tasks/registry.ts";
-export type { TaskInspectionState } from "./tasks/scheduler.ts";
+export type { TaskInspectionState, CrashPointHandler } from "./tasks/scheduler.ts";
 export { Tx, type CreateTaskOptions } from "./session/tx.ts";
 export type { Report, ReportHandler } from "./reports.ts";
 export { resolveSettings, DEFAULT_SETTINGS, type Settings, type ResolvedSettings } from "./settings.ts";

@@ -38,7 +38,14 @@ export interface SchedulerOptions {
   onReport?: ReportHandler;
   models?: unknown;
   env?: (conversationId: number, context: Context) => unknown;
+  crashPoint?: CrashPointHandler;
 }
+
+/**
+ * Called at every named crash point. Return (or resolve) to go on; a test that wants to crash there copies
+ * the database (or tells the page to reload) and never resolves.
+ */
+export type CrashPointHandler = (name: string, at: { taskId: number; taskKind: string; conversationId: number }) => void | Promise<void>;
 
 type Resolution =
   | { ok: true; definition: AnyTaskDefinition; migrated?: { input: Json; checkpoint: Checkpoint } }
@@ -653,6 +660,12 @@ export class Scheduler {
         });
         // The invocation's own context needs no extra wait: its end already rejects the commit on the line.
         await (context === invocation.context ? committed : waitFor(committed, context));
+        await runtime.crashPoint("task:after-commit");
+      },
+      crashPoint: async (name) => {
+        check();
+        const handler = scheduler.#options.crashPoint;
+        if (handler) await handler(name, { taskId: id, taskKind: first.kind, conversationId: first.conversationId });
       },
       memo: (async (name: string, ...rest: unknown[]) => {
         check();
@@ -662,7 +675,7 @@ export class Scheduler {
         }
         const [value, context] = rest as [Json, Context];
         throwIfCancelled(context);
-        return waitFor(
+        const written = await waitFor(
           gated((tx, current) => {
             const memos = current.memos ?? {};
             if (Object.hasOwn(memos, name)) return cloneJson(memos[name]) as Json;
@@ -671,6 +684,8 @@ export class Scheduler {
           }),
           context,
         );
+        await runtime.crashPoint("memo:after-write");
+        return written;
       }) as TaskRuntime["memo"],
       sleepUntil: (at, checkpoint, context) => runtime.commit(() => ({ status: "sleeping", until: at, checkpoint }), context),
       now: () => {

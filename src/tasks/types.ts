@@ -47,6 +47,11 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   getTask(id: number, context: Context): Promise<TaskRecord | undefined>;
   /** Sends a typed report to `HarnessOptions.onReport`. */
   report(report: Report): void;
+  /**
+   * A named instant where a test may cut the process (for example `"tool:after-intent"`). Resolves at once
+   * unless `HarnessOptions.crashPoint` decides to stop here; then it never resolves (the process is gone).
+   */
+  crashPoint(name: string): Promise<void>;
   /** The conversation's execution environment (`HarnessOptions.env`), if any. */
   env<E = unknown>(context: Context): Promise<E>;
   /** The installed extensions (the agent layer resolves tools, hooks and instructions from them). */
