@@ -19,6 +19,7 @@ export function counterTask(print: (line: string) => void | Promise<void>): Task
         if ((await runtime.memo(`printed-${n}`, context)) === undefined) {
           await runtime.memo(`printed-${n}`, true, context);
           await print(`tick ${n}`);
+          await runtime.crashPoint(`counter:after-tick-${n}`); // where the seed cuts it: printed, next step not stored
         }
         if (n === task.input.to) {
           await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }), context);
