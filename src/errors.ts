@@ -70,3 +70,33 @@ export class InvalidDefinition extends DurableError {}
 
 /** The environment cannot host the requested database (for example opfs-sahpool outside a dedicated Web Worker). */
 export class StorageUnavailable extends DurableError {}
+
+/** `submit({ whenBusy: "reject" })` while the conversation is answering. Nothing was written; submit again later. */
+export class ConversationBusy extends DurableError {
+  constructor(readonly conversationId: number) {
+    super(`Conversation ${conversationId} is busy answering; nothing was submitted. Submit with whenBusy "followUp" or "steer", or try again when it is idle.`);
+  }
+}
+
+/** A `submit()` draft that cannot be admitted (unknown type, empty content, a requestId reused for another type, …). */
+export class InvalidSubmission extends DurableError {}
+
+/** An execution environment has no file at that path. */
+export class FileNotFound extends DurableError {
+  constructor(readonly path: string) {
+    super(`No file ${JSON.stringify(path)} in this environment.`);
+  }
+}
+
+/** A path that is not a string or leaves the execution environment's root. */
+export class InvalidPath extends DurableError {}
+
+/** The worker that owns the database is gone (terminated, crashed, or its page reloaded); the call was not answered. */
+export class WorkerGone extends DurableError {}
+
+/** A task kind the page asked for is not installed in the worker's registry. */
+export class UnknownTaskKind extends DurableError {
+  constructor(readonly kind: string, installed: readonly string[]) {
+    super(`No task kind ${JSON.stringify(kind)} is installed in the worker. Installed: ${installed.join(", ") || "none"}.`);
+  }
+}
