@@ -212,6 +212,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
 
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   Comlink.expose(host);
+  // Test tools (pi-durable-web/testing) reach the host from the worker's own scope, whatever the page does.
+  (globalThis as { __piDurableHost?: HarnessHost }).__piDurableHost = host;
 
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;
   const withLock = (body: () => Promise<void>) => {

@@ -1,1 +1,2 @@
 export { createManualClock, type ManualClock } from "./clock.ts";
+export { crashTab, harnessStatus, harnessWorker, waitForReady, waitForTask, type CrashKind } from "./playwright.ts";

@@ -1,0 +1,91 @@
+/**
+ * Crash helpers for Playwright users (`pi-durable-web/testing`). They work on any page whose worker called
+ * `serveHarness`: they reach the harness inside the worker, so the app needs no test hooks of its own.
+ *
+ *   await crashTab(page, "reload");                    // the product's crash: a reload
+ *   await crashTab(page, "terminate-worker");          // the database worker dies, the page stays
+ *   await crashTab(page, "renderer");                  // the renderer process dies (CDP Page.crash)
+ *   const task = await waitForTask(page, (t) => t.kind === "example.counter" && t.state.status === "terminal");
+ */
+import type { Page, Worker as PlaywrightWorker } from "playwright-core";
+import type { HarnessHost, HarnessStatus } from "../browser/protocol.ts";
+import type { TaskRecord } from "../storage/records.ts";
+
+export type CrashKind = "reload" | "terminate-worker" | "renderer";
+
+/** The worker of `page` that serves the harness (waits for it to appear). */
+export async function harnessWorker(page: Page, timeoutMs = 15_000): Promise<PlaywrightWorker> {
+  // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
+  for (let waited = 0; ; waited += 50) {
+    for (const worker of page.workers()) {
+      const serves = await worker.evaluate(() => "__piDurableHost" in globalThis).catch(() => false);
+      if (serves) return worker;
+    }
+    if (waited > timeoutMs) throw new Error("No worker on this page serves a harness (serveHarness was not called).");
+    await page.waitForTimeout(50);
+  }
+}
+
+/** The harness status inside the page's worker. */
+export async function harnessStatus(page: Page): Promise<HarnessStatus> {
+  const worker = await harnessWorker(page);
+  return worker.evaluate(() => (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost.status());
+}
+
+/** Waits until the worker's harness is open (`ready`). */
+export async function waitForReady(page: Page, timeoutMs = 30_000): Promise<void> {
+  // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
+  for (let waited = 0; ; waited += 50) {
+    const status = await harnessStatus(page).catch(() => undefined);
+    if (status?.kind === "ready") return;
+    if (status?.kind === "failed") throw new Error(`The harness failed to open: ${status.error.name}: ${status.error.message}`);
+    if (waited > timeoutMs) throw new Error(`The harness did not open in ${timeoutMs} ms (status: ${status?.kind ?? "no worker"}).`);
+    await page.waitForTimeout(50);
+  }
+}
+
+/**
+ * Crashes the tab's database work. `reload` and `renderer` return a page that is loading again (for a
+ * renderer crash, a new page in the same context: the crashed one is unusable).
+ */
+export async function crashTab(page: Page, kind: CrashKind): Promise<Page> {
+  if (kind === "reload") {
+    await page.reload();
+    return page;
+  }
+  if (kind === "terminate-worker") {
+    const worker = await harnessWorker(page);
+    // Closing the worker's own scope stops it at once, mid-phase, exactly like Worker.terminate().
+    await worker.evaluate(() => (globalThis as unknown as { close(): void }).close()).catch(() => {});
+    return page;
+  }
+  const url = page.url();
+  const session = await page.context().newCDPSession(page);
+  await session.send("Page.crash").catch(() => {}); // the call itself dies with the renderer
+  await page.waitForEvent("crash", { timeout: 10_000 }).catch(() => {});
+  await page.close().catch(() => {});
+  const next = await page.context().newPage();
+  await next.goto(url);
+  return next;
+}
+
+/** Polls the committed tasks until one matches; resolves with it. */
+export async function waitForTask(page: Page, match: (task: TaskRecord) => boolean, timeoutMs = 30_000): Promise<TaskRecord> {
+  // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
+  for (let waited = 0; ; waited += 50) {
+    const worker = await harnessWorker(page).catch(() => undefined);
+    const rows = worker
+      ? await worker
+          .evaluate(async () => {
+            const host = (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost;
+            if (host.status().kind !== "ready") return [] as string[];
+            return (await host.query("SELECT record FROM tasks ORDER BY id")).map((row) => String(row.record));
+          })
+          .catch(() => [] as string[])
+      : [];
+    const found = rows.map((text) => JSON.parse(text) as TaskRecord).find(match);
+    if (found) return found;
+    if (waited > timeoutMs) throw new Error(`No task matched in ${timeoutMs} ms.`);
+    await page.waitForTimeout(50);
+  }
+}
