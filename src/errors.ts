@@ -3,14 +3,16 @@
  * the message); the message says what happened and what to do next.
  */
 export class DurableError extends Error {
+  // Spelled out in every class: a production build minifies class names, and callers match on `name`.
+  override name: string = "DurableError";
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
-    this.name = new.target.name;
   }
 }
 
 /** A write, `resume()`, `submit()` or task creation on a harness opened with `readOnly: true`. */
 export class ReadOnlySession extends DurableError {
+  override name = "ReadOnlySession";
   constructor(what: string) {
     super(`${what} is not allowed: this harness was opened read-only. Open it without readOnly to change it.`);
   }
@@ -18,16 +20,20 @@ export class ReadOnlySession extends DurableError {
 
 /** Any call on a harness (or storage) after `close()`. */
 export class HarnessClosed extends DurableError {
+  override name = "HarnessClosed";
   constructor(what = "Harness") {
     super(`${what} is closed. Open a new one on the same storage to continue.`);
   }
 }
 
 /** A bad `HarnessOptions` / `settings` value, rejected at open before anything is read or written. */
-export class InvalidSetting extends DurableError {}
+export class InvalidSetting extends DurableError {
+  override name = "InvalidSetting";
+}
 
 /** The database was written by a newer version of pi-durable-web. Nothing was changed. */
 export class SchemaTooNew extends DurableError {
+  override name = "SchemaTooNew";
   constructor(readonly found: number, readonly supported: number) {
     super(
       `The database has schema version ${found}, but this pi-durable-web supports at most ${supported}. ` +
@@ -37,65 +43,90 @@ export class SchemaTooNew extends DurableError {
 }
 
 /** The bytes are not a SQLite database, or the database failed its integrity check. Nothing was changed. */
-export class DatabaseCorrupt extends DurableError {}
+export class DatabaseCorrupt extends DurableError {
+  override name = "DatabaseCorrupt";
+}
 
 /** The storage quota of the origin (or disk) is exhausted; the failed commit left no trace. */
-export class StorageQuotaExceeded extends DurableError {}
+export class StorageQuotaExceeded extends DurableError {
+  override name = "StorageQuotaExceeded";
+}
 
 /** Another owner (for example another tab) holds the database. */
-export class DatabaseLocked extends DurableError {}
+export class DatabaseLocked extends DurableError {
+  override name = "DatabaseLocked";
+}
 
 /** A statement passed to `storage.query()` would write. */
 export class QueryNotReadOnly extends DurableError {
+  override name = "QueryNotReadOnly";
   constructor(sql: string) {
     super(`storage.query() runs read-only SQL only; this statement would write: ${sql.slice(0, 120)}`);
   }
 }
 
 /** A task, conversation or submission id that does not exist. */
-export class NotFound extends DurableError {}
+export class NotFound extends DurableError {
+  override name = "NotFound";
+}
 
 /** A commit that breaks a rule of the task model (waiting on itself, a child in another conversation, …). */
-export class InvalidCommit extends DurableError {}
+export class InvalidCommit extends DurableError {
+  override name = "InvalidCommit";
+}
 
 /** A runtime call from an invocation that has already ended (the phase returned, or the task was signalled). */
 export class InvocationEnded extends DurableError {
+  override name = "InvocationEnded";
   constructor(readonly taskId: number) {
     super(`Task ${taskId} invocation has ended; a phase may only use its runtime while it runs.`);
   }
 }
 
 /** A task definition or extension that cannot be installed (duplicate name, bad version, …). */
-export class InvalidDefinition extends DurableError {}
+export class InvalidDefinition extends DurableError {
+  override name = "InvalidDefinition";
+}
 
 /** The environment cannot host the requested database (for example opfs-sahpool outside a dedicated Web Worker). */
-export class StorageUnavailable extends DurableError {}
+export class StorageUnavailable extends DurableError {
+  override name = "StorageUnavailable";
+}
 
 /** `submit({ whenBusy: "reject" })` while the conversation is answering. Nothing was written; submit again later. */
 export class ConversationBusy extends DurableError {
+  override name = "ConversationBusy";
   constructor(readonly conversationId: number) {
     super(`Conversation ${conversationId} is busy answering; nothing was submitted. Submit with whenBusy "followUp" or "steer", or try again when it is idle.`);
   }
 }
 
 /** A `submit()` draft that cannot be admitted (unknown type, empty content, a requestId reused for another type, …). */
-export class InvalidSubmission extends DurableError {}
+export class InvalidSubmission extends DurableError {
+  override name = "InvalidSubmission";
+}
 
 /** An execution environment has no file at that path. */
 export class FileNotFound extends DurableError {
+  override name = "FileNotFound";
   constructor(readonly path: string) {
     super(`No file ${JSON.stringify(path)} in this environment.`);
   }
 }
 
 /** A path that is not a string or leaves the execution environment's root. */
-export class InvalidPath extends DurableError {}
+export class InvalidPath extends DurableError {
+  override name = "InvalidPath";
+}
 
 /** The worker that owns the database is gone (terminated, crashed, or its page reloaded); the call was not answered. */
-export class WorkerGone extends DurableError {}
+export class WorkerGone extends DurableError {
+  override name = "WorkerGone";
+}
 
 /** A task kind the page asked for is not installed in the worker's registry. */
 export class UnknownTaskKind extends DurableError {
+  override name = "UnknownTaskKind";
   constructor(readonly kind: string, installed: readonly string[]) {
     super(`No task kind ${JSON.stringify(kind)} is installed in the worker. Installed: ${installed.join(", ") || "none"}.`);
   }

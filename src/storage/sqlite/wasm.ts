@@ -403,6 +403,36 @@ class Connection implements SqliteDatabase {
   #closed = false;
   #closing: Promise<void> | undefined;
 
+  /**
+   * The handle a transaction body gets. A class rather than closures: a transaction is the hot path, and
+   * it must refuse use after the transaction ended (a handle kept past its body would write outside it).
+   */
+  static readonly #Transaction = class implements SqliteTransaction {
+    live = true;
+    readonly #connection: Connection;
+
+    constructor(connection: Connection) {
+      this.#connection = connection;
+    }
+
+    run(sql: string, ...params: SqlValue[]): number {
+      return this.#live().#run(sql, params);
+    }
+
+    get(sql: string, ...params: SqlValue[]): SqlRow | undefined {
+      return this.#live().#get(sql, params);
+    }
+
+    all(sql: string, ...params: SqlValue[]): SqlRow[] {
+      return this.#live().#all(sql, params);
+    }
+
+    #live(): Connection {
+      if (!this.live) throw new Error("This transaction handle was used after its transaction ended; use it only inside the body.");
+      return this.#connection;
+    }
+  };
+
   constructor(sqlite3: Sqlite3Static, db: OoDatabase, options: ConnectionOptions) {
     this.#sqlite3 = sqlite3;
     this.#c = sqlite3.wasm.exports as RawApi;
@@ -434,15 +464,7 @@ class Connection implements SqliteDatabase {
       // IMMEDIATE takes the write lock up front, so a write transaction never fails half-way for a lock;
       // a read-only database cannot take it, and only reads anyway.
       this.#run(this.readOnly ? "BEGIN" : "BEGIN IMMEDIATE", []);
-      let live = true;
-      const guard = () => {
-        if (!live) throw new Error("This transaction handle was used after its transaction ended; use it only inside the body.");
-      };
-      const tx: SqliteTransaction = {
-        run: (sql, ...params) => (guard(), this.#run(sql, params)),
-        get: (sql, ...params) => (guard(), this.#get(sql, params)),
-        all: (sql, ...params) => (guard(), this.#all(sql, params)),
-      };
+      const tx = new Connection.#Transaction(this);
       try {
         const result = body(tx);
         if (isThenable(result)) {
@@ -461,7 +483,7 @@ class Connection implements SqliteDatabase {
         }
         throw error;
       } finally {
-        live = false;
+        tx.live = false;
       }
     });
   }
@@ -666,6 +688,8 @@ class Connection implements SqliteDatabase {
       const [pointer, bytes] = this.#sqlite3.wasm.allocCString(value, true);
       rc = c.sqlite3_bind_text(statement, index, pointer, bytes, this.#capi.SQLITE_WASM_DEALLOC);
     } else if (typeof value === "bigint") {
+      // The wasm boundary would wrap an out-of-range BigInt modulo 2^64 without a word.
+      if (BigInt.asIntN(64, value) !== value) throw new RangeError(`Parameter ${index} (${value}) does not fit in a 64-bit integer.`);
       rc = c.sqlite3_bind_int64(statement, index, value);
     } else if (value instanceof Uint8Array) {
       if (value.byteLength === 0) {

@@ -1,0 +1,104 @@
+/// <reference lib="webworker" />
+import * as Comlink from "comlink";
+import type { SqliteDatabase } from "../../src/storage/sqlite/database.ts";
+import { installSahPool, openSqliteDatabase } from "../../src/storage/sqlite/wasm";
+import type { OpenOptions, WorkerApi } from "./api.ts";
+
+// Test worker for e2e/sqlite-opfs.e2e.ts: the sahpool adapter under test, plus raw pool access.
+
+let db: SqliteDatabase | undefined;
+let written = 0;
+
+function database(): SqliteDatabase {
+  if (!db) throw new Error("open() first");
+  return db;
+}
+
+const api: WorkerApi = {
+  async open(options: OpenOptions = {}) {
+    const started = performance.now();
+    db = await openSqliteDatabase({ vfs: "opfs-sahpool", ...options });
+    const openMs = performance.now() - started;
+    if (!options.readOnly) await db.exec("CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, v TEXT NOT NULL)");
+    const journal = await db.get("PRAGMA journal_mode");
+    const locking = await db.get("PRAGMA locking_mode");
+    return { openMs, journalMode: String(journal?.journal_mode), lockingMode: String(locking?.locking_mode) };
+  },
+  async insert(count, payloadBytes = 16) {
+    const payload = "x".repeat(payloadBytes);
+    let last = 0;
+    for (let index = 0; index < count; index += 1) {
+      last = await database().transaction((tx) => {
+        tx.run("INSERT INTO rows (v) VALUES (?)", payload);
+        return Number(tx.get("SELECT last_insert_rowid() AS id")?.id);
+      });
+    }
+    return last;
+  },
+  startWriting() {
+    const writeOne = async (): Promise<void> => {
+      await database().transaction((tx) => tx.run("INSERT INTO rows (v) VALUES ('loop')"));
+      written += 1;
+      setTimeout(() => void writeOne(), 0);
+    };
+    void writeOne();
+  },
+  written: () => written,
+  async stats() {
+    const row = await database().get(
+      "SELECT count(*) AS count, min(id) AS minId, max(id) AS maxId, sum(v LIKE 'uncommitted%') AS uncommitted FROM rows",
+    );
+    return {
+      count: Number(row?.count),
+      minId: (row?.minId ?? null) as number | null,
+      maxId: (row?.maxId ?? null) as number | null,
+      uncommitted: Number(row?.uncommitted ?? 0),
+    };
+  },
+  async integrityCheck() {
+    return (await database().all("PRAGMA integrity_check")).map((row) => String(row.integrity_check));
+  },
+  async holdOpenTransaction(extraRows) {
+    const db = database();
+    await db.exec("PRAGMA cache_size = 2");
+    await db.exec("BEGIN");
+    await db.run("UPDATE rows SET v = 'uncommitted ' || v");
+    for (let index = 0; index < extraRows; index += 1) await db.run("INSERT INTO rows (v) VALUES ('uncommitted new')");
+  },
+  async exportAndCount() {
+    const image = await database().exportImage();
+    const copy = await openSqliteDatabase({ vfs: "memory", image, readOnly: true });
+    try {
+      const row = await copy.get("SELECT count(*) AS n FROM rows");
+      return { bytes: image.byteLength, count: Number(row?.n), header: new TextDecoder().decode(image.subarray(0, 15)) };
+    } finally {
+      await copy.close();
+    }
+  },
+  async close() {
+    await db?.close();
+    db = undefined;
+  },
+  async poolFiles() {
+    return (await installSahPool()).getFileNames();
+  },
+  async poolFileDigest(path) {
+    return digest((await installSahPool()).exportFile(path));
+  },
+  async damage(path) {
+    const pool = await installSahPool();
+    const bytes = pool.exportFile(path);
+    if (bytes.byteLength < 3 * 4096) throw new Error(`the database is too small to damage meaningfully (${bytes.byteLength} bytes)`);
+    for (let index = 100; index < 2 * 4096; index += 1) bytes[index] = (index * 31 + 7) & 0xff;
+    pool.importDb(path, bytes);
+    return digest(pool.exportFile(path));
+  },
+};
+
+// Exposed synchronously, before anything awaits: messages that arrive before expose() are lost.
+Comlink.expose(api);
+
+async function digest(bytes: Uint8Array): Promise<{ size: number; sha256: string }> {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(bytes)));
+  return { size: bytes.byteLength, sha256: Array.from(hash, (byte) => byte.toString(16).padStart(2, "0")).join("") };
+}

@@ -1,0 +1,65 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { inject, onTestFailed } from "vitest";
+import { findChromium } from "../../scripts/find-chromium.mjs";
+
+/** Flags that keep a headless system Chromium quiet and deterministic in CI. */
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+export interface BrowserSession {
+  readonly context: BrowserContext;
+  /** Page and worker console output and page errors, printed when the test fails. */
+  readonly logs: string[];
+  /** A new tab on the e2e page, ready (window.e2e set). */
+  newPage(): Promise<Page>;
+  /** Reloads (the crash) and waits for the page to be ready again. */
+  reload(page: Page): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts Chromium on a fresh on-disk profile, so OPFS is real files with real flushes (an incognito
+ * `browser.newContext()` keeps OPFS in memory), and nothing leaks between tests.
+ */
+export async function startBrowser(): Promise<BrowserSession> {
+  const executablePath = findChromium();
+  if (!executablePath) throw new Error('No Chromium found: run "node scripts/ensure-chromium.mjs" or set CHROMIUM_PATH.');
+  const baseUrl = inject("e2eBaseUrl");
+  const userDataDir = await mkdtemp(join(tmpdir(), "pi-durable-e2e-"));
+  const context = await chromium.launchPersistentContext(userDataDir, { executablePath, headless: true, args: CHROMIUM_ARGS });
+  const logs: string[] = [];
+  onTestFailed(() => {
+    if (logs.length) console.log(`browser log:\n  ${logs.join("\n  ")}`);
+  });
+  const ready = (page: Page) => page.waitForSelector("body[data-ready]", { state: "attached" });
+  return {
+    context,
+    logs,
+    async newPage() {
+      const page = await context.newPage();
+      page.on("console", (message) => logs.push(`[${message.type()}] ${message.text()}`));
+      page.on("pageerror", (error) => logs.push(`[pageerror] ${error.message}`));
+      await page.goto(baseUrl);
+      await ready(page);
+      return page;
+    },
+    async reload(page) {
+      await page.reload();
+      await ready(page);
+    },
+    async close() {
+      await context.close();
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+}

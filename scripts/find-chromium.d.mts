@@ -1,0 +1,2 @@
+/** The path of a runnable Chromium ($CHROMIUM_PATH, the Playwright cache, /usr/bin/chromium), or undefined. */
+export function findChromium(): string | undefined;
