@@ -215,10 +215,11 @@ describe("sqlite-wasm memory database", () => {
     await db.close();
   });
 
-  it("refuses several statements in run() and a wrong parameter count", async () => {
+  it("refuses several statements in run(), a wrong parameter count and an integer beyond 64 bits", async () => {
     const db = await withRows(0);
     await expect(db.run("INSERT INTO t (id, v) VALUES (1, 'a'); DELETE FROM t")).rejects.toThrow(/exactly one statement/);
     await expect(db.run("INSERT INTO t (id, v) VALUES (?, ?)", 1)).rejects.toThrow(RangeError);
+    await expect(db.run("INSERT INTO t (id, v) VALUES (?, ?)", 2n ** 64n, "too big")).rejects.toThrow(RangeError);
     expect(await db.get("SELECT count(*) AS n FROM t")).toEqual({ n: 0 });
     expect(await db.get("SELECT 1 AS one; -- a trailing comment is fine")).toEqual({ one: 1 });
   });
