@@ -167,3 +167,52 @@ for (const backend of backends) {
     });
   });
 }
+
+describe("storage failures", () => {
+  it("bad input: a full storage quota rejects commits, loses nothing and is retried with backoff, not in a hot loop", async () => {
+    const { MemoryStorage, StorageQuotaExceeded } = await import("../src/index.ts");
+    class FullDisk extends MemoryStorage {
+      refuse = 0;
+      attempts = 0;
+      override async apply(batch: Parameters<MemoryStorage["apply"]>[0]) {
+        this.attempts++;
+        if (this.refuse > 0) {
+          this.refuse--;
+          throw new StorageQuotaExceeded("The storage quota is exhausted.");
+        }
+        return super.apply(batch);
+      }
+    }
+    const storage = new FullDisk();
+    let runs = 0;
+    const task = defineTask<null, { phase: "a" | "b" }, string>({
+      name: "test.quota",
+      version: 1,
+      initial: () => ({ phase: "a" }),
+      phases: {
+        a: async (_t, runtime, context) => {
+          if (runs++ === 0) storage.refuse = 2; // this commit and the first retried one are refused
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b" } }), context);
+        },
+        b: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "stored" } }), context),
+      },
+      abort: async () => {},
+    });
+    const { harness, clock, reports } = await openHarness(storage, { registry: registryWith(task) });
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(task, null), ctx);
+    let done: string | undefined;
+    void harness.waitForTask(id, ctx).then((t) => (done = (t.state as { outcome: { result: string } }).outcome.result));
+    await flush();
+    const attemptsBeforeTime = storage.attempts;
+    await flush(20);
+    expect(storage.attempts).toBe(attemptsBeforeTime); // no retry until the clock moves: no hot loop
+    for (let i = 0; i < 10 && done === undefined; i++) {
+      clock.advance(30_000);
+      await flush();
+    }
+    expect(done).toBe("stored");
+    expect(runs).toBe(3); // phase a ran again after each refused commit; the task was never faulted
+    expect(reports.filter((r) => r.kind === "error").map((r) => (r as { error: Error }).error.name)).toContain("StorageQuotaExceeded");
+  });
+});

@@ -74,7 +74,11 @@ export class Session {
       if (tx.hasChecks) await tx.runChecks();
       const batch = tx.batch();
       if (batch) {
-        await this.storage.apply(batch);
+        try {
+          await this.storage.apply(batch);
+        } catch (error) {
+          throw markStorageFailure(error);
+        }
         this.#publish(batch);
       }
       for (const listener of this.#listeners) {
@@ -127,6 +131,18 @@ export class Session {
       else this.openSubmissions.delete(submission.id);
     }
   }
+}
+
+const storageFailures = new WeakSet<object>();
+
+function markStorageFailure(error: unknown): unknown {
+  if (typeof error === "object" && error !== null) storageFailures.add(error);
+  return error;
+}
+
+/** True for an error that storage threw while applying a commit (full quota, I/O error): nothing was written. */
+export function isStorageFailure(error: unknown): boolean {
+  return typeof error === "object" && error !== null && storageFailures.has(error);
 }
 
 const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };

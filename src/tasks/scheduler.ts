@@ -3,7 +3,7 @@ import { BACKGROUND_CONTEXT, type Context, throwIfCancelled, waitFor, withAbortS
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound } from "../errors.ts";
 import { cloneJson, jsonEqual, type Json } from "../json.ts";
 import { deliver, type Report, type ReportHandler } from "../reports.ts";
-import type { Published, Session } from "../session/session.ts";
+import { isStorageFailure, type Published, type Session } from "../session/session.ts";
 import { documentKey, type Tx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
@@ -19,6 +19,8 @@ interface Invocation {
   readonly controller: AbortController;
   readonly context: Context;
   ended: boolean;
+  /** A commit of this invocation was refused by storage: the phase's failure is not the task's fault. */
+  storageFailure?: unknown;
   readonly done: Promise<void>;
   readonly finish: () => void;
 }
@@ -76,6 +78,10 @@ export class Scheduler {
   readonly #migrationFailed = new Map<number, AnyTaskDefinition>();
   #enabled = false;
   #closing = false;
+  /** Consecutive storage failures of scheduler commits, for the backoff; waiting out a backoff. */
+  #failures = 0;
+  #retrying = false;
+  #cancelRetry: (() => void) | undefined;
   #scanAll = true;
   #passScheduled = false;
   #draining: Promise<void> | undefined;
@@ -195,6 +201,7 @@ export class Scheduler {
     this.#closing = true;
     this.#enabled = false;
     this.#cancelTimer?.();
+    this.#cancelRetry?.();
     for (const unsubscribe of this.#unsubscribe) unsubscribe();
     for (const [, set] of this.#waiters) for (const waiter of set) waiter.reject(new HarnessClosed());
     this.#waiters.clear();
@@ -272,7 +279,7 @@ export class Scheduler {
   }
 
   #kick(): void {
-    if (!this.#enabled || this.#closing || this.#passScheduled) return;
+    if (!this.#enabled || this.#closing || this.#passScheduled || this.#retrying) return;
     this.#passScheduled = true;
     queueMicrotask(() => {
       this.#passScheduled = false;
@@ -292,7 +299,18 @@ export class Scheduler {
         this.#scanAll = false;
         this.#dirty.clear();
         this.#failed.clear();
-        const started = await this.#session.commit((tx) => this.#pass(tx, ids, failed));
+        let started: Invocation[];
+        try {
+          started = await this.#session.commit((tx) => this.#pass(tx, ids, failed));
+        } catch (error) {
+          // Storage refused the pass (a full quota, say). Nothing changed; try the same work again later
+          // instead of spinning: the ids go back, and a timer on the harness clock brings them round.
+          for (const id of ids) this.#dirty.add(id);
+          for (const id of failed) this.#failed.add(id);
+          this.#backOff(error);
+          return;
+        }
+        this.#failures = 0;
         for (const invocation of started) void this.#run(invocation);
       }
     } catch (error) {
@@ -550,6 +568,11 @@ export class Scheduler {
         const current = this.#session.live.get(id);
         if (!current || current.state.status !== "running" || this.#closing || current.abortRequested) break;
         if (!first) {
+          if (invocation.storageFailure !== undefined) {
+            // Storage refused a commit (nothing was written): run this step again later, as after a crash.
+            this.#backOff(invocation.storageFailure);
+            break;
+          }
           if (failed) {
             await this.#fault(invocation, "phase_failed", errorMessage(failure));
             break;
@@ -607,6 +630,20 @@ export class Scheduler {
     );
   }
 
+  /** After a storage failure: report it, and retry after 100 ms, doubling up to 30 s, on the harness clock. */
+  #backOff(error: unknown): void {
+    if (this.#closing) return;
+    deliver(this.#options.onReport, { kind: "error", error });
+    const delay = Math.min(30_000, 100 * 2 ** this.#failures++);
+    this.#retrying = true;
+    this.#cancelRetry?.();
+    this.#cancelRetry = this.#options.clock.setTimer(delay, () => {
+      this.#cancelRetry = undefined;
+      this.#retrying = false;
+      this.#kick();
+    });
+  }
+
   async #fault(invocation: Invocation, reason: "phase_failed" | "no_progress" | "abort_failed" | "restart_limit", message: string): Promise<void> {
     try {
       await this.#session.commit((tx) => {
@@ -618,7 +655,9 @@ export class Scheduler {
         tx.report({ kind: "task_faulted", taskId: task.id, taskKind: task.kind, conversationId: task.conversationId, reason, message, ...(detail ? { detail } : {}) });
       });
     } catch (error) {
-      if (!this.#closing) deliver(this.#options.onReport, { kind: "error", error, taskId: invocation.taskId });
+      // The fault could not be stored (storage refused): the task stays running without an invocation and
+      // is taken again, after a backoff rather than at once.
+      if (!this.#closing) this.#backOff(error);
     }
   }
 
@@ -632,6 +671,11 @@ export class Scheduler {
       if (invocation.ended) throw new InvocationEnded(id);
     };
     const gated = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
+      onLine(body).catch((error: unknown) => {
+        if (isStorageFailure(error)) invocation.storageFailure = error;
+        throw error;
+      });
+    const onLine = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
       session.commit((tx) => {
         if (invocation.ended) throw new InvocationEnded(id);
         if (scheduler.#closing) throw new HarnessClosed();
