@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTask, type TaskDefinition } from "../src/index.ts";
+import { createRegistry, defineExtension, defineTask, MemoryStorage, StorageQuotaExceeded, type Batch, type TaskDefinition } from "../src/index.ts";
 import { backends, ctx, flush, openHarness } from "./support.ts";
 
 function registryWith(...tasks: TaskDefinition<any, any, any>[]) {
@@ -170,11 +170,10 @@ for (const backend of backends) {
 
 describe("storage failures", () => {
   it("bad input: a full storage quota rejects commits, loses nothing and is retried with backoff, not in a hot loop", async () => {
-    const { MemoryStorage, StorageQuotaExceeded } = await import("../src/index.ts");
     class FullDisk extends MemoryStorage {
       refuse = 0;
       attempts = 0;
-      override async apply(batch: Parameters<MemoryStorage["apply"]>[0]) {
+      override async apply(batch: Batch) {
         this.attempts++;
         if (this.refuse > 0) {
           this.refuse--;
