@@ -131,3 +131,8 @@ export class UnknownTaskKind extends DurableError {
     super(`No task kind ${JSON.stringify(kind)} is installed in the worker. Installed: ${installed.join(", ") || "none"}.`);
   }
 }
+
+/** `api.output()` / `api.details()` after the tool call they belong to has ended (a late callback in a tool). */
+export class ToolCallEnded extends DurableError {
+  override name = "ToolCallEnded";
+}

@@ -6,10 +6,15 @@ import type { ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
 import type { Tx } from "./session/tx.ts";
 import { resolveSettings, type ResolvedSettings, type Settings } from "./settings.ts";
-import type { ConversationRecord, TaskRecord } from "./storage/records.ts";
+import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
 import { Registry } from "./tasks/registry.ts";
 import { type CrashPointHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
+import { applyChange, Conversation, Submission } from "./agent/conversation.ts";
+import { AGENT, asJson, scopeOf } from "./agent/documents.ts";
+import { agentHost } from "./agent/host.ts";
+import "./agent/builtins.ts";
+import type { AgentChange } from "./agent/types.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
@@ -38,29 +43,8 @@ export interface Inspection {
   tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
 }
 
-/** A conversation: the place tasks, entries and documents belong to. */
-export class ConversationHandle {
-  readonly id: number;
-  protected readonly harness: Harness;
-
-  constructor(harness: Harness, id: number) {
-    this.harness = harness;
-    this.id = id;
-  }
-
-  /**
-   * Commits `body(tx)` atomically in this conversation and returns what it returns, once durable.
-   * `tx.createTask(Definition, input)` creates a task here and returns its id.
-   */
-  commit<T>(body: (tx: Tx) => T, context: Context): Promise<T> {
-    return this.harness.commitIn(this.id, body, context);
-  }
-
-  /** The stored record of this conversation. */
-  record(): ConversationRecord | undefined {
-    return this.harness.session.conversations.get(this.id);
-  }
-}
+/** The kernel's name for a conversation handle; the agent layer's `Conversation` is it. */
+export { Conversation as ConversationHandle };
 
 /**
  * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
@@ -104,7 +88,11 @@ export class Harness {
       crashPoint: options.crashPoint,
     });
     const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen();
-    return new Harness(session, scheduler, options, recovered);
+    const harness = new Harness(session, scheduler, options, recovered);
+    // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
+    const host = agentHost(harness);
+    if (!session.readOnly) await host.sweep();
+    return harness;
   }
 
   get storage(): Storage {
@@ -123,18 +111,46 @@ export class Harness {
     return this.#options;
   }
 
-  /** The root conversation, created on first use. */
-  async root(context: Context): Promise<ConversationHandle> {
+  /**
+   * The root conversation, created on first use. `agent` (model, instructions, tools) is applied when it
+   * changes the stored configuration, so passing the same options at every start writes nothing.
+   */
+  async root(context: Context, options: { agent?: AgentChange } = {}): Promise<Conversation> {
     throwIfCancelled(context);
     this.#assertOpen();
     const existing = this.session.rootConversationId;
-    if (existing !== undefined) return this.conversation(existing);
+    if (existing !== undefined) {
+      const root = this.conversation(existing);
+      if (options.agent && !this.readOnly && JSON.stringify(applyChange(root.agent(), options.agent)) !== JSON.stringify(root.agent())) {
+        await root.configure(options.agent, context);
+      }
+      return root;
+    }
     if (this.readOnly) throw new ReadOnlySession("Creating the root conversation");
+    const agent = options.agent ? applyChange({}, options.agent) : undefined;
     const id = await waitFor(
       this.session.commit((tx) => {
         if (this.session.rootConversationId !== undefined) return this.session.rootConversationId;
         const created = tx.createConversation();
         tx.setRootConversation(created);
+        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
+        return created;
+      }),
+      context,
+    );
+    return this.conversation(id);
+  }
+
+  /** Creates a conversation of its own (not the root), configured with `agent`. */
+  async createConversation(options: { agent?: AgentChange }, context: Context): Promise<Conversation> {
+    throwIfCancelled(context);
+    this.#assertOpen();
+    if (this.readOnly) throw new ReadOnlySession("Creating a conversation");
+    const agent = options?.agent ? applyChange({}, options.agent) : undefined;
+    const id = await waitFor(
+      this.session.commit((tx) => {
+        const created = tx.createConversation();
+        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
         return created;
       }),
       context,
@@ -143,10 +159,19 @@ export class Harness {
   }
 
   /** A handle on an existing conversation. */
-  conversation(id: number): ConversationHandle {
+  conversation(id: number): Conversation {
     this.#assertOpen();
     if (!this.session.conversations.has(id)) throw new NotFound(`Conversation ${id} does not exist.`);
-    return new ConversationHandle(this, id);
+    return new Conversation(this, id);
+  }
+
+  /** Reacquires a submission by id (for example after a reopen); `NotFound` when there is none. */
+  async submission(id: number, context: Context): Promise<Submission> {
+    throwIfCancelled(context);
+    this.#assertOpen();
+    const record = this.session.openSubmissions.get(id) ?? (await waitFor(this.storage.getSubmission(id), context));
+    if (!record) throw new NotFound(`Submission ${id} does not exist.`);
+    return new Submission(this, record.id, record.conversationId);
   }
 
   /** @internal */
@@ -197,6 +222,7 @@ export class Harness {
    */
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
+    agentHost(this).close();
     this.#closed ??= this.#scheduler.close();
     return waitFor(this.#closed, context);
   }

@@ -28,3 +28,7 @@ export { MemoryStorage } from "./storage/memory.ts";
 export { SqliteStorage } from "./storage/sqlite/storage.ts";
 export type { SqliteDatabase, SqliteTransaction, SqlValue, SqlRow } from "./storage/sqlite/database.ts";
 export * from "./errors.ts";
+export * from "./agent/index.ts";
+export type { ExecutionEnv } from "./env/types.ts";
+export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
+export { fileTools, readFileTool, listFilesTool, writeFileTool, appendFileTool, removeFileTool } from "./tools/files.ts";

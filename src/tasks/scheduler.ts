@@ -1,12 +1,12 @@
 import type { Clock } from "../clock.ts";
 import { BACKGROUND_CONTEXT, type Context, throwIfCancelled, waitFor, withAbortSignal } from "../context.ts";
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound } from "../errors.ts";
-import { cloneJson, jsonEqual, type Json } from "../json.ts";
+import { cloneJson, deepFreeze, jsonEqual, type Json } from "../json.ts";
 import { deliver, type Report, type ReportHandler } from "../reports.ts";
 import { isStorageFailure, type Published, type Session } from "../session/session.ts";
 import { documentKey, type Tx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
-import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
+import type { BlockedReason, Checkpoint, EntryRecord, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Registry } from "./registry.ts";
 import type { AnyTaskDefinition, NextTaskState, RunningTask, TaskRuntime } from "./types.ts";
 
@@ -76,6 +76,11 @@ export class Scheduler {
   readonly #failed = new Set<number>();
   /** Migration failures already reported, keyed by task, with the definition object that failed. */
   readonly #migrationFailed = new Map<number, AnyTaskDefinition>();
+  /**
+   * Recently read entries (frozen; entries never change), shared by concurrent readers: the tool tasks of one
+   * round all read the same assistant entry.
+   */
+  readonly #entries = new Map<number, Promise<EntryRecord | undefined>>();
   #enabled = false;
   #closing = false;
   /** Consecutive storage failures of scheduler commits, for the backoff; waiting out a backoff. */
@@ -773,7 +778,17 @@ export class Scheduler {
       entry: async (entryId, context) => {
         check();
         throwIfCancelled(context);
-        return session.storage.getEntry(entryId);
+        let read = scheduler.#entries.get(entryId);
+        if (!read) {
+          read = session.storage.getEntry(entryId).then((entry) => {
+            if (!entry) scheduler.#entries.delete(entryId); // not committed (yet): do not remember the miss
+            return entry === undefined ? undefined : deepFreeze(entry);
+          });
+          read.catch(() => scheduler.#entries.delete(entryId));
+          scheduler.#entries.set(entryId, read);
+          if (scheduler.#entries.size > 64) scheduler.#entries.delete(scheduler.#entries.keys().next().value!);
+        }
+        return read;
       },
       document: (scope, key) => {
         check();

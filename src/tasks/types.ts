@@ -58,7 +58,7 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   readonly registry: Registry;
   /** Committed entries of a conversation (default: the task's) in id order; `afterId` skips older ones. */
   entries(options: { conversationId?: number; afterId?: number }, context: Context): Promise<EntryRecord[]>;
-  /** One committed entry, or undefined. */
+  /** One committed entry (frozen and shared: entries never change), or undefined. */
   entry(id: number, context: Context): Promise<EntryRecord | undefined>;
   /** The committed value of a document (a detached copy), or undefined. */
   document(scope: string, key: string): Json | undefined;

@@ -1,0 +1,249 @@
+import type { AssistantMessage } from "@earendil-works/pi-ai";
+import { type Context, throwIfCancelled, waitFor } from "../context.ts";
+import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import { cloneJson, type Json } from "../json.ts";
+import { documentKey, type Tx } from "../session/tx.ts";
+import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
+import { addCompactionStatus, CompactionTask } from "./compaction.ts";
+import { AGENT, asJson, LIVE, readAgentConfig, readLive, scopeOf } from "./documents.ts";
+import { agentHost } from "./host.ts";
+import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
+import type { AgentChange, AgentConfig, LiveState, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
+import { viewDocuments, type ConversationViewState, type ViewListener } from "./view.ts";
+
+/**
+ * A conversation: its entries, its documents (`pi.agent`, `pi.live`, `pi.inbox`, `pi.usage`) and the runs that
+ * answer its inputs. Every method that writes does so in one atomic commit.
+ */
+export class Conversation {
+  readonly id: number;
+  readonly #harness: Harness;
+
+  constructor(harness: Harness, id: number) {
+    this.#harness = harness;
+    this.id = id;
+  }
+
+  /**
+   * Commits `body(tx)` atomically in this conversation and returns what it returns, once durable.
+   * `tx.createTask(Definition, input)` creates a task here and returns its id.
+   */
+  commit<T>(body: (tx: Tx) => T, context: Context): Promise<T> {
+    return this.#harness.commitIn(this.id, body, context);
+  }
+
+  /** The stored record of this conversation. */
+  record(): ConversationRecord | undefined {
+    return this.#harness.session.conversations.get(this.id);
+  }
+
+  /** The committed `pi.agent` configuration. */
+  agent(): AgentConfig {
+    return cloneJson(readAgentConfig((scope, key) => this.#committed(scope, key), this.id));
+  }
+
+  /** True while a run answers an input (`pi.live.run` is set). */
+  get busy(): boolean {
+    return (this.#committed(scopeOf(this.id), LIVE) as LiveState | undefined)?.run !== undefined;
+  }
+
+  /**
+   * Changes the model, instructions or offered tools; `null` clears a field, `undefined` keeps it. Applies
+   * from the next model request on (a request in flight keeps what it was prepared with).
+   */
+  async configure(change: AgentChange, context: Context): Promise<AgentConfig> {
+    const next = (tx: Tx) => applyChange(readAgentConfig((scope, key) => tx.document(scope, key), this.id), change);
+    return this.commit((tx) => {
+      const config = next(tx);
+      tx.setDocument(scopeOf(this.id), AGENT, asJson(config));
+      return config;
+    }, context);
+  }
+
+  /**
+   * Submits an input (answered by a run) or a write (an entry appended at the next boundary). A `requestId`
+   * already used in this conversation returns the existing submission, also after a reopen. While busy, an
+   * input is a follow-up (answered after the current run), a steer (joins the current run after its tool
+   * round) or rejected with `ConversationBusy`. Starts scheduling.
+   */
+  async submit(draft: SubmissionDraft, context: Context): Promise<Submission> {
+    throwIfCancelled(context);
+    checkDraft(draft);
+    if (this.#harness.closed) throw new HarnessClosed();
+    if (this.#harness.readOnly) throw new ReadOnlySession("submit()");
+    const session = this.#harness.session;
+    const admitted = agentHost(this.#harness).exclusive(async (): Promise<SubmissionRecord> => {
+      if (draft.requestId !== undefined) {
+        const existing = await session.storage.findSubmission(this.id, draft.requestId);
+        if (existing) {
+          if (existing.type !== draft.type) {
+            throw new InvalidSubmission(`requestId ${JSON.stringify(draft.requestId)} was already used for a ${existing.type} submission (${existing.id}) in conversation ${this.id}.`);
+          }
+          return existing;
+        }
+      }
+      return session.commit((tx) => admit(tx, this.id, draft), { conversationId: this.id });
+    });
+    const record = await waitFor(admitted, context);
+    this.#harness.resume();
+    return new Submission(this.#harness, record.id, this.id);
+  }
+
+  /**
+   * Aborts the current run (its tool calls end `aborted`, its inputs `unanswered` with reason `aborted`),
+   * withdraws queued inputs, cancels manual compactions, and resolves once they have ended.
+   */
+  async abort(context: Context): Promise<void> {
+    throwIfCancelled(context);
+    const tasks = await this.commit((tx) => {
+      withdrawInputs(tx, this.id);
+      const live = readLive(tx, this.id);
+      return [...(live.run ? [live.run.taskId] : []), ...(live.compactions ?? []).map((status) => status.taskId)];
+    }, context);
+    for (const taskId of tasks) await this.#harness.abortTask(taskId, context);
+    for (const taskId of tasks) await this.#harness.waitForTask(taskId, context);
+  }
+
+  /**
+   * Starts a manual compaction (S10): older entries are summarized through the model into a `pi.compaction`
+   * entry. Returns the compaction task's id; it does not make the conversation busy. Starts scheduling.
+   */
+  async compact(options: { instructions?: string }, context: Context): Promise<number> {
+    const instructions = options?.instructions;
+    const taskId = await this.commit((tx) => {
+      const id = createConversationTask(tx, CompactionTask, { reason: "manual", ...(instructions ? { instructions } : {}) }, this.id);
+      addCompactionStatus(tx, this.id, id);
+      return id;
+    }, context);
+    this.#harness.resume();
+    return taskId;
+  }
+
+  /** Every committed entry of this conversation, in id order. */
+  async entries(context: Context): Promise<EntryRecord[]> {
+    throwIfCancelled(context);
+    return waitFor(this.#harness.storage.listEntries(this.id), context);
+  }
+
+  /** A consistent snapshot of the view (entries plus documents), as committed. */
+  async view(context: Context): Promise<ConversationViewState> {
+    throwIfCancelled(context);
+    const session = this.#harness.session;
+    return waitFor(
+      session.read(async () => {
+        const entries = await session.storage.listEntries(this.id);
+        return { conversationId: this.id, entries, ...viewDocuments(session, this.id, entries) };
+      }),
+      context,
+    );
+  }
+
+  /**
+   * Calls `listener` with the view now (once loaded) and after every commit that touches this conversation.
+   * It never sees anything uncommitted. Returns the unsubscribe function.
+   */
+  subscribe(listener: ViewListener): () => void {
+    const host = agentHost(this.#harness);
+    const unsubscribe = host.view(this.id).subscribe(listener);
+    return () => {
+      unsubscribe();
+      host.release(this.id);
+    };
+  }
+
+  #committed(scope: string, key: string): Json | undefined {
+    return this.#harness.session.documents.get(documentKey(scope, key))?.value;
+  }
+}
+
+/** An admitted submission. Reacquire it after a reopen with `harness.submission(id, ctx)`. */
+export class Submission {
+  readonly id: number;
+  readonly conversationId: number;
+  readonly #harness: Harness;
+
+  constructor(harness: Harness, id: number, conversationId: number) {
+    this.#harness = harness;
+    this.id = id;
+    this.conversationId = conversationId;
+  }
+
+  /** The stored record (status `queued`, `running`, `done` or `unanswered`). */
+  async record(context: Context): Promise<SubmissionRecord> {
+    throwIfCancelled(context);
+    const record = this.#harness.session.openSubmissions.get(this.id) ?? (await waitFor(this.#harness.storage.getSubmission(this.id), context));
+    if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
+    return cloneJson(record);
+  }
+
+  /**
+   * Resolves once the submission is settled: `done` (with the answer for an input) or `unanswered` with a
+   * reason. Starts scheduling (unless read-only). Cancelling the context cancels only this wait.
+   */
+  async wait(context: Context): Promise<SubmissionOutcome> {
+    throwIfCancelled(context);
+    if (!this.#harness.readOnly) this.#harness.resume();
+    const session = this.#harness.session;
+    const settled = agentHost(this.#harness).settled(this.id, async () => session.openSubmissions.get(this.id) ?? (await session.storage.getSubmission(this.id)));
+    const record = await waitFor(settled, context);
+    if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
+    return outcomeOf(record, (id) => session.storage.getEntry(id));
+  }
+}
+
+async function outcomeOf(record: SubmissionRecord, entry: (id: number) => Promise<EntryRecord | undefined>): Promise<SubmissionOutcome> {
+  const result = (record.result ?? {}) as { answer?: number; entryId?: number; reason?: UnansweredReason; message?: string };
+  if (record.status === "unanswered") return { status: "unanswered", reason: result.reason ?? "faulted", ...(result.message ? { message: result.message } : {}) };
+  if (result.answer === undefined) return { status: "done", ...(result.entryId !== undefined ? { entryId: result.entryId } : {}) };
+  const answer = await entry(result.answer);
+  const message = (answer?.payload as { message?: AssistantMessage } | undefined)?.message;
+  if (!message) return { status: "done" };
+  const text = message.content.filter((block) => block.type === "text").map((block) => block.text).join("");
+  return { status: "done", answer: { entryId: result.answer, text, message } };
+}
+
+/** `"provider/id"` or anything with `provider` and `id` (a pi-ai `Model`). */
+export function modelRef(model: ModelRef | string): ModelRef {
+  if (typeof model === "string") {
+    const slash = model.indexOf("/");
+    if (slash <= 0 || slash === model.length - 1) throw new InvalidSetting(`A model is "provider/id" or a pi-ai Model; got ${JSON.stringify(model)}.`);
+    return { provider: model.slice(0, slash), id: model.slice(slash + 1) };
+  }
+  if (typeof model?.provider !== "string" || typeof model.id !== "string") throw new InvalidSetting("A model needs a provider and an id (pass a pi-ai Model or \"provider/id\").");
+  return { provider: model.provider, id: model.id };
+}
+
+export function applyChange(current: AgentConfig, change: AgentChange): AgentConfig {
+  const next: AgentConfig = { ...current };
+  if (change.model === null) delete next.model;
+  else if (change.model !== undefined) next.model = modelRef(change.model);
+  if (change.instructions === null) delete next.instructions;
+  else if (change.instructions !== undefined) {
+    if (typeof change.instructions !== "string") throw new InvalidSetting("instructions must be a string.");
+    next.instructions = change.instructions;
+  }
+  if (change.tools === null) delete next.tools;
+  else if (change.tools !== undefined) {
+    if (!Array.isArray(change.tools) || change.tools.some((name) => typeof name !== "string")) throw new InvalidSetting("tools must be an array of tool names.");
+    next.tools = [...change.tools];
+  }
+  return next;
+}
+
+function checkDraft(draft: SubmissionDraft): void {
+  if (draft?.type === "input") {
+    const ok = (typeof draft.content === "string" && draft.content !== "") || (Array.isArray(draft.content) && draft.content.length > 0);
+    if (!ok) throw new InvalidSubmission("An input needs content: a non-empty string or an array of text/image items.");
+    if (draft.whenBusy !== undefined && !["followUp", "steer", "reject"].includes(draft.whenBusy)) {
+      throw new InvalidSubmission(`whenBusy must be "followUp", "steer" or "reject"; got ${JSON.stringify(draft.whenBusy)}.`);
+    }
+  } else if (draft?.type === "write") {
+    if (typeof draft.entry?.kind !== "string" || draft.entry.kind === "") throw new InvalidSubmission("A write needs entry.kind.");
+  } else {
+    throw new InvalidSubmission(`A submission is { type: "input", content } or { type: "write", entry }; got type ${JSON.stringify((draft as { type?: unknown })?.type)}.`);
+  }
+  if (draft.requestId !== undefined && (typeof draft.requestId !== "string" || draft.requestId === "")) {
+    throw new InvalidSubmission("requestId must be a non-empty string.");
+  }
+}

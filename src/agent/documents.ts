@@ -1,0 +1,97 @@
+import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
+import type { Json } from "../json.ts";
+import type { Tx } from "../session/tx.ts";
+import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "./types.ts";
+
+/**
+ * Where the agent keeps its documents: one scope per conversation. `pi.live` holds the run; each tool call's
+ * progress is a document of its own (`pi.live.tool:<taskId>`) so that a progress or result commit writes one
+ * small row instead of the whole round (a round can have hundreds of calls).
+ */
+export const scopeOf = (conversationId: number): string => `conversation:${conversationId}`;
+export const LIVE = "pi.live";
+export const INBOX = "pi.inbox";
+export const USAGE = "pi.usage";
+export const AGENT = "pi.agent";
+export const TOOL_PREFIX = "pi.live.tool:";
+export const toolKey = (taskId: number): string => `${TOOL_PREFIX}${taskId}`;
+
+/** Anything stored is JSON; these typed documents are, by construction. */
+export function asJson<T>(value: T): Json {
+  return value as unknown as Json;
+}
+
+export function readLive(tx: Tx, conversationId: number): LiveState {
+  return (tx.document(scopeOf(conversationId), LIVE) as LiveState | undefined) ?? {};
+}
+
+export function writeLive(tx: Tx, conversationId: number, live: LiveState): void {
+  tx.setDocument(scopeOf(conversationId), LIVE, asJson(dropUndefined(live)));
+}
+
+export function readInbox(tx: Tx, conversationId: number): InboxState {
+  return (tx.document(scopeOf(conversationId), INBOX) as InboxState | undefined) ?? { items: [] };
+}
+
+export function writeInbox(tx: Tx, conversationId: number, inbox: InboxState): void {
+  tx.setDocument(scopeOf(conversationId), INBOX, asJson(inbox));
+}
+
+export function readAgentConfig(read: (scope: string, key: string) => Json | undefined, conversationId: number): AgentConfig {
+  return (read(scopeOf(conversationId), AGENT) as AgentConfig | undefined) ?? {};
+}
+
+export function readToolProgress(tx: Tx, conversationId: number, taskId: number): ToolProgress | undefined {
+  return tx.document(scopeOf(conversationId), toolKey(taskId)) as ToolProgress | undefined;
+}
+
+export function writeToolProgress(tx: Tx, conversationId: number, taskId: number, progress: ToolProgress): void {
+  tx.setDocument(scopeOf(conversationId), toolKey(taskId), asJson(dropUndefined(progress)));
+}
+
+/** Removes a call's progress document, if it has one (most calls never write output). */
+export function clearToolProgress(tx: Tx, conversationId: number, taskId: number): void {
+  if (readToolProgress(tx, conversationId, taskId) !== undefined) tx.deleteDocument(scopeOf(conversationId), toolKey(taskId));
+}
+
+/**
+ * Appends a built-in entry; the committing task (if any) is recorded as its author. The payload must not be
+ * changed afterwards (it is stored as is; storage rejects the whole commit if it is not JSON).
+ */
+export function appendEntry(tx: Tx, conversationId: number, kind: BuiltinEntryKind | string, payload: object): number {
+  return tx.appendEntry({ kind, payload: asJson(payload), conversationId });
+}
+
+/** Appends an assistant message and adds its usage to `pi.usage`, in the same commit. */
+export function appendAssistant(tx: Tx, conversationId: number, message: AssistantMessage): number {
+  const entryId = appendEntry(tx, conversationId, "pi.assistant", { message });
+  addUsage(tx, conversationId, `${message.provider}/${message.model}`, message.usage);
+  return entryId;
+}
+
+export function addUsage(tx: Tx, conversationId: number, key: string, usage: Usage | undefined): void {
+  if (!usage) return;
+  const current = (tx.document(scopeOf(conversationId), USAGE) as UsageState | undefined) ?? { models: {} };
+  const previous = current.models[key];
+  const sum = (a: number | undefined, b: number | undefined) => (a ?? 0) + (b ?? 0);
+  const next: Usage = {
+    input: sum(previous?.input, usage.input),
+    output: sum(previous?.output, usage.output),
+    cacheRead: sum(previous?.cacheRead, usage.cacheRead),
+    cacheWrite: sum(previous?.cacheWrite, usage.cacheWrite),
+    totalTokens: sum(previous?.totalTokens, usage.totalTokens),
+    cost: {
+      input: sum(previous?.cost.input, usage.cost?.input),
+      output: sum(previous?.cost.output, usage.cost?.output),
+      cacheRead: sum(previous?.cost.cacheRead, usage.cost?.cacheRead),
+      cacheWrite: sum(previous?.cost.cacheWrite, usage.cost?.cacheWrite),
+      total: sum(previous?.cost.total, usage.cost?.total),
+    },
+  };
+  tx.setDocument(scopeOf(conversationId), USAGE, asJson({ models: { ...current.models, [key]: next } }));
+}
+
+/** A JSON copy without `undefined` members (JSON would drop them anyway; this keeps records tidy in memory). */
+export function dropUndefined<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}

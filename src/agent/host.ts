@@ -1,0 +1,152 @@
+import { deliver } from "../reports.ts";
+import type { Harness } from "../harness.ts";
+import type { Published } from "../session/session.ts";
+import type { Tx } from "../session/tx.ts";
+import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
+import { HarnessClosed } from "../errors.ts";
+import { readLive, writeLive } from "./documents.ts";
+import { convertPartial } from "./generation.ts";
+import { endRun } from "./runs.ts";
+import { ConversationViewModel } from "./view.ts";
+
+/**
+ * The agent's per-harness state: settled-submission waiters, live views, the admission lock (so a repeated
+ * requestId is looked up and admitted without another admission in between), and the cleanup that keeps
+ * `pi.live` honest when the scheduler ends a built-in task itself (a fault or an orphan writes no visible
+ * result of its own).
+ */
+export class AgentHost {
+  readonly harness: Harness;
+  readonly #waiters = new Map<number, Set<{ resolve: (record: SubmissionRecord) => void; reject: (error: unknown) => void }>>();
+  readonly #views = new Map<number, ConversationViewModel>();
+  #admission: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  constructor(harness: Harness) {
+    this.harness = harness;
+    harness.session.subscribe((published) => this.#observe(published));
+  }
+
+  /** Runs `work` after every earlier admission has been stored. */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.#admission.then(work, work);
+    this.#admission = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Resolves once submission `id` is settled (`done` or `unanswered`). */
+  settled(id: number, check: () => Promise<SubmissionRecord | undefined>): Promise<SubmissionRecord | undefined> {
+    if (this.#closed) return Promise.reject(new HarnessClosed());
+    return this.harness.session
+      .read(async () => {
+        const record = await check();
+        if (!record || record.status === "done" || record.status === "unanswered") return { record };
+        const waiting = new Promise<SubmissionRecord>((resolve, reject) => {
+          let set = this.#waiters.get(id);
+          if (!set) this.#waiters.set(id, (set = new Set()));
+          set.add({ resolve, reject });
+        });
+        return { waiting };
+      })
+      .then((result) => ("waiting" in result ? result.waiting : result.record));
+  }
+
+  /** The shared live view of a conversation, created on first use. */
+  view(conversationId: number): ConversationViewModel {
+    let model = this.#views.get(conversationId);
+    if (!model) this.#views.set(conversationId, (model = new ConversationViewModel(this.harness.session, conversationId)));
+    return model;
+  }
+
+  /** Forgets a view nobody listens to. */
+  release(conversationId: number): void {
+    const model = this.#views.get(conversationId);
+    if (model && !model.listening) this.#views.delete(conversationId);
+  }
+
+  close(): void {
+    this.#closed = true;
+    for (const set of this.#waiters.values()) for (const waiter of set) waiter.reject(new HarnessClosed());
+    this.#waiters.clear();
+  }
+
+  /**
+   * At open: a run (or compaction status) whose task is no longer live was left by a crash between the
+   * scheduler's fault and its cleanup; clean it now, in one commit.
+   */
+  async sweep(): Promise<void> {
+    await this.harness.session.commit((tx) => {
+      for (const conversationId of this.harness.session.conversations.keys()) {
+        const live = readLive(tx, conversationId);
+        if (live.run && !tx.task(live.run.taskId)) {
+          endRun(tx, conversationId, live.run.taskId, { status: "unanswered", reason: "faulted", message: `Task ${live.run.taskId} ended without answering.` });
+        }
+        const compactions = readLive(tx, conversationId).compactions ?? [];
+        const alive = compactions.filter((status) => tx.task(status.taskId));
+        if (alive.length !== compactions.length) {
+          const { compactions: _all, ...rest } = readLive(tx, conversationId);
+          writeLive(tx, conversationId, alive.length > 0 ? { ...rest, compactions: alive } : rest);
+        }
+      }
+    });
+  }
+
+  #observe({ batch }: Published): void {
+    for (const submission of batch.submissions) {
+      if (submission.status !== "done" && submission.status !== "unanswered") continue;
+      const waiters = this.#waiters.get(submission.id);
+      if (!waiters) continue;
+      this.#waiters.delete(submission.id);
+      for (const waiter of waiters) waiter.resolve(submission);
+    }
+    for (const task of batch.tasks) {
+      if (task.state.status !== "terminal") continue;
+      const outcome = task.state.outcome.status;
+      if ((outcome === "faulted" || outcome === "orphaned") && task.kind.startsWith("pi.")) this.#cleanup(task);
+    }
+    for (const model of this.#views.values()) model.apply(batch);
+  }
+
+  /**
+   * The visible result the scheduler could not write for a faulted or orphaned built-in task. (A faulted
+   * tool needs none: it has no result entry, and context derivation answers its call with a synthesized
+   * "result unavailable".)
+   */
+  #cleanup(task: TaskRecord): void {
+    if (this.#closed || this.harness.readOnly) return;
+    const conversationId = task.conversationId;
+    const outcome = task.state.status === "terminal" ? task.state.outcome : undefined;
+    const message = outcome?.status === "faulted" ? outcome.error.message : `Task ${task.id} was orphaned (${outcome?.status === "orphaned" ? outcome.reason : "unknown"}).`;
+    // Listeners run on the commit line and must not commit there: queue the cleanup behind it.
+    queueMicrotask(() => {
+      this.harness.session
+        .commit((tx: Tx) => {
+          const live = readLive(tx, conversationId);
+          if (task.kind === "pi.generation" && live.run?.taskId === task.id) {
+            convertPartial(tx, conversationId);
+            endRun(tx, conversationId, task.id, { status: "unanswered", reason: "faulted", message });
+          } else if (task.kind === "pi.compaction" && live.compactions?.some((status) => status.taskId === task.id)) {
+            const compactions = live.compactions.filter((status) => status.taskId !== task.id);
+            const { compactions: _all, ...rest } = live;
+            writeLive(tx, conversationId, {
+              ...rest,
+              ...(compactions.length > 0 ? { compactions } : {}),
+              compactionFailure: { taskId: task.id, reason: "faulted", message, at: tx.now() },
+            });
+          }
+        })
+        .catch((error) => {
+          if (!this.#closed) deliver(this.harness.options.onReport, { kind: "error", error, taskId: task.id });
+        });
+    });
+  }
+}
+
+const hosts = new WeakMap<Harness, AgentHost>();
+
+/** The agent state of a harness (created at open by `Harness.open`). */
+export function agentHost(harness: Harness): AgentHost {
+  let host = hosts.get(harness);
+  if (!host) hosts.set(harness, (host = new AgentHost(harness)));
+  return host;
+}

@@ -1,0 +1,91 @@
+import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
+import type { Context } from "../context.ts";
+import type { ExecutionEnv } from "../env/types.ts";
+import { InvalidDefinition } from "../errors.ts";
+import type { Json } from "../json.ts";
+
+/** What a tool may return as content. */
+export type ToolContent = (TextContent | ImageContent)[];
+
+/** A tool's own result. Without `content`, the output it streamed through `api.output()` is the content. */
+export interface ToolResult {
+  content?: string | ToolContent;
+  isError?: boolean;
+  details?: Json;
+}
+
+/** What a tool sees while it runs. */
+export interface ToolApi {
+  readonly taskId: number;
+  readonly conversationId: number;
+  readonly callId: string;
+  readonly toolName: string;
+  /**
+   * Streams output: shown live in `pi.live` and persisted at most `settings.progress.persistWithinMs` after
+   * it was produced (S8), so a crash loses at most that window.
+   */
+  output(chunk: string): void;
+  /** Replaces the running details (JSON), persisted like output. */
+  details(value: Json): void;
+  /** The conversation's execution environment (`HarnessOptions.env`). */
+  env<E = ExecutionEnv>(): Promise<E>;
+}
+
+/**
+ * A tool the model can call. `replay` says whether the call may run again after a crash cut it off after it
+ * started (S8): `"safe"` only for calls that can run twice without harm (reading, listing); default
+ * `"unsafe"`.
+ */
+export interface ToolDefinition<A = Record<string, unknown>> {
+  readonly name: string;
+  readonly description: string;
+  /** A JSON Schema for the arguments (validated and coerced by pi-ai's `validateToolArguments`). */
+  readonly parameters: Record<string, unknown>;
+  readonly replay?: "safe" | "unsafe";
+  execute(args: A, api: ToolApi, context: Context): Promise<ToolResult | string | void> | ToolResult | string | void;
+}
+
+// Tools live in extensions of mixed argument types; each tool sees its own.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTool = ToolDefinition<any>;
+
+export function defineTool<A = Record<string, unknown>>(tool: ToolDefinition<A>): ToolDefinition<A> {
+  if (typeof tool?.name !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) {
+    throw new InvalidDefinition(`A tool name must be 1-64 letters, digits, "_" or "-"; got ${JSON.stringify(tool?.name)}.`);
+  }
+  if (typeof tool.parameters !== "object" || tool.parameters === null) throw new InvalidDefinition(`Tool ${tool.name} needs a JSON Schema in parameters.`);
+  if (typeof tool.execute !== "function") throw new InvalidDefinition(`Tool ${tool.name} needs an execute function.`);
+  if (tool.replay !== undefined && tool.replay !== "safe" && tool.replay !== "unsafe") {
+    throw new InvalidDefinition(`Tool ${tool.name}: replay must be "safe" or "unsafe"; got ${JSON.stringify(tool.replay)}.`);
+  }
+  return Object.freeze({ ...tool });
+}
+
+/** A tool call as hooks see it. */
+export interface ToolCallInfo {
+  readonly conversationId: number;
+  readonly taskId: number;
+  readonly callId: string;
+  readonly name: string;
+  readonly arguments: Record<string, unknown>;
+}
+
+/** The result a tool call ends with, as `afterTool` sees (and may replace) it. */
+export interface ToolResultView {
+  content: ToolContent;
+  isError: boolean;
+  details?: Json;
+}
+
+export type BeforeToolDecision = { block: string } | { arguments: Record<string, unknown> } | undefined | void;
+
+/**
+ * Hooks an extension brings. They run off the commit line and may run again after a crash before the commit
+ * that consumes them, so they must be safe to rerun.
+ */
+export interface AgentHooks {
+  /** Before a call runs: block it (`{ block: reason }`) or rewrite its arguments. A throw blocks. */
+  beforeTool?(call: ToolCallInfo, context: Context): BeforeToolDecision | Promise<BeforeToolDecision>;
+  /** After a call ran: return a replacement result, or nothing to keep it. A throw is reported and skipped. */
+  afterTool?(call: ToolCallInfo, result: ToolResultView, context: Context): ToolResultView | void | Promise<ToolResultView | void>;
+}
