@@ -31,4 +31,4 @@ export * from "./errors.ts";
 export * from "./agent/index.ts";
 export type { ExecutionEnv } from "./env/types.ts";
 export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
-export { fileTools, readFileTool, listFilesTool, writeFileTool, appendFileTool, removeFileTool } from "./tools/files.ts";
+export { fileTools, readFileTool, listFilesTool, writeFileTool, editFileTool, appendFileTool, removeFileTool } from "./tools/files.ts";

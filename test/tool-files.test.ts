@@ -18,17 +18,19 @@ describe("execution environments and file tools", () => {
 
   it("the file tools work on the conversation's environment; reading and listing are replay-safe, writing is not", async () => {
     expect(Object.fromEntries(fileTools.map((tool) => [tool.name, tool.replay]))).toEqual({
-      read_file: "safe",
-      list_files: "safe",
-      write_file: "unsafe",
-      append_file: "unsafe",
-      remove_file: "unsafe",
+      read: "safe",
+      ls: "safe",
+      write: "unsafe",
+      edit: "unsafe",
+      append: "unsafe",
+      rm: "unsafe",
     });
     const world = createWorld();
     const models = new ScriptedModels([
-      callTools([["write_file", { path: "notes.txt", text: "one\n" }, "c1"]]),
-      callTools([["append_file", { path: "notes.txt", text: "two\n" }, "c2"], ["list_files", {}, "c3"]]),
-      callTools([["read_file", { path: "notes.txt" }, "c4"], ["read_file", { path: "nope.txt" }, "c5"]]),
+      callTools([["write", { path: "notes.txt", text: "one\n" }, "c1"]]),
+      callTools([["append", { path: "notes.txt", text: "two\n" }, "c2"], ["ls", {}, "c3"]]),
+      callTools([["read", { path: "notes.txt" }, "c4"], ["read", { path: "nope.txt" }, "c5"]]),
+      callTools([["edit", { path: "notes.txt", oldText: "two", newText: "2" }, "c6"], ["edit", { path: "notes.txt", oldText: "zzz", newText: "" }, "c7"]]),
       answer("done"),
     ]);
     const opened = await openAgent(new MemoryStorage(), { models, world, tools: [...fileTools] });
@@ -45,8 +47,10 @@ describe("execution environments and file tools", () => {
       c3: [false, "notes.txt"],
       c4: [false, "one\ntwo\n"],
       c5: [true, '<harness>\n[error] No file "nope.txt" in this environment.\n</harness>'],
+      c6: [false, "edited notes.txt"],
+      c7: [true, "<harness>\n[error] oldText does not occur in notes.txt; read the file and copy the text exactly.\n</harness>"],
     });
-    expect(world.envs.get(opened.root.id).snapshot()).toEqual({ "notes.txt": "one\ntwo\n" });
+    expect(world.envs.get(opened.root.id).snapshot()).toEqual({ "notes.txt": "one\n2\n" });
     expect(defineExtension({ name: "files", tools: fileTools }).tools).toBe(fileTools);
   });
 });

@@ -9,7 +9,7 @@ import type { ExecutionEnv } from "../env/types.ts";
 const pathParameter = { type: "string", description: "A path relative to the environment's root, e.g. notes.txt" } as const;
 
 export const readFileTool = defineTool<{ path: string }>({
-  name: "read_file",
+  name: "read",
   description: "Read a text file.",
   parameters: { type: "object", properties: { path: pathParameter }, required: ["path"], additionalProperties: false },
   replay: "safe",
@@ -19,7 +19,7 @@ export const readFileTool = defineTool<{ path: string }>({
 });
 
 export const listFilesTool = defineTool<{ directory?: string }>({
-  name: "list_files",
+  name: "ls",
   description: "List the files under a directory (default: every file).",
   parameters: { type: "object", properties: { directory: pathParameter }, additionalProperties: false },
   replay: "safe",
@@ -30,7 +30,7 @@ export const listFilesTool = defineTool<{ directory?: string }>({
 });
 
 export const writeFileTool = defineTool<{ path: string; text: string }>({
-  name: "write_file",
+  name: "write",
   description: "Create or replace a text file.",
   parameters: { type: "object", properties: { path: pathParameter, text: { type: "string" } }, required: ["path", "text"], additionalProperties: false },
   replay: "unsafe",
@@ -41,7 +41,7 @@ export const writeFileTool = defineTool<{ path: string; text: string }>({
 });
 
 export const appendFileTool = defineTool<{ path: string; text: string }>({
-  name: "append_file",
+  name: "append",
   description: "Append text to a file (created when missing).",
   parameters: { type: "object", properties: { path: pathParameter, text: { type: "string" } }, required: ["path", "text"], additionalProperties: false },
   replay: "unsafe",
@@ -52,7 +52,7 @@ export const appendFileTool = defineTool<{ path: string; text: string }>({
 });
 
 export const removeFileTool = defineTool<{ path: string }>({
-  name: "remove_file",
+  name: "rm",
   description: "Delete a file.",
   parameters: { type: "object", properties: { path: pathParameter }, required: ["path"], additionalProperties: false },
   replay: "unsafe",
@@ -62,5 +62,26 @@ export const removeFileTool = defineTool<{ path: string }>({
   },
 });
 
+export const editFileTool = defineTool<{ path: string; oldText: string; newText: string }>({
+  name: "edit",
+  description: "Replace one exact occurrence of oldText in a file with newText. Fails when oldText occurs zero or several times.",
+  parameters: {
+    type: "object",
+    properties: { path: pathParameter, oldText: { type: "string", minLength: 1 }, newText: { type: "string" } },
+    required: ["path", "oldText", "newText"],
+    additionalProperties: false,
+  },
+  replay: "unsafe",
+  async execute({ path, oldText, newText }, api, context) {
+    const env = await api.env<ExecutionEnv>();
+    const text = await env.read(path, context);
+    const first = text.indexOf(oldText);
+    if (first < 0) throw new Error(`oldText does not occur in ${path}; read the file and copy the text exactly.`);
+    if (text.indexOf(oldText, first + 1) >= 0) throw new Error(`oldText occurs more than once in ${path}; include more context so it is unique.`);
+    await env.write(path, text.slice(0, first) + newText + text.slice(first + oldText.length), context);
+    return `edited ${path}`;
+  },
+});
+
 /** Every file tool, for an extension: `defineExtension({ name: "files", tools: fileTools })`. */
-export const fileTools: readonly AnyTool[] = [readFileTool, listFilesTool, writeFileTool, appendFileTool, removeFileTool];
+export const fileTools: readonly AnyTool[] = [readFileTool, listFilesTool, writeFileTool, editFileTool, appendFileTool, removeFileTool];
