@@ -158,3 +158,16 @@ describe("SQLite storage: schema, bad input and read-only SQL", () => {
     await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/not a pi-durable one/);
   });
 });
+
+describe("SQLite storage: queries and commits interleaved", () => {
+  it("a read-only query never makes a commit queued beside it fail", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) =>
+        i % 2 === 0 ? storage.query("SELECT count(*) AS n FROM tasks") : storage.apply({ ...empty(), tasks: [task(100 + i, "pending")] }),
+      ),
+    );
+    expect(results.filter((r) => r.status === "rejected")).toEqual([]);
+    expect((await storage.load()).liveTasks).toHaveLength(10);
+  });
+});

@@ -176,14 +176,19 @@ export class SqliteStorage implements Storage {
   async query(sql: string, ...params: Json[]): Promise<Row[]> {
     if (!isReadOnlyStatement(sql)) throw new QueryNotReadOnly(sql);
     const values = params.map((p) => (p === null || typeof p !== "object" ? (typeof p === "boolean" ? Number(p) : p) : JSON.stringify(p)));
-    await this.#db.exec("PRAGMA query_only = 1");
     try {
-      return (await this.#db.all(sql, ...(values as SqlValue[]))) as Row[];
+      // One queued operation: a commit can never slip in while query_only is on (it would be refused).
+      return (await this.#db.transaction((tx) => {
+        tx.run("PRAGMA query_only = 1");
+        try {
+          return tx.all(sql, ...(values as SqlValue[]));
+        } finally {
+          if (!this.readOnly) tx.run("PRAGMA query_only = 0");
+        }
+      })) as Row[];
     } catch (error) {
       if (/readonly|read-only|query_only/i.test(String(error))) throw new QueryNotReadOnly(sql);
       throw error;
-    } finally {
-      if (!this.readOnly) await this.#db.exec("PRAGMA query_only = 0");
     }
   }
 
