@@ -6,9 +6,11 @@ import { defineExtension, defineTask } from "../src/index.ts";
  * channel (the page keeps a transcript across reloads), at most once — exactly the seed's `console.log`.
  */
 const printChannel = new BroadcastChannel("pi-durable-web:print");
+/** The page's tab id, from the worker's name: every tab hears the broadcast, only this worker's tab records it. */
+const { tab } = JSON.parse((globalThis as { name?: string }).name || "{}") as { tab?: string };
 
 export function print(line: string, taskId?: number): void {
-  printChannel.postMessage({ line, taskId });
+  printChannel.postMessage({ line, taskId, tab });
 }
 
 /** A phase that never makes progress until released: each reload in it counts a restart (S6 demo). */

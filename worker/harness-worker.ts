@@ -4,7 +4,8 @@
 import { serveHarness } from "../src/browser/worker.ts";
 import { demoExtension } from "./demo-tasks.ts";
 
-// The page passes `{ settings, paused }` as the worker's name: both must be known before the database opens.
+// The page passes `{ settings, paused, tab }` as the worker's name: they must be known before the database
+// opens (`tab` marks this worker's printed lines; see demo-tasks.ts).
 const { settings, paused } = JSON.parse(self.name || "{}") as { settings?: object; paused?: boolean };
 
 serveHarness({ extensions: [demoExtension], settings, autoResume: !paused });

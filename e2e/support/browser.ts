@@ -20,8 +20,10 @@ export interface BrowserSession {
   readonly context: BrowserContext;
   /** Page and worker console output and page errors, printed when the test fails. */
   readonly logs: string[];
-  /** A new tab on the e2e page, ready (window.e2e set). */
-  newPage(): Promise<Page>;
+  /** A new tab on `url` (default: the e2e page), once the page says it is ready (`body[data-ready]`). */
+  newPage(url?: string): Promise<Page>;
+  /** Collects the console output and errors of a page opened some other way (for example by crashTab). */
+  track(page: Page): Page;
   /** Reloads (the crash) and waits for the page to be ready again. */
   reload(page: Page): Promise<void>;
   close(): Promise<void>;
@@ -42,14 +44,22 @@ export async function startBrowser(): Promise<BrowserSession> {
     if (logs.length) console.log(`browser log:\n  ${logs.join("\n  ")}`);
   });
   const ready = (page: Page) => page.waitForSelector("body[data-ready]", { state: "attached" });
+  const tracked = new WeakSet<Page>();
+  const track = (page: Page) => {
+    if (tracked.has(page)) return page;
+    tracked.add(page);
+    page.on("console", (message) => logs.push(`[${message.type()}] ${message.text()}`));
+    page.on("pageerror", (error) => logs.push(`[pageerror] ${error.message}`));
+    page.on("worker", (worker) => worker.on("close", () => logs.push(`[worker closed] ${worker.url()}`)));
+    return page;
+  };
   return {
     context,
     logs,
-    async newPage() {
-      const page = await context.newPage();
-      page.on("console", (message) => logs.push(`[${message.type()}] ${message.text()}`));
-      page.on("pageerror", (error) => logs.push(`[pageerror] ${error.message}`));
-      await page.goto(baseUrl);
+    track,
+    async newPage(url = baseUrl) {
+      const page = track(await context.newPage());
+      await page.goto(url);
       await ready(page);
       return page;
     },

@@ -14,15 +14,22 @@ const TYPES: Record<string, string> = {
 };
 
 /**
- * Serves a built directory on 127.0.0.1 (a secure context, so OPFS works) on a free port. No COOP/COEP:
- * opfs-sahpool does not need SharedArrayBuffer, and testing without the headers proves that.
+ * Serves built directories on 127.0.0.1 (a secure context, so OPFS works) on a free port. `mounts` maps a URL
+ * prefix ("/", "/e2e/") to a directory; the longest matching prefix wins. Apps mounted on one server share an
+ * origin, hence OPFS: a test page can reach the demo app's database files. No COOP/COEP: opfs-sahpool does
+ * not need SharedArrayBuffer, and testing without the headers proves that.
  */
-export async function serveStatic(root: string): Promise<{ url: string; close(): Promise<void> }> {
-  const base = resolve(root);
+export async function serveStatic(mounts: string | Record<string, string>): Promise<{ url: string; close(): Promise<void> }> {
+  const table = Object.entries(typeof mounts === "string" ? { "/": mounts } : mounts)
+    .map(([prefix, root]) => ({ prefix, base: resolve(root) }))
+    .sort((a, b) => b.prefix.length - a.prefix.length);
   const server = createServer(async (request, response) => {
     const pathname = decodeURIComponent(new URL(request.url ?? "/", "http://localhost").pathname);
-    const file = normalize(join(base, pathname.endsWith("/") ? `${pathname}index.html` : pathname));
-    if (!file.startsWith(base)) return void response.writeHead(403).end();
+    const mount = table.find(({ prefix }) => pathname.startsWith(prefix));
+    if (!mount) return void response.writeHead(404).end();
+    const relative = pathname.slice(mount.prefix.length - 1);
+    const file = normalize(join(mount.base, relative.endsWith("/") ? `${relative}index.html` : relative));
+    if (!file.startsWith(mount.base)) return void response.writeHead(403).end();
     try {
       if (!(await stat(file)).isFile()) throw new Error("not a file");
     } catch {

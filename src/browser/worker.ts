@@ -11,7 +11,7 @@
  */
 import * as Comlink from "comlink";
 import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
-import { DurableError, UnknownTaskKind } from "../errors.ts";
+import { DurableError, HarnessClosed, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -61,6 +61,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const taskListeners = new Set<(inspection: Inspection) => void>();
   const recentReports: Report[] = [];
   let crashPoint: { name: string; listener: (hit: CrashPointHit) => void } | undefined;
+  /** Phases stopped at a crash point, waiting for the page to crash the worker; a clean close ends them. */
+  const stopped = new Set<(error: unknown) => void>();
   let harness: Harness | undefined;
   let storage: SqliteStorage | undefined;
   let releaseLock: (() => void) | undefined;
@@ -104,7 +106,9 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
           const { listener } = crashPoint;
           crashPoint = undefined;
           safely(() => listener({ name, ...at }));
-          await new Promise<never>(() => {}); // stop here for good: the test reloads the page now
+          // Stop here: the test crashes the worker now. Only a clean close ends the stop (it waits for every
+          // running phase, so it would wait forever otherwise).
+          await new Promise<never>((_, reject) => stopped.add(reject));
         },
       },
       ctx,
@@ -134,7 +138,12 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const closeCleanly = async (reason: "close" | "takeover") => {
     closing ??= (async () => {
       try {
-        if (harness) await harness.close(ctx);
+        if (harness) {
+          const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
+          for (const release of stopped) release(new HarnessClosed());
+          stopped.clear();
+          await closed;
+        }
         if (storage) await storage.close();
       } finally {
         setStatus({ kind: "closed", reason });
@@ -183,10 +192,9 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     abortTask: (id) => requireHarness().abortTask(id, ctx),
     inspect: () => requireHarness().inspect(ctx),
     resume: () => requireHarness().resume(),
-    query: (sql, params = []) => {
-      requireHarness();
-      return storage!.query(sql, ...params);
-    },
+    // On the commit line: storage.query() switches the connection to query_only around the statement, and a
+    // commit that slipped in between would fail with SQLITE_READONLY.
+    query: (sql, params = []) => requireHarness().session.read(() => storage!.query(sql, ...params)),
     async exportDatabase() {
       requireHarness();
       const bytes = await storage!.exportImage();

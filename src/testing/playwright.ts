@@ -61,8 +61,10 @@ export async function crashTab(page: Page, kind: CrashKind): Promise<Page> {
   }
   const url = page.url();
   const session = await page.context().newCDPSession(page);
-  await session.send("Page.crash").catch(() => {}); // the call itself dies with the renderer
-  await page.waitForEvent("crash", { timeout: 10_000 }).catch(() => {});
+  const crashed = page.waitForEvent("crash", { timeout: 10_000 }).catch(() => {});
+  // Not awaited: the renderer dies before it can answer, so the call settles only when the page is closed.
+  void session.send("Page.crash").catch(() => {});
+  await crashed;
   await page.close().catch(() => {});
   const next = await page.context().newPage();
   await next.goto(url);
