@@ -12,6 +12,8 @@
  */
 import * as Comlink from "comlink";
 import { DurableError, WorkerGone } from "../errors.ts";
+import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
+import type { ConversationViewState } from "../agent/view.ts";
 import type { Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -134,6 +136,46 @@ export class HarnessClient {
   /** Asks the tab that owns the database to close it, so this one opens it. */
   requestTakeover(): Promise<void> {
     return this.#track(this.#remote.requestTakeover());
+  }
+
+  /** The root conversation's id (created on first use); `agent` (model, instructions, tools) is applied if it differs. */
+  rootConversation(agent?: AgentChange): Promise<number> {
+    return this.#track(this.#remote.rootConversation(agent));
+  }
+
+  createConversation(agent?: AgentChange): Promise<number> {
+    return this.#track(this.#remote.createConversation(agent));
+  }
+
+  listConversations(): Promise<Array<{ id: number; agent: AgentConfig; busy: boolean }>> {
+    return this.#track(this.#remote.listConversations());
+  }
+
+  configure(conversationId: number, change: AgentChange): Promise<AgentConfig> {
+    return this.#track(this.#remote.configure(conversationId, change));
+  }
+
+  /** Submits an input or a write; resolves with the submission id once it is durable. */
+  submit(conversationId: number, draft: SubmissionDraft): Promise<number> {
+    return this.#track(this.#remote.submit(conversationId, draft));
+  }
+
+  /** Resolves when the submission is answered (`done`) or ends `unanswered`. */
+  waitForSubmission(submissionId: number): Promise<SubmissionOutcome> {
+    return this.#track(this.#remote.waitForSubmission(submissionId) as Promise<SubmissionOutcome>);
+  }
+
+  abortConversation(conversationId: number): Promise<void> {
+    return this.#track(this.#remote.abortConversation(conversationId));
+  }
+
+  compact(conversationId: number, instructions?: string): Promise<number> {
+    return this.#track(this.#remote.compact(conversationId, instructions));
+  }
+
+  /** The committed conversation view (entries, live run, tool slots, inbox, usage), now and after each commit. */
+  watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): Promise<void> {
+    return this.#track(this.#remote.watchConversation(conversationId, Comlink.proxy(listener)));
   }
 
   /** Calls a method the app's worker added with `serveHarness({ methods })`. */

@@ -1,3 +1,5 @@
+import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
+import type { ConversationViewState } from "../agent/view.ts";
 import type { Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -53,6 +55,19 @@ export interface HarnessHost {
   close(): Promise<void>;
   /** Asks the tab that owns the database to close it cleanly, so this one can open it. */
   requestTakeover(): void;
+  // The agent: conversations, submissions and their live views.
+  /** The root conversation's id (created on first use); `agent` is applied when it changes the stored config. */
+  rootConversation(agent?: AgentChange): Promise<number>;
+  createConversation(agent?: AgentChange): Promise<number>;
+  listConversations(): Promise<Array<{ id: number; agent: AgentConfig; busy: boolean }>>;
+  configure(conversationId: number, change: AgentChange): Promise<AgentConfig>;
+  /** Admits an input or write; resolves with the submission id (ConversationBusy for `whenBusy: "reject"`). */
+  submit(conversationId: number, draft: SubmissionDraft): Promise<number>;
+  waitForSubmission(submissionId: number): Promise<SubmissionOutcome>;
+  abortConversation(conversationId: number): Promise<void>;
+  compact(conversationId: number, instructions?: string): Promise<number>;
+  /** The committed view now and after every commit that touches the conversation. */
+  watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): Promise<void>;
   /** Extra methods the app's worker added with `serveHarness({ methods })`. */
   call(method: string, args: Json[]): Promise<unknown>;
 }

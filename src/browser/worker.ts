@@ -210,6 +210,31 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     requestTakeover() {
       channel?.postMessage({ type: "takeover" });
     },
+    async rootConversation(agent) {
+      return (await requireHarness().root(ctx, agent ? { agent } : {})).id;
+    },
+    async createConversation(agent) {
+      return (await requireHarness().createConversation(agent ? { agent } : {}, ctx)).id;
+    },
+    async listConversations() {
+      const open = requireHarness();
+      return [...open.session.conversations.keys()].sort((a, b) => a - b).map((id) => {
+        const conversation = open.conversation(id);
+        return { id, agent: conversation.agent(), busy: conversation.busy };
+      });
+    },
+    configure: (conversationId, change) => requireHarness().conversation(conversationId).configure(change, ctx),
+    async submit(conversationId, draft) {
+      return (await requireHarness().conversation(conversationId).submit(draft, ctx)).id;
+    },
+    async waitForSubmission(submissionId) {
+      return (await requireHarness().submission(submissionId, ctx)).wait(ctx);
+    },
+    abortConversation: (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
+    compact: (conversationId, instructions) => requireHarness().conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
+    async watchConversation(conversationId, listener) {
+      requireHarness().conversation(conversationId).subscribe((view) => safely(() => listener(view)));
+    },
     async call(method, args) {
       const open = requireHarness();
       const implementation = options.methods?.[method];
