@@ -34,8 +34,21 @@ export class HarnessClient {
   constructor(worker: Worker) {
     this.worker = worker;
     this.#remote = Comlink.wrap<HarnessHost>(worker);
-    worker.addEventListener("error", (event) => this.#die(`The database worker failed: ${event.message || "unknown error"}.`));
-    worker.addEventListener("messageerror", () => this.#die("The database worker sent a message that could not be read."));
+    // Death is told by the worker's life lock: the page is granted it when the worker is gone. An `error`
+    // event only means death before the worker answered at all (its script failed to load or to start);
+    // later it is an uncaught exception inside a worker that lives on.
+    let started = false;
+    worker.addEventListener("error", (event) => {
+      if (!started) this.#die(`The database worker failed to start: ${event.message || "its script did not load"}.`);
+    });
+    void this.#remote.lifeLock().then(
+      (name) => {
+        started = true;
+        const locks = (globalThis.navigator as Navigator | undefined)?.locks;
+        if (name && locks) void locks.request(name, () => this.#die("The database worker stopped (terminated or crashed)."));
+      },
+      () => {},
+    );
     void this.#track(
       this.#remote.onStatus(
         Comlink.proxy((status: HarnessStatus) => {

@@ -33,6 +33,8 @@ export interface CrashPointHit {
 /** What the worker exposes over comlink. Callbacks are `Comlink.proxy` functions. */
 export interface HarnessHost {
   status(): HarnessStatus;
+  /** The name of a Web Lock the worker holds for its whole life (undefined without Web Locks). */
+  lifeLock(): Promise<string | undefined>;
   onStatus(listener: (status: HarnessStatus) => void): void;
   onReport(listener: (report: Report) => void): void;
   /** The live task graph, after every commit that changes a task (coalesced). */

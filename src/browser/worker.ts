@@ -67,6 +67,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   let storage: SqliteStorage | undefined;
   let releaseLock: (() => void) | undefined;
   let closing: Promise<void> | undefined;
+  // eslint-disable-next-line prefer-const -- assigned once the lock wait starts, read by closeCleanly
+  let opening: Promise<void> | undefined;
 
   const setStatus = (next: HarnessStatus) => {
     status = next;
@@ -138,6 +140,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const closeCleanly = async (reason: "close" | "takeover") => {
     closing ??= (async () => {
       try {
+        if (!releaseLock) stopWaiting.abort(); // still waiting for the lock: stop waiting, nothing to close
+        await opening?.catch(() => {}); // an open in progress finishes first, then is closed
         if (harness) {
           const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
           for (const release of stopped) release(new HarnessClosed());
@@ -157,7 +161,9 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel(lockName) : undefined;
   if (channel) {
     channel.onmessage = (event) => {
-      if ((event.data as { type?: string })?.type === "takeover" && harness && !closing) void closeCleanly("takeover");
+      // Only the owner acts (a third tab that is waiting too ignores it); an owner still opening closes
+      // as soon as its open is done.
+      if ((event.data as { type?: string })?.type === "takeover" && releaseLock && !closing) void closeCleanly("takeover");
     };
   }
 
@@ -166,8 +172,13 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     return harness;
   };
 
+  const lifeLock = (globalThis.navigator as Navigator | undefined)?.locks ? `pi-durable-web:worker-life:${crypto.randomUUID()}` : undefined;
+  // Named to the page only once it is held: a page that asked for it earlier could be granted it first.
+  let lifeLockHeld!: (name: string | undefined) => void;
+  const lifeLockName = new Promise<string | undefined>((resolve) => (lifeLockHeld = resolve));
   const host: HarnessHost = {
     status: () => status,
+    lifeLock: () => lifeLockName,
     onStatus(listener) {
       statusListeners.add(listener);
       safely(() => listener(status));
@@ -249,6 +260,17 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   (globalThis as { __piDurableHost?: HarnessHost }).__piDurableHost = host;
 
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;
+  const stopWaiting = new AbortController();
+  // Held for the worker's whole life: the page queues for it and is granted it exactly when the worker dies
+  // (terminated, crashed, its page gone), which is how a client tells a dead worker from a busy one.
+  if (lifeLock && locks) {
+    void locks.request(lifeLock, () => {
+      lifeLockHeld(lifeLock);
+      return new Promise<never>(() => {});
+    });
+  } else {
+    lifeLockHeld(undefined);
+  }
   const withLock = (body: () => Promise<void>) => {
     if (!locks) return body(); // no Web Locks (old browser, Node): single owner is the app's responsibility
     return new Promise<void>((resolve, reject) => {
@@ -264,13 +286,17 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
         .request(lockName, { ifAvailable: true }, async (lock) => {
           if (lock) return hold();
           setStatus({ kind: "waiting-for-lock", database });
-          void locks.request(lockName, hold);
+          locks.request(lockName, { signal: stopWaiting.signal }, hold).catch((error) => {
+            if (stopWaiting.signal.aborted) resolve(); // closed while waiting: no open happened
+            else reject(error);
+          });
         })
         .catch(reject);
     });
   };
 
-  withLock(open).catch((error) => {
+  opening = withLock(open);
+  opening.catch((error) => {
     setStatus({ kind: "failed", error: errorShape(error) });
     failed(error);
   });
