@@ -99,6 +99,15 @@ for (const backend of backends) {
       expect(await storage.getEntry(11)).toBeUndefined();
     });
 
+    it("S1: the global id counter never goes back, also when ids were minted that no row carries", async () => {
+      const storage = await seeded(); // nextId 10, rows up to 8
+      await storage.apply({ ...empty(), nextId: 13, tasks: [task(10, "pending")] }); // 11 and 12 minted, unused
+      expect((await storage.load()).nextId).toBe(13);
+      await storage.apply({ ...empty(), nextId: 15, tasks: [task(13, "pending"), task(14, "pending")] });
+      const copy = await backend.fromImage(await storage.exportImage());
+      expect((await copy.load()).nextId).toBe(15);
+    });
+
     it("S11: an exported image opens as an independent copy", async () => {
       const storage = await seeded();
       const copy = await backend.fromImage(await storage.exportImage());

@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS documents (
 export const SQL = {
   tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
   readMeta: `SELECT key, value FROM meta`,
+  largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
+    UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   writeMeta: `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   liveTasks: `SELECT record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */

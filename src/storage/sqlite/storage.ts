@@ -61,8 +61,12 @@ export class SqliteStorage implements Storage {
 
   async load(): Promise<StoredState> {
     const meta = await readMeta(this.#db);
-    const nextId = Number(meta.get("next_id"));
-    if (!Number.isSafeInteger(nextId) || nextId < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
+    const floor = Number(meta.get("next_id"));
+    if (!Number.isSafeInteger(floor) || floor < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
+    // Every id ever handed out is in a row (rows are never deleted), so the next id follows the largest
+    // one: commits need not rewrite a counter. `next_id` stays as a floor.
+    const largest = Number((await this.#db.get(SQL.largestId))?.id ?? 0);
+    const nextId = Math.max(floor, largest + 1);
     const root = meta.get("root_conversation");
     const liveTasks = (await this.#db.all(SQL.liveTasks)).map((row) => parseRecord<TaskRecord>(row));
     this.#liveStatus.clear();
@@ -103,8 +107,10 @@ export class SqliteStorage implements Storage {
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
       for (const row of documents) tx.run(row.length === 2 ? SQL.deleteDocument : SQL.upsertDocument, ...row);
-      if (batch.nextId !== undefined) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
       if (batch.rootConversationId !== undefined) tx.run(SQL.writeMeta, "root_conversation", String(batch.rootConversationId));
+      // The counter is rewritten only when the batch minted an id that no row of it carries; otherwise
+      // load() finds the next id from the largest row id (rows are never deleted).
+      if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
     });
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
     for (const { task } of tasks) {
@@ -199,6 +205,14 @@ export class SqliteStorage implements Storage {
   close(): Promise<void> {
     return this.#db.close();
   }
+}
+
+function largestRowId(batch: Batch): number {
+  let largest = 0;
+  for (const rows of [batch.tasks, batch.entries, batch.conversations, batch.submissions]) {
+    for (const row of rows) if (row.id > largest) largest = row.id;
+  }
+  return largest;
 }
 
 async function readMeta(db: SqliteDatabase): Promise<Map<string, string>> {
