@@ -9,6 +9,7 @@ import {
   crashPointHit,
   DEMO_DATABASE,
   openDemo,
+  press,
   query,
   shownTranscript,
   startTask,
@@ -42,8 +43,8 @@ async function seedRow(page: Page, id: number) {
 /** Starts Example 12 (and resumes, for a page opened `?paused`); the worker stops right after printing `tick <n>`. */
 async function runCounterUntilCrashPoint(page: Page, n: number) {
   await armCrashPoint(page, `counter:after-tick-${n}`);
-  await page.click("#counter");
-  await page.click("#resume");
+  await press(page, "#counter");
+  await press(page, "#resume");
   const hit = await crashPointHit(page);
   await waitForLine(page, `tick ${n}`);
   return hit;
@@ -69,7 +70,7 @@ describe("Example 12 and the restart limit in the page", () => {
     expect(await page.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
     expect(await waitForShownTask(page, `#${hit.taskId} `)).toContain("restarts 1");
 
-    await page.click("#resume");
+    await press(page, "#resume");
     expect(await waitForShownTask(page, "counted to 5")).toBe(`#${hit.taskId} example.counter: terminal completed: "counted to 5"`);
     expect(await shownTranscript(page)).toEqual(ticks(1, 5));
     // At the end: terminal, memos dropped, no restarts.
@@ -85,7 +86,7 @@ describe("Example 12 and the restart limit in the page", () => {
       page = await crashTab(page, "reload");
     }
 
-    const report = page.locator('#reports li[data-kind="task_faulted"]');
+    const report = page.locator('#reports li[data-kind="task_faulted"] .report-json');
     await report.waitFor({ state: "attached", timeout: 30_000 });
     const [task] = await taskRows(page);
     expect(JSON.parse((await report.textContent()) ?? "")).toMatchObject({
@@ -113,7 +114,7 @@ describe("crashes other than a reload, and a clean close", () => {
 
     // Crash 1: the worker dies by itself (the page cannot tell); the page's crash control starts a new one.
     await crashTab(page, "terminate-worker");
-    await page.click("#restart-worker");
+    await press(page, "#restart-worker");
     expect(await pending).toBe("WorkerGone");
     await waitForStatus(page, "ready"); // the page's status is the new worker's from the click on
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 2, restarts: 1 });
@@ -121,14 +122,14 @@ describe("crashes other than a reload, and a clean close", () => {
 
     // Crash 2: worker.terminate() on a live worker stopped right after tick 3.
     await armCrashPoint(page, "counter:after-tick-3");
-    await page.click("#resume");
+    await press(page, "#resume");
     await crashPointHit(page);
     await waitForLine(page, "tick 3");
-    await page.click("#restart-worker");
+    await press(page, "#restart-worker");
     await waitForStatus(page, "ready");
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 3, memos: { "printed-3": true }, restarts: 1 });
 
-    await page.click("#resume");
+    await press(page, "#resume");
     const done = await waitForTask(page, (task) => task.id === hit.taskId && task.state.status === "terminal");
     expect(done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
     await waitForShownTask(page, "counted to 5");
@@ -144,7 +145,7 @@ describe("crashes other than a reload, and a clean close", () => {
     await waitForReady(page);
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 2, restarts: 1 });
 
-    await page.click("#resume");
+    await press(page, "#resume");
     await waitForShownTask(page, "counted to 5");
     expect(await shownTranscript(page)).toEqual(ticks(1, 5));
   });
@@ -155,7 +156,7 @@ describe("crashes other than a reload, and a clean close", () => {
     await startTask(page, "demo.stall", {});
     await waitForLine(page, "stall: run 1");
 
-    await page.click("#close");
+    await press(page, "#close");
     await waitForStatus(page, "closed");
     expect(await page.textContent("#status")).toBe("closed (close)");
 
@@ -166,14 +167,14 @@ describe("crashes other than a reload, and a clean close", () => {
     expect(task).toMatchObject({ kind: "demo.stall", status: "pending" });
     expect(task!.record.restarts).toBeUndefined();
 
-    await page.click("#resume");
+    await press(page, "#resume");
     await expect.poll(async () => (await shownTranscript(page)).length, { timeout: 20_000 }).toBe(2);
     expect(await shownTranscript(page)).toEqual(["stall: run 1", "stall: run 1"]); // not "run 2": no restart counted
 
     page = await crashTab(page, "reload"); // still `?paused`
     await waitForReady(page);
     expect((await taskRows(page))[0]!.record.restarts).toBe(1);
-    await page.click("#resume");
+    await press(page, "#resume");
     await expect.poll(async () => (await shownTranscript(page)).length, { timeout: 20_000 }).toBe(3);
     expect(await shownTranscript(page)).toEqual(["stall: run 1", "stall: run 1", "stall: run 2"]);
   });
@@ -288,7 +289,7 @@ describe("committed data and bad input", () => {
     const page = await openDemo(session);
     await waitForReady(page);
     await startTask(page, "nope", { to: 1 });
-    const shown = page.locator('#errors li[data-name="UnknownTaskKind"]');
+    const shown = page.locator('#errors li[data-name="UnknownTaskKind"] .error-text');
     await shown.waitFor({ state: "attached" });
     expect(await shown.textContent()).toMatch(/^UnknownTaskKind: No task kind "nope" is installed in the worker\. Installed: .*example\.counter/);
 
@@ -306,9 +307,9 @@ describe("committed data and bad input", () => {
   it("§4: a damaged database file fails with DatabaseCorrupt on the page and is neither deleted nor replaced", async () => {
     let demo = await openDemo(session);
     await waitForReady(demo);
-    await demo.click("#counter");
+    await press(demo, "#counter");
     await waitForShownTask(demo, "counted to 5");
-    await demo.click("#close"); // releases the pool's files for the test page below
+    await press(demo, "#close"); // releases the pool's files for the test page below
     await waitForStatus(demo, "closed");
     await demo.close();
 

@@ -1,169 +1,171 @@
-import { connectHarness, type HarnessClient, type HarnessStatus } from "../src/browser/client.ts";
-import type { TaskRecord } from "../src/storage/records.ts";
+import type { HarnessStatus } from "pi-durable-web/client";
+import { app, saveWorkerConfig, savedProbeReplay } from "./src/app.ts";
+import { takeAfterReloadNote, onCrashPoint, disarmCrashPoint } from "./src/crashpoints.ts";
+import { byId } from "./src/dom.ts";
+import { transcript } from "./src/demos.ts";
+import "./src/chat.ts";
+import "./src/tasks.ts";
+import "./src/storage.ts";
+import "./src/crash.ts";
+import "./src/models.ts";
+import "./src/log.ts";
+import { registerServiceWorker } from "./src/offline.ts";
 
-// Settings travel in the worker's name: they must be known before the database opens. `?paused` opens the
-// database without starting work, to look at what a crash left behind first.
-const settings = JSON.parse(localStorage.getItem("pi-durable-web:settings") ?? "{}");
-const paused = new URLSearchParams(location.search).has("paused");
-// Every tab hears the print broadcast; only the tab whose worker printed a line records it, so a second tab
-// (waiting for the database) does not write the transcript twice.
-const tab = crypto.randomUUID();
+// ---- views: a tab bar; on a wide screen the chat stays beside the active panel -------------------------
+const wide = window.matchMedia("(min-width: 960px)");
+const VIEW_KEY = "pi-durable-web:view";
 
-const TRANSCRIPT = "pi-durable-web:transcript";
-const transcript = (): string[] => JSON.parse(localStorage.getItem(TRANSCRIPT) ?? "[]");
-new BroadcastChannel("pi-durable-web:print").onmessage = (event) => {
-  if (event.data.tab !== tab) return;
-  const lines = [...transcript(), String(event.data.line)];
-  localStorage.setItem(TRANSCRIPT, JSON.stringify(lines));
-  render();
-};
-window.addEventListener("storage", (event) => {
-  if (event.key === TRANSCRIPT || event.key === null) render();
-});
-
-const statusElement = document.querySelector<HTMLElement>("#status")!;
-const takeoverButton = document.querySelector<HTMLButtonElement>("#takeover")!;
-const transcriptElement = document.querySelector<HTMLElement>("#transcript")!;
-const tasksElement = document.querySelector<HTMLElement>("#tasks")!;
-const errorsElement = document.querySelector<HTMLElement>("#errors")!;
-const reportsElement = document.querySelector<HTMLElement>("#reports")!;
-
-function render() {
-  transcriptElement.textContent = transcript().join("\n");
-}
-
-function renderStatus(status: HarnessStatus) {
-  document.body.dataset.status = status.kind;
-  takeoverButton.disabled = status.kind !== "waiting-for-lock";
-  statusElement.textContent =
-    status.kind === "failed"
-      ? `failed: ${status.error.name}: ${status.error.message}`
-      : status.kind === "waiting-for-lock"
-        ? "waiting-for-lock: the database is open in another tab"
-        : status.kind === "closed"
-          ? `closed (${status.reason})`
-          : status.kind === "ready" && status.recovered.length > 0
-            ? `ready (recovered tasks ${status.recovered.join(", ")})`
-            : status.kind;
-}
-
-function showError(error: unknown) {
-  const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
-  const item = document.createElement("li");
-  item.dataset.name = name;
-  item.textContent = `${name}: ${message}`;
-  errorsElement.append(item);
-}
-
-function describeTask(record: TaskRecord): string {
-  const state = record.state;
-  if (state.status !== "terminal" && state.status !== "completing") {
-    return `${state.status} ${JSON.stringify(state.checkpoint)}${record.restarts ? ` restarts ${record.restarts}` : ""}`;
+export function showView(view: string): void {
+  // On a wide screen the chat is always shown; "chat" then means the panel beside it keeps its view.
+  const effective = view === "chat" && wide.matches ? (document.body.dataset.side ?? "demos") : view;
+  if (effective !== "chat") document.body.dataset.side = effective;
+  document.body.dataset.view = view;
+  for (const tab of document.querySelectorAll<HTMLButtonElement>(".views [role=tab]")) {
+    const selected = tab.dataset.view === effective || (tab.dataset.view === "chat" && view === "chat" && !wide.matches);
+    tab.setAttribute("aria-selected", String(selected));
+    tab.tabIndex = selected ? 0 : -1;
   }
-  const outcome = state.outcome;
-  switch (outcome.status) {
-    case "completed":
-      return `${state.status} completed: ${JSON.stringify(outcome.result)}`;
+  for (const panel of document.querySelectorAll<HTMLElement>("[data-panel]")) {
+    const name = panel.dataset.panel!;
+    panel.hidden = !(name === effective || (name === "chat" && (wide.matches || view === "chat")));
+  }
+  sessionStorage.setItem(VIEW_KEY, view);
+}
+
+const tabs = [...document.querySelectorAll<HTMLButtonElement>(".views [role=tab]")];
+for (const tab of tabs) {
+  tab.addEventListener("click", () => showView(tab.dataset.view!));
+  tab.addEventListener("keydown", (event) => {
+    const visible = tabs.filter((candidate) => candidate.offsetParent !== null);
+    const at = visible.indexOf(tab);
+    const next = event.key === "ArrowRight" ? visible[(at + 1) % visible.length] : event.key === "ArrowLeft" ? visible[(at - 1 + visible.length) % visible.length] : undefined;
+    if (!next) return;
+    event.preventDefault();
+    next.focus();
+    next.click();
+  });
+}
+wide.addEventListener("change", () => showView(document.body.dataset.view ?? "chat"));
+document.body.dataset.side = "demos";
+showView(sessionStorage.getItem(VIEW_KEY) ?? (wide.matches ? "demos" : "chat"));
+byId("model-chip").addEventListener("click", () => showView("models"));
+
+// ---- status and banners ------------------------------------------------------------------------------
+const statusElement = byId("status");
+const takeoverButton = byId<HTMLButtonElement>("takeover");
+let recoveredNote = takeAfterReloadNote();
+
+function statusText(status: HarnessStatus): string {
+  switch (status.kind) {
     case "failed":
-    case "faulted":
-      return `${state.status} ${outcome.status}: ${outcome.error.message}${outcome.error.detail === undefined ? "" : ` ${JSON.stringify(outcome.error.detail)}`}`;
-    case "aborted":
-      return `${state.status} aborted${outcome.reason ? `: ${outcome.reason}` : ""}`;
-    case "orphaned":
-      return `${state.status} orphaned: ${outcome.reason}`;
+      return `failed: ${status.error.name}: ${status.error.message}`;
+    case "waiting-for-lock":
+      return "waiting-for-lock: the database is open in another tab";
+    case "closed":
+      return `closed (${status.reason})`;
+    case "ready":
+      return status.recovered.length > 0 ? `ready (recovered tasks ${status.recovered.join(", ")})` : "ready";
+    default:
+      return status.kind;
   }
 }
 
-// The task list comes from the database (live and finished tasks), refreshed after every task commit.
-let refreshing: Promise<void> | undefined;
-let refreshAgain = false;
-function refreshTasks() {
-  if (refreshing) {
-    refreshAgain = true;
-    return;
+function renderStatus(status: HarnessStatus): void {
+  document.body.dataset.status = status.kind;
+  const text = statusText(status);
+  statusElement.textContent = text;
+  byId("status-pill").title = text;
+  takeoverButton.disabled = status.kind !== "waiting-for-lock";
+  byId("lock-banner").hidden = status.kind !== "waiting-for-lock";
+
+  const failed = byId("failed-banner");
+  failed.hidden = status.kind !== "failed";
+  if (status.kind === "failed") {
+    const settingsProblem = status.error.name === "InvalidSetting";
+    byId("failed-banner-text").textContent = settingsProblem
+      ? `The worker refused the settings — ${status.error.name}: ${status.error.message} Fix them in Crash → Settings, or reset them.`
+      : `The database could not be opened — ${status.error.name}: ${status.error.message}`;
+    byId("banner-reset-settings").hidden = !settingsProblem;
   }
-  const current = client;
-  refreshing = (async () => {
-    if (current.status.kind !== "ready") return;
-    const rows = await current.query("SELECT record FROM tasks ORDER BY id DESC LIMIT 100").catch(() => undefined);
-    if (!rows || current !== client) return;
-    tasksElement.replaceChildren(
-      ...rows.map((row) => {
-        const record = JSON.parse(String(row.record)) as TaskRecord;
-        const item = document.createElement("li");
-        item.dataset.taskId = String(record.id);
-        item.dataset.status = record.state.status;
-        item.textContent = `#${record.id} ${record.kind}: ${describeTask(record)}`;
-        return item;
-      }),
-    );
-  })().finally(() => {
-    refreshing = undefined;
-    if (refreshAgain) {
-      refreshAgain = false;
-      refreshTasks();
-    }
-  });
+
+  const closed = byId("closed-banner");
+  closed.hidden = status.kind !== "closed";
+  if (status.kind === "closed") {
+    byId("closed-banner-text").textContent =
+      status.reason === "takeover"
+        ? "Another tab took the database over; this tab closed it cleanly (no restart counted)."
+        : "The database was closed cleanly: the running tasks were parked as pending, with no restart counted.";
+  }
+
+  const recovered = byId("recovered-banner");
+  if (status.kind === "ready") {
+    const parts: string[] = [];
+    if (recoveredNote) parts.push(`The worker was stopped at ${recoveredNote.name} (task #${recoveredNote.taskId}, ${recoveredNote.taskKind}), and the reload was the crash.`);
+    if (status.recovered.length > 0) parts.push(`Recovered: task${status.recovered.length > 1 ? "s" : ""} #${status.recovered.join(", #")} ${status.recovered.length > 1 ? "were" : "was"} running and carr${status.recovered.length > 1 ? "y" : "ies"} on from the last checkpoint (restart counted).`);
+    if (recoveredNote?.expect) parts.push(`Expect: ${recoveredNote.expect}`);
+    recovered.hidden = parts.length === 0;
+    byId("recovered-banner-text").textContent = parts.join(" ");
+    recoveredNote = undefined;
+  } else if (status.kind !== "opening" && status.kind !== "recovering" && status.kind !== "starting") {
+    recovered.hidden = true;
+  }
 }
-
-function startWorker(): void {
-  const worker = new Worker(new URL("../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify({ settings, paused, tab }) });
-  const next = connectHarness(worker);
-  client = next; // before subscribing: the page shows the new worker's status ("starting") at once
-  next.onStatus((status) => {
-    if (next !== client) return; // a worker this page replaced
-    renderStatus(status);
-    if (status.kind === "ready") refreshTasks();
-  });
-  next
-    .onReport((report) => {
-      const item = document.createElement("li");
-      item.dataset.kind = report.kind;
-      item.textContent = JSON.stringify(report);
-      reportsElement.append(item);
-    })
-    .catch(() => {});
-  next.watchTasks(() => refreshTasks()).catch(() => {});
-}
-
-let client!: HarnessClient;
-startWorker();
-
-/** Kills the worker (a crash, as far as the database is concerned) and starts a new one that recovers. */
-function restartWorker() {
-  client.terminate();
-  startWorker();
-}
-
-const attempt = (work: () => Promise<unknown>) => () => void work().catch(showError);
-document.querySelector("#counter")!.addEventListener("click", attempt(() => client.createTask("example.counter", { to: 5 })));
-document.querySelector("#start-task")!.addEventListener(
-  "click",
-  attempt(async () => {
-    const kind = document.querySelector<HTMLInputElement>("#task-kind")!.value.trim();
-    const input = JSON.parse(document.querySelector<HTMLInputElement>("#task-input")!.value || "null");
-    return client.createTask(kind, input);
-  }),
-);
-document.querySelector("#resume")!.addEventListener("click", attempt(() => client.resume()));
-document.querySelector("#takeover")!.addEventListener("click", attempt(() => client.requestTakeover()));
-document.querySelector("#close")!.addEventListener("click", attempt(() => client.close()));
-document.querySelector("#restart-worker")!.addEventListener("click", restartWorker);
-document.querySelector("#clear")!.addEventListener("click", () => {
-  localStorage.removeItem(TRANSCRIPT);
-  render();
+app.onStatus(renderStatus);
+app.onClient(() => {
+  // A worker replaced within this page (terminated or restarted) leaves its stop note for the next ready.
+  recoveredNote ??= takeAfterReloadNote();
 });
 
-render();
-// Test and console hooks: the e2e tests drive the same page a person uses. `pi.client` is the current client
-// (a new one after "terminate worker").
+onCrashPoint((state) => {
+  const banner = byId("crash-banner");
+  banner.hidden = state === undefined;
+  byId("banner-disarm").hidden = state?.kind !== "armed";
+  if (!state) return;
+  byId("crash-banner-text").textContent =
+    state.kind === "armed"
+      ? `Armed: the worker will stop at ${state.name} the next time it gets there.`
+      : `Stopped at ${state.hit.name} (task #${state.hit.taskId}, ${state.hit.taskKind}) — reload to crash here.${state.expect ? ` After the reload: ${state.expect}` : ""}`;
+  byId("banner-reload").hidden = state.kind !== "stopped";
+});
+
+app.onScheduling((scheduling) => {
+  byId("paused-banner").hidden = !(app.paused && scheduling === "paused");
+});
+
+const reload = (search?: string) => {
+  if (search === undefined) location.reload();
+  else location.search = search;
+};
+takeoverButton.addEventListener("click", app.attempt(() => app.client.requestTakeover(), "take over"));
+byId("banner-resume").addEventListener("click", app.attempt(() => app.resume(), "resume"));
+byId("banner-unpause").addEventListener("click", () => reload(""));
+byId("banner-reload").addEventListener("click", () => reload());
+byId("banner-reload-failed").addEventListener("click", () => reload());
+byId("banner-disarm").addEventListener("click", app.attempt(() => disarmCrashPoint(), "disarm"));
+byId("banner-reopen").addEventListener("click", app.attempt(() => app.restartWorkerCleanly(), "reopen"));
+byId("banner-dismiss").addEventListener("click", () => (byId("recovered-banner").hidden = true));
+byId("banner-reset-settings").addEventListener(
+  "click",
+  app.attempt(async () => {
+    saveWorkerConfig({}, savedProbeReplay());
+    await app.restartWorkerCleanly();
+  }, "reset settings"),
+);
+
+// ---- start ---------------------------------------------------------------------------------------------
+app.start();
+registerServiceWorker();
+
+// Console and test hooks: the e2e tests drive the same page a person uses. `pi.client` is the current client
+// (a new one after "terminate the worker").
 Object.assign(globalThis, {
   pi: {
     get client() {
-      return client;
+      return app.client;
     },
     transcript,
-    restartWorker,
+    restartWorker: () => app.restartWorker(),
+    showView,
   },
 });
 document.body.dataset.ready = "";

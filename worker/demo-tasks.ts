@@ -1,5 +1,6 @@
 import { counterTask } from "../examples/counter-task.ts";
 import { defineExtension, defineTask } from "../src/index.ts";
+import { workerConfig } from "./config.ts";
 
 /**
  * The demo's own tasks. A task's printed lines are its side effects: they go to the page over a broadcast
@@ -7,7 +8,7 @@ import { defineExtension, defineTask } from "../src/index.ts";
  */
 const printChannel = new BroadcastChannel("pi-durable-web:print");
 /** The page's tab id, from the worker's name: every tab hears the broadcast, only this worker's tab records it. */
-const { tab } = JSON.parse((globalThis as { name?: string }).name || "{}") as { tab?: string };
+const { tab } = workerConfig();
 
 export function print(line: string, taskId?: number): void {
   printChannel.postMessage({ line, taskId, tab });

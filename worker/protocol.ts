@@ -5,7 +5,10 @@
  */
 import type { Settings } from "../src/settings.ts";
 
-/** JSON in the worker's `name`: known before the database opens. */
+/**
+ * JSON in the worker's `name`: known before the database opens. The page passes the same config on every
+ * load (a reload is the crash, and recovery must see the tools declared as they were: `probeReplay`).
+ */
 export interface DemoWorkerConfig {
   /** restartLimit, progress.persistWithinMs, retry — validated at open (a bad value fails with InvalidSetting). */
   settings?: Settings;
@@ -25,7 +28,18 @@ export interface ModelChoice {
   offline: boolean;
 }
 
-/** A real provider; its key stays in the worker's memory (never in the database). */
+/**
+ * A real provider; its key stays in the worker's memory (never in the database, never in the worker's name).
+ * A configured provider lives as long as the worker: after a reload the page configures it again. A page
+ * that does so for a conversation on that model should open `paused`, configure, then `client.resume()`;
+ * a run that resumes before its provider is configured ends `unanswered` (`no_model`).
+ *
+ * - `openai-compatible`: any Chat Completions endpoint (Ollama, LM Studio, llama.cpp, vLLM…); `baseUrl` is
+ *   the part before `/chat/completions`, e.g. `http://127.0.0.1:11434/v1`. The endpoint must allow this
+ *   page's origin (CORS). Provider id `"openai-compatible"`; a second configure replaces the first.
+ * - `openai` (Responses API) and `anthropic`: pi-ai's built-in providers, provider ids `"openai"` and
+ *   `"anthropic"`; a model id pi-ai does not list is used with the provider's default model's limits.
+ */
 export type ProviderConfig =
   | { kind: "openai-compatible"; baseUrl: string; apiKey?: string; model: string }
   | { kind: "openai"; apiKey: string; model: string }
@@ -38,8 +52,40 @@ export interface DemoMethods {
   "models.configure"(provider: ProviderConfig): ModelChoice[];
   /** Files of a conversation's OPFS environment. */
   "files.list"(conversationId: number): string[];
+  /** A file's text; rejects with `FileNotFound` when there is none. */
   "files.read"(conversationId: number, path: string): string;
 }
 
 /** The offline demo model (pi-ai faux provider). */
 export const OFFLINE_MODEL = { provider: "offline", id: "demo-agent" } as const;
+/** How the offline model is labelled in `models.list`. */
+export const OFFLINE_MODEL_LABEL = "offline demo model";
+
+/**
+ * What the offline demo model understands (case does not matter). Anything else gets a short reply that
+ * lists these. After a tool round it answers with what the tools returned, and says so when a result is an
+ * error or an interruption.
+ */
+export const OFFLINE_COMMANDS: ReadonlyArray<{ say: string; does: string }> = [
+  { say: "note <text>", does: "appends a line to notes.txt (also: remember <text>)" },
+  { say: "read notes", does: "reads notes.txt (also: show notes)" },
+  { say: "list files", does: "lists this conversation's files (also: ls)" },
+  { say: "forget notes", does: "deletes notes.txt (also: clear notes)" },
+  { say: "probe", does: "the seed's tool probe: appends hello to notes.txt; reload while it runs" },
+  { say: "story", does: "a long answer streamed slowly enough to reload in the middle (also: slow)" },
+];
+
+/**
+ * The seed's tool probe. The demo's `append` tool appends `text` to `path`, reports `output` through
+ * `api.output()`, waits `waitMs` (reload now to cut it off), then returns `result`. Its replay policy is
+ * `DemoWorkerConfig.probeReplay`.
+ */
+export const PROBE = {
+  input: "probe",
+  tool: "append",
+  path: "notes.txt",
+  text: "hello\n",
+  output: "working\n",
+  result: "appended",
+  waitMs: 4000,
+} as const;

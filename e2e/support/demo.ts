@@ -7,11 +7,13 @@ import type { TaskRecord } from "../../src/storage/records.ts";
 import type { BrowserSession } from "./browser";
 
 // Helpers for driving the demo app (web/main.ts, production build) the way a person would: its buttons, its
-// page text, and the console hooks it documents (`globalThis.pi`, `body[data-status]`).
+// page text, and the console hooks it documents (`globalThis.pi`, `body[data-status]`). The app shows one
+// panel at a time beside the chat (Demos, Tasks, Storage, Crash, Models, Log); `press` opens the panel that
+// holds a control before clicking it, as a person would.
 
 declare global {
   // The demo page's console hooks (web/main.ts).
-  var pi: { readonly client: HarnessClient; transcript(): string[]; restartWorker(): void };
+  var pi: { readonly client: HarnessClient; transcript(): string[]; restartWorker(): void; showView(view: string): void };
   // Test-side state kept in the page between evaluate calls.
   var e2eCrashPoint: Promise<CrashPointHit> | undefined;
 }
@@ -40,15 +42,45 @@ export async function waitForLine(page: Page, line: string, timeout = 30_000): P
   await page.waitForFunction((line) => (document.querySelector("#transcript")?.textContent ?? "").split("\n").includes(line), line, { timeout });
 }
 
-/** Waits until the page's task list shows a task whose line contains `text`; returns that line. */
+/** Opens the view (tab) that holds `selector` (its `[data-panel]`), unless it is shown already. */
+export async function reveal(page: Page, selector: string): Promise<void> {
+  const view = await page.locator(selector).first().evaluate((element) => {
+    const panel = element.closest<HTMLElement>("[data-panel]");
+    return panel && panel.hidden ? panel.dataset.panel! : undefined;
+  });
+  if (view) await page.click(`.views [role=tab][data-view="${view}"]`);
+}
+
+/** Clicks a control of the page, opening its panel first. */
+export async function press(page: Page, selector: string): Promise<void> {
+  await reveal(page, selector);
+  await page.click(selector);
+}
+
+/**
+ * Waits until the page's task panel shows a task whose row, read as one line, contains `text`; returns that
+ * line: `#id kind: status detail facts…`, for example `#7 example.counter: terminal completed: "counted to 5"`
+ * or `#7 example.counter: pending ready to run phase tick n 2 restarts 1`.
+ */
 export async function waitForShownTask(page: Page, text: string, timeout = 30_000): Promise<string> {
-  const item = page.locator("#tasks li", { hasText: text }).first();
-  await item.waitFor({ state: "attached", timeout });
-  return (await item.textContent()) ?? "";
+  const line = await page.waitForFunction(
+    (text) => {
+      const lineOf = (item: Element) => {
+        const part = (name: string) => (item.querySelector(name)?.textContent ?? "").trim();
+        const facts = [...item.querySelectorAll(".fact")].map((fact) => fact.textContent);
+        return [`${part(".task-head")}: ${part(".task-summary")}`, ...facts].join(" ");
+      };
+      return [...document.querySelectorAll("#tasks li")].map(lineOf).find((line) => line.includes(text));
+    },
+    text,
+    { timeout },
+  );
+  return (await line.jsonValue()) as string;
 }
 
 /** Starts a task through the page's form (kind + JSON input, "Start task"). */
 export async function startTask(page: Page, kind: string, input: Json): Promise<void> {
+  await reveal(page, "#task-kind");
   await page.fill("#task-kind", kind);
   await page.fill("#task-input", JSON.stringify(input));
   await page.click("#start-task");
@@ -79,4 +111,43 @@ export function crashPointHit(page: Page): Promise<CrashPointHit> {
 
 export function ticks(from: number, to: number): string[] {
   return Array.from({ length: to - from + 1 }, (_, index) => `tick ${from + index}`);
+}
+
+/** Types `text` into the chat and sends it. */
+export async function sendMessage(page: Page, text: string): Promise<void> {
+  await reveal(page, "#chat-input");
+  await page.fill("#chat-input", text);
+  await page.click("#send");
+}
+
+/** The entry id of the last user message in the chat that reads `text` (waits for it). */
+export async function waitForUserEntry(page: Page, text: string, timeout = 30_000): Promise<number> {
+  const handle = await page.waitForFunction(
+    (text) => {
+      const items = [...document.querySelectorAll<HTMLElement>('#chat-log li[data-kind="pi.user"]')].filter((item) => item.textContent === text);
+      return items.at(-1)?.dataset.entryId;
+    },
+    text,
+    { timeout },
+  );
+  return Number(await handle.jsonValue());
+}
+
+/** Waits for an answer of the agent (a committed `pi.assistant` entry) after entry `afterId` that contains `text`; returns its text. */
+export async function waitForReply(page: Page, afterId: number, text: string, timeout = 30_000): Promise<string> {
+  const handle = await page.waitForFunction(
+    ([afterId, text]) =>
+      [...document.querySelectorAll<HTMLElement>('#chat-log li[data-kind="pi.assistant"]')]
+        .filter((item) => Number(item.dataset.entryId) > afterId)
+        .map((item) => item.querySelector(".msg-body")?.textContent ?? "")
+        .find((body) => body.includes(text)),
+    [afterId, text] as const,
+    { timeout },
+  );
+  return String(await handle.jsonValue());
+}
+
+/** The chat's card of the last call of tool `name` (Playwright locator). */
+export function toolCard(page: Page, name: string) {
+  return page.locator(`#chat-log .tool[data-tool="${name}"]`).last();
 }

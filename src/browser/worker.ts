@@ -22,6 +22,9 @@ import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import { createRegistry, type Extension, type Registry } from "../tasks/registry.ts";
 import type { CrashPointHit, ErrorShape, HarnessHost, HarnessStatus } from "./protocol.ts";
 
+// Files for tools in a browser worker: `serveHarness({ env: opfsEnvs(), … })` (one OPFS directory per conversation).
+export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
+
 export interface ServeHarnessOptions {
   /** Extensions to install (task definitions, tools, hooks). */
   extensions?: Extension[];

@@ -1,0 +1,141 @@
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  createRegistry,
+  Harness,
+  MemoryStorage,
+  memoryEnvs,
+  type AssistantEntryPayload,
+  type Conversation,
+  type EntryRecord,
+  type ToolResultEntryPayload,
+} from "../src/index.ts";
+import { createDemoModels } from "../worker/models.ts";
+import { STORY } from "../worker/offline-model.ts";
+import { OFFLINE_COMMANDS, OFFLINE_MODEL, PROBE } from "../worker/protocol.ts";
+import { filesExtension } from "../worker/tools.ts";
+import { ctx } from "./support.ts";
+
+// The demo worker's offline model (a scripted agent on pi-ai's faux provider) over the demo's file tools,
+// driven through the real harness in memory. The browser, the reload and the seed's probe are in
+// e2e/agent.e2e.ts; here: what each command does, without pauses (no streaming pace, no probe wait).
+
+let harness: Harness | undefined;
+
+afterEach(async () => {
+  await harness?.close(ctx);
+  harness = undefined;
+});
+
+async function openDemoAgent(options: { tools?: string[] } = {}) {
+  const envs = memoryEnvs();
+  const registry = createRegistry().install(filesExtension("unsafe", 0));
+  const models = createDemoModels({ tokensPerSecond: 0 });
+  harness = await Harness.open(new MemoryStorage(), { registry, models: models.models, env: envs }, ctx);
+  const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}`, ...(options.tools ? { tools: options.tools } : {}) } });
+  return { root, envs, models };
+}
+
+/** Submits `content` and returns the answer text and the entries the turn added. */
+async function say(root: Conversation, content: string) {
+  const before = (await root.entries(ctx)).length;
+  const outcome = await (await root.submit({ type: "input", content }, ctx)).wait(ctx);
+  const added = (await root.entries(ctx)).slice(before);
+  return { outcome, text: outcome.status === "done" ? (outcome.answer?.text ?? "") : "", added };
+}
+
+function calls(entries: readonly EntryRecord[]) {
+  return entries
+    .filter((entry) => entry.kind === "pi.assistant")
+    .flatMap((entry) => (entry.payload as unknown as AssistantEntryPayload).message.content)
+    .filter((block) => block.type === "toolCall")
+    .map((block) => ({ id: block.id, name: block.name, arguments: block.arguments }));
+}
+
+function results(entries: readonly EntryRecord[]) {
+  return entries.filter((entry) => entry.kind === "pi.tool-result").map((entry) => (entry.payload as unknown as ToolResultEntryPayload).message);
+}
+
+describe("the offline demo model", () => {
+  it("note, read notes, list files, forget notes: one file tool call each, with call ids that count up, and an answer from the results", async () => {
+    const { root, envs } = await openDemoAgent();
+
+    const note = await say(root, "note buy milk");
+    expect(calls(note.added)).toEqual([{ id: "call_1", name: "append", arguments: { path: "notes.txt", text: "buy milk\n" } }]);
+    expect(results(note.added).map((result) => [result.isError, result.content])).toEqual([[false, [{ type: "text", text: PROBE.result }]]]);
+    expect(note.text).toBe('Appended "buy milk\\n" to notes.txt; the tool answered "appended".');
+    await say(root, "Remember: call Ada.");
+    expect(envs.get(root.id).snapshot()).toEqual({ "notes.txt": "buy milk\ncall Ada.\n" });
+
+    const read = await say(root, "Read notes.txt");
+    expect(calls(read.added)).toEqual([{ id: "call_3", name: "read", arguments: { path: "notes.txt" } }]);
+    expect(read.text).toBe("notes.txt holds:\nbuy milk\ncall Ada.\n");
+
+    expect((await say(root, "list files")).text).toBe("The files:\nnotes.txt");
+    expect((await say(root, "forget notes")).text).toBe("Deleted notes.txt.");
+    expect((await say(root, "show notes")).text).toBe('There is no notes.txt yet. Add a line with "note <text>".');
+    expect((await say(root, "ls")).text).toBe("There are no files yet.");
+    expect(envs.get(root.id).snapshot()).toEqual({});
+  });
+
+  it("probe is the seed's probe call; story is the long answer; anything else gets the list of commands", async () => {
+    const { root, envs } = await openDemoAgent();
+
+    const probe = await say(root, "probe");
+    expect(calls(probe.added)).toEqual([{ id: "call_1", name: PROBE.tool, arguments: { path: PROBE.path, text: PROBE.text } }]);
+    expect(envs.get(root.id).snapshot()).toEqual({ [PROBE.path]: PROBE.text });
+
+    expect((await say(root, "story")).text).toBe(STORY);
+    const other = await say(root, "what can you do?");
+    expect(other.text.startsWith('You said "what can you do?". I am the offline demo model')).toBe(true);
+    for (const { say: command } of OFFLINE_COMMANDS) expect(other.text).toContain(`- ${command}: `);
+    expect(calls(other.added)).toEqual([]);
+  });
+
+  it("stop (conversation.abort) cuts the probe's wait short: the call ends aborted, the input unanswered", async () => {
+    const envs = memoryEnvs();
+    const registry = createRegistry().install(filesExtension("unsafe", 600_000));
+    const settings = { progress: { persistWithinMs: 0 } };
+    harness = await Harness.open(new MemoryStorage(), { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs, settings }, ctx);
+    const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}` } });
+    const submission = await root.submit({ type: "input", content: "probe" }, ctx);
+    const output = new Promise<void>((resolve) => root.subscribe((view) => view.live.tools?.[0]?.output === PROBE.output && resolve()));
+    await output;
+    await root.abort(ctx);
+    expect(await submission.wait(ctx)).toMatchObject({ status: "unanswered", reason: "aborted" });
+    const [result] = results(await root.entries(ctx));
+    expect(result).toMatchObject({ isError: true, content: [{ type: "text", text: PROBE.output }, { type: "text", text: "<harness>\n[error] Tool append was aborted\n</harness>" }] });
+    expect(envs.get(root.id).snapshot()).toEqual({ [PROBE.path]: PROBE.text });
+  });
+
+  it("uses only the tools the conversation offers", async () => {
+    const { root, envs } = await openDemoAgent({ tools: ["read", "ls"] });
+    const note = await say(root, "note x");
+    expect(calls(note.added)).toEqual([]);
+    expect(note.text).toBe("I would use the append tool for that, but this conversation does not offer it (tools offered: ls, read).");
+    expect(envs.get(root.id).snapshot()).toEqual({});
+  });
+
+  it("S10 answers a compaction's summary request with an account of the conversation", async () => {
+    const { root } = await openDemoAgent();
+    await say(root, "note one");
+    await say(root, "hello");
+    await say(root, "read notes");
+    await harness!.waitForTask(await root.compact({}, ctx), ctx);
+    const [compaction] = (await root.entries(ctx)).filter((entry) => entry.kind === "pi.compaction");
+    const summary = (compaction!.payload as { message: { content: string } }).message.content;
+    expect(summary).toContain('The user sent 2 messages to the offline demo model: "note one", "hello". Tool calls: append ×1.');
+  });
+});
+
+describe("the demo's model choices", () => {
+  it("lists the offline model; configure checks what the page sends", async () => {
+    const models = createDemoModels({ tokensPerSecond: 0 });
+    expect(models.list()).toEqual([{ ...OFFLINE_MODEL, label: "offline demo model", offline: true }]);
+    await expect(models.configure({ kind: "gemini", apiKey: "k", model: "m" })).rejects.toThrow(/kind must be "openai-compatible", "openai" or "anthropic"/);
+    await expect(models.configure({ kind: "openai-compatible", baseUrl: "localhost:11434", model: "m" })).rejects.toThrow(/baseUrl must be an http\(s\) URL/);
+    await expect(models.configure({ kind: "anthropic", model: "m" })).rejects.toThrow(/apiKey must be a non-empty string/);
+    const choices = await models.configure({ kind: "openai-compatible", baseUrl: "http://127.0.0.1:11434/v1/", model: "llama3.2" });
+    expect(choices.at(-1)).toEqual({ provider: "openai-compatible", id: "llama3.2", label: "llama3.2 at http://127.0.0.1:11434/v1", offline: false });
+    expect(models.models.getModel("openai-compatible", "llama3.2")).toMatchObject({ api: "openai-completions", baseUrl: "http://127.0.0.1:11434/v1" });
+  });
+});

@@ -1,0 +1,331 @@
+import type { HarnessClient } from "pi-durable-web/client";
+import type {
+  AssistantEntryPayload,
+  CompactionEntryPayload,
+  ConversationViewState,
+  EntryRecord,
+  LiveFailure,
+  ToolResultEntryPayload,
+  ToolSlotView,
+  UserEntryPayload,
+} from "pi-durable-web";
+import { app } from "./app.ts";
+import { conversation, ensureModel, isOfflineModel, onConversation } from "./conversation.ts";
+import { byId, clock, h } from "./dom.ts";
+import { showToast } from "./log.ts";
+import { renderMarkdown } from "./markdown.ts";
+
+/**
+ * The chat: the committed transcript (entries are append-only, so each is rendered once), tool cards that
+ * follow their live slot until their result entry arrives, and the live part of the run (the streamed
+ * partial answer, retries, how a run ended without an answer), re-rendered on every view. Model and tool
+ * text only ever reaches the page as text nodes (see dom.ts and markdown.ts).
+ */
+type AssistantMessage = AssistantEntryPayload["message"];
+type ToolCall = Extract<AssistantMessage["content"][number], { type: "toolCall" }>;
+
+const scroller = byId("chat-scroll");
+const log = byId<HTMLOListElement>("chat-log");
+const liveArea = byId("chat-live");
+const empty = byId("chat-empty");
+const input = byId<HTMLTextAreaElement>("chat-input");
+const sendButton = byId<HTMLButtonElement>("send");
+const stopButton = byId<HTMLButtonElement>("stop");
+const whenBusyLabel = byId("when-busy-label");
+const whenBusy = byId<HTMLSelectElement>("when-busy");
+const inbox = byId("inbox");
+const inboxList = byId<HTMLOListElement>("inbox-list");
+
+let renderedFor: HarnessClient | undefined;
+const renderedEntries = new Set<number>();
+const toolCards = new Map<string, HTMLElement>();
+/** Texts of inputs this page submitted, by submission id (queued ones are shown before they become entries). */
+const drafts = new Map<number, string>();
+const inboxTexts = new Map<number, string>();
+let busy = false;
+
+const TOOL_CODES: Record<string, string> = {
+  interrupted: "interrupted — may have partially run",
+  restart_limit: "restart limit reached — not run again",
+  aborted: "aborted",
+  tool_unavailable: "tool unavailable",
+  invalid_arguments: "invalid arguments",
+  blocked: "blocked",
+  tool_error: "error",
+};
+
+const FAILURES: Record<string, string> = {
+  interrupted: "Interrupted: the model request was cut by a crash and the retries ran out. The input is unanswered; send it again.",
+  restart_limit: "Stopped at the restart limit: this run was cut off too many times in a row. The input is unanswered; send it again.",
+  aborted: "Stopped: the run was aborted.",
+  model_error: "The model failed.",
+  no_model: "No model is available for this conversation.",
+  faulted: "The run failed.",
+};
+
+function textOf(content: UserEntryPayload["message"]["content"] | ToolResultEntryPayload["message"]["content"]): string {
+  if (typeof content === "string") return content;
+  return content.map((part) => (part.type === "text" ? part.text : `[${part.type}]`)).join("");
+}
+
+function compactJson(value: unknown): string {
+  const text = JSON.stringify(value) ?? "";
+  return text.length > 160 ? `${text.slice(0, 157)}…` : text;
+}
+
+function nearBottom(): boolean {
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+}
+
+// ---- tool cards ------------------------------------------------------------------------------------------
+function toolCard(call: { id: string; name: string; arguments?: unknown }): HTMLElement {
+  let card = toolCards.get(call.id);
+  if (card) return card;
+  card = h(
+    "div",
+    { class: "tool", "data-call-id": call.id, "data-status": "pending", "data-tool": call.name },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
+      h("code", { class: "tool-name" }, call.name),
+      call.arguments === undefined ? null : h("code", { class: "tool-args", title: JSON.stringify(call.arguments) }, compactJson(call.arguments)),
+      h("span", { class: "tool-status" }, "waiting"),
+    ),
+    h("div", { class: "tool-section tool-output-section", hidden: true }, h("span", { class: "tool-label" }, "output"), h("pre", { class: "tool-output" })),
+    h("div", { class: "tool-section tool-result-section", hidden: true }, h("span", { class: "tool-label" }, "result"), h("pre", { class: "tool-result" })),
+  );
+  toolCards.set(call.id, card);
+  return card;
+}
+
+function setToolStatus(card: HTMLElement, status: string, label: string): void {
+  card.dataset.status = status;
+  card.querySelector(".tool-status")!.textContent = label;
+}
+
+function applySlot(slot: ToolSlotView): void {
+  const card = toolCards.get(slot.callId);
+  if (!card || card.dataset.result === "") return; // the result entry is what counts once written
+  setToolStatus(card, slot.status === "done" ? "pending" : slot.status, slot.status === "running" ? "running" : slot.status === "pending" ? "waiting" : "finishing");
+  if (slot.output) {
+    const section = card.querySelector<HTMLElement>(".tool-output-section")!;
+    section.hidden = false;
+    section.querySelector("pre")!.textContent = slot.output;
+  }
+}
+
+function applyResult(card: HTMLElement, payload: ToolResultEntryPayload): void {
+  const { message, code } = payload;
+  card.dataset.result = "";
+  if (code) card.dataset.code = code;
+  card.classList.toggle("is-error", message.isError);
+  setToolStatus(card, "done", code ? (TOOL_CODES[code] ?? code) : message.isError ? "error" : "done");
+  const section = card.querySelector<HTMLElement>(".tool-result-section")!;
+  section.hidden = false;
+  section.querySelector("pre")!.textContent = textOf(message.content);
+}
+
+// ---- entries -------------------------------------------------------------------------------------------
+function assistantBody(message: AssistantMessage, streaming: boolean): HTMLElement {
+  const body = h("div", { class: "msg-body" });
+  for (const part of message.content) {
+    if (part.type === "text") {
+      if (part.text) body.append(h("div", { class: "md" }, renderMarkdown(part.text)));
+    } else if (part.type === "thinking") {
+      if (part.thinking) body.append(h("details", { class: "thinking" }, h("summary", null, "thinking"), h("p", null, part.thinking)));
+    } else if (part.type === "toolCall") {
+      body.append(streaming ? h("div", { class: "tool is-forming" }, h("div", { class: "tool-head" }, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"), h("code", { class: "tool-name" }, part.name), h("span", { class: "tool-status" }, "calling…"))) : toolCard(part as ToolCall));
+    }
+  }
+  return body;
+}
+
+function renderEntry(entry: EntryRecord): HTMLElement | undefined {
+  const at = { "data-entry-id": String(entry.id), "data-kind": entry.kind };
+  switch (entry.kind) {
+    case "pi.user": {
+      const { message } = entry.payload as unknown as UserEntryPayload;
+      return h("li", { class: "msg user", ...at }, h("div", { class: "bubble" }, textOf(message.content)));
+    }
+    case "pi.assistant": {
+      const { message } = entry.payload as unknown as AssistantEntryPayload;
+      const item = h("li", { class: "msg assistant", ...at, "data-stop-reason": message.stopReason }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(message, false));
+      const body = item.querySelector(".msg-body")!;
+      if (message.stopReason === "aborted") body.append(h("p", { class: "msg-flag" }, "aborted — the answer was cut off here"));
+      if (message.stopReason === "error") body.append(h("p", { class: "msg-flag is-error" }, `error: ${message.errorMessage ?? "the model request failed"}`));
+      return item;
+    }
+    case "pi.tool-result": {
+      const payload = entry.payload as unknown as ToolResultEntryPayload;
+      const existing = toolCards.get(payload.message.toolCallId);
+      const card = existing ?? toolCard({ id: payload.message.toolCallId, name: payload.message.toolName });
+      applyResult(card, payload);
+      card.dataset.entryId = String(entry.id);
+      return existing ? undefined : h("li", { class: "msg tool-only", ...at }, card);
+    }
+    case "pi.compaction": {
+      const { message } = entry.payload as unknown as CompactionEntryPayload;
+      return h("li", { class: "msg divider", ...at }, h("details", null, h("summary", null, "Earlier messages were summarized"), h("p", null, textOf(message.content))));
+    }
+    case "pi.system": {
+      // The system prompt as the model sees it from here on: instructions by section, and the tools offered.
+      const message = (entry.payload as { message?: { content?: unknown; sections?: Record<string, unknown>; toolsAdded?: Array<{ name?: string }> } }).message ?? {};
+      const sections = Object.entries(message.sections ?? {});
+      const tools = (message.toolsAdded ?? []).map((tool) => tool.name).filter(Boolean);
+      const summary = ["system prompt", ...(tools.length ? [`tools: ${tools.join(", ")}`] : [])].join(" · ");
+      return h(
+        "li",
+        { class: "msg system", ...at },
+        h(
+          "details",
+          null,
+          h("summary", null, summary),
+          typeof message.content === "string" && message.content ? h("p", null, message.content) : null,
+          ...sections.map(([name, text]) => h("p", null, h("strong", null, `${name}: `), String(text))),
+        ),
+      );
+    }
+    default:
+      return h("li", { class: "msg system", ...at }, `${entry.kind} ${compactJson(entry.payload)}`);
+  }
+}
+
+// ---- the live part of the run ----------------------------------------------------------------------------
+function failureNotice(failure: LiveFailure, what: "run" | "compaction"): HTMLElement {
+  const text = what === "compaction" ? `Compaction failed (${failure.reason}).` : (FAILURES[failure.reason] ?? `The run ended without an answer (${failure.reason}).`);
+  return h("div", { class: "notice warn run-failure", "data-reason": failure.reason, role: "status" }, h("strong", null, text), failure.message ? h("span", null, ` ${failure.message}`) : null);
+}
+
+function renderLive(view: ConversationViewState): void {
+  const live = view.live;
+  const parts: HTMLElement[] = [];
+  const generation = live.generation;
+  if (generation?.message && generation.message.content.length > 0) {
+    parts.push(h("div", { class: "msg assistant streaming", "data-live": "generation" }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(generation.message, true)));
+  } else if (view.busy && !live.tools?.some((slot) => slot.status !== "done")) {
+    parts.push(h("div", { class: "typing", "aria-label": "The agent is working" }, h("span"), h("span"), h("span")));
+  }
+  if (generation?.retry) {
+    parts.push(h("div", { class: "notice info retry" }, `Attempt ${generation.attempt} failed (${generation.retry.error}). Next attempt at ${clock(generation.retry.at)}.`));
+  }
+  if (live.runFailure) parts.push(failureNotice(live.runFailure, "run"));
+  if (live.compactions?.length) parts.push(h("div", { class: "notice info" }, "Summarizing earlier messages…"));
+  if (live.compactionFailure) parts.push(failureNotice(live.compactionFailure, "compaction"));
+  liveArea.replaceChildren(...parts);
+  for (const slot of live.tools ?? []) applySlot(slot);
+}
+
+function renderInbox(view: ConversationViewState, client: HarnessClient): void {
+  const items = view.inbox.items.filter((item) => item.mode !== "write");
+  inbox.hidden = items.length === 0;
+  const missing = items.filter((item) => !drafts.has(item.submissionId) && !inboxTexts.has(item.submissionId)).map((item) => item.submissionId);
+  if (missing.length > 0) {
+    void client
+      .query(`SELECT id, record ->> '$.payload.content' AS content FROM submissions WHERE id IN (${missing.map(() => "?").join(", ")})`, ...missing)
+      .then((rows) => {
+        for (const row of rows) inboxTexts.set(Number(row.id), typeof row.content === "string" ? row.content : "(message)");
+        const current = conversation();
+        if (current?.view && app.isCurrent(client)) renderInbox(current.view, client);
+      })
+      .catch(() => {});
+  }
+  inboxList.replaceChildren(
+    ...items.map((item) =>
+      h(
+        "li",
+        { "data-submission-id": String(item.submissionId), "data-mode": item.mode },
+        h("span", { class: "badge" }, item.mode === "steer" ? "steer" : "queued"),
+        " ",
+        drafts.get(item.submissionId) ?? inboxTexts.get(item.submissionId) ?? "…",
+      ),
+    ),
+  );
+}
+
+function render(view: ConversationViewState, client: HarnessClient): void {
+  const stick = nearBottom();
+  if (renderedFor !== client) {
+    renderedFor = client;
+    renderedEntries.clear();
+    toolCards.clear();
+    log.replaceChildren();
+  }
+  for (const entry of view.entries) {
+    if (renderedEntries.has(entry.id)) continue;
+    renderedEntries.add(entry.id);
+    const element = renderEntry(entry);
+    if (element) log.append(element);
+  }
+  renderLive(view);
+  renderInbox(view, client);
+  empty.hidden = view.entries.length > 0 || view.busy;
+  busy = view.busy;
+  stopButton.hidden = !busy;
+  whenBusyLabel.hidden = !busy;
+  sendButton.textContent = busy ? "Queue" : "Send";
+  document.body.dataset.busy = String(busy);
+  byId("suggestions").hidden = !isOfflineModel(view.agent.model);
+  if (stick) scroller.scrollTop = scroller.scrollHeight;
+}
+
+onConversation(render);
+app.onClient(() => {
+  // A new worker: its view replaces everything (the history comes from the database).
+  liveArea.replaceChildren();
+});
+
+// ---- composer ----------------------------------------------------------------------------------------------
+async function send(): Promise<void> {
+  const text = input.value.trim();
+  if (!text) return;
+  const current = conversation();
+  if (!current?.view) throw new Error("The database is not open yet: wait for “ready”.");
+  await ensureModel(current.client, current.id, current.view);
+  const id = await current.client.submit(current.id, {
+    type: "input",
+    content: text,
+    requestId: crypto.randomUUID(),
+    ...(busy ? { whenBusy: whenBusy.value as "followUp" | "steer" } : {}),
+  });
+  drafts.set(id, text);
+  input.value = "";
+  scroller.scrollTop = scroller.scrollHeight;
+}
+
+byId<HTMLFormElement>("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  app.attempt(send, "send")();
+});
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    byId<HTMLFormElement>("composer").requestSubmit();
+  }
+});
+stopButton.addEventListener(
+  "click",
+  app.attempt(async () => {
+    const current = conversation();
+    if (current) await current.client.abortConversation(current.id);
+  }, "stop"),
+);
+byId("compact").addEventListener(
+  "click",
+  app.attempt(async () => {
+    const current = conversation();
+    if (!current) return;
+    const taskId = await current.client.compact(current.id);
+    const task = await current.client.waitForTask(taskId);
+    const outcome = task.state.status === "terminal" ? task.state.outcome : undefined;
+    if (outcome?.status === "completed" && (outcome.result as { entryId?: number } | null)?.entryId === undefined) {
+      showToast("Nothing to summarize yet: a compaction keeps the newest input and everything after it.");
+    }
+  }, "compact"),
+);
+for (const button of document.querySelectorAll<HTMLButtonElement>("#suggestions [data-say]")) {
+  button.addEventListener("click", () => {
+    input.value = button.dataset.say!;
+    input.focus();
+  });
+}

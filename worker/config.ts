@@ -1,0 +1,14 @@
+import type { DemoWorkerConfig } from "./protocol.ts";
+
+/**
+ * This worker's DemoWorkerConfig, from its name (the page sets it before the database opens); a worker
+ * started without one, or with a name that is not the config, gets the defaults.
+ */
+export function workerConfig(): DemoWorkerConfig {
+  try {
+    const parsed: unknown = JSON.parse((globalThis as { name?: string }).name || "{}");
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as DemoWorkerConfig) : {};
+  } catch {
+    return {};
+  }
+}

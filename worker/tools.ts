@@ -1,0 +1,66 @@
+import {
+  defineExtension,
+  defineTool,
+  editFileTool,
+  listFilesTool,
+  readFileTool,
+  removeFileTool,
+  writeFileTool,
+  type AnyTool,
+  type ExecutionEnv,
+} from "../src/index.ts";
+import { PROBE } from "./protocol.ts";
+
+/**
+ * The seed's probe tool, as the demo's `append`: it appends the text, reports `working\n`, and takes a few
+ * seconds before it answers `appended` — the window in which a reload cuts it off after it touched the file.
+ * Its replay policy comes from the page (`DemoWorkerConfig.probeReplay`) on every load, so recovery compares
+ * the policy declared when it started with the one declared now (S8).
+ */
+export function probeAppendTool(replay: "safe" | "unsafe", waitMs: number = PROBE.waitMs): AnyTool {
+  return defineTool<{ path: string; text: string }>({
+    name: PROBE.tool,
+    description: `Append text to a file (created when missing). It takes ${waitMs / 1000} s to answer.`,
+    parameters: {
+      type: "object",
+      properties: { path: { type: "string", description: "A path relative to the conversation's files, e.g. notes.txt" }, text: { type: "string" } },
+      required: ["path", "text"],
+      additionalProperties: false,
+    },
+    replay,
+    async execute({ path, text }, api, context) {
+      await (await api.env<ExecutionEnv>()).append(path, text, context);
+      api.output(PROBE.output);
+      await delay(waitMs, context.abortSignal);
+      return PROBE.result;
+    },
+  });
+}
+
+/** The agent's tools over the conversation's OPFS files: the library's, with the probe as `append`. */
+export function filesExtension(probeReplay: "safe" | "unsafe", probeWaitMs: number = PROBE.waitMs) {
+  return defineExtension({
+    name: "demo-files",
+    tools: [readFileTool, listFilesTool, writeFileTool, editFileTool, probeAppendTool(probeReplay, probeWaitMs), removeFileTool],
+    instructions:
+      "You are a small agent running in a browser tab. Each conversation has its own files; use the tools read, ls, " +
+      "write, edit, append and rm on them. A tool result that says a call was interrupted means the tab reloaded " +
+      "while it ran: the call may have partially run, so check before doing it again.",
+  });
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason when it aborts first (a close or an abort). */
+function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
