@@ -31,6 +31,8 @@ describe("the page client tells a dead worker from a busy one (DESIGN §4)", () 
     // The worker stops itself (as a crash would): the page did not terminate it, so only the life lock tells.
     await worker.evaluate(() => (globalThis as unknown as { close(): void }).close()).catch(() => {});
     expect(await pending).toBe("WorkerGone");
+    await waitForStatus(page, "failed"); // the page is told, without calling anything
+    expect(await page.evaluate(() => pi.client.status)).toMatchObject({ kind: "failed", error: { name: "WorkerGone" } });
     expect(await page.evaluate(() => pi.client.query("SELECT 1 AS one").then(() => "answered", (error: Error) => error.name))).toBe("WorkerGone");
   });
 

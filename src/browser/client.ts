@@ -207,6 +207,11 @@ export class HarnessClient {
     this.#gone = new WorkerGone(message);
     for (const reject of this.#pending) reject(this.#gone);
     this.#pending.clear();
+    // The page hears of it like any other status change (a worker closed cleanly stays "closed").
+    if (this.#status.kind !== "closed") {
+      this.#status = { kind: "failed", error: { name: this.#gone.name, message } };
+      for (const listener of this.#statusListeners) listener(this.#status);
+    }
   }
 
   #track<T>(promise: Promise<T>): Promise<T> {

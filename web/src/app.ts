@@ -16,7 +16,7 @@ export type ProbeReplay = "safe" | "unsafe";
 
 export function savedSettings(): Settings {
   try {
-    return JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? "{}") as Settings;
+    return JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? "{}", (_key, value) => (value === "Infinity" ? Infinity : value)) as Settings;
   } catch {
     return {};
   }
@@ -27,7 +27,7 @@ export function savedProbeReplay(): ProbeReplay {
 }
 
 export function saveWorkerConfig(settings: Settings, probeReplay: ProbeReplay): void {
-  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings));
+  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings, keepInfinity));
   localStorage.setItem(REPLAY_KEY, probeReplay);
 }
 
@@ -130,7 +130,7 @@ class DemoApp {
   start(): void {
     const hold = [...this.#beforeResume].some((step) => step.needed());
     this.config = { settings: savedSettings(), paused: this.paused || hold, tab: this.tab, probeReplay: savedProbeReplay() };
-    const worker = new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(this.config) });
+    const worker = new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(this.config, keepInfinity) });
     const next = connectHarness(worker);
     this.#client = next; // before subscribing: the page shows the new worker's status ("starting") at once
     this.setScheduling(next, undefined);
@@ -183,4 +183,9 @@ export function whenReady(): Promise<HarnessClient> {
       resolve(client);
     });
   });
+}
+
+/** JSON has no Infinity (it would become null, and null means "default"): spell it out; the worker reads it back. */
+function keepInfinity(_key: string, value: unknown): unknown {
+  return value === Infinity ? "Infinity" : value;
 }

@@ -1,0 +1,92 @@
+/// <reference lib="webworker" />
+/**
+ * Kernel steps against raw commits, in a dedicated worker on OPFS (opfs-sahpool; the adapter sets the
+ * product's journal: locking_mode=EXCLUSIVE, WAL, synchronous=NORMAL). Both databases live in one pool and
+ * go through the same `SqliteDatabase` facade; each run is timed inside the worker.
+ */
+import * as Comlink from "comlink";
+import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, Harness, type SqliteStorage } from "../../../src/index.ts";
+import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
+import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
+import { openSqliteDatabase, sqliteVersion } from "../../../src/storage/sqlite/wasm.ts";
+import { stepper } from "./tasks.ts";
+
+const POOL = "pi-bench-kernel";
+
+let kernel: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+let raw: Promise<SqliteDatabase> | undefined;
+
+function openKernel() {
+  kernel ??= (async () => {
+    const storage = await openSqliteStorage({ vfs: "opfs-sahpool", path: "/kernel.sqlite3", poolDirectory: POOL });
+    const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+    const harness = await Harness.open(storage, { registry }, ctx);
+    return { storage, harness };
+  })();
+  return kernel;
+}
+
+function openRaw() {
+  raw ??= (async () => {
+    const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/raw.sqlite3", poolDirectory: POOL });
+    await db.exec("CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR IGNORE INTO raw VALUES (1, '{}')");
+    return db;
+  })();
+  return raw;
+}
+
+const api = {
+  /** One task committing `steps` checkpoints; returns ms from creation to its terminal record, and the record's size. */
+  async kernelSteps(steps: number): Promise<{ ms: number; recordBytes: number }> {
+    const { harness } = await openKernel();
+    const root = await harness.root(ctx);
+    const started = performance.now();
+    const id = await root.commit((tx) => tx.createTask(stepper, { steps }), ctx);
+    const done = await harness.waitForTask(id, ctx);
+    const ms = performance.now() - started;
+    if (done.state.status !== "terminal" || done.state.outcome.status !== "completed") throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
+    const running = { ...done, state: { status: "running", checkpoint: { phase: "step", n: steps - 1 } } };
+    delete (running as { endedAt?: number }).endedAt;
+    return { ms, recordBytes: JSON.stringify(running).length };
+  },
+
+  /** `steps` single-row UPDATE transactions writing a JSON record as large as the task's; returns ms. */
+  async rawCommits(steps: number): Promise<{ ms: number; recordBytes: number }> {
+    const db = await openRaw();
+    const record = {
+      id: 2,
+      conversationId: 1,
+      kind: stepper.name,
+      version: 1,
+      input: { steps },
+      background: false,
+      abortRequested: false,
+      state: { status: "running", checkpoint: { phase: "step", n: 0 } },
+      startedAt: Date.now(),
+    };
+    let bytes = 0;
+    const started = performance.now();
+    for (let n = 0; n < steps; n++) {
+      const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
+      bytes = text.length;
+      await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));
+    }
+    return { ms: performance.now() - started, recordBytes: bytes };
+  },
+
+  /** The journal settings actually in force on both databases, and versions. */
+  async settings() {
+    const db = await openRaw();
+    const { storage } = await openKernel();
+    const pragmas = async (database: SqliteDatabase) => ({
+      journal_mode: String((await database.get("PRAGMA journal_mode"))?.journal_mode),
+      synchronous: Number((await database.get("PRAGMA synchronous"))?.synchronous),
+      locking_mode: String((await database.get("PRAGMA locking_mode"))?.locking_mode),
+    });
+    return { raw: await pragmas(db), kernel: await pragmas(storage.database), sqlite: await sqliteVersion(), userAgent: navigator.userAgent };
+  },
+};
+
+export type KernelWorkerApi = typeof api;
+
+Comlink.expose(api);

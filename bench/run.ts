@@ -1,0 +1,177 @@
+/**
+ * `npm run bench`: every benchmark in one run, one Markdown table, and bench/results.json (machine facts,
+ * versions, every figure as median with min and max and its runs, the ratios and whether each target is met).
+ *
+ *   kernel   Node, sqlite-wasm in memory: kernel step vs raw commit              (bench/kernel.ts)
+ *   agent    Node: commits and cost per tool call, if bench/agent.ts is there    (bench/agent.ts)
+ *   browser  Chromium, OPFS: kernel step vs raw commit; reload → first resumed step with 1/1,000/10,000 live tasks; worker heap
+ *   peer     Chromium: the same 1,000-step job and the same reload, ours vs @coji/durably
+ *   sizes    gzip bytes of the demo app's page and worker bundles, sqlite-wasm's own, and the peer's
+ *
+ * No figure is asserted: targets are reported as met or not. `BENCH_QUICK=1` runs fewer repetitions.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus, freemem, loadavg, platform, release, totalmem } from "node:os";
+import { join } from "node:path";
+import { benchBrowser, rowCells, type Row } from "./browser/ours.ts";
+import { benchPeer, ensurePeer } from "./browser/peer.ts";
+import { benchSizes } from "./browser/sizes.ts";
+import { chromiumPath, ROOT } from "./browser/support.ts";
+import { benchKernel } from "./kernel.ts";
+import { fmt, table, type Summary } from "./stats.ts";
+
+const started = Date.now();
+const loadAtStart = loadavg().map((load) => Math.round(load * 100) / 100);
+const peerVersions = ensurePeer();
+const sections: Record<string, unknown> = {};
+const rows: Row[] = [];
+const failures: Record<string, string> = {};
+
+async function section(name: string, run: () => Promise<{ result: unknown; rows: Row[] }>): Promise<void> {
+  const at = Date.now();
+  process.stderr.write(`bench ${name}…\n`);
+  try {
+    const out = await run();
+    sections[name] = out.result;
+    rows.push(...out.rows);
+    process.stderr.write(`bench ${name}: ${fmt((Date.now() - at) / 1000, 0)} s\n`);
+  } catch (error) {
+    failures[name] = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`bench ${name} FAILED: ${failures[name]}\n`);
+  }
+}
+
+const µs = (summary: Summary) => `${fmt(summary.median)} µs`;
+const range = (summary: Summary, unit = "µs", digits = 1) => `${fmt(summary.min, digits)}–${fmt(summary.max, digits)} ${unit}`;
+
+await section("kernel", async () => {
+  const { result } = await benchKernel();
+  return {
+    result,
+    rows: [
+      { bench: "kernel (Node, memory)", what: "raw single-row UPDATE commit", median: µs(result.rawCommitMicros), range: range(result.rawCommitMicros), ratio: "1.00×", target: "" },
+      {
+        bench: "kernel (Node, memory)",
+        what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
+        median: µs(result.kernelStepMicros),
+        range: range(result.kernelStepMicros),
+        ratio: `${fmt(result.ratio, 2)}× raw`,
+        target: `≤ 2.5× ${result.meetsTarget ? "✅" : "❌"}`,
+      },
+    ],
+  };
+});
+
+if (existsSync(join(ROOT, "bench/agent.ts"))) {
+  await section("agent", async () => {
+    const module = (await import("./agent.ts")) as { benchAgent?: () => Promise<{ result: Record<string, unknown>; printed: string }> };
+    if (typeof module.benchAgent !== "function") throw new Error("bench/agent.ts does not export benchAgent()");
+    const { result, printed } = await module.benchAgent();
+    return { result, rows: agentRows(result, printed) };
+  });
+}
+
+await section("browser", () => benchBrowser());
+await section("peer", () => benchPeer());
+await section("sizes", () => benchSizes());
+
+const printed = table(["bench", "what", "median", "min–max", "ratio", "target"], rows.map(rowCells));
+const machine = machineFacts();
+const results = {
+  date: new Date(started).toISOString(),
+  durationSeconds: Math.round((Date.now() - started) / 1000),
+  machine,
+  versions: versions(),
+  notes: [
+    "Each figure is the median of repeated runs (min, max and every run beside it); each ratio compares two figures measured in the same run.",
+    "Nothing is asserted: targets are reported as met or not. The machine may be shared; compare ratios rather than absolute times.",
+  ],
+  ...sections,
+  ...(Object.keys(failures).length ? { failures } : {}),
+  table: printed,
+};
+writeFileSync(join(ROOT, "bench/results.json"), JSON.stringify(results, null, 2) + "\n");
+
+console.log(`\n${machine.summary}\n`);
+console.log(printed);
+if (Object.keys(failures).length) {
+  console.log(`\nFailed: ${Object.keys(failures).join(", ")} (details in bench/results.json)`);
+  process.exitCode = 1;
+}
+console.log(`\nbench/results.json written (${fmt(results.durationSeconds / 60, 1)} min).`);
+
+// ---------------------------------------------------------------------------------------------------------
+
+function machineFacts() {
+  const cpu = cpus();
+  const facts = {
+    platform: `${platform()} ${release()}`,
+    cpu: cpu[0]?.model ?? "unknown",
+    cores: cpu.length,
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    freeMemoryGiBAtEnd: Math.round((freemem() / 2 ** 30) * 10) / 10,
+    loadAverageAtStart: loadAtStart,
+    loadAverageAtEnd: loadavg().map((load) => Math.round(load * 100) / 100),
+  };
+  const chromium = (sections.browser as { chromium?: string } | undefined)?.chromium ?? "unknown";
+  return { ...facts, summary: `${facts.cpu}, ${facts.cores} cores, ${facts.memoryGiB} GiB, ${facts.platform}; Node ${process.version}; Chromium ${chromium}` };
+}
+
+function versions() {
+  const version = (name: string) => {
+    try {
+      return (JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
+    } catch {
+      return "missing";
+    }
+  };
+  const git = (args: string[]) => {
+    try {
+      return execFileSync("git", args, { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    } catch {
+      return "unknown";
+    }
+  };
+  const browser = sections.browser as { chromium?: string; settings?: { kernel?: unknown; sqlite?: string } } | undefined;
+  return {
+    node: process.version,
+    chromium: browser?.chromium ?? "unknown",
+    chromiumPath: chromiumPath(),
+    sqlite: browser?.settings?.sqlite ?? "unknown",
+    opfsJournal: browser?.settings?.kernel ?? "unknown",
+    "@sqlite.org/sqlite-wasm": version("@sqlite.org/sqlite-wasm"),
+    comlink: version("comlink"),
+    vite: version("vite"),
+    "playwright-core": version("playwright-core"),
+    peer: peerVersions,
+    commit: git(["rev-parse", "HEAD"]),
+    uncommittedChanges: git(["status", "--porcelain"]).split("\n").filter(Boolean).length,
+  };
+}
+
+/** Rows for bench/agent.ts's result; falls back to its own printed table if its fields change. */
+function agentRows(result: Record<string, unknown>, printed: string): Row[] {
+  const summary = (value: unknown): Summary | undefined =>
+    value && typeof value === "object" && typeof (value as Summary).median === "number" ? (value as Summary) : undefined;
+  const raw = summary(result.rawCommitMicros);
+  const commits = summary(result.commitsPerToolCall);
+  const perCall = summary((result.perCallCommitMicros as { median?: unknown } | undefined)?.median);
+  const ratio = typeof result.perCallCommitRatio === "number" ? result.perCallCommitRatio : undefined;
+  const calls = typeof result.toolCalls === "number" ? result.toolCalls : undefined;
+  if (raw && commits && perCall && ratio !== undefined) {
+    const bench = "agent (Node, memory)";
+    return [
+      { bench, what: "raw single-row UPDATE commit", median: µs(raw), range: range(raw), ratio: "1.00×", target: "" },
+      { bench, what: `commits per tool call (${calls ?? "?"} parallel calls)`, median: fmt(commits.median, 2), range: range(commits, "", 2), ratio: "", target: `≤ 4 ${commits.median <= 4 ? "✅" : "❌"}` },
+      { bench, what: "per-call commit", median: µs(perCall), range: range(perCall), ratio: `${fmt(ratio, 2)}× raw`, target: `≤ 3× ${ratio <= 3 ? "✅" : "❌"}` },
+    ];
+  }
+  // Unknown shape: carry its own table's rows over as they are.
+  return printed
+    .split("\n")
+    .slice(2)
+    .filter((line) => line.startsWith("|"))
+    .map((line) => line.split("|").slice(1, -1).map((cell) => cell.trim()))
+    .map((cells) => ({ bench: "agent (Node, memory)", what: cells[0] ?? "", median: cells[1] ?? "", range: "", ratio: cells.slice(2).join("; "), target: "" }));
+}
