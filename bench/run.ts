@@ -18,7 +18,7 @@ import { benchBrowser, rowCells, type Row } from "./browser/ours.ts";
 import { benchPeer, ensurePeer } from "./browser/peer.ts";
 import { benchSizes } from "./browser/sizes.ts";
 import { chromiumPath, ROOT } from "./browser/support.ts";
-import { benchKernel } from "./kernel.ts";
+import { importBundled } from "./bundled.ts";
 import { fmt, table, type Summary } from "./stats.ts";
 
 const started = Date.now();
@@ -46,6 +46,7 @@ const µs = (summary: Summary) => `${fmt(summary.median)} µs`;
 const range = (summary: Summary, unit = "µs", digits = 1) => `${fmt(summary.min, digits)}–${fmt(summary.max, digits)} ${unit}`;
 
 await section("kernel", async () => {
+  const { benchKernel } = await importBundled<typeof import("./kernel.ts")>("bench/kernel.ts");
   const { result } = await benchKernel();
   return {
     result,
@@ -65,7 +66,7 @@ await section("kernel", async () => {
 
 if (existsSync(join(ROOT, "bench/agent.ts"))) {
   await section("agent", async () => {
-    const module = (await import("./agent.ts")) as { benchAgent?: () => Promise<{ result: Record<string, unknown>; printed: string }> };
+    const module = await importBundled<{ benchAgent?: () => Promise<{ result: Record<string, unknown>; printed: string }> }>("bench/agent.ts");
     if (typeof module.benchAgent !== "function") throw new Error("bench/agent.ts does not export benchAgent()");
     const { result, printed } = await module.benchAgent();
     return { result, rows: agentRows(result, printed) };

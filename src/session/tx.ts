@@ -231,24 +231,26 @@ export class Tx {
   /** @internal The batch to store, or undefined when this transaction wrote nothing. */
   batch(): Batch | undefined {
     const nextId = this.#nextId !== this.#session.nextId ? this.#nextId : undefined;
-    const batch: Batch = {
+    if (
+      nextId === undefined &&
+      this.#rootConversationId === undefined &&
+      this.#tasks.size === 0 &&
+      this.#conversations.size === 0 &&
+      this.#entries.length === 0 &&
+      this.#submissions.size === 0 &&
+      this.#documents.size === 0
+    ) {
+      return undefined;
+    }
+    return {
       ...(nextId !== undefined ? { nextId } : {}),
       ...(this.#rootConversationId !== undefined ? { rootConversationId: this.#rootConversationId } : {}),
-      tasks: [...this.#tasks.values()],
-      conversations: [...this.#conversations.values()],
+      tasks: this.#tasks.size === 0 ? [] : [...this.#tasks.values()],
+      conversations: this.#conversations.size === 0 ? [] : [...this.#conversations.values()],
       entries: this.#entries,
-      submissions: [...this.#submissions.values()],
-      documents: [...this.#documents.values()],
+      submissions: this.#submissions.size === 0 ? [] : [...this.#submissions.values()],
+      documents: this.#documents.size === 0 ? [] : [...this.#documents.values()],
     };
-    const empty =
-      nextId === undefined &&
-      batch.rootConversationId === undefined &&
-      batch.tasks.length === 0 &&
-      batch.conversations.length === 0 &&
-      batch.entries.length === 0 &&
-      batch.submissions.length === 0 &&
-      batch.documents.length === 0;
-    return empty ? undefined : batch;
   }
 }
 

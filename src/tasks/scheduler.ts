@@ -709,7 +709,7 @@ export class Scheduler {
         });
         // The invocation's own context needs no extra wait: its end already rejects the commit on the line.
         await (context === invocation.context ? committed : waitFor(committed, context));
-        await runtime.crashPoint("task:after-commit");
+        if (scheduler.#options.crashPoint) await runtime.crashPoint("task:after-commit");
       },
       crashPoint: async (name) => {
         check();
@@ -733,7 +733,7 @@ export class Scheduler {
           }),
           context,
         );
-        await runtime.crashPoint("memo:after-write");
+        if (scheduler.#options.crashPoint) await runtime.crashPoint("memo:after-write");
         return written;
       }) as TaskRuntime["memo"],
       sleepUntil: (at, checkpoint, context) => runtime.commit(() => ({ status: "sleeping", until: at, checkpoint }), context),
