@@ -215,3 +215,40 @@ describe("storage failures", () => {
     expect(reports.filter((r) => r.kind === "error").map((r) => (r as { error: Error }).error.name)).toContain("StorageQuotaExceeded");
   });
 });
+
+describe("many tasks", () => {
+  it("S4: a thousand tasks cut by a crash all resume (reserved in batches) and each completes once", async () => {
+    let runs = 0;
+    let image: Uint8Array | undefined;
+    const storage = new MemoryStorage();
+    let holding = true;
+    const task = defineTask<null, { phase: "go" }, string>({
+      name: "test.many",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime, context) => {
+          runs++;
+          if (holding) await new Promise(() => {}); // the first process dies with all of them running
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context);
+        },
+      },
+      abort: async () => {},
+    });
+    const registry = registryWith(task);
+    const first = await openHarness(storage, { registry });
+    const root = await first.harness.root(ctx);
+    const ids = await root.commit((tx) => Array.from({ length: 1000 }, () => tx.createTask(task, null)), ctx);
+    first.harness.resume();
+    await flush(30);
+    expect((await first.harness.inspect(ctx)).tasks.filter((t) => t.record.state.status === "running")).toHaveLength(1000);
+    image = await storage.exportImage();
+    holding = false;
+    runs = 0;
+    const second = await openHarness(MemoryStorage.fromImage(image), { registry });
+    expect(second.harness.recovered).toHaveLength(1000);
+    const ended = await Promise.all(ids.map((id) => second.harness.waitForTask(id, ctx)));
+    expect(ended.every((t) => t.state.status === "terminal" && t.state.outcome.status === "completed")).toBe(true);
+    expect(runs).toBe(1000);
+  });
+});

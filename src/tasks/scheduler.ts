@@ -12,6 +12,9 @@ import type { AnyTaskDefinition, NextTaskState, RunningTask, TaskRuntime } from 
 
 type Mode = "run" | "abort" | "limit";
 
+/** Invocations started per scheduling pass (one commit); the next pass follows at once. */
+const RESERVATION_BATCH = 256;
+
 interface Invocation {
   readonly taskId: number;
   readonly mode: Mode;
@@ -360,7 +363,15 @@ export class Scheduler {
     this.#reconcile(tx, candidates, failed);
     const now = this.#options.clock.now();
     const started: Invocation[] = [];
-    for (const id of [...candidates].sort((a, b) => a - b)) {
+    const ordered = [...candidates].sort((a, b) => a - b);
+    for (let index = 0; index < ordered.length; index++) {
+      const id = ordered[index]!;
+      if (started.length >= RESERVATION_BATCH) {
+        // Start this batch before reserving more: after a crash with thousands of tasks, the first ones
+        // resume while the rest are still being reserved. The rest go round again at once.
+        for (const rest of ordered.slice(index)) this.#dirty.add(rest);
+        break;
+      }
       const task = tx.task(id);
       if (!task || this.#invocations.has(id)) continue;
       const status = task.state.status;
