@@ -108,6 +108,20 @@ for (const backend of backends) {
       expect((await copy.load()).nextId).toBe(15);
     });
 
+    it("S4: recoverRunning turns running tasks into pending in place: same checkpoint and memos, restarts + 1", async () => {
+      const storage = await seeded(); // task 3 running with memos { a: 1 } and restarts 2; task 2 pending
+      await storage.apply({ ...empty(), tasks: [task(12, "running")] });
+      expect(await storage.recoverRunning()).toEqual([3, 12]);
+      expect(await storage.getTask(3)).toEqual({ ...task(3, "pending", { memos: { a: 1 }, restarts: 2 }), restarts: 3 });
+      expect(await storage.getTask(12)).toEqual({ ...task(12, "pending"), restarts: 1 });
+      expect(await storage.getTask(2)).toEqual(task(2, "pending"));
+      expect((await storage.listTasks({ status: "running" })).map((t) => t.id)).toEqual([]);
+      expect(await storage.recoverRunning()).toEqual([]);
+      // A later state change goes through as usual (the SQLite storage's status cache followed along).
+      await storage.apply({ ...empty(), tasks: [task(3, "running")] });
+      expect((await storage.listTasks({ status: "running" })).map((t) => t.id)).toEqual([3]);
+    });
+
     it("S11: an exported image opens as an independent copy", async () => {
       const storage = await seeded();
       const copy = await backend.fromImage(await storage.exportImage());

@@ -92,6 +92,37 @@ export class Session {
     return next;
   }
 
+  /**
+   * S4 at open, on the line: storage turns every running task into pending with restarts + 1 (in place, one
+   * transaction); the mirror makes the same change and listeners hear of it like any commit.
+   */
+  recoverRunning(): Promise<number[]> {
+    if (this.#sealed) return Promise.reject(new HarnessClosed());
+    if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
+    const run = async (): Promise<number[]> => {
+      let ids: number[];
+      try {
+        ids = await this.storage.recoverRunning();
+      } catch (error) {
+        throw markStorageFailure(error);
+      }
+      const tasks: TaskRecord[] = [];
+      for (const id of ids) {
+        const task = this.live.get(id);
+        if (task?.state.status !== "running") continue;
+        const recovered = deepFreeze({ ...task, state: { status: "pending" as const, checkpoint: task.state.checkpoint }, restarts: (task.restarts ?? 0) + 1 });
+        this.live.set(id, recovered);
+        tasks.push(recovered);
+      }
+      const batch = { ...emptyBatch, tasks };
+      for (const listener of this.#listeners) listener({ batch, reports: [] });
+      return ids;
+    };
+    const next = this.#line.then(run, run);
+    this.#line = next.catch(() => undefined);
+    return next;
+  }
+
   /** Runs `body` on the line without writing (a consistent read of the mirrors). */
   read<T>(body: () => T | Promise<T>): Promise<T> {
     const run = async () => body();

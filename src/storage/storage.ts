@@ -34,6 +34,12 @@ export interface Storage {
   readonly label: string;
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
+  /**
+   * S4, in one transaction: every `running` task becomes `pending` with the same checkpoint and memos and
+   * `restarts + 1`. Returns the ids it changed. (Storage does it in place: after a crash with thousands of
+   * running tasks this is the bulk of recovery, and it needs no record to travel through JavaScript.)
+   */
+  recoverRunning(): Promise<number[]>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;

@@ -124,16 +124,8 @@ export class Scheduler {
   }
 
   /** S4: one commit that turns every `running` task into `pending`, same checkpoint and memos, restarts + 1. */
-  async recoverAtOpen(): Promise<number[]> {
-    return this.#session.commit((tx) => {
-      const recovered: number[] = [];
-      for (const task of [...tx.liveTasks()]) {
-        if (task.state.status !== "running") continue;
-        tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint }, restarts: (task.restarts ?? 0) + 1 });
-        recovered.push(task.id);
-      }
-      return recovered;
-    });
+  recoverAtOpen(): Promise<number[]> {
+    return this.#session.recoverRunning();
   }
 
   /** Enables scheduling (idempotent). */

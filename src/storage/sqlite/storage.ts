@@ -119,6 +119,13 @@ export class SqliteStorage implements Storage {
     }
   }
 
+  async recoverRunning(): Promise<number[]> {
+    if (this.readOnly) throw new ReadOnlySession("A write");
+    const ids = await this.#db.transaction((tx) => tx.all(SQL.recoverRunning).map((row) => Number(row.id)));
+    for (const id of ids) this.#liveStatus.set(id, "pending");
+    return ids.sort((a, b) => a - b);
+  }
+
   async getTask(id: number): Promise<TaskRecord | undefined> {
     return optional(await this.#db.get(SQL.getTask, id));
   }
