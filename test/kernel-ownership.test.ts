@@ -216,6 +216,49 @@ describe("storage failures", () => {
   });
 });
 
+describe("storage failures in the scheduler's own commits", () => {
+  it("a refused reservation pass starts nothing, and the task runs once storage takes commits again", async () => {
+    class Flaky extends MemoryStorage {
+      refuse = 0;
+      override async apply(batch: Batch) {
+        if (this.refuse > 0) {
+          this.refuse--;
+          throw new StorageQuotaExceeded("The storage quota is exhausted.");
+        }
+        return super.apply(batch);
+      }
+    }
+    const storage = new Flaky();
+    let runs = 0;
+    const task = defineTask<null, { phase: "go" }, string>({
+      name: "test.once",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime, context) => {
+          runs++;
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ran" } }), context);
+        },
+      },
+      abort: async () => {},
+    });
+    const { harness, clock } = await openHarness(storage, { registry: registryWith(task) });
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(task, null), ctx);
+    storage.refuse = 2; // the reservation pass, and its first retry
+    let done = false;
+    void harness.waitForTask(id, ctx).then(() => (done = true));
+    await flush();
+    expect(runs).toBe(0); // the refused reservation started no phase
+    for (let i = 0; i < 10 && !done; i++) {
+      clock.advance(1_000);
+      await flush();
+    }
+    expect(done).toBe(true);
+    expect(runs).toBe(1);
+  });
+});
+
 describe("many tasks", () => {
   it("S4: a thousand tasks cut by a crash all resume (reserved in batches) and each completes once", async () => {
     let runs = 0;

@@ -73,6 +73,10 @@ export class Scheduler {
   readonly #waitersOn = new Map<number, Set<number>>();
   readonly #waitingOn = new Map<number, number[]>();
   readonly #sleepers = new Set<number>();
+  /** Candidates a full pass left for the next one: reconciled already, in id order. */
+  #deferred: number[] = [];
+  /** The invocations the pass in progress reserved (started only once its commit is stored). */
+  #reserving: Invocation[] = [];
   /** Task ids whose situation changed since the last pass. */
   readonly #dirty = new Set<number>();
   /** Failed (non-completed) outcomes seen since the last pass: they trigger failFast. */
@@ -286,14 +290,18 @@ export class Scheduler {
       if (this.#draining) return; // the running drain loops until nothing is dirty; it re-kicks on exit
       this.#draining = this.#drain().finally(() => {
         this.#draining = undefined;
-        if (this.#scanAll || this.#dirty.size > 0 || this.#failed.size > 0) this.#kick();
+        if (this.#hasWork()) this.#kick();
       });
     });
   }
 
+  #hasWork(): boolean {
+    return this.#scanAll || this.#dirty.size > 0 || this.#failed.size > 0 || this.#deferred.length > 0;
+  }
+
   async #drain(): Promise<void> {
     try {
-      while (this.#enabled && !this.#closing && (this.#scanAll || this.#dirty.size > 0 || this.#failed.size > 0)) {
+      while (this.#enabled && !this.#closing && this.#hasWork()) {
         const ids = this.#scanAll ? [...this.#session.live.keys()] : [...this.#dirty];
         const failed = [...this.#failed];
         this.#scanAll = false;
@@ -305,12 +313,21 @@ export class Scheduler {
         } catch (error) {
           // Storage refused the pass (a full quota, say). Nothing changed; try the same work again later
           // instead of spinning: the ids go back, and a timer on the harness clock brings them round.
-          for (const id of ids) this.#dirty.add(id);
           for (const id of failed) this.#failed.add(id);
+          // The pass's reservations were not stored: forget their invocations (none started) and look at
+          // every live task again next time, deferred ones included.
+          for (const invocation of this.#reserving) {
+            this.#invocations.delete(invocation.taskId);
+            invocation.ended = true;
+            invocation.finish();
+          }
+          this.#reserving = [];
+          this.#scanAll = true;
           this.#backOff(error);
           return;
         }
         this.#failures = 0;
+        this.#reserving = [];
         for (const invocation of started) void this.#run(invocation);
       }
     } catch (error) {
@@ -354,14 +371,20 @@ export class Scheduler {
     const candidates = new Set(ids);
     this.#reconcile(tx, candidates, failed);
     const now = this.#options.clock.now();
-    const started: Invocation[] = [];
-    const ordered = [...candidates].sort((a, b) => a - b);
+    const started: Invocation[] = (this.#reserving = []);
+    // Reconciled candidates, merged with the ones an earlier pass deferred (already reconciled, in order).
+    const ordered = mergeSorted(
+      [...candidates].sort((a, b) => a - b),
+      this.#deferred,
+    );
+    this.#deferred = [];
     for (let index = 0; index < ordered.length; index++) {
       const id = ordered[index]!;
       if (started.length >= RESERVATION_BATCH) {
         // Start this batch before reserving more: after a crash with thousands of tasks, the first ones
-        // resume while the rest are still being reserved. The rest go round again at once.
-        for (const rest of ordered.slice(index)) this.#dirty.add(rest);
+        // resume while the rest are still being reserved. The rest go round again at once, without being
+        // reconciled or sorted again (each pass stays proportional to its batch, not to the backlog).
+        this.#deferred = ordered.slice(index);
         break;
       }
       const task = tx.task(id);
@@ -880,6 +903,20 @@ export class Scheduler {
       });
     }
   }
+}
+
+/** Merges two ascending id lists, dropping duplicates. */
+function mergeSorted(a: number[], b: number[]): number[] {
+  if (b.length === 0) return a;
+  if (a.length === 0) return b;
+  const out: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const next = j >= b.length || (i < a.length && a[i]! <= b[j]!) ? a[i++]! : b[j++]!;
+    if (out[out.length - 1] !== next) out.push(next);
+  }
+  return out;
 }
 
 export function errorMessage(error: unknown): string {
