@@ -32,6 +32,12 @@ export interface HarnessOptions {
   onReport?: ReportHandler;
   /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
   readOnly?: boolean;
+  /**
+   * Open and `resume()` in one step. Tasks a crash left `running` then stay `running` (restarts + 1) and
+   * are taken again directly — one rewrite fewer per task than a pending park, which is most of recovery
+   * after a crash with thousands of running tasks. Without it (the default) open parks them as `pending`.
+   */
+  resume?: boolean;
   /** The execution environment of a conversation (files for tools), built on demand. */
   env?: (conversationId: number, context: Context) => unknown;
   /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
@@ -77,6 +83,7 @@ export class Harness {
     throwIfCancelled(context);
     if (!(options?.registry instanceof Registry)) throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
     const settings = resolveSettings(options.settings);
+    if (options.resume && options.readOnly) throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
     const session = await Session.open(storage, clock, options.readOnly === true);
     const scheduler = new Scheduler(session, options.registry, {
@@ -87,11 +94,12 @@ export class Harness {
       env: options.env,
       crashPoint: options.crashPoint,
     });
-    const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen();
+    const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen(options.resume === true);
     const harness = new Harness(session, scheduler, options, recovered);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = agentHost(harness);
     if (!session.readOnly) await host.sweep();
+    if (options.resume) harness.resume();
     return harness;
   }
 

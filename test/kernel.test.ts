@@ -447,3 +447,49 @@ for (const backend of backends) {
     });
   });
 }
+
+describe("open with resume", () => {
+  it("S4/S6: open({ resume: true }) keeps crashed tasks running with restarts + 1, takes them again, and still stops a crash loop", async () => {
+    const storage = await backends[1]!.create();
+    let image: Uint8Array | undefined;
+    let current: Storage = storage;
+    let runs = 0;
+    const crashy = defineTask<null, { phase: "work" }, string>({
+      name: "test.crashy-resume",
+      version: 1,
+      initial: () => ({ phase: "work" }),
+      phases: {
+        work: async () => {
+          runs++;
+          image = await current.exportImage();
+          await never();
+        },
+      },
+      abort: async () => {},
+    });
+    const registry = registryWith(crashy);
+    const first = await openHarness(storage, { registry });
+    const root = await first.harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(crashy, null), ctx);
+    first.harness.resume();
+    await runUntil(first.clock, () => image !== undefined);
+    for (let kill = 1; kill <= 2; kill++) {
+      current = await backends[1]!.fromImage(image!);
+      image = undefined;
+      const rows = await current.query("SELECT status, record ->> '$.restarts' AS restarts FROM tasks WHERE id = ?", id);
+      expect(rows).toEqual([{ status: "running", restarts: kill === 1 ? null : kill - 1 }]);
+      const opened = await openHarness(current, { registry, resume: true, settings: { restartLimit: 2 } });
+      if (kill === 1) {
+        await runUntil(opened.clock, () => image !== undefined); // taken again at once, no resume() call
+        expect(await current.query("SELECT status, record ->> '$.restarts' AS restarts FROM tasks WHERE id = ?", id)).toEqual([
+          { status: "running", restarts: 1 },
+        ]);
+      } else {
+        const ended = await opened.harness.waitForTask(id, ctx);
+        expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 2 } } } });
+      }
+    }
+    expect(runs).toBe(2);
+    await expect(openHarness(await backends[1]!.create(), { registry, resume: true, readOnly: true })).rejects.toThrow(/resume and readOnly/);
+  });
+});

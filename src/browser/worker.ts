@@ -106,6 +106,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
         models: options.models,
         env: options.env,
         onReport,
+        // A reload carries on by itself: tasks the crash left running are taken again directly.
+        resume: options.autoResume !== false,
         crashPoint: async (name, at) => {
           if (crashPoint?.name !== name) return;
           const { listener } = crashPoint;
@@ -121,7 +123,6 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     harness.session.subscribe(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
     });
-    if (options.autoResume !== false) harness.resume();
     setStatus({ kind: "ready", database, recovered: [...harness.recovered], openMs: performance.now() - started });
     await options.onReady?.(harness);
     ready(harness);

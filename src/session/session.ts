@@ -96,13 +96,13 @@ export class Session {
    * S4 at open, on the line: storage turns every running task into pending with restarts + 1 (in place, one
    * transaction); the mirror makes the same change and listeners hear of it like any commit.
    */
-  recoverRunning(): Promise<number[]> {
+  recoverRunning(keepRunning = false): Promise<number[]> {
     if (this.#sealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     const run = async (): Promise<number[]> => {
       let ids: number[];
       try {
-        ids = await this.storage.recoverRunning();
+        ids = await this.storage.recoverRunning({ keepRunning });
       } catch (error) {
         throw markStorageFailure(error);
       }
@@ -110,7 +110,8 @@ export class Session {
       for (const id of ids) {
         const task = this.live.get(id);
         if (task?.state.status !== "running") continue;
-        const recovered = deepFreeze({ ...task, state: { status: "pending" as const, checkpoint: task.state.checkpoint }, restarts: (task.restarts ?? 0) + 1 });
+        const state = keepRunning ? task.state : { status: "pending" as const, checkpoint: task.state.checkpoint };
+        const recovered = deepFreeze({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
         this.live.set(id, recovered);
         tasks.push(recovered);
       }

@@ -87,14 +87,15 @@ export class MemoryStorage implements Storage {
     if (batch.rootConversationId !== undefined) image.rootConversationId = batch.rootConversationId;
   }
 
-  async recoverRunning(): Promise<number[]> {
+  async recoverRunning(options: { keepRunning?: boolean } = {}): Promise<number[]> {
     const image = this.#open();
     if (this.readOnly) throw new ReadOnlySession("A write");
     const recovered: number[] = [];
     for (const [id, text] of Object.entries(image.tasks)) {
       const task = JSON.parse(text) as TaskRecord;
       if (task.state.status !== "running") continue;
-      image.tasks[id] = JSON.stringify({ ...task, state: { ...task.state, status: "pending" }, restarts: (task.restarts ?? 0) + 1 });
+      const state = options.keepRunning ? task.state : { ...task.state, status: "pending" };
+      image.tasks[id] = JSON.stringify({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
       recovered.push(task.id);
     }
     return recovered.sort((a, b) => a - b);

@@ -127,9 +127,12 @@ export class Scheduler {
     return this.#options.settings;
   }
 
-  /** S4: one commit that turns every `running` task into `pending`, same checkpoint and memos, restarts + 1. */
-  recoverAtOpen(): Promise<number[]> {
-    return this.#session.recoverRunning();
+  /**
+   * S4: one commit that turns every `running` task into `pending`, same checkpoint and memos, restarts + 1
+   * (with `resume`, they stay `running` and are taken again by the first passes without another write).
+   */
+  recoverAtOpen(resume = false): Promise<number[]> {
+    return this.#session.recoverRunning(resume);
   }
 
   /** Enables scheduling (idempotent). */

@@ -70,6 +70,8 @@ export const SQL = {
   recoverRunning: `UPDATE tasks SET status = 'pending',
     record = json_set(record, '$.state.status', 'pending', '$.restarts', coalesce(record ->> '$.restarts', 0) + 1)
     WHERE status = 'running' RETURNING id`,
+  countRestart: `UPDATE tasks SET record = json_set(record, '$.restarts', coalesce(record ->> '$.restarts', 0) + 1)
+    WHERE status = 'running' RETURNING id`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
   getConversation: `SELECT record FROM conversations WHERE id = ?`,

@@ -119,10 +119,11 @@ export class SqliteStorage implements Storage {
     }
   }
 
-  async recoverRunning(): Promise<number[]> {
+  async recoverRunning(options: { keepRunning?: boolean } = {}): Promise<number[]> {
     if (this.readOnly) throw new ReadOnlySession("A write");
-    const ids = await this.#db.transaction((tx) => tx.all(SQL.recoverRunning).map((row) => Number(row.id)));
-    for (const id of ids) this.#liveStatus.set(id, "pending");
+    const sql = options.keepRunning ? SQL.countRestart : SQL.recoverRunning;
+    const ids = await this.#db.transaction((tx) => tx.all(sql).map((row) => Number(row.id)));
+    for (const id of ids) this.#liveStatus.set(id, options.keepRunning ? "running" : "pending");
     return ids.sort((a, b) => a - b);
   }
 
