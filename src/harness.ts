@@ -82,6 +82,8 @@ export class Harness {
   static async open(storage: Storage, options: HarnessOptions, context: Context): Promise<Harness> {
     throwIfCancelled(context);
     if (!(options?.registry instanceof Registry)) throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
+    const missing = ["pi.generation", "pi.tool", "pi.compaction"].filter((kind) => !options.registry.task(kind));
+    if (missing.length > 0) throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
     const settings = resolveSettings(options.settings);
     if (options.resume && options.readOnly) throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
