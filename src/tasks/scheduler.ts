@@ -876,7 +876,7 @@ export class Scheduler {
         throw new InvalidCommit(`Unknown task state ${JSON.stringify((next as { status?: unknown }).status)}.`);
     }
     const record: TaskRecord = { ...current, state };
-    if (!jsonEqual(current.state, state)) delete record.restarts;
+    if (record.restarts !== undefined && !jsonEqual(current.state, state)) delete record.restarts;
     tx.putTask(record);
   }
 
