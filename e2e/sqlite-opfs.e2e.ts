@@ -37,6 +37,13 @@ async function openOk(page: Page, options: OpenOptions = {}) {
 }
 
 describe("opfs-sahpool database in Chromium", () => {
+  it("S11: the storage conformance cases pass on SqliteStorage over OPFS (the same cases as MemoryStorage and SQLite in memory)", async () => {
+    const page = await session.newPage();
+    const results = await page.evaluate(() => window.e2e.api.conformance());
+    expect(results.length).toBeGreaterThanOrEqual(6);
+    expect(results.filter((result) => result.error !== undefined)).toEqual([]);
+  });
+
   it("keeps every committed row across a reload in the middle of writing; integrity_check is ok", async () => {
     const page = await session.newPage();
     const info = await openOk(page);

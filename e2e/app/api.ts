@@ -44,6 +44,11 @@ export interface WorkerApi {
    * schema b-tree) and page 2 with garbage, and writes it back with the pool's importDb.
    */
   damage(path: string): Promise<{ size: number; sha256: string }>;
+  /**
+   * Runs the storage conformance cases (src/testing/storage-conformance.ts) on SqliteStorage over OPFS, each
+   * case on a fresh database file; copies open in memory. Returns each case's name and error, if any.
+   */
+  conformance(): Promise<Array<{ name: string; error?: string }>>;
 }
 
 export interface E2eWindow {

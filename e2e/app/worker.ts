@@ -3,6 +3,9 @@ import * as Comlink from "comlink";
 import type { SqliteDatabase } from "../../src/storage/sqlite/database.ts";
 import { installSahPool, openSqliteDatabase } from "../../src/storage/sqlite/wasm";
 import type { OpenOptions, WorkerApi } from "./api.ts";
+import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import type { Storage } from "../../src/storage/storage.ts";
+import { storageConformance } from "../../src/testing/storage-conformance.ts";
 
 // Test worker for e2e/sqlite-opfs.e2e.ts: the sahpool adapter under test, plus raw pool access.
 
@@ -15,6 +18,31 @@ function database(): SqliteDatabase {
 }
 
 const api: WorkerApi = {
+  async conformance() {
+    let file = 0;
+    const opened: Storage[] = [];
+    const backend = {
+      async create() {
+        const storage = await openSqliteStorage({ vfs: "opfs-sahpool", path: `/conformance-${++file}.sqlite3` });
+        opened.push(storage);
+        return storage;
+      },
+      async fromImage(image: Uint8Array, options?: { readOnly?: boolean }) {
+        return openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly });
+      },
+    };
+    const results: Array<{ name: string; error?: string }> = [];
+    for (const test of storageConformance(backend)) {
+      try {
+        await test.run();
+        results.push({ name: test.name });
+      } catch (error) {
+        results.push({ name: test.name, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+      }
+      while (opened.length > 0) await opened.pop()!.close();
+    }
+    return results;
+  },
   async open(options: OpenOptions = {}) {
     const started = performance.now();
     db = await openSqliteDatabase({ vfs: "opfs-sahpool", ...options });

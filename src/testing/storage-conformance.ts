@@ -1,0 +1,183 @@
+/**
+ * The storage contract as runnable cases, with no test framework: run them in Vitest, in a browser worker
+ * on OPFS, or against a Storage of your own. Each case throws a clear error when the storage breaks the
+ * contract.
+ *
+ *   for (const test of storageConformance({ create: () => new MemoryStorage() })) it(test.name, test.run);
+ */
+import { jsonEqual } from "../json.ts";
+import type { Batch, TaskRecord } from "../storage/records.ts";
+import type { Storage } from "../storage/storage.ts";
+
+export interface ConformanceBackend {
+  /** A new, empty storage. */
+  create(): Promise<Storage> | Storage;
+  /** A storage opened on exported bytes (a copy); without it the image cases check only that export works. */
+  fromImage?(bytes: Uint8Array, options?: { readOnly?: boolean }): Promise<Storage> | Storage;
+}
+
+export interface ConformanceCase {
+  name: string;
+  run(): Promise<void>;
+}
+
+const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
+
+function task(id: number, status: "pending" | "running" | "terminal", extra: Partial<TaskRecord> = {}): TaskRecord {
+  const state =
+    status === "terminal"
+      ? ({ status, outcome: { status: "completed", result: id } } as const)
+      : ({ status, checkpoint: { phase: "p", n: id } } as const);
+  return { id, conversationId: 1, kind: "k", version: 1, input: null, background: false, abortRequested: false, state, ...extra };
+}
+
+function equal(actual: unknown, expected: unknown, what: string): void {
+  if (!jsonEqual(actual, expected) || (actual === undefined) !== (expected === undefined)) {
+    throw new Error(`${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
+  }
+}
+
+async function rejects(promise: Promise<unknown>, what: string): Promise<void> {
+  try {
+    await promise;
+  } catch {
+    return;
+  }
+  throw new Error(`${what}: expected a rejection, but it succeeded`);
+}
+
+async function seeded(backend: ConformanceBackend): Promise<Storage> {
+  const storage = await backend.create();
+  await storage.apply({
+    ...empty(),
+    nextId: 10,
+    rootConversationId: 1,
+    conversations: [{ id: 1, createdAt: 5 }],
+    tasks: [task(2, "pending"), task(3, "running", { memos: { a: 1 }, restarts: 2 }), task(4, "terminal")],
+    entries: [
+      { id: 5, conversationId: 1, kind: "pi.user", payload: { text: "hi" }, at: 6 },
+      { id: 6, conversationId: 1, kind: "pi.assistant", payload: { text: "yo" }, byTaskId: 3, at: 7 },
+    ],
+    submissions: [
+      { id: 7, conversationId: 1, type: "input", requestId: "r1", status: "queued", payload: "hi", createdAt: 8 },
+      { id: 8, conversationId: 1, type: "input", status: "done", payload: "x", createdAt: 8, result: { answer: "y" } },
+    ],
+    documents: [
+      { scope: "conversation:1", key: "pi.live", value: { run: 3 } },
+      { scope: "conversation:1", key: "pi.usage", value: { tokens: 1 } },
+    ],
+  });
+  return storage;
+}
+
+/** The cases of the storage contract (S1, S4, S11). */
+export function storageConformance(backend: ConformanceBackend): ConformanceCase[] {
+  const cases: ConformanceCase[] = [
+    {
+      name: "S11: a batch is stored whole and read back as detached copies",
+      async run() {
+        const storage = await seeded(backend);
+        const state = await storage.load();
+        equal(state.nextId, 10, "nextId");
+        equal(state.rootConversationId, 1, "rootConversationId");
+        equal(state.liveTasks.map((t) => t.id), [2, 3], "live task ids");
+        equal(state.liveTasks[1], task(3, "running", { memos: { a: 1 }, restarts: 2 }), "a live task");
+        equal(state.documents.length, 2, "documents");
+        equal(state.openSubmissions.map((s) => s.id), [7], "open submissions");
+        equal((await storage.getTask(4))?.state, { status: "terminal", outcome: { status: "completed", result: 4 } }, "a terminal task");
+        equal(await storage.getTask(99), undefined, "a missing task");
+        equal((await storage.listTasks({ status: "pending" })).map((t) => t.id), [2], "pending tasks");
+        equal((await storage.listEntries(1)).map((e) => e.id), [5, 6], "entries");
+        equal((await storage.listEntries(1, { afterId: 5 })).map((e) => e.id), [6], "entries after 5");
+        equal((await storage.getEntry(6))?.byTaskId, 3, "an entry's author");
+        equal(await storage.getDocument("conversation:1", "pi.live"), { run: 3 }, "a document");
+        equal((await storage.listDocuments("conversation:1")).map((d) => d.key), ["pi.live", "pi.usage"], "documents of a scope");
+        equal((await storage.findSubmission(1, "r1"))?.id, 7, "a submission by requestId");
+        equal(await storage.findSubmission(1, "r2"), undefined, "an unknown requestId");
+        equal((await storage.listSubmissions(1)).map((s) => s.id), [7, 8], "submissions");
+        const copy = (await storage.getTask(3))!;
+        copy.memos!.a = 2;
+        equal((await storage.getTask(3))?.memos, { a: 1 }, "a read is a detached copy");
+      },
+    },
+    {
+      name: "S11: replacing and deleting: a terminal task leaves the live set; a null document is deleted",
+      async run() {
+        const storage = await seeded(backend);
+        await storage.apply({
+          ...empty(),
+          tasks: [task(3, "terminal")],
+          documents: [{ scope: "conversation:1", key: "pi.live", value: null }],
+          submissions: [{ id: 7, conversationId: 1, type: "input", requestId: "r1", status: "done", payload: "hi", createdAt: 8 }],
+        });
+        const state = await storage.load();
+        equal(state.liveTasks.map((t) => t.id), [2], "live task ids");
+        equal(await storage.getDocument("conversation:1", "pi.live"), undefined, "the deleted document");
+        equal(state.openSubmissions, [], "open submissions");
+        equal(state.nextId, 10, "nextId");
+      },
+    },
+    {
+      name: "S11: a commit that fails halfway rolls back completely",
+      async run() {
+        const storage = await seeded(backend);
+        const circular: Record<string, unknown> = {};
+        circular.self = circular;
+        await rejects(
+          storage.apply({ ...empty(), nextId: 20, tasks: [task(2, "terminal")], entries: [{ id: 11, conversationId: 1, kind: "pi.user", payload: circular as never, at: 1 }] }),
+          "a batch with a value that is not JSON",
+        );
+        const state = await storage.load();
+        equal(state.nextId, 10, "nextId after the failed batch");
+        equal(state.liveTasks.map((t) => t.id), [2, 3], "live tasks after the failed batch");
+        equal(await storage.getEntry(11), undefined, "the failed batch's entry");
+      },
+    },
+    {
+      name: "S1: the global id counter never goes back, also when ids were minted that no row carries",
+      async run() {
+        const storage = await seeded(backend); // nextId 10, rows up to 8
+        await storage.apply({ ...empty(), nextId: 13, tasks: [task(10, "pending")] }); // 11 and 12 minted, unused
+        equal((await storage.load()).nextId, 13, "nextId");
+        await storage.apply({ ...empty(), nextId: 15, tasks: [task(13, "pending"), task(14, "pending")] });
+        equal((await storage.load()).nextId, 15, "nextId");
+        if (backend.fromImage) equal((await (await backend.fromImage(await storage.exportImage())).load()).nextId, 15, "nextId of a copy");
+      },
+    },
+    {
+      name: "S4: recoverRunning turns running tasks into pending in place: same checkpoint and memos, restarts + 1",
+      async run() {
+        const storage = await seeded(backend); // task 3 running with memos { a: 1 } and restarts 2; task 2 pending
+        await storage.apply({ ...empty(), tasks: [task(12, "running")] });
+        equal(await storage.recoverRunning(), [3, 12], "recovered ids");
+        equal(await storage.getTask(3), { ...task(3, "pending", { memos: { a: 1 }, restarts: 2 }), restarts: 3 }, "task 3");
+        equal(await storage.getTask(12), { ...task(12, "pending"), restarts: 1 }, "task 12");
+        equal(await storage.getTask(2), task(2, "pending"), "task 2");
+        equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [], "running tasks");
+        equal(await storage.recoverRunning(), [], "a second recovery");
+        // A later state change goes through as usual (a storage that caches statuses followed along).
+        await storage.apply({ ...empty(), tasks: [task(3, "running")] });
+        equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [3], "running tasks");
+        equal(await storage.recoverRunning({ keepRunning: true }), [3], "recovered, kept running");
+        equal(await storage.getTask(3), { ...task(3, "running"), restarts: 1 }, "task 3 kept running");
+      },
+    },
+    {
+      name: "S11: an exported image opens as an independent copy",
+      async run() {
+        const storage = await seeded(backend);
+        const image = await storage.exportImage();
+        if (!(image instanceof Uint8Array) || image.byteLength === 0) throw new Error("exportImage() returned no bytes");
+        if (!backend.fromImage) return;
+        const copy = await backend.fromImage(image);
+        await storage.apply({ ...empty(), tasks: [task(2, "terminal")] });
+        equal((await copy.load()).liveTasks.map((t) => t.id), [2, 3], "the copy's live tasks");
+        const readOnly = await backend.fromImage(await storage.exportImage(), { readOnly: true });
+        equal(readOnly.readOnly, true, "readOnly");
+        await rejects(readOnly.apply({ ...empty(), tasks: [task(3, "terminal")] }), "a write to a read-only copy");
+        equal((await readOnly.load()).liveTasks.map((t) => t.id), [3], "the read-only copy's live tasks");
+      },
+    },
+  ];
+  return cases;
+}
