@@ -12,6 +12,20 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+/**
+ * Flags that keep a headless system Chromium quiet and deterministic here: without the background-networking
+ * ones, a closed network turns into a stream of refused connections.
+ */
+export const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
 /** @returns {string | undefined} the path of a runnable Chromium, or undefined when there is none. */
 export function findChromium() {
   const candidates = [];

@@ -10,21 +10,11 @@ import { tmpdir } from "node:os";
 import { extname, join, normalize, resolve } from "node:path";
 import { chromium, type BrowserContext, type CDPSession, type Page } from "playwright-core";
 import { build, type InlineConfig } from "vite";
-import { findChromium } from "../../scripts/find-chromium.mjs";
+import { CHROMIUM_ARGS, findChromium } from "../../scripts/find-chromium.mjs";
 
 export const ROOT = resolve(new URL("../..", import.meta.url).pathname);
 export const DIST = join(ROOT, ".tmp/bench-dist");
 
-/** Headless flags that keep a system Chromium quiet (as in e2e/support/browser.ts). */
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 
 /** Builds a Vite config (a file path) quietly, with `overrides` merged over it. */
 export async function buildPage(configFile: string, overrides: InlineConfig = {}): Promise<void> {

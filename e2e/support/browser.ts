@@ -3,18 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { inject, onTestFailed } from "vitest";
-import { findChromium } from "../../scripts/find-chromium.mjs";
-
-/** Flags that keep a headless system Chromium quiet and deterministic in CI. */
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+import { CHROMIUM_ARGS, findChromium } from "../../scripts/find-chromium.mjs";
 
 export interface BrowserSession {
   readonly context: BrowserContext;
