@@ -9,6 +9,8 @@ import { awaitWithContext } from "@earendil-works/chord/context";
 
 /** Throws the context's abort reason when it is already cancelled. */
 export function throwIfCancelled(context: Context): void {
+  // A task invocation's context can tell without making its signal (it makes one only on demand).
+  if ((context as { cancelled?: boolean }).cancelled === false) return;
   const signal = context.abortSignal;
   if (signal?.aborted) {
     throw signal.reason instanceof Error ? signal.reason : new DOMException("The operation was aborted", "AbortError");

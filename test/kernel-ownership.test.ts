@@ -295,3 +295,39 @@ describe("many tasks", () => {
     expect(runs).toBe(1000);
   });
 });
+
+describe("a phase's context", () => {
+  it("is cancelled when the invocation ends, also as seen from a context derived from it with chord", async () => {
+    const { createContextKey, withContextValue } = await import("@earendil-works/chord/context");
+    const key = createContextKey<string>("test.key");
+    let derivedSignal: AbortSignal | undefined;
+    let runtimeSignal: AbortSignal | undefined;
+    let lateSignal: (() => AbortSignal) | undefined;
+    const task = defineTask<null, { phase: "go" }, string>({
+      name: "test.context",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_t, runtime, context) => {
+          const derived = withContextValue(key, "v", context);
+          derivedSignal = derived.abortSignal;
+          expect(derived.value(key)).toBe("v");
+          expect(derivedSignal?.aborted).toBe(false);
+          runtimeSignal = runtime.signal;
+          lateSignal = () => context.abortSignal!; // asked for only after the invocation ended
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context);
+        },
+      },
+      abort: async () => {},
+    });
+    const { harness } = await openHarness(new MemoryStorage(), { registry: registryWith(task) });
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(task, null), ctx);
+    await harness.waitForTask(id, ctx);
+    await flush();
+    expect(derivedSignal?.aborted).toBe(true);
+    expect(runtimeSignal).toBe(derivedSignal);
+    expect(lateSignal!().aborted).toBe(true);
+    expect(lateSignal!().reason).toMatchObject({ name: "InvocationEnded" });
+  });
+});
