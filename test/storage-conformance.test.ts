@@ -1,19 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { DatabaseCorrupt, QueryNotReadOnly, SchemaTooNew, type Batch, type Storage, type TaskRecord } from "../src/index.ts";
+import { DatabaseCorrupt, QueryNotReadOnly, SchemaTooNew } from "../src/index.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { storageConformance } from "../src/testing/storage-conformance.ts";
+import { emptyBatch as empty, sampleTask as task, storageConformance } from "../src/testing/storage-conformance.ts";
 import { backends } from "./support.ts";
-
-const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
-
-function task(id: number, status: "pending" | "running" | "terminal", extra: Partial<TaskRecord> = {}): TaskRecord {
-  const state =
-    status === "terminal"
-      ? ({ status, outcome: { status: "completed", result: id } } as const)
-      : ({ status, checkpoint: { phase: "p", n: id } } as const);
-  return { id, conversationId: 1, kind: "k", version: 1, input: null, background: false, abortRequested: false, state, ...extra };
-}
 
 /** The storage contract, run against every backend (S11); the same cases run on OPFS in e2e/sqlite-opfs.e2e.ts. */
 for (const backend of backends) {

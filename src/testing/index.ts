@@ -1,3 +1,3 @@
 export { createManualClock, type ManualClock } from "./clock.ts";
 export { crashTab, harnessStatus, harnessWorker, waitForReady, waitForTask, type CrashKind } from "./playwright.ts";
-export { storageConformance, type ConformanceBackend, type ConformanceCase } from "./storage-conformance.ts";
+export { emptyBatch, sampleTask, storageConformance, type ConformanceBackend, type ConformanceCase } from "./storage-conformance.ts";

@@ -21,9 +21,11 @@ export interface ConformanceCase {
   run(): Promise<void>;
 }
 
-const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
+/** A batch that writes nothing; spread it and fill in what a test writes. */
+export const emptyBatch = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
 
-function task(id: number, status: "pending" | "running" | "terminal", extra: Partial<TaskRecord> = {}): TaskRecord {
+/** A minimal task record in conversation 1, for storage tests. */
+export function sampleTask(id: number, status: "pending" | "running" | "terminal", extra: Partial<TaskRecord> = {}): TaskRecord {
   const state =
     status === "terminal"
       ? ({ status, outcome: { status: "completed", result: id } } as const)
@@ -49,11 +51,11 @@ async function rejects(promise: Promise<unknown>, what: string): Promise<void> {
 async function seeded(backend: ConformanceBackend): Promise<Storage> {
   const storage = await backend.create();
   await storage.apply({
-    ...empty(),
+    ...emptyBatch(),
     nextId: 10,
     rootConversationId: 1,
     conversations: [{ id: 1, createdAt: 5 }],
-    tasks: [task(2, "pending"), task(3, "running", { memos: { a: 1 }, restarts: 2 }), task(4, "terminal")],
+    tasks: [sampleTask(2, "pending"), sampleTask(3, "running", { memos: { a: 1 }, restarts: 2 }), sampleTask(4, "terminal")],
     entries: [
       { id: 5, conversationId: 1, kind: "pi.user", payload: { text: "hi" }, at: 6 },
       { id: 6, conversationId: 1, kind: "pi.assistant", payload: { text: "yo" }, byTaskId: 3, at: 7 },
@@ -81,7 +83,7 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         equal(state.nextId, 10, "nextId");
         equal(state.rootConversationId, 1, "rootConversationId");
         equal(state.liveTasks.map((t) => t.id), [2, 3], "live task ids");
-        equal(state.liveTasks[1], task(3, "running", { memos: { a: 1 }, restarts: 2 }), "a live task");
+        equal(state.liveTasks[1], sampleTask(3, "running", { memos: { a: 1 }, restarts: 2 }), "a live task");
         equal(state.documents.length, 2, "documents");
         equal(state.openSubmissions.map((s) => s.id), [7], "open submissions");
         equal((await storage.getTask(4))?.state, { status: "terminal", outcome: { status: "completed", result: 4 } }, "a terminal task");
@@ -105,8 +107,8 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       async run() {
         const storage = await seeded(backend);
         await storage.apply({
-          ...empty(),
-          tasks: [task(3, "terminal")],
+          ...emptyBatch(),
+          tasks: [sampleTask(3, "terminal")],
           documents: [{ scope: "conversation:1", key: "pi.live", value: null }],
           submissions: [{ id: 7, conversationId: 1, type: "input", requestId: "r1", status: "done", payload: "hi", createdAt: 8 }],
         });
@@ -124,7 +126,7 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         const circular: Record<string, unknown> = {};
         circular.self = circular;
         await rejects(
-          storage.apply({ ...empty(), nextId: 20, tasks: [task(2, "terminal")], entries: [{ id: 11, conversationId: 1, kind: "pi.user", payload: circular as never, at: 1 }] }),
+          storage.apply({ ...emptyBatch(), nextId: 20, tasks: [sampleTask(2, "terminal")], entries: [{ id: 11, conversationId: 1, kind: "pi.user", payload: circular as never, at: 1 }] }),
           "a batch with a value that is not JSON",
         );
         const state = await storage.load();
@@ -137,9 +139,9 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       name: "S1: the global id counter never goes back, also when ids were minted that no row carries",
       async run() {
         const storage = await seeded(backend); // nextId 10, rows up to 8
-        await storage.apply({ ...empty(), nextId: 13, tasks: [task(10, "pending")] }); // 11 and 12 minted, unused
+        await storage.apply({ ...emptyBatch(), nextId: 13, tasks: [sampleTask(10, "pending")] }); // 11 and 12 minted, unused
         equal((await storage.load()).nextId, 13, "nextId");
-        await storage.apply({ ...empty(), nextId: 15, tasks: [task(13, "pending"), task(14, "pending")] });
+        await storage.apply({ ...emptyBatch(), nextId: 15, tasks: [sampleTask(13, "pending"), sampleTask(14, "pending")] });
         equal((await storage.load()).nextId, 15, "nextId");
         if (backend.fromImage) equal((await (await backend.fromImage(await storage.exportImage())).load()).nextId, 15, "nextId of a copy");
       },
@@ -148,18 +150,18 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       name: "S4: recoverRunning turns running tasks into pending in place: same checkpoint and memos, restarts + 1",
       async run() {
         const storage = await seeded(backend); // task 3 running with memos { a: 1 } and restarts 2; task 2 pending
-        await storage.apply({ ...empty(), tasks: [task(12, "running")] });
+        await storage.apply({ ...emptyBatch(), tasks: [sampleTask(12, "running")] });
         equal(await storage.recoverRunning(), [3, 12], "recovered ids");
-        equal(await storage.getTask(3), { ...task(3, "pending", { memos: { a: 1 }, restarts: 2 }), restarts: 3 }, "task 3");
-        equal(await storage.getTask(12), { ...task(12, "pending"), restarts: 1 }, "task 12");
-        equal(await storage.getTask(2), task(2, "pending"), "task 2");
+        equal(await storage.getTask(3), { ...sampleTask(3, "pending", { memos: { a: 1 }, restarts: 2 }), restarts: 3 }, "task 3");
+        equal(await storage.getTask(12), { ...sampleTask(12, "pending"), restarts: 1 }, "task 12");
+        equal(await storage.getTask(2), sampleTask(2, "pending"), "task 2");
         equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [], "running tasks");
         equal(await storage.recoverRunning(), [], "a second recovery");
         // A later state change goes through as usual (a storage that caches statuses followed along).
-        await storage.apply({ ...empty(), tasks: [task(3, "running")] });
+        await storage.apply({ ...emptyBatch(), tasks: [sampleTask(3, "running")] });
         equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [3], "running tasks");
         equal(await storage.recoverRunning({ keepRunning: true }), [3], "recovered, kept running");
-        equal(await storage.getTask(3), { ...task(3, "running"), restarts: 1 }, "task 3 kept running");
+        equal(await storage.getTask(3), { ...sampleTask(3, "running"), restarts: 1 }, "task 3 kept running");
       },
     },
     {
@@ -170,11 +172,11 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         if (!(image instanceof Uint8Array) || image.byteLength === 0) throw new Error("exportImage() returned no bytes");
         if (!backend.fromImage) return;
         const copy = await backend.fromImage(image);
-        await storage.apply({ ...empty(), tasks: [task(2, "terminal")] });
+        await storage.apply({ ...emptyBatch(), tasks: [sampleTask(2, "terminal")] });
         equal((await copy.load()).liveTasks.map((t) => t.id), [2, 3], "the copy's live tasks");
         const readOnly = await backend.fromImage(await storage.exportImage(), { readOnly: true });
         equal(readOnly.readOnly, true, "readOnly");
-        await rejects(readOnly.apply({ ...empty(), tasks: [task(3, "terminal")] }), "a write to a read-only copy");
+        await rejects(readOnly.apply({ ...emptyBatch(), tasks: [sampleTask(3, "terminal")] }), "a write to a read-only copy");
         equal((await readOnly.load()).liveTasks.map((t) => t.id), [3], "the read-only copy's live tasks");
       },
     },
