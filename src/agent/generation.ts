@@ -10,6 +10,7 @@ import type { Context } from "../context.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
 import { resolveAgent, planSystemMessage } from "./agent.ts";
+import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
 import { deriveContext, toolCallsOf } from "./context.ts";
 import { appendAssistant, appendEntry, dropUndefined, LIVE, readAgentConfig, readLive, scopeOf, writeLive } from "./documents.ts";
 import { LazyProgress } from "./progress.ts";
@@ -17,17 +18,7 @@ import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
 import { toolErrorMessage, ToolTask } from "./tool-task.ts";
 import type { LiveState, LiveToolRef, ModelRef, UnansweredReason } from "./types.ts";
 
-/**
- * `pi.generation` (S9): one run of the conversation, turn by turn. A turn is `prepare` (prompt, tools, the
- * cutoff of the context) → `request` (stream the answer; a retryable failure sleeps durably and requests
- * again) → either the answer, which ends the run, or a tool round: the tool tasks are created with the
- * `waiting` state at `tools`, and when they are all terminal the next turn starts at `prepare`.
- */
-export type GenerationCheckpoint =
-  | { phase: "prepare"; turn: number }
-  | { phase: "request"; turn: number; attempt: number; model: ModelRef; cutoff: number }
-  | { phase: "tools"; turn: number; assistant: number; tools: number[]; pending: string[] };
-export type GenerationResult = { entryId: number };
+export type { GenerationCheckpoint, GenerationResult };
 
 type RequestCheckpoint = Extract<GenerationCheckpoint, { phase: "request" }>;
 type ToolsCheckpoint = Extract<GenerationCheckpoint, { phase: "tools" }>;
@@ -35,9 +26,7 @@ type Task = RunningTask<Record<string, never>, GenerationCheckpoint, GenerationR
 type Runtime = TaskRuntime<GenerationCheckpoint, GenerationResult>;
 
 export const GenerationTask = defineTask<Record<string, never>, GenerationCheckpoint, GenerationResult>({
-  name: "pi.generation",
-  version: 1,
-  initial: () => ({ phase: "prepare", turn: 1 }),
+  ...GENERATION_KIND,
   phases: {
     prepare: (task, runtime, context) => prepare(task, runtime, context),
     request: (task, runtime, context) => request(task, runtime, context),

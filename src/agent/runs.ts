@@ -2,9 +2,9 @@ import type { UserMessage } from "@earendil-works/pi-ai";
 import { ConversationBusy } from "../errors.ts";
 import type { Tx } from "../session/tx.ts";
 import type { SubmissionRecord } from "../storage/records.ts";
-import type { AnyTaskDefinition } from "../tasks/types.ts";
+import type { TaskKind } from "../tasks/types.ts";
 import { appendEntry, asJson, clearToolProgress, readInbox, readLive, writeInbox, writeLive } from "./documents.ts";
-import { GenerationTask } from "./generation.ts";
+import { GENERATION_KIND } from "./generation-kind.ts";
 import type { EntryDraft, InboxState, LiveFailure, SubmissionDraft, UnansweredReason, UserContent } from "./types.ts";
 
 /** `SubmissionRecord.payload` of an input. `entryId` is set once the input is placed as a `pi.user` entry. */
@@ -29,7 +29,7 @@ export type RunSettlement =
  * Creates a task owned by the conversation, also when a task is committing (a generation that starts the
  * next run must not own it: the next run outlives it).
  */
-export function createConversationTask(tx: Tx, definition: AnyTaskDefinition, input: unknown, conversationId: number): number {
+export function createConversationTask<I>(tx: Tx, definition: TaskKind<I>, input: I, conversationId: number): number {
   const actor = tx.actor;
   tx.actor = { conversationId };
   try {
@@ -77,7 +77,7 @@ export function admit(tx: Tx, conversationId: number, draft: SubmissionDraft): S
 
 /** Starts a run: a new conversation-owned generation answering `inputs`. */
 export function startRun(tx: Tx, conversationId: number, inputs: number[]): number {
-  const taskId = createConversationTask(tx, GenerationTask, {}, conversationId);
+  const taskId = createConversationTask(tx, GENERATION_KIND, {}, conversationId);
   const { runFailure: _failure, generation: _generation, tools: _tools, ...live } = readLive(tx, conversationId);
   writeLive(tx, conversationId, { ...live, run: { taskId, inputs, startedAt: tx.now() } });
   return taskId;

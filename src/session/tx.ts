@@ -10,7 +10,7 @@ import type {
   SubmissionRecord,
   TaskRecord,
 } from "../storage/records.ts";
-import type { AnyTaskDefinition } from "../tasks/types.ts";
+import type { TaskKind } from "../tasks/types.ts";
 import type { Session } from "./session.ts";
 
 export interface CreateTaskOptions {
@@ -76,7 +76,7 @@ export class Tx {
   }
 
   /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
-  createTask<I>(definition: AnyTaskDefinition & { initial(input: I): unknown }, input: I, options: CreateTaskOptions = {}): number {
+  createTask<I>(definition: TaskKind<I>, input: I, options: CreateTaskOptions = {}): number {
     const actor = this.actor;
     const conversationId = options.conversationId ?? actor?.conversationId;
     if (conversationId === undefined) throw new InvalidCommit("createTask needs a conversation: commit through a conversation or a task.");

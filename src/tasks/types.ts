@@ -96,6 +96,8 @@ export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R =
 // Definitions are stored in registries of mixed types; phases see their own types.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyTaskDefinition = TaskDefinition<any, any, any>;
+/** What creating a task needs of its definition: the kind, its version and the first checkpoint. */
+export type TaskKind<I = any> = Pick<AnyTaskDefinition, "name" | "version"> & { initial(input: I): unknown };
 
 export function defineTask<I = Json, S extends Checkpoint = Checkpoint, R = Json>(
   definition: TaskDefinition<I, S, R>,
