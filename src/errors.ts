@@ -136,3 +136,19 @@ export class UnknownTaskKind extends DurableError {
 export class ToolCallEnded extends DurableError {
   override name = "ToolCallEnded";
 }
+
+/** `armCrashPoint` on a host served with `crashPoints: false` (a production build that turned the test hook off). */
+export class CrashPointsOff extends DurableError {
+  override name = "CrashPointsOff";
+  constructor(readonly crashPoint: string) {
+    super(`Crash point ${JSON.stringify(crashPoint)} cannot be armed: this host was served with crashPoints: false. Serve it without that option to test crashes.`);
+  }
+}
+
+/** A method the host's protocol does not have (or a call of a subscription): the page and the host differ in version. */
+export class UnknownMethod extends DurableError {
+  override name = "UnknownMethod";
+  constructor(readonly method: string) {
+    super(`The host has no method ${JSON.stringify(method)} of that kind; the page and the host come from different versions of pi-durable-web. Load both from one build.`);
+  }
+}

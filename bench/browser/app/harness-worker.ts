@@ -5,7 +5,7 @@
  * `performance.timeOrigin + performance.now()` so the page can put it on its own navigation clock.
  */
 import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
-import type { HarnessHost, HarnessStatus } from "../../../src/browser/protocol.ts";
+import type { HarnessStatus } from "../../../src/browser/protocol.ts";
 import { serveHarness } from "../../../src/browser/worker.ts";
 import { loadSqlite } from "../../../src/storage/sqlite/wasm.ts";
 import { benchExtension, effectCounts, firstCommittedStep, hot, idle, stall } from "./tasks.ts";
@@ -23,7 +23,7 @@ export interface HarnessWorkerConfig {
 const config = JSON.parse(self.name) as HarnessWorkerConfig;
 const statusAt: Partial<Record<HarnessStatus["kind"], number>> = {};
 
-serveHarness({
+const served = serveHarness({
   extensions: [benchExtension],
   path: config.path,
   poolDirectory: config.pool,
@@ -40,7 +40,7 @@ serveHarness({
   },
 });
 
-(globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost.onStatus((status) => {
+served.host.onStatus((status) => {
   statusAt[status.kind] ??= now();
 });
 

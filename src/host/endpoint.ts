@@ -1,0 +1,87 @@
+/**
+ * The transport seam. A transport carries three operations, each with plain data (method names, argument
+ * lists, subscription ids): `call`, `subscribe` (values come back through `emit` until `unsubscribe`) and
+ * `unsubscribe`. `hostEndpoint` serves them from a host; `remoteHost` turns an endpoint on the other side
+ * back into the typed host. Comlink carries an endpoint directly (src/browser/comlink.ts); a message-based
+ * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
+ */
+import { UnknownMethod } from "../errors.ts";
+import { isMethod, PROTOCOL, type HarnessHost, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+
+export interface HostEndpoint {
+  call(method: string, args: unknown[]): Promise<unknown>;
+  /** Resolves with the subscription's id once the host holds the listener. */
+  subscribe(method: string, args: unknown[], emit: (value: unknown) => void): Promise<number>;
+  unsubscribe(id: number): void | Promise<void>;
+}
+
+/** The served side of an endpoint, with the subscriptions it holds. */
+export interface ServedEndpoint extends HostEndpoint {
+  /** Subscriptions not yet unsubscribed. */
+  readonly subscriptions: number;
+  /** Ends every subscription (the connection is gone). */
+  close(): void;
+}
+
+type AnyMethod = (...args: unknown[]) => unknown;
+
+export function hostEndpoint(host: HarnessHost, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
+  const subscriptions = new Map<number, Unsubscribe>();
+  let lastId = 0;
+  const method = (name: string, kind: "call" | "subscribe") => {
+    if (!isMethod(name) || PROTOCOL[name] !== kind) throw new UnknownMethod(name);
+    return (host[name] as AnyMethod).bind(host);
+  };
+  return {
+    async call(name, args) {
+      return method(name, "call")(...args);
+    },
+    async subscribe(name, args, emit) {
+      const unsubscribe = method(name, "subscribe")(...args, emit) as Unsubscribe;
+      const id = ++lastId;
+      subscriptions.set(id, () => {
+        unsubscribe();
+        options.dropped?.(emit);
+      });
+      return id;
+    },
+    unsubscribe(id) {
+      const unsubscribe = subscriptions.get(id);
+      subscriptions.delete(id);
+      unsubscribe?.();
+    },
+    get subscriptions() {
+      return subscriptions.size;
+    },
+    close() {
+      for (const id of [...subscriptions.keys()]) this.unsubscribe(id);
+    },
+  };
+}
+
+/** The typed host behind an endpoint: one forwarding function per protocol method, derived from `PROTOCOL`. */
+export function remoteHost(endpoint: HostEndpoint): RemoteHost {
+  const remote: Record<string, (...args: unknown[]) => Promise<unknown>> = {};
+  for (const [name, kind] of Object.entries(PROTOCOL)) {
+    remote[name] =
+      kind === "call"
+        ? (...args) => endpoint.call(name, args)
+        : async (...args) => {
+            const listener = args.pop() as (value: unknown) => void;
+            let subscribed = true;
+            // A value the host sent before it heard of the unsubscribe is not delivered.
+            const id = await endpoint.subscribe(name, args, (value) => subscribed && listener(value));
+            return () => {
+              if (!subscribed) return;
+              subscribed = false;
+              // Sent now, so a call made after it is answered after it; a host that is gone holds no listener anyway.
+              try {
+                void Promise.resolve(endpoint.unsubscribe(id)).catch(() => {});
+              } catch {
+                // the transport is closed
+              }
+            };
+          };
+  }
+  return remote as unknown as RemoteHost;
+}

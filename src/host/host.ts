@@ -1,0 +1,266 @@
+/**
+ * The runtime-neutral host: given storage it can open, it owns one harness and serves `HarnessHost` — status,
+ * tasks, conversations, views, reports, read-only SQL, crash points and the app's extra methods. It imports
+ * no DOM, Worker or Node API; a runtime adapter (the browser worker, a Durable Object) hands it the storage,
+ * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
+ */
+import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
+import { CrashPointsOff, DurableError, HarnessClosed, UnknownTaskKind } from "../errors.ts";
+import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
+import type { Json } from "../json.ts";
+import type { Report } from "../reports.ts";
+import type { Storage } from "../storage/storage.ts";
+import { Listeners, safely } from "./listeners.ts";
+import type { Ownership } from "./ownership.ts";
+import type { CrashPointHit, ErrorShape, HarnessHost, HarnessStatus } from "./protocol.ts";
+
+/** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
+export type HostMethod = (harness: Harness, ...args: Json[]) => unknown;
+
+export interface HostOptions {
+  /** How statuses name the database (for example "default pool:/pi-durable.sqlite3"). */
+  database: string;
+  /** Opens the runtime's storage; called once this instance owns the database. */
+  openStorage: () => Promise<Storage>;
+  /** Registry, settings, models, env, resume… for `Harness.open`; the host adds `onReport` and `crashPoint`. */
+  harness: Omit<HarnessOptions, "onReport" | "crashPoint">;
+  /** Who may open the database (Web Locks in a browser). Default: this instance owns it outright. */
+  ownership?: Ownership;
+  /** Extra methods for `client.call(name, ...args)`. */
+  methods?: Record<string, HostMethod>;
+  /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
+  onReady?: (harness: Harness) => void | Promise<void>;
+  /**
+   * Whether `armCrashPoint` may stop the harness at a named crash point (the test hook of
+   * pi-durable-web/testing and crash tests). Default true; false makes it reject with `CrashPointsOff`.
+   */
+  crashPoints?: boolean;
+  /** A monotonic clock in ms, for `openMs` in the ready status. */
+  now: () => number;
+}
+
+/** A host and its life. */
+export interface ServedHost {
+  host: HarnessHost;
+  /** Resolves with the harness once it is open (rejects if opening failed). */
+  ready: Promise<Harness>;
+  /** How many listeners the host holds for subscriptions (status, reports, tasks, conversation views). */
+  listenerCount(): number;
+}
+
+/** Keeps at most this many reports for a listener that subscribes late. */
+const RECENT_REPORTS = 200;
+
+export function createHost(options: HostOptions): ServedHost {
+  const { database, ownership } = options;
+  let status: HarnessStatus = { kind: "starting" };
+  const statuses = new Listeners<HarnessStatus>();
+  const reports = new Listeners<Report>();
+  const taskGraphs = new Listeners<Inspection>();
+  let views = 0;
+  const recentReports: Report[] = [];
+  let crashPoint: { name: string; reached: (hit: CrashPointHit) => void } | undefined;
+  /** Phases stopped at a crash point, waiting for the test to crash the host; a clean close ends them. */
+  const stopped = new Set<(error: unknown) => void>();
+  let harness: Harness | undefined;
+  let storage: Storage | undefined;
+  let release: (() => void) | undefined;
+  let closing: Promise<void> | undefined;
+
+  const setStatus = (next: HarnessStatus) => {
+    status = next;
+    statuses.emit(next);
+  };
+
+  const onReport = (report: Report) => {
+    const shaped = report.kind === "error" ? { ...report, error: errorShape(report.error) } : report;
+    recentReports.push(shaped);
+    if (recentReports.length > RECENT_REPORTS) recentReports.shift();
+    reports.emit(shaped);
+  };
+
+  const stopAtCrashPoint: HarnessOptions["crashPoint"] = async (name, at) => {
+    if (crashPoint?.name !== name) return;
+    const { reached } = crashPoint;
+    crashPoint = undefined;
+    reached({ name, ...at });
+    // Stop here: the test crashes the host now. Only a clean close ends the stop (it waits for every running
+    // phase, so it would wait forever otherwise).
+    await new Promise<never>((_, reject) => stopped.add(reject));
+  };
+
+  const open = async () => {
+    setStatus({ kind: "opening", database });
+    storage = await options.openStorage();
+    setStatus({ kind: "recovering", database });
+    const started = options.now();
+    harness = await Harness.open(storage, { ...options.harness, onReport, crashPoint: stopAtCrashPoint }, ctx);
+    harness.session.subscribe(({ batch }) => {
+      if (batch.tasks.length > 0) scheduleTaskPublication();
+    });
+    setStatus({ kind: "ready", database, recovered: [...harness.recovered], openMs: options.now() - started });
+    await options.onReady?.(harness);
+    return harness;
+  };
+
+  let publicationScheduled = false;
+  const scheduleTaskPublication = () => {
+    if (publicationScheduled || taskGraphs.size === 0) return;
+    publicationScheduled = true;
+    // Coalesce a burst of commits into one view; a view never shows anything uncommitted.
+    queueMicrotask(async () => {
+      publicationScheduled = false;
+      if (!harness || harness.closed) return;
+      taskGraphs.emit(await harness.inspect(ctx));
+    });
+  };
+
+  const opening = (async () => {
+    const owned = ownership ? await ownership.acquire(() => setStatus({ kind: "waiting-for-lock", database })) : () => {};
+    if (!owned) return undefined; // closed while waiting: no open happened
+    release = owned;
+    try {
+      return await open();
+    } catch (error) {
+      owned();
+      throw error;
+    }
+  })();
+  const ready = opening.then((opened) => opened ?? Promise.reject(new HarnessClosed()));
+  ready.catch(() => {});
+  opening.catch((error: unknown) => setStatus({ kind: "failed", error: errorShape(error) }));
+
+  const closeCleanly = (reason: "close" | "takeover") => {
+    closing ??= (async () => {
+      try {
+        if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
+        await opening.catch(() => {}); // an open in progress finishes first, then is closed
+        if (harness) {
+          const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
+          for (const end of stopped) end(new HarnessClosed());
+          stopped.clear();
+          await closed;
+        }
+        if (storage) await storage.close();
+      } finally {
+        setStatus({ kind: "closed", reason });
+        release?.();
+      }
+    })();
+    return closing;
+  };
+
+  // Only the owner acts on a takeover request (an instance that is waiting too ignores it); an owner still
+  // opening closes as soon as its open is done.
+  ownership?.onTakeoverRequest(() => {
+    if (release && !closing) void closeCleanly("takeover");
+  });
+
+  const requireHarness = () => {
+    if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
+    return harness;
+  };
+
+  const host: HarnessHost = {
+    status: () => status,
+    lifeLock: () => ownership?.lifeLock() ?? Promise.resolve(undefined),
+    onStatus(listener) {
+      const unsubscribe = statuses.add(listener);
+      safely(() => listener(status));
+      return unsubscribe;
+    },
+    onReport(listener) {
+      const unsubscribe = reports.add(listener);
+      for (const report of recentReports) safely(() => listener(report));
+      return unsubscribe;
+    },
+    watchTasks(listener) {
+      const unsubscribe = taskGraphs.add(listener);
+      let subscribed = true;
+      if (harness) void harness.inspect(ctx).then((inspection) => subscribed && safely(() => listener(inspection)));
+      return () => {
+        subscribed = false;
+        unsubscribe();
+      };
+    },
+    async createTask(kind, input, createOptions = {}) {
+      const open = requireHarness();
+      const definition = open.registry.task(kind);
+      if (!definition) throw new UnknownTaskKind(kind, open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)));
+      const conversation = createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
+      return conversation.commit((tx) => tx.createTask(definition, input), ctx);
+    },
+    getTask: async (id) => requireHarness().getTask(id, ctx),
+    waitForTask: async (id) => requireHarness().waitForTask(id, ctx),
+    abortTask: async (id) => requireHarness().abortTask(id, ctx),
+    inspect: async () => requireHarness().inspect(ctx),
+    resume: () => requireHarness().resume(),
+    // On the commit line: storage.query() switches the connection to query_only around the statement, and a
+    // commit that slipped in between would fail with SQLITE_READONLY.
+    query: async (sql, ...params) => requireHarness().session.read(() => storage!.query(sql, ...params)),
+    async exportDatabase() {
+      requireHarness();
+      return storage!.exportImage();
+    },
+    async armCrashPoint(name) {
+      if (options.crashPoints === false) throw new CrashPointsOff(name);
+      return new Promise<CrashPointHit>((reached) => (crashPoint = { name, reached }));
+    },
+    disarmCrashPoint() {
+      crashPoint = undefined;
+    },
+    close: () => closeCleanly("close"),
+    requestTakeover() {
+      ownership?.requestTakeover();
+    },
+    async rootConversation(agent) {
+      return (await requireHarness().root(ctx, agent ? { agent } : {})).id;
+    },
+    async createConversation(agent) {
+      return (await requireHarness().createConversation(agent ? { agent } : {}, ctx)).id;
+    },
+    async listConversations() {
+      const open = requireHarness();
+      return [...open.session.conversations.keys()]
+        .sort((a, b) => a - b)
+        .map((id) => {
+          const conversation = open.conversation(id);
+          return { id, agent: conversation.agent(), busy: conversation.busy };
+        });
+    },
+    configure: async (conversationId, change) => requireHarness().conversation(conversationId).configure(change, ctx),
+    async submit(conversationId, draft) {
+      return (await requireHarness().conversation(conversationId).submit(draft, ctx)).id;
+    },
+    async waitForSubmission(submissionId) {
+      return (await requireHarness().submission(submissionId, ctx)).wait(ctx);
+    },
+    abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
+    compact: async (conversationId, instructions) =>
+      requireHarness().conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
+    watchConversation(conversationId, listener) {
+      const unsubscribe = requireHarness().conversation(conversationId).subscribe((view) => safely(() => listener(view)));
+      views += 1;
+      let subscribed = true;
+      return () => {
+        if (!subscribed) return;
+        subscribed = false;
+        views -= 1;
+        unsubscribe();
+      };
+    },
+    async call(method, ...args) {
+      const open = requireHarness();
+      const implementation = options.methods?.[method];
+      if (!implementation) throw new DurableError(`The worker has no method ${JSON.stringify(method)}; add it with serveHarness({ methods }).`);
+      return implementation(open, ...args);
+    },
+  };
+
+  return { host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views };
+}
+
+export function errorShape(error: unknown): ErrorShape {
+  if (error instanceof Error) return { name: error.name, message: error.message };
+  return { name: "Error", message: String(error) };
+}

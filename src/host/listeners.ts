@@ -1,0 +1,33 @@
+import type { Unsubscribe } from "./protocol.ts";
+
+/**
+ * The listeners of one kind of event. A listener that throws (a page that went away) never stops the others,
+ * and one function subscribed twice is two subscriptions.
+ */
+export class Listeners<T> {
+  readonly #entries = new Set<{ listener: (value: T) => void }>();
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  add(listener: (value: T) => void): Unsubscribe {
+    const entry = { listener };
+    this.#entries.add(entry);
+    return () => void this.#entries.delete(entry);
+  }
+
+  emit(value: T): void {
+    for (const { listener } of this.#entries) safely(() => listener(value));
+  }
+}
+
+/** Calls a listener across a boundary: neither a throw nor a rejection reaches the caller. */
+export function safely(call: () => unknown): void {
+  try {
+    const result = call();
+    if (result && typeof (result as Promise<unknown>).catch === "function") (result as Promise<unknown>).catch(() => {});
+  } catch {
+    // a listener on a page that went away
+  }
+}

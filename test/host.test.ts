@@ -1,0 +1,201 @@
+import { describe, expect, it } from "vitest";
+import { counterTask } from "../examples/counter-task.ts";
+import {
+  ConversationBusy,
+  CrashPointsOff,
+  createRegistry,
+  DurableError,
+  defineExtension,
+  NotFound,
+  QueryNotReadOnly,
+  UnknownMethod,
+  UnknownTaskKind,
+  type Storage,
+} from "../src/index.ts";
+import { hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
+import { deserializeError, serializeError } from "../src/host/error-wire.ts";
+import { createHost, type HostOptions } from "../src/host/host.ts";
+import { messageEndpoint, serveMessages, type ClientMessage, type HostMessage } from "../src/host/messages.ts";
+import type { Ownership } from "../src/host/ownership.ts";
+import type { HarnessStatus, RemoteHost } from "../src/host/protocol.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { flush, sqliteMemoryBackend } from "./support.ts";
+
+function counterRegistry() {
+  return createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] }));
+}
+
+function serve(options: Partial<HostOptions> = {}, storage?: Storage) {
+  return createHost({
+    database: "test",
+    openStorage: async () => storage ?? (await sqliteMemoryBackend.create()),
+    harness: { registry: counterRegistry(), clock: createManualClock(1_000), resume: true },
+    now: () => 0,
+    ...options,
+  });
+}
+
+/** A page and a host connected by messages, as over a WebSocket (structured clone stands in for JSON). */
+function overMessages(served: ReturnType<typeof serve>): { remote: RemoteHost; close(): void } {
+  const endpoint = hostEndpoint(served.host);
+  let toPage: (message: HostMessage) => void = () => {};
+  const connection = serveMessages(endpoint, (message) => queueMicrotask(() => toPage(structuredClone(message))));
+  const page = messageEndpoint((message: ClientMessage) => queueMicrotask(() => connection.receive(structuredClone(message))));
+  toPage = page.receive;
+  return { remote: remoteHost(page.endpoint), close: () => connection.close() };
+}
+
+describe("the runtime-neutral host over a message transport", () => {
+  it("serves tasks, SQL and statuses: a counter created by the page runs to its end", async () => {
+    const served = serve();
+    const { remote } = overMessages(served);
+    const statuses: string[] = [];
+    await remote.onStatus((status) => statuses.push(status.kind));
+    await served.ready;
+    const id = await remote.createTask("example.counter", { to: 1 });
+    const done = await remote.waitForTask(id);
+    expect(done.state).toMatchObject({ status: "terminal", outcome: { status: "completed", result: "counted to 1" } });
+    expect(await remote.query("SELECT id, status FROM tasks WHERE id = ?", id)).toEqual([{ id, status: "terminal" }]);
+    // Subscribed over an asynchronous transport: it sees the status of its time, then every change.
+    expect(statuses.length).toBeGreaterThan(0);
+    expect(["starting", "opening", "recovering", "ready"].slice(-statuses.length)).toEqual(statuses);
+    expect(await remote.call("missing").catch((error: unknown) => error)).toBeInstanceOf(DurableError);
+  });
+
+  it("rebuilds the library's error classes on the page, with name, message and fields", async () => {
+    const served = serve();
+    const { remote } = overMessages(served);
+    await served.ready;
+    const unknownKind = await remote.createTask("nope", {}).catch((error: unknown) => error);
+    expect(unknownKind).toBeInstanceOf(UnknownTaskKind);
+    expect(unknownKind).toBeInstanceOf(DurableError);
+    expect(unknownKind).toMatchObject({ name: "UnknownTaskKind", kind: "nope" });
+    expect((unknownKind as Error).message).toContain("example.counter");
+    const write = await remote.query("DELETE FROM tasks").catch((error: unknown) => error);
+    expect(write).toBeInstanceOf(QueryNotReadOnly);
+    expect(await remote.getTask(999).then(() => "found", (error: unknown) => error)).not.toBeInstanceOf(Error);
+    expect(await remote.waitForSubmission(999).catch((error: unknown) => error)).toBeInstanceOf(NotFound);
+  });
+
+  it("an unknown method is an UnknownMethod error, not a crash of the host", async () => {
+    const endpoint = hostEndpoint(serve().host);
+    await expect(endpoint.call("dropDatabase", [])).rejects.toBeInstanceOf(UnknownMethod);
+    await expect(endpoint.call("watchTasks", [])).rejects.toBeInstanceOf(UnknownMethod);
+    await expect(endpoint.subscribe("createTask", [], () => {})).rejects.toBeInstanceOf(UnknownMethod);
+  });
+
+  it("leaves no listener after 1,000 subscribe/unsubscribe cycles of every subscription", async () => {
+    const served = serve();
+    const endpoint = hostEndpoint(served.host);
+    const { remote } = overMessages(served);
+    await served.ready;
+    const conversation = await remote.rootConversation();
+    const baseline = served.listenerCount();
+    for (let cycle = 0; cycle < 1_000; cycle += 1) {
+      const stops = await Promise.all([
+        remote.onStatus(() => {}),
+        remote.onReport(() => {}),
+        remote.watchTasks(() => {}),
+        remote.watchConversation(conversation, () => {}),
+      ]);
+      expect(served.listenerCount()).toBe(baseline + 4);
+      for (const stop of stops) stop();
+      await flush(1);
+    }
+    expect(served.listenerCount()).toBe(baseline);
+    expect(endpoint.subscriptions).toBe(0);
+  });
+
+  it("stops pushing to an unsubscribed listener, and a closed connection drops its listeners", async () => {
+    const served = serve();
+    const { remote, close } = overMessages(served);
+    await served.ready;
+    const seen: number[] = [];
+    const stop = await remote.watchTasks((inspection) => seen.push(inspection.tasks.length));
+    await remote.watchTasks(() => {});
+    const first = await remote.createTask("example.counter", { to: 1 });
+    await remote.waitForTask(first);
+    await flush();
+    const before = seen.length;
+    expect(before).toBeGreaterThan(0);
+    stop();
+    stop(); // twice is once
+    await flush();
+    await remote.waitForTask(await remote.createTask("example.counter", { to: 1 }));
+    await flush();
+    expect(seen.length).toBe(before);
+    const baseline = served.listenerCount();
+    close();
+    await flush();
+    expect(served.listenerCount()).toBe(baseline - 1);
+  });
+
+  it("a refused subscription rejects and holds nothing (watchConversation before the database is open)", async () => {
+    const served = serve({ openStorage: () => new Promise<never>(() => {}) });
+    const { remote } = overMessages(served);
+    await expect(remote.watchConversation(1, () => {})).rejects.toThrow(/not open/);
+    expect(served.listenerCount()).toBe(0);
+  });
+});
+
+describe("crash points and ownership", () => {
+  it("armCrashPoint resolves when the point is reached; crashPoints: false refuses with CrashPointsOff", async () => {
+    const served = serve();
+    await served.ready;
+    const hit = served.host.armCrashPoint("counter:after-tick-1");
+    const id = await served.host.createTask("example.counter", { to: 1 });
+    expect(await hit).toMatchObject({ name: "counter:after-tick-1", taskId: id, taskKind: "example.counter" });
+    await served.host.close(); // ends the stopped phase
+
+    const off = serve({ crashPoints: false });
+    await off.ready;
+    const refused = await off.host.armCrashPoint("counter:after-tick-1").catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(CrashPointsOff);
+    expect(refused).toMatchObject({ crashPoint: "counter:after-tick-1" });
+  });
+
+  it("waits for the owner, opens once it lets go, and closes on a takeover request", async () => {
+    let grant!: () => void;
+    let takeover!: () => void;
+    let released = 0;
+    const ownership: Ownership = {
+      acquire: (waiting) => {
+        waiting();
+        return new Promise((resolve) => (grant = () => resolve(() => void (released += 1))));
+      },
+      cancel: () => {},
+      requestTakeover: () => {},
+      onTakeoverRequest: (handler) => (takeover = handler),
+      lifeLock: async () => undefined,
+    };
+    const served = serve({ ownership });
+    const statuses: HarnessStatus["kind"][] = [];
+    served.host.onStatus((status) => statuses.push(status.kind));
+    await flush();
+    expect(served.host.status().kind).toBe("waiting-for-lock");
+    grant();
+    await served.ready;
+    takeover();
+    await flush();
+    expect(statuses).toEqual(["waiting-for-lock", "opening", "recovering", "ready", "closed"]);
+    expect(served.host.status()).toEqual({ kind: "closed", reason: "takeover" });
+    expect(released).toBe(1);
+  });
+});
+
+describe("error serialization", () => {
+  it("keeps class, name, message and fields of the library's errors; others stay plain errors", () => {
+    const busy = deserializeError(serializeError(new ConversationBusy(7)));
+    expect(busy).toBeInstanceOf(ConversationBusy);
+    expect(busy).toBeInstanceOf(Error);
+    expect(busy).toMatchObject({ name: "ConversationBusy", conversationId: 7 });
+    expect(busy.message).toBe(new ConversationBusy(7).message);
+    const type = deserializeError(serializeError(new TypeError("bad")));
+    expect(type).toBeInstanceOf(TypeError);
+    const custom = Object.assign(new Error("app"), { name: "AppError" });
+    const rebuilt = deserializeError(serializeError(custom));
+    expect(rebuilt).toMatchObject({ name: "AppError", message: "app" });
+    expect(rebuilt).not.toBeInstanceOf(DurableError);
+    expect(serializeError("text")).toEqual({ name: "Error", message: "text" });
+  });
+});
