@@ -1,5 +1,6 @@
 import * as Comlink from "comlink";
 import type { E2eWindow, WorkerApi } from "./api.ts";
+import "./host-page.ts";
 
 // The e2e page: one module worker that owns the database, reachable as window.e2e.
 

@@ -1,0 +1,15 @@
+import type { HarnessClient } from "../../src/browser/client.ts";
+import type * as errors from "../../src/errors.ts";
+
+// The library's client and error classes on the e2e page (e2e/app/host-page.ts), for e2e/host.e2e.ts:
+// `instanceof` is checked against the classes the page itself bundles.
+export interface HostE2e {
+  connect(options?: { crashPoints?: boolean }): HarnessClient;
+  errors: typeof errors;
+}
+
+declare global {
+  interface Window {
+    hostE2e: HostE2e;
+  }
+}

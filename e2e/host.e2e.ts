@@ -1,0 +1,104 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import "./app/host-api.ts";
+import { startBrowser, type BrowserSession } from "./support/browser";
+
+// The worker/page boundary in Chromium (e2e/app/harness-worker.ts serves a harness with serveHarness): errors
+// arrive as the library's own classes, and every subscription can end, leaving the worker no listener.
+
+let session: BrowserSession;
+
+beforeEach(async () => {
+  session = await startBrowser();
+});
+
+afterEach(async () => {
+  await session.close();
+});
+
+describe("errors cross the worker boundary as the library's classes", () => {
+  it("instanceof ReadOnlySession, UnknownTaskKind and QueryNotReadOnly hold on the page, with name, message and fields", async () => {
+    const page = await session.newPage();
+    const seen = await page.evaluate(async () => {
+      const { connect, errors } = window.hostE2e;
+      const client = connect();
+      await client.ready();
+      const describe = (error: unknown) => ({
+        name: (error as Error).name,
+        message: (error as Error).message,
+        durable: error instanceof errors.DurableError,
+        error: error instanceof Error,
+      });
+      const readOnly = await client.call("resumeReadOnly").catch((error: unknown) => error);
+      const unknownKind = await client.createTask("no.such.kind", {}).catch((error: unknown) => error);
+      const write = await client.query("DELETE FROM tasks").catch((error: unknown) => error);
+      return {
+        readOnly: { ...describe(readOnly), is: readOnly instanceof errors.ReadOnlySession },
+        unknownKind: { ...describe(unknownKind), is: unknownKind instanceof errors.UnknownTaskKind, kind: (unknownKind as { kind?: string }).kind },
+        write: { ...describe(write), is: write instanceof errors.QueryNotReadOnly },
+      };
+    });
+    expect(seen.readOnly).toMatchObject({ is: true, durable: true, error: true, name: "ReadOnlySession" });
+    expect(seen.readOnly.message).toContain("resume() is not allowed");
+    expect(seen.unknownKind).toMatchObject({ is: true, durable: true, name: "UnknownTaskKind", kind: "no.such.kind" });
+    expect(seen.unknownKind.message).toMatch(/Installed: .*example\.counter/);
+    expect(seen.write).toMatchObject({ is: true, durable: true, name: "QueryNotReadOnly" });
+  });
+
+  it("crashPoints: false refuses armCrashPoint with CrashPointsOff on the page; on by default it stops there", async () => {
+    const page = await session.newPage();
+    const seen = await page.evaluate(async () => {
+      const { connect, errors } = window.hostE2e;
+      const off = connect({ crashPoints: false });
+      await off.ready();
+      const refused = await off.armCrashPoint("counter:after-tick-1").catch((error: unknown) => error);
+      await off.close();
+      const on = connect();
+      await on.ready();
+      const hit = on.armCrashPoint("counter:after-tick-1");
+      const id = await on.createTask("example.counter", { to: 2 });
+      return { refused: refused instanceof errors.CrashPointsOff, name: (refused as Error).name, hit: await hit, id };
+    });
+    expect(seen).toMatchObject({ refused: true, name: "CrashPointsOff", hit: { name: "counter:after-tick-1", taskId: seen.id } });
+  });
+});
+
+describe("unsubscribe across the worker boundary", () => {
+  it("after 1,000 subscribe/unsubscribe cycles of onReport, watchTasks and watchConversation the worker holds no listener of them", async () => {
+    const page = await session.newPage();
+    const counts = await page.evaluate(async () => {
+      const client = window.hostE2e.connect();
+      await client.ready();
+      const conversation = await client.rootConversation();
+      const baseline = await client.call<number>("listeners");
+      const subscribe = () => Promise.all([client.onReport(() => {}), client.watchTasks(() => {}), client.watchConversation(conversation, () => {})]);
+      const held = await subscribe();
+      const whileSubscribed = await client.call<number>("listeners");
+      for (const stop of held) stop();
+      for (let cycle = 0; cycle < 999; cycle += 1) for (const stop of await subscribe()) stop();
+      // Unsubscribing is a message like any other: a call made after it is answered after it.
+      const after = await client.call<number>("listeners");
+      return { baseline, whileSubscribed, after };
+    });
+    expect(counts.whileSubscribed).toBe(counts.baseline + 3);
+    expect(counts.after).toBe(counts.baseline);
+  });
+
+  it("an unsubscribed watchTasks listener is not called for later commits", async () => {
+    const page = await session.newPage();
+    const seen = await page.evaluate(async () => {
+      const client = window.hostE2e.connect();
+      await client.ready();
+      let stopped = 0;
+      let live = 0;
+      const stop = await client.watchTasks(() => (stopped += 1));
+      await client.watchTasks(() => (live += 1));
+      stop();
+      const before = stopped;
+      await client.waitForTask(await client.createTask("example.counter", { to: 1 }));
+      await new Promise((resolve) => setTimeout(resolve, 100)); // lets a (wrong) late push arrive
+      return { before, stopped, live };
+    });
+    expect(seen.stopped).toBe(seen.before);
+    expect(seen.live).toBeGreaterThan(0);
+  });
+});
