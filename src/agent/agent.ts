@@ -1,4 +1,5 @@
-import { getToolStateChanges, toToolDeclaration, type SystemMessage, type Tool } from "@earendil-works/pi-ai";
+import type { SystemMessage, Tool } from "@earendil-works/pi-ai";
+import { getToolStateChanges, toToolDeclaration } from "@earendil-works/pi-ai/utils/transcript";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import type { AgentHooks, AnyTool } from "./tool.ts";
 import type { AgentConfig } from "./types.ts";

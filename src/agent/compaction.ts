@@ -1,4 +1,5 @@
-import { isRetryableAssistantError, type AssistantMessage, type Message, type Models, type UserMessage } from "@earendil-works/pi-ai";
+import type { AssistantMessage, Message, Models, UserMessage } from "@earendil-works/pi-ai";
+import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import type { Context } from "../context.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";

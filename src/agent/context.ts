@@ -1,4 +1,5 @@
-import { getCurrentSystemMessage, type AssistantMessage, type Message, type ToolCall, type ToolResultMessage } from "@earendil-works/pi-ai";
+import type { AssistantMessage, Message, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
+import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { EntryRecord } from "../storage/records.ts";
 import type { CompactionEntryPayload } from "./types.ts";
 

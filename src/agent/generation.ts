@@ -1,11 +1,6 @@
-import {
-  getCurrentSystemMessage,
-  isRetryableAssistantError,
-  type Api,
-  type AssistantMessage,
-  type Model,
-  type Models,
-} from "@earendil-works/pi-ai";
+import type { Api, AssistantMessage, Model, Models } from "@earendil-works/pi-ai";
+import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
+import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../context.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";

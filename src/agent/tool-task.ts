@@ -1,4 +1,5 @@
-import { validateToolArguments, type TextContent, type Tool, type ToolCall, type ToolResultMessage } from "@earendil-works/pi-ai";
+import type { TextContent, Tool, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
+import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../context.ts";
 import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
