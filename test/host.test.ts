@@ -7,12 +7,15 @@ import {
   DurableError,
   defineExtension,
   NotFound,
+  InvalidSetting,
   QueryNotReadOnly,
   UnknownMethod,
   UnknownTaskKind,
+  WorkerGone,
   type Storage,
 } from "../src/index.ts";
-import { hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
+import { HostClient } from "../src/host/client.ts";
+import { hostEndpoint, remoteHost, type HostEndpoint } from "../src/host/endpoint.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
 import { createHost, type HostOptions } from "../src/host/host.ts";
 import { messageEndpoint, serveMessages, type ClientMessage, type HostMessage } from "../src/host/messages.ts";
@@ -33,6 +36,15 @@ function serve(options: Partial<HostOptions> = {}, storage?: Storage) {
     now: () => 0,
     ...options,
   });
+}
+
+/** A page-side endpoint connected to `served` by messages, as over a WebSocket (structured clone stands in for JSON). */
+function pageEndpoint(served: ReturnType<typeof serve>): HostEndpoint {
+  let toPage: (message: HostMessage) => void = () => {};
+  const connection = serveMessages(hostEndpoint(served.host), (message) => queueMicrotask(() => toPage(structuredClone(message))));
+  const page = messageEndpoint((message: ClientMessage) => queueMicrotask(() => connection.receive(structuredClone(message))));
+  toPage = page.receive;
+  return page.endpoint;
 }
 
 /** A page and a host connected by messages, as over a WebSocket (structured clone stands in for JSON). */
@@ -197,5 +209,35 @@ describe("error serialization", () => {
     expect(rebuilt).toMatchObject({ name: "AppError", message: "app" });
     expect(rebuilt).not.toBeInstanceOf(DurableError);
     expect(serializeError("text")).toEqual({ name: "Error", message: "text" });
+  });
+});
+
+describe("the page's client over any transport", () => {
+  /** A transport that can tell the host is gone (a closed socket, a dead worker). */
+  class TestClient extends HostClient {
+    lose(message: string) {
+      this.gone(message);
+    }
+  }
+
+  it("keeps the last status, and ready() rejects with the library's class of a failed open", async () => {
+    const client = new TestClient(pageEndpoint(serve()));
+    await client.ready();
+    expect(client.status.kind).toBe("ready");
+    const failing = new TestClient(pageEndpoint(serve({ harness: { registry: counterRegistry(), settings: { restartLimit: -1 } } })));
+    const error = await failing.ready().catch((error: unknown) => error);
+    expect(error).toBeInstanceOf(InvalidSetting);
+    expect(failing.status).toMatchObject({ kind: "failed", error: { name: "InvalidSetting" } });
+  });
+
+  it("once the transport says the host is gone, pending and later calls reject with WorkerGone", async () => {
+    const client = new TestClient(pageEndpoint(serve({ openStorage: () => new Promise<never>(() => {}) })));
+    const pending = client.ready();
+    const call = client.inspect();
+    client.lose("The socket closed.");
+    await expect(pending).rejects.toBeInstanceOf(WorkerGone);
+    await expect(call).rejects.toThrow("The socket closed.");
+    await expect(client.query("SELECT 1")).rejects.toBeInstanceOf(WorkerGone);
+    expect(client.status).toMatchObject({ kind: "failed", error: { name: "WorkerGone" } });
   });
 });

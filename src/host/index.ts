@@ -1,4 +1,5 @@
 /** The runtime-neutral host and its transport seam, for runtime adapters (the browser worker, a Durable Object). */
+export { HostClient } from "./client.ts";
 export { createHost, type HostMethod, type HostOptions, type ServedHost } from "./host.ts";
 export type { Ownership } from "./ownership.ts";
 export { hostEndpoint, remoteHost, type HostEndpoint, type ServedEndpoint } from "./endpoint.ts";

@@ -1,0 +1,122 @@
+/**
+ * The page's handle on a host, over any transport (`pi-durable-web/client` builds it over a worker; a Durable
+ * Object's client over a WebSocket). Its methods are the host's protocol (./protocol.ts), forwarded one for
+ * one; subscriptions resolve with their unsubscribe function. It keeps the last status the host reported,
+ * and once the transport says the host is gone (`gone()`), every pending and later call rejects with
+ * `WorkerGone` instead of hanging.
+ */
+import { DurableError, WorkerGone } from "../errors.ts";
+import type { Json } from "../json.ts";
+import { remoteHost, type HostEndpoint } from "./endpoint.ts";
+import { deserializeError } from "./error-wire.ts";
+import { PROTOCOL, type ErrorShape, type HarnessStatus, type MethodName, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+
+/** Methods the client answers itself instead of forwarding (the status is kept on the page). */
+const OWN = new Set<MethodName>(["status", "onStatus", "lifeLock", "call"]);
+
+type Forwarded = Omit<RemoteHost, "status" | "onStatus" | "lifeLock" | "call">;
+
+// The forwarded methods are added to the class's prototype from PROTOCOL (see the static block).
+export interface HostClient extends Forwarded {}
+
+export class HostClient {
+  /** The host itself, without the client's bookkeeping (for a transport's own calls such as `lifeLock`). */
+  protected readonly remote: RemoteHost;
+  #status: HarnessStatus = { kind: "starting" };
+  readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
+  readonly #pending = new Set<(error: unknown) => void>();
+  #gone: WorkerGone | undefined;
+
+  static {
+    for (const name of Object.keys(PROTOCOL) as MethodName[]) {
+      if (OWN.has(name)) continue;
+      Object.defineProperty(HostClient.prototype, name, {
+        value(this: HostClient, ...args: unknown[]) {
+          return this.#track(() => (this.remote[name] as (...args: unknown[]) => Promise<unknown>)(...args));
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
+  constructor(endpoint: HostEndpoint) {
+    this.remote = remoteHost(endpoint);
+    void this.#track(() =>
+      this.remote.onStatus((status: HarnessStatus) => {
+        if (this.#gone) return; // the page decided: whatever arrives after is stale
+        this.#status = status;
+        for (const listener of this.#statusListeners) listener(status);
+      }),
+    ).catch(() => {});
+  }
+  /** The latest status the host reported. */
+  get status(): HarnessStatus {
+    return this.#status;
+  }
+
+  onStatus(listener: (status: HarnessStatus) => void): Unsubscribe {
+    this.#statusListeners.add(listener);
+    listener(this.#status);
+    return () => void this.#statusListeners.delete(listener);
+  }
+
+  /** Resolves once the database is open; rejects if opening failed, the worker died, or it was closed. */
+  ready(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = (status: HarnessStatus) => {
+        if (status.kind === "ready") resolve();
+        else if (status.kind === "failed") reject(failure(status.error));
+        else if (status.kind === "closed") reject(new DurableError(`The database was closed (${status.reason}).`));
+        else return;
+        unsubscribe();
+      };
+      const unsubscribe = this.onStatus(check);
+      this.#pending.add(reject);
+      if (this.#gone) reject(this.#gone);
+    });
+  }
+
+  /** Calls a method the app's worker added with `serveHarness({ methods })`. */
+  call<T = unknown>(method: string, ...args: Json[]): Promise<T> {
+    return this.#track(() => this.remote.call(method, ...args) as Promise<T>);
+  }
+
+  /** The transport tells that the host is gone: pending and later calls reject with `WorkerGone(message)`. */
+  protected gone(message: string): void {
+    if (this.#gone) return;
+    this.#gone = new WorkerGone(message);
+    for (const reject of this.#pending) reject(this.#gone);
+    this.#pending.clear();
+    // The page hears of it like any other status change (a worker closed cleanly stays "closed").
+    if (this.#status.kind !== "closed") {
+      this.#status = { kind: "failed", error: { name: this.#gone.name, message } };
+      for (const listener of this.#statusListeners) listener(this.#status);
+    }
+  }
+
+  /** Starts a call unless the host is gone; it rejects with `WorkerGone` when the host goes before it answers. */
+  #track<T>(start: () => Promise<T>): Promise<T> {
+    if (this.#gone) return Promise.reject(this.#gone);
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.add(reject);
+      start().then(
+        (value) => {
+          this.#pending.delete(reject);
+          resolve(value);
+        },
+        (error) => {
+          this.#pending.delete(reject);
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/** Why the open failed, as the library's class of that name (a DurableError of that name for any other). */
+function failure(shape: ErrorShape): Error {
+  const error = deserializeError(shape);
+  return error instanceof DurableError ? error : Object.assign(new DurableError(shape.message), { name: shape.name });
+}
+
