@@ -11,6 +11,9 @@
  *   const { endpoint, receive } = messageEndpoint((message) => socket.send(JSON.stringify(message)));
  *   socket.onmessage = (event) => receive(JSON.parse(event.data));
  *   const host = remoteHost(endpoint);
+ *
+ * Values travel as the transport encodes them: over JSON, `exportDatabase()`'s bytes need an encoding of their
+ * own (or an HTTP download), and `undefined` arrives as a missing field (read as undefined again).
  */
 import { deserializeError, serializeError, type SerializedError } from "./error-wire.ts";
 import type { HostEndpoint } from "./endpoint.ts";
