@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
-import { HarnessClosed, InvalidSetting, NotFound, ReadOnlySession } from "./errors.ts";
+import { DatabaseLocked, HarnessClosed, InvalidSetting, NotFound, ReadOnlySession } from "./errors.ts";
 import { cloneJson } from "./json.ts";
 import type { ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
@@ -49,6 +49,13 @@ export interface Inspection {
   tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
 }
 
+/**
+ * The writable harness that holds each storage (B5): from the start of `open` until its `close()` has finished.
+ * Two writers on one storage would run every step twice; a crashed (abandoned) harness keeps its storage, as a
+ * dead process keeps nothing — tests reopen a copy of the image instead.
+ */
+const holders = new WeakMap<Storage, object>();
+
 /** The kernel's name for a conversation handle; the agent layer's `Conversation` is it. */
 export { Conversation as ConversationHandle };
 
@@ -87,6 +94,24 @@ export class Harness {
     const settings = resolveSettings(options.settings);
     if (options.resume && options.readOnly) throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
+    const writer = options.readOnly !== true && !storage.readOnly;
+    if (writer) {
+      if (holders.has(storage)) {
+        throw new DatabaseLocked(
+          `${storage.label} is held by another open harness (or one whose close() has not finished). Close it first, or open this one with readOnly: true.`,
+        );
+      }
+      holders.set(storage, options);
+    }
+    try {
+      return await Harness.#open(storage, options, settings, clock);
+    } catch (error) {
+      if (writer && holders.get(storage) === options) holders.delete(storage);
+      throw error;
+    }
+  }
+
+  static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
     const session = await Session.open(storage, clock, options.readOnly === true);
     const scheduler = new Scheduler(session, options.registry, {
       settings,
@@ -233,7 +258,9 @@ export class Harness {
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
     agentHost(this).close();
-    this.#closed ??= this.#scheduler.close();
+    this.#closed ??= this.#scheduler.close().finally(() => {
+      if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
+    });
     return waitFor(this.#closed, context);
   }
 

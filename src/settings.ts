@@ -20,6 +20,12 @@ export interface Settings {
   };
   /** How one model turn's tool calls run. Default `"parallel"`. */
   toolExecution?: "parallel" | "sequential";
+  /**
+   * S4: how long `close()` waits (harness clock) for a phase that ignores its abort signal. Default 10000;
+   * `Infinity` waits for ever. After it, close gives up on that phase: its task stays `running` in storage
+   * (the next open counts a restart, as after a crash) and the phase's later commits are refused.
+   */
+  closeTimeoutMs?: number;
 }
 
 export interface ResolvedSettings {
@@ -27,6 +33,7 @@ export interface ResolvedSettings {
   progress: { persistWithinMs: number };
   retry: { enabled: boolean; maxRetries: number; baseDelayMs: number; maxAgentDelayMs: number };
   toolExecution: "parallel" | "sequential";
+  closeTimeoutMs: number;
 }
 
 export const DEFAULT_SETTINGS: ResolvedSettings = Object.freeze({
@@ -34,36 +41,60 @@ export const DEFAULT_SETTINGS: ResolvedSettings = Object.freeze({
   progress: Object.freeze({ persistWithinMs: 1000 }),
   retry: Object.freeze({ enabled: true, maxRetries: 3, baseDelayMs: 2000, maxAgentDelayMs: 60_000 }),
   toolExecution: "parallel",
+  closeTimeoutMs: 10_000,
 }) as ResolvedSettings;
 
 /** Fills defaults and rejects bad values with a message that names the setting and what it accepts. */
 export function resolveSettings(settings: Settings | undefined): ResolvedSettings {
-  const s = settings ?? {};
-  if (typeof s !== "object") throw new InvalidSetting(`settings must be an object, got ${typeof s}.`);
+  const s = section("settings", settings, DEFAULT_SETTINGS) as Settings;
   const restartLimit = s.restartLimit ?? DEFAULT_SETTINGS.restartLimit;
   if (restartLimit !== Infinity && !(typeof restartLimit === "number" && Number.isInteger(restartLimit) && restartLimit > 0)) {
-    throw new InvalidSetting(
-      `settings.restartLimit must be a positive integer or Infinity (no limit); got ${JSON.stringify(restartLimit) ?? String(restartLimit)}.`,
-    );
+    throw new InvalidSetting(`settings.restartLimit must be a positive integer or Infinity (no limit); got ${show(restartLimit)}.`);
   }
-  const persistWithinMs = s.progress?.persistWithinMs ?? DEFAULT_SETTINGS.progress.persistWithinMs;
+  const progress = section("settings.progress", s.progress, DEFAULT_SETTINGS.progress) as NonNullable<Settings["progress"]>;
+  const persistWithinMs = progress.persistWithinMs ?? DEFAULT_SETTINGS.progress.persistWithinMs;
   nonNegative("settings.progress.persistWithinMs", persistWithinMs);
-  const retry = { ...DEFAULT_SETTINGS.retry, ...(s.retry ?? {}) };
-  if (typeof retry.enabled !== "boolean") throw new InvalidSetting(`settings.retry.enabled must be a boolean.`);
+  const retry = { ...DEFAULT_SETTINGS.retry, ...(section("settings.retry", s.retry, DEFAULT_SETTINGS.retry) as Settings["retry"]) };
+  if (typeof retry.enabled !== "boolean") throw new InvalidSetting(`settings.retry.enabled must be a boolean; got ${show(retry.enabled)}.`);
   if (!Number.isInteger(retry.maxRetries) || retry.maxRetries < 0) {
-    throw new InvalidSetting(`settings.retry.maxRetries must be a non-negative integer; got ${String(retry.maxRetries)}.`);
+    throw new InvalidSetting(`settings.retry.maxRetries must be a non-negative integer; got ${show(retry.maxRetries)}.`);
   }
   nonNegative("settings.retry.baseDelayMs", retry.baseDelayMs);
   nonNegative("settings.retry.maxAgentDelayMs", retry.maxAgentDelayMs);
   const toolExecution = s.toolExecution ?? DEFAULT_SETTINGS.toolExecution;
   if (toolExecution !== "parallel" && toolExecution !== "sequential") {
-    throw new InvalidSetting(`settings.toolExecution must be "parallel" or "sequential"; got ${JSON.stringify(toolExecution)}.`);
+    throw new InvalidSetting(`settings.toolExecution must be "parallel" or "sequential"; got ${show(toolExecution)}.`);
   }
-  return { restartLimit, progress: { persistWithinMs }, retry, toolExecution };
+  const closeTimeoutMs = s.closeTimeoutMs ?? DEFAULT_SETTINGS.closeTimeoutMs;
+  if (closeTimeoutMs !== Infinity) nonNegative("settings.closeTimeoutMs", closeTimeoutMs);
+  return { restartLimit, progress: { persistWithinMs }, retry, toolExecution, closeTimeoutMs };
+}
+
+/** An optional plain object whose keys are all known (a misspelled key is a mistake, not a no-op). */
+function section(name: string, value: unknown, known: object): object {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidSetting(`${name} must be an object; got ${show(value)}.`);
+  }
+  const unknown = Object.keys(value).filter((key) => !Object.hasOwn(known, key));
+  if (unknown.length > 0) {
+    throw new InvalidSetting(`${name} has unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; known: ${Object.keys(known).join(", ")}.`);
+  }
+  return value;
 }
 
 function nonNegative(name: string, value: unknown): void {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw new InvalidSetting(`${name} must be a finite number of milliseconds ≥ 0; got ${JSON.stringify(value) ?? String(value)}.`);
+    throw new InvalidSetting(`${name} must be a finite number of milliseconds ≥ 0; got ${show(value)}.`);
+  }
+}
+
+/** A value as a message shows it: NaN and Infinity by name (JSON would say null), strings quoted. */
+function show(value: unknown): string {
+  if (typeof value === "number" || typeof value === "bigint") return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
   }
 }

@@ -1,9 +1,9 @@
 import type { Clock } from "../clock.ts";
 import { deepFreeze } from "../json.ts";
-import { HarnessClosed, ReadOnlySession } from "../errors.ts";
+import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
 import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
-import type { Storage } from "../storage/storage.ts";
+import type { DamagedRow, Storage } from "../storage/storage.ts";
 import { documentKey, Tx, type TxActor } from "./tx.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
@@ -28,6 +28,8 @@ export class Session {
   readonly openSubmissions = new Map<number, SubmissionRecord>();
   nextId = 1;
   rootConversationId: number | undefined;
+  /** Rows a read-only open left out because they are damaged (a writable open refuses them). */
+  damaged: DamagedRow[] = [];
   #line: Promise<unknown> = Promise.resolve();
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
@@ -41,9 +43,25 @@ export class Session {
   static async open(storage: Storage, clock: Clock, readOnly: boolean): Promise<Session> {
     const session = new Session(storage, clock, readOnly || storage.readOnly);
     const state = await storage.load();
+    // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
+    // open refuses them (nothing was changed); a read-only one leaves them out of its mirror, for inspection.
+    const damaged = [...(state.damaged ?? [])];
+    const liveTasks = state.liveTasks.filter((task) => {
+      const problem = taskProblem(task);
+      if (problem) damaged.push({ table: "tasks", id: task.id, problem });
+      return !problem;
+    });
+    if (damaged.length > 0 && !session.readOnly) {
+      const list = damaged.slice(0, 5).map((row) => `${row.table === "tasks" ? "task" : row.table} ${row.id}: ${row.problem}`).join("; ");
+      throw new DatabaseCorrupt(
+        `${storage.label} has ${damaged.length} damaged row${damaged.length > 1 ? "s" : ""} (${list}${damaged.length > 5 ? "; …" : ""}). ` +
+          `It was left unmodified; open it with readOnly: true to inspect it.`,
+      );
+    }
+    session.damaged = damaged;
     session.nextId = state.nextId;
     session.rootConversationId = state.rootConversationId;
-    for (const task of state.liveTasks) session.live.set(task.id, deepFreeze(task));
+    for (const task of liveTasks) session.live.set(task.id, deepFreeze(task));
     for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
     for (const document of state.documents) session.documents.set(documentKey(document.scope, document.key), document);
     for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
@@ -70,7 +88,9 @@ export class Session {
     const run = async (): Promise<T> => {
       const tx = new Tx(this, actor);
       const result = body(tx);
-      if (result instanceof Promise) throw new TypeError("A commit callback must be synchronous.");
+      if (typeof (result as { then?: unknown } | null)?.then === "function") {
+        throw new InvalidCommit("A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.");
+      }
       if (tx.hasChecks) await tx.runChecks();
       const batch = tx.batch();
       if (batch) {
@@ -163,6 +183,22 @@ export class Session {
       else this.openSubmissions.delete(submission.id);
     }
   }
+}
+
+const LIVE_STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing"]);
+
+/** What makes a live task record unrunnable (B3), or undefined when its shape is sound. */
+function taskProblem(task: TaskRecord): string | undefined {
+  const state = task.state as unknown as Record<string, unknown> | undefined;
+  if (typeof task.kind !== "string" || !Number.isSafeInteger(task.conversationId)) return "no kind or conversation";
+  if (typeof state !== "object" || state === null) return "no state";
+  if (!LIVE_STATUSES.has(state.status as string)) return `unknown status ${JSON.stringify(state.status)}`;
+  if (state.status === "completing") return typeof state.outcome === "object" && state.outcome !== null ? undefined : "completing without an outcome";
+  const checkpoint = state.checkpoint as { phase?: unknown } | undefined;
+  if (typeof checkpoint !== "object" || checkpoint === null || typeof checkpoint.phase !== "string") return `${String(state.status)} without a checkpoint`;
+  if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id)))) return "waiting without task ids";
+  if (state.status === "sleeping" && !(typeof state.until === "number" && Number.isFinite(state.until))) return "sleeping without a time";
+  return undefined;
 }
 
 const storageFailures = new WeakSet<object>();

@@ -20,6 +20,17 @@ export interface StoredState {
   documents: DocumentRecord[];
   /** Submissions that are not settled yet. */
   openSubmissions: SubmissionRecord[];
+  /**
+   * Rows that could not be parsed (bad JSON, `null`, no `state`), left out of the lists above. A writable
+   * open refuses the database with `DatabaseCorrupt`; a read-only one opens it for inspection.
+   */
+  damaged?: DamagedRow[];
+}
+
+export interface DamagedRow {
+  table: string;
+  id: number | string;
+  problem: string;
 }
 
 export type Row = Record<string, Json>;

@@ -216,16 +216,52 @@ export class Scheduler {
     this.#waiters.clear();
     const sealed = this.#session.seal();
     for (const invocation of this.#invocations.values()) invocation.cancellation.abort(() => new HarnessClosed());
-    await Promise.all([...this.#invocations.values()].map((invocation) => invocation.done));
+    const abandoned = await this.#joinInvocations();
     await this.#draining;
     await sealed;
     if (this.#session.readOnly) return;
-    // A close is not a crash: running tasks go back to pending without counting a restart.
+    // A close is not a crash: running tasks go back to pending without counting a restart. A task whose phase
+    // ignored its signal past closeTimeoutMs stays running: the next open counts it, as after a crash.
     await this.#session.commitWhileSealing((tx) => {
       for (const task of [...tx.liveTasks()]) {
-        if (task.state.status === "running") tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
+        if (task.state.status === "running" && !abandoned.has(task.id)) tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
       }
     });
+  }
+
+  /**
+   * Waits for every invocation to return, at most `settings.closeTimeoutMs` on the harness clock. Phases still
+   * running then are given up on (their runtime refuses every later call) and their task ids returned.
+   */
+  async #joinInvocations(): Promise<Set<number>> {
+    const invocations = [...this.#invocations.values()];
+    const joined = Promise.all(invocations.map((invocation) => invocation.done));
+    const limit = this.#options.settings.closeTimeoutMs;
+    if (invocations.length === 0 || limit === Infinity) {
+      await joined;
+      return new Set();
+    }
+    let cancel: (() => void) | undefined;
+    const timedOut = await Promise.race([
+      joined.then(() => false),
+      new Promise<boolean>((resolve) => (cancel = this.#options.clock.setTimer(limit, () => resolve(true)))),
+    ]);
+    cancel?.();
+    if (!timedOut) return new Set();
+    const stuck = invocations.filter((invocation) => this.#invocations.get(invocation.taskId) === invocation);
+    for (const invocation of stuck) {
+      invocation.ended = true;
+      this.#invocations.delete(invocation.taskId);
+    }
+    const ids = stuck.map((invocation) => invocation.taskId);
+    deliver(this.#options.onReport, {
+      kind: "error",
+      error: new DurableError(
+        `close(): the phase of task${ids.length > 1 ? "s" : ""} ${ids.join(", ")} ignored its abort signal for settings.closeTimeoutMs (${limit} ms); ` +
+          `close went on without it. The task stays running in storage and the next open counts a restart, as after a crash.`,
+      ),
+    });
+    return new Set(ids);
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -282,9 +318,38 @@ export class Scheduler {
         if (!set) this.#waitersOn.set(member, (set = new Set()));
         set.add(task.id);
       }
+      if (task.state.policy === "failFast") this.#checkSettled(task.state.on);
     }
     if (task.state.status === "sleeping") this.#sleepers.add(task.id);
     else this.#sleepers.delete(task.id);
+  }
+
+  /**
+   * failFast (B7): a member may have failed before the wait was committed, or before a crash let the pass
+   * that marks the others run. Members already settled are looked up when a wait is indexed (at commit and
+   * at open); a failed one goes to the failFast set like a failure observed live.
+   */
+  #checkSettled(members: readonly number[]): void {
+    const stored: number[] = [];
+    for (const member of members) {
+      const live = this.#session.live.get(member);
+      if (!live) stored.push(member);
+      else if (live.state.status === "completing" && live.state.outcome.status !== "completed") this.#failed.add(member);
+    }
+    if (stored.length === 0) return;
+    void Promise.all(stored.map((member) => this.#session.storage.getTask(member))).then(
+      (records) => {
+        let found = false;
+        for (const record of records) {
+          if (record?.state.status === "terminal" && record.state.outcome.status !== "completed") {
+            this.#failed.add(record.id);
+            found = true;
+          }
+        }
+        if (found) this.#kick();
+      },
+      () => {}, // storage closed or unreadable: the wait simply stays as it is
+    );
   }
 
   #kick(): void {
@@ -345,9 +410,13 @@ export class Scheduler {
   #armTimer(): void {
     if (this.#closing || !this.#enabled) return;
     let earliest: number | undefined;
+    const now = this.#options.clock.now();
     for (const id of this.#sleepers) {
       const task = this.#session.live.get(id);
       if (task?.state.status !== "sleeping" || this.#invocations.has(id)) continue;
+      // Due (or abort-marked) sleepers were already looked at by a pass; whatever holds them now (owned
+      // work, an owner's intent) wakes them with a commit. A timer for them would fire at 0 ms for ever (B8).
+      if (task.abortRequested || task.state.until <= now) continue;
       if (earliest === undefined || task.state.until < earliest) earliest = task.state.until;
     }
     if (earliest === this.#timerAt) return;
@@ -399,7 +468,8 @@ export class Scheduler {
       // handover: it is taken again (in abort mode, or under the new definition) without a new write.
       if (status === "completing" || status === "terminal") continue;
       if (status === "waiting" && task.state.on.some((member) => this.#isLive(tx, member))) continue;
-      if (status === "sleeping" && task.state.until > now) continue;
+      // An abort mark does not wait for the sleep (or retry backoff) to end: the abort runs now (B1).
+      if (status === "sleeping" && task.state.until > now && !task.abortRequested) continue;
       const mode: Mode = task.abortRequested ? "abort" : "run";
       if (mode === "abort" && this.#hasLiveOwnedWork(tx, id)) continue;
       if (mode === "run" && this.#ownerHasIntent(tx, task)) continue;
@@ -415,16 +485,18 @@ export class Scheduler {
       const checkpoint = resolution.migrated?.checkpoint ?? (task.state as { checkpoint: Checkpoint }).checkpoint;
       let invocationMode: Mode = mode;
       const limit = this.#options.settings.restartLimit;
-      if (mode === "run" && (record.restarts ?? 0) >= limit) {
-        if (!resolution.definition.onRestartLimit) {
-          const restarts = record.restarts ?? 0;
-          const message = `Task ${record.id} (${record.kind}) was cut off ${restarts} times in a row without progress; the restart limit is ${limit}, so it was not run again.`;
-          this.#terminate(tx, record, { status: "faulted", error: { message, detail: { reason: "restart_limit", restarts } } });
-          tx.report({ kind: "task_faulted", taskId: record.id, taskKind: record.kind, conversationId: record.conversationId, reason: "restart_limit", message, detail: { reason: "restart_limit", restarts } });
-          continue;
-        }
-        invocationMode = "limit";
+      const restarts = record.restarts ?? 0;
+      // S6 (B6): the limit also holds for the abort handler, and for onRestartLimit itself (which runs at
+      // `restarts === limit`; one more cut-off means it is the handler that kills the process).
+      const handler = mode === "abort" ? "abort handler" : resolution.definition.onRestartLimit ? "restart-limit handler" : undefined;
+      if ((mode === "abort" && restarts >= limit) || (mode === "run" && restarts >= limit && (!handler || restarts > limit))) {
+        const cut = mode === "abort" || restarts > limit ? `'s ${handler}` : "";
+        const message = `Task ${record.id} (${record.kind})${cut} was cut off ${restarts} times in a row without progress; the restart limit is ${limit}, so it was not run again.`;
+        this.#terminate(tx, record, { status: "faulted", error: { message, detail: { reason: "restart_limit", restarts } } });
+        tx.report({ kind: "task_faulted", taskId: record.id, taskKind: record.kind, conversationId: record.conversationId, reason: "restart_limit", message, detail: { reason: "restart_limit", restarts } });
+        continue;
       }
+      if (mode === "run" && restarts >= limit) invocationMode = "limit";
       if (status !== "running" || record !== task) {
         tx.putTask({ ...record, state: { status: "running", checkpoint }, startedAt: record.startedAt ?? now });
       }
@@ -707,10 +779,16 @@ export class Scheduler {
       if (invocation.ended) throw new InvocationEnded(id);
     };
     const gated = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
-      onLine(body).catch((error: unknown) => {
-        if (isStorageFailure(error)) invocation.storageFailure = error;
-        throw error;
-      });
+      onLine(body).then(
+        (result) => {
+          invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
+          return result;
+        },
+        (error: unknown) => {
+          if (isStorageFailure(error)) invocation.storageFailure = error;
+          throw error;
+        },
+      );
     const onLine = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
       session.commit((tx) => {
         if (invocation.ended) throw new InvocationEnded(id);
@@ -738,6 +816,11 @@ export class Scheduler {
         const committed = gated((tx, current) => {
           // `current` is the committed record itself (frozen), not a copy.
           const next = change(tx, current);
+          if (typeof (next as { then?: unknown } | undefined)?.then === "function") {
+            throw new InvalidCommit(
+              `The change callback of runtime.commit (task ${id}) returned a Promise: it must be synchronous. Do the async work before commit and return the next state (or undefined).`,
+            );
+          }
           if (next !== undefined) scheduler.#applyNext(tx, current, next, invocation);
         });
         // The invocation's own context needs no extra wait: its end already rejects the commit on the line.
@@ -998,7 +1081,18 @@ function mergeSorted(a: number[], b: number[]): number[] {
   return out;
 }
 
+/** A thrown value as a message. Never throws itself: a cyclic object or a BigInt still gives a message (B2). */
 export function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  return typeof error === "string" ? error : JSON.stringify(error) ?? String(error);
+  try {
+    if (error instanceof Error) return String(error.message);
+    if (typeof error === "string") return error;
+    if (typeof error === "bigint") return `${error}n`;
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    try {
+      return String(error);
+    } catch {
+      return "A value that cannot be shown as text was thrown.";
+    }
+  }
 }
