@@ -1,7 +1,8 @@
 import { DurableError, HarnessClosed, ReadOnlySession } from "../errors.ts";
 import type { Json } from "../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
-import type { Row, Storage, StoredState } from "./storage.ts";
+import { parseAll, parseStored } from "./rows.ts";
+import type { DamagedRow, Row, Storage, StoredState } from "./storage.ts";
 
 interface Image {
   format: "pi-durable-memory/1";
@@ -50,19 +51,20 @@ export class MemoryStorage implements Storage {
 
   async load(): Promise<StoredState> {
     const image = this.#open();
-    const liveTasks = Object.values(image.tasks)
-      .map((text) => JSON.parse(text) as TaskRecord)
-      .filter((task) => task.state.status !== "terminal")
-      .sort((a, b) => a.id - b.id);
-    const documents = Object.values(image.documents).map((text) => JSON.parse(text) as DocumentRecord);
-    const openSubmissions = values<SubmissionRecord>(image.submissions).filter((s) => s.status === "queued" || s.status === "running");
+    const damaged: DamagedRow[] = [];
+    const rows = (table: keyof Image & string) => Object.entries(image[table] as Record<string, string>);
+    const byId = <T extends { id: number }>(list: T[]) => list.sort((a, b) => a.id - b.id);
+    const liveTasks = byId(parseAll<TaskRecord>("tasks", rows("tasks"), damaged).filter((task) => task.state.status !== "terminal"));
+    const documents = parseAll<DocumentRecord>("documents", rows("documents"), damaged);
+    const openSubmissions = byId(parseAll<SubmissionRecord>("submissions", rows("submissions"), damaged).filter((s) => s.status === "queued" || s.status === "running"));
     return {
       nextId: image.nextId,
       rootConversationId: image.rootConversationId,
       liveTasks,
-      conversations: values<ConversationRecord>(image.conversations),
+      conversations: byId(parseAll<ConversationRecord>("conversations", rows("conversations"), damaged)),
       documents,
       openSubmissions,
+      ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
 
@@ -92,7 +94,7 @@ export class MemoryStorage implements Storage {
     if (this.readOnly) throw new ReadOnlySession("A write");
     const recovered: number[] = [];
     for (const [id, text] of Object.entries(image.tasks)) {
-      const task = JSON.parse(text) as TaskRecord;
+      const task = parseStored<TaskRecord>("memory", "tasks", id, text);
       if (task.state.status !== "running") continue;
       const state = options.keepRunning ? task.state : { ...task.state, status: "pending" };
       image.tasks[id] = JSON.stringify({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
@@ -102,11 +104,11 @@ export class MemoryStorage implements Storage {
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
-    return parse(this.#open().tasks[String(id)]);
+    return parse(this.#open().tasks[String(id)], "tasks", id);
   }
 
   async listTasks(filter: { status?: TaskStatus; conversationId?: number } = {}): Promise<TaskRecord[]> {
-    return values<TaskRecord>(this.#open().tasks).filter(
+    return values<TaskRecord>(this.#open().tasks, "tasks").filter(
       (task) =>
         (filter.status === undefined || task.state.status === filter.status) &&
         (filter.conversationId === undefined || task.conversationId === filter.conversationId),
@@ -114,45 +116,45 @@ export class MemoryStorage implements Storage {
   }
 
   async getConversation(id: number): Promise<ConversationRecord | undefined> {
-    return parse(this.#open().conversations[String(id)]);
+    return parse(this.#open().conversations[String(id)], "conversations", id);
   }
 
   async listConversations(): Promise<ConversationRecord[]> {
-    return values<ConversationRecord>(this.#open().conversations);
+    return values<ConversationRecord>(this.#open().conversations, "conversations");
   }
 
   async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
     const after = options.afterId ?? 0;
-    return values<EntryRecord>(this.#open().entries).filter((e) => e.conversationId === conversationId && e.id > after);
+    return values<EntryRecord>(this.#open().entries, "entries").filter((e) => e.conversationId === conversationId && e.id > after);
   }
 
   async getEntry(id: number): Promise<EntryRecord | undefined> {
-    return parse(this.#open().entries[String(id)]);
+    return parse(this.#open().entries[String(id)], "entries", id);
   }
 
   async getDocument(scope: string, key: string): Promise<Json | undefined> {
-    return parse<DocumentRecord>(this.#open().documents[docKey(scope, key)])?.value;
+    return parse<DocumentRecord>(this.#open().documents[docKey(scope, key)], "documents", key)?.value;
   }
 
   async listDocuments(scope: string): Promise<DocumentRecord[]> {
-    return Object.values(this.#open().documents)
-      .map((text) => JSON.parse(text) as DocumentRecord)
+    return Object.entries(this.#open().documents)
+      .map(([key, text]) => parseStored<DocumentRecord>("memory", "documents", key, text))
       .filter((d) => d.scope === scope)
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   async getSubmission(id: number): Promise<SubmissionRecord | undefined> {
-    return parse(this.#open().submissions[String(id)]);
+    return parse(this.#open().submissions[String(id)], "submissions", id);
   }
 
   async findSubmission(conversationId: number, requestId: string): Promise<SubmissionRecord | undefined> {
-    return values<SubmissionRecord>(this.#open().submissions).find(
+    return values<SubmissionRecord>(this.#open().submissions, "submissions").find(
       (s) => s.conversationId === conversationId && s.requestId === requestId,
     );
   }
 
   async listSubmissions(conversationId: number): Promise<SubmissionRecord[]> {
-    return values<SubmissionRecord>(this.#open().submissions).filter((s) => s.conversationId === conversationId);
+    return values<SubmissionRecord>(this.#open().submissions, "submissions").filter((s) => s.conversationId === conversationId);
   }
 
   async query(): Promise<Row[]> {
@@ -173,12 +175,12 @@ function docKey(scope: string, key: string): string {
   return `${scope}\u0000${key}`;
 }
 
-function parse<T>(text: string | undefined): T | undefined {
-  return text === undefined ? undefined : (JSON.parse(text) as T);
+function parse<T>(text: string | undefined, table = "record", id: number | string = "?"): T | undefined {
+  return text === undefined ? undefined : parseStored<T>("memory", table, id, text);
 }
 
-function values<T extends { id: number }>(table: Record<string, string>): T[] {
-  return Object.values(table)
-    .map((text) => JSON.parse(text) as T)
+function values<T extends { id: number }>(table: Record<string, string>, name = "record"): T[] {
+  return Object.entries(table)
+    .map(([id, text]) => parseStored<T>("memory", name, id, text))
     .sort((a, b) => a.id - b.id);
 }

@@ -19,6 +19,11 @@ export interface SqliteDatabase {
    * uninterrupted turn of the database. A throwing body rolls back and the error is rethrown.
    */
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T>;
+  /**
+   * True when `sql` is one statement that does not write, as SQLite itself decides (`sqlite3_stmt_readonly`).
+   * Optional: without it `storage.query()` falls back to a stricter text check plus `PRAGMA query_only`.
+   */
+  statementIsReadOnly?(sql: string): Promise<boolean>;
   /** True when the database refuses writes (opened read-only). */
   readonly readOnly: boolean;
   /** The bytes of the whole database (for copies, downloads and crash simulation). */

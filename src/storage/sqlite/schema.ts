@@ -60,7 +60,7 @@ export const SQL = {
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   writeMeta: `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
-  liveTasks: `SELECT record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
+  liveTasks: `SELECT id, record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,
@@ -75,7 +75,7 @@ export const SQL = {
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
   getConversation: `SELECT record FROM conversations WHERE id = ?`,
-  listConversations: `SELECT record FROM conversations ORDER BY id`,
+  listConversations: `SELECT id, record FROM conversations ORDER BY id`,
   insertEntry: `INSERT INTO entries (id, conversation_id, kind, record) VALUES (?, ?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
   listEntries: `SELECT record FROM entries WHERE conversation_id = ? AND id > ? ORDER BY id`,
@@ -89,7 +89,7 @@ export const SQL = {
     ON CONFLICT (scope, key) DO UPDATE SET record = excluded.record`,
   deleteDocument: `DELETE FROM documents WHERE scope = ? AND key = ?`,
   getDocument: `SELECT record FROM documents WHERE scope = ? AND key = ?`,
-  allDocuments: `SELECT record FROM documents`,
-  openSubmissions: `SELECT record FROM submissions WHERE status IN ('queued', 'running') ORDER BY id`,
+  allDocuments: `SELECT scope || '/' || key AS id, record FROM documents`,
+  openSubmissions: `SELECT id, record FROM submissions WHERE status IN ('queued', 'running') ORDER BY id`,
   listDocuments: `SELECT record FROM documents WHERE scope = ? ORDER BY key`,
 } as const;

@@ -1,7 +1,8 @@
 import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession, SchemaTooNew } from "../../errors.ts";
 import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
-import type { Row, Storage, StoredState } from "../storage.ts";
+import { parseAll, parseStored } from "../rows.ts";
+import type { DamagedRow, Row, Storage, StoredState } from "../storage.ts";
 import type { SqlRow, SqliteDatabase, SqlValue } from "./database.ts";
 import { SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
@@ -49,7 +50,12 @@ export class SqliteStorage implements Storage {
       if (!tables.has("meta")) {
         throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (it has no meta table). It was left unmodified.`);
       }
-      const meta = await readMeta(db);
+      let meta: Map<string, string>;
+      try {
+        meta = await readMeta(db);
+      } catch (error) {
+        throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (its meta table is another app's). It was left unmodified.`, { cause: error });
+      }
       const version = Number(meta.get("schema_version"));
       if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
       if (version > SCHEMA_VERSION) throw new SchemaTooNew(version, SCHEMA_VERSION);
@@ -68,16 +74,20 @@ export class SqliteStorage implements Storage {
     const largest = Number((await this.#db.get(SQL.largestId))?.id ?? 0);
     const nextId = Math.max(floor, largest + 1);
     const root = meta.get("root_conversation");
-    const liveTasks = (await this.#db.all(SQL.liveTasks)).map((row) => parseRecord<TaskRecord>(row));
+    // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
+    const damaged: DamagedRow[] = [];
+    const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
+    const liveTasks = parseAll<TaskRecord>("tasks", await rows(SQL.liveTasks), damaged);
     this.#liveStatus.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
     return {
       nextId,
       rootConversationId: root === undefined ? undefined : Number(root),
       liveTasks,
-      conversations: await this.listConversations(),
-      documents: (await this.#db.all(SQL.allDocuments)).map((row) => parseRecord<DocumentRecord>(row)),
-      openSubmissions: (await this.#db.all(SQL.openSubmissions)).map((row) => parseRecord<SubmissionRecord>(row)),
+      conversations: parseAll<ConversationRecord>("conversations", await rows(SQL.listConversations), damaged),
+      documents: parseAll<DocumentRecord>("documents", await rows(SQL.allDocuments), damaged),
+      openSubmissions: parseAll<SubmissionRecord>("submissions", await rows(SQL.openSubmissions), damaged),
+      ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
 
@@ -128,7 +138,7 @@ export class SqliteStorage implements Storage {
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
-    return optional(await this.#db.get(SQL.getTask, id));
+    return optional(await this.#db.get(SQL.getTask, id), "tasks");
   }
 
   async listTasks(filter: { status?: TaskStatus; conversationId?: number } = {}): Promise<TaskRecord[]> {
@@ -143,52 +153,53 @@ export class SqliteStorage implements Storage {
       params.push(filter.conversationId);
     }
     const sql = `SELECT record FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
-    return (await this.#db.all(sql, ...params)).map((row) => parseRecord<TaskRecord>(row));
+    return (await this.#db.all(sql, ...params)).map((row) => parseRecord<TaskRecord>(row, "tasks"));
   }
 
   async getConversation(id: number): Promise<ConversationRecord | undefined> {
-    return optional(await this.#db.get(SQL.getConversation, id));
+    return optional(await this.#db.get(SQL.getConversation, id), "conversations");
   }
 
   async listConversations(): Promise<ConversationRecord[]> {
-    return (await this.#db.all(SQL.listConversations)).map((row) => parseRecord<ConversationRecord>(row));
+    return (await this.#db.all(SQL.listConversations)).map((row) => parseRecord<ConversationRecord>(row, "conversations"));
   }
 
   async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
-    return (await this.#db.all(SQL.listEntries, conversationId, options.afterId ?? 0)).map((row) => parseRecord<EntryRecord>(row));
+    return (await this.#db.all(SQL.listEntries, conversationId, options.afterId ?? 0)).map((row) => parseRecord<EntryRecord>(row, "entries"));
   }
 
   async getEntry(id: number): Promise<EntryRecord | undefined> {
-    return optional(await this.#db.get(SQL.getEntry, id));
+    return optional(await this.#db.get(SQL.getEntry, id), "entries");
   }
 
   async getDocument(scope: string, key: string): Promise<Json | undefined> {
-    return optional<DocumentRecord>(await this.#db.get(SQL.getDocument, scope, key))?.value;
+    return optional<DocumentRecord>(await this.#db.get(SQL.getDocument, scope, key), "documents")?.value;
   }
 
   async listDocuments(scope: string): Promise<DocumentRecord[]> {
-    return (await this.#db.all(SQL.listDocuments, scope)).map((row) => parseRecord<DocumentRecord>(row));
+    return (await this.#db.all(SQL.listDocuments, scope)).map((row) => parseRecord<DocumentRecord>(row, "documents"));
   }
 
   async getSubmission(id: number): Promise<SubmissionRecord | undefined> {
-    return optional(await this.#db.get(SQL.getSubmission, id));
+    return optional(await this.#db.get(SQL.getSubmission, id), "submissions");
   }
 
   async findSubmission(conversationId: number, requestId: string): Promise<SubmissionRecord | undefined> {
-    return optional(await this.#db.get(SQL.findSubmission, conversationId, requestId));
+    return optional(await this.#db.get(SQL.findSubmission, conversationId, requestId), "submissions");
   }
 
   async listSubmissions(conversationId: number): Promise<SubmissionRecord[]> {
-    return (await this.#db.all(SQL.listSubmissions, conversationId)).map((row) => parseRecord<SubmissionRecord>(row));
+    return (await this.#db.all(SQL.listSubmissions, conversationId)).map((row) => parseRecord<SubmissionRecord>(row, "submissions"));
   }
 
   /**
-   * Read-only SQL for inspectors and tests. The statement must be a single SELECT / WITH / EXPLAIN or a
-   * read-only PRAGMA; anything else is refused before it reaches SQLite, and the database itself runs the
-   * statement with `query_only` so a write hidden in a CTE cannot slip through either.
+   * Read-only SQL for inspectors and tests. The statement must be one statement that SQLite says does not
+   * write (`sqlite3_stmt_readonly`, B10; a database without it gets a strict text check); anything else is
+   * refused before it runs, and the statement runs with `query_only` on as a second guard.
    */
   async query(sql: string, ...params: Json[]): Promise<Row[]> {
-    if (!isReadOnlyStatement(sql)) throw new QueryNotReadOnly(sql);
+    const readOnly = this.#db.statementIsReadOnly ? await this.#db.statementIsReadOnly(sql) : isReadOnlyStatement(sql);
+    if (!readOnly) throw new QueryNotReadOnly(sql);
     const values = params.map((p) => (p === null || typeof p !== "object" ? (typeof p === "boolean" ? Number(p) : p) : JSON.stringify(p)));
     try {
       // One queued operation: a commit can never slip in while query_only is on (it would be refused).
@@ -227,12 +238,12 @@ async function readMeta(db: SqliteDatabase): Promise<Map<string, string>> {
   return new Map((await db.all(SQL.readMeta)).map((row) => [String(row.key), String(row.value)]));
 }
 
-function parseRecord<T>(row: SqlRow): T {
-  return JSON.parse(String(row.record)) as T;
+function parseRecord<T>(row: SqlRow, table: string): T {
+  return parseStored<T>("sqlite", table, (row.id as number | undefined) ?? "?", row.record);
 }
 
-function optional<T>(row: SqlRow | undefined): T | undefined {
-  return row === undefined ? undefined : parseRecord<T>(row);
+function optional<T>(row: SqlRow | undefined, table: string): T | undefined {
+  return row === undefined ? undefined : parseRecord<T>(row, table);
 }
 
 function splitStatements(sql: string): string[] {
@@ -243,7 +254,8 @@ function splitStatements(sql: string): string[] {
     .filter(Boolean);
 }
 
-const READ_ONLY_PRAGMAS = /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|journal_mode|schema_version|user_version|database_list|compile_options|foreign_key_list)\b(?!\s*=)/i;
+/** The fallback for databases without `statementIsReadOnly`: pragmas that only read, with no value at all. */
+const READ_ONLY_PRAGMAS = /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|schema_version|user_version|database_list|compile_options|foreign_key_list)\s*(\(\s*[A-Za-z_][A-Za-z0-9_]*\s*\))?$/i;
 
 function isReadOnlyStatement(sql: string): boolean {
   const text = sql.trim().replace(/;\s*$/, "");

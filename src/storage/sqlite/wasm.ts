@@ -318,6 +318,14 @@ async function acquirePool(sqlite3: Sqlite3Static, directory: string | undefined
 // The connection
 
 /**
+ * Statements sqlite3_stmt_readonly calls read-only although they change the connection's state: transaction
+ * control, ATTACH/DETACH, and a PRAGMA given a value (`query_only(0)`, `foreign_keys = ON`) unless it is one
+ * whose argument only names what to read (a table, an index, a check limit).
+ */
+const CONNECTION_STATEMENT =
+  /^\s*(begin|commit|end|rollback|savepoint|release|attach|detach|vacuum)\b|^\s*pragma\s+(?!(?:\w+\.)?(?:table_info|table_xinfo|index_list|index_info|index_xinfo|foreign_key_list|foreign_key_check|integrity_check|quick_check)\b)[\w.]+\s*[(=]/i;
+
+/**
  * The C functions we call straight on the wasm exports: numbers in, numbers out, no argument adapters. Two
  * reasons beyond speed: 3.54.1's `capi.sqlite3_bind_null` wrapper is declared void (returns undefined,
  * hiding errors) and its `capi.sqlite3_bind_text` throws a ReferenceError when given a JS string.
@@ -326,6 +334,7 @@ async function acquirePool(sqlite3: Sqlite3Static, directory: string | undefined
 interface RawApi {
   sqlite3_prepare_v3(db: number, sql: number, bytes: number, flags: number, ppStmt: number, pzTail: number): number;
   sqlite3_finalize(stmt: number): number;
+  sqlite3_stmt_readonly(stmt: number): number;
   sqlite3_step(stmt: number): number;
   sqlite3_reset(stmt: number): number;
   sqlite3_clear_bindings(stmt: number): number;
@@ -537,6 +546,38 @@ class Connection implements SqliteDatabase {
   async abandon(): Promise<void> {
     this.#closed = true;
     await this.#shutdown();
+  }
+
+  /**
+   * B10: true when `sql` is exactly one statement that SQLite itself says does not write
+   * (`sqlite3_stmt_readonly`), so `PRAGMA name(value)` and writes hidden in a CTE are caught without text
+   * matching. Transaction control, ATTACH and DETACH count as not read-only here: they change the connection.
+   */
+  statementIsReadOnly(sql: string): Promise<boolean> {
+    return this.#enqueue(() => {
+      const { wasm } = this.#sqlite3;
+      const [text, length] = wasm.allocCString(sql, true);
+      const stack = wasm.pstack.pointer;
+      try {
+        const [ppStatement, ppTail] = wasm.pstack.allocPtr(2) as [number, number];
+        const rc = this.#c.sqlite3_prepare_v3(this.#pointer, text, length, 0, ppStatement, ppTail);
+        const pointer = wasm.peekPtr(ppStatement) as number;
+        if (rc !== 0 || !pointer) return false;
+        let readOnly = this.#c.sqlite3_stmt_readonly(pointer) !== 0;
+        this.#c.sqlite3_finalize(pointer);
+        const tail = wasm.peekPtr(ppTail) as number;
+        if (readOnly && tail < text + length) {
+          const rest = this.#c.sqlite3_prepare_v3(this.#pointer, tail, text + length - tail, 0, ppStatement, ppTail);
+          const extra = wasm.peekPtr(ppStatement) as number;
+          if (extra) this.#c.sqlite3_finalize(extra);
+          if (rest !== 0 || extra) readOnly = false; // one statement only
+        }
+        return readOnly && !CONNECTION_STATEMENT.test(sql);
+      } finally {
+        wasm.pstack.restore(stack);
+        wasm.dealloc(text);
+      }
+    });
   }
 
   /** Runs one or more statements (not cached: DDL, pragmas, scripts). */
