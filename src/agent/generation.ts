@@ -3,6 +3,7 @@ import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../context.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
+import { commitStored } from "../tasks/commit-stored.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
 import { resolveAgent, planSystemMessage } from "./agent.ts";
 import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
@@ -149,8 +150,9 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     await startToolRound(task, runtime, message, context);
     return;
   }
+  // B9: the commits below record an answer that was paid for; a refused one is retried, never re-requested.
   if (message.stopReason === "stop" || message.stopReason === "length" || message.stopReason === "toolUse") {
-    await runtime.commit((tx) => {
+    await commitStored(runtime, (tx) => {
       const entryId = appendAssistant(tx, conversationId, message);
       endRun(tx, conversationId, task.id, { status: "done", answer: entryId });
       return { status: "terminal", outcome: { status: "completed", result: { entryId } } };
@@ -165,7 +167,7 @@ async function startToolRound(task: Task, runtime: Runtime, message: AssistantMe
   const conversationId = task.conversationId;
   const { turn } = task.state.checkpoint as RequestCheckpoint;
   const sequential = runtime.settings.toolExecution === "sequential";
-  await runtime.commit((tx) => {
+  await commitStored(runtime, (tx) => {
     const assistant = appendAssistant(tx, conversationId, message);
     const refs: LiveToolRef[] = [];
     const created: number[] = [];
@@ -182,7 +184,7 @@ async function startToolRound(task: Task, runtime: Runtime, message: AssistantMe
     }
     const { generation: _generation, ...live } = readLive(tx, conversationId);
     writeLive(tx, conversationId, { ...live, tools: refs });
-    return { status: "waiting", checkpoint: { phase: "tools", turn, assistant, tools: created, pending }, on: created };
+    return { status: "waiting", checkpoint: { phase: "tools" as const, turn, assistant, tools: created, pending }, on: created };
   }, context);
 }
 
@@ -232,7 +234,7 @@ async function failAttempt(task: Task, runtime: Runtime, failure: AttemptFailure
     return;
   }
   const delay = Math.min(policy.baseDelayMs * 2 ** retriesUsed, policy.maxAgentDelayMs);
-  await runtime.commit((tx) => {
+  await commitStored(runtime, (tx) => {
     convertPartial(tx, conversationId);
     if (failure.response) appendAssistant(tx, conversationId, failure.response);
     const until = tx.now() + delay;
@@ -248,7 +250,7 @@ async function failAttempt(task: Task, runtime: Runtime, failure: AttemptFailure
  */
 async function failRun(task: Task, runtime: Runtime, reason: UnansweredReason, message: string, context: Context, response?: AssistantMessage): Promise<void> {
   const conversationId = task.conversationId;
-  await runtime.commit((tx) => {
+  await commitStored(runtime, (tx) => {
     convertPartial(tx, conversationId);
     if (response) appendAssistant(tx, conversationId, response);
     endRun(tx, conversationId, task.id, { status: "unanswered", reason, message });

@@ -4,6 +4,7 @@ import type { Context } from "../context.ts";
 import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
+import { commitStored } from "../tasks/commit-stored.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
 import { resolveAgent, type ResolvedAgent } from "./agent.ts";
 import { toolCallsOf } from "./context.ts";
@@ -211,7 +212,8 @@ async function settle(
   context: Context,
 ): Promise<void> {
   const conversationId = task.conversationId;
-  await runtime.commit((tx) => {
+  // B9: a refused result commit is retried as a commit; rerunning the step would call it "interrupted".
+  await commitStored(runtime, (tx) => {
     const message: ToolResultMessage = {
       role: "toolResult",
       toolCallId: toolCall.id,
