@@ -48,6 +48,8 @@ export interface CrashSweepOptions {
    * `{ sample, seed }` runs at most `sample` pairs drawn with the seed (every single crash still runs).
    */
   double?: boolean | { sample: number; seed?: number };
+  /** Run only a sample of the single crash points (every one by default), drawn with the seed. */
+  single?: { sample: number; seed?: number };
   /** Skip built-in invariants by name (see `BUILT_IN_INVARIANTS`). */
   skip?: readonly BuiltInInvariant[];
   /** Clock start of the first process. Default 1000. */
@@ -149,7 +151,9 @@ export async function crashSweep<W>(scenario: CrashScenario<W>, options: CrashSw
   const commits = baseline.commitsPerProcess[0]!;
   let single = 0;
   const pairs: CrashPoint[][] = [];
-  for (const point of crashPoints(commits)) {
+  let points = crashPoints(commits);
+  if (options.single && points.length > options.single.sample) points = sample(points, options.single.sample, options.single.seed ?? 1);
+  for (const point of points) {
     const result = await runWorld(scenario, backend, options, [point]);
     single++;
     if (result.violation) throw result.violation;
