@@ -39,6 +39,11 @@ async function status(harness: Harness, id: number): Promise<TaskRecord> {
   return (await harness.getTask(id, ctx))!;
 }
 
+/** Lets queued work run (the clock stays put) until the task is terminal, or gives up after `rounds`. */
+async function settleUntilTerminal(harness: Harness, id: number, rounds = 400): Promise<void> {
+  for (let i = 0; i < rounds && (await status(harness, id)).state.status !== "terminal"; i++) await flush(1);
+}
+
 for (const backend of backends) {
   describe(`kernel corners on ${backend.name}`, () => {
     it("S3/B1: abortTask on a sleeping task runs its abort handler now, not when the sleep ends", async () => {
@@ -49,7 +54,7 @@ for (const backend of backends) {
       harness.resume();
       await runUntil(clock, async () => (await status(harness, id)).state.status === "sleeping");
       await harness.abortTask(id, ctx);
-      await flush(10); // no clock movement
+      await settleUntilTerminal(harness, id); // no clock movement
       const record = await status(harness, id);
       expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
     });
@@ -76,7 +81,7 @@ for (const backend of backends) {
       harness.resume();
       await runUntil(clock, async () => (await harness.inspect(ctx)).tasks.some((t) => t.record.state.status === "sleeping"));
       await harness.abortTask(id, ctx);
-      await flush(15);
+      await settleUntilTerminal(harness, id);
       expect((await status(harness, id)).state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
       expect((await harness.inspect(ctx)).tasks).toEqual([]);
     });
@@ -103,7 +108,8 @@ for (const backend of backends) {
       const root = await harness.root(ctx);
       const ids = await root.commit((tx) => [tx.createTask(thrower, { bigint: false }), tx.createTask(thrower, { bigint: true })], ctx);
       harness.resume();
-      await flush(20);
+      for (const id of ids) await settleUntilTerminal(harness, id);
+      await flush(10);
       expect(runs).toBe(2);
       for (const id of ids) {
         const record = await status(harness, id);
@@ -134,12 +140,14 @@ for (const backend of backends) {
       await opened.harness.abortTask(id, ctx);
       for (let round = 0; round < 6; round++) {
         opened.harness.resume();
-        await flush(10);
+        // Until the handler (or the phase) runs, or the task ended: then the process dies.
+        for (let i = 0; i < 400 && !["running", "terminal"].includes((await storage.getTask(id))!.state.status); i++) await flush(1);
+        await flush(2);
         storage = await backend.fromImage(await storage.exportImage());
         opened = await openHarness(storage, { registry, settings: { restartLimit: 2 } });
       }
       opened.harness.resume();
-      await flush(10);
+      await settleUntilTerminal(opened.harness, id);
       expect(aborts).toBeLessThanOrEqual(3);
       const record = await status(opened.harness, id);
       expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit" } } } });
@@ -165,12 +173,14 @@ for (const backend of backends) {
       const id = await root.commit((tx) => tx.createTask(stuck, null), ctx);
       for (let round = 0; round < 6; round++) {
         opened.harness.resume();
-        await flush(10);
+        // Until the handler (or the phase) runs, or the task ended: then the process dies.
+        for (let i = 0; i < 400 && !["running", "terminal"].includes((await storage.getTask(id))!.state.status); i++) await flush(1);
+        await flush(2);
         storage = await backend.fromImage(await storage.exportImage());
         opened = await openHarness(storage, { registry, settings: { restartLimit: 1 } });
       }
       opened.harness.resume();
-      await flush(10);
+      await settleUntilTerminal(opened.harness, id);
       expect(handlers).toBeLessThanOrEqual(2);
       expect((await status(opened.harness, id)).state).toMatchObject({ status: "terminal", outcome: { status: "faulted" } });
     });
@@ -208,7 +218,7 @@ for (const backend of backends) {
       const root = await harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(group, null), ctx);
       harness.resume();
-      await flush(30);
+      await settleUntilTerminal(harness, id);
       // The sleeping member was marked by failFast and aborted without the clock moving an hour.
       expect((await status(harness, id)).state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
       expect(clock.now()).toBe(1_000);
@@ -255,7 +265,7 @@ for (const backend of backends) {
       expect(image).toBeDefined();
       const reopened = await openHarness(await backend.fromImage(image!), { registry });
       reopened.harness.resume();
-      await flush(30);
+      await settleUntilTerminal(reopened.harness, id);
       expect((await status(reopened.harness, id)).state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
       expect(reopened.clock.now()).toBe(1_000);
     });
