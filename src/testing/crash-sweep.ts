@@ -263,19 +263,29 @@ function crashingStorage(
   crash: CrashPoint | undefined,
   onCommit: (what: string, batch?: Batch) => void,
   onCrash: (image: Uint8Array) => void,
-): Storage {
+): Storage & { readonly busy: number } {
   let commits = 0;
   let frozen = false;
+  /** Storage calls started and not yet answered (frozen ones excluded): the process is not idle. */
+  let busy = 0;
   const never = new Promise<never>(() => {});
+  const tracked = async <T>(body: () => Promise<T>): Promise<T> => {
+    busy++;
+    try {
+      return await body();
+    } finally {
+      busy--;
+    }
+  };
   const freeze = async (): Promise<never> => {
     frozen = true;
-    onCrash(await inner.exportImage());
+    onCrash(await tracked(() => inner.exportImage()));
     return never;
   };
   const commit = async <T>(what: () => string, body: () => Promise<T>, batch?: Batch): Promise<T> => {
     if (frozen) return never;
     if (crash?.edge === "before" && commits + 1 === crash.commit) return freeze();
-    const result = await body();
+    const result = await tracked(body);
     commits++;
     onCommit(what(), batch);
     if (crash?.edge === "after" && commits === crash.commit) return freeze();
@@ -284,9 +294,12 @@ function crashingStorage(
   const read =
     <A extends unknown[], T>(method: (...args: A) => Promise<T>) =>
     (...args: A): Promise<T> =>
-      frozen ? never : method.apply(inner, args);
+      frozen ? never : tracked(() => method.apply(inner, args));
   let recovered: number[] = [];
   return {
+    get busy() {
+      return busy;
+    },
     get readOnly() {
       return inner.readOnly;
     },
@@ -336,14 +349,17 @@ const macrotask: () => Promise<void> =
     ? () => new Promise((resolve) => (globalThis as unknown as { setImmediate: (f: () => void) => void }).setImmediate(resolve))
     : () => new Promise((resolve) => setTimeout(resolve, 0));
 
-/** Lets queued work run until `progress()` stops changing for a few rounds. */
-async function quiesce(progress: () => number): Promise<void> {
+/**
+ * Lets queued work run until no storage call is in flight and `progress()` has not changed for `rounds`
+ * macrotasks (SQLite yields to the event loop under load, so idleness is judged by storage, not by time).
+ */
+async function quiesce(progress: () => number, busy: () => number, rounds = 3): Promise<void> {
   let last = progress();
   let still = 0;
-  for (let round = 0; round < 200 && still < 2; round++) {
+  for (let round = 0; round < 10_000 && still < rounds; round++) {
     await macrotask();
     const now = progress();
-    still = now === last ? still + 1 : 0;
+    still = now === last && busy() === 0 ? still + 1 : 0;
     last = now;
   }
 }
@@ -387,7 +403,7 @@ async function runWorld<W>(scenario: CrashScenario<W>, backend: SweepBackend, op
     })().catch((e: unknown) => (error = e));
     let finished = false;
     for (let step = 0; ; step++) {
-      await quiesce(() => commits + clock.pending * 1e6 + (started ? 1e12 : 0));
+      await quiesce(() => commits + clock.pending * 1e6 + (started ? 1e12 : 0), () => store.busy);
       if (error !== undefined) return fail("the scenario ran", `process ${process} threw: ${String((error as Error)?.stack ?? error)}`);
       if (image) break;
       if (started && harness && (await isDone(scenario, harness, world))) {
@@ -396,7 +412,7 @@ async function runWorld<W>(scenario: CrashScenario<W>, backend: SweepBackend, op
       }
       if (step >= maxSteps) return fail("progress", `process ${process} did not finish within ${maxSteps} scheduling rounds (a livelock?)`);
       if (!clock.next()) {
-        await quiesce(() => commits + (started ? 1e12 : 0));
+        await quiesce(() => commits + (started ? 1e12 : 0), () => store.busy, 50); // be sure before calling it a stall
         if (image) break;
         if (started && harness && (await isDone(scenario, harness, world))) {
           finished = true;
