@@ -14,6 +14,11 @@ export interface ConformanceBackend {
   create(): Promise<Storage> | Storage;
   /** A storage opened on exported bytes (a copy); without it the image cases check only that export works. */
   fromImage?(bytes: Uint8Array, options?: { readOnly?: boolean }): Promise<Storage> | Storage;
+  /**
+   * False for a storage that cannot hand out its database as bytes (a Durable Object): the image cases then
+   * check that `exportImage()` refuses with a named error instead of returning something else.
+   */
+  exportsImage?: boolean;
 }
 
 export interface ConformanceCase {
@@ -168,6 +173,11 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       name: "S11: an exported image opens as an independent copy",
       async run() {
         const storage = await seeded(backend);
+        if (backend.exportsImage === false) {
+          const refusal = await storage.exportImage().then(() => undefined, (error: unknown) => error);
+          if (!(refusal instanceof Error) || refusal.name === "Error") throw new Error("exportImage() should refuse with a named error on a storage that cannot export");
+          return;
+        }
         const image = await storage.exportImage();
         if (!(image instanceof Uint8Array) || image.byteLength === 0) throw new Error("exportImage() returned no bytes");
         if (!backend.fromImage) return;

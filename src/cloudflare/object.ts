@@ -1,0 +1,156 @@
+/**
+ * The harness inside a Durable Object: one object per conversation (or per user), its own SQLite, and an
+ * eviction, `ctx.abort()`, a deploy or a CPU-limit reset as the crash.
+ *
+ * ```ts
+ * export class Agent extends defineHarnessObject((env: Env) => ({ registry: createRegistry().install(myExtension) })) {}
+ * ```
+ *
+ * - Every start of the object (its first event after an eviction or abort) opens the harness, which counts the
+ *   restarts of the tasks a crash left running exactly as a tab reload does (S4); work resumes once that
+ *   first event was handled, so a request arriving first sees the recovered state.
+ * - One alarm wakes the object: at the earliest `until` of every sleeping task (sleeps and retry backoffs are
+ *   durable `sleepUntil`s), and every `heartbeatMs` while tasks are running, so work goes on after an eviction
+ *   with no client connected. While the object is in memory its own timers run the work; the alarm only
+ *   revives it.
+ */
+import { systemClock } from "../clock.ts";
+import { BACKGROUND_CONTEXT } from "../context.ts";
+import { Harness, type HarnessOptions } from "../harness.ts";
+import { SqliteStorage } from "../storage/sqlite/storage.ts";
+import { DurableObjectDatabase } from "./database.ts";
+import type { DurableObjectState } from "./types.ts";
+
+export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume"> {
+  /** How often the alarm comes back while tasks are running or ready to run. Default 30 000 ms. */
+  heartbeatMs?: number;
+}
+
+/** Builds the harness options of one object from its environment (bindings, secrets) and state. */
+export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
+
+const DEFAULT_HEARTBEAT_MS = 30_000;
+
+/**
+ * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
+ * and bind it in wrangler's `durable_objects` with a `new_sqlite_classes` migration.
+ */
+export class HarnessObject<Env = unknown> {
+  readonly ctx: DurableObjectState;
+  readonly env: Env;
+  /** The harness, once the object's storage was opened and recovered. */
+  readonly ready: Promise<Harness>;
+  readonly #heartbeatMs: number;
+  #started = false;
+  /** The alarm this instance last set (undefined: none, or not known yet). */
+  #alarmAt: number | undefined;
+  #armQueued = false;
+  readonly #idleWaiters = new Set<() => void>();
+
+  constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
+    this.ctx = ctx;
+    this.env = env;
+    const options = setup(env, ctx);
+    this.#heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    this.ready = ctx.blockConcurrencyWhile(async () => {
+      const storage = await SqliteStorage.open(new DurableObjectDatabase(ctx.storage), `durable-object:${ctx.id.toString()}`);
+      const harness = await Harness.open(storage, { ...options, clock: systemClock }, BACKGROUND_CONTEXT);
+      this.#alarmAt = (await ctx.storage.getAlarm()) ?? undefined;
+      harness.session.subscribe(() => this.#armSoon(harness));
+      return harness;
+    });
+  }
+
+  /**
+   * Runs `handle` on the open harness, then starts the work (on the first event of this start) and puts the
+   * alarm where the work needs it. Subclasses serve their own routes through it.
+   */
+  async serve<T>(handle: (harness: Harness) => Promise<T> | T): Promise<T> {
+    const harness = await this.ready;
+    try {
+      return await handle(harness);
+    } finally {
+      this.#start(harness);
+    }
+  }
+
+  /** HTTP entry point. The base class serves no routes of its own yet. */
+  async fetch(_request: Request): Promise<Response> {
+    return this.serve(() => new Response("This Durable Object serves no HTTP routes.", { status: 404 }));
+  }
+
+  /**
+   * The alarm: the object was woken for a sleeping task that is due, or by the heartbeat. Resumes the work and
+   * stays until nothing is ready to run (or one heartbeat has passed; the next alarm carries on).
+   */
+  async alarm(): Promise<void> {
+    const harness = await this.ready;
+    this.#alarmAt = undefined; // a fired alarm is gone
+    this.#start(harness);
+    await this.#idle(harness);
+    this.#arm(harness);
+  }
+
+  #start(harness: Harness): void {
+    if (!this.#started && !harness.closed) {
+      this.#started = true;
+      harness.resume();
+    }
+    this.#arm(harness);
+  }
+
+  #armSoon(harness: Harness): void {
+    if (this.#armQueued) return;
+    this.#armQueued = true;
+    queueMicrotask(() => {
+      this.#armQueued = false;
+      this.#arm(harness);
+    });
+  }
+
+  /** Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. */
+  #arm(harness: Harness): void {
+    let earliest: number | undefined;
+    let busy = false;
+    for (const task of harness.session.live.values()) {
+      const state = task.state;
+      if (state.status === "sleeping") {
+        if (earliest === undefined || state.until < earliest) earliest = state.until;
+      } else if (state.status === "pending" || state.status === "running" || state.status === "completing") busy = true;
+    }
+    if (!busy) for (const wake of this.#idleWaiters) wake();
+    if (busy) {
+      const now = systemClock.now();
+      // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
+      const beat = this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs ? this.#alarmAt : now + this.#heartbeatMs;
+      earliest = earliest === undefined ? beat : Math.min(earliest, beat);
+    }
+    if (earliest === this.#alarmAt) return;
+    this.#alarmAt = earliest;
+    if (earliest === undefined) void this.ctx.storage.deleteAlarm();
+    else void this.ctx.storage.setAlarm(earliest);
+  }
+
+  /** Resolves once no task is ready to run or running, or after one heartbeat period. */
+  #idle(harness: Harness): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        cancel();
+        this.#idleWaiters.delete(done);
+        resolve();
+      };
+      const cancel = systemClock.setTimer(this.#heartbeatMs, done);
+      this.#idleWaiters.add(done);
+      this.#arm(harness);
+    });
+  }
+}
+
+/** A `HarnessObject` class for `setup`; export it (or a subclass of it) from the Worker. */
+export function defineHarnessObject<Env>(setup: HarnessObjectSetup<Env>): new (ctx: DurableObjectState, env: Env) => HarnessObject<Env> {
+  return class extends HarnessObject<Env> {
+    constructor(ctx: DurableObjectState, env: Env) {
+      super(ctx, env, setup);
+    }
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * Edge tests run the Worker in test/edge/worker.ts in workerd through miniflare's Node API (see
+ * docs/decisions/0006-workerd-tests-on-node-20.md). Each object lives in a persist directory, so disposing
+ * miniflare and starting it again is a cold restart of every object: the eviction without a request.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import { Miniflare } from "miniflare";
+
+let bundle: Promise<string> | undefined;
+
+/** The test Worker bundled once per test file, as a Worker build would (esbuild, workerd conditions). */
+export function workerBundle(): Promise<string> {
+  bundle ??= build({
+    entryPoints: [new URL("./worker.ts", import.meta.url).pathname],
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    conditions: ["workerd", "worker", "browser"],
+    external: ["cloudflare:*"],
+    write: false,
+    logLevel: "warning",
+  }).then((result) => result.outputFiles[0]!.text);
+  return bundle;
+}
+
+/** Lines the objects printed through the PRINT binding, in arrival order, per object name. */
+export class Printed {
+  readonly lines: string[] = [];
+  #waiters: Array<() => void> = [];
+  push(line: string): void {
+    this.lines.push(line);
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+  /** Resolves when `done(lines)` holds. */
+  async until(done: (lines: readonly string[]) => boolean, what = "printed lines"): Promise<void> {
+    for (let i = 0; i < 2000 && !done(this.lines); i++) {
+      await Promise.race([new Promise<void>((resolve) => this.#waiters.push(resolve)), pause(25)]);
+    }
+    if (!done(this.lines)) throw new Error(`never printed ${what}; got ${JSON.stringify(this.lines)}`);
+  }
+}
+
+export function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export interface Edge {
+  /** A request to the object named `name` (routes of test/edge/worker.ts). */
+  call(object: "conformance" | "counter" | "crasher" | "agent", name: string, path: string, init?: RequestInit): Promise<Response>;
+  json<T = any>(object: "conformance" | "counter" | "crasher" | "agent", name: string, path: string, init?: RequestInit): Promise<T>;
+  printed: Printed;
+  /** Cold restart: workerd stops (every object is gone from memory) and starts again on the same storage. */
+  restart(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/** Starts workerd with the test Worker and a fresh persist directory. */
+export async function startEdge(): Promise<Edge> {
+  const script = await workerBundle();
+  const persist = mkdtempSync(join(tmpdir(), "pi-durable-edge-"));
+  const printed = new Printed();
+  const options = () =>
+    new Miniflare({
+      modules: true,
+      script,
+      compatibilityDate: "2026-04-01",
+      durableObjectsPersist: persist,
+      serviceBindings: {
+        PRINT: async (request: { text(): Promise<string> }) => {
+          printed.push(await request.text());
+          return new Response("ok");
+        },
+      },
+      durableObjects: {
+        CONFORMANCE: { className: "ConformanceObject", useSQLite: true },
+        COUNTER: { className: "CounterObject", useSQLite: true },
+        CRASHER: { className: "CrasherObject", useSQLite: true },
+        AGENT: { className: "AgentObject", useSQLite: true },
+      },
+    });
+  let mf = options();
+  await mf.ready;
+  const edge: Edge = {
+    printed,
+    call: (object, name, path, init) => mf.dispatchFetch(`http://edge/${object}/${encodeURIComponent(name)}${path}`, init as never) as unknown as Promise<Response>,
+    async json(object, name, path, init) {
+      const response = await edge.call(object, name, path, init);
+      const text = await response.text();
+      if (!response.ok) throw new Error(`${object}/${name}${path}: ${response.status} ${text}`);
+      return JSON.parse(text);
+    },
+    async restart() {
+      await mf.dispose();
+      mf = options();
+      await mf.ready;
+    },
+    async dispose() {
+      await mf.dispose();
+      rmSync(persist, { recursive: true, force: true });
+    },
+  };
+  return edge;
+}
