@@ -6,7 +6,7 @@ import { startEdge, type Edge } from "./support.ts";
 let edge: Edge;
 beforeAll(async () => {
   edge = await startEdge();
-});
+}, 120_000);
 afterAll(() => edge?.dispose());
 
 const post = (body: unknown): RequestInit => ({ method: "POST", body: JSON.stringify(body) });

@@ -20,7 +20,8 @@ interface Namespace {
 }
 
 async function print(env: Env, ctx: DurableObjectState, line: string): Promise<void> {
-  await env.PRINT.fetch("http://print/", { method: "POST", body: `${ctx.id.name}: ${line}` });
+  // An object woken by its alarm does not know its name (workerd gives it only with a request): the id then.
+  await env.PRINT.fetch("http://print/", { method: "POST", body: `${ctx.id.name ?? ctx.id.toString()}: ${line}` });
 }
 
 function json(value: unknown, status = 200): Response {
@@ -104,10 +105,12 @@ export class CounterObject extends HarnessObject<Env> {
               await print(env, ctx, line);
               if (plan.abortAfter === line) ctx.abort(`test: the object crashes right after "${line}"`);
             }),
+            sleeper(env, ctx),
           ],
         }),
       ),
-      heartbeatMs: 60_000,
+      // Objects named "heartbeat…" beat fast, so a test sees the heartbeat revive one; the others rely on requests.
+      heartbeatMs: ctx.id.name?.startsWith("heartbeat") ? 300 : 60_000,
     }));
     this.#plan = plan;
   }
@@ -120,11 +123,16 @@ export class CounterObject extends HarnessObject<Env> {
           this.#plan.abortAfter = url.searchParams.get("abortAfter") ?? undefined;
           const root = await harness.root(BACKGROUND);
           const id = await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: Number(url.searchParams.get("to") ?? 5) }), BACKGROUND);
+          return json({ id, instance: this.instance, object: this.ctx.id.toString() });
+        }
+        if (url.pathname === "/sleep") {
+          const root = await harness.root(BACKGROUND);
+          const id = await root.commit((tx) => tx.createTask(sleeper(this.env, this.ctx), { ms: Number(url.searchParams.get("ms")) }), BACKGROUND);
           return json({ id, instance: this.instance });
         }
         if (url.pathname === "/query") return json({ rows: await harness.storage.query(SEED_QUERY), instance: this.instance });
         if (url.pathname === "/task") return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
-        if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), instance: this.instance });
+        if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), id: this.ctx.id.toString(), instance: this.instance });
         return json({ error: "no route" }, 404);
       });
     } catch (error) {
@@ -168,6 +176,27 @@ function crasher(env: Env, ctx: DurableObjectState) {
       run: async (task) => {
         await print(env, ctx, `run with restarts ${task.restarts ?? 0}`);
         ctx.abort("test: this task crashes its object on every run");
+      },
+    },
+    abort: async (_task, runtime, context) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context);
+    },
+  });
+}
+
+/** Sleeps `ms` on the harness clock (a durable `sleepUntil`), then prints "awake". */
+function sleeper(env: Env, ctx: DurableObjectState) {
+  return defineTask<{ ms: number }, { phase: "sleep" | "wake" }, string>({
+    name: "test.sleeper",
+    version: 1,
+    initial: () => ({ phase: "sleep" }),
+    phases: {
+      sleep: async (task, runtime, context) => {
+        await runtime.sleepUntil(runtime.now() + task.input.ms, { phase: "wake" }, context);
+      },
+      wake: async (_task, runtime, context) => {
+        await print(env, ctx, "awake");
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "awake" } }), context);
       },
     },
     abort: async (_task, runtime, context) => {

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pause, startEdge, type Edge } from "./support.ts";
+
+let edge: Edge;
+beforeAll(async () => {
+  edge = await startEdge();
+}, 120_000);
+afterAll(() => edge?.dispose());
+
+type Json = any;
+
+/**
+ * The next answer of the object after a crash: a request that reaches the dying instance fails or is answered
+ * by it, so ask until a new instance (a fresh start of the object) answers.
+ */
+async function fromNextInstance(object: "counter" | "crasher", name: string, path: string, previous: string): Promise<Json> {
+  for (let i = 0; i < 200; i++) {
+    const response = await edge.call(object, name, path);
+    const body = await response.json().catch(() => undefined);
+    if (response.ok && body.instance !== previous) return body;
+    await pause(20);
+  }
+  throw new Error(`${object}/${name} never started again`);
+}
+
+const lines = (name: string) => edge.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
+
+describe("S12 Example 12 on a Durable Object with a real crash (ctx.abort)", () => {
+  it("aborted right after tick 2: restarts 1 in the seed's query, then tick 3..5, never tick 2 twice", async () => {
+    const { id, instance } = await edge.json("counter", "ex12", "/start?to=5&abortAfter=tick%202");
+    await edge.printed.until(() => lines("ex12").includes("tick 2"));
+    const after = await fromNextInstance("counter", "ex12", "/query", instance);
+    // The restarted object opened the harness (recovery) before this request; the work resumes after it.
+    expect(after.rows).toEqual([{ id, status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: 1 }]);
+    await edge.printed.until(() => lines("ex12").includes("tick 5"));
+    let task: Json;
+    for (let i = 0; i < 200 && task?.state.status !== "terminal"; i++) {
+      task = (await edge.json("counter", "ex12", `/task?id=${id}`)).task;
+      if (task.state.status !== "terminal") await pause(20);
+    }
+    expect(task.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
+    expect(task.restarts).toBeUndefined();
+    expect(lines("ex12")).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
+  });
+
+  it("the heartbeat alarm revives an object aborted mid-phase, with no request arriving: tick 3..5 follow", async () => {
+    const { id, instance, object } = await edge.json("counter", "heartbeat-ex12", "/start?to=5&abortAfter=tick%202");
+    // No request from here on: only the alarm can start the object again (it then prints under its id).
+    const printed = () => [...lines("heartbeat-ex12"), ...lines(object)];
+    await edge.printed.until(() => printed().includes("tick 5"), "tick 5 after the heartbeat");
+    expect(printed()).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
+    const { task, instance: now } = await edge.json("counter", "heartbeat-ex12", `/task?id=${id}`);
+    expect(now).not.toBe(instance);
+    expect(task.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
+  });
+
+  it("S6: a task that aborts its object on every run is stopped by the restart limit after five crashes", async () => {
+    const { id, instance } = await edge.json("crasher", "five", "/start");
+    let last = instance;
+    let task: Json;
+    for (let crash = 1; crash <= 5; crash++) {
+      await edge.printed.until(() => lines("five").length === crash, `run ${crash}`);
+      const next = await fromNextInstance("crasher", "five", `/task?id=${id}`, last);
+      last = next.instance;
+      task = next.task;
+      if (crash < 5) expect(task.restarts).toBe(crash);
+    }
+    for (let i = 0; i < 100 && task.state.status !== "terminal"; i++) {
+      await pause(20);
+      task = (await edge.json("crasher", "five", `/task?id=${id}`)).task;
+    }
+    expect(task.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 5 } } } });
+    expect(lines("five")).toEqual([0, 1, 2, 3, 4].map((n) => `run with restarts ${n}`));
+  });
+
+  it("S3: a sleeping task is woken by the alarm after an eviction, with no request arriving", async () => {
+    const { id } = await edge.json("counter", "sleeper", "/sleep?ms=1500");
+    let task: Json;
+    for (let i = 0; i < 200 && task?.state.status !== "sleeping"; i++) task = (await edge.json("counter", "sleeper", `/task?id=${id}`)).task;
+    expect(task.state.status).toBe("sleeping");
+    const { alarm, id: objectId } = await edge.json("counter", "sleeper", "/alarm");
+    expect(alarm).toBe(task.state.until); // the one alarm, at the sleep's end
+    // Evict every object: nothing of the sleeping task is left in memory, and no request comes after this.
+    await edge.restart();
+    await edge.printed.until(() => lines(objectId).includes("awake"), "awake after the eviction");
+    expect([...lines("sleeper"), ...lines(objectId)]).toEqual(["awake"]);
+    const { task: done } = await edge.json("counter", "sleeper", `/task?id=${id}`);
+    expect(done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "awake" } });
+  });
+});
