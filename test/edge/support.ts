@@ -64,8 +64,8 @@ export async function startEdge(): Promise<Edge> {
   const printed = new Printed();
   const options = () =>
     new Miniflare({
-      modules: true,
-      script,
+      // Listed, not scanned: pi-ai loads its providers through dynamic imports miniflare cannot resolve.
+      modules: [{ type: "ESModule", path: "worker.js", contents: script }],
       compatibilityDate: "2026-04-01",
       durableObjectsPersist: persist,
       serviceBindings: {

@@ -4,7 +4,30 @@
  * print is a side effect outside the object, so it survives the object's crash as a real one would.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
-import { BACKGROUND_CONTEXT as BACKGROUND, createRegistry, defineExtension, defineTask, type Json } from "../../src/index.ts";
+import {
+  createAssistantMessageEventStream,
+  createModels,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxText,
+  fauxToolCall,
+  type Api,
+  type AssistantMessage,
+  type AssistantMessageEventStream,
+  type Context as ModelContext,
+  type Model,
+} from "@earendil-works/pi-ai";
+import {
+  BACKGROUND_CONTEXT as BACKGROUND,
+  createRegistry,
+  defineExtension,
+  defineTask,
+  defineTool,
+  memoryEnvs,
+  type Conversation,
+  type ConversationViewState as ConversationView,
+  type Json,
+} from "../../src/index.ts";
 import { DurableObjectDatabase, HarnessObject, type DurableObjectState } from "../../src/cloudflare/index.ts";
 import { SqliteStorage } from "../../src/storage/sqlite/storage.ts";
 import { storageConformance } from "../../src/testing/storage-conformance.ts";
@@ -205,11 +228,135 @@ function sleeper(env: Env, ctx: DurableObjectState) {
   });
 }
 
-/** Placeholder until the agent scenarios land; keeps the binding valid. */
+/**
+ * The seed's agent probes on an object: the tool probe (objects named `safe-…` declare the tool replay-safe) and
+ * a generation cut mid-stream (objects named `gen-…`). The first instance, the one that took `/submit`,
+ * aborts the object at the cut; every later instance runs to the end.
+ */
 export class AgentObject extends HarnessObject<Env> {
+  readonly #plan: { cut: boolean };
+  readonly instance = crypto.randomUUID();
+
   constructor(ctx: DurableObjectState, env: Env) {
-    super(ctx, env, () => ({ registry: createRegistry() }));
+    const plan = { cut: false };
+    const say = (line: string) => print(env, ctx, line);
+    let root: Conversation | undefined;
+    /** Waits, inside the object, until `ready()` holds on the conversation's view (what was persisted). */
+    const persisted = async (ready: (view: ConversationView) => boolean) => {
+      for (let i = 0; i < 500; i++) {
+        if (root && ready(await root.view(BACKGROUND))) return;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      throw new Error("the partial was never persisted");
+    };
+    const cut = async (what: string) => {
+      await say(`cut ${what}`);
+      ctx.abort(`test: the object crashes ${what}`);
+    };
+    const replay = ctx.id.name?.startsWith("safe-") ? "safe" : "unsafe";
+    const generationProbe = ctx.id.name?.startsWith("gen-") ?? false;
+    const append = defineTool<{ text: string }>({
+      name: "append",
+      description: "Append text to notes.txt",
+      parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      replay,
+      async execute({ text }, api) {
+        await say(`append ${JSON.stringify(text)}`);
+        api.output("working\n");
+        if (plan.cut) {
+          await persisted((view) => view.live.tools?.[0]?.output === "working\n");
+          await cut("during the tool");
+        }
+        return "appended";
+      },
+    });
+    const faux = fauxProvider({ api: "faux", provider: "faux" });
+    const catalog = createModels();
+    catalog.setProvider(faux.provider);
+    const models = new Proxy(catalog, {
+      get(target, key, receiver) {
+        if (key === "streamSimple") {
+          return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) => {
+            const toolResult = context.messages.find((m) => m.role === "toolResult");
+            void say(`request${toolResult ? ` with ${JSON.stringify((toolResult.content as Array<{ text?: string }>).map((c) => c.text))}` : ""}`);
+            if (generationProbe) {
+              if (plan.cut) return hang(model, "Hel", () => persisted((view) => textOf(view.live.generation?.message) === "Hel").then(() => cut("mid-stream")));
+              faux.setResponses([fauxAssistantMessage(fauxText("Hello!"))]);
+            } else if (toolResult) faux.setResponses([fauxAssistantMessage(fauxText("noted"))]);
+            else faux.setResponses([fauxAssistantMessage([fauxToolCall("append", { text: "hello\n" }, { id: "call_1" })], { stopReason: "toolUse" })]);
+            return target.streamSimple(model, context, options);
+          };
+        }
+        const value = Reflect.get(target, key, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    super(ctx, env, () => ({
+      registry: createRegistry().install(defineExtension({ name: "probe", tools: [append] })),
+      models,
+      settings: { progress: { persistWithinMs: 0 }, retry: { baseDelayMs: 300 } },
+      env: (conversationId) => memoryEnvs()(conversationId),
+      onReport: (report) => void say(`report ${report.kind}${"taskKind" in report ? ` ${report.taskKind}` : ""}${"reason" in report ? ` ${report.reason}` : ""}`),
+    }));
+    this.#plan = plan;
+    void this.ready.then(async (harness) => {
+      root = await harness.root(BACKGROUND);
+    });
   }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    try {
+      return await this.serve(async (harness) => {
+        const root = await harness.root(BACKGROUND, { agent: { model: "faux/faux-1" } });
+        if (url.pathname === "/submit") {
+          this.#plan.cut = true;
+          const submission = await root.submit({ type: "input", content: url.searchParams.get("text") ?? "hi" }, BACKGROUND);
+          return json({ submissionId: submission.id, instance: this.instance });
+        }
+        if (url.pathname === "/state") {
+          const submission = await harness.storage.getSubmission(Number(url.searchParams.get("submission")));
+          const tasks = await harness.storage.listTasks();
+          const rows = await harness.storage.query(PROBE_QUERY);
+          return json({ submission, entries: await root.entries(BACKGROUND), tasks, rows, instance: this.instance });
+        }
+        return json({ error: "no route" }, 404);
+      });
+    } catch (error) {
+      return failure(error);
+    }
+  }
+}
+
+/** The seed's query over the tool probe (S8, S11). */
+const PROBE_QUERY = `SELECT id, kind, status, record ->> '$.restarts' AS restarts,
+       record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.state.checkpoint.replay' AS replay
+FROM tasks ORDER BY id;`;
+
+function textOf(message: { content?: unknown } | undefined): string {
+  return ((message?.content as Array<{ type: string; text?: string }> | undefined) ?? []).map((c) => c.text ?? "").join("");
+}
+
+/** A model request that streams `text` and then stays in flight; `onStreamed` runs once the text was pushed. */
+function hang(model: Model<Api>, text: string, onStreamed: () => void): AssistantMessageEventStream {
+  const stream = createAssistantMessageEventStream();
+  const base: AssistantMessage = {
+    role: "assistant",
+    content: [],
+    api: model.api,
+    provider: model.provider,
+    model: model.id,
+    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    stopReason: "stop",
+    timestamp: 0,
+  };
+  queueMicrotask(() => {
+    stream.push({ type: "start", partial: { ...base } });
+    stream.push({ type: "text_start", contentIndex: 0, partial: { ...base, content: [{ type: "text", text: "" }] } });
+    stream.push({ type: "text_delta", contentIndex: 0, delta: text, partial: { ...base, content: [{ type: "text", text }] } });
+    onStreamed();
+  });
+  return stream;
 }
 
 export default {
