@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pause, startEdge, type Edge } from "./support.ts";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { pause, startEdge, type Edge, type ObjectKind } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -13,7 +13,7 @@ type Json = any;
  * The next answer of the object after a crash: a request that reaches the dying instance fails or is answered
  * by it, so ask until a new instance (a fresh start of the object) answers.
  */
-async function fromNextInstance(object: "counter" | "crasher", name: string, path: string, previous: string): Promise<Json> {
+async function fromNextInstance(object: ObjectKind, name: string, path: string, previous: string): Promise<Json> {
   for (let i = 0; i < 200; i++) {
     const response = await edge.call(object, name, path);
     const body = await response.json().catch(() => undefined);
@@ -43,17 +43,6 @@ describe("S12 Example 12 on a Durable Object with a real crash (ctx.abort)", () 
     expect(lines("ex12")).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
   });
 
-  it("the heartbeat alarm revives an object aborted mid-phase, with no request arriving: tick 3..5 follow", async () => {
-    const { id, instance, object } = await edge.json("counter", "heartbeat-ex12", "/start?to=5&abortAfter=tick%202");
-    // No request from here on: only the alarm can start the object again (it then prints under its id).
-    const printed = () => [...lines("heartbeat-ex12"), ...lines(object)];
-    await edge.printed.until(() => printed().includes("tick 5"), "tick 5 after the heartbeat");
-    expect(printed()).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
-    const { task, instance: now } = await edge.json("counter", "heartbeat-ex12", `/task?id=${id}`);
-    expect(now).not.toBe(instance);
-    expect(task.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
-  });
-
   it("S6: a task that aborts its object on every run is stopped by the restart limit after five crashes", async () => {
     const { id, instance } = await edge.json("crasher", "five", "/start");
     let last = instance;
@@ -74,17 +63,58 @@ describe("S12 Example 12 on a Durable Object with a real crash (ctx.abort)", () 
   });
 
   it("S3: a sleeping task is woken by the alarm after an eviction, with no request arriving", async () => {
-    const { id } = await edge.json("counter", "sleeper", "/sleep?ms=1500");
+    const { id } = await edge.json("sleeper", "sleeper", "/sleep?ms=1500");
     let task: Json;
-    for (let i = 0; i < 200 && task?.state.status !== "sleeping"; i++) task = (await edge.json("counter", "sleeper", `/task?id=${id}`)).task;
+    for (let i = 0; i < 200 && task?.state.status !== "sleeping"; i++) task = (await edge.json("sleeper", "sleeper", `/task?id=${id}`)).task;
     expect(task.state.status).toBe("sleeping");
-    const { alarm, id: objectId } = await edge.json("counter", "sleeper", "/alarm");
+    const { alarm, id: objectId } = await edge.json("sleeper", "sleeper", "/alarm");
     expect(alarm).toBe(task.state.until); // the one alarm, at the sleep's end
     // Evict every object: nothing of the sleeping task is left in memory, and no request comes after this.
     await edge.restart();
     await edge.printed.until(() => lines(objectId).includes("awake"), "awake after the eviction");
     expect([...lines("sleeper"), ...lines(objectId)]).toEqual(["awake"]);
-    const { task: done } = await edge.json("counter", "sleeper", `/task?id=${id}`);
+    const { task: done } = await edge.json("sleeper", "sleeper", `/task?id=${id}`);
     expect(done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "awake" } });
   });
+});
+
+describe("the heartbeat: an object whose alarm beats every 300 ms while a task runs", () => {
+  let fast: Edge;
+  beforeAll(async () => {
+    fast = await startEdge({ bindings: { HEARTBEAT_MS: "300" } });
+  }, 120_000);
+  afterAll(() => fast?.dispose());
+  const linesOf = (name: string) => fast.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
+
+  it("the heartbeat alarm revives an object aborted mid-phase, with no request arriving: tick 3..5 follow", async () => {
+    const { id, instance, object } = await fast.json("counter", "heartbeat-ex12", "/start?to=5&abortAfter=tick%202");
+    // No request from here on: only the alarm can start the object again (it then prints under its id).
+    const printed = () => [...linesOf("heartbeat-ex12"), ...linesOf(object)];
+    await fast.printed.until(() => printed().includes("tick 5"), "tick 5 after the heartbeat");
+    expect(printed()).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
+    const { task, instance: now } = await fast.json("counter", "heartbeat-ex12", `/task?id=${id}`);
+    expect(now).not.toBe(instance);
+    expect(task.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
+  });
+
+});
+
+describe("npm run example:counter -- --edge", () => {
+  it("S12: prints tick 1, tick 2, the seed's query after the abort (pending, n = 2, memos, restarts 1), then tick 3..5 and counted to 5", async () => {
+    const printed: string[] = [];
+    const tables: unknown[] = [];
+    const log = vi.spyOn(console, "log").mockImplementation((line: unknown) => void printed.push(String(line)));
+    const table = vi.spyOn(console, "table").mockImplementation((rows: unknown) => void tables.push(rows));
+    try {
+      const { runCounterOnEdge } = await import("../../examples/counter-edge.ts");
+      await runCounterOnEdge();
+    } finally {
+      log.mockRestore();
+      table.mockRestore();
+    }
+    expect(printed.filter((line) => /^(tick \d|counted to \d)$/.test(line))).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5", "counted to 5"]);
+    expect(printed.findIndex((line) => line.includes("aborted itself"))).toBeGreaterThan(printed.indexOf("tick 2"));
+    expect(tables[0]).toEqual([{ id: expect.any(Number), status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: 1 }]);
+    expect(tables[1]).toEqual([{ id: expect.any(Number), status: "terminal", n: null, memos: null, restarts: null }]);
+  }, 60_000);
 });

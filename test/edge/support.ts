@@ -6,23 +6,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { build } from "esbuild";
+import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "../../examples/local-edge.ts";
 import { Miniflare } from "miniflare";
 
 let bundle: Promise<string> | undefined;
 
-/** The test Worker bundled once per test file, as a Worker build would (esbuild, workerd conditions). */
+/** The test Worker, bundled once per test file. */
 export function workerBundle(): Promise<string> {
-  bundle ??= build({
-    entryPoints: [new URL("./worker.ts", import.meta.url).pathname],
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    conditions: ["workerd", "worker", "browser"],
-    external: ["cloudflare:*"],
-    write: false,
-    logLevel: "warning",
-  }).then((result) => result.outputFiles[0]!.text);
+  bundle ??= bundleWorker(new URL("./worker.ts", import.meta.url));
   return bundle;
 }
 
@@ -47,10 +38,12 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent";
+
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
-  call(object: "conformance" | "counter" | "crasher" | "agent", name: string, path: string, init?: RequestInit): Promise<Response>;
-  json<T = any>(object: "conformance" | "counter" | "crasher" | "agent", name: string, path: string, init?: RequestInit): Promise<T>;
+  call(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<Response>;
+  json<T = any>(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<T>;
   printed: Printed;
   /** Cold restart: workerd stops (every object is gone from memory) and starts again on the same storage. */
   restart(): Promise<void>;
@@ -58,16 +51,17 @@ export interface Edge {
 }
 
 /** Starts workerd with the test Worker and a fresh persist directory. */
-export async function startEdge(): Promise<Edge> {
+export async function startEdge(config: { bindings?: Record<string, string> } = {}): Promise<Edge> {
   const script = await workerBundle();
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-edge-"));
   const printed = new Printed();
   const options = () =>
     new Miniflare({
-      // Listed, not scanned: pi-ai loads its providers through dynamic imports miniflare cannot resolve.
-      modules: [{ type: "ESModule", path: "worker.js", contents: script }],
+      modules: workerModules(script),
       compatibilityDate: "2026-04-01",
+      handleRuntimeStdio: quietRuntime,
       durableObjectsPersist: persist,
+      bindings: config.bindings ?? {},
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string> }) => {
           printed.push(await request.text());
@@ -75,10 +69,11 @@ export async function startEdge(): Promise<Edge> {
         },
       },
       durableObjects: {
-        CONFORMANCE: { className: "ConformanceObject", useSQLite: true },
-        COUNTER: { className: "CounterObject", useSQLite: true },
-        CRASHER: { className: "CrasherObject", useSQLite: true },
-        AGENT: { className: "AgentObject", useSQLite: true },
+        CONFORMANCE: sqliteObject("ConformanceObject"),
+        COUNTER: sqliteObject("CounterObject"),
+        SLEEPER: sqliteObject("SleeperObject"),
+        CRASHER: sqliteObject("CrasherObject"),
+        AGENT: sqliteObject("AgentObject"),
       },
     });
   let mf = options();

@@ -3,7 +3,6 @@
  * that class. Objects print through the PRINT service binding, which the Node side of the test records: a
  * print is a side effect outside the object, so it survives the object's crash as a real one would.
  */
-import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import {
   createAssistantMessageEventStream,
   createModels,
@@ -43,7 +42,7 @@ interface Namespace {
 }
 
 async function print(env: Env, ctx: DurableObjectState, line: string): Promise<void> {
-  // An object woken by its alarm does not know its name (workerd gives it only with a request): the id then.
+  // An object woken by its alarm does not know its name (workerd gives it with requests only): the id then.
   await env.PRINT.fetch("http://print/", { method: "POST", body: `${ctx.id.name ?? ctx.id.toString()}: ${line}` });
 }
 
@@ -111,51 +110,27 @@ function encode(value: unknown): unknown {
   return value;
 }
 
-/** The seed's Example 12 on an object; `/start?abortAfter=tick%202` aborts the object right after that line. */
-export class CounterObject extends HarnessObject<Env> {
-  readonly #plan: { abortAfter?: string };
-  /** Which start of the object this instance is (a fresh one after every crash). */
+export { CounterObject } from "../../examples/counter-object.ts";
+
+/** Sleeping tasks: `/sleep?ms=` creates one that sleeps that long (a durable `sleepUntil`), then prints "awake". */
+export class SleeperObject extends HarnessObject<Env> {
   readonly instance = crypto.randomUUID();
 
   constructor(ctx: DurableObjectState, env: Env) {
-    const plan: { abortAfter?: string } = {};
-    super(ctx, env, () => ({
-      registry: createRegistry().install(
-        defineExtension({
-          name: "example",
-          tasks: [
-            counterTask(async (line) => {
-              await print(env, ctx, line);
-              if (plan.abortAfter === line) ctx.abort(`test: the object crashes right after "${line}"`);
-            }),
-            sleeper(env, ctx),
-          ],
-        }),
-      ),
-      // Objects named "heartbeat…" beat fast, so a test sees the heartbeat revive one; the others rely on requests.
-      heartbeatMs: ctx.id.name?.startsWith("heartbeat") ? 300 : 60_000,
-    }));
-    this.#plan = plan;
+    super(ctx, env, () => ({ registry: createRegistry().install(defineExtension({ name: "sleep", tasks: [sleeper(env, ctx)] })) }));
   }
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     try {
       return await this.serve(async (harness) => {
-        if (url.pathname === "/start") {
-          this.#plan.abortAfter = url.searchParams.get("abortAfter") ?? undefined;
-          const root = await harness.root(BACKGROUND);
-          const id = await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: Number(url.searchParams.get("to") ?? 5) }), BACKGROUND);
-          return json({ id, instance: this.instance, object: this.ctx.id.toString() });
-        }
         if (url.pathname === "/sleep") {
           const root = await harness.root(BACKGROUND);
           const id = await root.commit((tx) => tx.createTask(sleeper(this.env, this.ctx), { ms: Number(url.searchParams.get("ms")) }), BACKGROUND);
           return json({ id, instance: this.instance });
         }
-        if (url.pathname === "/query") return json({ rows: await harness.storage.query(SEED_QUERY), instance: this.instance });
         if (url.pathname === "/task") return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
-        if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), id: this.ctx.id.toString(), instance: this.instance });
+        if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), id: this.ctx.id.toString() });
         return json({ error: "no route" }, 404);
       });
     } catch (error) {
