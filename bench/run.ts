@@ -7,6 +7,7 @@
  *   browser  Chromium, OPFS: kernel step vs raw commit; reload → first resumed step with 1/1,000/10,000 live tasks; worker heap
  *   peer     Chromium: the same 1,000-step job and the same reload, ours vs @coji/durably
  *   sizes    gzip bytes of the demo app's page and worker bundles, sqlite-wasm's own, and the peer's
+ *   edge     workerd (miniflare): kernel step vs raw commit on one Durable Object; crash → first resumed step (bench/edge.ts)
  *
  * No figure is asserted: targets are reported as met or not. `BENCH_QUICK=1` runs fewer repetitions.
  */
@@ -72,6 +73,29 @@ if (existsSync(join(ROOT, "bench/agent.ts"))) {
     return { result, rows: agentRows(result, printed) };
   });
 }
+
+await section("edge", async () => {
+  const { benchEdge } = await import("./edge.ts");
+  const result = await benchEdge();
+  const bench = "edge (workerd, Durable Object)";
+  const ms = (summary: Summary) => `${fmt(summary.median, 0)} ms`;
+  return {
+    result,
+    rows: [
+      { bench, what: "raw single-row UPDATE commit", median: µs(result.rawCommitMicros), range: range(result.rawCommitMicros), ratio: "1.00×", target: "" },
+      {
+        bench,
+        what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
+        median: µs(result.kernelStepMicros),
+        range: range(result.kernelStepMicros),
+        ratio: `${fmt(result.ratio, 2)}× raw`,
+        target: `≤ 2.5× ${result.meetsTarget ? "✅" : "❌"}`,
+      },
+      { bench, what: "ctx.abort() → first resumed step (next request starts the object)", median: ms(result.abortToFirstResumedStepMs), range: range(result.abortToFirstResumedStepMs, "ms", 0), ratio: "", target: "" },
+      { bench, what: "eviction (workerd restarted) → first resumed step", median: ms(result.evictionToFirstResumedStepMs), range: range(result.evictionToFirstResumedStepMs, "ms", 0), ratio: "", target: "" },
+    ],
+  };
+});
 
 await section("browser", () => benchBrowser());
 await section("peer", () => benchPeer());

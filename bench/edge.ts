@@ -1,0 +1,106 @@
+/**
+ * The edge benchmark, in workerd (miniflare; docs/decisions/0006): a kernel step on a Durable Object next to a
+ * raw single-row commit on the same object, and the time from a crash of an object to its first resumed step.
+ *
+ * Inside an object the clock stands still while JavaScript runs (workerd's timing-attack mitigation), so every
+ * figure is timed in Node around requests: a run of N steps minus an empty request, divided by N.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "../examples/local-edge.ts";
+import { summarize } from "./stats.ts";
+
+const STEPS = 2000;
+const RUNS = Number(process.env.BENCH_QUICK ? 3 : 7);
+
+export async function benchEdge() {
+  const persist = mkdtempSync(join(tmpdir(), "pi-durable-bench-edge-"));
+  let printed: (line: string) => void = () => {};
+  const options = async () => ({
+    modules: workerModules(await bundleWorker(new URL("./edge-worker.ts", import.meta.url))),
+    compatibilityDate: "2026-04-01",
+    handleRuntimeStdio: quietRuntime,
+    durableObjectsPersist: persist,
+    durableObjects: { BENCH: sqliteObject("BenchObject") },
+    serviceBindings: {
+      PRINT: async (request: { text(): Promise<string> }) => {
+        printed(await request.text());
+        return new Response("ok");
+      },
+    },
+  });
+  let mf = new Miniflare(await options());
+  const timed = async (path: string) => {
+    const start = performance.now();
+    const response = (await mf.dispatchFetch(`http://bench${path}`)) as unknown as Response;
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${text}`);
+    return performance.now() - start;
+  };
+  try {
+    const raw: number[] = [];
+    const kernel: number[] = [];
+    for (let run = -1; run < RUNS; run++) {
+      // A fresh object per run; run -1 warms up workerd and the JIT.
+      const object = `steps-${run}`;
+      const ping = Math.min(await timed(`/${object}/ping`), await timed(`/${object}/ping`), await timed(`/${object}/ping`));
+      const rawMs = (await timed(`/${object}/raw?steps=${STEPS}`)) - ping;
+      const kernelMs = (await timed(`/${object}/kernel?steps=${STEPS}`)) - ping;
+      if (run < 0) continue;
+      raw.push((rawMs * 1000) / STEPS);
+      kernel.push((kernelMs * 1000) / STEPS);
+    }
+
+    // Crash → first resumed step: a task in its phase, the object aborted, the next request starts it again.
+    const afterAbort: number[] = [];
+    const afterRestart: number[] = [];
+    for (let run = -1; run < RUNS; run++) {
+      const object = `crash-${run}`;
+      let first!: Promise<void>;
+      const expect = (line: string) => (first = new Promise((resolve) => (printed = (got) => got === line && resolve())));
+      expect("step with restarts 0");
+      await timed(`/${object}/hang`);
+      await first;
+      await mf.dispatchFetch(`http://bench/${object}/abort`).then((r) => r.text());
+      expect("step with restarts 1");
+      const start = performance.now();
+      await timed(`/${object}/ping`);
+      await first;
+      if (run >= 0) afterAbort.push(performance.now() - start);
+
+      // The same after an eviction of everything: workerd stopped and started again on the same storage.
+      const evicted = `evicted-${run}`;
+      expect("step with restarts 0");
+      await timed(`/${evicted}/hang`);
+      await first;
+      await mf.dispose();
+      mf = new Miniflare(await options());
+      await mf.ready;
+      expect("step with restarts 1");
+      const at = performance.now();
+      await timed(`/${evicted}/ping`);
+      await first;
+      if (run >= 0) afterRestart.push(performance.now() - at);
+    }
+    const rawCommitMicros = summarize(raw);
+    const kernelStepMicros = summarize(kernel);
+    const ratio = kernelStepMicros.median / rawCommitMicros.median;
+    return {
+      steps: STEPS,
+      runs: RUNS,
+      rawCommitMicros,
+      kernelStepMicros,
+      ratio,
+      meetsTarget: ratio <= 2.5,
+      abortToFirstResumedStepMs: summarize(afterAbort),
+      evictionToFirstResumedStepMs: summarize(afterRestart),
+    };
+  } finally {
+    await mf.dispose();
+    rmSync(persist, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) console.log(JSON.stringify(await benchEdge(), null, 2));
