@@ -5,6 +5,7 @@
  * Routes (on the object): `POST /start?to=5&abortAfter=tick%202` creates the counter task (and, on this
  * instance only, aborts the object right after printing that line); `/query` runs the seed's query;
  * `/wait?id=` answers when the task is terminal; `/task?id=` and `/alarm` show the record and the alarm.
+ * Anything else is the client API of `HarnessObject` (`connectHarness(url)` over a WebSocket, `POST /rpc`).
  */
 import { counterTask, SEED_QUERY } from "./counter-task.ts";
 import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension } from "../src/index.ts";
@@ -60,7 +61,7 @@ export class CounterObject extends HarnessObject<CounterEnv> {
           case "/alarm":
             return reply({ alarm: await this.ctx.storage.getAlarm() });
           default:
-            return Response.json({ error: `no route ${url.pathname}` }, { status: 404 });
+            return super.fetch(request); // the client API: a WebSocket, or POST /rpc
         }
       });
     } catch (error) {

@@ -10,19 +10,35 @@
  * A plain comlink call to a dead worker never settles; every call made through the client rejects with
  * `WorkerGone` when the worker dies (terminated, crashed) or the client is disposed. The methods are the
  * host's protocol (`HostClient`, src/host/client.ts); this file adds the worker: comlink, and death told
- * by the worker's life lock.
+ * by the worker's life lock. `connectHarness(url)` reaches a Durable Object host (pi-durable-web/cloudflare)
+ * over a WebSocket instead, with the same client: a dropped connection comes back by itself and its
+ * subscriptions resume (./socket.ts).
  */
 import { HostClient } from "../host/client.ts";
 import { wrapHost } from "./comlink.ts";
+import { socketEndpoint, type ReconnectingEndpoint, type SocketLike } from "./socket.ts";
 
 export type { CrashPointHit, HarnessStatus, Unsubscribe } from "../host/protocol.ts";
+export { ConnectionLost, type SocketLike } from "./socket.ts";
 
 export class HarnessClient extends HostClient {
-  readonly worker: Worker;
+  /** The worker that owns the database (undefined for a Durable Object reached by URL). */
+  readonly worker: Worker | undefined;
+  readonly #socket: ReconnectingEndpoint | undefined;
 
-  constructor(worker: Worker) {
+  constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
+    if ("url" in target) {
+      const url = target.url.replace(/^http/, "ws");
+      const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike));
+      super(socket);
+      this.worker = undefined;
+      this.#socket = socket;
+      return;
+    }
+    const worker = target;
     super(wrapHost(worker));
     this.worker = worker;
+    this.#socket = undefined;
     // Death is told by the worker's life lock: the page is granted it when the worker is gone. An `error`
     // event only means death before the worker answered at all (its script failed to load or to start);
     // later it is an uncaught exception inside a worker that lives on.
@@ -40,13 +56,18 @@ export class HarnessClient extends HostClient {
     );
   }
 
-  /** Kills the worker at once (a crash, as far as the database is concerned). Pending calls reject. */
+  /**
+   * Kills the worker at once (a crash, as far as the database is concerned); for a Durable Object, closes the
+   * connection for good (the object goes on). Pending calls reject.
+   */
   terminate(): void {
-    this.worker.terminate();
-    this.gone("The database worker was terminated.");
+    this.worker?.terminate();
+    this.#socket?.close();
+    this.gone(this.worker ? "The database worker was terminated." : "The connection to the Durable Object was closed by the page.");
   }
 }
 
-export function connectHarness(worker: Worker): HarnessClient {
-  return new HarnessClient(worker);
+/** The page's client: of a worker, or of a Durable Object host at `url` (ws:, wss:, http: or https:). */
+export function connectHarness(target: Worker | string | URL): HarnessClient {
+  return new HarnessClient(typeof target === "string" || target instanceof URL ? { url: String(target) } : target);
 }

@@ -13,18 +13,34 @@
  *   durable `sleepUntil`s), and every `heartbeatMs` while tasks are running, so work goes on after an eviction
  *   with no client connected. While the object is in memory its own timers run the work; the alarm only
  *   revives it.
+ * - It serves the same client API as the browser worker — the runtime-neutral host of src/host/ — over a
+ *   WebSocket (the hibernation API: the object may sleep while pages stay connected) and over HTTP
+ *   (`POST /rpc` with `{ method, args }`). A WebSocket that outlived the instance it subscribed on is closed
+ *   when the object starts again (code 1012): its subscriptions lived in that memory, so the page reconnects
+ *   and subscribes again (`connectHarness(url)` does).
  */
 import { systemClock } from "../clock.ts";
-import { BACKGROUND_CONTEXT } from "../context.ts";
-import { Harness, type HarnessOptions } from "../harness.ts";
+import type { Harness, HarnessOptions } from "../harness.ts";
+import { hostEndpoint, type HostEndpoint } from "../host/endpoint.ts";
+import { serializeError } from "../host/error-wire.ts";
+import { createHost, type HostMethod } from "../host/host.ts";
+import { serveMessages, type ClientMessage, type MessageConnection } from "../host/messages.ts";
+import type { HarnessHost } from "../host/protocol.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
-import type { DurableObjectState } from "./types.ts";
+import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
 
-export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume"> {
+export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume" | "crashPoint"> {
   /** How often the alarm comes back while tasks are running or ready to run. Default 30 000 ms. */
   heartbeatMs?: number;
+  /** Extra methods for `client.call(name, ...args)`. */
+  methods?: Record<string, HostMethod>;
+  /** Whether a client may arm crash points (test hooks). Default false on an object. */
+  crashPoints?: boolean;
 }
+
+/** The WebSocket close code that tells a page the object started again and it should reconnect. */
+export const RESTARTED = 1012;
 
 /** Builds the harness options of one object from its environment (bindings, secrets) and state. */
 export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
@@ -40,6 +56,10 @@ export class HarnessObject<Env = unknown> {
   readonly env: Env;
   /** The harness, once the object's storage was opened and recovered. */
   readonly ready: Promise<Harness>;
+  /** The client API (the same host the browser worker serves). */
+  readonly host: HarnessHost;
+  readonly #endpoint: HostEndpoint;
+  readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
   readonly #heartbeatMs: number;
   #started = false;
   /** The alarm this instance last set (undefined: none, or not known yet). */
@@ -50,11 +70,24 @@ export class HarnessObject<Env = unknown> {
   constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
     this.ctx = ctx;
     this.env = env;
-    const options = setup(env, ctx);
-    this.#heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    const { heartbeatMs, methods, crashPoints, onReport, ...harnessOptions } = setup(env, ctx);
+    this.#heartbeatMs = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
+    const served = createHost({
+      database,
+      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(ctx.storage), database),
+      harness: { ...harnessOptions, clock: systemClock },
+      ...(methods ? { methods } : {}),
+      crashPoints: crashPoints ?? false,
+      now: systemClock.now,
+    });
+    this.host = served.host;
+    this.#endpoint = hostEndpoint(served.host);
+    if (onReport) void served.host.onReport(onReport);
+    // Pages still connected from an earlier instance subscribed in its memory: have them reconnect.
+    for (const socket of ctx.getWebSockets?.() ?? []) socket.close(RESTARTED, "The object started again: reconnect to subscribe again.");
     this.ready = ctx.blockConcurrencyWhile(async () => {
-      const storage = await SqliteStorage.open(new DurableObjectDatabase(ctx.storage), `durable-object:${ctx.id.toString()}`);
-      const harness = await Harness.open(storage, { ...options, clock: systemClock }, BACKGROUND_CONTEXT);
+      const harness = await served.ready;
       this.#alarmAt = (await ctx.storage.getAlarm()) ?? undefined;
       harness.session.subscribe(() => this.#armSoon(harness));
       return harness;
@@ -74,9 +107,58 @@ export class HarnessObject<Env = unknown> {
     }
   }
 
-  /** HTTP entry point. The base class serves no routes of its own yet. */
-  async fetch(_request: Request): Promise<Response> {
-    return this.serve(() => new Response("This Durable Object serves no HTTP routes.", { status: 404 }));
+  /**
+   * The client API: a WebSocket upgrade (any path), or `POST /rpc` with `{ method, args }` answered by
+   * `{ value }` or `{ error }` (a serialized library error). Subclasses may serve their own routes and call
+   * `super.fetch(request)` for these.
+   */
+  async fetch(request: Request): Promise<Response> {
+    return this.serve(async () => {
+      if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
+        const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
+        if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
+        const { 0: page, 1: object } = new Pair();
+        this.ctx.acceptWebSocket(object);
+        return new Response(null, { status: 101, webSocket: page } as ResponseInit);
+      }
+      if (request.method === "POST" && new URL(request.url).pathname === "/rpc") {
+        const { method, args } = (await request.json()) as { method: string; args?: unknown[] };
+        try {
+          return Response.json({ value: (await this.#endpoint.call(method, args ?? [])) ?? null });
+        } catch (error) {
+          return Response.json({ error: serializeError(error) }, { status: 400 });
+        }
+      }
+      return new Response("Not found: connect a WebSocket, or POST /rpc { method, args }.", { status: 404 });
+    });
+  }
+
+  /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
+  async webSocketMessage(socket: HibernatableWebSocket, message: string | ArrayBuffer): Promise<void> {
+    await this.serve(() => {
+      let connection = this.#connections.get(socket);
+      if (!connection) {
+        connection = serveMessages(this.#endpoint, (reply) => {
+          try {
+            socket.send(JSON.stringify(reply));
+          } catch {
+            // The page is gone (or the socket was closed at a restart): its subscriptions end with the close.
+          }
+        });
+        this.#connections.set(socket, connection);
+      }
+      connection.receive(JSON.parse(typeof message === "string" ? message : new TextDecoder().decode(message)) as ClientMessage);
+    });
+  }
+
+  /** The page went away: its subscriptions end. */
+  async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
+    this.#connections.get(socket)?.close();
+    this.#connections.delete(socket);
+  }
+
+  async webSocketError(socket: HibernatableWebSocket): Promise<void> {
+    await this.webSocketClose(socket);
   }
 
   /**

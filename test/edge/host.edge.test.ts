@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SEED_QUERY } from "../../examples/counter-task.ts";
+import { HarnessClient } from "../../src/browser/client.ts";
+import type { SocketLike } from "../../src/browser/socket.ts";
+import type { Inspection } from "../../src/index.ts";
+import { pause, startEdge, type Edge } from "./support.ts";
+
+let edge: Edge;
+beforeAll(async () => {
+  edge = await startEdge();
+}, 120_000);
+afterAll(() => edge?.dispose());
+
+type Listener = (event?: { data: unknown }) => void;
+
+/** A WebSocket to an object through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
+function objectSocket(name: string): SocketLike {
+  const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
+  const fire = (type: string, event?: { data: unknown }) => listeners[type]!.forEach((listener) => listener(event));
+  let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
+  void edge.call("counter", name, "/", { headers: { Upgrade: "websocket" } }).then(
+    (response) => {
+      const ws = (response as unknown as { webSocket: any }).webSocket;
+      if (!ws) return fire("error");
+      ws.accept();
+      ws.addEventListener("message", (event: { data: unknown }) => fire("message", event));
+      ws.addEventListener("close", () => fire("close"));
+      socket = ws;
+      fire("open");
+    },
+    () => fire("error"),
+  );
+  return {
+    send: (data) => socket!.send(data),
+    close: (code, reason) => socket?.close(code, reason),
+    addEventListener: (type: string, listener: Listener) => void listeners[type]!.push(listener),
+  } as SocketLike;
+}
+
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await pause(20);
+  if (!done()) throw new Error(`never: ${what}`);
+}
+
+describe("the Durable Object host serves the client API (src/host) over a WebSocket and over HTTP", () => {
+  it("connectHarness(url)'s client: status, tasks, read-only SQL; after the object restarts the subscriptions resume", async () => {
+    const client = new HarnessClient({ url: "ws://edge/counter/socket", connect: () => objectSocket("socket") });
+    await client.ready();
+    expect(client.status).toMatchObject({ kind: "ready", database: "durable-object:socket" });
+    const graphs: Inspection[] = [];
+    await client.watchTasks((inspection: Inspection) => void graphs.push(inspection));
+
+    const first = await client.createTask("example.counter", { to: 2 });
+    expect((await client.waitForTask(first)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 2" } });
+    expect(await client.query(SEED_QUERY)).toEqual([{ id: first, status: "terminal", n: null, memos: null, restarts: null }]);
+    await expect(client.query("DELETE FROM tasks")).rejects.toMatchObject({ name: "QueryNotReadOnly" });
+
+    // Every object goes away (workerd restarts): the socket drops, the client reconnects and subscribes again.
+    const before = graphs.length;
+    await edge.restart();
+    await until(() => graphs.length > before, "a task graph from the restarted object");
+    const second = await client.createTask("example.counter", { to: 1 });
+    await until(() => graphs.some((graph) => graph.tasks.some((task) => task.record.id === second)), "the new task in the resumed subscription");
+    expect((await client.waitForTask(second)).state).toMatchObject({ status: "terminal" });
+    expect(client.status.kind).toBe("ready");
+  });
+
+  it("POST /rpc answers a call with its value, and a bad call with the library's error", async () => {
+    const rpc = async (method: string, ...args: unknown[]) =>
+      (await edge.call("counter", "http", "/rpc", { method: "POST", body: JSON.stringify({ method, args }) })).json();
+    const created = (await rpc("createTask", "example.counter", { to: 1 })) as { value: number };
+    expect(typeof created.value).toBe("number");
+    expect(((await rpc("waitForTask", created.value)) as { value: { state: unknown } }).value.state).toMatchObject({ status: "terminal" });
+    expect(await rpc("query", "SELECT count(*) AS n FROM tasks")).toEqual({ value: [{ n: 1 }] });
+    expect(await rpc("noSuchMethod")).toMatchObject({ error: { name: "UnknownMethod" } });
+  });
+});
