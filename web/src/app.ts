@@ -130,8 +130,11 @@ class DemoApp {
   start(): void {
     const hold = [...this.#beforeResume].some((step) => step.needed());
     this.config = { settings: savedSettings(), paused: this.paused || hold, tab: this.tab, probeReplay: savedProbeReplay() };
-    const worker = new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(this.config, keepInfinity) });
-    const next = connectHarness(worker);
+    // `?edge=ws://…` (npm run start:edge): the harness runs in a Durable Object instead of this tab's worker.
+    const edge = new URLSearchParams(location.search).get("edge");
+    const next = edge
+      ? connectHarness(edge)
+      : connectHarness(new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(this.config, keepInfinity) }));
     this.#client = next; // before subscribing: the page shows the new worker's status ("starting") at once
     this.setScheduling(next, undefined);
     let wasReady = false;

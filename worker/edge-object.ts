@@ -1,0 +1,45 @@
+/**
+ * The demo's harness on a Cloudflare Durable Object (`npm run start:edge`): the same extensions, the offline
+ * demo model and the client API the demo page uses, served by `HarnessObject` over a WebSocket. Files live in
+ * the object's memory (an eviction loses them; the transcript and tasks are in its SQLite). Printed lines go
+ * to the object's console (workerd's output), since an object has no BroadcastChannel to the page.
+ */
+import { counterTask } from "../examples/counter-task.ts";
+import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, memoryEnvs, NotFound, type Harness, type Json } from "../src/index.ts";
+import { HarnessObject, type DurableObjectState } from "../src/cloudflare/index.ts";
+import { createDemoModels } from "./models.ts";
+import { filesExtension } from "./tools.ts";
+
+export class DemoObject extends HarnessObject {
+  constructor(state: DurableObjectState, env: unknown) {
+    const models = createDemoModels();
+    const envs = memoryEnvs();
+    const files = (harness: Harness, conversationId: Json) => {
+      if (typeof conversationId !== "number" || !harness.session.conversations.has(conversationId)) {
+        throw new NotFound(`There is no conversation ${JSON.stringify(conversationId)}.`);
+      }
+      return envs(conversationId);
+    };
+    super(state, env, () => ({
+      registry: createRegistry()
+        .install(defineExtension({ name: "demo", tasks: [counterTask((line) => console.log(line))] }))
+        .install(filesExtension("unsafe")),
+      models: models.models,
+      env: envs,
+      methods: {
+        "models.list": () => models.list(),
+        "models.configure": (_harness, provider) => models.configure(provider),
+        "files.list": (harness, conversationId) => files(harness, conversationId).list(undefined, ctx),
+        "files.read": (harness, conversationId, path) => files(harness, conversationId).read(String(path), ctx),
+      },
+    }));
+  }
+}
+
+/** Every connection goes to one object (one demo database), named by the path: `/demo` by default. */
+export default {
+  fetch(request: Request, env: { DEMO: { idFromName(name: string): unknown; get(id: unknown): { fetch(request: Request): Promise<Response> } } }) {
+    const name = new URL(request.url).pathname.split("/")[1] || "demo";
+    return env.DEMO.get(env.DEMO.idFromName(name)).fetch(request);
+  },
+};
