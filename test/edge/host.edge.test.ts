@@ -14,11 +14,11 @@ afterAll(() => edge?.dispose());
 type Listener = (event?: { data: unknown }) => void;
 
 /** A WebSocket to an object through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
-function objectSocket(name: string): SocketLike {
+function objectSocket(name: string, object: "counter" | "demo" = "counter"): SocketLike {
   const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
   const fire = (type: string, event?: { data: unknown }) => listeners[type]!.forEach((listener) => listener(event));
   let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
-  void edge.call("counter", name, "/", { headers: { Upgrade: "websocket" } }).then(
+  void edge.call(object, name, "/", { headers: { Upgrade: "websocket" } }).then(
     (response) => {
       const ws = (response as unknown as { webSocket: any }).webSocket;
       if (!ws) return fire("error");
@@ -73,5 +73,15 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     expect(((await rpc("waitForTask", created.value)) as { value: { state: unknown } }).value.state).toMatchObject({ status: "terminal" });
     expect(await rpc("query", "SELECT count(*) AS n FROM tasks")).toEqual({ value: [{ n: 1 }] });
     expect(await rpc("noSuchMethod")).toMatchObject({ error: { name: "UnknownMethod" } });
+  });
+
+  it("npm run start:edge's object: the demo's offline model answers a chat message over the socket", async () => {
+    const client = new HarnessClient({ url: "ws://edge/demo/chat", connect: () => objectSocket("chat", "demo") });
+    await client.ready();
+    const [offline] = (await client.call("models.list")) as Array<{ provider: string; id: string; offline: boolean }>;
+    expect(offline!.offline).toBe(true);
+    const conversation = await client.rootConversation({ model: `${offline!.provider}/${offline!.id}` });
+    const submission = await client.submit(conversation, { type: "input", content: "hello" });
+    expect(await client.waitForSubmission(submission)).toMatchObject({ status: "done" });
   });
 });

@@ -38,7 +38,7 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent";
+export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -74,6 +74,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         SLEEPER: sqliteObject("SleeperObject"),
         CRASHER: sqliteObject("CrasherObject"),
         AGENT: sqliteObject("AgentObject"),
+        DEMO: sqliteObject("DemoObject"),
       },
     });
   let mf = options();

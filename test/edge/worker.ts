@@ -111,6 +111,7 @@ function encode(value: unknown): unknown {
 }
 
 export { CounterObject } from "../../examples/counter-object.ts";
+export { DemoObject } from "../../worker/edge-object.ts";
 
 /** Sleeping tasks: `/sleep?ms=` creates one that sleeps that long (a durable `sleepUntil`), then prints "awake". */
 export class SleeperObject extends HarnessObject<Env> {
