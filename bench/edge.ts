@@ -1,5 +1,5 @@
 /**
- * The edge benchmark, in workerd (miniflare; docs/decisions/0010): a kernel step on a Durable Object next to a
+ * The edge benchmark, in workerd (miniflare; docs/decisions/0014): a kernel step on a Durable Object next to a
  * raw single-row commit on the same object, and the time from a crash of an object to its first resumed step.
  *
  * Inside an object the clock stands still while JavaScript runs (workerd's timing-attack mitigation), so every

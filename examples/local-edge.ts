@@ -1,6 +1,6 @@
 /**
  * A local Cloudflare edge for examples, tests and benchmarks: a Worker module bundled as a Worker build does
- * (esbuild with workerd's conditions) and run in workerd through miniflare (docs/decisions/0010).
+ * (esbuild with workerd's conditions) and run in workerd through miniflare (docs/decisions/0014).
  */
 import { build } from "esbuild";
 

@@ -1,6 +1,6 @@
 /**
  * Edge tests run the Worker in test/edge/worker.ts in workerd through miniflare's Node API (see
- * docs/decisions/0010-workerd-tests-on-node-20.md). Each object lives in a persist directory, so disposing
+ * docs/decisions/0014-workerd-tests-on-node-20.md). Each object lives in a persist directory, so disposing
  * miniflare and starting it again is a cold restart of every object: the eviction without a request.
  */
 import { mkdtempSync, rmSync } from "node:fs";
