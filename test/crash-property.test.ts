@@ -80,14 +80,17 @@ function scenario(program: Program): CrashScenario {
 describe("property: random task programs with random crash points", () => {
   it("S3/S4/S6: every program keeps the invariants with one or two crashes anywhere", { timeout: 300_000 }, async () => {
     const seed = Number(process.env.PROPERTY_SEED ?? 20261201);
+    let worlds = 0;
     try {
       await fc.assert(
         fc.asyncProperty(steps(2), fc.integer({ min: 1, max: 1_000_000 }), async (program, crashSeed) => {
-          await crashSweep(scenario({ steps: program }), { single: { sample: 3, seed: crashSeed }, double: { sample: 2, seed: crashSeed } });
+          worlds += (await crashSweep(scenario({ steps: program }), { single: { sample: 3, seed: crashSeed }, double: { sample: 2, seed: crashSeed } })).worlds;
         }),
         { seed, numRuns: 60 },
       );
+      console.log(`property test: 60 random programs, ${worlds} crash worlds (seed ${seed})`);
     } catch (error) {
+      console.log(`property test: seed ${seed}`);
       throw new Error(`Property failed with PROPERTY_SEED=${seed} (rerun with it to reproduce).\n${String((error as Error).message)}`, { cause: error });
     }
   });

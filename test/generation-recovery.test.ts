@@ -196,3 +196,18 @@ describe("S9 named crash point generation:streaming", () => {
     expect("Hello there, friend".startsWith(aborted[0]![1]!)).toBe(true);
   });
 });
+
+describe("S9/B1 abort during a retry backoff", () => {
+  it("S9/B1: conversation.abort() while the generation sleeps its retry backoff ends the run now, not when the backoff ends", async () => {
+    const cut = await cutDuringRequest(backends[0]!, "kill");
+    const models = new ScriptedModels([answer("never sent")]);
+    const { second, outcome } = await reopen(cut, models);
+    await until(async () => (await second.harness.getTask(cut.generationId, ctx))?.state.status === "sleeping", "the retry backoff");
+    const now = second.clock.now();
+    await second.root.abort(ctx);
+    await until(() => outcome() !== undefined, "the run ended");
+    expect(second.clock.now()).toBe(now);
+    expect(outcome()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(models.requests).toHaveLength(0);
+  });
+});
