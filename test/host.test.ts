@@ -9,6 +9,7 @@ import {
   NotFound,
   InvalidSetting,
   QueryNotReadOnly,
+  SchemaTooNew,
   UnknownMethod,
   UnknownTaskKind,
   WorkerGone,
@@ -228,6 +229,12 @@ describe("the page's client over any transport", () => {
     const error = await failing.ready().catch((error: unknown) => error);
     expect(error).toBeInstanceOf(InvalidSetting);
     expect(failing.status).toMatchObject({ kind: "failed", error: { name: "InvalidSetting" } });
+    // The class's fields travel with the failed status.
+    const tooNew = new TestClient(pageEndpoint(serve({ openStorage: () => Promise.reject(new SchemaTooNew(99, 3)) })));
+    const refused = await tooNew.ready().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(SchemaTooNew);
+    expect(refused).toMatchObject({ found: 99, supported: 3, message: new SchemaTooNew(99, 3).message });
+    expect(tooNew.status).toEqual({ kind: "failed", error: { name: "SchemaTooNew", message: new SchemaTooNew(99, 3).message, details: { found: 99, supported: 3 } } });
   });
 
   it("once the transport says the host is gone, pending and later calls reject with WorkerGone", async () => {

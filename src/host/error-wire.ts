@@ -8,12 +8,9 @@
 import * as errors from "../errors.ts";
 import { DurableError } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
+import type { ErrorShape } from "./protocol.ts";
 
-export interface SerializedError {
-  name: string;
-  message: string;
-  /** The class's own fields (JSON only). */
-  details?: Record<string, Json>;
+export interface SerializedError extends ErrorShape {
   stack?: string;
 }
 

@@ -10,6 +10,7 @@ import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { Storage } from "../storage/storage.ts";
+import { serializeError } from "./error-wire.ts";
 import { Listeners, safely } from "./listeners.ts";
 import type { Ownership } from "./ownership.ts";
 import type { CrashPointHit, ErrorShape, HarnessHost, HarnessStatus } from "./protocol.ts";
@@ -260,7 +261,8 @@ export function createHost(options: HostOptions): ServedHost {
   return { host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views };
 }
 
-export function errorShape(error: unknown): ErrorShape {
-  if (error instanceof Error) return { name: error.name, message: error.message };
-  return { name: "Error", message: String(error) };
+/** An error for a status or a report: its serialized form without the stack (statuses and reports are kept). */
+function errorShape(error: unknown): ErrorShape {
+  const { stack: _stack, ...shape } = serializeError(error);
+  return shape;
 }

@@ -24,9 +24,11 @@ export type HarnessStatus =
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };
 
+/** An error as data: its stable name, its message, and the fields its class adds (`SchemaTooNew.found`, …). */
 export interface ErrorShape {
   name: string;
   message: string;
+  details?: Record<string, Json>;
 }
 
 export interface CrashPointHit {
