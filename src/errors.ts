@@ -124,6 +124,21 @@ export class WorkerGone extends DurableError {
   override name = "WorkerGone";
 }
 
+/** `createTask(kind, input, { key })` with a key that already names a task of another kind or input. Nothing was written. */
+export class TaskKeyConflict extends DurableError {
+  override name = "TaskKeyConflict";
+  readonly key: string;
+  readonly taskId: number;
+  constructor(key: string, taskId: number, existing: string) {
+    super(
+      `The key ${JSON.stringify(key)} already names task ${taskId} (${existing}); nothing was created. ` +
+        `Pass the same kind and input to get that task again, or use a new key for a new task.`,
+    );
+    this.key = key;
+    this.taskId = taskId;
+  }
+}
+
 /** A task kind the page asked for is not installed in the worker's registry. */
 export class UnknownTaskKind extends DurableError {
   override name = "UnknownTaskKind";

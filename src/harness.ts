@@ -4,7 +4,7 @@ import { DatabaseLocked, HarnessClosed, InvalidSetting, NotFound, ReadOnlySessio
 import { cloneJson } from "./json.ts";
 import type { ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
-import type { Tx } from "./session/tx.ts";
+import { documentKey, type Tx } from "./session/tx.ts";
 import { resolveSettings, type ResolvedSettings, type Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
@@ -47,6 +47,8 @@ export interface HarnessOptions {
 export interface Inspection {
   scheduling: "paused" | "running" | "closed" | "read-only";
   tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
+  /** What this harness's open recovered. */
+  recovery: Recovery;
 }
 
 /**
@@ -55,6 +57,23 @@ export interface Inspection {
  * dead process keeps nothing — tests reopen a copy of the image instead.
  */
 const holders = new WeakMap<Storage, object>();
+
+/**
+ * What an open found and recovered (S4). A task's `restarts` is cleared by its next progress, so this is where
+ * a reload's restarts stay visible.
+ */
+export interface Recovery {
+  /**
+   * How the harness before this open stopped: `crash` (cut off — a reload, a terminated worker, a killed
+   * process), `close` (a clean `close()`), or `none` (no earlier open is recorded: a new database).
+   */
+  stop: "crash" | "close" | "none";
+  /** The tasks a crash left running; each was counted a restart (`restarts`: its count after this open). */
+  tasks: Array<{ id: number; kind: string; restarts: number }>;
+}
+
+/** Whether the harness on a storage is open or was closed cleanly (document `pi.harness` / `lifecycle`). */
+const LIFECYCLE = { scope: "pi.harness", key: "lifecycle" } as const;
 
 /** The kernel's name for a conversation handle; the agent layer's `Conversation` is it. */
 export { Conversation as ConversationHandle };
@@ -72,14 +91,17 @@ export class Harness {
   #closed: Promise<void> | undefined;
   /** Ids of tasks that open found running (a crash left them); informational. */
   readonly recovered: readonly number[];
+  /** What this open recovered: how the last harness stopped, and the tasks a crash cut off. */
+  readonly recovery: Recovery;
 
-  private constructor(session: Session, scheduler: Scheduler, options: HarnessOptions, recovered: number[]) {
+  private constructor(session: Session, scheduler: Scheduler, options: HarnessOptions, recovery: Recovery) {
     this.session = session;
     this.#scheduler = scheduler;
     this.registry = options.registry;
     this.readOnly = session.readOnly;
     this.#options = options;
-    this.recovered = recovered;
+    this.recovery = recovery;
+    this.recovered = recovery.tasks.map((task) => task.id);
   }
 
   /**
@@ -122,7 +144,17 @@ export class Harness {
       crashPoint: options.crashPoint,
     });
     const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen(options.resume === true);
-    const harness = new Harness(session, scheduler, options, recovered);
+    const lifecycle = session.documents.get(documentKey(LIFECYCLE.scope, LIFECYCLE.key))?.value as { state?: string } | undefined;
+    const recovery: Recovery = {
+      stop: recovered.length > 0 || lifecycle?.state === "open" ? "crash" : lifecycle?.state === "closed" ? "close" : "none",
+      tasks: recovered.map((id) => {
+        const record = session.live.get(id);
+        return { id, kind: record?.kind ?? "", restarts: record?.restarts ?? 1 };
+      }),
+    };
+    // Marked open until a clean close marks it closed; after a crash it still says open (no write needed).
+    if (!session.readOnly && lifecycle?.state !== "open") await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
+    const harness = new Harness(session, scheduler, options, recovery);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = agentHost(harness);
     if (!session.readOnly) await host.sweep();
@@ -241,7 +273,7 @@ export class Harness {
   async inspect(context: Context): Promise<Inspection> {
     throwIfCancelled(context);
     const scheduling = this.#closed ? "closed" : this.readOnly ? "read-only" : this.#scheduler.enabled ? "running" : "paused";
-    return { scheduling, tasks: this.#scheduler.inspect() };
+    return { scheduling, tasks: this.#scheduler.inspect(), recovery: cloneJson(this.recovery) };
   }
 
   /** Starts scheduling. Throws `ReadOnlySession` on a read-only harness. */
@@ -258,9 +290,16 @@ export class Harness {
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
     agentHost(this).close();
-    this.#closed ??= this.#scheduler.close().finally(() => {
-      if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
-    });
+    this.#closed ??= this.#scheduler
+      .close()
+      .then(async () => {
+        if (this.readOnly) return;
+        // Best effort: if it cannot be written (a full quota), the next open reports a crash, which loses nothing.
+        await this.session.commitWhileSealing((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "closed" })).catch(() => {});
+      })
+      .finally(() => {
+        if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
+      });
     return waitFor(this.#closed, context);
   }
 

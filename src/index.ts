@@ -1,4 +1,4 @@
-export { Harness, ConversationHandle, type HarnessOptions, type Inspection } from "./harness.ts";
+export { Harness, ConversationHandle, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
 export { defineTask, type TaskDefinition, type TaskRuntime, type RunningTask, type NextTaskState, type AnyTaskDefinition } from "./tasks/types.ts";
 export { createRegistry, defineExtension, Registry, type Extension } from "./tasks/registry.ts";
 export type { TaskInspectionState, CrashPointHandler } from "./tasks/scheduler.ts";

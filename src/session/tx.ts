@@ -1,5 +1,5 @@
-import { InvalidCommit, NotFound } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
+import { InvalidCommit, NotFound, TaskKeyConflict } from "../errors.ts";
+import { cloneJson, jsonEqual, type Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type {
   Batch,
@@ -18,7 +18,16 @@ export interface CreateTaskOptions {
   conversationId?: number;
   /** A background task is owned by its conversation, not by the committing task; it outlives it. */
   background?: boolean;
+  /**
+   * Creates the task once. A later create with the same key returns the same task instead of a new one —
+   * also after a reload, and also once the task has ended; the same key with another kind or input is a
+   * `TaskKeyConflict` (nothing written). Keys are unique in the database and kept for its whole life.
+   */
+  key?: string;
 }
+
+/** The document scope of task keys: key → `{ taskId, kind }`. */
+export const TASK_KEYS = "pi.task-keys";
 
 /** Who is committing: a conversation (host code) or a task (its runtime). Sets defaults for new records. */
 export interface TxActor {
@@ -77,6 +86,10 @@ export class Tx {
 
   /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
   createTask<I>(definition: TaskKind<I>, input: I, options: CreateTaskOptions = {}): number {
+    if (options.key !== undefined) {
+      const existing = this.#keyedTask(options.key, definition.name, input);
+      if (existing !== undefined) return existing;
+    }
     const actor = this.actor;
     const conversationId = options.conversationId ?? actor?.conversationId;
     if (conversationId === undefined) throw new InvalidCommit("createTask needs a conversation: commit through a conversation or a task.");
@@ -109,7 +122,29 @@ export class Tx {
       state: { status: "pending", checkpoint: cloneJson(checkpoint) as Checkpoint },
     };
     this.#tasks.set(id, record);
+    if (options.key !== undefined) this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name });
     return id;
+  }
+
+  /** The task `key` names, if any; a `TaskKeyConflict` when it was created with another kind or input. */
+  #keyedTask(key: string, kind: string, input: unknown): number | undefined {
+    if (typeof key !== "string" || key === "") throw new InvalidCommit("A task key must be a non-empty string.");
+    const named = this.document(TASK_KEYS, key) as { taskId: number; kind: string } | undefined;
+    if (!named) return undefined;
+    if (named.kind !== kind) throw new TaskKeyConflict(key, named.taskId, `kind ${named.kind}, not ${kind}`);
+    const wanted = cloneJson(input);
+    const conflict = () => new TaskKeyConflict(key, named.taskId, "the same kind with another input");
+    const live = this.task(named.taskId);
+    if (live) {
+      if (!jsonEqual(live.input, wanted)) throw conflict();
+    } else {
+      // Ended: its record is in storage only. The check runs before anything of this commit is stored.
+      this.check(async () => {
+        const stored = await this.#session.storage.getTask(named.taskId);
+        if (!stored || !jsonEqual(stored.input, wanted)) throw conflict();
+      });
+    }
+    return named.taskId;
   }
 
   /** Replaces a task record (the scheduler's and runtime's own writes). */
