@@ -20,6 +20,15 @@ import { socketEndpoint, type ReconnectingEndpoint, type SocketLike } from "./so
 
 export type { CrashPointHit, HarnessStatus, Unsubscribe } from "../host/protocol.ts";
 export { ConnectionLost, type SocketLike } from "./socket.ts";
+export type { Recovery } from "../harness.ts";
+
+/** The origin's storage as the browser reports it; sizes in bytes, absent where the browser does not tell. */
+export interface StorageEstimateResult {
+  usage?: number;
+  quota?: number;
+  /** Whether the browser keeps this origin's storage under pressure (see `persistStorage()`). */
+  persisted: boolean;
+}
 
 export class HarnessClient extends HostClient {
   /** The worker that owns the database (undefined for a Durable Object reached by URL). */
@@ -54,6 +63,31 @@ export class HarnessClient extends HostClient {
       },
       () => {},
     );
+  }
+
+  /**
+   * Asks the browser to keep this origin's storage (the OPFS database) under storage pressure instead of
+   * evicting it: `navigator.storage.persist()`. Resolves true when storage is persistent (granted now or
+   * before), false when the browser declined or has no such API. Browsers may grant it only after a user
+   * gesture or to an installed app; asking again later is fine.
+   */
+  async persistStorage(): Promise<boolean> {
+    const storage = (globalThis.navigator as Navigator | undefined)?.storage;
+    if (!storage?.persist) return false;
+    if (await storage.persisted()) return true;
+    return storage.persist();
+  }
+
+  /** How much the origin stores and may store (`navigator.storage.estimate()`), and whether it is persistent. */
+  async storageEstimate(): Promise<StorageEstimateResult> {
+    const storage = (globalThis.navigator as Navigator | undefined)?.storage;
+    if (!storage?.estimate) return { persisted: false };
+    const [estimate, persisted] = await Promise.all([storage.estimate(), storage.persisted?.() ?? false]);
+    return {
+      ...(estimate.usage !== undefined ? { usage: estimate.usage } : {}),
+      ...(estimate.quota !== undefined ? { quota: estimate.quota } : {}),
+      persisted,
+    };
   }
 
   /**

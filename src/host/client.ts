@@ -6,6 +6,7 @@
  * `WorkerGone` instead of hanging.
  */
 import { DurableError, WorkerGone } from "../errors.ts";
+import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import { remoteHost, type HostEndpoint } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
@@ -61,11 +62,14 @@ export class HostClient {
     return () => void this.#statusListeners.delete(listener);
   }
 
-  /** Resolves once the database is open; rejects if opening failed, the worker died, or it was closed. */
-  ready(): Promise<void> {
+  /**
+   * Resolves once the database is open, with what that open recovered (how the last harness stopped, the
+   * tasks a crash cut off); rejects if opening failed, the host is gone, or it was closed.
+   */
+  ready(): Promise<Recovery> {
     return new Promise((resolve, reject) => {
       const check = (status: HarnessStatus) => {
-        if (status.kind === "ready") resolve();
+        if (status.kind === "ready") resolve(status.recovery);
         else if (status.kind === "failed") reject(failure(status.error));
         else if (status.kind === "closed") reject(new DurableError(`The database was closed (${status.reason}).`));
         else return;

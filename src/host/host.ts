@@ -99,7 +99,7 @@ export function createHost(options: HostOptions): ServedHost {
     harness.session.subscribe(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
     });
-    setStatus({ kind: "ready", database, recovered: [...harness.recovered], openMs: options.now() - started });
+    setStatus({ kind: "ready", database, recovered: [...harness.recovered], recovery: harness.recovery, openMs: options.now() - started });
     await options.onReady?.(harness);
     return harness;
   };
@@ -189,7 +189,7 @@ export function createHost(options: HostOptions): ServedHost {
       const definition = open.registry.task(kind);
       if (!definition) throw new UnknownTaskKind(kind, open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)));
       const conversation = createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
-      return conversation.commit((tx) => tx.createTask(definition, input), ctx);
+      return conversation.commit((tx) => tx.createTask(definition, input, createOptions.key !== undefined ? { key: createOptions.key } : {}), ctx);
     },
     getTask: async (id) => requireHarness().getTask(id, ctx),
     waitForTask: async (id) => requireHarness().waitForTask(id, ctx),

@@ -6,7 +6,7 @@
  */
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view.ts";
-import type { Inspection } from "../harness.ts";
+import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { Row } from "../storage/storage.ts";
@@ -19,7 +19,8 @@ export type HarnessStatus =
   | { kind: "waiting-for-lock"; database: string }
   | { kind: "opening"; database: string }
   | { kind: "recovering"; database: string }
-  | { kind: "ready"; database: string; recovered: number[]; openMs: number }
+  /** `recovery`: how the last harness stopped and which tasks a crash cut off (`recovered`: their ids). */
+  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number }
   | { kind: "failed"; error: ErrorShape }
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };
@@ -52,7 +53,8 @@ export interface HarnessHost {
   onReport(listener: (report: Report) => void): Unsubscribe;
   /** The live task graph, now (once open) and after every commit that changes a task (coalesced). */
   watchTasks(listener: (inspection: Inspection) => void): Unsubscribe;
-  createTask(kind: string, input: Json, options?: { conversationId?: number }): Promise<number>;
+  /** `key`: the same key returns the same task (also after a reload); another kind or input is a `TaskKeyConflict`. */
+  createTask(kind: string, input: Json, options?: { conversationId?: number; key?: string }): Promise<number>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   waitForTask(id: number): Promise<TaskRecord>;
   abortTask(id: number): Promise<"marked" | "terminal">;

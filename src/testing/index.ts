@@ -11,5 +11,5 @@ export {
   type SweepBackend,
   type SweepWorld,
 } from "./crash-sweep.ts";
-export { crashTab, harnessStatus, harnessWorker, waitForReady, waitForTask, type CrashKind } from "./playwright.ts";
+export { crashTab, harnessStatus, harnessWorker, waitForReady, waitForTask, type CrashKind, type TaskMatch } from "./playwright.ts";
 export { emptyBatch, sampleTask, storageConformance, type ConformanceBackend, type ConformanceCase } from "./storage-conformance.ts";

@@ -13,6 +13,9 @@ import type { TaskRecord } from "../storage/records.ts";
 
 export type CrashKind = "reload" | "terminate-worker" | "renderer";
 
+/** A task id, or a predicate over the committed record. */
+export type TaskMatch = number | ((task: TaskRecord) => boolean);
+
 /** The worker of `page` that serves the harness (waits for it to appear). */
 export async function harnessWorker(page: Page, timeoutMs = 15_000): Promise<PlaywrightWorker> {
   // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
@@ -71,8 +74,9 @@ export async function crashTab(page: Page, kind: CrashKind): Promise<Page> {
   return next;
 }
 
-/** Polls the committed tasks until one matches; resolves with it. */
-export async function waitForTask(page: Page, match: (task: TaskRecord) => boolean, timeoutMs = 30_000): Promise<TaskRecord> {
+/** Polls the committed tasks until one matches (its id, or a predicate); resolves with it. */
+export async function waitForTask(page: Page, match: TaskMatch, timeoutMs = 30_000): Promise<TaskRecord> {
+  const matches = typeof match === "number" ? (task: TaskRecord) => task.id === match : match;
   // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
   for (let waited = 0; ; waited += 50) {
     const worker = await harnessWorker(page).catch(() => undefined);
@@ -85,7 +89,7 @@ export async function waitForTask(page: Page, match: (task: TaskRecord) => boole
           })
           .catch(() => [] as string[])
       : [];
-    const found = rows.map((text) => JSON.parse(text) as TaskRecord).find(match);
+    const found = rows.map((text) => JSON.parse(text) as TaskRecord).find(matches);
     if (found) return found;
     if (waited > timeoutMs) throw new Error(`No task matched in ${timeoutMs} ms.`);
     await page.waitForTimeout(50);
