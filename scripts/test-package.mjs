@@ -37,7 +37,7 @@ if (!/All good!/.test(lint)) {
   console.error("publint reported problems (above).");
   process.exit(1);
 }
-// ESM only, on purpose: CommonJS `require` and node10 resolution are out of scope (docs/decisions/0007).
+// ESM only, on purpose: CommonJS `require` and node10 resolution are out of scope (docs/decisions/0006).
 run("npx", ["--no-install", "attw", tarball, "--profile", "esm-only", "--format", "table", "--no-emoji"], { quiet: true });
 
 console.log(`package: ${tarball} (${(statSync(tarball).size / 1024).toFixed(1)} kB), publint and attw clean`);
