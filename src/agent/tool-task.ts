@@ -191,17 +191,20 @@ async function run(task: Task, runtime: Runtime, toolCall: ToolCall, tool: AnyTo
     }
   }
   const ending: Ending = thrown === undefined ? { status: "completed" } : { status: "failed", message: `Tool ${toolCall.name} threw: ${thrown}` };
-  await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context);
+  await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context, output);
 }
 
 /** A harness-written result built from the committed progress (what a crash left is all there is). */
 async function settleFromProgress(task: Task, runtime: Runtime, code: ToolErrorCode, message: string, ending: Ending, context: Context): Promise<void> {
   const progress = runtime.document(scopeOf(task.conversationId), toolKey(task.id)) as ToolProgress | undefined;
   const toolCall: ToolCall = { type: "toolCall", id: task.input.callId, name: task.input.name, arguments: {} };
-  await settle(task, runtime, toolCall, errorResult(textContent(progress?.output ?? ""), message, progress?.details), code, ending, context);
+  await settle(task, runtime, toolCall, errorResult(textContent(progress?.output ?? ""), message, progress?.details), code, ending, context, progress?.output);
 }
 
-/** The result commit: one `pi.tool-result` entry, the slot marked done, the task terminal. */
+/**
+ * The result commit: one `pi.tool-result` entry, the slot marked done, the task terminal. The entry keeps the
+ * tool's streamed `output` beside the result (for a UI after a reload: the progress document goes now).
+ */
 async function settle(
   task: Task,
   runtime: Runtime,
@@ -210,6 +213,7 @@ async function settle(
   code: ToolErrorCode | undefined,
   ending: Ending,
   context: Context,
+  output?: string,
 ): Promise<void> {
   const conversationId = task.conversationId;
   // B9: a refused result commit is retried as a commit; rerunning the step would call it "interrupted".
@@ -223,7 +227,7 @@ async function settle(
       ...(result.details !== undefined ? { details: result.details } : {}),
       timestamp: tx.now(),
     } as ToolResultMessage;
-    const entryId = appendEntry(tx, conversationId, "pi.tool-result", { message, ...(code ? { code } : {}) });
+    const entryId = appendEntry(tx, conversationId, "pi.tool-result", { message, ...(code ? { code } : {}), ...(output ? { output } : {}) });
     clearToolProgress(tx, conversationId, task.id);
     if (ending.status === "failed" && ending.interrupted) {
       tx.report({ kind: "task_interrupted", taskId: task.id, taskKind: task.kind, conversationId, reason: ending.interrupted, message: ending.message });

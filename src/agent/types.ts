@@ -48,6 +48,8 @@ export interface ToolResultEntryPayload {
   message: ToolResultMessage;
   /** Set on results the harness wrote itself (never on a tool's own result). */
   code?: ToolErrorCode;
+  /** What the tool streamed with `api.output()` (all of it, or what was persisted before a crash); not sent to the model. */
+  output?: string;
 }
 export interface SystemEntryPayload {
   message: SystemMessage;
