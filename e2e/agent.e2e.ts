@@ -33,7 +33,7 @@ afterEach(async () => {
   await session.close();
 });
 
-const INTERRUPTED = `<harness>\n[error] Tool append was interrupted and may have partially run\n</harness>`;
+const INTERRUPTED = `<harness>\n[error] Tool probe was interrupted and may have partially run\n</harness>`;
 
 /** The seed's query over the tool probe (S8, S11). */
 const PROBE_QUERY = `SELECT id, kind, status, record ->> '$.restarts' AS restarts,
@@ -142,7 +142,7 @@ const assistants = (entries: readonly EntryRecord[]) =>
 const texts = (content: ReadonlyArray<{ type: string; text?: string }>) => content.map((item) => (item.type === "text" ? item.text : `[${item.type}]`));
 
 /**
- * The seed's tool probe up to the cut: "probe" makes the offline model call `append` (notes.txt, hello); the
+ * The seed's tool probe up to the cut: "probe" makes the offline model call `probe` (notes.txt, hello); the
  * tool appends, outputs `working\n`, and the worker stops right after that output was persisted (S8: within
  * `persistWithinMs`); then the tab reloads.
  */
@@ -179,7 +179,7 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     expect(await readFile(page, conversationId, PROBE.path)).toBe(PROBE.text); // one hello line: not run again
     const [result, ...more] = toolResults(entries);
     expect(more).toEqual([]);
-    expect(result!.message).toMatchObject({ toolName: "append", toolCallId: "call_1", isError: true });
+    expect(result!.message).toMatchObject({ toolName: PROBE.tool, toolCallId: "call_1", isError: true });
     expect(result!.message.content).toEqual([
       { type: "text", text: PROBE.output },
       { type: "text", text: INTERRUPTED },
@@ -187,7 +187,7 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     expect(result!.code).toBe("interrupted");
     expect((await taskRecord(page, toolId)).state).toEqual({
       status: "terminal",
-      outcome: { status: "failed", error: { message: "Tool append was interrupted and may have partially run" }, result: { entryId: result!.id } },
+      outcome: { status: "failed", error: { message: "Tool probe was interrupted and may have partially run" }, result: { entryId: result!.id } },
     });
     expect(await reports(page)).toContainEqual(
       expect.objectContaining({ kind: "task_interrupted", taskId: toolId, taskKind: "pi.tool", conversationId, reason: "interrupted" }),
@@ -198,7 +198,7 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     const answer = assistants(entries).at(-1)!;
     expect(answer.id).toBeGreaterThan(result!.id);
     expect(answer.stopReason).toBe("stop");
-    expect(answer.text).toContain('The harness says: "Tool append was interrupted and may have partially run"');
+    expect(answer.text).toContain('The harness says: "Tool probe was interrupted and may have partially run"');
     expect(answer.text).toContain(`Before the cut it had reported ${JSON.stringify(PROBE.output)}`);
     expect(outcome.status === "done" && outcome.answer?.text).toBe(answer.text);
   });
@@ -220,7 +220,7 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     expect(await readFile(page, conversationId, PROBE.path)).toBe(PROBE.text.repeat(2));
     const [result, ...more] = toolResults(entries);
     expect(more).toEqual([]);
-    expect(result!.message).toMatchObject({ toolName: "append", toolCallId: "call_1", isError: false });
+    expect(result!.message).toMatchObject({ toolName: PROBE.tool, toolCallId: "call_1", isError: false });
     expect(result!.message.content).toEqual([{ type: "text", text: PROBE.result }]);
     expect(result!.code).toBeUndefined();
     expect((await taskRecord(page, toolId)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: { entryId: result!.id } } });

@@ -61,8 +61,8 @@ describe("the offline demo model", () => {
 
     const note = await say(root, "note buy milk");
     expect(calls(note.added)).toEqual([{ id: "call_1", name: "append", arguments: { path: "notes.txt", text: "buy milk\n" } }]);
-    expect(results(note.added).map((result) => [result.isError, result.content])).toEqual([[false, [{ type: "text", text: PROBE.result }]]]);
-    expect(note.text).toBe('Appended "buy milk\\n" to notes.txt; the tool answered "appended".');
+    expect(results(note.added).map((result) => [result.isError, result.content])).toEqual([[false, [{ type: "text", text: "appended to notes.txt" }]]]);
+    expect(note.text).toBe('Added "buy milk" to notes.txt.');
     await say(root, "Remember: call Ada.");
     expect(envs.get(root.id).snapshot()).toEqual({ "notes.txt": "buy milk\ncall Ada.\n" });
 
@@ -77,12 +77,27 @@ describe("the offline demo model", () => {
     expect(envs.get(root.id).snapshot()).toEqual({});
   });
 
+  it("a note is the library's append, not the probe: it answers while the probe would still be waiting", async () => {
+    const envs = memoryEnvs();
+    const registry = createRegistry().install(filesExtension("unsafe", 600_000)); // a probe would wait 10 minutes
+    harness = await Harness.open(new MemoryStorage(), { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs }, ctx);
+    const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}` } });
+    const note = await say(root, "note buy milk");
+    expect(note.outcome.status).toBe("done");
+    expect(calls(note.added).map((call) => call.name)).toEqual(["append"]);
+    expect(PROBE.tool).not.toBe("append");
+    expect(envs.get(root.id).snapshot()).toEqual({ "notes.txt": "buy milk\n" });
+  });
+
   it("probe is the seed's probe call; story is the long answer; anything else gets the list of commands", async () => {
     const { root, envs } = await openDemoAgent();
 
     const probe = await say(root, "probe");
     expect(calls(probe.added)).toEqual([{ id: "call_1", name: PROBE.tool, arguments: { path: PROBE.path, text: PROBE.text } }]);
     expect(envs.get(root.id).snapshot()).toEqual({ [PROBE.path]: PROBE.text });
+    // The result entry keeps what the tool streamed (a UI shows it after a reload; the model gets the result).
+    const [entry] = probe.added.filter((added) => added.kind === "pi.tool-result");
+    expect(entry!.payload).toMatchObject({ output: PROBE.output, message: { content: [{ type: "text", text: PROBE.result }] } });
 
     expect((await say(root, "story")).text).toBe(STORY);
     const other = await say(root, "what can you do?");
@@ -103,7 +118,7 @@ describe("the offline demo model", () => {
     await root.abort(ctx);
     expect(await submission.wait(ctx)).toMatchObject({ status: "unanswered", reason: "aborted" });
     const [result] = results(await root.entries(ctx));
-    expect(result).toMatchObject({ isError: true, content: [{ type: "text", text: PROBE.output }, { type: "text", text: "<harness>\n[error] Tool append was aborted\n</harness>" }] });
+    expect(result).toMatchObject({ isError: true, content: [{ type: "text", text: PROBE.output }, { type: "text", text: "<harness>\n[error] Tool probe was aborted\n</harness>" }] });
     expect(envs.get(root.id).snapshot()).toEqual({ [PROBE.path]: PROBE.text });
   });
 

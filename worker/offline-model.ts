@@ -145,7 +145,7 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
         `The ${name} call was cut off by a crash and may have partially run, so it was not run again. ` +
         `The harness says: "${harness}".` +
         (output ? ` Before the cut it had reported ${JSON.stringify(output)}.` : "") +
-        (name === "append" || name === "write" || name === "edit" || name === "rm" ? ` Say "read notes" or "list files" to see what it left.` : "")
+        (name === "append" || name === PROBE.tool || name === "write" || name === "edit" || name === "rm" ? ` Say "read notes" or "list files" to see what it left.` : "")
       );
     }
     if (harness?.includes("No file")) return `There is no ${path} yet. Add a line with "note <text>".`;
@@ -153,6 +153,8 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
   }
   switch (name) {
     case "append":
+      return `Added ${JSON.stringify(String(args.text ?? "").trim())} to ${path}.`;
+    case PROBE.tool:
       return `Appended ${JSON.stringify(String(args.text ?? ""))} to ${path}; the tool answered ${JSON.stringify(output)}.`;
     case "read":
       return output === "" ? `${path} is empty.` : `${path} holds:\n${output}`;

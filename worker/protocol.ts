@@ -16,7 +16,7 @@ export interface DemoWorkerConfig {
   paused?: boolean;
   /** This tab's id: printed lines carry it, so only this tab records them. */
   tab?: string;
-  /** The replay policy the demo's `append` tool declares (the seed's tool probe). Default "unsafe". */
+  /** The replay policy the demo's `probe` tool declares (the seed's tool probe). Default "unsafe". */
   probeReplay?: "safe" | "unsafe";
 }
 
@@ -71,18 +71,18 @@ export const OFFLINE_COMMANDS: ReadonlyArray<{ say: string; does: string }> = [
   { say: "read notes", does: "reads notes.txt (also: show notes)" },
   { say: "list files", does: "lists this conversation's files (also: ls)" },
   { say: "forget notes", does: "deletes notes.txt (also: clear notes)" },
-  { say: "probe", does: "the seed's tool probe: appends hello to notes.txt; reload while it runs" },
+  { say: "probe", does: "the seed's tool probe: appends hello to notes.txt, then takes 4 s; reload while it runs" },
   { say: "story", does: "a long answer streamed slowly enough to reload in the middle (also: slow)" },
 ];
 
 /**
- * The seed's tool probe. The demo's `append` tool appends `text` to `path`, reports `output` through
+ * The seed's tool probe. The demo's `probe` tool appends `text` to `path`, reports `output` through
  * `api.output()`, waits `waitMs` (reload now to cut it off), then returns `result`. Its replay policy is
- * `DemoWorkerConfig.probeReplay`.
+ * `DemoWorkerConfig.probeReplay`. (Notes, "note <text>", use the library's `append`, which does not wait.)
  */
 export const PROBE = {
   input: "probe",
-  tool: "append",
+  tool: "probe",
   path: "notes.txt",
   text: "hello\n",
   output: "working\n",

@@ -1,4 +1,5 @@
 import {
+  appendFileTool,
   defineExtension,
   defineTool,
   editFileTool,
@@ -12,15 +13,16 @@ import {
 import { PROBE } from "./protocol.ts";
 
 /**
- * The seed's probe tool, as the demo's `append`: it appends the text, reports `working\n`, and takes a few
+ * The seed's probe tool, as the demo's `probe`: it appends the text, reports `working\n`, and takes a few
  * seconds before it answers `appended` — the window in which a reload cuts it off after it touched the file.
+ * Notes go through the library's `append`, which answers at once.
  * Its replay policy comes from the page (`DemoWorkerConfig.probeReplay`) on every load, so recovery compares
  * the policy declared when it started with the one declared now (S8).
  */
-export function probeAppendTool(replay: "safe" | "unsafe", waitMs: number = PROBE.waitMs): AnyTool {
+export function probeTool(replay: "safe" | "unsafe", waitMs: number = PROBE.waitMs): AnyTool {
   return defineTool<{ path: string; text: string }>({
     name: PROBE.tool,
-    description: `Append text to a file (created when missing). It takes ${waitMs / 1000} s to answer.`,
+    description: `The seed's tool probe: append text to a file, report "working", then take ${waitMs / 1000} s to answer.`,
     parameters: {
       type: "object",
       properties: { path: { type: "string", description: "A path relative to the conversation's files, e.g. notes.txt" }, text: { type: "string" } },
@@ -37,14 +39,14 @@ export function probeAppendTool(replay: "safe" | "unsafe", waitMs: number = PROB
   });
 }
 
-/** The agent's tools over the conversation's OPFS files: the library's, with the probe as `append`. */
+/** The agent's tools over the conversation's OPFS files: the library's, and the seed's probe. */
 export function filesExtension(probeReplay: "safe" | "unsafe", probeWaitMs: number = PROBE.waitMs) {
   return defineExtension({
     name: "demo-files",
-    tools: [readFileTool, listFilesTool, writeFileTool, editFileTool, probeAppendTool(probeReplay, probeWaitMs), removeFileTool],
+    tools: [readFileTool, listFilesTool, writeFileTool, editFileTool, appendFileTool, removeFileTool, probeTool(probeReplay, probeWaitMs)],
     instructions:
       "You are a small agent running in a browser tab. Each conversation has its own files; use the tools read, ls, " +
-      "write, edit, append and rm on them. A tool result that says a call was interrupted means the tab reloaded " +
+      "write, edit, append and rm on them (probe is the seed's slow append, for reload demos). A tool result that says a call was interrupted means the tab reloaded " +
       "while it ran: the call may have partially run, so check before doing it again.",
   });
 }
