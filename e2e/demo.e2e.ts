@@ -6,8 +6,12 @@ import { STORY } from "../worker/offline-model.ts";
 import { OFFLINE_MODEL_LABEL, PROBE } from "../worker/protocol.ts";
 import { startBrowser, type BrowserSession } from "./support/browser";
 import {
+  applySettings,
   openDemo,
   press,
+  reloadFromBanner,
+  runPreset,
+  shownFile,
   reveal,
   sendMessage,
   shownTranscript,
@@ -35,54 +39,13 @@ afterEach(async () => {
   await session.close();
 });
 
-const INTERRUPTED = "[error] Tool append was interrupted and may have partially run";
+const INTERRUPTED = "[error] Tool probe was interrupted and may have partially run";
 
 async function openApp(search = ""): Promise<Page> {
   const page = await openDemo(session, search);
   await waitForReady(page);
   await waitForStatus(page, "ready");
   return page;
-}
-
-/** Reloads through the crash banner's "Reload now" (shown once the worker stopped at the armed point). */
-async function reloadFromBanner(page: Page, point: string): Promise<void> {
-  const banner = page.locator("#crash-banner");
-  await banner.getByText(`Stopped at ${point}`).waitFor({ timeout: 30_000 });
-  expect(await banner.textContent()).toContain("reload to crash here");
-  await Promise.all([page.waitForEvent("load"), page.click("#banner-reload")]);
-  await page.waitForSelector("body[data-ready]", { state: "attached" });
-  await waitForStatus(page, "ready");
-}
-
-/** Opens the Storage panel, runs a preset query from its button, and returns the result table. */
-async function runPreset(page: Page, preset: string): Promise<{ columns: string[]; rows: string[][] }> {
-  await press(page, `[data-preset="${preset}"]`);
-  await page.waitForFunction(() => (document.querySelector("#sql-meta")?.textContent ?? "").endsWith(" rows") || document.querySelector("#sql-meta")?.textContent === "1 row");
-  return page.evaluate(() => ({
-    columns: [...document.querySelectorAll("#sql-result th")].map((cell) => cell.textContent ?? ""),
-    rows: [...document.querySelectorAll("#sql-result tbody tr")].map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? "")),
-  }));
-}
-
-/** Saves settings through the Crash panel's form (empty string: the default); the worker restarts with them. */
-async function applySettings(page: Page, fields: Record<string, string>, replay?: "safe" | "unsafe"): Promise<void> {
-  await reveal(page, "#settings-form");
-  for (const [id, value] of Object.entries(fields)) await page.fill(`#${id}`, value);
-  if (replay) await page.check(`#replay-${replay}`);
-  const before = await page.evaluateHandle(() => pi.client);
-  await page.click("#apply-settings");
-  await page.waitForFunction((before) => pi.client !== before, before); // the new worker's status is shown from here on
-}
-
-/** Opens the conversation's file `path` in the Storage panel and returns its text once shown. */
-async function shownFile(page: Page, path: string): Promise<string> {
-  await press(page, "#files-refresh");
-  await press(page, `#files [data-path="${path}"]`);
-  const handle = await page.waitForFunction((path) => {
-    const content = document.querySelector<HTMLElement>("#file-content");
-    return content && !content.hidden && content.dataset.path === path ? content.textContent : undefined;
-  }, path);
-  return String(await handle.jsonValue());
 }
 
 describe("chat with the offline demo model", () => {
@@ -134,7 +97,8 @@ describe("chat with the offline demo model", () => {
     expect(await page.isVisible("#stop")).toBe(false);
   });
 
-  it("shows a tool run: running with its live output, then its result, then the agent's reply", async () => {
+  it("shows a tool run: running with its live output, then its result, then the agent's reply; after a reload its output is still there", async () => {
+    await mkdir(".tmp/screenshots", { recursive: true });
     const page = await openApp();
     await sendMessage(page, "probe");
     const userEntry = await waitForUserEntry(page, "probe");
@@ -158,6 +122,23 @@ describe("chat with the offline demo model", () => {
     await summary.waitFor({ timeout: 30_000 });
     expect(await summary.locator("summary").textContent()).toBe("Earlier messages were summarized");
     expect(await summary.locator("p").textContent()).toContain('"probe"');
+    // The summary stands between what it summarized (the probe round) and what it kept (the newest input).
+    const order = await page.evaluate(() => [...document.querySelectorAll<HTMLElement>("#chat-log > li")].map((item) => `${item.dataset.kind}${item.dataset.summarized === undefined ? "" : " (summarized)"}`));
+    const at = order.indexOf("pi.compaction");
+    expect(order.slice(0, at).every((item) => item.endsWith("(summarized)"))).toBe(true);
+    expect(order.slice(0, at)).toContain("pi.user (summarized)");
+    expect(order[at + 1]).toBe("pi.user");
+    expect(await page.locator("#chat-log > li").nth(at + 1).textContent()).toBe("list files");
+    await page.screenshot({ path: ".tmp/screenshots/compaction.png" });
+
+    // After a reload the tool's card still shows what it printed while it ran (the entry keeps it).
+    await session.reload(page);
+    await waitForStatus(page, "ready");
+    const reloaded = toolCard(page, PROBE.tool);
+    await reloaded.and(page.locator('[data-status="done"]')).waitFor();
+    expect(await reloaded.locator(".tool-output").textContent()).toBe(PROBE.output);
+    expect(await reloaded.locator(".tool-result").textContent()).toBe(PROBE.result);
+    expect(await page.locator("#chat-log > li").nth(at).getAttribute("data-kind")).toBe("pi.compaction");
   });
 
   it("S8: a reload during the tool shows the interrupted result (with the output saved before the cut) and the agent's reply after it", async () => {
@@ -185,6 +166,18 @@ describe("chat with the offline demo model", () => {
     await press(page, "#tab-log");
     const report = JSON.parse((await page.locator('#reports li[data-kind="task_interrupted"] .report-json').first().textContent()) ?? "");
     expect(report).toMatchObject({ kind: "task_interrupted", taskKind: "pi.tool", reason: "interrupted" });
+    const item = page.locator('#reports li[data-kind="task_interrupted"]');
+    expect(await item.locator(".log-load").textContent()).toMatch(/^load \d+ \(this one\)$/);
+
+    // The next reload keeps it, marked as coming from the load before.
+    await session.reload(page);
+    await waitForStatus(page, "ready");
+    await press(page, "#tab-log");
+    expect(await item.count()).toBe(1);
+    expect(await item.locator(".log-load").textContent()).toMatch(/^load \d+ \(1 reload ago\)$/);
+    expect(JSON.parse((await item.locator(".report-json").textContent()) ?? "")).toEqual(report);
+    await mkdir(".tmp/screenshots", { recursive: true });
+    await page.screenshot({ path: ".tmp/screenshots/log-after-reload.png" });
   });
 
   it("a model answer containing <img src=x onerror=alert(1)> shows up as text and runs nothing", async () => {
@@ -197,7 +190,7 @@ describe("chat with the offline demo model", () => {
     const markup = "<img src=x onerror=alert(1)>";
     await sendMessage(page, `note ${markup}`);
     const userEntry = await waitForUserEntry(page, `note ${markup}`);
-    const reply = await waitForReply(page, userEntry, "Appended");
+    const reply = await waitForReply(page, userEntry, "Added");
     expect(reply).toContain(markup); // the model's text, verbatim, as text
     expect(await shownFile(page, PROBE.path)).toBe(`${markup}\n`);
     expect(await page.locator("#chat-log img, #file-content img, #tasks img").count()).toBe(0);
@@ -234,8 +227,10 @@ describe("the seed's demos from their buttons", () => {
     await unsafe.and(page.locator('[data-code="interrupted"]')).waitFor({ timeout: 30_000 });
     expect(await unsafe.locator(".tool-result").textContent()).toContain(INTERRUPTED);
     await waitForReply(page, Number(await unsafe.getAttribute("data-entry-id")), "interrupted");
-    const rows = (await runPreset(page, "probe")).rows;
-    expect(rows.filter((row) => row[1] === "pi.tool").map((row) => row.slice(1))).toEqual([["pi.tool", "terminal", "—", "—", "—"]]);
+    // The seed's probe rows: only the probe's tool tasks, however long the conversation.
+    const probeRows = await runPreset(page, "probe");
+    expect(probeRows.columns).toEqual(["id", "status", "restarts", "phase", "replay", "outcome"]);
+    expect(probeRows.rows.map((row) => row.slice(1))).toEqual([["terminal", "—", "—", "—", "failed"]]);
 
     // The safe probe restarts the worker with the tool declared safe, then stops at the same point.
     await press(page, "#demo-probe-safe");
@@ -251,14 +246,70 @@ describe("the seed's demos from their buttons", () => {
   });
 });
 
+describe("the first minute's small trips (issue 16)", () => {
+  it("S12 with Reload paused: the seed's row (only the counter's, among the chat's tasks) shows restarts 1; Resume finishes it, drops ?paused, and shows what it returned", async () => {
+    await mkdir(".tmp/screenshots", { recursive: true });
+    const page = await openApp();
+    // A chat first: its tasks must not crowd the seed's Example 12 query.
+    await sendMessage(page, "list files");
+    await waitForReply(page, await waitForUserEntry(page, "list files"), "files");
+    await press(page, "#demo-counter");
+    await page.locator("#crash-banner").getByText("Stopped at counter:after-tick-2").waitFor({ timeout: 30_000 });
+    await Promise.all([page.waitForEvent("load"), page.click("#banner-reload-paused")]);
+    await page.waitForSelector("body[data-ready]", { state: "attached" });
+    await waitForStatus(page, "ready");
+    expect(new URL(page.url()).search).toBe("?paused");
+    await page.locator("#paused-banner").waitFor();
+
+    const row = await runPreset(page, "counter");
+    expect(row.rows).toEqual([[expect.any(String), "pending", "2", '{"printed-1":true,"printed-2":true}', "1"]]);
+    expect(await waitForShownTask(page, "restarts 1")).toContain("example.counter");
+    await page.screenshot({ path: ".tmp/screenshots/counter-paused.png" });
+
+    await page.click("#banner-resume");
+    const done = await waitForShownTask(page, "counted to 5");
+    expect(done).toContain(`#${row.rows[0]![0]} example.counter`);
+    expect(new URL(page.url()).search).toBe(""); // the next reload is not paused again
+    expect(await page.isVisible("#paused-banner")).toBe(false);
+    expect(await shownTranscript(page)).toEqual(ticks(1, 5));
+    // What it returned is under what it printed, read from the database.
+    await reveal(page, "#results");
+    expect(await page.locator(`#results li[data-task-id="${row.rows[0]![0]}"]`).textContent()).toBe(`#${row.rows[0]![0]} example.counter → "counted to 5"`);
+    await page.locator("#results").scrollIntoViewIfNeeded();
+    await page.screenshot({ path: ".tmp/screenshots/counter-result.png" });
+
+    await session.reload(page);
+    await waitForStatus(page, "ready");
+    expect(await page.isVisible("#paused-banner")).toBe(false);
+    expect(await page.evaluate(() => pi.client.status.kind)).toBe("ready");
+  });
+
+  it("memo:after-write: the lost tick 1 is explained (at most once), not silent", async () => {
+    const page = await openApp();
+    await reveal(page, "#crash-point");
+    await page.selectOption("#crash-point", "memo:after-write");
+    await page.click("#arm");
+    await press(page, "#counter");
+    await page.locator("#crash-banner").getByText("Stopped at memo:after-write").waitFor({ timeout: 30_000 });
+    expect(await page.textContent("#crash-banner-text")).toContain("never printed");
+    await reloadFromBanner(page, "memo:after-write");
+    const banner = (await page.textContent("#recovered-banner-text")) ?? "";
+    expect(banner).toContain("stopped at memo:after-write");
+    expect(banner).toContain("at most once");
+    await waitForShownTask(page, "counted to 5");
+    expect(await shownTranscript(page)).toEqual(ticks(2, 5)); // tick 1's memo was written, its print never happened
+    await page.screenshot({ path: ".tmp/screenshots/memo-after-write.png" });
+  });
+});
+
 describe("storage inspector and settings", () => {
   it("S11: runs read-only SQL as a table, refuses a write with QueryNotReadOnly, and downloads the database", async () => {
     const page = await openApp();
     await press(page, "#counter");
     await waitForShownTask(page, "counted to 5");
-    const table = await runPreset(page, "probe");
-    expect(table.columns).toEqual(["id", "kind", "status", "restarts", "phase", "replay"]);
-    expect(table.rows).toEqual([[expect.any(String), "example.counter", "terminal", "—", "—", "—"]]);
+    const table = await runPreset(page, "counter");
+    expect(table.columns).toEqual(["id", "status", "n", "memos", "restarts"]);
+    expect(table.rows).toEqual([[expect.any(String), "terminal", "—", "—", "—"]]);
 
     await page.fill("#sql", "DELETE FROM tasks");
     await page.click("#run-sql");
@@ -431,5 +482,96 @@ describe("layout", () => {
         expect(await page.evaluate(() => document.documentElement.scrollWidth), `${where}: page scrolls sideways`).toBeLessThanOrEqual(width);
       }
     }
+  });
+
+  it("at 390×844 while busy the message box keeps the width and every tab shows whole (screenshot)", async () => {
+    await mkdir(".tmp/screenshots", { recursive: true });
+    const page = await openApp();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await applySettings(page, { "setting-persist": "0" });
+    await waitForStatus(page, "ready");
+    await page.evaluate(() => pi.showView("chat"));
+    await sendMessage(page, "story");
+    await page.locator("#stop").waitFor(); // busy: queue/steer, Queue and Stop are shown
+    await page.fill("#chat-input", "a follow-up typed while it answers");
+    const sizes = await page.evaluate(() => {
+      const box = (selector: string) => document.querySelector(selector)!.getBoundingClientRect();
+      const nav = document.querySelector<HTMLElement>(".views")!;
+      const tabs = [...nav.querySelectorAll<HTMLElement>("[role=tab]")].filter((tab) => tab.offsetParent !== null);
+      return {
+        input: box("#chat-input").width,
+        composer: box("#composer").width,
+        stop: box("#stop"),
+        navRight: nav.getBoundingClientRect().right,
+        navScrolls: nav.scrollWidth - nav.clientWidth,
+        tabs: tabs.map((tab) => ({ name: tab.dataset.view, right: tab.getBoundingClientRect().right, cut: tab.scrollWidth - tab.clientWidth })),
+      };
+    });
+    await page.screenshot({ path: ".tmp/screenshots/390x844-busy.png" });
+    expect(sizes.input).toBeGreaterThan(sizes.composer * 0.8);
+    expect(sizes.stop.right).toBeLessThanOrEqual(390);
+    expect(sizes.navScrolls).toBeLessThanOrEqual(0);
+    expect(sizes.tabs.map((tab) => tab.name)).toEqual(["chat", "demos", "tasks", "storage", "crash", "models", "log"]);
+    for (const tab of sizes.tabs) {
+      expect(tab.right, `${tab.name} tab`).toBeLessThanOrEqual(sizes.navRight);
+      expect(tab.cut, `${tab.name} tab text`).toBeLessThanOrEqual(0);
+    }
+    await page.click("#stop");
+  });
+
+  it("follows prefers-color-scheme: dark (screenshots at both sizes)", async () => {
+    await mkdir(".tmp/screenshots", { recursive: true });
+    const page = await openApp();
+    const colours = () =>
+      page.evaluate(() => ({
+        page: getComputedStyle(document.documentElement).backgroundColor,
+        panel: getComputedStyle(document.querySelector("#panel-chat")!).backgroundColor,
+        text: getComputedStyle(document.querySelector("#panel-chat")!).color,
+      }));
+    const light = await colours();
+    await sendMessage(page, "list files");
+    await waitForReply(page, await waitForUserEntry(page, "list files"), "files");
+    await page.emulateMedia({ colorScheme: "dark" });
+    const dark = await colours();
+    expect(dark.page).not.toBe(light.page);
+    const luminance = (colour: string) => {
+      const [r, g, b] = (colour.match(/\d+/g) ?? []).map(Number);
+      return 0.2126 * r! + 0.7152 * g! + 0.0722 * b!;
+    };
+    expect(luminance(dark.panel)).toBeLessThan(60);
+    expect(luminance(dark.text)).toBeGreaterThan(180);
+    expect(luminance(light.panel)).toBeGreaterThan(200);
+    await page.evaluate(() => pi.showView("demos"));
+    await page.screenshot({ path: ".tmp/screenshots/1280x800-dark.png" });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.evaluate(() => pi.showView("chat"));
+    await page.screenshot({ path: ".tmp/screenshots/390x844-dark.png" });
+  });
+
+  it("Tab from the tab bar goes into the open panel, then on to the chat", async () => {
+    const page = await openApp();
+    await page.setViewportSize({ width: 1280, height: 800 });
+    for (const [view, first] of [
+      ["demos", "demo-counter"],
+      ["crash", "reload"],
+      ["log", "log-clear"],
+    ] as const) {
+      await page.click(`.views [role=tab][data-view="${view}"]`);
+      await page.focus(`.views [role=tab][data-view="${view}"]`);
+      await page.keyboard.press("Tab");
+      const focused = await page.evaluate(() => ({ id: document.activeElement?.id, panel: document.activeElement?.closest<HTMLElement>("[data-panel]")?.dataset.panel }));
+      expect(focused, `Tab from the ${view} tab`).toEqual({ id: first, panel: view });
+    }
+    // Tasks has nothing to press: the panel itself takes the focus (it scrolls).
+    await page.click('.views [role=tab][data-view="tasks"]');
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("panel-tasks");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.closest<HTMLElement>("[data-panel]")?.dataset.panel)).toBe("chat");
+    // At 390 px the chat is a view of its own: Tab from its tab reaches the chat's controls.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.click('.views [role=tab][data-view="chat"]');
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.closest<HTMLElement>("[data-panel]")?.dataset.panel)).toBe("chat");
   });
 });

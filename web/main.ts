@@ -126,6 +126,7 @@ onCrashPoint((state) => {
       ? `Armed: the worker will stop at ${state.name} the next time it gets there.`
       : `Stopped at ${state.hit.name} (task #${state.hit.taskId}, ${state.hit.taskKind}) — reload to crash here.${state.expect ? ` After the reload: ${state.expect}` : ""}`;
   byId("banner-reload").hidden = state.kind !== "stopped";
+  byId("banner-reload-paused").hidden = state.kind !== "stopped";
 });
 
 app.onScheduling((scheduling) => {
@@ -140,6 +141,7 @@ takeoverButton.addEventListener("click", app.attempt(() => app.client.requestTak
 byId("banner-resume").addEventListener("click", app.attempt(() => app.resume(), "resume"));
 byId("banner-unpause").addEventListener("click", () => reload(""));
 byId("banner-reload").addEventListener("click", () => reload());
+byId("banner-reload-paused").addEventListener("click", () => reload("?paused"));
 byId("banner-reload-failed").addEventListener("click", () => reload());
 byId("banner-disarm").addEventListener("click", app.attempt(() => disarmCrashPoint(), "disarm"));
 byId("banner-reopen").addEventListener("click", app.attempt(() => app.restartWorkerCleanly(), "reopen"));

@@ -1,5 +1,5 @@
 import type { Page } from "playwright-core";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
 import type { CrashPointHit, HarnessClient } from "../../src/browser/client.ts";
 import type { Json } from "../../src/json.ts";
 import type { Row } from "../../src/storage/storage.ts";
@@ -150,4 +150,45 @@ export async function waitForReply(page: Page, afterId: number, text: string, ti
 /** The chat's card of the last call of tool `name` (Playwright locator). */
 export function toolCard(page: Page, name: string) {
   return page.locator(`#chat-log .tool[data-tool="${name}"]`).last();
+}
+
+/** Reloads through the crash banner's "Reload now" (shown once the worker stopped at the armed point). */
+export async function reloadFromBanner(page: Page, point: string): Promise<void> {
+  const banner = page.locator("#crash-banner");
+  await banner.getByText(`Stopped at ${point}`).waitFor({ timeout: 30_000 });
+  expect(await banner.textContent()).toContain("reload to crash here");
+  await Promise.all([page.waitForEvent("load"), page.click("#banner-reload")]);
+  await page.waitForSelector("body[data-ready]", { state: "attached" });
+  await waitForStatus(page, "ready");
+}
+
+/** Opens the Storage panel, runs a preset query from its button, and returns the result table. */
+export async function runPreset(page: Page, preset: string): Promise<{ columns: string[]; rows: string[][] }> {
+  await press(page, `[data-preset="${preset}"]`);
+  await page.waitForFunction(() => (document.querySelector("#sql-meta")?.textContent ?? "").endsWith(" rows") || document.querySelector("#sql-meta")?.textContent === "1 row");
+  return page.evaluate(() => ({
+    columns: [...document.querySelectorAll("#sql-result th")].map((cell) => cell.textContent ?? ""),
+    rows: [...document.querySelectorAll("#sql-result tbody tr")].map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? "")),
+  }));
+}
+
+/** Saves settings through the Crash panel's form (empty string: the default); the worker restarts with them. */
+export async function applySettings(page: Page, fields: Record<string, string>, replay?: "safe" | "unsafe"): Promise<void> {
+  await reveal(page, "#settings-form");
+  for (const [id, value] of Object.entries(fields)) await page.fill(`#${id}`, value);
+  if (replay) await page.check(`#replay-${replay}`);
+  const before = await page.evaluateHandle(() => pi.client);
+  await page.click("#apply-settings");
+  await page.waitForFunction((before) => pi.client !== before, before); // the new worker's status is shown from here on
+}
+
+/** Opens the conversation's file `path` in the Storage panel and returns its text once shown. */
+export async function shownFile(page: Page, path: string): Promise<string> {
+  await press(page, "#files-refresh");
+  await press(page, `#files [data-path="${path}"]`);
+  const handle = await page.waitForFunction((path) => {
+    const content = document.querySelector<HTMLElement>("#file-content");
+    return content && !content.hidden && content.dataset.path === path ? content.textContent : undefined;
+  }, path);
+  return String(await handle.jsonValue());
 }

@@ -35,8 +35,11 @@ type ClientListener = (client: HarnessClient) => void;
 type ErrorListener = (error: { name: string; message: string; context?: string }) => void;
 
 class DemoApp {
-  /** `?paused`: open without starting work, to look at what a crash left first (each new worker too). */
-  readonly paused = new URLSearchParams(location.search).has("paused");
+  /**
+   * `?paused`: open without starting work, to look at what a crash left first (each new worker too, until
+   * Resume: it drops `?paused` from the address, so the next reload carries on by itself).
+   */
+  paused = new URLSearchParams(location.search).has("paused");
   /** This tab's id: the worker marks its printed lines with it. */
   readonly tab = crypto.randomUUID();
   #client: HarnessClient | undefined;
@@ -102,6 +105,12 @@ class DemoApp {
   async resume(): Promise<void> {
     const client = this.client;
     await client.resume();
+    if (this.paused) {
+      this.paused = false;
+      const url = new URL(location.href);
+      url.searchParams.delete("paused");
+      history.replaceState(history.state, "", url);
+    }
     this.setScheduling(client, "running");
   }
 

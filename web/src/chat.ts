@@ -121,9 +121,16 @@ function applyResult(card: HTMLElement, payload: ToolResultEntryPayload): void {
   if (code) card.dataset.code = code;
   card.classList.toggle("is-error", message.isError);
   setToolStatus(card, "done", code ? (TOOL_CODES[code] ?? code) : message.isError ? "error" : "done");
+  const result = textOf(message.content);
   const section = card.querySelector<HTMLElement>(".tool-result-section")!;
   section.hidden = false;
-  section.querySelector("pre")!.textContent = textOf(message.content);
+  section.querySelector("pre")!.textContent = result;
+  // The entry keeps what the tool streamed, so the card shows it after a reload too; not when the result
+  // starts with it already (an interrupted call's result is its saved output and the notice).
+  const output = card.querySelector<HTMLElement>(".tool-output-section")!;
+  const shown = payload.output && !result.startsWith(payload.output) ? payload.output : undefined;
+  output.hidden = shown === undefined;
+  if (shown !== undefined) output.querySelector("pre")!.textContent = shown;
 }
 
 // ---- entries -------------------------------------------------------------------------------------------
@@ -255,7 +262,13 @@ function render(view: ConversationViewState, client: HarnessClient): void {
     if (renderedEntries.has(entry.id)) continue;
     renderedEntries.add(entry.id);
     const element = renderEntry(entry);
-    if (element) log.append(element);
+    if (!element) continue;
+    // A summary stands where the messages it replaced end: before the first message it kept.
+    const firstKept = entry.kind === "pi.compaction" ? log.querySelector(`:scope > [data-entry-id="${(entry.payload as unknown as CompactionEntryPayload).firstKept}"]`) : null;
+    if (firstKept) {
+      firstKept.before(element);
+      for (let earlier = element.previousElementSibling; earlier; earlier = earlier.previousElementSibling) (earlier as HTMLElement).dataset.summarized = "";
+    } else log.append(element);
   }
   renderLive(view);
   renderInbox(view, client);

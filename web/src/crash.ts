@@ -17,12 +17,23 @@ byId("reload-paused").addEventListener("click", () => {
   location.search = "?paused";
 });
 
+/** What the reload after each stop will show: said in the banner, so nothing is lost without a word. */
+export const CRASH_POINT_EXPECT: Record<string, string> = {
+  "counter:after-tick-2": "Example 12 goes on with tick 3; tick 2 is not printed again.",
+  "memo:after-write":
+    "the memo was committed, the side effect after it was not: the rerun reads the memo and skips it. In Example 12 that line (say tick 1) is never printed — at most once, as the seed asks: a memo written before a print means a crash in between loses the print, never doubles it.",
+  "task:after-commit": "the task carries on from the state it just committed; nothing before it runs again.",
+  "tool:after-intent": "the tool's intent is stored but it never ran: an unsafe tool is not run now either, and its result says it was interrupted.",
+  "tool:output-persisted": "the tool's saved output comes back in its result; an unsafe tool is not run again (interrupted), a safe one is.",
+  "generation:streaming": "the part of the answer already on disk is kept as an aborted answer, and the model request is retried.",
+};
+
 const crashSelect = byId<HTMLSelectElement>("crash-point");
 const crashStatus = byId("crash-point-status");
 byId<HTMLFormElement>("crash-form").addEventListener("submit", (event) => {
   event.preventDefault();
   app.attempt(() => {
-    void armCrashPoint(crashSelect.value);
+    void armCrashPoint(crashSelect.value, CRASH_POINT_EXPECT[crashSelect.value]);
   }, "arm crash point")();
 });
 onCrashPoint((state) => {

@@ -2,7 +2,8 @@ import type { Json } from "pi-durable-web";
 import { app, saveWorkerConfig, savedSettings, whenReady, type ProbeReplay } from "./app.ts";
 import { ensureModel, whenConversation } from "./conversation.ts";
 import { armCrashPoint } from "./crashpoints.ts";
-import { byId } from "./dom.ts";
+import { byId, h } from "./dom.ts";
+import { onFinishedTasks } from "./tasks.ts";
 
 /**
  * The seed's scenarios as one-click demos, the lines the demo tasks print, and a form to start any task.
@@ -34,6 +35,20 @@ byId("clear").addEventListener("click", () => {
 });
 renderTranscript();
 
+// What the demo's own tasks returned (the agent's pi.* tasks are in the Tasks panel), from the database.
+const results = byId<HTMLUListElement>("results");
+onFinishedTasks((finished) => {
+  const shown = finished.filter((record) => !record.kind.startsWith("pi.")).slice(0, 5);
+  results.replaceChildren(
+    ...shown.map((record) => {
+      const outcome = record.state.status === "terminal" ? record.state.outcome : undefined;
+      const text = outcome?.status === "completed" ? JSON.stringify(outcome.result) : (outcome?.status ?? record.state.status);
+      return h("li", { "data-task-id": String(record.id), "data-kind": record.kind }, h("code", null, `#${record.id} ${record.kind}`), ` → ${text}`);
+    }),
+  );
+  results.classList.toggle("is-empty", shown.length === 0);
+});
+
 // ---- the demos -----------------------------------------------------------------------------------------
 const demoState = byId("demo-state");
 function say(text: string): void {
@@ -43,8 +58,8 @@ function say(text: string): void {
 
 const EXPECT = {
   counter: "it goes on with tick 3, tick 4, tick 5 and “counted to 5”; tick 2 is not printed again.",
-  unsafe: "the append tool is not run again: its result is the saved “working” output and “Tool append was interrupted and may have partially run”, and the agent answers after it.",
-  safe: "the append tool runs again (stored and current replay are both safe): notes.txt gets “hello” twice and the result is “appended”.",
+  unsafe: "the probe tool is not run again: its result is the saved “working” output and “Tool probe was interrupted and may have partially run”, and the agent answers after it.",
+  safe: "the probe tool runs again (stored and current replay are both safe): notes.txt gets “hello” twice and the result is “appended”.",
 };
 
 async function counterDemo(): Promise<void> {
@@ -66,7 +81,7 @@ async function probeDemo(replay: ProbeReplay): Promise<void> {
   await ensureModel(client, id, view);
   void armCrashPoint("tool:output-persisted", replay === "safe" ? EXPECT.safe : EXPECT.unsafe);
   await client.submit(id, { type: "input", content: "probe" });
-  say(`The agent calls append (replay ${replay}); the worker stops once its “working” output is on disk. Watch the chat, then reload.`);
+  say(`The agent calls the probe tool (replay ${replay}); the worker stops once its “working” output is on disk. Watch the chat, then reload.`);
 }
 
 byId("demo-counter").addEventListener("click", app.attempt(counterDemo, "Example 12 demo"));

@@ -9,8 +9,8 @@ import { byId, errorText, h } from "./dom.ts";
  * conversation's OPFS files that the agent's tools work on.
  */
 export const PRESETS: Record<string, string> = {
-  counter: `SELECT id, status, record ->> '$.state.checkpoint.n' AS n, record ->> '$.memos' AS memos, record ->> '$.restarts' AS restarts FROM tasks;`,
-  probe: `SELECT id, kind, status, record ->> '$.restarts' AS restarts, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.state.checkpoint.replay' AS replay FROM tasks ORDER BY id;`,
+  counter: `SELECT id, status, record ->> '$.state.checkpoint.n' AS n, record ->> '$.memos' AS memos, record ->> '$.restarts' AS restarts FROM tasks WHERE kind = 'example.counter';`,
+  probe: `SELECT id, status, record ->> '$.restarts' AS restarts, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.state.checkpoint.replay' AS replay, record ->> '$.state.outcome.status' AS outcome FROM tasks WHERE kind = 'pi.tool' AND record ->> '$.input.name' = 'probe' ORDER BY id;`,
   entries: `SELECT id, kind, record ->> '$.byTaskId' AS by_task, substr(record ->> '$.payload', 1, 160) AS payload FROM entries ORDER BY id DESC LIMIT 50;`,
   tables: `SELECT name, type FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name;`,
 };

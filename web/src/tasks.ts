@@ -85,6 +85,13 @@ function renderRow({ record, state }: Row): HTMLLIElement {
 
 let live: Inspection | undefined;
 let finished: TaskRecord[] = [];
+const finishedListeners = new Set<(finished: readonly TaskRecord[]) => void>();
+
+/** Calls `listener` with the latest finished tasks (newest first) each time they are read from the database. */
+export function onFinishedTasks(listener: (finished: readonly TaskRecord[]) => void): void {
+  finishedListeners.add(listener);
+  listener(finished);
+}
 
 function render(): void {
   const rows = new Map<number, Row>();
@@ -112,6 +119,7 @@ function refreshFinished(client: HarnessClient): void {
     if (!rows || !app.isCurrent(client)) return;
     finished = rows.map((row) => JSON.parse(String(row.record)) as TaskRecord);
     render();
+    for (const listener of finishedListeners) listener(finished);
   })().finally(() => {
     refreshing = undefined;
     if (again && app.isCurrent(client)) {
@@ -126,6 +134,7 @@ app.onClient(() => {
   live = undefined;
   finished = [];
   render();
+  for (const listener of finishedListeners) listener(finished);
 });
 // Subscribed once the database is open: the worker then sends the current graph at once, and after commits.
 app.onReady((client) => {
