@@ -40,11 +40,19 @@ async function seedRow(page: Page, id: number) {
   return row && { ...row, memos: row.memos === null ? null : JSON.parse(String(row.memos)) };
 }
 
+/**
+ * Starts the worker's scheduling on a page opened `?paused`, and only that: the page stays paused, so the
+ * next crash opens paused again (the page's Resume button leaves paused mode and drops `?paused`).
+ */
+async function resumeWork(page: Page): Promise<void> {
+  await page.evaluate(() => pi.client.resume());
+}
+
 /** Starts Example 12 (and resumes, for a page opened `?paused`); the worker stops right after printing `tick <n>`. */
 async function runCounterUntilCrashPoint(page: Page, n: number) {
   await armCrashPoint(page, `counter:after-tick-${n}`);
   await press(page, "#counter");
-  await press(page, "#resume");
+  await resumeWork(page);
   const hit = await crashPointHit(page);
   await waitForLine(page, `tick ${n}`);
   return hit;
@@ -70,7 +78,7 @@ describe("Example 12 and the restart limit in the page", () => {
     expect(await page.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
     expect(await waitForShownTask(page, `#${hit.taskId} `)).toContain("restarts 1");
 
-    await press(page, "#resume");
+    await resumeWork(page);
     expect(await waitForShownTask(page, "counted to 5")).toBe(`#${hit.taskId} example.counter: terminal completed: "counted to 5"`);
     expect(await shownTranscript(page)).toEqual(ticks(1, 5));
     // At the end: terminal, memos dropped, no restarts.
@@ -122,14 +130,14 @@ describe("crashes other than a reload, and a clean close", () => {
 
     // Crash 2: worker.terminate() on a live worker stopped right after tick 3.
     await armCrashPoint(page, "counter:after-tick-3");
-    await press(page, "#resume");
+    await resumeWork(page);
     await crashPointHit(page);
     await waitForLine(page, "tick 3");
     await press(page, "#restart-worker");
     await waitForStatus(page, "ready");
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 3, memos: { "printed-3": true }, restarts: 1 });
 
-    await press(page, "#resume");
+    await resumeWork(page);
     const done = await waitForTask(page, (task) => task.id === hit.taskId && task.state.status === "terminal");
     expect(done.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
     await waitForShownTask(page, "counted to 5");
@@ -145,7 +153,7 @@ describe("crashes other than a reload, and a clean close", () => {
     await waitForReady(page);
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 2, restarts: 1 });
 
-    await press(page, "#resume");
+    await resumeWork(page);
     await waitForShownTask(page, "counted to 5");
     expect(await shownTranscript(page)).toEqual(ticks(1, 5));
   });
@@ -167,14 +175,14 @@ describe("crashes other than a reload, and a clean close", () => {
     expect(task).toMatchObject({ kind: "demo.stall", status: "pending" });
     expect(task!.record.restarts).toBeUndefined();
 
-    await press(page, "#resume");
+    await resumeWork(page);
     await expect.poll(async () => (await shownTranscript(page)).length, { timeout: 20_000 }).toBe(2);
     expect(await shownTranscript(page)).toEqual(["stall: run 1", "stall: run 1"]); // not "run 2": no restart counted
 
     page = await crashTab(page, "reload"); // still `?paused`
     await waitForReady(page);
     expect((await taskRows(page))[0]!.record.restarts).toBe(1);
-    await press(page, "#resume");
+    await resumeWork(page);
     await expect.poll(async () => (await shownTranscript(page)).length, { timeout: 20_000 }).toBe(3);
     expect(await shownTranscript(page)).toEqual(["stall: run 1", "stall: run 1", "stall: run 2"]);
   });
