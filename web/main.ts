@@ -9,7 +9,7 @@ import "./src/storage.ts";
 import "./src/crash.ts";
 import "./src/models.ts";
 import "./src/log.ts";
-import { registerServiceWorker } from "./src/offline.ts";
+import { checkForUpdate, registerServiceWorker } from "./src/offline.ts";
 
 // ---- views: a tab bar; on a wide screen the chat stays beside the active panel -------------------------
 const wide = window.matchMedia("(min-width: 960px)");
@@ -168,6 +168,7 @@ Object.assign(globalThis, {
     transcript,
     restartWorker: () => app.restartWorker(),
     showView,
+    checkForUpdate,
   },
 });
 document.body.dataset.ready = "";

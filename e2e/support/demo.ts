@@ -13,7 +13,7 @@ import type { BrowserSession } from "./browser";
 
 declare global {
   // The demo page's console hooks (web/main.ts).
-  var pi: { readonly client: HarnessClient; transcript(): string[]; restartWorker(): void; showView(view: string): void };
+  var pi: { readonly client: HarnessClient; transcript(): string[]; restartWorker(): void; showView(view: string): void; checkForUpdate(): Promise<void> };
   // Test-side state kept in the page between evaluate calls.
   var e2eCrashPoint: Promise<CrashPointHit> | undefined;
 }

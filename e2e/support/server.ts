@@ -21,14 +21,16 @@ const TYPES: Record<string, string> = {
  * Serves built directories on 127.0.0.1 (a secure context, so OPFS works) on a free port. `mounts` maps a URL
  * prefix ("/", "/e2e/") to a directory; the longest matching prefix wins. Apps mounted on one server share an
  * origin, hence OPFS: a test page can reach the demo app's database files. No COOP/COEP: opfs-sahpool does
- * not need SharedArrayBuffer, and testing without the headers proves that.
+ * not need SharedArrayBuffer, and testing without the headers proves that. `onRequest` hears each request's
+ * path (to see what a service worker fetched).
  */
-export async function serveStatic(mounts: string | Record<string, string>): Promise<{ url: string; close(): Promise<void> }> {
+export async function serveStatic(mounts: string | Record<string, string>, onRequest?: (pathname: string) => void): Promise<{ url: string; close(): Promise<void> }> {
   const table = Object.entries(typeof mounts === "string" ? { "/": mounts } : mounts)
     .map(([prefix, root]) => ({ prefix, base: resolve(root) }))
     .sort((a, b) => b.prefix.length - a.prefix.length);
   const server = createServer(async (request, response) => {
     const pathname = decodeURIComponent(new URL(request.url ?? "/", "http://localhost").pathname);
+    onRequest?.(pathname);
     const mount = table.find(({ prefix }) => pathname.startsWith(prefix));
     if (!mount) return void response.writeHead(404).end();
     const relative = pathname.slice(mount.prefix.length - 1);
