@@ -23,7 +23,7 @@ export type {
   DocumentRecord,
   Batch,
 } from "./storage/records.ts";
-export type { Storage, StoredState, Row } from "./storage/storage.ts";
+export type { Storage, StoredState, Row, EntryRange } from "./storage/storage.ts";
 export { MemoryStorage } from "./storage/memory.ts";
 export { SqliteStorage } from "./storage/sqlite/storage.ts";
 export type { SqliteDatabase, SqliteTransaction, SqlValue, SqlRow } from "./storage/sqlite/database.ts";

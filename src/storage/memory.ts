@@ -2,7 +2,7 @@ import { DurableError, HarnessClosed, ReadOnlySession } from "../errors.ts";
 import type { Json } from "../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
 import { parseAll, parseStored } from "./rows.ts";
-import type { DamagedRow, Row, Storage, StoredState } from "./storage.ts";
+import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "./storage.ts";
 
 interface Image {
   format: "pi-durable-memory/1";
@@ -123,9 +123,11 @@ export class MemoryStorage implements Storage {
     return values<ConversationRecord>(this.#open().conversations, "conversations");
   }
 
-  async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
+  async listEntries(conversationId: number, options: EntryRange = {}): Promise<EntryRecord[]> {
     const after = options.afterId ?? 0;
-    return values<EntryRecord>(this.#open().entries, "entries").filter((e) => e.conversationId === conversationId && e.id > after);
+    const before = options.beforeId ?? Infinity;
+    const range = values<EntryRecord>(this.#open().entries, "entries").filter((e) => e.conversationId === conversationId && e.id > after && e.id < before);
+    return options.last === undefined ? range : range.slice(Math.max(0, range.length - options.last));
   }
 
   async getEntry(id: number): Promise<EntryRecord | undefined> {

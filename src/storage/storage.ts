@@ -39,6 +39,13 @@ export type Row = Record<string, Json>;
  * The storage contract. A harness is the only writer; it serializes its commits, and `apply` writes one
  * `Batch` atomically: after a crash either all of it is there or none of it.
  */
+/** Which entries `listEntries` reads (ids exclusive; `last` keeps the newest of the range). */
+export interface EntryRange {
+  afterId?: number;
+  beforeId?: number;
+  last?: number;
+}
+
 export interface Storage {
   readonly readOnly: boolean;
   /** A short label for messages ("memory", "sqlite:opfs-sahpool:/pi.sqlite3"). */
@@ -57,8 +64,11 @@ export interface Storage {
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;
   listConversations(): Promise<ConversationRecord[]>;
-  /** Entries of a conversation in id order, optionally only those after `afterId`. */
-  listEntries(conversationId: number, options?: { afterId?: number }): Promise<EntryRecord[]>;
+  /**
+   * Entries of a conversation in id order: only those after `afterId` and before `beforeId` when given, and
+   * of those only the newest `last` (a conversation's last page, read without reading the rest).
+   */
+  listEntries(conversationId: number, options?: EntryRange): Promise<EntryRecord[]>;
   getEntry(id: number): Promise<EntryRecord | undefined>;
   getDocument(scope: string, key: string): Promise<Json | undefined>;
   listDocuments(scope: string): Promise<DocumentRecord[]>;

@@ -96,6 +96,9 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         equal((await storage.listTasks({ status: "pending" })).map((t) => t.id), [2], "pending tasks");
         equal((await storage.listEntries(1)).map((e) => e.id), [5, 6], "entries");
         equal((await storage.listEntries(1, { afterId: 5 })).map((e) => e.id), [6], "entries after 5");
+        equal((await storage.listEntries(1, { beforeId: 6 })).map((e) => e.id), [5], "entries before 6");
+        equal((await storage.listEntries(1, { last: 1 })).map((e) => e.id), [6], "the last entry");
+        equal((await storage.listEntries(1, { last: 5 })).map((e) => e.id), [5, 6], "a last page longer than the conversation");
         equal((await storage.getEntry(6))?.byTaskId, 3, "an entry's author");
         equal(await storage.getDocument("conversation:1", "pi.live"), { run: 3 }, "a document");
         equal((await storage.listDocuments("conversation:1")).map((d) => d.key), ["pi.live", "pi.usage"], "documents of a scope");

@@ -78,7 +78,8 @@ export const SQL = {
   listConversations: `SELECT id, record FROM conversations ORDER BY id`,
   insertEntry: `INSERT INTO entries (id, conversation_id, kind, record) VALUES (?, ?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
-  listEntries: `SELECT record FROM entries WHERE conversation_id = ? AND id > ? ORDER BY id`,
+  listEntries: `SELECT record FROM entries WHERE conversation_id = ? AND id > ? AND id < ? ORDER BY id`,
+  listLastEntries: `SELECT record FROM entries WHERE conversation_id = ? AND id > ? AND id < ? ORDER BY id DESC LIMIT ?`,
   getEntry: `SELECT record FROM entries WHERE id = ?`,
   upsertSubmission: `INSERT INTO submissions (id, conversation_id, request_id, status, record) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record`,

@@ -2,7 +2,7 @@ import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession, SchemaTooNew } from
 import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
 import { parseAll, parseStored } from "../rows.ts";
-import type { DamagedRow, Row, Storage, StoredState } from "../storage.ts";
+import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqlRow, SqliteDatabase, SqlValue } from "./database.ts";
 import { SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
@@ -164,8 +164,10 @@ export class SqliteStorage implements Storage {
     return (await this.#db.all(SQL.listConversations)).map((row) => parseRecord<ConversationRecord>(row, "conversations"));
   }
 
-  async listEntries(conversationId: number, options: { afterId?: number } = {}): Promise<EntryRecord[]> {
-    return (await this.#db.all(SQL.listEntries, conversationId, options.afterId ?? 0)).map((row) => parseRecord<EntryRecord>(row, "entries"));
+  async listEntries(conversationId: number, options: EntryRange = {}): Promise<EntryRecord[]> {
+    const range = [conversationId, options.afterId ?? 0, options.beforeId ?? Number.MAX_SAFE_INTEGER] as const;
+    const rows = options.last === undefined ? await this.#db.all(SQL.listEntries, ...range) : (await this.#db.all(SQL.listLastEntries, ...range, options.last)).reverse();
+    return rows.map((row) => parseRecord<EntryRecord>(row, "entries"));
   }
 
   async getEntry(id: number): Promise<EntryRecord | undefined> {
