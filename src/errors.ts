@@ -167,3 +167,8 @@ export class UnknownMethod extends DurableError {
     super(`The host has no method ${JSON.stringify(method)} of that kind; the page and the host come from different versions of pi-durable-web. Load both from one build.`);
   }
 }
+
+/** A view update reached a page-side store before the view's snapshot; subscribe again to get one. */
+export class ViewUpdateOutOfOrder extends DurableError {
+  override name = "ViewUpdateOutOfOrder";
+}

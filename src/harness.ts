@@ -9,7 +9,7 @@ import { resolveSettings, type ResolvedSettings, type Settings } from "./setting
 import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
 import { Registry } from "./tasks/registry.ts";
-import { type CrashPointHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
+import { type CrashPointHandler, type LiveHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
 import { applyChange, Conversation, Submission } from "./agent/conversation.ts";
 import { AGENT, asJson, scopeOf } from "./agent/documents.ts";
 import { agentHost } from "./agent/host.ts";
@@ -135,7 +135,9 @@ export class Harness {
 
   static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
     const session = await Session.open(storage, clock, options.readOnly === true);
+    let live: ((event: Parameters<LiveHandler>[0]) => void) | undefined;
     const scheduler = new Scheduler(session, options.registry, {
+      onLive: (event) => live?.(event),
       settings,
       clock,
       onReport: options.onReport,
@@ -157,6 +159,7 @@ export class Harness {
     const harness = new Harness(session, scheduler, options, recovery);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = agentHost(harness);
+    live = (event) => host.live(event);
     if (!session.readOnly) await host.sweep();
     if (options.resume) harness.resume();
     return harness;

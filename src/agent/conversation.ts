@@ -10,7 +10,16 @@ import { AGENT, asJson, LIVE, readAgentConfig, readLive, scopeOf } from "./docum
 import { agentHost } from "./host.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 import type { AgentChange, AgentConfig, LiveState, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
-import { viewDocuments, type ConversationViewState, type ViewListener } from "./view.ts";
+import { ConversationViewStore } from "./view-store.ts";
+import {
+  DEFAULT_VIEW_PAGE,
+  indexToolResults,
+  viewDocuments,
+  type ConversationViewState,
+  type EntryPage,
+  type ViewListener,
+  type ViewUpdateListener,
+} from "./view.ts";
 
 /**
  * A conversation: its entries, its documents (`pi.agent`, `pi.live`, `pi.inbox`, `pi.usage`) and the runs that
@@ -133,7 +142,8 @@ export class Conversation {
     return waitFor(
       session.read(async () => {
         const entries = await session.storage.listEntries(this.id);
-        return { conversationId: this.id, entries, ...viewDocuments(session, this.id, entries) };
+        const results = indexToolResults(entries);
+        return { conversationId: this.id, entries, ...viewDocuments(session, this.id, (taskId) => results.get(taskId)) };
       }),
       context,
     );
@@ -144,12 +154,40 @@ export class Conversation {
    * It never sees anything uncommitted. Returns the unsubscribe function.
    */
   subscribe(listener: ViewListener): () => void {
+    const store = new ConversationViewStore();
+    return this.watch(
+      (update) => {
+        if (update.type !== "live") listener(store.apply(update));
+      },
+      { page: Infinity },
+    );
+  }
+
+  /**
+   * The view as updates, for a page or any other far side: a snapshot of the last `page` entries (default
+   * 200) and the documents, then per commit only what changed, and `live` frames of the partial answer and
+   * tool output between commits (not durable). Apply them with a `ConversationViewStore`. Returns the
+   * unsubscribe function.
+   */
+  watch(listener: ViewUpdateListener, options: { page?: number } = {}): () => void {
+    const page = options.page ?? DEFAULT_VIEW_PAGE;
+    if (!(page === Infinity || (Number.isInteger(page) && page > 0))) throw new InvalidSetting(`A view's page is a positive whole number of entries (or Infinity); got ${String(page)}.`);
     const host = agentHost(this.#harness);
-    const unsubscribe = host.view(this.id).subscribe(listener);
+    const feed = host.feed(this.id, page);
+    const unsubscribe = feed.subscribe(listener);
     return () => {
       unsubscribe();
-      host.release(this.id);
+      host.release(feed);
     };
+  }
+
+  /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
+  async entriesBefore(beforeId: number, limit: number, context: Context): Promise<EntryPage> {
+    throwIfCancelled(context);
+    if (!Number.isInteger(limit) || limit <= 0) throw new InvalidSetting(`limit is a positive whole number of entries; got ${String(limit)}.`);
+    const loaded = await waitFor(this.#harness.storage.listEntries(this.id, { beforeId, last: limit + 1 }), context);
+    const hasOlder = loaded.length > limit;
+    return { entries: hasOlder ? loaded.slice(1) : loaded, hasOlder };
   }
 
   #committed(scope: string, key: string): Json | undefined {

@@ -13,6 +13,7 @@ import { LazyProgress } from "./progress.ts";
 import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
 import { toolErrorMessage, ToolTask } from "./tool-task.ts";
 import type { LiveState, LiveToolRef, ModelRef, UnansweredReason } from "./types.ts";
+import type { LiveEvent } from "./view.ts";
 
 export type { GenerationCheckpoint, GenerationResult };
 
@@ -136,6 +137,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
       if (event.type === "done" || event.type === "error" || event.partial.content.length === 0) continue;
       latest = event.partial;
       progress.touch();
+      runtime.live({ kind: "answer", attempt, message: latest } satisfies LiveEvent); // shown now, stored within persistWithinMs
     }
     message = await stream.result();
   } catch (error) {

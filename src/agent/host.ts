@@ -7,7 +7,7 @@ import { HarnessClosed } from "../errors.ts";
 import { readLive, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
 import { endRun } from "./runs.ts";
-import { ConversationViewModel } from "./view.ts";
+import { ConversationFeed, type LiveEvent } from "./view.ts";
 
 /**
  * The agent's per-harness state: settled-submission waiters, live views, the admission lock (so a repeated
@@ -18,7 +18,8 @@ import { ConversationViewModel } from "./view.ts";
 export class AgentHost {
   readonly harness: Harness;
   readonly #waiters = new Map<number, Set<{ resolve: (record: SubmissionRecord) => void; reject: (error: unknown) => void }>>();
-  readonly #views = new Map<number, ConversationViewModel>();
+  /** Views by conversation and page size (`${conversationId}/${page}`). */
+  readonly #feeds = new Map<string, ConversationFeed>();
   #admission: Promise<unknown> = Promise.resolve();
   #closed = false;
 
@@ -51,17 +52,23 @@ export class AgentHost {
       .then((result) => ("waiting" in result ? result.waiting : result.record));
   }
 
-  /** The shared live view of a conversation, created on first use. */
-  view(conversationId: number): ConversationViewModel {
-    let model = this.#views.get(conversationId);
-    if (!model) this.#views.set(conversationId, (model = new ConversationViewModel(this.harness.session, conversationId)));
-    return model;
+  /** The shared view of a conversation that opens on its last `page` entries, created on first use. */
+  feed(conversationId: number, page: number): ConversationFeed {
+    const key = `${conversationId}/${page}`;
+    let feed = this.#feeds.get(key);
+    if (!feed) this.#feeds.set(key, (feed = new ConversationFeed(this.harness.session, conversationId, page)));
+    return feed;
   }
 
   /** Forgets a view nobody listens to. */
-  release(conversationId: number): void {
-    const model = this.#views.get(conversationId);
-    if (model && !model.listening) this.#views.delete(conversationId);
+  release(feed: ConversationFeed): void {
+    const key = `${feed.conversationId}/${feed.page}`;
+    if (this.#feeds.get(key) === feed && !feed.listening) this.#feeds.delete(key);
+  }
+
+  /** A running task's live event (`runtime.live`): shown by the conversation's views, never stored. */
+  live({ taskId, conversationId, event }: { taskId: number; conversationId: number; event: unknown }): void {
+    for (const feed of this.#feeds.values()) if (feed.conversationId === conversationId) feed.live(taskId, event as LiveEvent);
   }
 
   close(): void {
@@ -104,7 +111,7 @@ export class AgentHost {
       const outcome = task.state.outcome.status;
       if ((outcome === "faulted" || outcome === "orphaned") && task.kind.startsWith("pi.")) this.#cleanup(task);
     }
-    for (const model of this.#views.values()) model.apply(batch);
+    for (const feed of this.#feeds.values()) feed.apply(batch);
   }
 
   /**

@@ -8,7 +8,8 @@ export { ToolTask, type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult 
 export { CompactionTask, type CompactionCheckpoint, type CompactionInput, type CompactionResult } from "./compaction.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
 export { scopeOf as conversationScope } from "./documents.ts";
-export type { ConversationViewState, ViewListener } from "./view.ts";
+export { DEFAULT_VIEW_PAGE, type ConversationViewState, type ViewListener, type ConversationViewUpdate, type ViewUpdateListener, type StreamingView, type StreamingAnswer, type LiveEvent, type EntryPage, type ViewDocuments } from "./view.ts";
+export { ConversationViewStore, applyViewUpdate, prependEntries, type ViewStateListener } from "./view-store.ts";
 export type {
   AgentChange,
   AgentConfig,

@@ -12,6 +12,7 @@ import { appendEntry, clearToolProgress, readAgentConfig, readLive, scopeOf, too
 import { LazyProgress } from "./progress.ts";
 import type { AnyTool, ToolApi, ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
 import type { AssistantEntryPayload, ToolErrorCode, ToolProgress } from "./types.ts";
+import type { LiveEvent } from "./view.ts";
 
 /**
  * `pi.tool` (S8): one tool call. `call` resolves the tool, validates the arguments and runs `beforeTool`; the
@@ -153,6 +154,7 @@ async function run(task: Task, runtime: Runtime, toolCall: ToolCall, tool: AnyTo
       assertRunning("api.output()");
       output += String(chunk);
       progress.touch();
+      runtime.live({ kind: "tool-output", output } satisfies LiveEvent); // shown now, stored within persistWithinMs
     },
     details(value) {
       assertRunning("api.details()");

@@ -1,14 +1,18 @@
+import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../json.ts";
 import type { Batch, EntryRecord } from "../storage/records.ts";
 import type { Session } from "../session/session.ts";
 import { documentKey } from "../session/tx.ts";
-import { AGENT, INBOX, LIVE, scopeOf, toolKey, USAGE } from "./documents.ts";
+import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
 import type { AgentConfig, InboxState, LiveState, LiveView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
 
-/** What a UI shows of a conversation: committed entries and documents, never anything uncommitted. */
+/** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
 export interface ConversationViewState {
   conversationId: number;
-  /** Every entry of the conversation in id order (the transcript, including aborted answers). */
+  /**
+   * Entries in id order (the transcript, including aborted answers): all of them in the worker; on the page
+   * the last page and whatever older entries were loaded on demand (see `hasOlder`).
+   */
   entries: readonly EntryRecord[];
   /** `pi.live` with each tool slot merged with its progress. */
   live: LiveView;
@@ -17,15 +21,64 @@ export interface ConversationViewState {
   agent: AgentConfig;
   /** A run is live (`pi.live.run`). */
   busy: boolean;
+  /** The conversation has entries older than the first of `entries` (not loaded yet). */
+  hasOlder?: boolean;
+  /**
+   * Not yet durable: the model's partial answer and tools' output newer than the last commit. A crash loses
+   * it (only what was committed comes back); each commit supersedes it. Absent when the commit is current.
+   */
+  streaming?: StreamingView;
 }
 
 export type ViewListener = (view: ConversationViewState) => void;
 
+/** Live text ahead of the committed view. */
+export interface StreamingView {
+  /** The partial answer of attempt `attempt` of the run whose task is `taskId`. */
+  answer?: StreamingAnswer;
+  /** Running tools' output so far, by tool task id. */
+  tools?: Readonly<Record<string, string>>;
+}
+
+export interface StreamingAnswer {
+  taskId: number;
+  attempt: number;
+  message: AssistantMessage;
+}
+
+/** What the agent's tasks show live through `runtime.live` (each carries everything so far, not a chunk). */
+export type LiveEvent = { kind: "answer"; attempt: number; message: AssistantMessage } | { kind: "tool-output"; output: string };
+
+/** The documents part of a view. */
+export type ViewDocuments = Pick<ConversationViewState, "live" | "inbox" | "usage" | "agent" | "busy">;
+
+/**
+ * How a view travels to a page: one snapshot (the last page of entries), then per commit only what it
+ * changed (entries appended, documents replaced), and between commits live frames that are not durable.
+ */
+export type ConversationViewUpdate =
+  | ({ type: "snapshot"; conversationId: number; entries: readonly EntryRecord[]; hasOlder: boolean } & ViewDocuments)
+  | ({ type: "commit"; entries?: readonly EntryRecord[] } & Partial<ViewDocuments>)
+  | ({ type: "live" } & StreamingView);
+
+export type ViewUpdateListener = (update: ConversationViewUpdate) => void;
+
+/** A page of older entries (`Conversation.entriesBefore`). */
+export interface EntryPage {
+  entries: EntryRecord[];
+  /** There are entries older than the first of this page. */
+  hasOlder: boolean;
+}
+
+/** How many entries a page-side view opens with (the last page); older ones load on demand. */
+export const DEFAULT_VIEW_PAGE = 200;
+
 /**
  * Builds the documents part of a view from the session's committed mirror. Each tool slot is merged with its
- * persisted output, and its status and result entry are derived from the committed tool task and entries.
+ * persisted output, and its status and result entry are derived from the committed tool task and entries
+ * (`resultOf` gives the `pi.tool-result` entry a tool task wrote).
  */
-export function viewDocuments(session: Session, conversationId: number, entries: readonly EntryRecord[]): Omit<ConversationViewState, "conversationId" | "entries"> {
+export function viewDocuments(session: Session, conversationId: number, resultOf: (taskId: number) => number | undefined): ViewDocuments {
   const scope = scopeOf(conversationId);
   const read = (key: string): Json | undefined => session.documents.get(documentKey(scope, key))?.value;
   const stored = (read(LIVE) as LiveState | undefined) ?? {};
@@ -34,8 +87,8 @@ export function viewDocuments(session: Session, conversationId: number, entries:
     const task = session.live.get(ref.taskId);
     const progress = (read(toolKey(ref.taskId)) as ToolProgress | undefined) ?? {};
     if (task) return { ...ref, ...progress, status: task.state.status === "running" && task.state.checkpoint.phase === "execute" ? "running" : "pending" };
-    const entry = entries.find((candidate) => candidate.kind === "pi.tool-result" && candidate.byTaskId === ref.taskId);
-    return { ...ref, status: "done", ...(entry ? { entry: entry.id } : {}) };
+    const entry = resultOf(ref.taskId);
+    return { ...ref, status: "done", ...(entry !== undefined ? { entry } : {}) };
   };
   const { tools, ...rest } = stored;
   const live: LiveView = { ...rest, ...(tools ? { tools: tools.map(slot) } : {}) };
@@ -48,69 +101,107 @@ export function viewDocuments(session: Session, conversationId: number, entries:
   };
 }
 
+/** Tool task id → its `pi.tool-result` entry, for the entries given. */
+export function indexToolResults(entries: readonly EntryRecord[], into = new Map<number, number>()): Map<number, number> {
+  for (const entry of entries) if (entry.kind === "pi.tool-result" && entry.byTaskId !== undefined) into.set(entry.byTaskId, entry.id);
+  return into;
+}
+
 /**
- * A live view of one conversation. It loads the transcript once on the session line (so no commit slips
- * between the load and the first update), then follows every stored batch that touches the conversation.
- * Listeners run after the commit is durable, on a microtask, and get a fresh immutable state each time.
+ * The committed view of one conversation as updates. It loads the last `page` entries once on the session
+ * line (so no commit slips between the load and the first update), then turns every stored batch that
+ * touches the conversation into a `commit` update of what changed, so an update's size and cost follow the
+ * commit, not the conversation's length. Listeners get a snapshot first and run after the commit is durable,
+ * on a microtask. Live events of the conversation's tasks pass through as `live` updates.
  */
-export class ConversationViewModel {
+export class ConversationFeed {
   readonly conversationId: number;
+  readonly page: number;
   readonly #session: Session;
-  readonly #listeners = new Set<ViewListener>();
-  #entries: EntryRecord[] = [];
-  #loaded = false;
-  #state: ConversationViewState | undefined;
+  readonly #listeners = new Set<ViewUpdateListener>();
+  /** The newest `page` committed entries. */
+  #tail: EntryRecord[] = [];
+  #hasOlder = false;
+  readonly #results = new Map<number, number>();
+  #documents: ViewDocuments | undefined;
   readonly ready: Promise<void>;
 
-  constructor(session: Session, conversationId: number) {
+  constructor(session: Session, conversationId: number, page: number) {
     this.#session = session;
     this.conversationId = conversationId;
+    this.page = page;
     this.ready = session.read(async () => {
-      this.#entries = await session.storage.listEntries(conversationId);
-      this.#loaded = true;
-      this.#rebuild();
+      const loaded = await session.storage.listEntries(conversationId, Number.isFinite(page) ? { last: page + 1 } : {});
+      this.#hasOlder = loaded.length > page;
+      this.#tail = this.#hasOlder ? loaded.slice(1) : loaded;
+      indexToolResults(this.#tail, this.#results);
+      this.#documents = this.#readDocuments();
+      for (const listener of this.#listeners) this.#send(listener, this.#snapshot());
     });
-  }
-
-  get state(): ConversationViewState | undefined {
-    return this.#state;
   }
 
   get listening(): boolean {
     return this.#listeners.size > 0;
   }
 
-  subscribe(listener: ViewListener): () => void {
+  /** `listener` gets a snapshot (once loaded), then an update per commit and live frames. */
+  subscribe(listener: ViewUpdateListener): () => void {
     this.#listeners.add(listener);
-    if (this.#state) {
-      const state = this.#state;
-      queueMicrotask(() => this.#listeners.has(listener) && listener(state));
-    }
+    if (this.#documents) this.#send(listener, this.#snapshot());
     return () => this.#listeners.delete(listener);
   }
 
-  /** Called by the host for every stored batch. */
+  /** Called by the agent host for every stored batch. */
   apply(batch: Batch): void {
-    if (!this.#loaded) return; // the load on the line includes it
+    if (!this.#documents) return; // the load on the line includes it
     const scope = scopeOf(this.conversationId);
     const entries = batch.entries.filter((entry) => entry.conversationId === this.conversationId);
-    const touched =
-      entries.length > 0 ||
-      batch.documents.some((document) => document.scope === scope) ||
+    const keys = new Set(batch.documents.filter((document) => document.scope === scope).map((document) => document.key));
+    const liveChanged =
+      [...keys].some((key) => key === LIVE || key.startsWith(TOOL_PREFIX)) ||
       batch.tasks.some((task) => task.conversationId === this.conversationId) ||
-      batch.conversations.some((record) => record.id === this.conversationId);
-    if (!touched) return;
-    if (entries.length > 0) this.#entries = [...this.#entries, ...entries];
-    this.#rebuild();
+      entries.some((entry) => entry.kind === "pi.tool-result");
+    if (entries.length === 0 && !liveChanged && !keys.has(INBOX) && !keys.has(USAGE) && !keys.has(AGENT)) return;
+    if (entries.length > 0) {
+      indexToolResults(entries, this.#results);
+      this.#tail.push(...entries);
+      if (this.#tail.length > this.page) {
+        this.#tail.splice(0, this.#tail.length - this.page);
+        this.#hasOlder = true;
+      }
+    }
+    const documents = (this.#documents = this.#readDocuments());
+    const update: ConversationViewUpdate = {
+      type: "commit",
+      ...(entries.length > 0 ? { entries } : {}),
+      ...(liveChanged ? { live: documents.live, busy: documents.busy } : {}),
+      ...(keys.has(INBOX) ? { inbox: documents.inbox } : {}),
+      ...(keys.has(USAGE) ? { usage: documents.usage } : {}),
+      ...(keys.has(AGENT) ? { agent: documents.agent } : {}),
+    };
+    for (const listener of this.#listeners) this.#send(listener, update);
   }
 
-  #rebuild(): void {
-    const state: ConversationViewState = Object.freeze({
-      conversationId: this.conversationId,
-      entries: Object.freeze([...this.#entries]),
-      ...viewDocuments(this.#session, this.conversationId, this.#entries),
-    });
-    this.#state = state;
-    for (const listener of this.#listeners) queueMicrotask(() => this.#listeners.has(listener) && listener(state));
+  /** A live event of one of the conversation's tasks (not durable). */
+  live(taskId: number, event: LiveEvent): void {
+    if (!this.#documents || this.#listeners.size === 0) return;
+    let update: ConversationViewUpdate;
+    // The provider goes on changing its partial: send a copy of it as it is now.
+    if (event.kind === "answer") update = { type: "live", answer: { taskId, attempt: event.attempt, message: dropUndefined(event.message) } };
+    else if (event.kind === "tool-output") update = { type: "live", tools: { [taskId]: event.output } };
+    else return;
+    for (const listener of this.#listeners) this.#send(listener, update);
+  }
+
+  #snapshot(): ConversationViewUpdate {
+    return { type: "snapshot", conversationId: this.conversationId, entries: [...this.#tail], hasOlder: this.#hasOlder, ...this.#documents! };
+  }
+
+  #readDocuments(): ViewDocuments {
+    return viewDocuments(this.#session, this.conversationId, (taskId) => this.#results.get(taskId));
+  }
+
+  #send(listener: ViewUpdateListener, update: ConversationViewUpdate): void {
+    queueMicrotask(() => this.#listeners.has(listener) && listener(update));
   }
 }

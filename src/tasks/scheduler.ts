@@ -46,7 +46,12 @@ export interface SchedulerOptions {
   models?: unknown;
   env?: (conversationId: number, context: Context) => unknown;
   crashPoint?: CrashPointHandler;
+  /** Receives what running tasks show live (`runtime.live`): not stored, gone in a crash. */
+  onLive?: LiveHandler;
 }
+
+/** Gets a running task's live event (for example a partial answer) the moment the task reports it. */
+export type LiveHandler = (live: { taskId: number; conversationId: number; event: unknown }) => void;
 
 /**
  * Called at every named crash point. Return (or resolve) to go on; a test that wants to crash there copies
@@ -877,6 +882,10 @@ export class Scheduler {
       report: (report: Report) => {
         check();
         deliver(scheduler.#options.onReport, report);
+      },
+      live: (event) => {
+        if (invocation.ended) return; // a late event of an ended invocation shows nothing
+        scheduler.#options.onLive?.({ taskId: id, conversationId: first.conversationId, event });
       },
       env: async <E>(context: Context) => {
         check();

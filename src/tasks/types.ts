@@ -48,6 +48,12 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   /** Sends a typed report to `HarnessOptions.onReport`. */
   report(report: Report): void;
   /**
+   * Shows `event` to live subscribers at once (the agent's partial answers and tool output). Never stored:
+   * a crash loses it, and the committed state stays the truth. The event is read when it is delivered, so
+   * pass a copy of anything you go on changing.
+   */
+  live(event: unknown): void;
+  /**
    * A named instant where a test may cut the process (for example `"tool:after-intent"`). Resolves at once
    * unless `HarnessOptions.crashPoint` decides to stop here; then it never resolves (the process is gone).
    */

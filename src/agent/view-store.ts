@@ -1,0 +1,120 @@
+import type { AssistantMessage } from "@earendil-works/pi-ai";
+import { ViewUpdateOutOfOrder } from "../errors.ts";
+import type { EntryRecord } from "../storage/records.ts";
+import type { ConversationViewState, ConversationViewUpdate, StreamingView } from "./view.ts";
+
+/**
+ * Applies one update to a view and returns the next immutable state (the previous one is left as it was).
+ * A snapshot replaces everything; a commit appends its entries and replaces the documents it carries; a live
+ * frame replaces the streaming text it carries. Streaming text is kept only while it is ahead of the
+ * committed view of the same answer attempt or running tool, so each commit supersedes what it covers.
+ */
+export function applyViewUpdate(state: ConversationViewState | undefined, update: ConversationViewUpdate): ConversationViewState {
+  if (update.type === "snapshot") {
+    const { type: _type, entries, ...documents } = update;
+    return freeze({ ...documents, entries: [...entries] });
+  }
+  if (!state) throw new ViewUpdateOutOfOrder(`A ${update.type} update arrived before the view's snapshot: subscribe again to get one.`);
+  if (update.type === "commit") {
+    const { type: _type, entries, ...documents } = update;
+    const next: ConversationViewState = { ...state, ...documents, entries: entries && entries.length > 0 ? [...state.entries, ...entries] : state.entries };
+    return freeze(withStreaming(next, state.streaming));
+  }
+  const { type: _type, answer, tools } = update;
+  const merged: StreamingView = {
+    ...(answer ?? state.streaming?.answer ? { answer: answer ?? state.streaming!.answer! } : {}),
+    ...(tools || state.streaming?.tools ? { tools: { ...state.streaming?.tools, ...tools } } : {}),
+  };
+  return freeze(withStreaming(state, merged));
+}
+
+/** Older entries loaded on demand go before the loaded ones. */
+export function prependEntries(state: ConversationViewState, older: readonly EntryRecord[], hasOlder: boolean): ConversationViewState {
+  const first = state.entries[0]?.id ?? Infinity;
+  return freeze({ ...state, entries: [...older.filter((entry) => entry.id < first), ...state.entries], hasOlder });
+}
+
+/** The streaming part of `state` that is still ahead of its committed part. */
+function withStreaming(state: ConversationViewState, streaming: StreamingView | undefined): ConversationViewState {
+  const { streaming: _old, ...committed } = state;
+  const ahead = streaming ? aheadOf(committed, streaming) : undefined;
+  return ahead ? { ...committed, streaming: ahead } : committed;
+}
+
+function aheadOf(committed: ConversationViewState, streaming: StreamingView): StreamingView | undefined {
+  const { answer } = streaming;
+  const generation = committed.live.generation;
+  const keepAnswer =
+    answer !== undefined &&
+    committed.live.run?.taskId === answer.taskId &&
+    generation?.attempt === answer.attempt &&
+    generation.retry === undefined &&
+    messageSize(answer.message) > (generation.message ? messageSize(generation.message) : 0);
+  const tools: Record<string, string> = {};
+  for (const [taskId, output] of Object.entries(streaming.tools ?? {})) {
+    const slot = committed.live.tools?.find((candidate) => candidate.taskId === Number(taskId));
+    if (slot && slot.status !== "done" && output.length > (slot.output?.length ?? 0)) tools[taskId] = output;
+  }
+  const hasTools = Object.keys(tools).length > 0;
+  if (!keepAnswer && !hasTools) return undefined;
+  return { ...(keepAnswer ? { answer } : {}), ...(hasTools ? { tools } : {}) };
+}
+
+/** How far a partial answer got: it only grows while it streams, so a longer one is newer. */
+function messageSize(message: AssistantMessage): number {
+  let size = 0;
+  for (const block of message.content) {
+    if (block.type === "text") size += block.text.length;
+    else if (block.type === "thinking") size += block.thinking.length;
+    else if (block.type === "toolCall") size += 1 + JSON.stringify(block.arguments ?? {}).length;
+  }
+  return size;
+}
+
+function freeze(state: ConversationViewState): ConversationViewState {
+  Object.freeze(state.entries);
+  return Object.freeze(state);
+}
+
+export type ViewStateListener = (state: ConversationViewState) => void;
+
+/**
+ * The page's copy of a conversation view: feed it the updates of a subscription and read `state`, the same
+ * immutable `ConversationViewState` the worker would build, or subscribe to each new state.
+ *
+ *   const store = new ConversationViewStore();
+ *   for (const update of updates) store.apply(update);
+ *   render(store.state);
+ */
+export class ConversationViewStore {
+  #state: ConversationViewState | undefined;
+  readonly #listeners = new Set<ViewStateListener>();
+
+  /** The current view (undefined until the snapshot arrived). */
+  get state(): ConversationViewState | undefined {
+    return this.#state;
+  }
+
+  apply(update: ConversationViewUpdate): ConversationViewState {
+    return this.#set(applyViewUpdate(this.#state, update));
+  }
+
+  /** Adds older entries (a page loaded on demand) in front of the loaded ones. */
+  prepend(older: readonly EntryRecord[], hasOlder: boolean): ConversationViewState {
+    if (!this.#state) throw new ViewUpdateOutOfOrder("Older entries arrived before the view's snapshot.");
+    return this.#set(prependEntries(this.#state, older, hasOlder));
+  }
+
+  /** Calls `listener` with every new state (and with the current one, if there is one). */
+  subscribe(listener: ViewStateListener): () => void {
+    this.#listeners.add(listener);
+    if (this.#state) listener(this.#state);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #set(state: ConversationViewState): ConversationViewState {
+    this.#state = state;
+    for (const listener of this.#listeners) listener(state);
+    return state;
+  }
+}
