@@ -39,6 +39,7 @@ afterEach(async () => {
   await session.close();
 });
 
+/** The harness's note in the interrupted result (shown to the person as a notice, with this as its title). */
 const INTERRUPTED = "[error] Tool probe was interrupted and may have partially run";
 
 async function openApp(search = ""): Promise<Page> {
@@ -157,7 +158,10 @@ describe("chat with the offline demo model", () => {
     expect(await card.locator(".tool-status").textContent()).toBe("interrupted — may have partially run");
     const result = (await card.locator(".tool-result").textContent()) ?? "";
     expect(result.startsWith(PROBE.output)).toBe(true); // the output persisted before the crash comes first
-    expect(result).toContain(INTERRUPTED);
+    expect(result).not.toContain("<harness>"); // the person reads a notice; the model gets the harness's text
+    const notice = card.locator(".tool-notice");
+    expect(await notice.textContent()).toContain("Cut off by a reload");
+    expect(await notice.getAttribute("title")).toBe(INTERRUPTED.replace("[error] ", ""));
     const resultEntry = Number(await card.getAttribute("data-entry-id"));
     expect(await waitForReply(page, resultEntry, "interrupted")).toContain(PROBE.tool);
     expect(await page.textContent("#recovered-banner-text")).toContain("stopped at tool:output-persisted");
@@ -225,7 +229,7 @@ describe("the seed's demos from their buttons", () => {
     await reloadFromBanner(page, "tool:output-persisted");
     const unsafe = toolCard(page, PROBE.tool);
     await unsafe.and(page.locator('[data-code="interrupted"]')).waitFor({ timeout: 30_000 });
-    expect(await unsafe.locator(".tool-result").textContent()).toContain(INTERRUPTED);
+    expect(await unsafe.locator(".tool-notice").getAttribute("title")).toBe(INTERRUPTED.replace("[error] ", ""));
     await waitForReply(page, Number(await unsafe.getAttribute("data-entry-id")), "interrupted");
     // The seed's probe rows: only the probe's tool tasks, however long the conversation.
     const probeRows = await runPreset(page, "probe");

@@ -63,7 +63,7 @@ for (const backend of backends) {
       expect(sleeping.state).toMatchObject({ status: "sleeping", until: second.clock.now() + 2000, checkpoint: { phase: "request", attempt: 2 } });
       expect(sleeping.restarts).toBeUndefined();
       const live = (await second.root.view(ctx)).live;
-      expect(live.generation).toEqual({ attempt: 2, retry: { at: second.clock.now() + 2000, error: "Attempt 1 of the model request was cut off while in flight." } });
+      expect(live.generation).toEqual({ attempt: 2, retry: { at: second.clock.now() + 2000, error: "Attempt 1 of the model request was cut off while in flight.", cause: "interrupted", maxAttempts: 4 } });
       expect(await assistantTexts(second)).toEqual([["aborted", "Hel"]]);
 
       second.clock.advance(1999);

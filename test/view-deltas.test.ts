@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   applyViewUpdate,
+  coalesceLiveFrames,
   ConversationViewStore,
   defineTool,
   MemoryStorage,
@@ -182,5 +183,27 @@ describe("views as deltas", () => {
     expect(state.streaming).toBeUndefined();
     expect(Object.isFrozen(state)).toBe(true);
     expect(() => applyViewUpdate(undefined, { type: "commit" })).toThrow(ViewUpdateOutOfOrder);
+  });
+});
+
+describe("live frames", () => {
+  it("at most one live message per frame, carrying the newest answer and every tool's newest output; commits pass at once", () => {
+    const sent: ConversationViewUpdate[] = [];
+    const frames: Array<() => void> = [];
+    const listener = coalesceLiveFrames((update) => sent.push(update), (callback) => frames.push(callback));
+    const message = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] }) as never;
+    for (const text of ["H", "He", "Hel"]) listener({ type: "live", answer: { taskId: 1, attempt: 1, message: message(text) } });
+    listener({ type: "live", tools: { 5: "a" } });
+    listener({ type: "live", tools: { 6: "b" } });
+    listener({ type: "commit", inbox: { items: [] } });
+    expect(frames).toHaveLength(1);
+    expect(sent).toEqual([{ type: "commit", inbox: { items: [] } }]);
+    frames.shift()!();
+    expect(sent[1]).toEqual({ type: "live", answer: { taskId: 1, attempt: 1, message: message("Hel") }, tools: { 5: "a", 6: "b" } });
+    expect(frames).toHaveLength(0); // nothing pending, no frame asked for
+    listener({ type: "live", tools: { 5: "ab" } });
+    expect(frames).toHaveLength(1);
+    frames.shift()!();
+    expect(sent[2]).toEqual({ type: "live", tools: { 5: "ab" } }); // a new frame carries only what came after the last
   });
 });

@@ -241,7 +241,7 @@ async function failAttempt(task: Task, runtime: Runtime, failure: AttemptFailure
     if (failure.response) appendAssistant(tx, conversationId, failure.response);
     const until = tx.now() + delay;
     const attempt = checkpoint.attempt + 1;
-    writeLive(tx, conversationId, { ...readLive(tx, conversationId), generation: { attempt, retry: { at: until, error: failure.message } } });
+    writeLive(tx, conversationId, { ...readLive(tx, conversationId), generation: { attempt, retry: { at: until, error: failure.message, cause: failure.reason, maxAttempts: policy.maxRetries + 1 } } });
     return { status: "sleeping", until, checkpoint: { ...checkpoint, attempt } };
   }, context);
 }

@@ -110,7 +110,17 @@ export interface LiveGeneration {
   /** The streamed partial answer, persisted within `persistWithinMs`. */
   message?: AssistantMessage;
   /** The next attempt's time and the error that caused it. */
-  retry?: { at: number; error: string };
+  retry?: LiveRetry;
+}
+
+/** A model request that failed and is retried at `at` (harness clock). */
+export interface LiveRetry {
+  at: number;
+  error: string;
+  /** `interrupted`: the previous request was cut off by a crash (a reload); `model_error`: the model failed. */
+  cause?: "interrupted" | "model_error";
+  /** How many attempts the retry policy allows in all (`retry.maxRetries + 1`), so "attempt 2 of 4". */
+  maxAttempts?: number;
 }
 
 /** One tool call of the current round, in call order. Progress lives in its own document (see `ToolProgress`). */

@@ -1,7 +1,7 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { ViewUpdateOutOfOrder } from "../errors.ts";
 import type { EntryRecord } from "../storage/records.ts";
-import type { ConversationViewState, ConversationViewUpdate, StreamingView } from "./view.ts";
+import { mergeStreaming, type ConversationViewState, type ConversationViewUpdate, type StreamingView } from "./view.ts";
 
 /**
  * Applies one update to a view and returns the next immutable state (the previous one is left as it was).
@@ -20,12 +20,8 @@ export function applyViewUpdate(state: ConversationViewState | undefined, update
     const next: ConversationViewState = { ...state, ...documents, entries: entries && entries.length > 0 ? [...state.entries, ...entries] : state.entries };
     return freeze(withStreaming(next, state.streaming));
   }
-  const { type: _type, answer, tools } = update;
-  const merged: StreamingView = {
-    ...(answer ?? state.streaming?.answer ? { answer: answer ?? state.streaming!.answer! } : {}),
-    ...(tools || state.streaming?.tools ? { tools: { ...state.streaming?.tools, ...tools } } : {}),
-  };
-  return freeze(withStreaming(state, merged));
+  const { type: _type, ...streaming } = update;
+  return freeze(withStreaming(state, mergeStreaming(state.streaming, streaming)));
 }
 
 /** Older entries loaded on demand go before the loaded ones. */

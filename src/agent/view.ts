@@ -46,6 +46,13 @@ export interface StreamingAnswer {
   message: AssistantMessage;
 }
 
+/** `next` laid over `previous`: its answer replaces the earlier one, its tools' output replaces theirs. */
+export function mergeStreaming(previous: StreamingView | undefined, next: StreamingView): StreamingView {
+  const answer = next.answer ?? previous?.answer;
+  const tools = next.tools || previous?.tools ? { ...previous?.tools, ...next.tools } : undefined;
+  return { ...(answer ? { answer } : {}), ...(tools ? { tools } : {}) };
+}
+
 /** What the agent's tasks show live through `runtime.live` (each carries everything so far, not a chunk). */
 export type LiveEvent = { kind: "answer"; attempt: number; message: AssistantMessage } | { kind: "tool-output"; output: string };
 

@@ -5,13 +5,14 @@ import type {
   ConversationViewState,
   EntryRecord,
   LiveFailure,
+  LiveView,
   ToolResultEntryPayload,
   ToolSlotView,
   UserEntryPayload,
 } from "pi-durable-web";
 import { app } from "./app.ts";
 import { conversation, ensureModel, isOfflineModel, onConversation } from "./conversation.ts";
-import { byId, clock, h } from "./dom.ts";
+import { byId, h } from "./dom.ts";
 import { showToast } from "./log.ts";
 import { renderMarkdown } from "./markdown.ts";
 
@@ -104,16 +105,30 @@ function setToolStatus(card: HTMLElement, status: string, label: string): void {
   card.querySelector(".tool-status")!.textContent = label;
 }
 
-function applySlot(slot: ToolSlotView): void {
+/** `output` is the streamed output when it is ahead of the committed one (not durable yet). */
+function applySlot(slot: ToolSlotView, streamed: string | undefined): void {
   const card = toolCards.get(slot.callId);
   if (!card || card.dataset.result === "") return; // the result entry is what counts once written
   setToolStatus(card, slot.status === "done" ? "pending" : slot.status, slot.status === "running" ? "running" : slot.status === "pending" ? "waiting" : "finishing");
-  if (slot.output) {
+  const output = streamed ?? slot.output;
+  if (output) {
     const section = card.querySelector<HTMLElement>(".tool-output-section")!;
     section.hidden = false;
-    section.querySelector("pre")!.textContent = slot.output;
+    const pre = section.querySelector("pre")!;
+    pre.textContent = output;
+    pre.dataset.durable = String(streamed === undefined);
   }
 }
+
+/** A harness-written part of a result: `<harness>\n[error] message\n</harness>` (the model gets it as is). */
+const HARNESS_NOTE = /^<harness>\n\[error\] ([\s\S]*)\n<\/harness>$/;
+
+/** What the person reads for a result the harness wrote (the model still gets the harness's own text). */
+const TOOL_NOTICES: Record<string, string> = {
+  interrupted: "Cut off by a reload while it ran. It may have partially run, so it was not run again; any output above is what it reported before the cut.",
+  restart_limit: "Cut off too many times in a row, so it was not run again.",
+  aborted: "Stopped: the run was aborted.",
+};
 
 function applyResult(card: HTMLElement, payload: ToolResultEntryPayload): void {
   const { message, code } = payload;
@@ -121,16 +136,26 @@ function applyResult(card: HTMLElement, payload: ToolResultEntryPayload): void {
   if (code) card.dataset.code = code;
   card.classList.toggle("is-error", message.isError);
   setToolStatus(card, "done", code ? (TOOL_CODES[code] ?? code) : message.isError ? "error" : "done");
-  const result = textOf(message.content);
   const section = card.querySelector<HTMLElement>(".tool-result-section")!;
   section.hidden = false;
-  section.querySelector("pre")!.textContent = result;
+  const parts = typeof message.content === "string" ? [{ type: "text" as const, text: message.content }] : message.content;
+  const notes = parts.flatMap((part) => (part.type === "text" ? (HARNESS_NOTE.exec(part.text)?.slice(1, 2) ?? []) : []));
+  const kept = parts.filter((part) => part.type !== "text" || !HARNESS_NOTE.test(part.text));
+  const result = textOf(kept);
+  const pre = section.querySelector("pre")!;
+  pre.textContent = result;
+  pre.hidden = kept.length === 0;
+  section.querySelector(".tool-notice")?.remove();
+  if (notes.length > 0) {
+    const text = (code && TOOL_NOTICES[code]) || notes.join(" ");
+    section.append(h("p", { class: "tool-notice", role: "note", title: notes.join("\n") }, text));
+  }
   // The entry keeps what the tool streamed, so the card shows it after a reload too; not when the result
   // starts with it already (an interrupted call's result is its saved output and the notice).
   const output = card.querySelector<HTMLElement>(".tool-output-section")!;
-  const shown = payload.output && !result.startsWith(payload.output) ? payload.output : undefined;
-  output.hidden = shown === undefined;
-  if (shown !== undefined) output.querySelector("pre")!.textContent = shown;
+  const streamed = payload.output && !result.startsWith(payload.output) ? payload.output : undefined;
+  output.hidden = streamed === undefined;
+  if (streamed !== undefined) output.querySelector("pre")!.textContent = streamed;
 }
 
 // ---- entries -------------------------------------------------------------------------------------------
@@ -159,7 +184,7 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
       const { message } = entry.payload as unknown as AssistantEntryPayload;
       const item = h("li", { class: "msg assistant", ...at, "data-stop-reason": message.stopReason }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(message, false));
       const body = item.querySelector(".msg-body")!;
-      if (message.stopReason === "aborted") body.append(h("p", { class: "msg-flag" }, "aborted — the answer was cut off here"));
+      if (message.stopReason === "aborted") body.append(h("p", { class: "msg-flag is-aborted" }, "Cut off — this part was saved before the answer stopped; it is kept here but not sent to the model again."));
       if (message.stopReason === "error") body.append(h("p", { class: "msg-flag is-error" }, `error: ${message.errorMessage ?? "the model request failed"}`));
       return item;
     }
@@ -204,23 +229,49 @@ function failureNotice(failure: LiveFailure, what: "run" | "compaction"): HTMLEl
   return h("div", { class: "notice warn run-failure", "data-reason": failure.reason, role: "status" }, h("strong", null, text), failure.message ? h("span", null, ` ${failure.message}`) : null);
 }
 
+/** "Retrying in 2 s — attempt 2 of 4, the previous request was cut off by a reload." */
+function retryText(generation: NonNullable<LiveView["generation"]>, now: number): string {
+  const retry = generation.retry!;
+  const seconds = Math.ceil((retry.at - now) / 1000);
+  const when = seconds > 0 ? `Retrying in ${seconds} s` : "Retrying now";
+  const attempt = `attempt ${generation.attempt}${retry.maxAttempts ? ` of ${retry.maxAttempts}` : ""}`;
+  const cause = retry.cause === "interrupted" ? "the previous request was cut off by a reload" : `the previous request failed: ${retry.error}`;
+  return `${when} — ${attempt}, ${cause}.`;
+}
+
+let retryTicker: ReturnType<typeof setInterval> | undefined;
+
+/** The retry notice counts down on its own between views (the next view comes with the next attempt). */
+function tickRetry(generation: LiveView["generation"]): void {
+  clearInterval(retryTicker);
+  retryTicker = undefined;
+  if (!generation?.retry) return;
+  retryTicker = setInterval(() => {
+    const notice = liveArea.querySelector<HTMLElement>(".retry");
+    if (notice) notice.textContent = retryText(generation, Date.now());
+    else clearInterval(retryTicker);
+  }, 250);
+}
+
 function renderLive(view: ConversationViewState): void {
   const live = view.live;
   const parts: HTMLElement[] = [];
   const generation = live.generation;
-  if (generation?.message && generation.message.content.length > 0) {
-    parts.push(h("div", { class: "msg assistant streaming", "data-live": "generation" }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(generation.message, true)));
+  // The streamed partial (not durable yet) when it is ahead of the committed one.
+  const partial = view.streaming?.answer?.message ?? generation?.message;
+  if (partial && partial.content.length > 0) {
+    const durable = view.streaming?.answer === undefined;
+    parts.push(h("div", { class: "msg assistant streaming", "data-live": "generation", "data-durable": String(durable) }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(partial, true)));
   } else if (view.busy && !live.tools?.some((slot) => slot.status !== "done")) {
     parts.push(h("div", { class: "typing", "aria-label": "The agent is working" }, h("span"), h("span"), h("span")));
   }
-  if (generation?.retry) {
-    parts.push(h("div", { class: "notice info retry" }, `Attempt ${generation.attempt} failed (${generation.retry.error}). Next attempt at ${clock(generation.retry.at)}.`));
-  }
+  if (generation?.retry) parts.push(h("div", { class: "notice info retry", role: "status", "data-retry-at": String(generation.retry.at) }, retryText(generation, Date.now())));
+  tickRetry(generation);
   if (live.runFailure) parts.push(failureNotice(live.runFailure, "run"));
   if (live.compactions?.length) parts.push(h("div", { class: "notice info" }, "Summarizing earlier messages…"));
   if (live.compactionFailure) parts.push(failureNotice(live.compactionFailure, "compaction"));
   liveArea.replaceChildren(...parts);
-  for (const slot of live.tools ?? []) applySlot(slot);
+  for (const slot of live.tools ?? []) applySlot(slot, slot.taskId === undefined ? undefined : view.streaming?.tools?.[slot.taskId]);
 }
 
 function renderInbox(view: ConversationViewState, client: HarnessClient): void {

@@ -40,7 +40,8 @@ export function renderMarkdown(source: string): DocumentFragment {
       continue;
     }
     const paragraph: string[] = [];
-    while (index < lines.length && lines[index]!.trim() !== "" && !/^\s*(```|~~~)/.test(lines[index]!) && !/^#{1,4}\s/.test(lines[index]!)) {
+    const startsBlock = (text: string) => /^\s*(```|~~~)/.test(text) || /^#{1,4}\s/.test(text) || bullet.test(text) || numbered.test(text);
+    while (index < lines.length && lines[index]!.trim() !== "" && !startsBlock(lines[index]!)) {
       paragraph.push(lines[index++]!);
     }
     const children: Child[] = [];
