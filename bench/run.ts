@@ -5,6 +5,7 @@
  *   kernel   Node, sqlite-wasm in memory: kernel step vs raw commit              (bench/kernel.ts)
  *   agent    Node: commits and cost per tool call, if bench/agent.ts is there    (bench/agent.ts)
  *   browser  Chromium, OPFS: kernel step vs raw commit; reload → first resumed step with 1/1,000/10,000 live tasks; worker heap
+ *   stream   Chromium: token → screen latency vs pi-ai in the page, updates/s, update cost and open time at 10/1,000/10,000 entries
  *   peer     Chromium: the same 1,000-step job and the same reload, ours vs @coji/durably
  *   sizes    gzip bytes of the demo app's page and worker bundles, sqlite-wasm's own, and the peer's
  *   edge     workerd (miniflare): kernel step vs raw commit on one Durable Object; crash → first resumed step (bench/edge.ts)
@@ -18,6 +19,7 @@ import { join } from "node:path";
 import { benchBrowser, rowCells, type Row } from "./browser/ours.ts";
 import { benchPeer, ensurePeer } from "./browser/peer.ts";
 import { benchSizes } from "./browser/sizes.ts";
+import { benchStream } from "./browser/stream.ts";
 import { chromiumPath, ROOT } from "./browser/support.ts";
 import { importBundled } from "./bundled.ts";
 import { fmt, table, type Summary } from "./stats.ts";
@@ -98,6 +100,7 @@ await section("edge", async () => {
 });
 
 await section("browser", () => benchBrowser());
+await section("stream", () => benchStream());
 await section("peer", () => benchPeer());
 await section("sizes", () => benchSizes());
 

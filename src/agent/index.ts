@@ -10,7 +10,7 @@ export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
 export { scopeOf as conversationScope } from "./documents.ts";
 export { DEFAULT_VIEW_PAGE, type ConversationViewState, type ViewListener, type ConversationViewUpdate, type ViewUpdateListener, type StreamingView, type StreamingAnswer, type LiveEvent, type EntryPage, type ViewDocuments } from "./view.ts";
 export { coalesceLiveFrames, type RequestFrame } from "./live-frames.ts";
-export { ConversationViewStore, applyViewUpdate, prependEntries, type ViewStateListener } from "./view-store.ts";
+export { ConversationView, ConversationViewStore, applyViewUpdate, prependEntries, type ViewSource, type ViewStateListener } from "./view-store.ts";
 export type {
   AgentChange,
   AgentConfig,

@@ -1,7 +1,7 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { ViewUpdateOutOfOrder } from "../errors.ts";
 import type { EntryRecord } from "../storage/records.ts";
-import { mergeStreaming, type ConversationViewState, type ConversationViewUpdate, type StreamingView } from "./view.ts";
+import { DEFAULT_VIEW_PAGE, mergeStreaming, type ConversationViewState, type ConversationViewUpdate, type EntryPage, type StreamingView } from "./view.ts";
 
 /**
  * Applies one update to a view and returns the next immutable state (the previous one is left as it was).
@@ -112,5 +112,78 @@ export class ConversationViewStore {
     this.#state = state;
     for (const listener of this.#listeners) listener(state);
     return state;
+  }
+}
+
+/** Where a page-side view gets its updates and older pages (a client of the host that owns the harness). */
+export interface ViewSource {
+  /** Subscribes to the view's updates; resolves with the unsubscribe function. */
+  watch(listener: (update: ConversationViewUpdate) => void): Promise<() => void>;
+  /** The `limit` entries before `beforeId`. */
+  entriesBefore(beforeId: number, limit: number): Promise<EntryPage>;
+}
+
+/**
+ * A conversation as a page holds it: the last page of entries and the documents from the snapshot, kept
+ * current by the deltas and live frames of one subscription, older entries loaded on demand.
+ *
+ *   const view = await client.openConversation(id);
+ *   view.subscribe(render);                // each new immutable ConversationViewState
+ *   if (view.state.hasOlder) await view.loadOlder();
+ *   view.close();
+ */
+export class ConversationView {
+  readonly #store = new ConversationViewStore();
+  readonly #source: ViewSource;
+  #unsubscribe: (() => void) | undefined;
+  #closed = false;
+  #loading: Promise<boolean> | undefined;
+
+  private constructor(source: ViewSource) {
+    this.#source = source;
+  }
+
+  /** Subscribes and resolves once the snapshot is in. */
+  static async open(source: ViewSource): Promise<ConversationView> {
+    const view = new ConversationView(source);
+    let arrived!: () => void;
+    const snapshot = new Promise<void>((resolve) => (arrived = resolve));
+    view.#unsubscribe = await source.watch((update) => {
+      if (view.#closed) return;
+      view.#store.apply(update);
+      if (update.type === "snapshot") arrived();
+    });
+    await snapshot;
+    return view;
+  }
+
+  get state(): ConversationViewState {
+    return this.#store.state!;
+  }
+
+  /** Calls `listener` with the current state and every new one; returns the unsubscribe function. */
+  subscribe(listener: ViewStateListener): () => void {
+    return this.#store.subscribe(listener);
+  }
+
+  /** Loads the `limit` entries before the first loaded one; resolves with whether older ones remain. */
+  loadOlder(limit: number = DEFAULT_VIEW_PAGE): Promise<boolean> {
+    this.#loading ??= (async () => {
+      try {
+        const first = this.state.entries[0];
+        if (!first || !this.state.hasOlder) return false;
+        const page = await this.#source.entriesBefore(first.id, limit);
+        return this.#store.prepend(page.entries, page.hasOlder).hasOlder === true;
+      } finally {
+        this.#loading = undefined;
+      }
+    })();
+    return this.#loading;
+  }
+
+  /** Stops the subscription (the state stays as it was). */
+  close(): void {
+    this.#closed = true;
+    this.#unsubscribe?.();
   }
 }

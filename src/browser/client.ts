@@ -29,6 +29,7 @@ export interface StorageEstimateResult {
   /** Whether the browser keeps this origin's storage under pressure (see `persistStorage()`). */
   persisted: boolean;
 }
+export { ConversationView, ConversationViewStore, applyViewUpdate } from "../agent/view-store.ts";
 
 export class HarnessClient extends HostClient {
   /** The worker that owns the database (undefined for a Durable Object reached by URL). */

@@ -74,6 +74,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     onReady: options.onReady,
     crashPoints: options.crashPoints,
     now: () => performance.now(),
+    // A page paints at most once per animation frame; a worker has no frames of its own.
+    requestFrame: (callback) => void setTimeout(callback, 16),
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(host);

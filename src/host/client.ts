@@ -5,6 +5,8 @@
  * and once the transport says the host is gone (`gone()`), every pending and later call rejects with
  * `WorkerGone` instead of hanging.
  */
+import { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState, ConversationViewUpdate } from "../agent/view.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
@@ -13,9 +15,9 @@ import { deserializeError } from "./error-wire.ts";
 import { PROTOCOL, type ErrorShape, type HarnessStatus, type MethodName, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 /** Methods the client answers itself instead of forwarding (the status is kept on the page). */
-const OWN = new Set<MethodName>(["status", "onStatus", "lifeLock", "call"]);
+const OWN = new Set<MethodName>(["status", "onStatus", "lifeLock", "call", "watchConversation"]);
 
-type Forwarded = Omit<RemoteHost, "status" | "onStatus" | "lifeLock" | "call">;
+type Forwarded = Omit<RemoteHost, "status" | "onStatus" | "lifeLock" | "call" | "watchConversation">;
 
 // The forwarded methods are added to the class's prototype from PROTOCOL (see the static block).
 export interface HostClient extends Forwarded {}
@@ -79,6 +81,32 @@ export class HostClient {
       this.#pending.add(reject);
       if (this.#gone) reject(this.#gone);
     });
+  }
+
+  /**
+   * The conversation view (entries, live run, tool slots, inbox, usage) now and after each commit, with
+   * `streaming` text between commits (not durable yet). It holds the last 200 entries and what arrives
+   * after them; `openConversation` also loads older ones.
+   */
+  async watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): Promise<Unsubscribe> {
+    const view = await this.openConversation(conversationId);
+    view.subscribe(listener);
+    return () => view.close();
+  }
+
+  /** The page's copy of a conversation view: kept current by deltas, older entries loaded on demand. */
+  openConversation(conversationId: number): Promise<ConversationView> {
+    return this.#track(() =>
+      ConversationView.open({
+        watch: (listener) => this.watchConversationUpdates(conversationId, listener),
+        entriesBefore: (beforeId, limit) => this.conversationEntries(conversationId, beforeId, limit),
+      }),
+    );
+  }
+
+  /** The view's raw updates (snapshot, commit deltas, live frames), for a `ConversationViewStore` of your own. */
+  watchConversationUpdates(conversationId: number, listener: (update: ConversationViewUpdate) => void): Promise<Unsubscribe> {
+    return this.#track(() => this.remote.watchConversation(conversationId, listener));
   }
 
   /** Calls a method the app's worker added with `serveHarness({ methods })`. */

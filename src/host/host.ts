@@ -4,6 +4,7 @@
  * no DOM, Worker or Node API; a runtime adapter (the browser worker, a Durable Object) hands it the storage,
  * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
  */
+import { coalesceLiveFrames, type RequestFrame } from "../agent/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
@@ -38,6 +39,11 @@ export interface HostOptions {
   crashPoints?: boolean;
   /** A monotonic clock in ms, for `openMs` in the ready status. */
   now: () => number;
+  /**
+   * The runtime's next frame, for live view updates (partial answers, tool output): at most one goes out per
+   * frame. Default: each one at once.
+   */
+  requestFrame?: RequestFrame;
 }
 
 /** A host and its life. */
@@ -240,7 +246,8 @@ export function createHost(options: HostOptions): ServedHost {
     compact: async (conversationId, instructions) =>
       requireHarness().conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener) {
-      const unsubscribe = requireHarness().conversation(conversationId).subscribe((view) => safely(() => listener(view)));
+      const send = coalesceLiveFrames((update) => safely(() => listener(update)), options.requestFrame ?? ((callback) => callback()));
+      const unsubscribe = requireHarness().conversation(conversationId).watch(send);
       views += 1;
       let subscribed = true;
       return () => {
@@ -250,6 +257,7 @@ export function createHost(options: HostOptions): ServedHost {
         unsubscribe();
       };
     },
+    conversationEntries: async (conversationId, beforeId, limit) => requireHarness().conversation(conversationId).entriesBefore(beforeId, limit, ctx),
     async call(method, ...args) {
       const open = requireHarness();
       const implementation = options.methods?.[method];

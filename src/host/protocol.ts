@@ -5,7 +5,7 @@
  * it is unsubscribed. Host endpoints and clients are derived from these two; nothing else lists the methods.
  */
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
-import type { ConversationViewState } from "../agent/view.ts";
+import type { ConversationViewUpdate, EntryPage } from "../agent/view.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -86,8 +86,14 @@ export interface HarnessHost {
   waitForSubmission(submissionId: number): Promise<SubmissionOutcome>;
   abortConversation(conversationId: number): Promise<void>;
   compact(conversationId: number, instructions?: string): Promise<number>;
-  /** The committed view now and after every commit that touches the conversation. */
-  watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): Unsubscribe;
+  /**
+   * The view as updates (apply them with a `ConversationViewStore`): a snapshot of the last 200 entries and
+   * the documents, then what each commit changed, and between commits live frames of the partial answer and
+   * tools' output (not durable; at most one per frame where the host has frames).
+   */
+  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe;
+  /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
+  conversationEntries(conversationId: number, beforeId: number, limit: number): Promise<EntryPage>;
   /** Extra methods the app added with `serveHarness({ methods })`. */
   call(method: string, ...args: Json[]): Promise<unknown>;
 }
@@ -122,6 +128,7 @@ export const PROTOCOL = {
   abortConversation: "call",
   compact: "call",
   watchConversation: "subscribe",
+  conversationEntries: "call",
   call: "call",
 } as const satisfies { [K in keyof HarnessHost]: HarnessHost[K] extends (...args: never[]) => Unsubscribe ? "subscribe" : "call" };
 

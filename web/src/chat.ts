@@ -223,6 +223,20 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
   }
 }
 
+/** A long conversation opens on its last page; this loads the page before the first shown entry. */
+function loadOlderButton(): HTMLElement {
+  const button = h("button", { type: "button", class: "ghost" }, "Show earlier messages");
+  button.addEventListener(
+    "click",
+    app.attempt(async () => {
+      const height = scroller.scrollHeight;
+      await conversation()?.loadOlder?.();
+      scroller.scrollTop += scroller.scrollHeight - height; // keep the reader where they were
+    }, "loading earlier messages"),
+  );
+  return h("li", { class: "load-older" }, button);
+}
+
 // ---- the live part of the run ----------------------------------------------------------------------------
 function failureNotice(failure: LiveFailure, what: "run" | "compaction"): HTMLElement {
   const text = what === "compaction" ? `Compaction failed (${failure.reason}).` : (FAILURES[failure.reason] ?? `The run ended without an answer (${failure.reason}).`);
@@ -309,11 +323,18 @@ function render(view: ConversationViewState, client: HarnessClient): void {
     toolCards.clear();
     log.replaceChildren();
   }
+  // Entries are append-only: new ones go at the end, older pages loaded on demand go in front.
+  const firstShown = Number(log.querySelector<HTMLElement>("li[data-entry-id]")?.dataset.entryId ?? Infinity);
+  const older: HTMLElement[] = [];
   for (const entry of view.entries) {
     if (renderedEntries.has(entry.id)) continue;
     renderedEntries.add(entry.id);
     const element = renderEntry(entry);
     if (!element) continue;
+    if (entry.id < firstShown) {
+      older.push(element);
+      continue;
+    }
     // A summary stands where the messages it replaced end: before the first message it kept.
     const firstKept = entry.kind === "pi.compaction" ? log.querySelector(`:scope > [data-entry-id="${(entry.payload as unknown as CompactionEntryPayload).firstKept}"]`) : null;
     if (firstKept) {
@@ -321,6 +342,9 @@ function render(view: ConversationViewState, client: HarnessClient): void {
       for (let earlier = element.previousElementSibling; earlier; earlier = earlier.previousElementSibling) (earlier as HTMLElement).dataset.summarized = "";
     } else log.append(element);
   }
+  log.querySelector(".load-older")?.remove();
+  log.prepend(...older);
+  if (view.hasOlder) log.prepend(loadOlderButton());
   renderLive(view);
   renderInbox(view, client);
   empty.hidden = view.entries.length > 0 || view.busy;

@@ -10,7 +10,7 @@ import { app } from "./app.ts";
 type ViewListener = (view: ConversationViewState, client: HarnessClient) => void;
 
 const listeners = new Set<ViewListener>();
-let current: { client: HarnessClient; id: number; view?: ConversationViewState } | undefined;
+let current: { client: HarnessClient; id: number; view?: ConversationViewState; loadOlder?: () => Promise<boolean> } | undefined;
 
 export function onConversation(listener: ViewListener): void {
   listeners.add(listener);
@@ -18,7 +18,7 @@ export function onConversation(listener: ViewListener): void {
 }
 
 /** The current worker's root conversation, once known. */
-export function conversation(): { client: HarnessClient; id: number; view?: ConversationViewState } | undefined {
+export function conversation(): { client: HarnessClient; id: number; view?: ConversationViewState; loadOlder?: () => Promise<boolean> } | undefined {
   return current && app.isCurrent(current.client) ? current : undefined;
 }
 
@@ -56,7 +56,10 @@ app.onReady((client) => {
     if (!app.isCurrent(client)) return;
     current = { client, id };
     let first = true;
-    await client.watchConversation(id, (view) => {
+    const opened = await client.openConversation(id);
+    if (current?.client !== client) return;
+    current.loadOlder = () => opened.loadOlder();
+    opened.subscribe((view) => {
       if (!app.isCurrent(client) || current?.client !== client) return;
       current.view = view;
       if (first) {

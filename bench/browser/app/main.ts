@@ -53,7 +53,9 @@ const params = new URLSearchParams(location.search);
 const bench: BenchWindow = {};
 window.bench = bench;
 
-if (params.get("mode") === "kernel") {
+if (params.get("mode") === "stream" || params.get("mode") === "direct") {
+  void import("./stream-page.ts"); // the streaming bench (bench/browser/stream.ts)
+} else if (params.get("mode") === "kernel") {
   const worker = new Worker(new URL("./kernel-worker.ts", import.meta.url), { type: "module", name: "bench-kernel" });
   bench.kernel = Comlink.wrap<KernelWorkerApi>(worker);
 } else {
@@ -93,4 +95,4 @@ if (params.get("mode") === "kernel") {
     };
   };
 }
-document.body.dataset.ready = "true";
+if (params.get("mode") !== "stream" && params.get("mode") !== "direct") document.body.dataset.ready = "true";

@@ -1,0 +1,177 @@
+/**
+ * Streaming in Chromium (bench/browser/app/stream-page.ts + stream-worker.ts), with the default settings
+ * (persistWithinMs 1000) and pi-ai's faux provider at 60 chunks a second:
+ *
+ * (a) token → screen: each chunk's time leaving the model stream in the worker to its text in the page's
+ *     DOM, p50 and p95, next to the same faux stream rendered by pi-ai directly in the page (no harness).
+ * (b) visible updates per second of the streamed answer.
+ * (c) one streamed update's cost in a conversation of 10, 1,000 and 10,000 entries: the bytes of a commit's
+ *     update sent to the page and the page's time to apply and render it; and a write's round trip
+ *     (submit → its entry rendered: the commit, the worker's delta, the transfer, the page).
+ * (d) opening the conversation in a reloaded tab: navigation start → the last page of entries rendered.
+ */
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { fmt, summarize, type Summary } from "../stats.ts";
+import type { StreamRun, UpdateCost } from "./app/stream-page.ts";
+import type { Row } from "./ours.ts";
+import { buildPage, DIST, launchChromium, serveStatic, waitInPage } from "./support.ts";
+
+const QUICK = process.env.BENCH_QUICK === "1";
+const RUNS = QUICK ? 2 : 5;
+const OPENS = QUICK ? 3 : 7;
+const WRITES = QUICK ? 5 : 15;
+const SIZES = [10, 1000, 10_000];
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+};
+
+interface Streamed {
+  p50: number;
+  p95: number;
+  updatesPerSecond: number;
+  runs: Array<{ p50: number; p95: number; updatesPerSecond: number }>;
+}
+
+function streamed(runs: StreamRun[]): Streamed {
+  const all = runs.flatMap((run) => run.latencies);
+  const perRun = runs.map((run) => ({ p50: percentile(run.latencies, 50), p95: percentile(run.latencies, 95), updatesPerSecond: run.updates / (run.streamMs / 1000) }));
+  return { p50: percentile(all, 50), p95: percentile(all, 95), updatesPerSecond: summarize(perRun.map((run) => run.updatesPerSecond)).median, runs: perRun };
+}
+
+interface SizeFigures {
+  entries: number;
+  shownOnOpen: number;
+  openMs: Summary;
+  commitBytes: Summary;
+  commitPageMs: Summary;
+  writeToScreenMs: Summary;
+  streamed: Streamed;
+}
+
+async function ready(page: Page) {
+  await waitInPage(page, () => document.body.dataset.ready === "true");
+}
+
+async function measureSize(page: Page, baseUrl: string, entries: number): Promise<SizeFigures> {
+  const url = `${baseUrl}?mode=stream&pool=pi-bench-stream-${entries}`;
+  await page.goto(url);
+  await ready(page);
+  await page.evaluate((count) => window.streamBench!.seed(count), entries);
+  const opens: number[] = [];
+  let shownOnOpen = 0;
+  for (let trial = 0; trial < OPENS; trial++) {
+    await page.reload();
+    await ready(page);
+    opens.push((await waitInPage(page, () => window.streamBench!.openedMs)) as number);
+    shownOnOpen = await page.evaluate(() => window.streamBench!.entriesShown());
+  }
+  await page.evaluate(() => window.streamBench!.run()); // warm-up
+  const runs: StreamRun[] = [];
+  const costs: UpdateCost[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    runs.push(await page.evaluate(() => window.streamBench!.run()));
+    costs.push(...(await page.evaluate(() => window.streamBench!.costs())).filter((cost) => cost.type === "commit"));
+  }
+  const writes: number[] = [];
+  for (let write = 0; write < WRITES; write++) writes.push(await page.evaluate(() => window.streamBench!.writeToScreen()));
+  return {
+    entries,
+    shownOnOpen,
+    openMs: summarize(opens),
+    commitBytes: summarize(costs.map((cost) => cost.bytes)),
+    commitPageMs: summarize(costs.map((cost) => cost.pageMs)),
+    writeToScreenMs: summarize(writes),
+    streamed: streamed(runs),
+  };
+}
+
+export async function benchStream() {
+  await buildPage(new URL("./vite.config.ts", import.meta.url).pathname);
+  const server = await serveStatic(join(DIST, "app"));
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}?mode=direct`);
+    await ready(page);
+    await page.evaluate(() => window.streamBench!.run()); // warm-up
+    const directRuns: StreamRun[] = [];
+    for (let run = 0; run < RUNS; run++) directRuns.push(await page.evaluate(() => window.streamBench!.run()));
+    const direct = streamed(directRuns);
+    const sizes: SizeFigures[] = [];
+    for (const entries of SIZES) {
+      sizes.push(await measureSize(page, server.url, entries));
+      process.stderr.write(`  stream: ${entries.toLocaleString("en-US")} entries\n`);
+    }
+    await page.close();
+    return report(direct, sizes);
+  } catch (error) {
+    if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
+    throw error;
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+}
+
+function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows: Row[] } {
+  const ours = sizes[0]!.streamed;
+  const last = sizes.at(-1)!;
+  const first = sizes[0]!;
+  const ms = (value: number) => `${fmt(value, 1)} ms`;
+  const latencyMet = ours.p95 <= direct.p95 + 16;
+  const updatesMet = ours.updatesPerSecond >= 30;
+  const costRatio = last.writeToScreenMs.median / first.writeToScreenMs.median;
+  const bytesRatio = last.commitBytes.median / first.commitBytes.median;
+  const openRatio = last.openMs.median / first.openMs.median;
+  const bench = "browser streaming";
+  const n = (entries: number) => entries.toLocaleString("en-US");
+  const rows: Row[] = [
+    { bench, what: "token → screen, pi-ai rendered directly in the page (no harness), p50 / p95", median: `${ms(direct.p50)} / ${ms(direct.p95)}`, range: "", ratio: "baseline", target: "" },
+    {
+      bench,
+      what: "token → screen through the worker, persistWithinMs 1000, p50 / p95",
+      median: `${ms(ours.p50)} / ${ms(ours.p95)}`,
+      range: "",
+      ratio: `p95 +${fmt(ours.p95 - direct.p95, 1)} ms`,
+      target: `p95 ≤ baseline + 16 ms ${latencyMet ? "✅" : "❌"}`,
+    },
+    { bench, what: "visible updates per second of a streamed answer (60 chunks/s, defaults)", median: fmt(ours.updatesPerSecond, 1), range: "", ratio: "", target: `≥ 30 ${updatesMet ? "✅" : "❌"}` },
+    ...sizes.map((size) => ({
+      bench,
+      what: `one streamed commit's update, ${n(size.entries)} entries: bytes to the page; page apply + render`,
+      median: `${fmt(size.commitBytes.median, 0)} B; ${ms(size.commitPageMs.median)}`,
+      range: `${fmt(size.commitBytes.min, 0)}–${fmt(size.commitBytes.max, 0)} B`,
+      ratio: size === first ? "1.00×" : `${fmt(size.commitBytes.median / first.commitBytes.median, 2)}× bytes`,
+      target: size === last ? `≤ 1.5× ${bytesRatio <= 1.5 ? "✅" : "❌"}` : "",
+    })),
+    ...sizes.map((size) => ({
+      bench,
+      what: `a write → its entry on screen (commit, delta, page), ${n(size.entries)} entries`,
+      median: ms(size.writeToScreenMs.median),
+      range: `${fmt(size.writeToScreenMs.min, 1)}–${fmt(size.writeToScreenMs.max, 1)} ms`,
+      ratio: size === first ? "1.00×" : `${fmt(size.writeToScreenMs.median / first.writeToScreenMs.median, 2)}×`,
+      target: size === last ? `≤ 1.5× ${costRatio <= 1.5 ? "✅" : "❌"}` : "",
+    })),
+    ...sizes.map((size) => ({
+      bench,
+      what: `reloaded tab → last page rendered (${n(size.shownOnOpen)} of ${n(size.entries)} entries)`,
+      median: ms(size.openMs.median),
+      range: `${fmt(size.openMs.min, 0)}–${fmt(size.openMs.max, 0)} ms`,
+      ratio: size === first ? "1.00×" : `${fmt(size.openMs.median / first.openMs.median, 2)}×`,
+      target: size === last ? `≤ 2× ${openRatio <= 2 ? "✅" : "❌"}` : "",
+    })),
+  ];
+  return {
+    result: {
+      chunksPerSecond: 60,
+      persistWithinMs: 1000,
+      direct,
+      sizes,
+      targets: { latencyP95WithinBaselinePlus16: latencyMet, updatesPerSecondAtLeast30: updatesMet, writeCostRatio: costRatio, commitBytesRatio: bytesRatio, openRatio },
+    },
+    rows,
+  };
+}
