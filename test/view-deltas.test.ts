@@ -187,23 +187,27 @@ describe("views as deltas", () => {
 });
 
 describe("live frames", () => {
-  it("at most one live message per frame, carrying the newest answer and every tool's newest output; commits pass at once", () => {
+  it("at most one live message per frame: the first goes at once, what comes during the frame is merged to the newest and sent when it ends; commits pass at once", () => {
     const sent: ConversationViewUpdate[] = [];
     const frames: Array<() => void> = [];
     const listener = coalesceLiveFrames((update) => sent.push(update), (callback) => frames.push(callback));
     const message = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] }) as never;
-    for (const text of ["H", "He", "Hel"]) listener({ type: "live", answer: { taskId: 1, attempt: 1, message: message(text) } });
+    const answer = (text: string) => ({ taskId: 1, attempt: 1, message: message(text) });
+    listener({ type: "live", answer: answer("H") });
+    expect(sent).toEqual([{ type: "live", answer: answer("H") }]); // the line was idle: no wait
+    for (const text of ["He", "Hel"]) listener({ type: "live", answer: answer(text) });
     listener({ type: "live", tools: { 5: "a" } });
     listener({ type: "live", tools: { 6: "b" } });
     listener({ type: "commit", inbox: { items: [] } });
+    expect(sent.slice(1)).toEqual([{ type: "commit", inbox: { items: [] } }]);
     expect(frames).toHaveLength(1);
-    expect(sent).toEqual([{ type: "commit", inbox: { items: [] } }]);
     frames.shift()!();
-    expect(sent[1]).toEqual({ type: "live", answer: { taskId: 1, attempt: 1, message: message("Hel") }, tools: { 5: "a", 6: "b" } });
-    expect(frames).toHaveLength(0); // nothing pending, no frame asked for
+    expect(sent[2]).toEqual({ type: "live", answer: answer("Hel"), tools: { 5: "a", 6: "b" } });
+    expect(frames).toHaveLength(1); // a frame that sent something is followed by another cooldown
+    frames.shift()!();
+    expect(sent).toHaveLength(3);
+    expect(frames).toHaveLength(0); // idle again
     listener({ type: "live", tools: { 5: "ab" } });
-    expect(frames).toHaveLength(1);
-    frames.shift()!();
-    expect(sent[2]).toEqual({ type: "live", tools: { 5: "ab" } }); // a new frame carries only what came after the last
+    expect(sent[3]).toEqual({ type: "live", tools: { 5: "ab" } });
   });
 });

@@ -76,6 +76,7 @@ async function measureSize(page: Page, baseUrl: string, entries: number): Promis
     costs.push(...(await page.evaluate(() => window.streamBench!.costs())).filter((cost) => cost.type === "commit"));
   }
   const writes: number[] = [];
+  for (let warm = 0; warm < 3; warm++) await page.evaluate(() => window.streamBench!.writeToScreen());
   for (let write = 0; write < WRITES; write++) writes.push(await page.evaluate(() => window.streamBench!.writeToScreen()));
   return {
     entries,

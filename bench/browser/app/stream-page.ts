@@ -9,7 +9,7 @@
 import { createModels, fauxAssistantMessage, fauxProvider, type AssistantMessage } from "@earendil-works/pi-ai";
 import { ConversationViewStore, connectHarness } from "../../../src/browser/client.ts";
 import type { ConversationViewState, EntryRecord } from "../../../src/index.ts";
-import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
+import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKEN_SIZE, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
 
 const now = () => performance.timeOrigin + performance.now();
 
@@ -61,7 +61,7 @@ const list = document.body.appendChild(document.createElement("ol"));
 const params = new URLSearchParams(location.search);
 
 if (params.get("mode") === "direct") {
-  const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND });
+  const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND, tokenSize: STREAM_TOKEN_SIZE });
   const models = createModels();
   models.setProvider(faux.provider);
   window.streamBench = {

@@ -7,12 +7,12 @@
 import { createModels, fauxAssistantMessage, fauxProvider, type AssistantMessageEvent, type Models } from "@earendil-works/pi-ai";
 import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
 import { serveHarness } from "../../../src/browser/worker.ts";
-import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
+import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKEN_SIZE, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
 
 const now = () => performance.timeOrigin + performance.now();
 const config = JSON.parse(self.name) as { path: string; pool: string };
 
-const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND });
+const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND, tokenSize: STREAM_TOKEN_SIZE });
 faux.setResponses(Array.from({ length: 1000 }, () => fauxAssistantMessage(STREAM_TEXT)));
 const catalog = createModels();
 catalog.setProvider(faux.provider);
