@@ -43,7 +43,9 @@ const toolCards = new Map<string, HTMLElement>();
 /** Texts of inputs this page submitted, by submission id (queued ones are shown before they become entries). */
 const drafts = new Map<number, string>();
 const inboxTexts = new Map<number, string>();
+const askedInbox = new Set<number>();
 let busy = false;
+let renderedInbox: ConversationViewState["inbox"] | undefined;
 
 const TOOL_CODES: Record<string, string> = {
   interrupted: "interrupted — may have partially run",
@@ -291,8 +293,9 @@ function renderLive(view: ConversationViewState): void {
 function renderInbox(view: ConversationViewState, client: HarnessClient): void {
   const items = view.inbox.items.filter((item) => item.mode !== "write");
   inbox.hidden = items.length === 0;
-  const missing = items.filter((item) => !drafts.has(item.submissionId) && !inboxTexts.has(item.submissionId)).map((item) => item.submissionId);
+  const missing = items.filter((item) => !drafts.has(item.submissionId) && !inboxTexts.has(item.submissionId) && !askedInbox.has(item.submissionId)).map((item) => item.submissionId);
   if (missing.length > 0) {
+    for (const id of missing) askedInbox.add(id); // one query per item, however often the view renders
     void client
       .query(`SELECT id, record ->> '$.payload.content' AS content FROM submissions WHERE id IN (${missing.map(() => "?").join(", ")})`, ...missing)
       .then((rows) => {
@@ -320,6 +323,7 @@ function render(view: ConversationViewState, client: HarnessClient): void {
   if (renderedFor !== client) {
     renderedFor = client;
     renderedEntries.clear();
+    renderedInbox = undefined;
     toolCards.clear();
     log.replaceChildren();
   }
@@ -346,7 +350,10 @@ function render(view: ConversationViewState, client: HarnessClient): void {
   log.prepend(...older);
   if (view.hasOlder) log.prepend(loadOlderButton());
   renderLive(view);
-  renderInbox(view, client);
+  // Live frames come up to 60 times a second; the inbox changes only with a commit (the store keeps an
+  // unchanged document's object, so identity tells).
+  if (view.inbox !== renderedInbox) renderInbox(view, client);
+  renderedInbox = view.inbox;
   empty.hidden = view.entries.length > 0 || view.busy;
   busy = view.busy;
   stopButton.hidden = !busy;
