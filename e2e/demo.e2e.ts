@@ -407,7 +407,7 @@ describe("installable and offline", () => {
     const userEntry = await waitForUserEntry(page, "list files");
     await waitForReply(page, userEntry, "files");
     // The service worker is active once it has cached the app shell.
-    expect(await page.evaluate(() => navigator.serviceWorker.ready.then((registration) => registration.active?.state))).toBe("activated");
+    await page.waitForFunction(() => navigator.serviceWorker.ready.then((registration) => registration.active?.state === "activated"));
 
     await session.context.setOffline(true);
     try {
