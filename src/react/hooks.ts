@@ -1,0 +1,178 @@
+import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore } from "react";
+import type { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState } from "../agent/view.ts";
+import type { SubmissionDraft, UserContent } from "../agent/types.ts";
+import type { HarnessStatus } from "../browser/client.ts";
+import type { Inspection } from "../harness.ts";
+import type { Report } from "../reports.ts";
+import type { TaskRecord, TaskStatus } from "../storage/records.ts";
+import type { Unsubscribe } from "./client.ts";
+import { NotReady } from "./errors.ts";
+import { useHarnessClient } from "./provider.ts";
+
+const STARTING: HarnessStatus = Object.freeze({ kind: "starting" });
+const noSubscription = () => () => {};
+
+export interface HarnessStatusResult {
+  /** starting, waiting-for-lock, opening, recovering, ready, failed or closed (src/host/protocol.ts). */
+  status: HarnessStatus;
+  /** Asks the tab that owns the database to close it, so this one opens it (for `waiting-for-lock`). */
+  requestTakeover: () => Promise<void>;
+}
+
+/** The harness's status, re-rendered on every change, and the takeover request. */
+export function useHarnessStatus(): HarnessStatusResult {
+  const client = useHarnessClient();
+  const status = useSyncExternalStore(
+    client ? (onChange) => client.onStatus(onChange) : noSubscription,
+    () => client?.status ?? STARTING,
+  );
+  const requestTakeover = useCallback(() => (client ? client.requestTakeover() : Promise.resolve()), [client]);
+  return { status, requestTakeover };
+}
+
+/**
+ * A subscription the host answers asynchronously: subscribed in an effect, ended on unmount (also when the
+ * unmount comes before the host resolved the subscription).
+ */
+function useRemoteSubscription(subscribe: ((listener: () => void) => Promise<Unsubscribe>) | undefined, onValue: () => void): void {
+  useEffect(() => {
+    if (!subscribe) return;
+    let ended = false;
+    let unsubscribe: Unsubscribe | undefined;
+    subscribe(() => {
+      if (!ended) onValue();
+    }).then(
+      (stop) => (ended ? stop() : (unsubscribe = stop)),
+      () => {},
+    );
+    return () => {
+      ended = true;
+      unsubscribe?.();
+    };
+  }, [subscribe, onValue]);
+}
+
+/**
+ * The page's view of one conversation, kept current by deltas (older pages with `view.loadOlder()`);
+ * undefined until its snapshot arrived. Closed on unmount or when `conversationId` changes.
+ */
+export function useConversationView(conversationId: number | undefined): ConversationView | undefined {
+  const client = useHarnessClient();
+  const [opened, setOpened] = useState<{ id: number; view: ConversationView } | { id: number; error: unknown }>();
+  useEffect(() => {
+    if (!client || conversationId === undefined) return;
+    let ended = false;
+    let view: ConversationView | undefined;
+    client.openConversation(conversationId).then(
+      (opened) => {
+        if (ended) return opened.close();
+        view = opened;
+        setOpened({ id: conversationId, view: opened });
+      },
+      (error: unknown) => !ended && setOpened({ id: conversationId, error }),
+    );
+    return () => {
+      ended = true;
+      view?.close();
+    };
+  }, [client, conversationId]);
+  if (!opened || opened.id !== conversationId) return undefined;
+  if ("error" in opened) throw opened.error;
+  return opened.view;
+}
+
+/**
+ * One conversation as React state: the committed view plus its live part (`state.streaming`, not durable
+ * yet). The same object until the next update arrives, so it works as a dependency and with `memo`.
+ * Undefined until the view's snapshot arrived; a failed open throws into the nearest error boundary.
+ */
+export function useConversation(conversationId: number | undefined): ConversationViewState | undefined {
+  const view = useConversationView(conversationId);
+  return useSyncExternalStore(
+    view ? (onChange) => view.subscribe(onChange) : noSubscription,
+    () => view?.state,
+  );
+}
+
+export interface SubmitOptions {
+  /**
+   * Idempotence key: a submission with a key the conversation already has is that submission, not a second
+   * input (so a retried send after a reload is harmless). Default: a fresh key per call.
+   */
+  requestId?: string;
+  /** What to do while the conversation answers: `followUp` (default), `steer`, or `reject` (ConversationBusy). */
+  whenBusy?: "followUp" | "steer" | "reject";
+}
+
+/** A function that submits an input to the conversation; it resolves with the submission id once durable. */
+export function useSubmit(conversationId: number | undefined): (content: UserContent, options?: SubmitOptions) => Promise<number> {
+  const client = useHarnessClient();
+  return useCallback(
+    async (content, options = {}) => {
+      if (!client) throw new NotReady("The harness client is not there yet: submit after useHarnessStatus() says ready.");
+      if (conversationId === undefined) throw new NotReady("useSubmit was given no conversation id yet: wait for it before submitting.");
+      const draft: SubmissionDraft = { type: "input", content, requestId: options.requestId ?? crypto.randomUUID(), ...(options.whenBusy ? { whenBusy: options.whenBusy } : {}) };
+      return client.submit(conversationId, draft);
+    },
+    [client, conversationId],
+  );
+}
+
+/** Which tasks `useTasks` returns; every field given must match. */
+export interface TaskFilter {
+  kind?: string;
+  status?: TaskStatus;
+  conversationId?: number;
+}
+
+/**
+ * The live tasks (the host's task graph, pushed after commits), filtered. The array is the same object
+ * until the tasks change; a function filter should be stable (declared outside the component or memoized).
+ */
+export function useTasks(filter?: TaskFilter | ((task: TaskRecord) => boolean)): TaskRecord[] {
+  const inspection = useInspection();
+  const key = typeof filter === "function" ? filter : JSON.stringify(filter ?? {});
+  return useMemo(() => (inspection ? inspection.tasks.map((task) => task.record).filter(matcher(filter)) : EMPTY), [inspection, key]);
+}
+
+const EMPTY: TaskRecord[] = [];
+
+function matcher(filter: TaskFilter | ((task: TaskRecord) => boolean) | undefined): (task: TaskRecord) => boolean {
+  if (typeof filter === "function") return filter;
+  if (!filter) return () => true;
+  return (task) =>
+    (filter.kind === undefined || task.kind === filter.kind) &&
+    (filter.status === undefined || task.state.status === filter.status) &&
+    (filter.conversationId === undefined || task.conversationId === filter.conversationId);
+}
+
+/** The host's task graph (undefined until the first push). */
+export function useInspection(): Inspection | undefined {
+  const client = useHarnessClient();
+  const latest = useRef<Inspection | undefined>(undefined);
+  const [inspection, setInspection] = useState<Inspection>();
+  const subscribe = useMemo(() => (client ? (onValue: () => void) => client.watchTasks((next) => ((latest.current = next), onValue())) : undefined), [client]);
+  const onValue = useCallback(() => setInspection(latest.current), []);
+  useRemoteSubscription(subscribe, onValue);
+  return client ? inspection : undefined;
+}
+
+/** How many reports `useReports` keeps (the host replays its last 200 to a new subscriber). */
+const REPORTS_KEPT = 200;
+
+/** The harness's reports (S7): the last 200 the host kept, then every new one, oldest first. */
+export function useReports(): readonly Report[] {
+  const client = useHarnessClient();
+  const pending = useRef<Report[]>([]);
+  const [reports, setReports] = useState<readonly Report[]>(EMPTY_REPORTS);
+  const subscribe = useMemo(() => (client ? (onValue: () => void) => client.onReport((report) => (pending.current.push(report), onValue())) : undefined), [client]);
+  const onValue = useCallback(() => {
+    const arrived = pending.current.splice(0);
+    if (arrived.length > 0) setReports((previous) => [...previous, ...arrived].slice(-REPORTS_KEPT));
+  }, []);
+  useRemoteSubscription(subscribe, onValue);
+  return reports;
+}
+
+const EMPTY_REPORTS: readonly Report[] = [];
