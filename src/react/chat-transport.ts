@@ -1,0 +1,165 @@
+import type { ChatTransport, UIMessageChunk } from "ai";
+import type { SubmissionOutcome, UserContent } from "../agent/types.ts";
+import type { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState } from "../agent/view.ts";
+import type { ChatClient } from "./client.ts";
+import { UnsupportedChatRequest } from "./errors.ts";
+import { ReplyChunks } from "./reply-chunks.ts";
+import { liveTurn, replyOf, submissionOf, turnsOf, type RunFailureData } from "./reply.ts";
+import { toUIMessages, type DurableUIMessage } from "./ui-messages.ts";
+
+export interface DurableChatTransportOptions {
+  /** The page's harness client (`connectHarness(worker)`, or `useHarnessClient()` under a provider). */
+  client: ChatClient;
+  conversationId: number;
+}
+
+/**
+ * A `ChatTransport` for the AI SDK's `useChat` whose answers come from a durable conversation: the user's
+ * message is submitted as a durable input (its message id is the `requestId`, so sending it again is not a
+ * second input), and the answer streams from the conversation's committed and live state. After a reload,
+ * `useChat({ resume: true })` re-attaches to a run still going, and `loadMessages()` gives the transcript.
+ *
+ *   const transport = new DurableChatTransport({ client, conversationId });
+ *   const { messages, sendMessage } = useChat({ transport, messages: await transport.loadMessages(), resume: true });
+ *
+ * Ending a stream (`stop()`, an unmount) detaches the page; the run goes on. To stop the run itself call
+ * `client.abortConversation(conversationId)`.
+ */
+export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
+  /** A reconnect streams the whole answer from its start; useChat replaces the message it had by id. */
+  readonly resumeStreamIsReplay = true;
+  readonly conversationId: number;
+  readonly #client: ChatClient;
+  #view: Promise<ConversationView> | undefined;
+  #closed = false;
+
+  constructor(options: DurableChatTransportOptions) {
+    this.#client = options.client;
+    this.conversationId = options.conversationId;
+  }
+
+  async sendMessages(options: Parameters<ChatTransport<DurableUIMessage>["sendMessages"]>[0]): Promise<ReadableStream<UIMessageChunk>> {
+    if (options.trigger === "regenerate-message") {
+      throw new UnsupportedChatRequest("A durable conversation keeps every answer it committed, so it cannot regenerate one: send the message again instead.");
+    }
+    const last = options.messages.at(-1);
+    if (!last || last.role !== "user") throw new UnsupportedChatRequest("The durable transport sends the user's newest message: the last message was not from the user.");
+    const content = userContent(last);
+    const view = await this.#open();
+    const submissionId = await this.#client.submit(this.conversationId, { type: "input", content, requestId: last.id });
+    return this.#replyStream(view, submissionId, options.abortSignal);
+  }
+
+  async reconnectToStream(options: Parameters<ChatTransport<DurableUIMessage>["reconnectToStream"]>[0]): Promise<ReadableStream<UIMessageChunk> | null> {
+    const view = await this.#open();
+    const run = view.state.live.run;
+    if (!run) return null;
+    const turn = liveTurn(view.state, turnsOf(view.state.entries));
+    const submissionId = (turn && submissionOf(turn)) ?? run.inputs.at(-1);
+    return submissionId === undefined ? null : this.#replyStream(view, submissionId, options.abortSignal);
+  }
+
+  /** The committed transcript (and a run still going, as far as it got), for `useChat({ messages })`. */
+  async loadMessages(): Promise<DurableUIMessage[]> {
+    return toUIMessages((await this.#open()).state);
+  }
+
+  /** Ends the transport's subscription to the conversation (useChat calls it when its chat is disposed). */
+  close(): void {
+    this.#closed = true;
+    void this.#view?.then((view) => view.close(), () => {});
+    this.#view = undefined;
+  }
+
+  #open(): Promise<ConversationView> {
+    if (this.#closed) return Promise.reject(new UnsupportedChatRequest("This DurableChatTransport was closed: make a new one."));
+    if (!this.#view) {
+      const opening = this.#client.openConversation(this.conversationId);
+      this.#view = opening;
+      // A failed open is not kept: the next request tries again (the worker may have been starting).
+      opening.catch(() => this.#view === opening && (this.#view = undefined));
+    }
+    return this.#view;
+  }
+
+  #replyStream(view: ConversationView, submissionId: number, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
+    const chunks = new ReplyChunks(`reply-${submissionId}`);
+    let outcome: SubmissionOutcome | undefined;
+    let ended = false;
+    let unsubscribe: (() => void) | undefined;
+    let controller!: ReadableStreamDefaultController<UIMessageChunk>;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      unsubscribe?.();
+      signal?.removeEventListener("abort", end);
+      try {
+        controller.close();
+      } catch {
+        // Already cancelled by its reader.
+      }
+    };
+    const onState = (state: ConversationViewState) => {
+      if (ended) return;
+      const turns = turnsOf(state.entries);
+      const turn = turns.findLast((candidate) => submissionOf(candidate) === submissionId);
+      const settled = outcome !== undefined && caughtUp(state, submissionId, outcome);
+      if (turn) {
+        const reply = replyOf(state, turn, turn === liveTurn(state, turns));
+        const sent = settled ? chunks.finish(reply, failureOf(outcome!, reply.failure)) : chunks.update(reply);
+        for (const chunk of sent) controller.enqueue(chunk);
+      } else if (settled) {
+        for (const chunk of chunks.finish({ id: chunks.messageId, steps: [], tools: new Map() }, failureOf(outcome!, undefined))) controller.enqueue(chunk);
+      }
+      if (settled) end();
+    };
+    return new ReadableStream<UIMessageChunk>({
+      start: (streamController) => {
+        controller = streamController;
+        if (signal?.aborted) return end();
+        signal?.addEventListener("abort", end, { once: true });
+        unsubscribe = view.subscribe(onState);
+        this.#client.waitForSubmission(submissionId).then(
+          (settledWith) => {
+            outcome = settledWith;
+            onState(view.state);
+          },
+          (error: unknown) => {
+            if (ended) return;
+            controller.enqueue({ type: "error", errorText: error instanceof Error ? error.message : String(error) });
+            end();
+          },
+        );
+      },
+      cancel: end,
+    });
+  }
+}
+
+/** The view shows the submission's end: no live run answers it, and a committed answer is in. */
+function caughtUp(state: ConversationViewState, submissionId: number, outcome: SubmissionOutcome): boolean {
+  if (state.live.run?.inputs.includes(submissionId)) return false;
+  const answer = outcome.status === "done" ? outcome.answer?.entryId : undefined;
+  return answer === undefined || (state.entries.at(-1)?.id ?? 0) >= answer;
+}
+
+function failureOf(outcome: SubmissionOutcome, failure: RunFailureData | undefined): RunFailureData | undefined {
+  if (outcome.status === "done") return undefined;
+  return failure ?? { reason: outcome.reason, message: outcome.message ?? `The input was not answered (${outcome.reason}).` };
+}
+
+/** A user message's text and images as the harness's input content. */
+function userContent(message: DurableUIMessage): UserContent {
+  const content: Exclude<UserContent, string> = [];
+  for (const part of message.parts) {
+    if (part.type === "text") content.push({ type: "text", text: part.text });
+    else if (part.type === "file") {
+      const image = /^data:(image\/[\w.+-]+);base64,(.*)$/s.exec(part.url);
+      if (!image) throw new UnsupportedChatRequest(`A durable input carries text and images as data: URLs; the file ${part.filename ?? part.url.slice(0, 40)} (${part.mediaType}) is neither.`);
+      content.push({ type: "image", mimeType: image[1]!, data: image[2]! });
+    }
+  }
+  if (content.length === 0) throw new UnsupportedChatRequest("The user's message has no text or image to send.");
+  return content.every((item) => item.type === "text") ? content.map((item) => (item as { text: string }).text).join("\n") : content;
+}

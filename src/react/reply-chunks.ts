@@ -1,0 +1,132 @@
+import type { UIMessageChunk } from "ai";
+import type { Reply, ReplyStep, RunFailureData, StepContent } from "./reply.ts";
+
+type Emitted = { type: "text" | "reasoning"; id: string; text: string; ended: boolean } | { type: "tool"; toolCallId: string };
+
+interface EmittedStep {
+  content: Emitted[];
+  data: string[];
+}
+
+/**
+ * Turns successive states of one reply into the `UIMessageChunk`s that take a `useChat` message from the
+ * previous state to the next: text and reasoning as deltas, tool calls once committed, tool output (a running
+ * tool's as `preliminary`), data parts by id. Only the last step is open. When its content stops being an
+ * extension of what was sent (a crash committed less than the page had streamed, an attempt started over),
+ * the step is sent again after a `reset-step`.
+ */
+export class ReplyChunks {
+  readonly messageId: string;
+  #started = false;
+  readonly #steps: EmittedStep[] = [];
+  /** Data part id → the JSON last sent. */
+  readonly #data = new Map<string, string>();
+  /** Tool call id → the JSON of the outcome last sent ("" for none yet). */
+  readonly #tools = new Map<string, string>();
+
+  constructor(messageId: string) {
+    this.messageId = messageId;
+  }
+
+  update(reply: Reply): UIMessageChunk[] {
+    const out: UIMessageChunk[] = [];
+    if (!this.#started) {
+      this.#started = true;
+      out.push({ type: "start", messageId: this.messageId });
+    }
+    reply.steps.forEach((step, index) => {
+      if (index === this.#steps.length) {
+        this.#closeStep(out);
+        out.push({ type: "start-step" });
+        this.#steps.push({ content: [], data: [] });
+      }
+      if (index === this.#steps.length - 1) this.#updateContent(index, step, out);
+      this.#updateData(this.#steps[index]!, step, out);
+    });
+    for (const [toolCallId, outcome] of reply.tools) {
+      const sent = this.#tools.get(toolCallId);
+      const json = JSON.stringify(outcome);
+      if (sent === undefined || sent === json) continue;
+      this.#tools.set(toolCallId, json);
+      if ("errorText" in outcome) out.push({ type: "tool-output-error", toolCallId, errorText: outcome.errorText, dynamic: true });
+      else out.push({ type: "tool-output-available", toolCallId, output: outcome.output, dynamic: true, ...(outcome.preliminary ? { preliminary: true } : {}) });
+    }
+    return out;
+  }
+
+  /** The last chunks: open parts ended, then `error` for a run that ended without an answer, then `finish`. */
+  finish(reply: Reply, failure: RunFailureData | undefined): UIMessageChunk[] {
+    const out = this.update(reply);
+    this.#closeStep(out);
+    if (failure) out.push({ type: "error", errorText: failure.message });
+    out.push({ type: "finish", ...(failure ? {} : { finishReason: "stop" as const }) });
+    return out;
+  }
+
+  #updateContent(index: number, step: ReplyStep, out: UIMessageChunk[]): void {
+    const emitted = this.#steps[index]!;
+    if (!extends_(emitted.content, step.content)) {
+      out.push({ type: "reset-step" });
+      for (const item of emitted.content) if (item.type === "tool") this.#tools.delete(item.toolCallId);
+      for (const id of emitted.data) this.#data.delete(id);
+      emitted.content = [];
+      emitted.data = [];
+    }
+    step.content.forEach((item, position) => {
+      let sent = emitted.content[position];
+      if (item.type === "tool") {
+        if (sent) return;
+        out.push({ type: "tool-input-available", toolCallId: item.toolCallId, toolName: item.toolName, input: item.input, dynamic: true });
+        emitted.content.push({ type: "tool", toolCallId: item.toolCallId });
+        this.#tools.set(item.toolCallId, "");
+        return;
+      }
+      if (!sent) {
+        sent = { type: item.type, id: `${index}-${position}`, text: "", ended: false };
+        emitted.content.push(sent);
+        out.push({ type: `${item.type}-start`, id: sent.id });
+      }
+      if (sent.type === "tool") return;
+      if (item.text.length > sent.text.length) {
+        out.push({ type: `${item.type}-delta`, id: sent.id, delta: item.text.slice(sent.text.length) });
+        sent.text = item.text;
+      }
+      if (item.done && !sent.ended) {
+        sent.ended = true;
+        out.push({ type: `${item.type}-end`, id: sent.id });
+      }
+    });
+  }
+
+  #updateData(emitted: EmittedStep, step: ReplyStep, out: UIMessageChunk[]): void {
+    for (const part of step.data) {
+      const json = JSON.stringify(part.data);
+      if (this.#data.get(part.id) === json) continue;
+      if (!this.#data.has(part.id)) emitted.data.push(part.id);
+      this.#data.set(part.id, json);
+      out.push(part as UIMessageChunk);
+    }
+  }
+
+  #closeStep(out: UIMessageChunk[]): void {
+    const last = this.#steps.at(-1);
+    if (!last) return;
+    for (const item of last.content) {
+      if (item.type !== "tool" && !item.ended) {
+        item.ended = true;
+        out.push({ type: `${item.type}-end`, id: item.id });
+      }
+    }
+    out.push({ type: "finish-step" });
+  }
+}
+
+/** Whether `target` continues what was sent: same parts in the same order, texts only grown, ended texts unchanged. */
+function extends_(sent: readonly Emitted[], target: readonly StepContent[]): boolean {
+  if (sent.length > target.length) return false;
+  return sent.every((item, position) => {
+    const next = target[position]!;
+    if (item.type === "tool" || next.type === "tool") return item.type === next.type && item.type === "tool" && next.type === "tool" && item.toolCallId === next.toolCallId;
+    return item.type === next.type && (item.ended ? next.text === item.text : next.text.startsWith(item.text));
+  });
+}

@@ -1,0 +1,22 @@
+import { ConversationView, type Conversation, type Harness } from "../src/index.ts";
+import { DurableChatTransport, type ChatClient } from "../src/react/index.ts";
+import type { AgentOpened } from "./agent-support.ts";
+import { ctx } from "./support.ts";
+
+/** A page-side client of an in-process harness: the same view store a worker's client feeds, over direct calls. */
+export function inProcessClient(harness: Harness, conversation: Conversation): ChatClient {
+  return {
+    openConversation: () =>
+      ConversationView.open({
+        watch: async (listener) => conversation.watch(listener),
+        entriesBefore: (beforeId, limit) => conversation.entriesBefore(beforeId, limit, ctx),
+      }),
+    submit: async (_id, draft) => (await conversation.submit(draft, ctx)).id,
+    waitForSubmission: async (id) => (await harness.submission(id, ctx)).wait(ctx),
+  };
+}
+
+export function transportFor(opened: AgentOpened): DurableChatTransport {
+  return new DurableChatTransport({ client: inProcessClient(opened.harness, opened.root), conversationId: opened.root.id });
+}
+
