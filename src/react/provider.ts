@@ -51,7 +51,7 @@ function useOwnedClient(worker: (() => Worker) | undefined): ReactHarnessClient 
   const owns = worker !== undefined;
   useEffect(() => {
     if (!owns) return;
-    const current = owned.current ?? { client: connectHarness(makeWorker.current!()) as unknown as ReactHarnessClient, closing: false };
+    const current = owned.current ?? { client: connectHarness(makeWorker.current!()), closing: false };
     owned.current = current;
     current.closing = false;
     setClient(current.client);
