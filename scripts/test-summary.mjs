@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 /**
- * Prints one closing line for the whole `npm test` run (unit, browser, and the example app's Playwright
+ * Prints one closing line for the whole `npm test` run (unit, browser, and the example apps' Playwright
  * tests): "Tests: N passed, N failed".
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 
-const FILES = [".tmp/results-unit.json", ".tmp/results-e2e.json", ".tmp/results-playwright.json"];
+const FILES = [".tmp/results-unit.json", ".tmp/results-e2e.json", ".tmp/results-playwright.json", ".tmp/results-react-chat.json"];
 if (process.argv.includes("--reset")) {
   // At the start of `npm test`: results of an earlier run must not count in this one.
   for (const file of FILES) rmSync(file, { force: true });

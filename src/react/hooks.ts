@@ -6,7 +6,7 @@ import type { HarnessStatus } from "../browser/client.ts";
 import type { Inspection } from "../harness.ts";
 import type { Report } from "../reports.ts";
 import type { TaskRecord, TaskStatus } from "../storage/records.ts";
-import type { Unsubscribe } from "./client.ts";
+import type { ReactHarnessClient, Unsubscribe } from "./client.ts";
 import { NotReady } from "./errors.ts";
 import { useHarnessClient } from "./provider.ts";
 
@@ -22,7 +22,7 @@ export interface HarnessStatusResult {
 
 /** The harness's status, re-rendered on every change, and the takeover request. */
 export function useHarnessStatus(): HarnessStatusResult {
-  const client = useHarnessClient();
+  const client = useHarnessClient<ReactHarnessClient>();
   const status = useSyncExternalStore(
     client ? (onChange) => client.onStatus(onChange) : noSubscription,
     () => client?.status ?? STARTING,
@@ -58,7 +58,7 @@ function useRemoteSubscription(subscribe: ((listener: () => void) => Promise<Uns
  * undefined until its snapshot arrived. Closed on unmount or when `conversationId` changes.
  */
 export function useConversationView(conversationId: number | undefined): ConversationView | undefined {
-  const client = useHarnessClient();
+  const client = useHarnessClient<ReactHarnessClient>();
   const [opened, setOpened] = useState<{ id: number; view: ConversationView } | { id: number; error: unknown }>();
   useEffect(() => {
     if (!client || conversationId === undefined) return;
@@ -107,7 +107,7 @@ export interface SubmitOptions {
 
 /** A function that submits an input to the conversation; it resolves with the submission id once durable. */
 export function useSubmit(conversationId: number | undefined): (content: UserContent, options?: SubmitOptions) => Promise<number> {
-  const client = useHarnessClient();
+  const client = useHarnessClient<ReactHarnessClient>();
   return useCallback(
     async (content, options = {}) => {
       if (!client) throw new NotReady("The harness client is not there yet: submit after useHarnessStatus() says ready.");
@@ -149,7 +149,7 @@ function matcher(filter: TaskFilter | ((task: TaskRecord) => boolean) | undefine
 
 /** The host's task graph (undefined until the first push). */
 export function useInspection(): Inspection | undefined {
-  const client = useHarnessClient();
+  const client = useHarnessClient<ReactHarnessClient>();
   const latest = useRef<Inspection | undefined>(undefined);
   const [inspection, setInspection] = useState<Inspection>();
   const subscribe = useMemo(() => (client ? (onValue: () => void) => client.watchTasks((next) => ((latest.current = next), onValue())) : undefined), [client]);
@@ -163,7 +163,7 @@ const REPORTS_KEPT = 200;
 
 /** The harness's reports (S7): the last 200 the host kept, then every new one, oldest first. */
 export function useReports(): readonly Report[] {
-  const client = useHarnessClient();
+  const client = useHarnessClient<ReactHarnessClient>();
   const pending = useRef<Report[]>([]);
   const [reports, setReports] = useState<readonly Report[]>(EMPTY_REPORTS);
   const subscribe = useMemo(() => (client ? (onValue: () => void) => client.onReport((report) => (pending.current.push(report), onValue())) : undefined), [client]);

@@ -1,5 +1,5 @@
 import { createContext, createElement, useContext, useEffect, useRef, useState, type ReactNode } from "react";
-import { connectHarness } from "../browser/client.ts";
+import { connectHarness, type HarnessClient } from "../browser/client.ts";
 import { NoHarnessProvider } from "./errors.ts";
 import type { ReactHarnessClient } from "./client.ts";
 
@@ -67,9 +67,12 @@ function useOwnedClient(worker: (() => Worker) | undefined): ReactHarnessClient 
   return owns ? client : null;
 }
 
-/** The client of the nearest `HarnessProvider` (null while the provider's worker is being made). */
-export function useHarnessClient(): ReactHarnessClient | null {
+/**
+ * The client of the nearest `HarnessProvider` (null while the provider's worker is being made): a
+ * `HarnessClient` for `worker={…}`, or whatever was passed as `client={…}` (name its type as `C` then).
+ */
+export function useHarnessClient<C extends ReactHarnessClient = HarnessClient>(): C | null {
   const client = useContext(HarnessContext);
   if (client === undefined) throw new NoHarnessProvider("A pi-durable-web/react hook was used outside <HarnessProvider>: wrap the app (or the part that uses it) in <HarnessProvider worker={...}> or <HarnessProvider client={...}>.");
-  return client;
+  return client as C | null;
 }

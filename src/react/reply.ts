@@ -30,8 +30,7 @@ export type StepContent =
 export type ToolOutcome = { output: string; preliminary: boolean } | { errorText: string };
 
 /** The data parts a durable chat adds to a `useChat` message (`message.parts`, `type: "data-…"`). */
-export interface DurableDataTypes {
-  [name: string]: unknown;
+export type DurableDataTypes = {
   /** A partial answer that a crash or an error cut off; the model's next attempt follows it. */
   aborted: { stopReason: "aborted" | "error"; errorMessage?: string };
   /** Attempt `attempt` (of `maxAttempts`) waits until `at` (harness clock, ms) after `error` (not durable: live only). */
@@ -40,7 +39,7 @@ export interface DurableDataTypes {
   "tool-notice": { toolCallId: string; toolName: string; code: ToolErrorCode };
   /** The run ended without an answer (the input is `unanswered`). */
   "run-failure": RunFailureData;
-}
+};
 
 export interface RunFailureData {
   reason: string;

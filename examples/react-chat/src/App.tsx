@@ -1,0 +1,99 @@
+import { useChat } from "@ai-sdk/react";
+import { useEffect, useMemo, useState } from "react";
+import { DurableChatTransport, useHarnessClient, useHarnessStatus, useTasks, type DurableUIMessage } from "pi-durable-web/react";
+
+export function App() {
+  const { status, requestTakeover } = useHarnessStatus();
+  const client = useHarnessClient();
+  const [conversationId, setConversationId] = useState<number>();
+  useEffect(() => {
+    if (status.kind === "ready" && client) void client.rootConversation({ model: "offline/demo" }).then(setConversationId);
+  }, [status.kind, client]);
+  return (
+    <main>
+      <h1>react-chat</h1>
+      <p data-testid="status">{status.kind}</p>
+      {status.kind === "waiting-for-lock" && <button onClick={() => void requestTakeover()}>Open here instead</button>}
+      {conversationId !== undefined && <DurableChat conversationId={conversationId} />}
+      <TaskList />
+    </main>
+  );
+}
+
+function DurableChat({ conversationId }: { conversationId: number }) {
+  const client = useHarnessClient()!;
+  const transport = useMemo(() => new DurableChatTransport({ client, conversationId }), [client, conversationId]);
+  const [initial, setInitial] = useState<DurableUIMessage[]>();
+  useEffect(() => void transport.loadMessages().then(setInitial), [transport]);
+  return initial ? <Chat transport={transport} initial={initial} /> : <p>loading the transcript…</p>;
+}
+
+function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
+  const { messages, sendMessage, status } = useChat<DurableUIMessage>({ id: `conversation-${transport.conversationId}`, transport, messages: initial, resume: true });
+  const [input, setInput] = useState("");
+  return (
+    <section>
+      <ol aria-label="messages">
+        {messages.map((message) => (
+          <li key={message.id} data-role={message.role}>
+            {message.parts.map((part, index) => (
+              <Part key={index} part={part} />
+            ))}
+          </li>
+        ))}
+      </ol>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (input.trim()) void sendMessage({ text: input });
+          setInput("");
+        }}
+      >
+        <input aria-label="message" value={input} onChange={(event) => setInput(event.target.value)} />
+        <button disabled={status !== "ready"}>Send</button>
+      </form>
+      <p data-testid="chat-status">{status}</p>
+    </section>
+  );
+}
+
+function Part({ part }: { part: DurableUIMessage["parts"][number] }) {
+  switch (part.type) {
+    case "text":
+      return <p className="text">{part.text}</p>;
+    case "reasoning":
+      return <p className="reasoning">{part.text}</p>;
+    case "dynamic-tool":
+      return (
+        <pre className="tool" data-state={part.state}>
+          {part.toolName}: {part.state === "output-error" ? part.errorText : part.state === "output-available" ? String(part.output) : "…"}
+        </pre>
+      );
+    case "data-aborted":
+      return <p className="notice">(cut off: {part.data.errorMessage ?? part.data.stopReason})</p>;
+    case "data-retry":
+      return <p className="notice">(retrying: attempt {part.data.attempt})</p>;
+    case "data-tool-notice":
+      return <p className="notice">({part.data.toolName} was {part.data.code === "interrupted" ? "interrupted by a reload" : part.data.code})</p>;
+    case "data-run-failure":
+      return <p className="notice">(no answer: {part.data.message})</p>;
+    default:
+      return null;
+  }
+}
+
+function TaskList() {
+  const tasks = useTasks();
+  return (
+    <section>
+      <h2>Tasks</h2>
+      <ul aria-label="tasks">
+        {tasks.map((task) => (
+          <li key={task.id}>
+            {task.id} {task.kind} {task.state.status}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
