@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore } from "react";
+import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
 import type { ConversationView } from "../agent/view-store.ts";
 import type { ConversationViewState } from "../agent/view.ts";
 import type { SubmissionDraft, UserContent } from "../agent/types.ts";
@@ -35,13 +35,13 @@ export function useHarnessStatus(): HarnessStatusResult {
  * A subscription the host answers asynchronously: subscribed in an effect, ended on unmount (also when the
  * unmount comes before the host resolved the subscription).
  */
-function useRemoteSubscription(subscribe: ((listener: () => void) => Promise<Unsubscribe>) | undefined, onValue: () => void): void {
+function useRemoteSubscription<T>(subscribe: ((listener: (value: T) => void) => Promise<Unsubscribe>) | undefined, onValue: (value: T) => void): void {
   useEffect(() => {
     if (!subscribe) return;
     let ended = false;
     let unsubscribe: Unsubscribe | undefined;
-    subscribe(() => {
-      if (!ended) onValue();
+    subscribe((value) => {
+      if (!ended) onValue(value);
     }).then(
       (stop) => (ended ? stop() : (unsubscribe = stop)),
       () => {},
@@ -150,11 +150,9 @@ function matcher(filter: TaskFilter | ((task: TaskRecord) => boolean) | undefine
 /** The host's task graph (undefined until the first push). */
 export function useInspection(): Inspection | undefined {
   const client = useHarnessClient<ReactHarnessClient>();
-  const latest = useRef<Inspection | undefined>(undefined);
   const [inspection, setInspection] = useState<Inspection>();
-  const subscribe = useMemo(() => (client ? (onValue: () => void) => client.watchTasks((next) => ((latest.current = next), onValue())) : undefined), [client]);
-  const onValue = useCallback(() => setInspection(latest.current), []);
-  useRemoteSubscription(subscribe, onValue);
+  const subscribe = useMemo(() => client && ((listener: (next: Inspection) => void) => client.watchTasks(listener)), [client]);
+  useRemoteSubscription(subscribe ?? undefined, setInspection);
   return client ? inspection : undefined;
 }
 
@@ -164,14 +162,10 @@ const REPORTS_KEPT = 200;
 /** The harness's reports (S7): the last 200 the host kept, then every new one, oldest first. */
 export function useReports(): readonly Report[] {
   const client = useHarnessClient<ReactHarnessClient>();
-  const pending = useRef<Report[]>([]);
   const [reports, setReports] = useState<readonly Report[]>(EMPTY_REPORTS);
-  const subscribe = useMemo(() => (client ? (onValue: () => void) => client.onReport((report) => (pending.current.push(report), onValue())) : undefined), [client]);
-  const onValue = useCallback(() => {
-    const arrived = pending.current.splice(0);
-    if (arrived.length > 0) setReports((previous) => [...previous, ...arrived].slice(-REPORTS_KEPT));
-  }, []);
-  useRemoteSubscription(subscribe, onValue);
+  const subscribe = useMemo(() => client && ((listener: (report: Report) => void) => client.onReport(listener)), [client]);
+  const onReport = useCallback((report: Report) => setReports((previous) => [...previous, report].slice(-REPORTS_KEPT)), []);
+  useRemoteSubscription(subscribe ?? undefined, onReport);
   return reports;
 }
 
