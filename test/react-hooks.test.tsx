@@ -80,7 +80,7 @@ describe("pi-durable-web/react hooks", () => {
     expect(screen.getByTestId("status").textContent).toBe("waiting-for-lock");
     fireEvent.click(screen.getByText("Take over here"));
     expect(client.calls.requestTakeover).toBe(1);
-    act(() => client.setStatus({ kind: "ready", database: "app.db", recovered: [], openMs: 3 }));
+    act(() => client.setStatus({ kind: "ready", database: "app.db", recovered: [], recovery: { stop: "none", tasks: [] }, openMs: 3 }));
     expect(screen.getByTestId("status").textContent).toBe("ready");
   });
 
@@ -110,7 +110,7 @@ describe("pi-durable-web/react hooks", () => {
     const client = new FakeClient();
     render(<HarnessProvider client={client}><Tasks kind="app.job" /><Reports /></HarnessProvider>);
     await flush();
-    act(() => client.tasks({ scheduling: "running", tasks: [{ record: task(1, "app.job"), state: "running" as never }, { record: task(2, "pi.generation"), state: "running" as never }] }));
+    act(() => client.tasks({ scheduling: "running", recovery: { stop: "none", tasks: [] }, tasks: [{ record: task(1, "app.job"), state: "running" as never }, { record: task(2, "pi.generation"), state: "running" as never }] }));
     expect(screen.getByTestId("tasks").textContent).toBe("1");
     act(() => client.report({ kind: "task_interrupted", taskId: 7, taskKind: "pi.tool", conversationId: 1, reason: "interrupted", message: "cut" }));
     act(() => client.report({ kind: "error", error: "boom" }));
