@@ -11,7 +11,9 @@ import { VitePWA } from "vite-plugin-pwa";
 //
 // The demo imports the library by its package name. In this repository that name means the source in src/,
 // not the build in lib/ that package.json's `exports` name (tsconfig.json's `paths` say the same for tsc).
-const manifest = JSON.parse(readFileSync(new URL("package.json", import.meta.url), "utf8")) as { exports: Record<string, string | { default: string }> };
+const manifest = JSON.parse(readFileSync(new URL("package.json", import.meta.url), "utf8")) as {
+  exports: Record<string, string | { default: string }>;
+};
 const librarySource = Object.entries(manifest.exports).flatMap(([subpath, target]) => {
   if (typeof target === "string") return [];
   const source = target.default.replace("./lib/", "./src/").replace(/\.js$/, ".ts");
@@ -39,7 +41,8 @@ export default defineConfig({
       manifest: {
         name: "pi-durable-web: an agent that survives a reload",
         short_name: "pi-durable",
-        description: "A durable agent runtime in a browser tab: tasks, tool calls and model turns committed to SQLite on OPFS, recovered after a reload.",
+        description:
+          "A durable agent runtime in a browser tab: tasks, tool calls and model turns committed to SQLite on OPFS, recovered after a reload.",
         id: "./",
         start_url: "./",
         scope: "./",

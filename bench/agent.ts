@@ -7,7 +7,16 @@
  */
 import { writeFileSync } from "node:fs";
 import { createModels, fauxAssistantMessage, fauxProvider, fauxText, fauxToolCall } from "@earendil-works/pi-ai";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTool, Harness, type Batch, type SqliteDatabase, type SqliteStorage } from "../src/index.ts";
+import {
+  type Batch,
+  createRegistry,
+  BACKGROUND_CONTEXT as ctx,
+  defineExtension,
+  defineTool,
+  Harness,
+  type SqliteDatabase,
+  type SqliteStorage,
+} from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
 import { fmt, summarize, table } from "./stats.ts";
@@ -28,9 +37,14 @@ const noop = defineTool({
  * A raw single-row commit: one UPDATE transaction through the same database facade, on `db`, writing a JSON
  * record as large as a tool task's (`like`), serialized per commit — what an app pays to store that state itself.
  */
-async function rawCommitMicros(db?: SqliteDatabase, like: object = { id: 1, state: { status: "running", checkpoint: { phase: "execute", arguments: { i: 1 }, replay: "safe" } } }): Promise<number> {
+async function rawCommitMicros(
+  db?: SqliteDatabase,
+  like: object = { id: 1, state: { status: "running", checkpoint: { phase: "execute", arguments: { i: 1 }, replay: "safe" } } },
+): Promise<number> {
   const own = db ?? (await openSqliteDatabase({ vfs: "memory" }));
-  await own.exec("CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR REPLACE INTO bench_raw VALUES (1, '{}')");
+  await own.exec(
+    "CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR REPLACE INTO bench_raw VALUES (1, '{}')",
+  );
   const start = performance.now();
   for (let i = 0; i < RAW_COMMITS; i++) {
     const record = JSON.stringify({ ...like, n: i });
@@ -93,7 +107,9 @@ async function agentRun(): Promise<AgentRun> {
  * database connection, which is contention, not commit cost.)
  */
 type CommitKind = "intent" | "result" | "other";
-async function replayMicros(batches: Batch[]): Promise<{ raw: number; commits: Array<{ micros: number; rows: number; kind: CommitKind }> }> {
+async function replayMicros(
+  batches: Batch[],
+): Promise<{ raw: number; commits: Array<{ micros: number; rows: number; kind: CommitKind }> }> {
   const storage = await openSqliteStorage({ vfs: "memory" });
   // The baseline is measured on the same database right before the replay: same conditions, same moment.
   const toolTask = batches.flatMap((batch) => batch.tasks).find((task) => task.kind === "pi.tool" && task.state.status === "running");
@@ -147,8 +163,12 @@ export async function benchAgent() {
   const perCall = replays.map((replay) => replay.filter((commit) => commit.kind !== "other").map((commit) => commit.micros));
   const perCallMedian = summarize(perCall.map((values) => median(values)));
   const perCallP95 = summarize(perCall.map((values) => percentile(values, 95)));
-  const intentMedian = summarize(replays.map((replay) => median(replay.filter((commit) => commit.kind === "intent").map((commit) => commit.micros))));
-  const resultMedian = summarize(replays.map((replay) => median(replay.filter((commit) => commit.kind === "result").map((commit) => commit.micros))));
+  const intentMedian = summarize(
+    replays.map((replay) => median(replay.filter((commit) => commit.kind === "intent").map((commit) => commit.micros))),
+  );
+  const resultMedian = summarize(
+    replays.map((replay) => median(replay.filter((commit) => commit.kind === "result").map((commit) => commit.micros))),
+  );
   const roundStart = replays[0]!.reduce((a, b) => (b.rows > a.rows ? b : a));
   const ratio = perCallMedian.median / rawMicros.median;
   const result = {
@@ -169,12 +189,28 @@ export async function benchAgent() {
   const rows = [
     ["raw single-row SQLite commit (a tool task's JSON size)", `${fmt(rawMicros.median)} µs`, "1.00×"],
     ["commits per tool call", fmt(commitsPerCall.median, 2), "target ≤ 4"],
-    ["per-call commit, median / p95", `${fmt(perCallMedian.median)} / ${fmt(perCallP95.median)} µs`, `${fmt(ratio, 2)}× / ${fmt(perCallP95.median / rawMicros.median, 2)}× (target ≤ 3×)`],
+    [
+      "per-call commit, median / p95",
+      `${fmt(perCallMedian.median)} / ${fmt(perCallP95.median)} µs`,
+      `${fmt(ratio, 2)}× / ${fmt(perCallP95.median / rawMicros.median, 2)}× (target ≤ 3×)`,
+    ],
     ["  intent commit (checkpoint execute)", `${fmt(intentMedian.median)} µs`, `${fmt(intentMedian.median / rawMicros.median, 2)}×`],
     ["  result commit (entry + terminal task)", `${fmt(resultMedian.median)} µs`, `${fmt(resultMedian.median / rawMicros.median, 2)}×`],
-    ["round-start commit (once per round)", `${fmt(roundStart.micros)} µs, ${roundStart.rows} rows`, `${fmt(roundStart.micros / rawMicros.median, 0)}×`],
-    ["harness time per tool call (tool phase)", `${fmt(toolPhaseMicrosPerCall.median)} µs`, `${fmt(toolPhaseMicrosPerCall.median / rawMicros.median, 1)}×`],
-    ["whole run per tool call (incl. faux model)", `${fmt(harnessMicrosPerCall.median)} µs`, `${fmt(harnessMicrosPerCall.median / rawMicros.median, 1)}×`],
+    [
+      "round-start commit (once per round)",
+      `${fmt(roundStart.micros)} µs, ${roundStart.rows} rows`,
+      `${fmt(roundStart.micros / rawMicros.median, 0)}×`,
+    ],
+    [
+      "harness time per tool call (tool phase)",
+      `${fmt(toolPhaseMicrosPerCall.median)} µs`,
+      `${fmt(toolPhaseMicrosPerCall.median / rawMicros.median, 1)}×`,
+    ],
+    [
+      "whole run per tool call (incl. faux model)",
+      `${fmt(harnessMicrosPerCall.median)} µs`,
+      `${fmt(harnessMicrosPerCall.median / rawMicros.median, 1)}×`,
+    ],
   ];
   const printed = table([`Node, sqlite-wasm memory, ${CALLS} parallel calls, median of ${RUNS}`, "value", "vs raw"], rows);
   return { result, printed };
@@ -184,5 +220,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { result, printed } = await benchAgent();
   console.log(printed);
   console.log(`\ntarget (≤ 4 commits per call, each ≤ 3× raw): ${result.meetsTarget ? "met" : "NOT met"}`);
-  writeFileSync(new URL("./results-agent.json", import.meta.url), JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(new URL("./results-agent.json", import.meta.url), `${JSON.stringify(result, null, 2)}\n`);
 }

@@ -5,8 +5,9 @@
  * - `/hang`: a task that prints `step` and stays in its phase (the object is then aborted with `/abort`).
  * - `/ping`: nothing (the round trip, and the request that starts an aborted object again).
  */
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTask, type Harness } from "../src/index.ts";
-import { DurableObjectDatabase, HarnessObject, type DurableObjectState } from "../src/cloudflare/index.ts";
+
+import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, type Harness } from "../src/index.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
@@ -21,7 +22,10 @@ const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, numb
     step: async (task, runtime, context) => {
       const n = task.state.checkpoint.n + 1;
       await runtime.commit(
-        () => (n >= task.input.steps ? { status: "terminal", outcome: { status: "completed", result: n } } : { status: "running", checkpoint: { phase: "step", n } }),
+        () =>
+          n >= task.input.steps
+            ? { status: "terminal", outcome: { status: "completed", result: n } }
+            : { status: "running", checkpoint: { phase: "step", n } },
         context,
       );
     },
@@ -57,8 +61,19 @@ export class BenchObject extends HarnessObject<Env> {
       switch (url.pathname) {
         case "/raw": {
           const db = new DurableObjectDatabase(this.ctx.storage);
-          await db.exec("CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR REPLACE INTO raw VALUES (1, '{}')");
-          const record = { id: 2, conversationId: 1, kind: stepper.name, version: 1, input: { steps }, background: false, abortRequested: false, startedAt: 0 };
+          await db.exec(
+            "CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR REPLACE INTO raw VALUES (1, '{}')",
+          );
+          const record = {
+            id: 2,
+            conversationId: 1,
+            kind: stepper.name,
+            version: 1,
+            input: { steps },
+            background: false,
+            abortRequested: false,
+            startedAt: 0,
+          };
           for (let n = 0; n < steps; n++) {
             const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
             await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));

@@ -5,9 +5,9 @@
  * same run. Each figure is the median of RUNS runs (min and max beside it).
  */
 import { writeFileSync } from "node:fs";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTask, Harness, type SqliteStorage } from "../src/index.ts";
-import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness, type SqliteStorage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
 import { fmt, summarize, table } from "./stats.ts";
 
 const STEPS = 5000;
@@ -21,7 +21,10 @@ const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, numb
     step: async (task, runtime, context) => {
       const n = task.state.checkpoint.n + 1;
       await runtime.commit(
-        () => (n >= task.input.steps ? { status: "terminal", outcome: { status: "completed", result: n } } : { status: "running", checkpoint: { phase: "step", n } }),
+        () =>
+          n >= task.input.steps
+            ? { status: "terminal", outcome: { status: "completed", result: n } }
+            : { status: "running", checkpoint: { phase: "step", n } },
         context,
       );
     },
@@ -99,10 +102,22 @@ export async function benchKernel() {
     meetsTarget: ratio <= 2.5,
   };
   const rows = [
-    ["raw single-row UPDATE commit (same JSON size)", fmt(rawSummary.median), `${fmt(rawSummary.min)}–${fmt(rawSummary.max)}`, fmt(1e6 / rawSummary.median, 0), "1.00×"],
-    ["kernel step (checkpoint commit)", fmt(kernelSummary.median), `${fmt(kernelSummary.min)}–${fmt(kernelSummary.max)}`, fmt(1e6 / kernelSummary.median, 0), `${fmt(ratio, 2)}×`],
+    [
+      "raw single-row UPDATE commit (same JSON size)",
+      fmt(rawSummary.median),
+      `${fmt(rawSummary.min)}–${fmt(rawSummary.max)}`,
+      fmt(1e6 / rawSummary.median, 0),
+      "1.00×",
+    ],
+    [
+      "kernel step (checkpoint commit)",
+      fmt(kernelSummary.median),
+      `${fmt(kernelSummary.min)}–${fmt(kernelSummary.max)}`,
+      fmt(1e6 / kernelSummary.median, 0),
+      `${fmt(ratio, 2)}×`,
+    ],
   ];
-  const printed = table(["Node, sqlite-wasm memory, " + STEPS + " steps", "µs/op (median)", "min–max", "ops/s", "ratio"], rows);
+  const printed = table([`Node, sqlite-wasm memory, ${STEPS} steps`, "µs/op (median)", "min–max", "ops/s", "ratio"], rows);
   return { result, printed };
 }
 
@@ -110,5 +125,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { result, printed } = await benchKernel();
   console.log(printed);
   console.log(`\ntarget ≤ 2.5×: ${result.meetsTarget ? "met" : "NOT met"} (${fmt(result.ratio, 2)}×)`);
-  writeFileSync(new URL("./results-kernel.json", import.meta.url), JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(new URL("./results-kernel.json", import.meta.url), `${JSON.stringify(result, null, 2)}\n`);
 }

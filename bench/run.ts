@@ -16,13 +16,13 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, freemem, loadavg, platform, release, totalmem } from "node:os";
 import { join } from "node:path";
-import { benchBrowser, rowCells, type Row } from "./browser/ours.ts";
+import { benchBrowser, type Row, rowCells } from "./browser/ours.ts";
 import { benchPeer, ensurePeer } from "./browser/peer.ts";
 import { benchSizes } from "./browser/sizes.ts";
 import { benchStream } from "./browser/stream.ts";
 import { chromiumPath, ROOT } from "./browser/support.ts";
 import { importBundled } from "./bundled.ts";
-import { fmt, table, type Summary } from "./stats.ts";
+import { fmt, type Summary, table } from "./stats.ts";
 
 const started = Date.now();
 const loadAtStart = loadavg().map((load) => Math.round(load * 100) / 100);
@@ -54,7 +54,14 @@ await section("kernel", async () => {
   return {
     result,
     rows: [
-      { bench: "kernel (Node, memory)", what: "raw single-row UPDATE commit", median: µs(result.rawCommitMicros), range: range(result.rawCommitMicros), ratio: "1.00×", target: "" },
+      {
+        bench: "kernel (Node, memory)",
+        what: "raw single-row UPDATE commit",
+        median: µs(result.rawCommitMicros),
+        range: range(result.rawCommitMicros),
+        ratio: "1.00×",
+        target: "",
+      },
       {
         bench: "kernel (Node, memory)",
         what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
@@ -69,7 +76,9 @@ await section("kernel", async () => {
 
 if (existsSync(join(ROOT, "bench/agent.ts"))) {
   await section("agent", async () => {
-    const module = await importBundled<{ benchAgent?: () => Promise<{ result: Record<string, unknown>; printed: string }> }>("bench/agent.ts");
+    const module = await importBundled<{ benchAgent?: () => Promise<{ result: Record<string, unknown>; printed: string }> }>(
+      "bench/agent.ts",
+    );
     if (typeof module.benchAgent !== "function") throw new Error("bench/agent.ts does not export benchAgent()");
     const { result, printed } = await module.benchAgent();
     return { result, rows: agentRows(result, printed) };
@@ -84,7 +93,14 @@ await section("edge", async () => {
   return {
     result,
     rows: [
-      { bench, what: "raw single-row UPDATE commit", median: µs(result.rawCommitMicros), range: range(result.rawCommitMicros), ratio: "1.00×", target: "" },
+      {
+        bench,
+        what: "raw single-row UPDATE commit",
+        median: µs(result.rawCommitMicros),
+        range: range(result.rawCommitMicros),
+        ratio: "1.00×",
+        target: "",
+      },
       {
         bench,
         what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
@@ -93,8 +109,22 @@ await section("edge", async () => {
         ratio: `${fmt(result.ratio, 2)}× raw`,
         target: `≤ 2.5× ${result.meetsTarget ? "✅" : "❌"}`,
       },
-      { bench, what: "ctx.abort() → first resumed step (next request starts the object)", median: ms(result.abortToFirstResumedStepMs), range: range(result.abortToFirstResumedStepMs, "ms", 0), ratio: "", target: "" },
-      { bench, what: "eviction (workerd restarted) → first resumed step", median: ms(result.evictionToFirstResumedStepMs), range: range(result.evictionToFirstResumedStepMs, "ms", 0), ratio: "", target: "" },
+      {
+        bench,
+        what: "ctx.abort() → first resumed step (next request starts the object)",
+        median: ms(result.abortToFirstResumedStepMs),
+        range: range(result.abortToFirstResumedStepMs, "ms", 0),
+        ratio: "",
+        target: "",
+      },
+      {
+        bench,
+        what: "eviction (workerd restarted) → first resumed step",
+        median: ms(result.evictionToFirstResumedStepMs),
+        range: range(result.evictionToFirstResumedStepMs, "ms", 0),
+        ratio: "",
+        target: "",
+      },
     ],
   };
 });
@@ -119,7 +149,7 @@ const results = {
   ...(Object.keys(failures).length ? { failures } : {}),
   table: printed,
 };
-writeFileSync(join(ROOT, "bench/results.json"), JSON.stringify(results, null, 2) + "\n");
+writeFileSync(join(ROOT, "bench/results.json"), `${JSON.stringify(results, null, 2)}\n`);
 
 console.log(`\n${machine.summary}\n`);
 console.log(printed);
@@ -143,7 +173,10 @@ function machineFacts() {
     loadAverageAtEnd: loadavg().map((load) => Math.round(load * 100) / 100),
   };
   const chromium = (sections.browser as { chromium?: string } | undefined)?.chromium ?? "unknown";
-  return { ...facts, summary: `${facts.cpu}, ${facts.cores} cores, ${facts.memoryGiB} GiB, ${facts.platform}; Node ${process.version}; Chromium ${chromium}` };
+  return {
+    ...facts,
+    summary: `${facts.cpu}, ${facts.cores} cores, ${facts.memoryGiB} GiB, ${facts.platform}; Node ${process.version}; Chromium ${chromium}`,
+  };
 }
 
 function versions() {
@@ -191,8 +224,22 @@ function agentRows(result: Record<string, unknown>, printed: string): Row[] {
     const bench = "agent (Node, memory)";
     return [
       { bench, what: "raw single-row UPDATE commit", median: µs(raw), range: range(raw), ratio: "1.00×", target: "" },
-      { bench, what: `commits per tool call (${calls ?? "?"} parallel calls)`, median: fmt(commits.median, 2), range: range(commits, "", 2), ratio: "", target: `≤ 4 ${commits.median <= 4 ? "✅" : "❌"}` },
-      { bench, what: "per-call commit", median: µs(perCall), range: range(perCall), ratio: `${fmt(ratio, 2)}× raw`, target: `≤ 3× ${ratio <= 3 ? "✅" : "❌"}` },
+      {
+        bench,
+        what: `commits per tool call (${calls ?? "?"} parallel calls)`,
+        median: fmt(commits.median, 2),
+        range: range(commits, "", 2),
+        ratio: "",
+        target: `≤ 4 ${commits.median <= 4 ? "✅" : "❌"}`,
+      },
+      {
+        bench,
+        what: "per-call commit",
+        median: µs(perCall),
+        range: range(perCall),
+        ratio: `${fmt(ratio, 2)}× raw`,
+        target: `≤ 3× ${ratio <= 3 ? "✅" : "❌"}`,
+      },
     ];
   }
   // Unknown shape: carry its own table's rows over as they are.
@@ -200,6 +247,18 @@ function agentRows(result: Record<string, unknown>, printed: string): Row[] {
     .split("\n")
     .slice(2)
     .filter((line) => line.startsWith("|"))
-    .map((line) => line.split("|").slice(1, -1).map((cell) => cell.trim()))
-    .map((cells) => ({ bench: "agent (Node, memory)", what: cells[0] ?? "", median: cells[1] ?? "", range: "", ratio: cells.slice(2).join("; "), target: "" }));
+    .map((line) =>
+      line
+        .split("|")
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    )
+    .map((cells) => ({
+      bench: "agent (Node, memory)",
+      what: cells[0] ?? "",
+      median: cells[1] ?? "",
+      range: "",
+      ratio: cells.slice(2).join("; "),
+      target: "",
+    }));
 }

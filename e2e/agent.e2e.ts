@@ -8,8 +8,8 @@ import type { Report } from "../src/reports.ts";
 import type { EntryRecord } from "../src/storage/records.ts";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
-import { OFFLINE_MODEL, PROBE, type DemoWorkerConfig, type ModelChoice, type ProviderConfig } from "../worker/protocol.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type DemoWorkerConfig, type ModelChoice, OFFLINE_MODEL, PROBE, type ProviderConfig } from "../worker/protocol.ts";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import { armCrashPoint, crashPointHit, openDemo, query } from "./support/demo";
 
 // The demo worker's agent (worker/) in the demo app's production build, in real Chromium on real OPFS: the
@@ -69,7 +69,10 @@ async function useWorkerConfig(config: DemoWorkerConfig): Promise<void> {
 async function openAgent(search = "?paused"): Promise<{ page: Page; conversationId: number }> {
   const page = await openDemo(session, search);
   await waitForReady(page);
-  const conversationId = await page.evaluate((model) => pi.client.rootConversation({ model }), `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}`);
+  const conversationId = await page.evaluate(
+    (model) => pi.client.rootConversation({ model }),
+    `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}`,
+  );
   return { page, conversationId };
 }
 
@@ -116,7 +119,10 @@ function readFile(page: Page, conversationId: number, path: string): Promise<str
 
 /** The committed view as the page gets it (the first callback of a watch). */
 function currentView(page: Page, conversationId: number): Promise<ConversationViewState> {
-  return page.evaluate((id) => new Promise<ConversationViewState>((resolve) => void pi.client.watchConversation(id, resolve)), conversationId);
+  return page.evaluate(
+    (id) => new Promise<ConversationViewState>((resolve) => void pi.client.watchConversation(id, resolve)),
+    conversationId,
+  );
 }
 
 async function probeRows(page: Page) {
@@ -130,7 +136,9 @@ async function taskRecord(page: Page, id: number) {
 }
 
 const toolResults = (entries: readonly EntryRecord[]) =>
-  entries.filter((entry) => entry.kind === "pi.tool-result").map((entry) => ({ id: entry.id, ...(entry.payload as unknown as ToolResultEntryPayload) }));
+  entries
+    .filter((entry) => entry.kind === "pi.tool-result")
+    .map((entry) => ({ id: entry.id, ...(entry.payload as unknown as ToolResultEntryPayload) }));
 const assistants = (entries: readonly EntryRecord[]) =>
   entries
     .filter((entry) => entry.kind === "pi.assistant")
@@ -139,7 +147,8 @@ const assistants = (entries: readonly EntryRecord[]) =>
       const text = message.content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("");
       return { id: entry.id, stopReason: message.stopReason, text, timestamp: message.timestamp };
     });
-const texts = (content: ReadonlyArray<{ type: string; text?: string }>) => content.map((item) => (item.type === "text" ? item.text : `[${item.type}]`));
+const texts = (content: ReadonlyArray<{ type: string; text?: string }>) =>
+  content.map((item) => (item.type === "text" ? item.text : `[${item.type}]`));
 
 /**
  * The seed's tool probe up to the cut: "probe" makes the offline model call `probe` (notes.txt, hello); the
@@ -187,7 +196,11 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     expect(result!.code).toBe("interrupted");
     expect((await taskRecord(page, toolId)).state).toEqual({
       status: "terminal",
-      outcome: { status: "failed", error: { message: "Tool probe was interrupted and may have partially run" }, result: { entryId: result!.id } },
+      outcome: {
+        status: "failed",
+        error: { message: "Tool probe was interrupted and may have partially run" },
+        result: { entryId: result!.id },
+      },
     });
     expect(await reports(page)).toContainEqual(
       expect.objectContaining({ kind: "task_interrupted", taskId: toolId, taskKind: "pi.tool", conversationId, reason: "interrupted" }),
@@ -223,7 +236,10 @@ describe("S8 the seed's tool probe in the demo worker", () => {
     expect(result!.message).toMatchObject({ toolName: PROBE.tool, toolCallId: "call_1", isError: false });
     expect(result!.message.content).toEqual([{ type: "text", text: PROBE.result }]);
     expect(result!.code).toBeUndefined();
-    expect((await taskRecord(page, toolId)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: { entryId: result!.id } } });
+    expect((await taskRecord(page, toolId)).state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: result!.id } },
+    });
     expect((await reports(page)).filter((report) => report.kind === "task_interrupted")).toEqual([]);
     expect(outcome).toMatchObject({ status: "done" });
     expect(assistants(entries).at(-1)!.text).toContain(`the tool answered ${JSON.stringify(PROBE.result)}`);
@@ -290,7 +306,13 @@ describe("S9 a model answer cut by a reload mid-stream", () => {
     expect(view.live.run).toBeUndefined();
     expect(assistants(view.entries).map(({ stopReason, text }) => [stopReason, text])).toEqual([["aborted", partialText]]);
     expect(await reports(page)).toContainEqual(
-      expect.objectContaining({ kind: "task_interrupted", taskId: generationId, taskKind: "pi.generation", conversationId, reason: "interrupted" }),
+      expect.objectContaining({
+        kind: "task_interrupted",
+        taskId: generationId,
+        taskKind: "pi.generation",
+        conversationId,
+        reason: "interrupted",
+      }),
     );
     expect((await taskRecord(page, generationId)).state).toMatchObject({
       status: "terminal",
@@ -318,7 +340,7 @@ async function startEndpoint(answer: string) {
     response.writeHead(200, { "Content-Type": "text/event-stream" });
     const chunk = (delta: object, finish: string | null) =>
       `data: ${JSON.stringify({ id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model: "mock-model", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-    response.end(chunk({ role: "assistant", content: answer }, null) + chunk({}, "stop") + "data: [DONE]\n\n");
+    response.end(`${chunk({ role: "assistant", content: answer }, null) + chunk({}, "stop")}data: [DONE]\n\n`);
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
   return {
@@ -333,7 +355,7 @@ async function opfsFiles(page: Page): Promise<Array<{ path: string; base64: stri
   return page.evaluate(async () => {
     const files: Array<{ path: string; base64: string }> = [];
     const walk = async (directory: FileSystemDirectoryHandle, prefix: string): Promise<void> => {
-      for await (const [name, handle] of (directory as unknown as AsyncIterable<[string, FileSystemHandle]>)) {
+      for await (const [name, handle] of directory as unknown as AsyncIterable<[string, FileSystemHandle]>) {
         if (handle.kind === "directory") {
           await walk(handle as FileSystemDirectoryHandle, `${prefix}${name}/`);
           continue;
@@ -354,7 +376,11 @@ describe("provider keys", () => {
     const answer = "Hello from the local endpoint.";
     const endpoint = await startEndpoint(answer);
     try {
-      const keys = { compatible: `sk-local-${crypto.randomUUID()}`, openai: `sk-openai-${crypto.randomUUID()}`, anthropic: `sk-ant-${crypto.randomUUID()}` };
+      const keys = {
+        compatible: `sk-local-${crypto.randomUUID()}`,
+        openai: `sk-openai-${crypto.randomUUID()}`,
+        anthropic: `sk-ant-${crypto.randomUUID()}`,
+      };
       // The built-in providers' hosts, answered here: each request is recorded and refused (400, not retried).
       const refusal = "mock provider: requests are recorded, not answered";
       const hosted: Array<{ url: string; headers: Record<string, string> }> = [];
@@ -368,10 +394,16 @@ describe("provider keys", () => {
         });
       });
       const { page } = await openAgent("");
-      const configure = (config: ProviderConfig) => page.evaluate((config) => pi.client.call<ModelChoice[]>("models.configure", config), config);
+      const configure = (config: ProviderConfig) =>
+        page.evaluate((config) => pi.client.call<ModelChoice[]>("models.configure", config), config);
       await configure({ kind: "openai", apiKey: keys.openai, model: "gpt-4o-mini" });
       await configure({ kind: "anthropic", apiKey: keys.anthropic, model: "claude-sonnet-4-5" });
-      const choices = await configure({ kind: "openai-compatible", baseUrl: endpoint.baseUrl, apiKey: keys.compatible, model: "mock-model" });
+      const choices = await configure({
+        kind: "openai-compatible",
+        baseUrl: endpoint.baseUrl,
+        apiKey: keys.compatible,
+        model: "mock-model",
+      });
       expect(choices).toEqual([
         { ...OFFLINE_MODEL, label: "offline demo model", offline: true },
         { provider: "openai", id: "gpt-4o-mini", label: "OpenAI gpt-4o-mini", offline: false },
@@ -385,7 +417,9 @@ describe("provider keys", () => {
 
       // Each key went with its provider's request, from the worker's memory.
       expect(await ask("openai-compatible/mock-model")).toMatchObject({ status: "done", answer: { text: answer } });
-      expect(endpoint.requests).toEqual([{ authorization: `Bearer ${keys.compatible}`, body: expect.objectContaining({ model: "mock-model" }) }]);
+      expect(endpoint.requests).toEqual([
+        { authorization: `Bearer ${keys.compatible}`, body: expect.objectContaining({ model: "mock-model" }) },
+      ]);
       expect(await ask("openai/gpt-4o-mini")).toMatchObject({ status: "unanswered", reason: "model_error" });
       expect(await ask("anthropic/claude-sonnet-4-5")).toMatchObject({ status: "unanswered", reason: "model_error" });
       expect(hosted.map(({ url, headers }) => [new URL(url).host, headers.authorization ?? headers["x-api-key"]])).toEqual([

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { harnessWorker } from "../src/testing/playwright.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import { openDemo, waitForStatus } from "./support/demo.ts";
 
 let session: BrowserSession;
@@ -33,7 +33,14 @@ describe("the page client tells a dead worker from a busy one (DESIGN §4)", () 
     expect(await pending).toBe("WorkerGone");
     await waitForStatus(page, "failed"); // the page is told, without calling anything
     expect(await page.evaluate(() => pi.client.status)).toMatchObject({ kind: "failed", error: { name: "WorkerGone" } });
-    expect(await page.evaluate(() => pi.client.query("SELECT 1 AS one").then(() => "answered", (error: Error) => error.name))).toBe("WorkerGone");
+    expect(
+      await page.evaluate(() =>
+        pi.client.query("SELECT 1 AS one").then(
+          () => "answered",
+          (error: Error) => error.name,
+        ),
+      ),
+    ).toBe("WorkerGone");
   });
 
   it("an uncaught exception inside a live worker does not cut the page off from it", async () => {

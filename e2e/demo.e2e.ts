@@ -4,16 +4,16 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { OFFLINE_MODEL_LABEL, PROBE } from "../worker/protocol.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import {
   applySettings,
   openDemo,
   press,
   reloadFromBanner,
-  runPreset,
-  shownFile,
   reveal,
+  runPreset,
   sendMessage,
+  shownFile,
   shownTranscript,
   ticks,
   toolCard,
@@ -124,12 +124,21 @@ describe("chat with the offline demo model", () => {
     expect(await summary.locator("summary").textContent()).toBe("Earlier messages were summarized");
     expect(await summary.locator("p").textContent()).toContain('"probe"');
     // The summary stands between what it summarized (the probe round) and what it kept (the newest input).
-    const order = await page.evaluate(() => [...document.querySelectorAll<HTMLElement>("#chat-log > li")].map((item) => `${item.dataset.kind}${item.dataset.summarized === undefined ? "" : " (summarized)"}`));
+    const order = await page.evaluate(() =>
+      [...document.querySelectorAll<HTMLElement>("#chat-log > li")].map(
+        (item) => `${item.dataset.kind}${item.dataset.summarized === undefined ? "" : " (summarized)"}`,
+      ),
+    );
     const at = order.indexOf("pi.compaction");
     expect(order.slice(0, at).every((item) => item.endsWith("(summarized)"))).toBe(true);
     expect(order.slice(0, at)).toContain("pi.user (summarized)");
     expect(order[at + 1]).toBe("pi.user");
-    expect(await page.locator("#chat-log > li").nth(at + 1).textContent()).toBe("list files");
+    expect(
+      await page
+        .locator("#chat-log > li")
+        .nth(at + 1)
+        .textContent(),
+    ).toBe("list files");
     await page.screenshot({ path: ".tmp/screenshots/compaction.png" });
 
     // After a reload the tool's card still shows what it printed while it ran (the entry keeps it).
@@ -278,7 +287,9 @@ describe("the first minute's small trips (issue 16)", () => {
     expect(await shownTranscript(page)).toEqual(ticks(1, 5));
     // What it returned is under what it printed, read from the database.
     await reveal(page, "#results");
-    expect(await page.locator(`#results li[data-task-id="${row.rows[0]![0]}"]`).textContent()).toBe(`#${row.rows[0]![0]} example.counter → "counted to 5"`);
+    expect(await page.locator(`#results li[data-task-id="${row.rows[0]![0]}"]`).textContent()).toBe(
+      `#${row.rows[0]![0]} example.counter → "counted to 5"`,
+    );
     await page.locator("#results").scrollIntoViewIfNeeded();
     await page.screenshot({ path: ".tmp/screenshots/counter-result.png" });
 
@@ -361,7 +372,8 @@ describe("models and keys", () => {
       const bytes = await pi.client.exportDatabase();
       return new TextDecoder("latin1").decode(bytes).includes(secret);
     }, SECRET);
-  const keyInLocalStorage = (page: Page) => page.evaluate((secret) => Object.values(localStorage).some((value) => value.includes(secret)), SECRET);
+  const keyInLocalStorage = (page: Page) =>
+    page.evaluate((secret) => Object.values(localStorage).some((value) => value.includes(secret)), SECRET);
 
   it("a provider's key never enters the database; it is kept on the device only when asked to, and sent again after a reload", async () => {
     const page = await openApp();
@@ -444,7 +456,14 @@ describe("layout", () => {
       return elements.map((element) => {
         const box = element.getBoundingClientRect();
         const name = element.id || element.className;
-        return { name, left: box.left, top: box.top, right: box.right, bottom: box.bottom, overflowX: element.scrollWidth - element.clientWidth };
+        return {
+          name,
+          left: box.left,
+          top: box.top,
+          right: box.right,
+          bottom: box.bottom,
+          overflowX: element.scrollWidth - element.clientWidth,
+        };
       });
     });
   }
@@ -470,7 +489,10 @@ describe("layout", () => {
         await page.screenshot({ path: `.tmp/screenshots/${width}x${height}-${view}.png` });
         const boxes = await regions(page);
         const where = `${width}×${height} ${view}`;
-        expect(boxes.some((box) => box.name.includes("panel")), where).toBe(true);
+        expect(
+          boxes.some((box) => box.name.includes("panel")),
+          where,
+        ).toBe(true);
         for (const box of boxes) {
           expect(box.left, `${where}: ${box.name} left`).toBeGreaterThanOrEqual(0);
           expect(box.right, `${where}: ${box.name} right`).toBeLessThanOrEqual(width);
@@ -479,11 +501,14 @@ describe("layout", () => {
         }
         for (const [index, a] of boxes.entries()) {
           for (const b of boxes.slice(index + 1)) {
-            const overlap = Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
+            const overlap =
+              Math.min(a.right, b.right) - Math.max(a.left, b.left) > 0.5 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 0.5;
             expect(overlap, `${where}: ${a.name} overlaps ${b.name}`).toBe(false);
           }
         }
-        expect(await page.evaluate(() => document.documentElement.scrollWidth), `${where}: page scrolls sideways`).toBeLessThanOrEqual(width);
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), `${where}: page scrolls sideways`).toBeLessThanOrEqual(
+          width,
+        );
       }
     }
   });
@@ -508,7 +533,11 @@ describe("layout", () => {
         stop: box("#stop"),
         navRight: nav.getBoundingClientRect().right,
         navScrolls: nav.scrollWidth - nav.clientWidth,
-        tabs: tabs.map((tab) => ({ name: tab.dataset.view, right: tab.getBoundingClientRect().right, cut: tab.scrollWidth - tab.clientWidth })),
+        tabs: tabs.map((tab) => ({
+          name: tab.dataset.view,
+          right: tab.getBoundingClientRect().right,
+          cut: tab.scrollWidth - tab.clientWidth,
+        })),
       };
     });
     await page.screenshot({ path: ".tmp/screenshots/390x844-busy.png" });
@@ -563,7 +592,10 @@ describe("layout", () => {
       await page.click(`.views [role=tab][data-view="${view}"]`);
       await page.focus(`.views [role=tab][data-view="${view}"]`);
       await page.keyboard.press("Tab");
-      const focused = await page.evaluate(() => ({ id: document.activeElement?.id, panel: document.activeElement?.closest<HTMLElement>("[data-panel]")?.dataset.panel }));
+      const focused = await page.evaluate(() => ({
+        id: document.activeElement?.id,
+        panel: document.activeElement?.closest<HTMLElement>("[data-panel]")?.dataset.panel,
+      }));
       expect(focused, `Tab from the ${view} tab`).toEqual({ id: first, panel: view });
     }
     // Tasks has nothing to press: the panel itself takes the focus (it scrolls).

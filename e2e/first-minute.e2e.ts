@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { OFFLINE_MODEL_LABEL, PROBE } from "../worker/protocol.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import {
   applySettings,
   openDemo,

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SEED_QUERY } from "../examples/counter-task.ts";
 import { crashTab, harnessStatus, waitForReady, waitForTask } from "../src/testing/playwright.ts";
 import "./app/api.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import {
   armCrashPoint,
   crashPointHit,
@@ -105,9 +105,12 @@ describe("Example 12 and the restart limit in the page", () => {
       detail: { reason: "restart_limit", restarts: 5 },
     });
     expect(task).toMatchObject({ kind: "demo.stall", status: "terminal" });
-    expect(task!.record.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 5 } } } });
+    expect(task!.record.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 5 } } },
+    });
     expect(task!.record.restarts).toBeUndefined();
-    expect(await waitForShownTask(page, "demo.stall")).toContain('terminal faulted: ');
+    expect(await waitForShownTask(page, "demo.stall")).toContain("terminal faulted: ");
     // The phase was not run a sixth time.
     expect(await shownTranscript(page)).toEqual([1, 2, 3, 4, 5].map((run) => `stall: run ${run}`));
   });
@@ -118,7 +121,14 @@ describe("crashes other than a reload, and a clean close", () => {
     const page = await openDemo(session, "?paused");
     await waitForReady(page);
     const hit = await runCounterUntilCrashPoint(page, 2);
-    const pending = page.evaluate((id) => pi.client.waitForTask(id).then(() => "settled", (error: Error) => error.name), hit.taskId);
+    const pending = page.evaluate(
+      (id) =>
+        pi.client.waitForTask(id).then(
+          () => "settled",
+          (error: Error) => error.name,
+        ),
+      hit.taskId,
+    );
 
     // Crash 1: the worker dies by itself (the page cannot tell); the page's crash control starts a new one.
     await crashTab(page, "terminate-worker");
@@ -215,7 +225,12 @@ describe("one owner per database", () => {
     await first.close(); // a closed tab is a crash for the task it was running
 
     await waitForStatus(second, "ready");
-    expect(await second.evaluate(() => (globalThis as unknown as { seen: string[] }).seen)).toEqual(["waiting-for-lock", "opening", "recovering", "ready"]);
+    expect(await second.evaluate(() => (globalThis as unknown as { seen: string[] }).seen)).toEqual([
+      "waiting-for-lock",
+      "opening",
+      "recovering",
+      "ready",
+    ]);
     expect(await second.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
     await waitForShownTask(second, "counted to 5");
     expect(await shownTranscript(second)).toEqual(ticks(1, 5));
@@ -263,14 +278,18 @@ describe("committed data and bad input", () => {
       // Keep several creations queued on the worker's commit line, so the reload cuts some of them.
       const createOne = (): void => {
         const seq = state.sent++;
-        pi.client.createTask("example.counter", input(seq)).then((id) => {
-          state.acked.push([seq, id]);
-          createOne();
-        }, () => {});
+        pi.client.createTask("example.counter", input(seq)).then(
+          (id) => {
+            state.acked.push([seq, id]);
+            createOne();
+          },
+          () => {},
+        );
       };
       for (let lane = 0; lane < 8; lane += 1) createOne();
     }, PAD);
-    const acknowledged = () => page.evaluate(() => (globalThis as unknown as { e2eCreations: { acked: Array<[number, number]> } }).e2eCreations.acked);
+    const acknowledged = () =>
+      page.evaluate(() => (globalThis as unknown as { e2eCreations: { acked: Array<[number, number]> } }).e2eCreations.acked);
     await expect.poll(async () => (await acknowledged()).length, { timeout: 20_000 }).toBeGreaterThanOrEqual(40);
     const acked = await acknowledged();
     page = await crashTab(page, "reload");
@@ -282,7 +301,11 @@ describe("committed data and bad input", () => {
     expect(seqs).toEqual(Array.from({ length: rows.length }, (_, index) => index));
     for (const [seq, id] of acked) expect(rows[seq]?.id).toBe(id);
     for (const row of rows) {
-      expect(row.record).toMatchObject({ id: row.id, kind: "example.counter", state: { status: "pending", checkpoint: { phase: "tick", n: 1 } } });
+      expect(row.record).toMatchObject({
+        id: row.id,
+        kind: "example.counter",
+        state: { status: "pending", checkpoint: { phase: "tick", n: 1 } },
+      });
       expect(row.status).toBe("pending");
       expect((row.record.input as { pad: string }).pad.length).toBe(PAD);
     }
@@ -299,7 +322,9 @@ describe("committed data and bad input", () => {
     await startTask(page, "nope", { to: 1 });
     const shown = page.locator('#errors li[data-name="UnknownTaskKind"] .error-text');
     await shown.waitFor({ state: "attached" });
-    expect(await shown.textContent()).toMatch(/^UnknownTaskKind: No task kind "nope" is installed in the worker\. Installed: .*example\.counter/);
+    expect(await shown.textContent()).toMatch(
+      /^UnknownTaskKind: No task kind "nope" is installed in the worker\. Installed: .*example\.counter/,
+    );
 
     const caught = await page.evaluate(() =>
       pi.client.createTask("nope", {}).then(

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import "./app/host-api.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 
 // The worker/page boundary in Chromium (e2e/app/harness-worker.ts serves a harness with serveHarness): errors
 // arrive as the library's own classes, and every subscription can end, leaving the worker no listener.
@@ -33,7 +33,11 @@ describe("errors cross the worker boundary as the library's classes", () => {
       const write = await client.query("DELETE FROM tasks").catch((error: unknown) => error);
       return {
         readOnly: { ...describe(readOnly), is: readOnly instanceof errors.ReadOnlySession },
-        unknownKind: { ...describe(unknownKind), is: unknownKind instanceof errors.UnknownTaskKind, kind: (unknownKind as { kind?: string }).kind },
+        unknownKind: {
+          ...describe(unknownKind),
+          is: unknownKind instanceof errors.UnknownTaskKind,
+          kind: (unknownKind as { kind?: string }).kind,
+        },
         write: { ...describe(write), is: write instanceof errors.QueryNotReadOnly },
       };
     });
@@ -70,7 +74,8 @@ describe("unsubscribe across the worker boundary", () => {
       await client.ready();
       const conversation = await client.rootConversation();
       const baseline = await client.call<number>("listeners");
-      const subscribe = () => Promise.all([client.onReport(() => {}), client.watchTasks(() => {}), client.watchConversation(conversation, () => {})]);
+      const subscribe = () =>
+        Promise.all([client.onReport(() => {}), client.watchTasks(() => {}), client.watchConversation(conversation, () => {})]);
       const held = await subscribe();
       const whileSubscribed = await client.call<number>("listeners");
       for (const stop of held) stop();

@@ -4,7 +4,7 @@ import { join, relative, resolve } from "node:path";
 import { build, type Plugin } from "vite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import { sendMessage, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 import { DEMO_DIST } from "./support/global-setup";
 import { serveStatic } from "./support/server";
@@ -44,20 +44,34 @@ async function digests(root: string, directory = root): Promise<Map<string, stri
   for (const entry of await readdir(directory, { withFileTypes: true })) {
     const path = join(directory, entry.name);
     if (entry.isDirectory()) for (const [name, digest] of await digests(root, path)) found.set(name, digest);
-    else found.set(relative(root, path).split("\\").join("/"), createHash("sha256").update(await readFile(path)).digest("hex"));
+    else
+      found.set(
+        relative(root, path).split("\\").join("/"),
+        createHash("sha256")
+          .update(await readFile(path))
+          .digest("hex"),
+      );
   }
   return found;
 }
 
 describe("the PWA across a new build", () => {
-  it("re-downloads only the changed files, through the service worker, and asks before updating (screenshot)", { timeout: 240_000 }, async () => {
+  it("re-downloads only the changed files, through the service worker, and asks before updating (screenshot)", {
+    timeout: 240_000,
+  }, async () => {
     await mkdir(".tmp/screenshots", { recursive: true });
     // The next build: the same sources with one file changed.
     // As `vite build` does it: vitest runs with NODE_ENV=test, which would change what the bundles define.
     const nodeEnv = process.env.NODE_ENV;
     process.env.NODE_ENV = "production";
     try {
-      await build({ configFile: resolve("vite.config.ts"), mode: "production", logLevel: "warn", build: { outDir: NEXT, emptyOutDir: true }, plugins: [changeOneFile()] });
+      await build({
+        configFile: resolve("vite.config.ts"),
+        mode: "production",
+        logLevel: "warn",
+        build: { outDir: NEXT, emptyOutDir: true },
+        plugins: [changeOneFile()],
+      });
     } finally {
       process.env.NODE_ENV = nodeEnv;
     }

@@ -1,7 +1,7 @@
 import type { Page } from "playwright-core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { OpenOptions } from "./app/api.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 
 // The opfs-sahpool backend of src/storage/sqlite/wasm.ts in real Chromium on real (on-disk) OPFS, with
 // the page reload, worker.terminate() and a damaged file as the events that matter (DESIGN §4).
@@ -64,7 +64,9 @@ describe("opfs-sahpool database in Chromium", () => {
     expect(await page.evaluate(() => window.e2e.api.integrityCheck())).toEqual(["ok"]);
     // The WAL image export is the committed state (frames not yet checkpointed included).
     expect(await page.evaluate(() => window.e2e.api.exportAndCount())).toMatchObject({ count: stats.count, header: "SQLite format 3" });
-    console.log(`reload: ${acknowledged} acknowledged loop commits, ${stats.count - 300} found; reopen took ${reopened.openMs.toFixed(0)} ms`);
+    console.log(
+      `reload: ${acknowledged} acknowledged loop commits, ${stats.count - 300} found; reopen took ${reopened.openMs.toFixed(0)} ms`,
+    );
   });
 
   it("leaves no trace of a transaction that was open (and spilling pages) when the page reloaded", async () => {

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { PROBE } from "../worker/protocol.ts";
-import { startBrowser, type BrowserSession } from "./support/browser";
+import { type BrowserSession, startBrowser } from "./support/browser";
 import { openDemo, query, reveal, sendMessage, toolCard, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 
 // The live channel in the demo app with the default settings (persistWithinMs 1000): the partial answer is on
@@ -84,7 +84,8 @@ describe("the live channel", () => {
     const texts = await page.evaluate(() => (globalThis as { e2eShown?: string[] }).e2eShown ?? []);
     // The screen follows the tokens, not the save interval (1 update a second before the live channel).
     expect(texts.length).toBeGreaterThan(20);
-    for (const [index, text] of texts.entries()) if (index > 0) expect(text.startsWith(texts[index - 1]!), "the partial only grows").toBe(true);
+    for (const [index, text] of texts.entries())
+      if (index > 0) expect(text.startsWith(texts[index - 1]!), "the partial only grows").toBe(true);
   });
 
   it("S9: after a reload mid-answer the page shows only committed text: the aborted partial as committed, a countdown to the retry (screenshots)", async () => {
@@ -110,7 +111,10 @@ describe("the live channel", () => {
     const abortedText = (await aborted.locator(".md").textContent()) ?? "";
     // Exactly what was committed before the crash (the kept partial), never the newer live text.
     expect(STORY.startsWith(abortedText)).toBe(true);
-    const stored = await query(page, "SELECT record ->> '$.payload.message.content[0].text' AS text FROM entries WHERE kind = 'pi.assistant' ORDER BY id DESC LIMIT 1");
+    const stored = await query(
+      page,
+      "SELECT record ->> '$.payload.message.content[0].text' AS text FROM entries WHERE kind = 'pi.assistant' ORDER BY id DESC LIMIT 1",
+    );
     expect(abortedText).toBe(stored[0]?.text);
     expect(abortedText.length).toBeLessThan(shown.text.length);
     expect(await aborted.locator(".msg-flag").textContent()).toContain("Cut off");
@@ -121,7 +125,9 @@ describe("the live channel", () => {
     expect(notice).toMatch(/^Retrying in \d s — attempt 2 of 4, the previous request was cut off by a reload\.$/);
     await screenshots(page, "retry");
     // The countdown moves on its own.
-    await page.waitForFunction((before) => document.querySelector("#chat-live .retry")?.textContent !== before, notice, { timeout: 10_000 });
+    await page.waitForFunction((before) => document.querySelector("#chat-live .retry")?.textContent !== before, notice, {
+      timeout: 10_000,
+    });
     const userEntry = await waitForUserEntry(page, "story");
     expect(await waitForReply(page, userEntry, STORY, 60_000)).toBe(STORY);
   });

@@ -11,7 +11,12 @@ import { Miniflare } from "miniflare";
 import { SEED_QUERY } from "./counter-task.ts";
 import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "./local-edge.ts";
 
-type Reply = { instance: string; id?: number; rows?: Record<string, unknown>[]; task?: { state: { status: string; outcome?: { result?: unknown } } } };
+type Reply = {
+  instance: string;
+  id?: number;
+  rows?: Record<string, unknown>[];
+  task?: { state: { status: string; outcome?: { result?: unknown } } };
+};
 
 export async function runCounterOnEdge(): Promise<void> {
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-counter-"));

@@ -7,9 +7,10 @@
  * `/wait?id=` answers when the task is terminal; `/task?id=` and `/alarm` show the record and the alarm.
  * Anything else is the client API of `HarnessObject` (`connectHarness(url)` over a WebSocket, `POST /rpc`).
  */
+
+import { type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension } from "../src/index.ts";
 import { counterTask, SEED_QUERY } from "./counter-task.ts";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension } from "../src/index.ts";
-import { HarnessObject, type DurableObjectState } from "../src/cloudflare/index.ts";
 
 export interface CounterEnv {
   /** Where a line is printed: a service outside the object (so it survives the crash), else the console. */
@@ -50,7 +51,16 @@ export class CounterObject extends HarnessObject<CounterEnv> {
             this.#plan.abortAfter = url.searchParams.get("abortAfter") ?? undefined;
             const root = await harness.root(ctx);
             const to = Number(url.searchParams.get("to") ?? 5);
-            return reply({ id: await root.commit((tx) => tx.createTask(counterTask(() => {}), { to }), ctx) });
+            return reply({
+              id: await root.commit(
+                (tx) =>
+                  tx.createTask(
+                    counterTask(() => {}),
+                    { to },
+                  ),
+                ctx,
+              ),
+            });
           }
           case "/query":
             return reply({ rows: await harness.storage.query(SEED_QUERY) });

@@ -5,9 +5,10 @@
  * `npm run example:counter -- --edge` (on a local Cloudflare Durable Object that aborts itself after `tick 2`;
  * see counter-edge.ts).
  */
-import { counterTask, SEED_QUERY } from "./counter-task.ts";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
+
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { counterTask, SEED_QUERY } from "./counter-task.ts";
 
 if (process.argv.includes("--edge")) {
   const { runCounterOnEdge } = await import("./counter-edge.ts");
@@ -41,12 +42,24 @@ async function inProcess(kill: boolean) {
     ctx,
   );
   const root = await first.root(ctx);
-  const id = await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: 5 }), ctx);
+  const id = await root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to: 5 },
+      ),
+    ctx,
+  );
   first.resume();
   await cutDone;
 
   const reopenedStorage = kill ? await openSqliteStorage({ vfs: "memory", image }) : storage;
-  await printTable(reopenedStorage, kill ? "-- killed right after tick 2; the database before the reopen:" : "-- closed right after tick 2; the database before the reopen:");
+  await printTable(
+    reopenedStorage,
+    kill
+      ? "-- killed right after tick 2; the database before the reopen:"
+      : "-- closed right after tick 2; the database before the reopen:",
+  );
 
   const second = await Harness.open(reopenedStorage, { registry: registry((line) => console.log(line)) }, ctx);
   await printTable(reopenedStorage, "-- after open (a kill counts a restart; a close does not):");

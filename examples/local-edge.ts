@@ -37,7 +37,10 @@ export function sqliteObject(className: string) {
  * harness moves the one alarm whenever the earliest wake-up changes; workerd logs each such move).
  */
 export function quietRuntime(stdout: NodeJS.ReadableStream, stderr: NodeJS.ReadableStream): void {
-  for (const [stream, sink] of [[stdout, process.stdout], [stderr, process.stderr]] as const) {
+  for (const [stream, sink] of [
+    [stdout, process.stdout],
+    [stderr, process.stderr],
+  ] as const) {
     let buffered = "";
     stream.on("data", (chunk: Buffer) => {
       const lines = (buffered + chunk.toString()).split("\n");

@@ -31,7 +31,9 @@ if (!path) {
         "  - set CHROMIUM_PATH to a Chromium or Chrome binary, or",
         "  - install Debian's package as root: apt-get update && apt-get install -y chromium",
         root ? "" : "(not running as root, so this script did not try to install it)",
-      ].filter(Boolean).join("\n"),
+      ]
+        .filter(Boolean)
+        .join("\n"),
     );
     process.exit(1);
   }

@@ -14,7 +14,9 @@ const missing = declared.filter((name) => !existsSync(join(root, "node_modules",
 
 if (missing.length > 0) {
   const command = existsSync(join(root, "package-lock.json")) ? "ci" : "install";
-  console.error(`Installing npm dependencies (npm ${command}; missing: ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""})`);
+  console.error(
+    `Installing npm dependencies (npm ${command}; missing: ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ", …" : ""})`,
+  );
   const result = spawnSync("npm", [command, "--no-audit", "--no-fund"], { cwd: root, stdio: "inherit" });
   if (result.status !== 0) process.exit(result.status ?? 1);
 }

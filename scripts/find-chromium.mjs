@@ -58,7 +58,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const path = findChromium();
   if (path) console.log(path);
   else {
-    console.error("No Chromium found (checked $CHROMIUM_PATH, the Playwright cache, /usr/bin/chromium). Run: node scripts/ensure-chromium.mjs");
+    console.error(
+      "No Chromium found (checked $CHROMIUM_PATH, the Playwright cache, /usr/bin/chromium). Run: node scripts/ensure-chromium.mjs",
+    );
     process.exitCode = 1;
   }
 }

@@ -24,7 +24,10 @@ const mf = new Miniflare({
 const objectUrl = await mf.ready;
 const socketUrl = `${objectUrl.href.replace(/^http/, "ws").replace(/\/$/, "")}/demo`;
 
-const preview = spawn("npx", ["vite", "preview", "--port", "4173", "--host", "127.0.0.1"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+const preview = spawn("npx", ["vite", "preview", "--port", "4173", "--host", "127.0.0.1"], {
+  cwd: root,
+  stdio: ["ignore", "pipe", "inherit"],
+});
 preview.stdout.on("data", (chunk: Buffer) => {
   const text = chunk.toString();
   process.stdout.write(text);

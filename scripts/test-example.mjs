@@ -33,7 +33,12 @@ if (!executablePath) {
 
 /** Runs a command in the app copy; exits with its status when it fails. Returns what it printed. */
 function run(command, args, env = {}) {
-  const result = spawnSync(command, args, { cwd: app, encoding: "utf8", env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const result = spawnSync(command, args, {
+    cwd: app,
+    encoding: "utf8",
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const output = `${result.stdout ?? ""}${result.stderr ?? ""}`;
   if (result.status !== 0) {
     process.stdout.write(output);
@@ -66,5 +71,9 @@ const port = await new Promise((resolve, reject) => {
 });
 rmSync(results, { force: true });
 const env = { PORT: String(port), CHROMIUM_PATH: executablePath, PLAYWRIGHT_JSON_OUTPUT_FILE: results };
-const result = spawnSync("npx", ["--no-install", "playwright", "test", "--reporter=list,json"], { cwd: app, env: { ...process.env, ...env }, stdio: "inherit" });
+const result = spawnSync("npx", ["--no-install", "playwright", "test", "--reporter=list,json"], {
+  cwd: app,
+  env: { ...process.env, ...env },
+  stdio: "inherit",
+});
 process.exit(result.status ?? 1);

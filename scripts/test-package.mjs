@@ -28,7 +28,10 @@ rmSync(PACK_DIR, { recursive: true, force: true });
 mkdirSync(PACK_DIR, { recursive: true });
 // The build is fresh: skip prepack's second build.
 run("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", PACK_DIR], { quiet: true });
-const tarball = join(PACK_DIR, readdirSync(PACK_DIR).find((name) => name.endsWith(".tgz")));
+const tarball = join(
+  PACK_DIR,
+  readdirSync(PACK_DIR).find((name) => name.endsWith(".tgz")),
+);
 
 // publint prints "All good!" when it has nothing to say; --strict turns warnings into a failing exit.
 const lint = run("npx", ["--no-install", "publint", "run", tarball, "--strict"], { quiet: true });

@@ -34,7 +34,10 @@ export class InvalidSetting extends DurableError {
 /** The database was written by a newer version of pi-durable-web. Nothing was changed. */
 export class SchemaTooNew extends DurableError {
   override name = "SchemaTooNew";
-  constructor(readonly found: number, readonly supported: number) {
+  constructor(
+    readonly found: number,
+    readonly supported: number,
+  ) {
     super(
       `The database has schema version ${found}, but this pi-durable-web supports at most ${supported}. ` +
         `Upgrade pi-durable-web to open it; the database was left unmodified.`,
@@ -97,7 +100,9 @@ export class StorageUnavailable extends DurableError {
 export class ConversationBusy extends DurableError {
   override name = "ConversationBusy";
   constructor(readonly conversationId: number) {
-    super(`Conversation ${conversationId} is busy answering; nothing was submitted. Submit with whenBusy "followUp" or "steer", or try again when it is idle.`);
+    super(
+      `Conversation ${conversationId} is busy answering; nothing was submitted. Submit with whenBusy "followUp" or "steer", or try again when it is idle.`,
+    );
   }
 }
 
@@ -142,7 +147,10 @@ export class TaskKeyConflict extends DurableError {
 /** A task kind the page asked for is not installed in the worker's registry. */
 export class UnknownTaskKind extends DurableError {
   override name = "UnknownTaskKind";
-  constructor(readonly kind: string, installed: readonly string[]) {
+  constructor(
+    readonly kind: string,
+    installed: readonly string[],
+  ) {
     super(`No task kind ${JSON.stringify(kind)} is installed in the worker. Installed: ${installed.join(", ") || "none"}.`);
   }
 }
@@ -156,7 +164,9 @@ export class ToolCallEnded extends DurableError {
 export class CrashPointsOff extends DurableError {
   override name = "CrashPointsOff";
   constructor(readonly crashPoint: string) {
-    super(`Crash point ${JSON.stringify(crashPoint)} cannot be armed: this host was served with crashPoints: false. Serve it without that option to test crashes.`);
+    super(
+      `Crash point ${JSON.stringify(crashPoint)} cannot be armed: this host was served with crashPoints: false. Serve it without that option to test crashes.`,
+    );
   }
 }
 
@@ -164,7 +174,9 @@ export class CrashPointsOff extends DurableError {
 export class UnknownMethod extends DurableError {
   override name = "UnknownMethod";
   constructor(readonly method: string) {
-    super(`The host has no method ${JSON.stringify(method)} of that kind; the page and the host come from different versions of pi-durable-web. Load both from one build.`);
+    super(
+      `The host has no method ${JSON.stringify(method)} of that kind; the page and the host come from different versions of pi-durable-web. Load both from one build.`,
+    );
   }
 }
 

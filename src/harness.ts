@@ -1,3 +1,6 @@
+import { applyChange, Conversation, Submission } from "./agent/conversation.ts";
+import { AGENT, asJson, scopeOf } from "./agent/documents.ts";
+import { agentHost } from "./agent/host.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
 import { DatabaseLocked, HarnessClosed, InvalidSetting, NotFound, ReadOnlySession } from "./errors.ts";
@@ -5,14 +8,11 @@ import { cloneJson } from "./json.ts";
 import type { ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
 import { documentKey, type Tx } from "./session/tx.ts";
-import { resolveSettings, type ResolvedSettings, type Settings } from "./settings.ts";
+import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
 import { Registry } from "./tasks/registry.ts";
 import { type CrashPointHandler, type LiveHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
-import { applyChange, Conversation, Submission } from "./agent/conversation.ts";
-import { AGENT, asJson, scopeOf } from "./agent/documents.ts";
-import { agentHost } from "./agent/host.ts";
 import "./agent/builtins.ts";
 import type { AgentChange } from "./agent/types.ts";
 
@@ -110,11 +110,14 @@ export class Harness {
    */
   static async open(storage: Storage, options: HarnessOptions, context: Context): Promise<Harness> {
     throwIfCancelled(context);
-    if (!(options?.registry instanceof Registry)) throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
+    if (!(options?.registry instanceof Registry))
+      throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
     const missing = ["pi.generation", "pi.tool", "pi.compaction"].filter((kind) => !options.registry.task(kind));
-    if (missing.length > 0) throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
+    if (missing.length > 0)
+      throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
     const settings = resolveSettings(options.settings);
-    if (options.resume && options.readOnly) throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
+    if (options.resume && options.readOnly)
+      throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
     const writer = options.readOnly !== true && !storage.readOnly;
     if (writer) {
@@ -155,7 +158,8 @@ export class Harness {
       }),
     };
     // Marked open until a clean close marks it closed; after a crash it still says open (no write needed).
-    if (!session.readOnly && lifecycle?.state !== "open") await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
+    if (!session.readOnly && lifecycle?.state !== "open")
+      await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
     const harness = new Harness(session, scheduler, options, recovery);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = agentHost(harness);

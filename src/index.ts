@@ -1,34 +1,41 @@
-export { Harness, ConversationHandle, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
-export { defineTask, type TaskDefinition, type TaskRuntime, type RunningTask, type NextTaskState, type AnyTaskDefinition } from "./tasks/types.ts";
-export { createRegistry, defineExtension, Registry, type Extension } from "./tasks/registry.ts";
-export type { TaskInspectionState, CrashPointHandler } from "./tasks/scheduler.ts";
-export { Tx, type CreateTaskOptions } from "./session/tx.ts";
-export type { Report, ReportHandler } from "./reports.ts";
-export { resolveSettings, DEFAULT_SETTINGS, type Settings, type ResolvedSettings } from "./settings.ts";
+export * from "./agent/index.ts";
 export type { Clock } from "./clock.ts";
-export type { Json } from "./json.ts";
 export type { Context } from "./context.ts";
 export { BACKGROUND_CONTEXT } from "./context.ts";
+export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
+export type { ExecutionEnv } from "./env/types.ts";
+export * from "./errors.ts";
+export { ConversationHandle, Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
+export type { Json } from "./json.ts";
+export type { Report, ReportHandler } from "./reports.ts";
+export { type CreateTaskOptions, Tx } from "./session/tx.ts";
+export { DEFAULT_SETTINGS, type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
+export { MemoryStorage } from "./storage/memory.ts";
 export type {
+  Batch,
+  BlockedReason,
+  Checkpoint,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  ErrorInfo,
+  SubmissionRecord,
+  TaskOutcome,
   TaskRecord,
   TaskState,
   TaskStatus,
-  TaskOutcome,
-  Checkpoint,
-  ErrorInfo,
-  BlockedReason,
-  ConversationRecord,
-  EntryRecord,
-  SubmissionRecord,
-  DocumentRecord,
-  Batch,
 } from "./storage/records.ts";
-export type { Storage, StoredState, Row, EntryRange } from "./storage/storage.ts";
-export { MemoryStorage } from "./storage/memory.ts";
+export type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./storage/sqlite/database.ts";
 export { SqliteStorage } from "./storage/sqlite/storage.ts";
-export type { SqliteDatabase, SqliteTransaction, SqlValue, SqlRow } from "./storage/sqlite/database.ts";
-export * from "./errors.ts";
-export * from "./agent/index.ts";
-export type { ExecutionEnv } from "./env/types.ts";
-export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
-export { fileTools, readFileTool, listFilesTool, writeFileTool, editFileTool, appendFileTool, removeFileTool } from "./tools/files.ts";
+export type { EntryRange, Row, Storage, StoredState } from "./storage/storage.ts";
+export { createRegistry, defineExtension, type Extension, Registry } from "./tasks/registry.ts";
+export type { CrashPointHandler, TaskInspectionState } from "./tasks/scheduler.ts";
+export {
+  type AnyTaskDefinition,
+  defineTask,
+  type NextTaskState,
+  type RunningTask,
+  type TaskDefinition,
+  type TaskRuntime,
+} from "./tasks/types.ts";
+export { appendFileTool, editFileTool, fileTools, listFilesTool, readFileTool, removeFileTool, writeFileTool } from "./tools/files.ts";

@@ -78,7 +78,9 @@ function section(name: string, value: unknown, known: object): object {
   }
   const unknown = Object.keys(value).filter((key) => !Object.hasOwn(known, key));
   if (unknown.length > 0) {
-    throw new InvalidSetting(`${name} has unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; known: ${Object.keys(known).join(", ")}.`);
+    throw new InvalidSetting(
+      `${name} has unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; known: ${Object.keys(known).join(", ")}.`,
+    );
   }
   return value;
 }

@@ -1,7 +1,7 @@
-import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTool, deriveContext, MISSING_RESULT_TEXT, type EntryRecord } from "../src/index.ts";
-import { planSystemMessage, resolveAgent } from "../src/agent/agent.ts";
 import type { AssistantMessage, Message } from "@earendil-works/pi-ai";
+import { describe, expect, it } from "vitest";
+import { planSystemMessage, resolveAgent } from "../src/agent/agent.ts";
+import { createRegistry, defineExtension, defineTool, deriveContext, type EntryRecord, MISSING_RESULT_TEXT } from "../src/index.ts";
 
 let nextId = 1;
 const entry = (kind: string, message: Message, extra: Record<string, unknown> = {}): EntryRecord =>
@@ -14,13 +14,29 @@ const assistant = (content: AssistantMessage["content"], stopReason: AssistantMe
     api: "faux",
     provider: "faux",
     model: "faux-1",
-    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    usage: {
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 0,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+    },
     stopReason,
     timestamp: 7,
   });
 const call = (id: string, name = "t") => ({ type: "toolCall" as const, id, name, arguments: {} });
-const result = (id: string, text: string) => entry("pi.tool-result", { role: "toolResult", toolCallId: id, toolName: "t", content: [{ type: "text", text }], isError: false, timestamp: 0 });
-const summary = (text: string, firstKept: number) => entry("pi.compaction", { role: "user", content: text, timestamp: 0 }, { firstKept, reason: "manual" });
+const result = (id: string, text: string) =>
+  entry("pi.tool-result", {
+    role: "toolResult",
+    toolCallId: id,
+    toolName: "t",
+    content: [{ type: "text", text }],
+    isError: false,
+    timestamp: 0,
+  });
+const summary = (text: string, firstKept: number) =>
+  entry("pi.compaction", { role: "user", content: text, timestamp: 0 }, { firstKept, reason: "manual" });
 const shape = (messages: Message[]) =>
   messages.map((message) =>
     message.role === "toolResult"
@@ -32,8 +48,23 @@ const shape = (messages: Message[]) =>
 
 describe("context derivation (upstream §5.3)", () => {
   it("results follow their call in call order, a stray result is dropped, a steer stays after the results", () => {
-    const entries = [user("go"), assistant([call("a"), call("b")], "toolUse"), result("b", "B"), user("steer"), result("a", "A"), result("zzz", "stray"), assistant([{ type: "text", text: "done" }])];
-    expect(shape(deriveContext(entries))).toEqual(["user go", "assistant call a,call b", "result a: A", "result b: B", "user steer", "assistant done"]);
+    const entries = [
+      user("go"),
+      assistant([call("a"), call("b")], "toolUse"),
+      result("b", "B"),
+      user("steer"),
+      result("a", "A"),
+      result("zzz", "stray"),
+      assistant([{ type: "text", text: "done" }]),
+    ];
+    expect(shape(deriveContext(entries))).toEqual([
+      "user go",
+      "assistant call a,call b",
+      "result a: A",
+      "result b: B",
+      "user steer",
+      "assistant done",
+    ]);
   });
 
   it("a call without a result gets a synthesized error result (never stored)", () => {
@@ -44,7 +75,12 @@ describe("context derivation (upstream §5.3)", () => {
   });
 
   it("aborted and errored answers are kept in the transcript but not resent", () => {
-    const entries = [user("go"), assistant([{ type: "text", text: "Hel" }], "aborted"), assistant([], "error"), assistant([{ type: "text", text: "Hello" }])];
+    const entries = [
+      user("go"),
+      assistant([{ type: "text", text: "Hel" }], "aborted"),
+      assistant([], "error"),
+      assistant([{ type: "text", text: "Hello" }]),
+    ];
     expect(shape(deriveContext(entries))).toEqual(["user go", "assistant Hello"]);
   });
 
@@ -73,16 +109,30 @@ describe("context derivation (upstream §5.3)", () => {
 });
 
 describe("agent resolution and the pi.system patch", () => {
-  const tool = (name: string) => defineTool({ name, description: name, parameters: { type: "object", properties: {} }, execute: () => "ok" });
+  const tool = (name: string) =>
+    defineTool({ name, description: name, parameters: { type: "object", properties: {} }, execute: () => "ok" });
 
   it("extension instructions and tools are part of the prompt; a change is written as a patch", () => {
-    const registry = createRegistry().install(defineExtension({ name: "notes", tools: [tool("read"), tool("write")], instructions: "Use notes." }));
+    const registry = createRegistry().install(
+      defineExtension({ name: "notes", tools: [tool("read"), tool("write")], instructions: "Use notes." }),
+    );
     const agent = resolveAgent(registry, { instructions: "Be brief." });
     const first = planSystemMessage(undefined, agent, 5)!;
-    expect(first).toMatchObject({ role: "system", content: "", sections: { "extension:notes": "Use notes.", instructions: "Be brief." }, timestamp: 5 });
+    expect(first).toMatchObject({
+      role: "system",
+      content: "",
+      sections: { "extension:notes": "Use notes.", instructions: "Be brief." },
+      timestamp: 5,
+    });
     expect(first.toolsAdded?.map((declared) => declared.name)).toEqual(["read", "write"]);
     expect(planSystemMessage(first, agent, 6)).toBeUndefined();
     const narrowed = resolveAgent(registry, { instructions: "Be thorough.", tools: ["read"] });
-    expect(planSystemMessage(first, narrowed, 7)).toEqual({ role: "system", content: "", sections: { instructions: "Be thorough." }, toolsRemoved: [{ name: "write" }], timestamp: 7 });
+    expect(planSystemMessage(first, narrowed, 7)).toEqual({
+      role: "system",
+      content: "",
+      sections: { instructions: "Be thorough." },
+      toolsRemoved: [{ name: "write" }],
+      timestamp: 7,
+    });
   });
 });

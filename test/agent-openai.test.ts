@@ -4,13 +4,13 @@ import { createModels, createProvider, type Model } from "@earendil-works/pi-ai"
 import { openAICompletionsApi } from "@earendil-works/pi-ai/api/openai-completions.lazy";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  type AssistantEntryPayload,
   createRegistry,
   defineExtension,
   defineTool,
+  type ExecutionEnv,
   Harness,
   memoryEnvs,
-  type AssistantEntryPayload,
-  type ExecutionEnv,
   type ToolResultEntryPayload,
   type UserEntryPayload,
 } from "../src/index.ts";
@@ -140,7 +140,10 @@ describe("pi-ai OpenAI-compatible provider against a local streaming server", ()
       isError: false,
       content: [{ type: "text", text: "appended" }],
     });
-    expect((final!.payload as unknown as AssistantEntryPayload).message).toMatchObject({ stopReason: "stop", content: [{ type: "text", text: "Appended hello." }] });
+    expect((final!.payload as unknown as AssistantEntryPayload).message).toMatchObject({
+      stopReason: "stop",
+      content: [{ type: "text", text: "Appended hello." }],
+    });
     expect((await root.view(ctx)).usage.models["local/local-model"]).toMatchObject({ input: 60, output: 12, totalTokens: 72 });
 
     // What went over the wire: the system prompt leads, then the transcript; turn 2 replays the call and its result.
@@ -153,7 +156,9 @@ describe("pi-ai OpenAI-compatible provider against a local streaming server", ()
     ]);
     const second = bodies[1]!.messages;
     const assistant = second.find((message) => message.role === "assistant")!;
-    expect(assistant.tool_calls).toEqual([{ id: "call_abc", type: "function", function: { name: "append", arguments: '{"text":"hello\\n"}' } }]);
+    expect(assistant.tool_calls).toEqual([
+      { id: "call_abc", type: "function", function: { name: "append", arguments: '{"text":"hello\\n"}' } },
+    ]);
     expect(second.find((message) => message.role === "tool")).toMatchObject({ tool_call_id: "call_abc", content: "appended" });
     await harness.close(ctx);
   });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { ConversationBusy, defineTool, InvalidSubmission, MemoryStorage, ReadOnlySession, type UserEntryPayload } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { backends, ctx } from "./support.ts";
 import { answer, callTool, createWorld, kinds, openAgent, ScriptedModels, settle, texts, until, untilAborted } from "./agent-support.ts";
+import { backends, ctx } from "./support.ts";
 
 /** A tool that waits until the test opens its gate: the run stays busy meanwhile. */
 function gateTool() {
@@ -80,13 +80,17 @@ describe("submissions and the busy conversation", () => {
     await until(gate.started, "the run is busy");
     const before = await opened.storage.listSubmissions(opened.root.id);
     await expect(opened.root.submit({ type: "input", content: "now!", whenBusy: "reject" }, ctx)).rejects.toBeInstanceOf(ConversationBusy);
-    await expect(opened.root.submit({ type: "input", content: "now!", whenBusy: "reject" }, ctx)).rejects.toMatchObject({ name: "ConversationBusy" });
+    await expect(opened.root.submit({ type: "input", content: "now!", whenBusy: "reject" }, ctx)).rejects.toMatchObject({
+      name: "ConversationBusy",
+    });
     expect(await opened.storage.listSubmissions(opened.root.id)).toEqual(before);
     gate.open();
     await first.wait(ctx);
     // Idle again: reject does not apply.
     models.script(answer("idle answer"));
-    expect(await (await opened.root.submit({ type: "input", content: "now", whenBusy: "reject" }, ctx)).wait(ctx)).toMatchObject({ status: "done" });
+    expect(await (await opened.root.submit({ type: "input", content: "now", whenBusy: "reject" }, ctx)).wait(ctx)).toMatchObject({
+      status: "done",
+    });
   });
 
   for (const backend of backends) {
@@ -100,7 +104,11 @@ describe("submissions and the busy conversation", () => {
       await until(() => models.hanging === 1, "the request is in flight");
       const image = await first.storage.exportImage();
 
-      const second = await openAgent(await backend.fromImage(image), { models: new ScriptedModels([answer("answered once")]), world, clock: createManualClock(first.clock.now()) });
+      const second = await openAgent(await backend.fromImage(image), {
+        models: new ScriptedModels([answer("answered once")]),
+        world,
+        clock: createManualClock(first.clock.now()),
+      });
       const resubmitted = await second.root.submit({ type: "input", content: "once", requestId: "req-1" }, ctx);
       expect(resubmitted.id).toBe(submission.id);
       // The crash cost one attempt (S9): wait for the backoff sleep, then let it pass.
@@ -109,7 +117,9 @@ describe("submissions and the busy conversation", () => {
       expect(await resubmitted.wait(ctx)).toMatchObject({ status: "done", answer: { text: "answered once" } });
       expect(userTexts(await second.root.entries(ctx))).toEqual(["once"]);
       expect(await second.storage.listSubmissions(second.root.id)).toHaveLength(1);
-      await expect(second.root.submit({ type: "write", entry: { kind: "note" }, requestId: "req-1" }, ctx)).rejects.toBeInstanceOf(InvalidSubmission);
+      await expect(second.root.submit({ type: "write", entry: { kind: "note" }, requestId: "req-1" }, ctx)).rejects.toBeInstanceOf(
+        InvalidSubmission,
+      );
     });
   }
 
@@ -126,7 +136,15 @@ describe("submissions and the busy conversation", () => {
     gate.open();
     await run.wait(ctx);
     expect(await busy.wait(ctx)).toMatchObject({ status: "done" });
-    expect(kinds(await opened.root.entries(ctx))).toEqual(["app.note", "pi.user", "pi.system", "pi.assistant", "pi.tool-result", "app.note", "pi.assistant"]);
+    expect(kinds(await opened.root.entries(ctx))).toEqual([
+      "app.note",
+      "pi.user",
+      "pi.system",
+      "pi.assistant",
+      "pi.tool-result",
+      "app.note",
+      "pi.assistant",
+    ]);
   });
 
   it("without a model the input is unanswered (no_model) and the failure is shown", async () => {
@@ -150,9 +168,14 @@ describe("submissions and the busy conversation", () => {
     const view = await opened.root.view(ctx);
     expect(view.busy).toBe(false);
     const result = view.entries.find((entry) => entry.kind === "pi.tool-result")!;
-    expect(texts((result.payload as { message: { content: unknown } }).message)).toEqual(["<harness>\n[error] Tool wait was aborted\n</harness>"]);
+    expect(texts((result.payload as { message: { content: unknown } }).message)).toEqual([
+      "<harness>\n[error] Tool wait was aborted\n</harness>",
+    ]);
     models.script(answer("after abort"));
-    expect(await (await opened.root.submit({ type: "input", content: "again" }, ctx)).wait(ctx)).toMatchObject({ status: "done", answer: { text: "after abort" } });
+    expect(await (await opened.root.submit({ type: "input", content: "again" }, ctx)).wait(ctx)).toMatchObject({
+      status: "done",
+      answer: { text: "after abort" },
+    });
   });
 
   it("a read-only harness shows the conversation but rejects submit with ReadOnlySession", async () => {
@@ -161,7 +184,11 @@ describe("submissions and the busy conversation", () => {
     await (await opened.root.submit({ type: "input", content: "hello" }, ctx)).wait(ctx);
     await opened.harness.close(ctx);
     const { Harness, createRegistry } = await import("../src/index.ts");
-    const readOnly = await Harness.open(MemoryStorage.fromImage(await storage.exportImage(), { readOnly: true }), { registry: createRegistry(), readOnly: true }, ctx);
+    const readOnly = await Harness.open(
+      MemoryStorage.fromImage(await storage.exportImage(), { readOnly: true }),
+      { registry: createRegistry(), readOnly: true },
+      ctx,
+    );
     const root = await readOnly.root(ctx);
     expect(kinds((await root.view(ctx)).entries)).toEqual(["pi.user", "pi.assistant"]);
     await expect(root.submit({ type: "input", content: "more" }, ctx)).rejects.toBeInstanceOf(ReadOnlySession);
@@ -178,7 +205,10 @@ describe("submissions and the busy conversation", () => {
     const busyRoot = await opened.root.submit({ type: "input", content: "wait" }, ctx);
     await until(gate.started, "the root is busy");
     // The root is busy; the other conversation is not.
-    expect(await (await other.submit({ type: "input", content: "hi", whenBusy: "reject" }, ctx)).wait(ctx)).toMatchObject({ status: "done", answer: { text: "from the other one" } });
+    expect(await (await other.submit({ type: "input", content: "hi", whenBusy: "reject" }, ctx)).wait(ctx)).toMatchObject({
+      status: "done",
+      answer: { text: "from the other one" },
+    });
     gate.open();
     expect(await busyRoot.wait(ctx)).toMatchObject({ status: "done", answer: { text: "root done" } });
     expect(kinds(await other.entries(ctx))).toEqual(["pi.user", "pi.system", "pi.assistant"]);
@@ -202,7 +232,11 @@ describe("submissions and the busy conversation", () => {
     });
     const { Harness, createRegistry } = await import("../src/index.ts");
     const reports: unknown[] = [];
-    const harness = await Harness.open(new MemoryStorage(), { registry: createRegistry(), models: flaky, onReport: (report) => reports.push(report) }, ctx);
+    const harness = await Harness.open(
+      new MemoryStorage(),
+      { registry: createRegistry(), models: flaky, onReport: (report) => reports.push(report) },
+      ctx,
+    );
     const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
     const submission = await root.submit({ type: "input", content: "hello" }, ctx);
     expect(await submission.wait(ctx)).toMatchObject({ status: "unanswered", reason: "faulted", message: "model catalog is broken" });
@@ -210,7 +244,10 @@ describe("submissions and the busy conversation", () => {
     await until(async () => !(await root.view(ctx)).busy, "the run is cleaned up");
     expect((await root.view(ctx)).live.runFailure).toMatchObject({ reason: "faulted" });
     broken = false;
-    expect(await (await root.submit({ type: "input", content: "again" }, ctx)).wait(ctx)).toMatchObject({ status: "done", answer: { text: "works again" } });
+    expect(await (await root.submit({ type: "input", content: "again" }, ctx)).wait(ctx)).toMatchObject({
+      status: "done",
+      answer: { text: "works again" },
+    });
     await harness.close(ctx);
   });
 });

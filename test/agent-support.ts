@@ -1,30 +1,30 @@
 import {
+  type Api,
+  type AssistantMessage,
+  type AssistantMessageEventStream,
   createAssistantMessageEventStream,
   createModels,
+  type FauxResponseStep,
   fauxAssistantMessage,
   fauxProvider,
   fauxText,
   fauxToolCall,
-  type AssistantMessage,
-  type AssistantMessageEventStream,
-  type Context as ModelContext,
-  type FauxResponseStep,
   type Message,
   type Model,
-  type Api,
+  type Context as ModelContext,
   type Models,
 } from "@earendil-works/pi-ai";
 import {
-  createRegistry,
-  defineExtension,
-  Harness,
-  memoryEnvs,
   type AgentHooks,
   type AnyTool,
   type Conversation,
   type CrashPointHandler,
+  createRegistry,
+  defineExtension,
   type EntryRecord,
+  Harness,
   type LiveView,
+  memoryEnvs,
   type Report,
   type Settings,
   type Storage,
@@ -69,9 +69,12 @@ export class ScriptedModels {
     const scripted = this;
     return new Proxy(this.models, {
       get(target, key, receiver) {
-        if (key === "streamSimple") return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) => scripted.#stream(model, context, options);
+        if (key === "streamSimple")
+          return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) =>
+            scripted.#stream(model, context, options);
         if (key === "completeSimple") {
-          return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) => scripted.#stream(model, context, options).result();
+          return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) =>
+            scripted.#stream(model, context, options).result();
         }
         const value = Reflect.get(target, key, receiver);
         return typeof value === "function" ? value.bind(target) : value;
@@ -80,7 +83,11 @@ export class ScriptedModels {
   }
 
   #stream(model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }): AssistantMessageEventStream {
-    this.requests.push(structuredClone(context.systemPrompt ? [{ role: "system", content: context.systemPrompt, timestamp: 0 }, ...context.messages] : context.messages));
+    this.requests.push(
+      structuredClone(
+        context.systemPrompt ? [{ role: "system", content: context.systemPrompt, timestamp: 0 }, ...context.messages] : context.messages,
+      ),
+    );
     const step = this.#steps.shift();
     if (step && typeof step === "object" && "hang" in step) return this.#hang(model, step.hang, options?.signal);
     this.faux.setResponses(step === undefined ? [] : [step]);
@@ -96,7 +103,14 @@ export class ScriptedModels {
       api: model.api,
       provider: model.provider,
       model: model.id,
-      usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+      usage: {
+        input: 0,
+        output: 0,
+        cacheRead: 0,
+        cacheWrite: 0,
+        totalTokens: 0,
+        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+      },
       stopReason: "stop",
       timestamp: 0,
     };
@@ -106,7 +120,12 @@ export class ScriptedModels {
       stream.push({ type: "text_delta", contentIndex: 0, delta: text, partial: { ...base, content: [{ type: "text", text }] } });
       const abort = () => {
         this.hanging--;
-        const aborted: AssistantMessage = { ...base, content: [{ type: "text", text }], stopReason: "aborted", errorMessage: "Request was aborted" };
+        const aborted: AssistantMessage = {
+          ...base,
+          content: [{ type: "text", text }],
+          stopReason: "aborted",
+          errorMessage: "Request was aborted",
+        };
         stream.push({ type: "error", reason: "aborted", error: aborted });
         stream.end(aborted);
       };
@@ -121,7 +140,10 @@ export const answer = (text: string) => fauxAssistantMessage(fauxText(text));
 export const callTool = (name: string, args: Record<string, unknown>, id: string) =>
   fauxAssistantMessage([fauxToolCall(name, args as never, { id })], { stopReason: "toolUse" });
 export const callTools = (calls: Array<[name: string, args: Record<string, unknown>, id: string]>) =>
-  fauxAssistantMessage(calls.map(([name, args, id]) => fauxToolCall(name, args as never, { id })), { stopReason: "toolUse" });
+  fauxAssistantMessage(
+    calls.map(([name, args, id]) => fauxToolCall(name, args as never, { id })),
+    { stopReason: "toolUse" },
+  );
 
 export interface AgentWorld {
   /** One `MemoryEnv` per conversation; it survives the simulated crash like real files. */
@@ -157,7 +179,8 @@ export async function openAgent(
   const clock = options.clock ?? createManualClock(1_000);
   const reports: Report[] = [];
   const registry = createRegistry();
-  if (options.tools || options.hooks) registry.install(defineExtension({ name: "test", tools: options.tools ?? [], ...(options.hooks ? { hooks: options.hooks } : {}) }));
+  if (options.tools || options.hooks)
+    registry.install(defineExtension({ name: "test", tools: options.tools ?? [], ...(options.hooks ? { hooks: options.hooks } : {}) }));
   const harness = await Harness.open(
     storage,
     {
@@ -171,7 +194,9 @@ export async function openAgent(
     },
     ctx,
   );
-  const root = await harness.root(ctx, { agent: { model: "faux/faux-1", ...(options.instructions ? { instructions: options.instructions } : {}) } });
+  const root = await harness.root(ctx, {
+    agent: { model: "faux/faux-1", ...(options.instructions ? { instructions: options.instructions } : {}) },
+  });
   return { harness, clock, reports, root, storage };
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { defineTool, MemoryStorage, type ConversationViewState } from "../src/index.ts";
+import { type ConversationViewState, defineTool, MemoryStorage } from "../src/index.ts";
 import { answer, callTool, createWorld, kinds, openAgent, ScriptedModels, settle, texts, until } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
@@ -27,7 +27,9 @@ describe("conversation views", () => {
     const unsubscribe = opened.root.subscribe((view) => {
       seen.push(view);
       // Never ahead of storage: every entry a view shows is already stored.
-      void storage.listEntries(opened.root.id).then((entries) => stored.push(view.entries.every((entry) => entries.some((e) => e.id === entry.id)) ? 1 : 0));
+      void storage
+        .listEntries(opened.root.id)
+        .then((entries) => stored.push(view.entries.every((entry) => entries.some((e) => e.id === entry.id)) ? 1 : 0));
     });
     const submission = await opened.root.submit({ type: "input", content: "work" }, ctx);
     await until(() => started, "the tool runs");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MemoryStorage, type CompactionEntryPayload } from "../src/index.ts";
+import { type CompactionEntryPayload, MemoryStorage } from "../src/index.ts";
 import { answer, createWorld, fauxAssistantMessage, openAgent, ScriptedModels, texts } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
@@ -12,7 +12,12 @@ async function twoTurns(models: ScriptedModels) {
 
 describe("S10 compaction", () => {
   it("S10 compact() summarizes the older entries into a pi.compaction entry that later requests send instead", async () => {
-    const models = new ScriptedModels([answer("first answer"), answer("second answer"), answer("They asked a first question."), answer("third answer")]);
+    const models = new ScriptedModels([
+      answer("first answer"),
+      answer("second answer"),
+      answer("They asked a first question."),
+      answer("third answer"),
+    ]);
     const opened = await twoTurns(models);
     const taskId = await opened.root.compact({ instructions: "keep questions" }, ctx);
     expect((await opened.root.view(ctx)).live.compactions).toEqual([{ taskId, attempt: 1 }]);
@@ -49,9 +54,16 @@ describe("S10 compaction", () => {
     const ended = await opened.harness.waitForTask(taskId, ctx);
     expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "failed", error: { detail: { reason: "model_error" } } } });
     const view = await opened.root.view(ctx);
-    expect(view.live.compactionFailure).toMatchObject({ taskId, reason: "model_error", message: "Summarization failed: 400 invalid request" });
+    expect(view.live.compactionFailure).toMatchObject({
+      taskId,
+      reason: "model_error",
+      message: "Summarization failed: 400 invalid request",
+    });
     expect(view.entries.some((entry) => entry.kind === "pi.compaction")).toBe(false);
-    expect(await (await opened.root.submit({ type: "input", content: "go on" }, ctx)).wait(ctx)).toMatchObject({ status: "done", answer: { text: "a3" } });
+    expect(await (await opened.root.submit({ type: "input", content: "go on" }, ctx)).wait(ctx)).toMatchObject({
+      status: "done",
+      answer: { text: "a3" },
+    });
   });
 
   it("S10 with nothing older than the newest input there is nothing to compact", async () => {

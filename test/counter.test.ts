@@ -32,7 +32,14 @@ for (const backend of backends) {
       const { harness, clock } = await openHarness(storage, { registry });
       harnessRef = harness;
       const root = await harness.root(ctx);
-      const id = await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: 5 }), ctx);
+      const id = await root.commit(
+        (tx) =>
+          tx.createTask(
+            counterTask(() => {}),
+            { to: 5 },
+          ),
+        ctx,
+      );
       harness.resume();
       await runUntil(clock, () => (cut === "close" ? closing !== undefined : image !== undefined));
       if (cut === "close") {
@@ -44,7 +51,9 @@ for (const backend of backends) {
 
     async function secondRun(storage: Storage, id: number, clock: Awaited<ReturnType<typeof firstRun>>["clock"]) {
       const printed: string[] = [];
-      const registry = createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push(line))] }));
+      const registry = createRegistry().install(
+        defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push(line))] }),
+      );
       const { harness } = await openHarness(storage, { registry, clock });
       const afterOpen = await harness.getTask(id, ctx);
       const seedRowsAfterOpen = backend === sqliteMemoryBackend ? await storage.query(SEED_QUERY) : undefined;

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, it } from "vitest";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTask, Harness, type TaskDefinition } from "../src/index.ts";
-import { crashSweep, type CrashScenario } from "../src/testing/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness, type TaskDefinition } from "../src/index.ts";
+import { type CrashScenario, crashSweep } from "../src/testing/index.ts";
 
 // Random task programs with random crash points (issue 9). Reproduce a failure with PROPERTY_SEED=<seed>.
 
@@ -24,7 +24,14 @@ const steps = (depth: number): fc.Arbitrary<Step[]> =>
       ? leaf
       : fc.oneof(
           { arbitrary: leaf, weight: 3 },
-          { arbitrary: fc.record({ t: fc.constant("children" as const), policy: fc.constantFrom("allSettled" as const, "failFast" as const), programs: fc.array(steps(depth - 1), { minLength: 1, maxLength: 3 }) }), weight: 1 },
+          {
+            arbitrary: fc.record({
+              t: fc.constant("children" as const),
+              policy: fc.constantFrom("allSettled" as const, "failFast" as const),
+              programs: fc.array(steps(depth - 1), { minLength: 1, maxLength: 3 }),
+            }),
+            weight: 1,
+          },
         ),
     { minLength: 1, maxLength: 4 },
   );
@@ -50,7 +57,10 @@ function programTask(once: (key: string) => void): TaskDefinition<Program, Check
           case "sleep":
             return runtime.sleepUntil(runtime.now() + step.ms, next, context);
           case "fail":
-            return runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: `step ${i} fails` } } }), context);
+            return runtime.commit(
+              () => ({ status: "terminal", outcome: { status: "failed", error: { message: `step ${i} fails` } } }),
+              context,
+            );
           case "children":
             return runtime.commit((tx) => {
               const on = step.programs.map((steps) => tx.createTask(task, { steps }));
@@ -59,7 +69,8 @@ function programTask(once: (key: string) => void): TaskDefinition<Program, Check
         }
       },
     },
-    abort: async (_r, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "owner failed fast" } }), context),
+    abort: async (_r, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "owner failed fast" } }), context),
   });
   return task;
 }
@@ -68,10 +79,22 @@ function scenario(program: Program): CrashScenario {
   return {
     name: `program ${JSON.stringify(program)}`,
     open: (storage, clock, world) =>
-      Harness.open(storage, { registry: createRegistry().install(defineExtension({ name: "prop", tasks: [programTask((key) => world.once(key))] })), clock }, ctx),
+      Harness.open(
+        storage,
+        { registry: createRegistry().install(defineExtension({ name: "prop", tasks: [programTask((key) => world.once(key))] })), clock },
+        ctx,
+      ),
     start: async (harness) => {
       const root = await harness.root(ctx);
-      if ((await harness.storage.listTasks()).length === 0) await root.commit((tx) => tx.createTask(programTask(() => {}), program), ctx);
+      if ((await harness.storage.listTasks()).length === 0)
+        await root.commit(
+          (tx) =>
+            tx.createTask(
+              programTask(() => {}),
+              program,
+            ),
+          ctx,
+        );
       harness.resume();
     },
   };
@@ -84,14 +107,21 @@ describe("property: random task programs with random crash points", () => {
     try {
       await fc.assert(
         fc.asyncProperty(steps(2), fc.integer({ min: 1, max: 1_000_000 }), async (program, crashSeed) => {
-          worlds += (await crashSweep(scenario({ steps: program }), { single: { sample: 3, seed: crashSeed }, double: { sample: 2, seed: crashSeed } })).worlds;
+          worlds += (
+            await crashSweep(scenario({ steps: program }), {
+              single: { sample: 3, seed: crashSeed },
+              double: { sample: 2, seed: crashSeed },
+            })
+          ).worlds;
         }),
         { seed, numRuns: 60 },
       );
       console.log(`property test: 60 random programs, ${worlds} crash worlds (seed ${seed})`);
     } catch (error) {
       console.log(`property test: seed ${seed}`);
-      throw new Error(`Property failed with PROPERTY_SEED=${seed} (rerun with it to reproduce).\n${String((error as Error).message)}`, { cause: error });
+      throw new Error(`Property failed with PROPERTY_SEED=${seed} (rerun with it to reproduce).\n${String((error as Error).message)}`, {
+        cause: error,
+      });
     }
   });
 });

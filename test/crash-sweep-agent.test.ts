@@ -1,16 +1,16 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
 import {
-  BACKGROUND_CONTEXT as ctx,
   createRegistry,
+  BACKGROUND_CONTEXT as ctx,
   defineExtension,
   defineTool,
+  type ExecutionEnv,
   Harness,
   memoryEnvs,
-  type ExecutionEnv,
   type Settings,
 } from "../src/index.ts";
-import { crashSweep, type CrashScenario, type CrashSweepResult, type SweepWorld } from "../src/testing/index.ts";
+import { type CrashScenario, type CrashSweepResult, crashSweep, type SweepWorld } from "../src/testing/index.ts";
 import { answer, callTools, ScriptedModels } from "./agent-support.ts";
 
 // The agent swept at every commit boundary (issue 9): single crashes everywhere, double crashes sampled.
@@ -97,9 +97,18 @@ function agentScenario(
     start: async (harness) => {
       const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
       for (const input of inputs) {
-        await root.submit({ type: "input", content: `please note (${input.requestId})`, requestId: input.requestId, ...(input.whenBusy ? { whenBusy: input.whenBusy } : {}) }, ctx);
+        await root.submit(
+          {
+            type: "input",
+            content: `please note (${input.requestId})`,
+            requestId: input.requestId,
+            ...(input.whenBusy ? { whenBusy: input.whenBusy } : {}),
+          },
+          ctx,
+        );
       }
-      if (options.compact && !(await harness.storage.listTasks()).some((task) => task.kind === "pi.compaction")) await root.compact({}, ctx);
+      if (options.compact && !(await harness.storage.listTasks()).some((task) => task.kind === "pi.compaction"))
+        await root.compact({}, ctx);
       harness.resume();
     },
     done: async (harness, world) => {
@@ -119,7 +128,8 @@ function agentScenario(
         // Every input is settled, and an answered one has its answer in the transcript.
         for (const conversation of await storage.listConversations()) {
           for (const submission of await storage.listSubmissions(conversation.id)) {
-            if (submission.status !== "done" && submission.status !== "unanswered") return `submission ${submission.id} ended ${submission.status}`;
+            if (submission.status !== "done" && submission.status !== "unanswered")
+              return `submission ${submission.id} ended ${submission.status}`;
           }
         }
       },
@@ -132,7 +142,9 @@ const SAMPLE = { sample: 60, seed: 9 };
 function expectSwept(result: CrashSweepResult, label: string) {
   expect(result.single).toBe(2 * result.commits - 1);
   expect(result.double).toBeGreaterThan(0);
-  console.log(`crashSweep ${label}: ${result.commits} commits, ${result.worlds} crash worlds (${result.single} single, ${result.double} double)`);
+  console.log(
+    `crashSweep ${label}: ${result.commits} commits, ${result.worlds} crash worlds (${result.single} single, ${result.double} double)`,
+  );
 }
 
 describe("crashSweep: the agent at every commit boundary", { timeout: 300_000 }, () => {
@@ -141,11 +153,16 @@ describe("crashSweep: the agent at every commit boundary", { timeout: 300_000 },
   });
 
   it("S8/S9: a turn with a safe and an unsafe tool, sequential", async () => {
-    expectSwept(await crashSweep(agentScenario("sequential tools", { settings: { toolExecution: "sequential" } }), { double: SAMPLE }), "sequential tools");
+    expectSwept(
+      await crashSweep(agentScenario("sequential tools", { settings: { toolExecution: "sequential" } }), { double: SAMPLE }),
+      "sequential tools",
+    );
   });
 
   it("S9: a busy conversation: a steer and a follow-up while the first input is answered", async () => {
-    const scenario = agentScenario("busy", { inputs: [{ requestId: "q1" }, { requestId: "s1", whenBusy: "steer" }, { requestId: "f1", whenBusy: "followUp" }] });
+    const scenario = agentScenario("busy", {
+      inputs: [{ requestId: "q1" }, { requestId: "s1", whenBusy: "steer" }, { requestId: "f1", whenBusy: "followUp" }],
+    });
     expectSwept(await crashSweep(scenario, { double: SAMPLE }), "busy conversation");
   });
 
@@ -166,6 +183,9 @@ describe("crashSweep: the agent at every commit boundary", { timeout: 300_000 },
   }
 
   it("S8/S9 on SQLite: the parallel turn, single crashes and a sample of double ones", async () => {
-    expectSwept(await crashSweep(agentScenario("parallel tools (sqlite)", {}), { storage: "sqlite", double: { sample: 15, seed: 5 } }), "parallel tools on SQLite");
+    expectSwept(
+      await crashSweep(agentScenario("parallel tools (sqlite)", {}), { storage: "sqlite", double: { sample: 15, seed: 5 } }),
+      "parallel tools on SQLite",
+    );
   });
 });

@@ -1,24 +1,43 @@
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, defineTask, Harness } from "../src/index.ts";
-import { crashSweep, CrashSweepViolation, type CrashScenario } from "../src/testing/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness } from "../src/index.ts";
+import { type CrashScenario, CrashSweepViolation, crashSweep } from "../src/testing/index.ts";
 
 /** S12 Example 12 as a sweep scenario: every process starts the counter unless it exists. */
 const example12: CrashScenario = {
   name: "Example 12",
   open: (storage, clock, world) => {
-    const registry = createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => (world.once(line), world.log(line)))] }));
+    const registry = createRegistry().install(
+      defineExtension({
+        name: "example",
+        tasks: [
+          counterTask((line) => {
+            world.once(line);
+            world.log(line);
+          }),
+        ],
+      }),
+    );
     return Harness.open(storage, { registry, clock }, ctx);
   },
   start: async (harness) => {
     const root = await harness.root(ctx);
-    if ((await harness.storage.listTasks()).length === 0) await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: 5 }), ctx);
+    if ((await harness.storage.listTasks()).length === 0)
+      await root.commit(
+        (tx) =>
+          tx.createTask(
+            counterTask(() => {}),
+            { to: 5 },
+          ),
+        ctx,
+      );
     harness.resume();
   },
   invariants: [
     async ({ storage }) => {
       const [task] = await storage.listTasks();
-      if (task?.state.status !== "terminal" || (task.state.outcome as { result?: unknown }).result !== "counted to 5") return `the counter ended ${JSON.stringify(task?.state)}`;
+      if (task?.state.status !== "terminal" || (task.state.outcome as { result?: unknown }).result !== "counted to 5")
+        return `the counter ended ${JSON.stringify(task?.state)}`;
       if (task.memos || task.restarts) return "memos or restarts left on a terminal task";
     },
     ({ lines }) => {
@@ -30,7 +49,9 @@ const example12: CrashScenario = {
 
 for (const storage of ["memory", "sqlite"] as const) {
   describe(`crashSweep on ${storage}`, () => {
-    it("S12/S4: Example 12 keeps its invariants when crashed at every commit boundary, and again during recovery", { timeout: 240_000 }, async () => {
+    it("S12/S4: Example 12 keeps its invariants when crashed at every commit boundary, and again during recovery", {
+      timeout: 240_000,
+    }, async () => {
       const result = await crashSweep(example12, { storage, double: storage === "memory" ? true : { sample: 30, seed: 12 } });
       expect(result.commits).toBeGreaterThan(10);
       expect(result.single).toBe(2 * result.commits - 1); // both sides of every boundary
@@ -55,7 +76,10 @@ function failFastGroup(): CrashScenario {
         nap: async (task, runtime, context) => runtime.sleepUntil(runtime.now() + task.input.ms, { phase: "woke" }, context),
         woke: async (task, runtime, context) => {
           if (task.input.fail) {
-            await runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: "child failed" } } }), context);
+            await runtime.commit(
+              () => ({ status: "terminal", outcome: { status: "failed", error: { message: "child failed" } } }),
+              context,
+            );
             return;
           }
           if ((await runtime.memo("effect", context)) === undefined) {
@@ -65,7 +89,8 @@ function failFastGroup(): CrashScenario {
           await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "woke" } }), context);
         },
       },
-      abort: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "failFast" } }), context),
+      abort: async (_t, runtime, context) =>
+        runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "failFast" } }), context),
     });
   const parent = (kid: ReturnType<typeof child>) =>
     defineTask<null, { phase: "spawn" | "joined" }, string>({
@@ -75,10 +100,15 @@ function failFastGroup(): CrashScenario {
       phases: {
         spawn: async (_t, runtime, context) =>
           runtime.commit((tx) => {
-            const on = [tx.createTask(kid, { fail: true, ms: 100 }), tx.createTask(kid, { fail: false, ms: 60_000 }), tx.createTask(kid, { fail: false, ms: 120_000 })];
+            const on = [
+              tx.createTask(kid, { fail: true, ms: 100 }),
+              tx.createTask(kid, { fail: false, ms: 60_000 }),
+              tx.createTask(kid, { fail: false, ms: 120_000 }),
+            ];
             return { status: "waiting", checkpoint: { phase: "joined" }, on, policy: "failFast" };
           }, context),
-        joined: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
+        joined: async (_t, runtime, context) =>
+          runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
       },
       abort: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
     });
@@ -86,7 +116,11 @@ function failFastGroup(): CrashScenario {
     name: "failFast group",
     open: (storage, clock, world) => {
       const kid = child(world);
-      return Harness.open(storage, { registry: createRegistry().install(defineExtension({ name: "sweep", tasks: [kid, parent(kid)] })), clock }, ctx);
+      return Harness.open(
+        storage,
+        { registry: createRegistry().install(defineExtension({ name: "sweep", tasks: [kid, parent(kid)] })), clock },
+        ctx,
+      );
     },
     start: async (harness) => {
       const root = await harness.root(ctx);
@@ -99,9 +133,11 @@ function failFastGroup(): CrashScenario {
     invariants: [
       async ({ storage }) => {
         const tasks = await storage.listTasks();
-        const outcome = (kind: string) => tasks.filter((t) => t.kind === kind).map((t) => (t.state as { outcome: { status: string } }).outcome.status);
+        const outcome = (kind: string) =>
+          tasks.filter((t) => t.kind === kind).map((t) => (t.state as { outcome: { status: string } }).outcome.status);
         if (outcome("sweep.group").join() !== "completed") return `the group ended ${outcome("sweep.group").join()}`;
-        if (outcome("sweep.child").sort().join() !== "aborted,aborted,failed") return `the children ended ${outcome("sweep.child").join()} (failFast must abort the sleepers)`;
+        if (outcome("sweep.child").sort().join() !== "aborted,aborted,failed")
+          return `the children ended ${outcome("sweep.child").join()} (failFast must abort the sleepers)`;
       },
       ({ effects }) => (effects.size > 0 ? `a sleeper woke although failFast aborted it: ${[...effects.keys()].join(", ")}` : undefined),
     ],
@@ -133,7 +169,11 @@ describe("crashSweep finds violations", () => {
                   tick: async (task: any, runtime: any, context: any) => {
                     const n = task.state.checkpoint.n;
                     world.once(`tick ${n}`);
-                    if (n === task.input.to) return runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }), context);
+                    if (n === task.input.to)
+                      return runtime.commit(
+                        () => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }),
+                        context,
+                      );
                     await runtime.sleepUntil(runtime.now() + 50, { phase: "tick", n: n + 1 }, context);
                   },
                 },

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  type AssistantEntryPayload,
+  type Conversation,
   createRegistry,
+  type EntryRecord,
   Harness,
   MemoryStorage,
   memoryEnvs,
-  type AssistantEntryPayload,
-  type Conversation,
-  type EntryRecord,
   type ToolResultEntryPayload,
 } from "../src/index.ts";
 import { createDemoModels } from "../worker/models.ts";
@@ -31,7 +31,9 @@ async function openDemoAgent(options: { tools?: string[] } = {}) {
   const registry = createRegistry().install(filesExtension("unsafe", 0));
   const models = createDemoModels({ tokensPerSecond: 0 });
   harness = await Harness.open(new MemoryStorage(), { registry, models: models.models, env: envs }, ctx);
-  const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}`, ...(options.tools ? { tools: options.tools } : {}) } });
+  const root = await harness.root(ctx, {
+    agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}`, ...(options.tools ? { tools: options.tools } : {}) },
+  });
   return { root, envs, models };
 }
 
@@ -52,7 +54,9 @@ function calls(entries: readonly EntryRecord[]) {
 }
 
 function results(entries: readonly EntryRecord[]) {
-  return entries.filter((entry) => entry.kind === "pi.tool-result").map((entry) => (entry.payload as unknown as ToolResultEntryPayload).message);
+  return entries
+    .filter((entry) => entry.kind === "pi.tool-result")
+    .map((entry) => (entry.payload as unknown as ToolResultEntryPayload).message);
 }
 
 describe("the offline demo model", () => {
@@ -61,7 +65,9 @@ describe("the offline demo model", () => {
 
     const note = await say(root, "note buy milk");
     expect(calls(note.added)).toEqual([{ id: "call_1", name: "append", arguments: { path: "notes.txt", text: "buy milk\n" } }]);
-    expect(results(note.added).map((result) => [result.isError, result.content])).toEqual([[false, [{ type: "text", text: "appended to notes.txt" }]]]);
+    expect(results(note.added).map((result) => [result.isError, result.content])).toEqual([
+      [false, [{ type: "text", text: "appended to notes.txt" }]],
+    ]);
     expect(note.text).toBe('Added "buy milk" to notes.txt.');
     await say(root, "Remember: call Ada.");
     expect(envs.get(root.id).snapshot()).toEqual({ "notes.txt": "buy milk\ncall Ada.\n" });
@@ -80,7 +86,11 @@ describe("the offline demo model", () => {
   it("a note is the library's append, not the probe: it answers while the probe would still be waiting", async () => {
     const envs = memoryEnvs();
     const registry = createRegistry().install(filesExtension("unsafe", 600_000)); // a probe would wait 10 minutes
-    harness = await Harness.open(new MemoryStorage(), { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs }, ctx);
+    harness = await Harness.open(
+      new MemoryStorage(),
+      { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs },
+      ctx,
+    );
     const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}` } });
     const note = await say(root, "note buy milk");
     expect(note.outcome.status).toBe("done");
@@ -110,7 +120,11 @@ describe("the offline demo model", () => {
     const envs = memoryEnvs();
     const registry = createRegistry().install(filesExtension("unsafe", 600_000));
     const settings = { progress: { persistWithinMs: 0 } };
-    harness = await Harness.open(new MemoryStorage(), { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs, settings }, ctx);
+    harness = await Harness.open(
+      new MemoryStorage(),
+      { registry, models: createDemoModels({ tokensPerSecond: 0 }).models, env: envs, settings },
+      ctx,
+    );
     const root = await harness.root(ctx, { agent: { model: `${OFFLINE_MODEL.provider}/${OFFLINE_MODEL.id}` } });
     const submission = await root.submit({ type: "input", content: "probe" }, ctx);
     const output = new Promise<void>((resolve) => root.subscribe((view) => view.live.tools?.[0]?.output === PROBE.output && resolve()));
@@ -118,7 +132,13 @@ describe("the offline demo model", () => {
     await root.abort(ctx);
     expect(await submission.wait(ctx)).toMatchObject({ status: "unanswered", reason: "aborted" });
     const [result] = results(await root.entries(ctx));
-    expect(result).toMatchObject({ isError: true, content: [{ type: "text", text: PROBE.output }, { type: "text", text: "<harness>\n[error] Tool probe was aborted\n</harness>" }] });
+    expect(result).toMatchObject({
+      isError: true,
+      content: [
+        { type: "text", text: PROBE.output },
+        { type: "text", text: "<harness>\n[error] Tool probe was aborted\n</harness>" },
+      ],
+    });
     expect(envs.get(root.id).snapshot()).toEqual({ [PROBE.path]: PROBE.text });
   });
 
@@ -146,11 +166,23 @@ describe("the demo's model choices", () => {
   it("lists the offline model; configure checks what the page sends", async () => {
     const models = createDemoModels({ tokensPerSecond: 0 });
     expect(models.list()).toEqual([{ ...OFFLINE_MODEL, label: "offline demo model", offline: true }]);
-    await expect(models.configure({ kind: "gemini", apiKey: "k", model: "m" })).rejects.toThrow(/kind must be "openai-compatible", "openai" or "anthropic"/);
-    await expect(models.configure({ kind: "openai-compatible", baseUrl: "localhost:11434", model: "m" })).rejects.toThrow(/baseUrl must be an http\(s\) URL/);
+    await expect(models.configure({ kind: "gemini", apiKey: "k", model: "m" })).rejects.toThrow(
+      /kind must be "openai-compatible", "openai" or "anthropic"/,
+    );
+    await expect(models.configure({ kind: "openai-compatible", baseUrl: "localhost:11434", model: "m" })).rejects.toThrow(
+      /baseUrl must be an http\(s\) URL/,
+    );
     await expect(models.configure({ kind: "anthropic", model: "m" })).rejects.toThrow(/apiKey must be a non-empty string/);
     const choices = await models.configure({ kind: "openai-compatible", baseUrl: "http://127.0.0.1:11434/v1/", model: "llama3.2" });
-    expect(choices.at(-1)).toEqual({ provider: "openai-compatible", id: "llama3.2", label: "llama3.2 at http://127.0.0.1:11434/v1", offline: false });
-    expect(models.models.getModel("openai-compatible", "llama3.2")).toMatchObject({ api: "openai-completions", baseUrl: "http://127.0.0.1:11434/v1" });
+    expect(choices.at(-1)).toEqual({
+      provider: "openai-compatible",
+      id: "llama3.2",
+      label: "llama3.2 at http://127.0.0.1:11434/v1",
+      offline: false,
+    });
+    expect(models.models.getModel("openai-compatible", "llama3.2")).toMatchObject({
+      api: "openai-completions",
+      baseUrl: "http://127.0.0.1:11434/v1",
+    });
   });
 });

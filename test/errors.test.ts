@@ -16,5 +16,7 @@ it("every error class has a stable name that survives minification (it is spelle
 it("bad input: a registry without the built-in tasks is refused at open with a clear error", async () => {
   const { BACKGROUND_CONTEXT, Harness, MemoryStorage, Registry, InvalidSetting } = await import("../src/index.ts");
   await expect(Harness.open(new MemoryStorage(), { registry: new Registry() }, BACKGROUND_CONTEXT)).rejects.toThrow(InvalidSetting);
-  await expect(Harness.open(new MemoryStorage(), { registry: new Registry() }, BACKGROUND_CONTEXT)).rejects.toThrow(/built-in tasks pi\.generation, pi\.tool, pi\.compaction: create it with createRegistry/);
+  await expect(Harness.open(new MemoryStorage(), { registry: new Registry() }, BACKGROUND_CONTEXT)).rejects.toThrow(
+    /built-in tasks pi\.generation, pi\.tool, pi\.compaction: create it with createRegistry/,
+  );
 });

@@ -1,8 +1,19 @@
 import { describe, expect, it } from "vitest";
 import type { AssistantEntryPayload, Settings } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { backends, ctx, type Backend } from "./support.ts";
-import { answer, createWorld, openAgent, ScriptedModels, settle, tasksOf, texts, until, type AgentOpened, type AgentWorld } from "./agent-support.ts";
+import {
+  type AgentOpened,
+  type AgentWorld,
+  answer,
+  createWorld,
+  openAgent,
+  ScriptedModels,
+  settle,
+  tasksOf,
+  texts,
+  until,
+} from "./agent-support.ts";
+import { type Backend, backends, ctx } from "./support.ts";
 
 interface Cut {
   backend: Backend;
@@ -24,7 +35,10 @@ async function cutDuringRequest(backend: Backend, how: "kill" | "close", setting
   const submission = await first.root.submit({ type: "input", content: "say hello" }, ctx);
   await until(() => models.hanging === 1, "the request is in flight");
   first.clock.advance(settings?.progress?.persistWithinMs ?? 1000);
-  await until(async () => texts((await first.root.view(ctx)).live.generation?.message ?? { content: [] }).join("") === "Hel", "the partial is persisted");
+  await until(
+    async () => texts((await first.root.view(ctx)).live.generation?.message ?? { content: [] }).join("") === "Hel",
+    "the partial is persisted",
+  );
   if (how === "close") await first.harness.close(ctx);
   const image = await first.storage.exportImage();
   const [generation] = await tasksOf(first.storage, "pi.generation");
@@ -32,7 +46,12 @@ async function cutDuringRequest(backend: Backend, how: "kill" | "close", setting
 }
 
 async function reopen(cut: Cut, models: ScriptedModels, settings?: Settings) {
-  const second = await openAgent(await cut.backend.fromImage(cut.image), { models, world: cut.world, settings, clock: createManualClock(cut.first.clock.now()) });
+  const second = await openAgent(await cut.backend.fromImage(cut.image), {
+    models,
+    world: cut.world,
+    settings,
+    clock: createManualClock(cut.first.clock.now()),
+  });
   const submission = await second.harness.submission(cut.submissionId, ctx);
   let outcome: Awaited<ReturnType<typeof submission.wait>> | undefined;
   void submission.wait(ctx).then((value) => (outcome = value));
@@ -52,7 +71,10 @@ for (const backend of backends) {
     it("S9 the attempt counts as failed: the partial becomes an aborted entry, the retry waits baseDelayMs, then the answer arrives", async () => {
       const cut = await cutDuringRequest(backend, "kill");
       const before = await backend.fromImage(cut.image, { readOnly: true });
-      expect((await before.getTask(cut.generationId))!.state).toMatchObject({ status: "running", checkpoint: { phase: "request", attempt: 1 } });
+      expect((await before.getTask(cut.generationId))!.state).toMatchObject({
+        status: "running",
+        checkpoint: { phase: "request", attempt: 1 },
+      });
 
       const models = new ScriptedModels([answer("Hello!")]);
       const { second, outcome } = await reopen(cut, models);
@@ -60,10 +82,22 @@ for (const backend of backends) {
       // Not resent at once: the generation sleeps for the backoff.
       expect(models.requests).toHaveLength(0);
       const sleeping = (await second.harness.getTask(cut.generationId, ctx))!;
-      expect(sleeping.state).toMatchObject({ status: "sleeping", until: second.clock.now() + 2000, checkpoint: { phase: "request", attempt: 2 } });
+      expect(sleeping.state).toMatchObject({
+        status: "sleeping",
+        until: second.clock.now() + 2000,
+        checkpoint: { phase: "request", attempt: 2 },
+      });
       expect(sleeping.restarts).toBeUndefined();
       const live = (await second.root.view(ctx)).live;
-      expect(live.generation).toEqual({ attempt: 2, retry: { at: second.clock.now() + 2000, error: "Attempt 1 of the model request was cut off while in flight.", cause: "interrupted", maxAttempts: 4 } });
+      expect(live.generation).toEqual({
+        attempt: 2,
+        retry: {
+          at: second.clock.now() + 2000,
+          error: "Attempt 1 of the model request was cut off while in flight.",
+          cause: "interrupted",
+          maxAttempts: 4,
+        },
+      });
       expect(await assistantTexts(second)).toEqual([["aborted", "Hel"]]);
 
       second.clock.advance(1999);
@@ -73,7 +107,10 @@ for (const backend of backends) {
       await until(() => outcome() !== undefined, "the answer");
       expect(models.requests).toHaveLength(1);
       expect(outcome()).toMatchObject({ status: "done", answer: { text: "Hello!" } });
-      expect(await assistantTexts(second)).toEqual([["aborted", "Hel"], ["stop", "Hello!"]]);
+      expect(await assistantTexts(second)).toEqual([
+        ["aborted", "Hel"],
+        ["stop", "Hello!"],
+      ]);
       // The aborted partial is kept in the transcript but never sent again.
       expect(models.requests[0]!.filter((message) => message.role === "assistant")).toEqual([]);
       expect(second.reports.filter((report) => report.kind === "task_interrupted")).toEqual([]);
@@ -92,9 +129,14 @@ for (const backend of backends) {
       expect(view.live.run).toBeUndefined();
       expect(view.busy).toBe(false);
       expect(await assistantTexts(second)).toEqual([["aborted", "Hel"]]);
-      expect(second.reports).toContainEqual(expect.objectContaining({ kind: "task_interrupted", taskId: cut.generationId, taskKind: "pi.generation", reason: "interrupted" }));
+      expect(second.reports).toContainEqual(
+        expect.objectContaining({ kind: "task_interrupted", taskId: cut.generationId, taskKind: "pi.generation", reason: "interrupted" }),
+      );
       const ended = (await second.harness.getTask(cut.generationId, ctx))!;
-      expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "failed", error: { detail: { reason: "interrupted" } } } });
+      expect(ended.state).toMatchObject({
+        status: "terminal",
+        outcome: { status: "failed", error: { detail: { reason: "interrupted" } } },
+      });
     });
 
     it("S9 after a clean close() the request is sent again at once and no failure is counted", async () => {
@@ -112,7 +154,10 @@ for (const backend of backends) {
       const done = (await second.harness.getTask(cut.generationId, ctx))!;
       expect(done.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
       // The partial the close left is kept as an aborted entry; no retry was scheduled.
-      expect(await assistantTexts(second)).toEqual([["aborted", "Hel"], ["stop", "Hello!"]]);
+      expect(await assistantTexts(second)).toEqual([
+        ["aborted", "Hel"],
+        ["stop", "Hello!"],
+      ]);
       expect((await second.root.view(ctx)).live).toEqual({});
     });
   });
@@ -131,7 +176,9 @@ describe("S6 S9 S10 built-ins at the restart limit", () => {
     expect(models.requests).toHaveLength(0);
     expect((await second.root.view(ctx)).live.runFailure).toMatchObject({ reason: "restart_limit" });
     expect(await assistantTexts(second)).toEqual([["aborted", "Hel"]]);
-    expect(second.reports).toContainEqual(expect.objectContaining({ kind: "task_interrupted", taskKind: "pi.generation", reason: "restart_limit" }));
+    expect(second.reports).toContainEqual(
+      expect.objectContaining({ kind: "task_interrupted", taskKind: "pi.generation", reason: "restart_limit" }),
+    );
 
     const next = await second.root.submit({ type: "input", content: "again" }, ctx);
     expect(await next.wait(ctx)).toMatchObject({ status: "done", answer: { text: "fresh answer" } });
@@ -150,15 +197,25 @@ describe("S6 S9 S10 built-ins at the restart limit", () => {
     await until(() => models.hanging === 1, "the summary request is in flight");
     const image = await first.storage.exportImage();
 
-    const second = await openAgent(await backend.fromImage(image), { models: new ScriptedModels([answer("three")]), world, settings, clock: createManualClock(first.clock.now()) });
+    const second = await openAgent(await backend.fromImage(image), {
+      models: new ScriptedModels([answer("three")]),
+      world,
+      settings,
+      clock: createManualClock(first.clock.now()),
+    });
     second.harness.resume();
     const ended = await second.harness.waitForTask(compactionId, ctx);
-    expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "failed", error: { detail: { reason: "restart_limit" } } } });
+    expect(ended.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "failed", error: { detail: { reason: "restart_limit" } } },
+    });
     const view = await second.root.view(ctx);
     expect(view.live.compactionFailure).toMatchObject({ taskId: compactionId, reason: "restart_limit" });
     expect(view.live.compactions).toBeUndefined();
     expect(view.entries.some((entry) => entry.kind === "pi.compaction")).toBe(false);
-    expect(second.reports).toContainEqual(expect.objectContaining({ kind: "task_interrupted", taskId: compactionId, taskKind: "pi.compaction", reason: "restart_limit" }));
+    expect(second.reports).toContainEqual(
+      expect.objectContaining({ kind: "task_interrupted", taskId: compactionId, taskKind: "pi.compaction", reason: "restart_limit" }),
+    );
     const next = await second.root.submit({ type: "input", content: "third" }, ctx);
     expect(await next.wait(ctx)).toMatchObject({ status: "done", answer: { text: "three" } });
   });

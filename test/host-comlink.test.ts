@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
-import { createRegistry, DurableError, defineExtension, QueryNotReadOnly, UnknownTaskKind } from "../src/index.ts";
 import { HostClient } from "../src/host/client.ts";
 import { createHost } from "../src/host/host.ts";
+import { createRegistry, DurableError, defineExtension, QueryNotReadOnly, UnknownTaskKind } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 
@@ -22,7 +22,10 @@ function connected() {
   const served = createHost({
     database: "comlink",
     openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] })), clock: createManualClock(1_000) },
+    harness: {
+      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] })),
+      clock: createManualClock(1_000),
+    },
     methods: {
       throwsText: () => {
         throw "plain text";
@@ -56,7 +59,11 @@ describe("the host over comlink", () => {
     const conversation = await client.rootConversation();
     const baseline = served.listenerCount();
     for (let cycle = 0; cycle < 1_000; cycle += 1) {
-      const stops = await Promise.all([client.onReport(() => {}), client.watchTasks(() => {}), client.watchConversation(conversation, () => {})]);
+      const stops = await Promise.all([
+        client.onReport(() => {}),
+        client.watchTasks(() => {}),
+        client.watchConversation(conversation, () => {}),
+      ]);
       for (const stop of stops) stop();
     }
     await client.inspect(); // answered after every unsubscribe before it

@@ -1,27 +1,27 @@
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
+import { HostClient } from "../src/host/client.ts";
+import { type HostEndpoint, hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
+import { deserializeError, serializeError } from "../src/host/error-wire.ts";
+import { createHost, type HostOptions } from "../src/host/host.ts";
+import { type ClientMessage, type HostMessage, messageEndpoint, serveMessages } from "../src/host/messages.ts";
+import type { Ownership } from "../src/host/ownership.ts";
+import type { HarnessStatus, RemoteHost } from "../src/host/protocol.ts";
 import {
   ConversationBusy,
   CrashPointsOff,
   createRegistry,
   DurableError,
   defineExtension,
-  NotFound,
   InvalidSetting,
+  NotFound,
   QueryNotReadOnly,
   SchemaTooNew,
+  type Storage,
   UnknownMethod,
   UnknownTaskKind,
   WorkerGone,
-  type Storage,
 } from "../src/index.ts";
-import { HostClient } from "../src/host/client.ts";
-import { hostEndpoint, remoteHost, type HostEndpoint } from "../src/host/endpoint.ts";
-import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { createHost, type HostOptions } from "../src/host/host.ts";
-import { messageEndpoint, serveMessages, type ClientMessage, type HostMessage } from "../src/host/messages.ts";
-import type { Ownership } from "../src/host/ownership.ts";
-import type { HarnessStatus, RemoteHost } from "../src/host/protocol.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { flush, sqliteMemoryBackend } from "./support.ts";
 
@@ -86,7 +86,12 @@ describe("the runtime-neutral host over a message transport", () => {
     expect((unknownKind as Error).message).toContain("example.counter");
     const write = await remote.query("DELETE FROM tasks").catch((error: unknown) => error);
     expect(write).toBeInstanceOf(QueryNotReadOnly);
-    expect(await remote.getTask(999).then(() => "found", (error: unknown) => error)).not.toBeInstanceOf(Error);
+    expect(
+      await remote.getTask(999).then(
+        () => "found",
+        (error: unknown) => error,
+      ),
+    ).not.toBeInstanceOf(Error);
     expect(await remote.waitForSubmission(999).catch((error: unknown) => error)).toBeInstanceOf(NotFound);
   });
 
@@ -234,7 +239,10 @@ describe("the page's client over any transport", () => {
     const refused = await tooNew.ready().catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(SchemaTooNew);
     expect(refused).toMatchObject({ found: 99, supported: 3, message: new SchemaTooNew(99, 3).message });
-    expect(tooNew.status).toEqual({ kind: "failed", error: { name: "SchemaTooNew", message: new SchemaTooNew(99, 3).message, details: { found: 99, supported: 3 } } });
+    expect(tooNew.status).toEqual({
+      kind: "failed",
+      error: { name: "SchemaTooNew", message: new SchemaTooNew(99, 3).message, details: { found: 99, supported: 3 } },
+    });
   });
 
   it("once the transport says the host is gone, pending and later calls reject with WorkerGone", async () => {

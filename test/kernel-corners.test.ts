@@ -30,7 +30,8 @@ const napper = defineTask<{ ms: number }, { phase: "nap" | "woke" }, string>({
   initial: () => ({ phase: "nap" }),
   phases: {
     nap: async (task, runtime, context) => runtime.sleepUntil(runtime.now() + task.input.ms, { phase: "woke" }, context),
-    woke: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "woke" } }), context),
+    woke: async (_t, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "woke" } }), context),
   },
   abort: aborted,
 });
@@ -150,7 +151,10 @@ for (const backend of backends) {
       await settleUntilTerminal(opened.harness, id);
       expect(aborts).toBeLessThanOrEqual(3);
       const record = await status(opened.harness, id);
-      expect(record.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit" } } } });
+      expect(record.state).toMatchObject({
+        status: "terminal",
+        outcome: { status: "faulted", error: { detail: { reason: "restart_limit" } } },
+      });
     });
 
     it("S6/B6: the restart limit also ends a crash loop inside onRestartLimit", async () => {
@@ -190,7 +194,10 @@ for (const backend of backends) {
         name: "test.failing",
         version: 1,
         initial: () => ({ phase: "go" }),
-        phases: { go: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: "no" } } }), context) },
+        phases: {
+          go: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: "no" } } }), context),
+        },
         abort: aborted,
       });
       const group = defineTask<null, { phase: "spawn" | "park" | "joined"; on?: number[] }, string>({
@@ -206,10 +213,12 @@ for (const backend of backends) {
           park: async (task, runtime, context) => {
             const on = task.state.checkpoint.on!;
             // Let the failing member end before the wait is committed.
-            for (let i = 0; i < 50 && (await runtime.getTask(on[0]!, context))?.state.status !== "terminal"; i++) await new Promise((r) => setTimeout(r, 0));
+            for (let i = 0; i < 50 && (await runtime.getTask(on[0]!, context))?.state.status !== "terminal"; i++)
+              await new Promise((r) => setTimeout(r, 0));
             await runtime.commit(() => ({ status: "waiting", checkpoint: { phase: "joined" }, on, policy: "failFast" }), context);
           },
-          joined: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
+          joined: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
         },
         abort: aborted,
       });
@@ -229,7 +238,10 @@ for (const backend of backends) {
         name: "test.failing",
         version: 1,
         initial: () => ({ phase: "go" }),
-        phases: { go: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: "no" } } }), context) },
+        phases: {
+          go: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "failed", error: { message: "no" } } }), context),
+        },
         abort: aborted,
       });
       const group = defineTask<null, { phase: "spawn" | "joined" }, string>({
@@ -242,7 +254,8 @@ for (const backend of backends) {
               const on = [tx.createTask(failing, null), tx.createTask(napper, { ms: 3_600_000 })];
               return { status: "waiting", checkpoint: { phase: "joined" }, on, policy: "failFast" };
             }, context),
-          joined: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
+          joined: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "joined" } }), context),
         },
         abort: aborted,
       });
@@ -350,10 +363,25 @@ for (const backend of backends) {
 describe("kernel corners (storage independent)", () => {
   it("S3/B3: a live row without a checkpoint or with an unknown status is refused at open as DatabaseCorrupt", async () => {
     const registry = createRegistry();
-    for (const state of [{ status: "running" }, { status: "dancing", checkpoint: { phase: "x" } }, { status: "sleeping", checkpoint: { phase: "x" } }]) {
+    for (const state of [
+      { status: "running" },
+      { status: "dancing", checkpoint: { phase: "x" } },
+      { status: "sleeping", checkpoint: { phase: "x" } },
+    ]) {
       const storage = new MemoryStorage();
       await storage.apply({
-        tasks: [{ id: 1, conversationId: 2, kind: "test.x", version: 1, input: null, background: false, abortRequested: false, state } as unknown as TaskRecord],
+        tasks: [
+          {
+            id: 1,
+            conversationId: 2,
+            kind: "test.x",
+            version: 1,
+            input: null,
+            background: false,
+            abortRequested: false,
+            state,
+          } as unknown as TaskRecord,
+        ],
         conversations: [{ id: 2, createdAt: 0 }],
         entries: [],
         submissions: [],
@@ -361,7 +389,10 @@ describe("kernel corners (storage independent)", () => {
         nextId: 3,
       });
       const before = new TextDecoder().decode(await storage.exportImage());
-      await expect(Harness.open(storage, { registry }, ctx)).rejects.toMatchObject({ name: "DatabaseCorrupt", message: expect.stringContaining("task 1") });
+      await expect(Harness.open(storage, { registry }, ctx)).rejects.toMatchObject({
+        name: "DatabaseCorrupt",
+        message: expect.stringContaining("task 1"),
+      });
       expect(new TextDecoder().decode(await storage.exportImage())).toBe(before);
       // Read-only still opens it for inspection.
       const reader = await Harness.open(storage, { registry, readOnly: true }, ctx);

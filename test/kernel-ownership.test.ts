@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTask, MemoryStorage, StorageQuotaExceeded, type Batch, type TaskDefinition } from "../src/index.ts";
+import {
+  type Batch,
+  createRegistry,
+  defineExtension,
+  defineTask,
+  MemoryStorage,
+  StorageQuotaExceeded,
+  type TaskDefinition,
+} from "../src/index.ts";
 import { backends, ctx, flush, openHarness } from "./support.ts";
 
 function registryWith(...tasks: TaskDefinition<any, any, any>[]) {
@@ -57,7 +65,10 @@ for (const backend of backends) {
       expect(await harness.abortTask(id, ctx)).toBe("marked");
       const ended = await harness.waitForTask(id, ctx);
       expect(ended.state).toEqual({ status: "terminal", outcome: { status: "aborted" } });
-      expect((await harness.getTask(child.id, ctx))!.state).toEqual({ status: "terminal", outcome: { status: "aborted", reason: "asked" } });
+      expect((await harness.getTask(child.id, ctx))!.state).toEqual({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "asked" },
+      });
       expect(order).toEqual(["child", "owner"]);
     });
 
@@ -144,7 +155,13 @@ for (const backend of backends) {
     });
 
     it("S1: ids come from one global space shared by conversations and tasks", async () => {
-      const def = defineTask<null, { phase: "x" }, null>({ name: "test.idle", version: 1, initial: () => ({ phase: "x" }), phases: {}, abort: async () => {} });
+      const def = defineTask<null, { phase: "x" }, null>({
+        name: "test.idle",
+        version: 1,
+        initial: () => ({ phase: "x" }),
+        phases: {},
+        abort: async () => {},
+      });
       const { harness } = await openHarness(await backend.create(), { registry: createRegistry() });
       const root = await harness.root(ctx);
       const ids = await root.commit((tx) => [tx.createTask(def, null), tx.createConversation(), tx.createTask(def, null)], ctx);
@@ -152,7 +169,13 @@ for (const backend of backends) {
     });
 
     it("a commit callback that throws writes nothing and rethrows", async () => {
-      const def = defineTask<null, { phase: "x" }, null>({ name: "test.idle", version: 1, initial: () => ({ phase: "x" }), phases: {}, abort: async () => {} });
+      const def = defineTask<null, { phase: "x" }, null>({
+        name: "test.idle",
+        version: 1,
+        initial: () => ({ phase: "x" }),
+        phases: {},
+        abort: async () => {},
+      });
       const { harness } = await openHarness(await backend.create(), { registry: createRegistry() });
       const root = await harness.root(ctx);
       await expect(
@@ -193,7 +216,8 @@ describe("storage failures", () => {
           if (runs++ === 0) storage.refuse = 2; // this commit and the first retried one are refused
           await runtime.commit(() => ({ status: "running", checkpoint: { phase: "b" } }), context);
         },
-        b: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "stored" } }), context),
+        b: async (_t, runtime, context) =>
+          runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "stored" } }), context),
       },
       abort: async () => {},
     });
@@ -262,7 +286,6 @@ describe("storage failures in the scheduler's own commits", () => {
 describe("many tasks", () => {
   it("S4: a thousand tasks cut by a crash all resume (reserved in batches) and each completes once", async () => {
     let runs = 0;
-    let image: Uint8Array | undefined;
     const storage = new MemoryStorage();
     let holding = true;
     const task = defineTask<null, { phase: "go" }, string>({
@@ -285,7 +308,7 @@ describe("many tasks", () => {
     first.harness.resume();
     await flush(30);
     expect((await first.harness.inspect(ctx)).tasks.filter((t) => t.record.state.status === "running")).toHaveLength(1000);
-    image = await storage.exportImage();
+    const image = await storage.exportImage();
     holding = false;
     runs = 0;
     const second = await openHarness(MemoryStorage.fromImage(image), { registry });

@@ -47,7 +47,6 @@ for (const backend of backends) {
   describe(`kernel on ${backend.name}`, () => {
     it("S4: open turns running into pending with restarts + 1 and leaves waiting, sleeping and pending alone", async () => {
       const storage = await backend.create();
-      let image: Uint8Array | undefined;
       const blocker = defineTask<null, { phase: "wait" | "go" }, string>({
         name: "test.blocker",
         version: 1,
@@ -61,7 +60,8 @@ for (const backend of backends) {
         initial: () => ({ phase: "nap" }),
         phases: {
           nap: async (_t, runtime, context) => runtime.sleepUntil(runtime.now() + 10_000, { phase: "woke" }, context),
-          woke: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "woke" } }), context),
+          woke: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "woke" } }), context),
         },
         abort: async () => {},
       });
@@ -72,27 +72,25 @@ for (const backend of backends) {
         phases: {
           park: async (task, runtime, context) =>
             runtime.commit(() => ({ status: "waiting", checkpoint: { phase: "done" }, on: [task.input.on] }), context),
-          done: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "done" } }), context),
+          done: async (_t, runtime, context) =>
+            runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "done" } }), context),
         },
         abort: async () => {},
       });
       const registry = registryWith(blocker, sleeper, waiter);
       const { harness, clock } = await openHarness(storage, { registry });
       const root = await harness.root(ctx);
-      const ids = await root.commit(
-        (tx) => {
-          const running = tx.createTask(blocker, null);
-          return { running, sleeping: tx.createTask(sleeper, null), waiting: tx.createTask(waiter, { on: running }) };
-        },
-        ctx,
-      );
+      const ids = await root.commit((tx) => {
+        const running = tx.createTask(blocker, null);
+        return { running, sleeping: tx.createTask(sleeper, null), waiting: tx.createTask(waiter, { on: running }) };
+      }, ctx);
       harness.resume();
       await runUntil(clock, async () => {
         const tasks = (await harness.inspect(ctx)).tasks.map((t) => t.record.state.status);
         return tasks.join() === "running,sleeping,waiting";
       });
       const pendingId = await root.commit((tx) => tx.createTask(stepper(), { steps: 1 }), ctx); // created, not yet run
-      image = await storage.exportImage();
+      const image = await storage.exportImage();
       void harness; // the process dies here
 
       const reopened = await openHarness(await backend.fromImage(image), { registry, clock: createManualClock(clock.now()) });
@@ -182,7 +180,10 @@ for (const backend of backends) {
         allReports.push(...opened.reports);
         expect(ended.state).toEqual({
           status: "terminal",
-          outcome: { status: "faulted", error: { message: expect.stringContaining("restart limit is 5"), detail: { reason: "restart_limit", restarts: 5 } } },
+          outcome: {
+            status: "faulted",
+            error: { message: expect.stringContaining("restart limit is 5"), detail: { reason: "restart_limit", restarts: 5 } },
+          },
         });
         expect(ended.restarts).toBeUndefined();
       }
@@ -234,11 +235,13 @@ for (const backend of backends) {
       }
     });
 
-    it("S6: restartLimit 0, -1, 2.5 and \"5\" are rejected at open with a clear error", async () => {
+    it('S6: restartLimit 0, -1, 2.5 and "5" are rejected at open with a clear error', async () => {
       const storage = await backend.create();
       for (const restartLimit of [0, -1, 2.5, "5", NaN]) {
         await expect(openHarness(storage, { settings: { restartLimit: restartLimit as number } })).rejects.toThrow(InvalidSetting);
-        await expect(openHarness(storage, { settings: { restartLimit: restartLimit as number } })).rejects.toThrow(/restartLimit must be a positive integer or Infinity/);
+        await expect(openHarness(storage, { settings: { restartLimit: restartLimit as number } })).rejects.toThrow(
+          /restartLimit must be a positive integer or Infinity/,
+        );
       }
       await expect(openHarness(storage, { settings: { restartLimit: 1 } })).resolves.toBeDefined();
     });
@@ -368,7 +371,10 @@ for (const backend of backends) {
       await flush();
       const inspection = await harness.inspect(ctx);
       expect(inspection.tasks).toEqual([
-        { record: expect.objectContaining({ id, state: { status: "pending", checkpoint: { phase: "step", n: 0 } } }), state: { kind: "blocked", reason: "missing_task", message: expect.stringContaining("test.later") } },
+        {
+          record: expect.objectContaining({ id, state: { status: "pending", checkpoint: { phase: "step", n: 0 } } }),
+          state: { kind: "blocked", reason: "missing_task", message: expect.stringContaining("test.later") },
+        },
       ]);
       registry.install(defineExtension({ name: "late", tasks: [task] }));
       const ended = await harness.waitForTask(id, ctx);
@@ -386,13 +392,20 @@ for (const backend of backends) {
               await new Promise((resolve) => runtime.signal.addEventListener("abort", resolve));
               throw new Error("signalled");
             }
-            const outcome = task.input.fail ? { status: "failed" as const, error: { message: "nope" } } : { status: "completed" as const, result: "yes" };
+            const outcome = task.input.fail
+              ? { status: "failed" as const, error: { message: "nope" } }
+              : { status: "completed" as const, result: "yes" };
             await runtime.commit(() => ({ status: "terminal", outcome }), context);
           },
         },
-        abort: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "sibling failed" } }), context),
+        abort: async (_t, runtime, context) =>
+          runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "sibling failed" } }), context),
       });
-      const parent = defineTask<{ policy: "allSettled" | "failFast"; children: Array<{ fail: boolean; hang?: boolean }> }, { phase: "spawn" | "collect"; ids?: number[] }, unknown>({
+      const parent = defineTask<
+        { policy: "allSettled" | "failFast"; children: Array<{ fail: boolean; hang?: boolean }> },
+        { phase: "spawn" | "collect"; ids?: number[] },
+        unknown
+      >({
         name: "test.parent",
         version: 1,
         initial: () => ({ phase: "spawn" }),
@@ -404,7 +417,10 @@ for (const backend of backends) {
             }, context),
           collect: async (task, runtime, context) => {
             const outcomes = await runtime.outcomes(task.state.checkpoint.ids!, context);
-            await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: outcomes.map((o) => o.status) } }), context);
+            await runtime.commit(
+              () => ({ status: "terminal", outcome: { status: "completed", result: outcomes.map((o) => o.status) } }),
+              context,
+            );
           },
         },
         abort: async () => {},
@@ -413,10 +429,22 @@ for (const backend of backends) {
       const registry = registryWith(child, parent);
       const { harness } = await openHarness(storage, { registry });
       const root = await harness.root(ctx);
-      const settled = await root.commit((tx) => tx.createTask(parent, { policy: "allSettled", children: [{ fail: false }, { fail: true }] }), ctx);
-      expect((await harness.waitForTask(settled, ctx)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: ["completed", "failed"] } });
-      const fast = await root.commit((tx) => tx.createTask(parent, { policy: "failFast", children: [{ fail: false, hang: true }, { fail: true }] }), ctx);
-      expect((await harness.waitForTask(fast, ctx)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: ["aborted", "failed"] } });
+      const settled = await root.commit(
+        (tx) => tx.createTask(parent, { policy: "allSettled", children: [{ fail: false }, { fail: true }] }),
+        ctx,
+      );
+      expect((await harness.waitForTask(settled, ctx)).state).toEqual({
+        status: "terminal",
+        outcome: { status: "completed", result: ["completed", "failed"] },
+      });
+      const fast = await root.commit(
+        (tx) => tx.createTask(parent, { policy: "failFast", children: [{ fail: false, hang: true }, { fail: true }] }),
+        ctx,
+      );
+      expect((await harness.waitForTask(fast, ctx)).state).toEqual({
+        status: "terminal",
+        outcome: { status: "completed", result: ["aborted", "failed"] },
+      });
     });
 
     it("S4: close() joins running phases and parks their tasks as pending without counting a restart", async () => {
@@ -486,10 +514,15 @@ describe("open with resume", () => {
         ]);
       } else {
         const ended = await opened.harness.waitForTask(id, ctx);
-        expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 2 } } } });
+        expect(ended.state).toMatchObject({
+          status: "terminal",
+          outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 2 } } },
+        });
       }
     }
     expect(runs).toBe(2);
-    await expect(openHarness(await backends[1]!.create(), { registry, resume: true, readOnly: true })).rejects.toThrow(/resume and readOnly/);
+    await expect(openHarness(await backends[1]!.create(), { registry, resume: true, readOnly: true })).rejects.toThrow(
+      /resume and readOnly/,
+    );
   });
 });

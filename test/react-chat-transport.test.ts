@@ -1,7 +1,7 @@
 import { readUIMessageStream, type UIMessageChunk } from "ai";
 import { describe, expect, it } from "vitest";
 import { defineTool, MemoryStorage } from "../src/index.ts";
-import { toUIMessages, UnsupportedChatRequest, type DurableChatTransport, type DurableUIMessage } from "../src/react/index.ts";
+import { type DurableChatTransport, type DurableUIMessage, toUIMessages, UnsupportedChatRequest } from "../src/react/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, createWorld, INTERRUPTED, openAgent, ScriptedModels, until, untilAborted } from "./agent-support.ts";
 import { transportFor } from "./react-support.ts";
@@ -16,7 +16,8 @@ function send(transport: DurableChatTransport, messages: DurableUIMessage[]) {
 /** Every message state the AI SDK's own assembly builds from the stream; the last is what useChat shows. */
 async function assemble(stream: ReadableStream<UIMessageChunk>, errors: unknown[] = []): Promise<DurableUIMessage[]> {
   const states: DurableUIMessage[] = [];
-  for await (const message of readUIMessageStream<DurableUIMessage>({ stream, onError: (error) => errors.push(error) })) states.push(structuredClone(message));
+  for await (const message of readUIMessageStream<DurableUIMessage>({ stream, onError: (error) => errors.push(error) }))
+    states.push(structuredClone(message));
   return states;
 }
 
@@ -36,7 +37,9 @@ describe("DurableChatTransport", () => {
     const transport = transportFor(opened);
     const states = await assemble(await send(transport, [userMessage("m1", "hi")]));
     const final = states.at(-1)!;
-    expect(final.parts.filter((part) => part.type === "text")).toEqual([expect.objectContaining({ type: "text", text: "Hello from the harness", state: "done" })]);
+    expect(final.parts.filter((part) => part.type === "text")).toEqual([
+      expect.objectContaining({ type: "text", text: "Hello from the harness", state: "done" }),
+    ]);
     const messages = await transcript(transport);
     expect(messages.map((message) => message.role)).toEqual(["user", "assistant"]);
     expect(messages[0]!.parts).toEqual([{ type: "text", text: "hi" }]);
@@ -55,7 +58,14 @@ describe("DurableChatTransport", () => {
     const transport = transportFor(opened);
     const final = (await assemble(await send(transport, [userMessage("m1", "weather?")]))).at(-1)!;
     expect(final.parts.map((part) => part.type)).toEqual(["step-start", "dynamic-tool", "step-start", "text"]);
-    expect(final.parts[1]).toMatchObject({ type: "dynamic-tool", toolName: "weather", toolCallId: "call-1", state: "output-available", input: { city: "Oslo" }, output: "sunny in Oslo" });
+    expect(final.parts[1]).toMatchObject({
+      type: "dynamic-tool",
+      toolName: "weather",
+      toolCallId: "call-1",
+      state: "output-available",
+      input: { city: "Oslo" },
+      output: "sunny in Oslo",
+    });
     expect(comparable(final)).toEqual(comparable((await transcript(transport))[1]!));
   });
 
@@ -101,7 +111,9 @@ describe("DurableChatTransport", () => {
     expect(final.id).toBe(initial[1]!.id);
     expect(states.some((state) => state.parts.some((part) => part.type === "data-retry"))).toBe(true);
     expect(final.parts.filter((part) => part.type === "text").map((part) => (part as { text: string }).text)).toEqual(["Hel", "Hello!"]);
-    expect(final.parts).toContainEqual(expect.objectContaining({ type: "data-aborted", data: expect.objectContaining({ stopReason: "aborted" }) }));
+    expect(final.parts).toContainEqual(
+      expect.objectContaining({ type: "data-aborted", data: expect.objectContaining({ stopReason: "aborted" }) }),
+    );
     // useChat after the next reload: one user message, one assistant message, nothing twice.
     const after = await transport.loadMessages();
     expect(after.map((message) => message.id)).toEqual([initial[0]!.id, initial[1]!.id]);
@@ -121,19 +133,36 @@ describe("DurableChatTransport", () => {
           return "appended";
         },
       });
-    const first = await openAgent(new MemoryStorage(), { models: new ScriptedModels([callTool("append", { text: "x" }, "call-1")]), world, tools: [slow(true)], settings: { progress: { persistWithinMs: 0 } } });
+    const first = await openAgent(new MemoryStorage(), {
+      models: new ScriptedModels([callTool("append", { text: "x" }, "call-1")]),
+      world,
+      tools: [slow(true)],
+      settings: { progress: { persistWithinMs: 0 } },
+    });
     await send(transportFor(first), [userMessage("m1", "append")]);
-    await until(async () => (await first.root.view(ctx)).live.tools?.[0]?.output === "working\n", "the tool runs and its output is persisted");
+    await until(
+      async () => (await first.root.view(ctx)).live.tools?.[0]?.output === "working\n",
+      "the tool runs and its output is persisted",
+    );
     const image = await first.storage.exportImage();
 
     const models = new ScriptedModels([answer("The append was interrupted.")]);
-    const second = await openAgent(MemoryStorage.fromImage(image), { models, world, tools: [slow(false)], clock: createManualClock(first.clock.now()) });
+    const second = await openAgent(MemoryStorage.fromImage(image), {
+      models,
+      world,
+      tools: [slow(false)],
+      clock: createManualClock(first.clock.now()),
+    });
     const transport = transportFor(second);
     const resumed = await transport.reconnectToStream({ chatId: "chat" });
     const final = (await assemble(resumed!)).at(-1)!;
     const tool = final.parts.find((part) => part.type === "dynamic-tool");
     expect(tool).toMatchObject({ state: "output-error", toolCallId: "call-1", errorText: `working\n\n${INTERRUPTED("append")}` });
-    expect(final.parts).toContainEqual({ type: "data-tool-notice", id: "tool-notice-call-1", data: { toolCallId: "call-1", toolName: "append", code: "interrupted" } });
+    expect(final.parts).toContainEqual({
+      type: "data-tool-notice",
+      id: "tool-notice-call-1",
+      data: { toolCallId: "call-1", toolName: "append", code: "interrupted" },
+    });
     expect(final.parts.at(-1)).toMatchObject({ type: "text", text: "The append was interrupted." });
     expect(comparable(final)).toEqual(comparable((await transport.loadMessages())[1]!));
   });
@@ -143,14 +172,24 @@ describe("DurableChatTransport", () => {
     await opened.root.configure({ model: null }, ctx);
     const errors: unknown[] = [];
     const final = (await assemble(await send(transportFor(opened), [userMessage("m1", "hi")]), errors)).at(-1)!;
-    expect(final.parts).toContainEqual(expect.objectContaining({ type: "data-run-failure", data: expect.objectContaining({ reason: "no_model" }) }));
+    expect(final.parts).toContainEqual(
+      expect.objectContaining({ type: "data-run-failure", data: expect.objectContaining({ reason: "no_model" }) }),
+    );
     expect(errors).toHaveLength(1);
   });
 
   it("regenerate and a last message that is not the user's are refused with UnsupportedChatRequest", async () => {
     const opened = await openAgent(new MemoryStorage(), { models: new ScriptedModels(), world: createWorld() });
     const transport = transportFor(opened);
-    await expect(transport.sendMessages({ trigger: "regenerate-message", chatId: "c", messageId: "x", messages: [userMessage("m1", "hi")], abortSignal: undefined })).rejects.toBeInstanceOf(UnsupportedChatRequest);
+    await expect(
+      transport.sendMessages({
+        trigger: "regenerate-message",
+        chatId: "c",
+        messageId: "x",
+        messages: [userMessage("m1", "hi")],
+        abortSignal: undefined,
+      }),
+    ).rejects.toBeInstanceOf(UnsupportedChatRequest);
     await expect(send(transport, [{ id: "a", role: "assistant", parts: [] }])).rejects.toThrow(/last message was not from the user/);
     expect(await transport.reconnectToStream({ chatId: "c" })).toBeNull();
   });
@@ -161,7 +200,12 @@ describe("DurableChatTransport", () => {
     await (await opened.root.submit({ type: "input", content: "first" }, ctx)).wait(ctx);
     await (await opened.root.submit({ type: "input", content: "second" }, ctx)).wait(ctx);
     const messages = toUIMessages(await opened.root.view(ctx));
-    expect(messages.map((message) => [message.role, message.parts.filter((part) => part.type === "text").map((part) => (part as { text: string }).text)])).toEqual([
+    expect(
+      messages.map((message) => [
+        message.role,
+        message.parts.filter((part) => part.type === "text").map((part) => (part as { text: string }).text),
+      ]),
+    ).toEqual([
       ["user", ["first"]],
       ["assistant", ["one"]],
       ["user", ["second"]],

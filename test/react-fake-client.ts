@@ -1,5 +1,5 @@
-import { ConversationView, type ConversationViewUpdate, type Inspection, type Report, type SubmissionDraft } from "../src/index.ts";
 import type { HarnessStatus } from "../src/browser/client.ts";
+import { ConversationView, type ConversationViewUpdate, type Inspection, type Report, type SubmissionDraft } from "../src/index.ts";
 import type { ReactHarnessClient, Unsubscribe } from "../src/react/index.ts";
 
 /**
@@ -17,7 +17,12 @@ export class FakeClient implements ReactHarnessClient {
   #held: Array<() => void> | undefined;
 
   listenerCount(): number {
-    return this.statusListeners.size + this.reportListeners.size + this.taskListeners.size + [...this.viewListeners.values()].reduce((sum, set) => sum + set.size, 0);
+    return (
+      this.statusListeners.size +
+      this.reportListeners.size +
+      this.taskListeners.size +
+      [...this.viewListeners.values()].reduce((sum, set) => sum + set.size, 0)
+    );
   }
 
   hold(): void {

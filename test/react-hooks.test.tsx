@@ -36,7 +36,11 @@ function Status() {
   return (
     <p>
       <span data-testid="status">{status.kind}</span>
-      {status.kind === "waiting-for-lock" && <button onClick={() => void requestTakeover()}>Take over here</button>}
+      {status.kind === "waiting-for-lock" && (
+        <button type="button" onClick={() => void requestTakeover()}>
+          Take over here
+        </button>
+      )}
     </p>
   );
 }
@@ -74,7 +78,11 @@ const flush = () => act(async () => {});
 describe("pi-durable-web/react hooks", () => {
   it("useHarnessStatus follows the client's status, and requestTakeover asks the owner to let go", async () => {
     const client = new FakeClient();
-    render(<HarnessProvider client={client}><Status /></HarnessProvider>);
+    render(
+      <HarnessProvider client={client}>
+        <Status />
+      </HarnessProvider>,
+    );
     expect(screen.getByTestId("status").textContent).toBe("starting");
     act(() => client.setStatus({ kind: "waiting-for-lock", database: "app.db" }));
     expect(screen.getByTestId("status").textContent).toBe("waiting-for-lock");
@@ -92,12 +100,27 @@ describe("pi-durable-web/react hooks", () => {
       if (view) seen.push(view);
       return <p data-testid="probe">{tick}</p>;
     });
-    const { rerender } = render(<HarnessProvider client={client}><Entries id={1} /><Probe tick={0} /></HarnessProvider>);
+    const { rerender } = render(
+      <HarnessProvider client={client}>
+        <Entries id={1} />
+        <Probe tick={0} />
+      </HarnessProvider>,
+    );
     expect(screen.getByText("loading")).toBeTruthy();
     await act(async () => client.view(1, snapshot(1, [{ id: 1, text: "a" }])));
     expect(screen.getByTestId("entries").textContent).toBe("a");
-    rerender(<HarnessProvider client={client}><Entries id={1} /><Probe tick={1} /></HarnessProvider>);
-    rerender(<HarnessProvider client={client}><Entries id={1} /><Probe tick={2} /></HarnessProvider>);
+    rerender(
+      <HarnessProvider client={client}>
+        <Entries id={1} />
+        <Probe tick={1} />
+      </HarnessProvider>,
+    );
+    rerender(
+      <HarnessProvider client={client}>
+        <Entries id={1} />
+        <Probe tick={2} />
+      </HarnessProvider>,
+    );
     const beforeUpdate = seen.at(-1)!;
     expect(seen.slice(-3).every((state) => state === beforeUpdate)).toBe(true);
     act(() => client.view(1, { type: "commit", entries: [{ id: 2, conversationId: 1, kind: "app.note", payload: { text: "b" }, at: 2 }] }));
@@ -108,11 +131,27 @@ describe("pi-durable-web/react hooks", () => {
 
   it("useTasks filters the pushed task graph and keeps the same array until it changes; useReports accumulates reports", async () => {
     const client = new FakeClient();
-    render(<HarnessProvider client={client}><Tasks kind="app.job" /><Reports /></HarnessProvider>);
+    render(
+      <HarnessProvider client={client}>
+        <Tasks kind="app.job" />
+        <Reports />
+      </HarnessProvider>,
+    );
     await flush();
-    act(() => client.tasks({ scheduling: "running", recovery: { stop: "none", tasks: [] }, tasks: [{ record: task(1, "app.job"), state: "running" as never }, { record: task(2, "pi.generation"), state: "running" as never }] }));
+    act(() =>
+      client.tasks({
+        scheduling: "running",
+        recovery: { stop: "none", tasks: [] },
+        tasks: [
+          { record: task(1, "app.job"), state: "running" as never },
+          { record: task(2, "pi.generation"), state: "running" as never },
+        ],
+      }),
+    );
     expect(screen.getByTestId("tasks").textContent).toBe("1");
-    act(() => client.report({ kind: "task_interrupted", taskId: 7, taskKind: "pi.tool", conversationId: 1, reason: "interrupted", message: "cut" }));
+    act(() =>
+      client.report({ kind: "task_interrupted", taskId: 7, taskKind: "pi.tool", conversationId: 1, reason: "interrupted", message: "cut" }),
+    );
     act(() => client.report({ kind: "error", error: "boom" }));
     expect(screen.getByTestId("reports").textContent).toBe("7,error");
   });
@@ -124,7 +163,11 @@ describe("pi-durable-web/react hooks", () => {
       submit = useSubmit(1);
       return null;
     }
-    render(<HarnessProvider client={client}><Composer /></HarnessProvider>);
+    render(
+      <HarnessProvider client={client}>
+        <Composer />
+      </HarnessProvider>,
+    );
     await submit("hello", { requestId: "r-1" });
     await submit("again");
     expect(client.calls.submit[0]).toEqual([1, { type: "input", content: "hello", requestId: "r-1" }]);
@@ -134,14 +177,22 @@ describe("pi-durable-web/react hooks", () => {
 
   it("every subscription ends on unmount: no listener is left, also when the unmount comes before the host answered", async () => {
     const client = new FakeClient();
-    const first = render(<HarnessProvider client={client}><All /></HarnessProvider>);
+    const first = render(
+      <HarnessProvider client={client}>
+        <All />
+      </HarnessProvider>,
+    );
     await act(async () => client.view(1, snapshot(1)));
     expect(client.listenerCount()).toBe(4); // status, view, tasks, reports
     first.unmount();
     expect(client.listenerCount()).toBe(0);
 
     client.hold();
-    const second = render(<HarnessProvider client={client}><All /></HarnessProvider>);
+    const second = render(
+      <HarnessProvider client={client}>
+        <All />
+      </HarnessProvider>,
+    );
     second.unmount();
     await act(async () => client.release());
     // The host answers the conversation's subscription with its snapshot; the view opened for nobody closes.
@@ -188,7 +239,13 @@ describe("pi-durable-web/react hooks", () => {
 
   it("StrictMode with a given client: no submission or task is made by mounting, and no listener is left after unmount", async () => {
     const client = new FakeClient();
-    const view = render(<StrictMode><HarnessProvider client={client}><All /></HarnessProvider></StrictMode>);
+    const view = render(
+      <StrictMode>
+        <HarnessProvider client={client}>
+          <All />
+        </HarnessProvider>
+      </StrictMode>,
+    );
     await act(async () => client.view(1, snapshot(1)));
     expect(client.calls.submit).toEqual([]);
     expect(client.listenerCount()).toBe(4);

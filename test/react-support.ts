@@ -1,5 +1,5 @@
-import { ConversationView, type Conversation, type Harness } from "../src/index.ts";
-import { DurableChatTransport, type ChatClient } from "../src/react/index.ts";
+import { type Conversation, ConversationView, type Harness } from "../src/index.ts";
+import { type ChatClient, DurableChatTransport } from "../src/react/index.ts";
 import type { AgentOpened } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
@@ -19,4 +19,3 @@ export function inProcessClient(harness: Harness, conversation: Conversation): C
 export function transportFor(opened: AgentOpened): DurableChatTransport {
   return new DurableChatTransport({ client: inProcessClient(opened.harness, opened.root), conversationId: opened.root.id });
 }
-

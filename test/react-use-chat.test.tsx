@@ -16,12 +16,17 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
   const { messages, sendMessage, status } = useChat<DurableUIMessage>({ id: "chat", transport, messages: initial, resume: true });
   return (
     <div>
-      <button onClick={() => void sendMessage({ text: "say hello" })}>send</button>
+      <button type="button" onClick={() => void sendMessage({ text: "say hello" })}>
+        send
+      </button>
       <span data-testid="status">{status}</span>
       <ol>
         {messages.map((message) => (
           <li key={message.id} data-role={message.role}>
-            {message.parts.map((part) => (part.type === "text" ? part.text : part.type === "step-start" ? "" : `[${part.type}]`)).filter(Boolean).join(" ")}
+            {message.parts
+              .map((part) => (part.type === "text" ? part.text : part.type === "step-start" ? "" : `[${part.type}]`))
+              .filter(Boolean)
+              .join(" ")}
           </li>
         ))}
       </ol>
@@ -33,7 +38,10 @@ const lines = () => screen.queryAllByRole("listitem").map((item) => `${item.data
 
 describe("useChat (@ai-sdk/react) with DurableChatTransport", () => {
   it("renders the durable answer to a message sent through useChat", async () => {
-    const opened = await openAgent(new MemoryStorage(), { models: new ScriptedModels([answer("Hello from the harness")]), world: createWorld() });
+    const opened = await openAgent(new MemoryStorage(), {
+      models: new ScriptedModels([answer("Hello from the harness")]),
+      world: createWorld(),
+    });
     const transport = transportFor(opened);
     render(<Chat transport={transport} initial={await transport.loadMessages()} />);
     fireEvent.click(screen.getByText("send"));
@@ -50,7 +58,11 @@ describe("useChat (@ai-sdk/react) with DurableChatTransport", () => {
     await until(async () => (await first.root.view(ctx)).live.generation?.message !== undefined, "the partial is persisted");
     const image = await first.storage.exportImage();
 
-    const second = await openAgent(MemoryStorage.fromImage(image), { models: new ScriptedModels([answer("Hello!")]), world, clock: createManualClock(first.clock.now()) });
+    const second = await openAgent(MemoryStorage.fromImage(image), {
+      models: new ScriptedModels([answer("Hello!")]),
+      world,
+      clock: createManualClock(first.clock.now()),
+    });
     const transport = transportFor(second);
     render(<Chat transport={transport} initial={await transport.loadMessages()} />);
     expect(lines()).toEqual(["user: say hello", "assistant: Hel"]);

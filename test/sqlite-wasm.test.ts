@@ -38,13 +38,28 @@ describe("sqlite-wasm memory database", () => {
     const blob = new Uint8Array([0, 1, 2, 255]);
     const changed = await db.run(
       "INSERT INTO v VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      42, 1_700_000_000_123, 2n ** 60n, 1.5, "héllo ✓", blob, new Uint8Array(0), null,
+      42,
+      1_700_000_000_123,
+      2n ** 60n,
+      1.5,
+      "héllo ✓",
+      blob,
+      new Uint8Array(0),
+      null,
     );
     expect(changed).toBe(1);
     const row = await db.get("SELECT i, big, huge, f, s, b, e, n, typeof(big) AS bigType, typeof(e) AS eType FROM v");
     expect(row).toEqual({
-      i: 42, big: 1_700_000_000_123, huge: 2n ** 60n, f: 1.5, s: "héllo ✓", b: blob, e: new Uint8Array(0), n: null,
-      bigType: "integer", eType: "blob",
+      i: 42,
+      big: 1_700_000_000_123,
+      huge: 2n ** 60n,
+      f: 1.5,
+      s: "héllo ✓",
+      b: blob,
+      e: new Uint8Array(0),
+      n: null,
+      bigType: "integer",
+      eType: "blob",
     });
     expect(Object.getPrototypeOf(row)).toBe(Object.prototype);
     expect(await db.get("SELECT * FROM v WHERE i = ?", 7)).toBeUndefined();
@@ -77,7 +92,10 @@ describe("sqlite-wasm memory database", () => {
       throw boom;
     });
     await expect(failed).rejects.toBe(boom);
-    expect(await db.all("SELECT id, v FROM t ORDER BY id")).toEqual([{ id: 1, v: "row 1" }, { id: 2, v: "row 2" }]);
+    expect(await db.all("SELECT id, v FROM t ORDER BY id")).toEqual([
+      { id: 1, v: "row 1" },
+      { id: 2, v: "row 2" },
+    ]);
     expect(await db.get("SELECT name FROM sqlite_schema WHERE name = 'extra'")).toBeUndefined();
     // The database is usable afterwards: no transaction was left open.
     await db.transaction((tx) => tx.run("INSERT INTO t (id, v) VALUES (3, 'c')"));

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { DatabaseCorrupt, QueryNotReadOnly, SchemaTooNew } from "../src/index.ts";
-import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { emptyBatch as empty, sampleTask as task, storageConformance } from "../src/testing/storage-conformance.ts";
+import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+import { emptyBatch as empty, storageConformance, sampleTask as task } from "../src/testing/storage-conformance.ts";
 import { backends } from "./support.ts";
 
 /** The storage contract, run against every backend (S11); the same cases run on OPFS in e2e/sqlite-opfs.e2e.ts. */
@@ -25,7 +25,13 @@ describe("SQLite storage: schema, bad input and read-only SQL", () => {
   it("storage.query() refuses statements that write, and leaves the data unchanged", async () => {
     const storage = await openSqliteStorage({ vfs: "memory" });
     await storage.apply({ ...empty(), tasks: [task(2, "pending")] });
-    for (const sql of ["DELETE FROM tasks", "UPDATE tasks SET status = 'x'", "DROP TABLE tasks", "SELECT 1; DELETE FROM tasks", "PRAGMA user_version = 3"]) {
+    for (const sql of [
+      "DELETE FROM tasks",
+      "UPDATE tasks SET status = 'x'",
+      "DROP TABLE tasks",
+      "SELECT 1; DELETE FROM tasks",
+      "PRAGMA user_version = 3",
+    ]) {
       await expect(storage.query(sql)).rejects.toThrow(QueryNotReadOnly);
     }
     await expect(storage.query("WITH x AS (SELECT 1) DELETE FROM tasks")).rejects.toThrow(QueryNotReadOnly);

@@ -38,7 +38,11 @@ describe("B4: damaged rows give DatabaseCorrupt and change nothing", () => {
       expect(error).toBeInstanceOf(DatabaseCorrupt);
       expect((error as Error).message).toMatch(/readOnly/);
       expect(await storage.exportImage()).toEqual(image);
-      const reader = await Harness.open(await openSqliteStorage({ vfs: "memory", image, readOnly: true }), { registry, readOnly: true }, ctx);
+      const reader = await Harness.open(
+        await openSqliteStorage({ vfs: "memory", image, readOnly: true }),
+        { registry, readOnly: true },
+        ctx,
+      );
       expect((await reader.storage.query("SELECT count(*) AS n FROM tasks"))[0]).toEqual({ n: 2 - 1 });
       expect((await reader.inspect(ctx)).tasks).toHaveLength(what.includes("conversation") ? 1 : 0);
     });

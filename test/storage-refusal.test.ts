@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { defineTool, MemoryStorage, StorageQuotaExceeded, type Batch, type Storage, type ToolResultEntryPayload } from "../src/index.ts";
-import { ctx } from "./support.ts";
+import { type Batch, defineTool, MemoryStorage, type Storage, StorageQuotaExceeded, type ToolResultEntryPayload } from "../src/index.ts";
 import { answer, callTool, createWorld, INTERRUPTED, openAgent, ScriptedModels, texts, until } from "./agent-support.ts";
+import { ctx } from "./support.ts";
 
 /** MemoryStorage that refuses (quota) the first `times` batches matching `refuse`, as a full origin would. */
 function refusing(refuse: (batch: Batch) => boolean, times = 2): Storage & { refused: number } {
@@ -15,7 +15,24 @@ function refusing(refuse: (batch: Batch) => boolean, times = 2): Storage & { ref
     }
     return storage.apply(batch);
   };
-  for (const name of ["load", "recoverRunning", "getTask", "listTasks", "getConversation", "listConversations", "listEntries", "getEntry", "getDocument", "listDocuments", "getSubmission", "findSubmission", "listSubmissions", "query", "exportImage", "close"] as const) {
+  for (const name of [
+    "load",
+    "recoverRunning",
+    "getTask",
+    "listTasks",
+    "getConversation",
+    "listConversations",
+    "listEntries",
+    "getEntry",
+    "getDocument",
+    "listDocuments",
+    "getSubmission",
+    "findSubmission",
+    "listSubmissions",
+    "query",
+    "exportImage",
+    "close",
+  ] as const) {
     (wrapped as any)[name] = (storage as any)[name].bind(storage);
   }
   return wrapped;
@@ -41,10 +58,14 @@ describe("B9: a refused commit of a result is retried as a commit", () => {
     const submission = await opened.root.submit({ type: "input", content: "go" }, ctx);
     let outcome: unknown;
     void submission.wait(ctx).then((o) => (outcome = o));
-    await until(() => {
-      if (outcome === undefined) opened.clock.next();
-      return outcome !== undefined;
-    }, "the run ended", 2000);
+    await until(
+      () => {
+        if (outcome === undefined) opened.clock.next();
+        return outcome !== undefined;
+      },
+      "the run ended",
+      2000,
+    );
     expect(storage.refused).toBe(2);
     expect(runs.count).toBe(1);
     const results = (await opened.root.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result");
@@ -63,10 +84,14 @@ describe("B9: a refused commit of a result is retried as a commit", () => {
     const submission = await opened.root.submit({ type: "input", content: "ask" }, ctx);
     let outcome: unknown;
     void submission.wait(ctx).then((o) => (outcome = o));
-    await until(() => {
-      if (outcome === undefined) opened.clock.next();
-      return outcome !== undefined;
-    }, "the run ended", 2000);
+    await until(
+      () => {
+        if (outcome === undefined) opened.clock.next();
+        return outcome !== undefined;
+      },
+      "the run ended",
+      2000,
+    );
     expect(storage.refused).toBe(2);
     expect(models.requests).toHaveLength(1);
     expect(outcome).toMatchObject({ status: "done", answer: { text: "the answer" } });

@@ -1,4 +1,12 @@
-import { BACKGROUND_CONTEXT, createRegistry, Harness, MemoryStorage, type HarnessOptions, type Report, type Storage } from "../src/index.ts";
+import {
+  BACKGROUND_CONTEXT,
+  createRegistry,
+  Harness,
+  type HarnessOptions,
+  MemoryStorage,
+  type Report,
+  type Storage,
+} from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 
@@ -48,10 +56,7 @@ export interface Opened {
 }
 
 /** Opens a harness with a manual clock and collected reports. */
-export async function openHarness(
-  storage: Storage,
-  options: Partial<HarnessOptions> & { clock?: ManualClock } = {},
-): Promise<Opened> {
+export async function openHarness(storage: Storage, options: Partial<HarnessOptions> & { clock?: ManualClock } = {}): Promise<Opened> {
   const clock = options.clock ?? createManualClock(1_000);
   const reports: Report[] = [];
   const harness = await Harness.open(

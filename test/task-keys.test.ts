@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTask, InvalidCommit, TaskKeyConflict, type Storage } from "../src/index.ts";
+import { createRegistry, defineExtension, defineTask, InvalidCommit, type Storage, TaskKeyConflict } from "../src/index.ts";
 import { backends, ctx, never, openHarness } from "./support.ts";
 
 /** Runs `steps` steps; step `hangAt` never returns (the process dies there). */
@@ -26,7 +26,10 @@ const other = defineTask<null, { phase: "go" }, string>({
   name: "test.other",
   version: 1,
   initial: () => ({ phase: "go" }),
-  phases: { go: async (_t, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context) },
+  phases: {
+    go: async (_t, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
+  },
   abort: async () => {},
 });
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stepper, other] }));
@@ -42,7 +45,10 @@ for (const backend of backends) {
       const storage = await backend.create();
       const { harness } = await openHarness(storage, { registry: registry() });
       const root = await harness.root(ctx);
-      const [first, again] = await root.commit((tx) => [tx.createTask(stepper, { steps: 2 }, { key: "k" }), tx.createTask(stepper, { steps: 2 }, { key: "k" })], ctx);
+      const [first, again] = await root.commit(
+        (tx) => [tx.createTask(stepper, { steps: 2 }, { key: "k" }), tx.createTask(stepper, { steps: 2 }, { key: "k" })],
+        ctx,
+      );
       expect(again).toBe(first);
       const image = await storage.exportImage();
       expect(await root.commit((tx) => tx.createTask(stepper, { steps: 2 }, { key: "k" }), ctx)).toBe(first);
@@ -57,15 +63,24 @@ for (const backend of backends) {
       const root = await harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stepper, { steps: 3, hangAt: 2 }, { key: "welcome" }), ctx);
       harness.resume();
-      for (let i = 0; i < 50 && (await harness.getTask(id, ctx))?.state.status !== "running"; i++) await new Promise((r) => setTimeout(r, 0));
+      for (let i = 0; i < 50 && (await harness.getTask(id, ctx))?.state.status !== "running"; i++)
+        await new Promise((r) => setTimeout(r, 0));
       // The crash: the process dies in step 2; the next load opens the copy and asks for the same task.
       const crashed = await backend.fromImage(await storage.exportImage());
       const reopened = (await openHarness(crashed, { registry: registry() })).harness;
-      const again = await (await reopened.root(ctx)).commit((tx) => tx.createTask(stepper, { steps: 3, hangAt: 2 }, { key: "welcome" }), ctx);
+      const again = await (await reopened.root(ctx)).commit(
+        (tx) => tx.createTask(stepper, { steps: 3, hangAt: 2 }, { key: "welcome" }),
+        ctx,
+      );
       expect(again).toBe(id);
-      expect((await reopened.waitForTask(id, ctx)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "3 steps" } });
+      expect((await reopened.waitForTask(id, ctx)).state).toEqual({
+        status: "terminal",
+        outcome: { status: "completed", result: "3 steps" },
+      });
       // Ended: still the same task, not a new one.
-      expect(await (await reopened.root(ctx)).commit((tx) => tx.createTask(stepper, { steps: 3, hangAt: 2 }, { key: "welcome" }), ctx)).toBe(id);
+      expect(
+        await (await reopened.root(ctx)).commit((tx) => tx.createTask(stepper, { steps: 3, hangAt: 2 }, { key: "welcome" }), ctx),
+      ).toBe(id);
       expect(await taskCount(crashed)).toBe(0); // no live task: nothing new was created
       expect(await crashed.getTask(id + 1)).toBeUndefined();
     });
@@ -107,7 +122,8 @@ for (const backend of backends) {
       const root = await second.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stepper, { steps: 2, hangAt: 1 }, { key: "k" }), ctx);
       second.resume();
-      for (let i = 0; i < 50 && (await second.getTask(id, ctx))?.state.status !== "running"; i++) await new Promise((r) => setTimeout(r, 0));
+      for (let i = 0; i < 50 && (await second.getTask(id, ctx))?.state.status !== "running"; i++)
+        await new Promise((r) => setTimeout(r, 0));
       const crashed = await backend.fromImage(await storage.exportImage());
       const third = (await openHarness(crashed, { registry: registry(), resume: true })).harness;
       expect(third.recovery).toEqual({ stop: "crash", tasks: [{ id, kind: "test.keyed", restarts: 1 }] });

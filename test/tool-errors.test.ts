@@ -53,7 +53,11 @@ describe("bad tool input", () => {
   it("a tool that is installed but not offered to this conversation is unavailable too", async () => {
     const runs: string[] = [];
     const models = new ScriptedModels([callTool("count", { n: 1 }, "c1"), answer("ok")]);
-    const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [countingTool("count", runs), countingTool("other", runs)] });
+    const opened = await openAgent(new MemoryStorage(), {
+      models,
+      world: createWorld(),
+      tools: [countingTool("count", runs), countingTool("other", runs)],
+    });
     await opened.root.configure({ tools: ["other"] }, ctx);
     await (await opened.root.submit({ type: "input", content: "count" }, ctx)).wait(ctx);
     expect(runs).toEqual([]);
@@ -84,7 +88,13 @@ describe("bad tool input", () => {
 
   it("beforeTool may block a call or rewrite its arguments; afterTool may replace the result", async () => {
     const runs: string[] = [];
-    const models = new ScriptedModels([callTools([["count", { n: 1 }, "c1"], ["count", { n: 13 }, "c2"]]), answer("done")]);
+    const models = new ScriptedModels([
+      callTools([
+        ["count", { n: 1 }, "c1"],
+        ["count", { n: 13 }, "c2"],
+      ]),
+      answer("done"),
+    ]);
     const opened = await openAgent(new MemoryStorage(), {
       models,
       world: createWorld(),
@@ -106,7 +116,9 @@ describe("bad tool input", () => {
     expect(byCall.c2!.code).toBe("blocked");
     expect(texts(byCall.c2!.message)).toEqual(["<harness>\n[error] Tool call blocked: unlucky\n</harness>"]);
     // Results follow their calls in call order in the next request.
-    const sent = models.requests[1]!.filter((message) => message.role === "toolResult").map((message) => (message as { toolCallId: string }).toolCallId);
+    const sent = models.requests[1]!.filter((message) => message.role === "toolResult").map(
+      (message) => (message as { toolCallId: string }).toolCallId,
+    );
     expect(sent).toEqual(["c1", "c2"]);
   });
 
@@ -124,8 +136,19 @@ describe("bad tool input", () => {
         return id as string;
       },
     });
-    const models = new ScriptedModels([callTools([["slow", { id: "a" }, "c1"], ["slow", { id: "b" }, "c2"]]), answer("done")]);
-    const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [slow], settings: { toolExecution: "sequential" } });
+    const models = new ScriptedModels([
+      callTools([
+        ["slow", { id: "a" }, "c1"],
+        ["slow", { id: "b" }, "c2"],
+      ]),
+      answer("done"),
+    ]);
+    const opened = await openAgent(new MemoryStorage(), {
+      models,
+      world: createWorld(),
+      tools: [slow],
+      settings: { toolExecution: "sequential" },
+    });
     const submission = await opened.root.submit({ type: "input", content: "go" }, ctx);
     await until(() => order.length === 1, "the first call started");
     const live = (await opened.root.view(ctx)).live;
@@ -153,7 +176,14 @@ describe("bad tool input", () => {
         return id as string;
       },
     });
-    const models = new ScriptedModels([callTools([["wait", { id: "a" }, "c1"], ["wait", { id: "b" }, "c2"], ["wait", { id: "c" }, "c3"]]), answer("done")]);
+    const models = new ScriptedModels([
+      callTools([
+        ["wait", { id: "a" }, "c1"],
+        ["wait", { id: "b" }, "c2"],
+        ["wait", { id: "c" }, "c3"],
+      ]),
+      answer("done"),
+    ]);
     const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [wait] });
     const submission = await opened.root.submit({ type: "input", content: "go" }, ctx);
     await until(() => started.length === 3, "all three calls run together");

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { defineExtension, FileNotFound, fileTools, InvalidPath, MemoryEnv, MemoryStorage, type ToolResultEntryPayload } from "../src/index.ts";
-import { callTools, createWorld, openAgent, ScriptedModels, answer, texts } from "./agent-support.ts";
+import {
+  defineExtension,
+  FileNotFound,
+  fileTools,
+  InvalidPath,
+  MemoryEnv,
+  MemoryStorage,
+  type ToolResultEntryPayload,
+} from "../src/index.ts";
+import { answer, callTools, createWorld, openAgent, ScriptedModels, texts } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
 describe("execution environments and file tools", () => {
@@ -28,9 +36,18 @@ describe("execution environments and file tools", () => {
     const world = createWorld();
     const models = new ScriptedModels([
       callTools([["write", { path: "notes.txt", text: "one\n" }, "c1"]]),
-      callTools([["append", { path: "notes.txt", text: "two\n" }, "c2"], ["ls", {}, "c3"]]),
-      callTools([["read", { path: "notes.txt" }, "c4"], ["read", { path: "nope.txt" }, "c5"]]),
-      callTools([["edit", { path: "notes.txt", oldText: "two", newText: "2" }, "c6"], ["edit", { path: "notes.txt", oldText: "zzz", newText: "" }, "c7"]]),
+      callTools([
+        ["append", { path: "notes.txt", text: "two\n" }, "c2"],
+        ["ls", {}, "c3"],
+      ]),
+      callTools([
+        ["read", { path: "notes.txt" }, "c4"],
+        ["read", { path: "nope.txt" }, "c5"],
+      ]),
+      callTools([
+        ["edit", { path: "notes.txt", oldText: "two", newText: "2" }, "c6"],
+        ["edit", { path: "notes.txt", oldText: "zzz", newText: "" }, "c7"],
+      ]),
       answer("done"),
     ]);
     const opened = await openAgent(new MemoryStorage(), { models, world, tools: [...fileTools] });

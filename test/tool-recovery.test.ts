@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { defineTool, type ExecutionEnv, type Settings, type Storage, type ToolResultEntryPayload } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { backends, ctx, type Backend } from "./support.ts";
 import {
+  type AgentOpened,
+  type AgentWorld,
   answer,
   callTool,
   createWorld,
@@ -14,9 +15,8 @@ import {
   texts,
   until,
   untilAborted,
-  type AgentOpened,
-  type AgentWorld,
 } from "./agent-support.ts";
+import { type Backend, backends, ctx } from "./support.ts";
 
 /** The seed's query over the tool probe (S8, S11). */
 const PROBE_QUERY = `SELECT id, kind, status, record ->> '$.restarts' AS restarts,
@@ -66,7 +66,12 @@ async function cutDuringTool(
   const world = createWorld();
   const models = new ScriptedModels([callTool("append", { text: "hello\n" }, "call_1")]);
   const runs = { count: 0 };
-  const first = await openAgent(await backend.create(), { models, world, tools: [appendTool({ replay: options.replay, block: true, runs })], settings: options.settings });
+  const first = await openAgent(await backend.create(), {
+    models,
+    world,
+    tools: [appendTool({ replay: options.replay, block: true, runs })],
+    settings: options.settings,
+  });
   const submission = await first.root.submit({ type: "input", content: "append hello to notes.txt" }, ctx);
   await until(() => runs.count === 1, "the tool ran");
   await settle();
@@ -130,8 +135,13 @@ for (const backend of backends) {
       expect(results).toHaveLength(1);
       expect(result.isError).toBe(true);
       expect(texts(result)).toEqual(["working\n", INTERRUPTED("append")]);
-      expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "failed", error: { message: "Tool append was interrupted and may have partially run" } } });
-      expect(second.reports).toContainEqual(expect.objectContaining({ kind: "task_interrupted", taskId: probe.toolId, taskKind: "pi.tool", reason: "interrupted" }));
+      expect(ended.state).toMatchObject({
+        status: "terminal",
+        outcome: { status: "failed", error: { message: "Tool append was interrupted and may have partially run" } },
+      });
+      expect(second.reports).toContainEqual(
+        expect.objectContaining({ kind: "task_interrupted", taskId: probe.toolId, taskKind: "pi.tool", reason: "interrupted" }),
+      );
       // The result is an ordinary tool result: the model's next request contains it.
       const sent = models.requests[0]!.find((message) => message.role === "toolResult");
       expect(sent).toMatchObject({ toolCallId: "call_1", isError: true });
@@ -244,7 +254,9 @@ describe("S6 S8 a tool at the restart limit", () => {
     ]);
     expect((result as unknown as { code?: string }).code).toBeUndefined();
     expect(tool.state).toMatchObject({ status: "terminal", outcome: { status: "failed" } });
-    expect(second.reports).toContainEqual(expect.objectContaining({ kind: "task_interrupted", taskKind: "pi.tool", reason: "restart_limit" }));
+    expect(second.reports).toContainEqual(
+      expect.objectContaining({ kind: "task_interrupted", taskKind: "pi.tool", reason: "restart_limit" }),
+    );
     const entry = (await second.root.entries(ctx)).find((candidate) => candidate.kind === "pi.tool-result")!;
     expect((entry.payload as unknown as ToolResultEntryPayload).code).toBe("restart_limit");
   });
@@ -272,7 +284,18 @@ describe("S8 named crash points (HarnessOptions.crashPoint)", () => {
     });
     const submission = await first.root.submit({ type: "input", content: "append hello" }, ctx);
     await until(() => image !== undefined, `crash point ${name}`);
-    return { probe: { backend, world, first, image: image!, submissionId: submission.id, generationId: 0, toolId: (await tasksOf(first.storage, "pi.tool"))[0]!.id }, runs };
+    return {
+      probe: {
+        backend,
+        world,
+        first,
+        image: image!,
+        submissionId: submission.id,
+        generationId: 0,
+        toolId: (await tasksOf(first.storage, "pi.tool"))[0]!.id,
+      },
+      runs,
+    };
   }
 
   it("S8 tool:after-intent: the tool had not started, but recovery cannot know; unsafe means no rerun", async () => {

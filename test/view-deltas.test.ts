@@ -2,14 +2,14 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   applyViewUpdate,
-  coalesceLiveFrames,
+  type Conversation,
+  type ConversationViewState,
   ConversationViewStore,
+  type ConversationViewUpdate,
+  coalesceLiveFrames,
   defineTool,
   MemoryStorage,
   ViewUpdateOutOfOrder,
-  type Conversation,
-  type ConversationViewState,
-  type ConversationViewUpdate,
 } from "../src/index.ts";
 import { answer, callTool, createWorld, openAgent, ScriptedModels, settle, texts, until } from "./agent-support.ts";
 import { ctx } from "./support.ts";
@@ -42,10 +42,13 @@ function expectSameView(store: ConversationViewState, full: ConversationViewStat
 
 async function watchInto(conversation: Conversation, page: number, updates: ConversationViewUpdate[] = []) {
   const store = new ConversationViewStore();
-  const stop = conversation.watch((update) => {
-    updates.push(update);
-    store.apply(update);
-  }, { page });
+  const stop = conversation.watch(
+    (update) => {
+      updates.push(update);
+      store.apply(update);
+    },
+    { page },
+  );
   await until(() => store.state !== undefined, "the snapshot arrives");
   return { store, stop, updates };
 }
@@ -63,12 +66,18 @@ describe("views as deltas", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 12 }), async (ops) => {
         const models = new ScriptedModels();
-        const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [echo], settings: { progress: { persistWithinMs: 0 } } });
+        const opened = await openAgent(new MemoryStorage(), {
+          models,
+          world: createWorld(),
+          tools: [echo],
+          settings: { progress: { persistWithinMs: 0 } },
+        });
         const conversation = opened.root;
         const stores: ConversationViewStore[] = [(await watchInto(conversation, Infinity)).store];
         let call = 0;
         for (const step of ops) {
-          if (step.kind === "write") await (await conversation.submit({ type: "write", entry: { kind: "app.note", data: step.data } }, ctx)).wait(ctx);
+          if (step.kind === "write")
+            await (await conversation.submit({ type: "write", entry: { kind: "app.note", data: step.data } }, ctx)).wait(ctx);
           else if (step.kind === "configure") await conversation.configure({ instructions: step.instructions }, ctx);
           else if (step.kind === "watch") stores.push((await watchInto(conversation, step.page)).store);
           else {
@@ -174,10 +183,18 @@ describe("views as deltas", () => {
   it("live text of an attempt that a commit ended is dropped, also when its frame arrives after that commit", () => {
     const message = (text: string) => ({ ...(answer(text) as object), content: [{ type: "text", text }] }) as never;
     const base = { conversationId: 1, entries: [], inbox: { items: [] }, usage: { models: {} }, agent: {}, hasOlder: false };
-    let state = applyViewUpdate(undefined, { type: "snapshot", ...base, busy: true, live: { run: { taskId: 7, inputs: [1], startedAt: 0 }, generation: { attempt: 1 } } });
+    let state = applyViewUpdate(undefined, {
+      type: "snapshot",
+      ...base,
+      busy: true,
+      live: { run: { taskId: 7, inputs: [1], startedAt: 0 }, generation: { attempt: 1 } },
+    });
     state = applyViewUpdate(state, { type: "live", answer: { taskId: 7, attempt: 1, message: message("Hel") } });
     expect(state.streaming?.answer?.attempt).toBe(1);
-    state = applyViewUpdate(state, { type: "commit", live: { run: { taskId: 7, inputs: [1], startedAt: 0 }, generation: { attempt: 2, retry: { at: 5, error: "cut" } } } });
+    state = applyViewUpdate(state, {
+      type: "commit",
+      live: { run: { taskId: 7, inputs: [1], startedAt: 0 }, generation: { attempt: 2, retry: { at: 5, error: "cut" } } },
+    });
     expect(state.streaming).toBeUndefined();
     state = applyViewUpdate(state, { type: "live", answer: { taskId: 7, attempt: 1, message: message("Hello") } });
     expect(state.streaming).toBeUndefined();
@@ -190,7 +207,10 @@ describe("live frames", () => {
   it("at most one live message per frame: the first goes at once, what comes during the frame is merged to the newest and sent when it ends; commits pass at once", () => {
     const sent: ConversationViewUpdate[] = [];
     const frames: Array<() => void> = [];
-    const listener = coalesceLiveFrames((update) => sent.push(update), (callback) => frames.push(callback));
+    const listener = coalesceLiveFrames(
+      (update) => sent.push(update),
+      (callback) => frames.push(callback),
+    );
     const message = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] }) as never;
     const answer = (text: string) => ({ taskId: 1, attempt: 1, message: message(text) });
     listener({ type: "live", answer: answer("H") });

@@ -1,8 +1,8 @@
 import type { HarnessStatus } from "pi-durable-web/client";
-import { app, saveWorkerConfig, savedProbeReplay } from "./src/app.ts";
-import { takeAfterReloadNote, onCrashPoint, disarmCrashPoint } from "./src/crashpoints.ts";
-import { byId } from "./src/dom.ts";
+import { app, savedProbeReplay, saveWorkerConfig } from "./src/app.ts";
+import { disarmCrashPoint, onCrashPoint, takeAfterReloadNote } from "./src/crashpoints.ts";
 import { transcript } from "./src/demos.ts";
+import { byId } from "./src/dom.ts";
 import "./src/chat.ts";
 import "./src/tasks.ts";
 import "./src/storage.ts";
@@ -38,7 +38,12 @@ for (const tab of tabs) {
   tab.addEventListener("keydown", (event) => {
     const visible = tabs.filter((candidate) => candidate.offsetParent !== null);
     const at = visible.indexOf(tab);
-    const next = event.key === "ArrowRight" ? visible[(at + 1) % visible.length] : event.key === "ArrowLeft" ? visible[(at - 1 + visible.length) % visible.length] : undefined;
+    const next =
+      event.key === "ArrowRight"
+        ? visible[(at + 1) % visible.length]
+        : event.key === "ArrowLeft"
+          ? visible[(at - 1 + visible.length) % visible.length]
+          : undefined;
     if (!next) return;
     event.preventDefault();
     next.focus();
@@ -100,8 +105,14 @@ function renderStatus(status: HarnessStatus): void {
   const recovered = byId("recovered-banner");
   if (status.kind === "ready") {
     const parts: string[] = [];
-    if (recoveredNote) parts.push(`The worker was stopped at ${recoveredNote.name} (task #${recoveredNote.taskId}, ${recoveredNote.taskKind}), and the reload was the crash.`);
-    if (status.recovered.length > 0) parts.push(`Recovered: task${status.recovered.length > 1 ? "s" : ""} #${status.recovered.join(", #")} ${status.recovered.length > 1 ? "were" : "was"} running and carr${status.recovered.length > 1 ? "y" : "ies"} on from the last checkpoint (restart counted).`);
+    if (recoveredNote)
+      parts.push(
+        `The worker was stopped at ${recoveredNote.name} (task #${recoveredNote.taskId}, ${recoveredNote.taskKind}), and the reload was the crash.`,
+      );
+    if (status.recovered.length > 0)
+      parts.push(
+        `Recovered: task${status.recovered.length > 1 ? "s" : ""} #${status.recovered.join(", #")} ${status.recovered.length > 1 ? "were" : "was"} running and carr${status.recovered.length > 1 ? "y" : "ies"} on from the last checkpoint (restart counted).`,
+      );
     if (recoveredNote?.expect) parts.push(`Expect: ${recoveredNote.expect}`);
     recovered.hidden = parts.length === 0;
     byId("recovered-banner-text").textContent = parts.join(" ");
@@ -137,14 +148,26 @@ const reload = (search?: string) => {
   if (search === undefined) location.reload();
   else location.search = search;
 };
-takeoverButton.addEventListener("click", app.attempt(() => app.client.requestTakeover(), "take over"));
-byId("banner-resume").addEventListener("click", app.attempt(() => app.resume(), "resume"));
+takeoverButton.addEventListener(
+  "click",
+  app.attempt(() => app.client.requestTakeover(), "take over"),
+);
+byId("banner-resume").addEventListener(
+  "click",
+  app.attempt(() => app.resume(), "resume"),
+);
 byId("banner-unpause").addEventListener("click", () => reload(""));
 byId("banner-reload").addEventListener("click", () => reload());
 byId("banner-reload-paused").addEventListener("click", () => reload("?paused"));
 byId("banner-reload-failed").addEventListener("click", () => reload());
-byId("banner-disarm").addEventListener("click", app.attempt(() => disarmCrashPoint(), "disarm"));
-byId("banner-reopen").addEventListener("click", app.attempt(() => app.restartWorkerCleanly(), "reopen"));
+byId("banner-disarm").addEventListener(
+  "click",
+  app.attempt(() => disarmCrashPoint(), "disarm"),
+);
+byId("banner-reopen").addEventListener(
+  "click",
+  app.attempt(() => app.restartWorkerCleanly(), "reopen"),
+);
 byId("banner-dismiss").addEventListener("click", () => (byId("recovered-banner").hidden = true));
 byId("banner-reset-settings").addEventListener(
   "click",

@@ -17,7 +17,9 @@ cleanupOutdatedCaches();
 // The app's own page, also with a query ("?paused"), from the precache: it loads with the network cut.
 // Nothing else on the origin is ours (the e2e page lives beside it under /e2e/).
 const scopePath = new URL(self.registration.scope).pathname.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-registerRoute(new NavigationRoute(createHandlerBoundToURL("index.html"), { allowlist: [new RegExp(`^${scopePath}(index\\.html)?(\\?.*)?$`)] }));
+registerRoute(
+  new NavigationRoute(createHandlerBoundToURL("index.html"), { allowlist: [new RegExp(`^${scopePath}(index\\.html)?(\\?.*)?$`)] }),
+);
 
 self.addEventListener("message", (event) => {
   if ((event.data as { type?: string } | null)?.type === "SKIP_WAITING") void self.skipWaiting();

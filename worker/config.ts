@@ -7,7 +7,9 @@ import type { DemoWorkerConfig } from "./protocol.ts";
 export function workerConfig(): DemoWorkerConfig {
   try {
     // The page spells Infinity (no limit) as "Infinity": JSON has no Infinity.
-    const parsed: unknown = JSON.parse((globalThis as { name?: string }).name || "{}", (_key, value) => (value === "Infinity" ? Infinity : value));
+    const parsed: unknown = JSON.parse((globalThis as { name?: string }).name || "{}", (_key, value) =>
+      value === "Infinity" ? Infinity : value,
+    );
     return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as DemoWorkerConfig) : {};
   } catch {
     return {};

@@ -5,8 +5,8 @@
  * to the object's console (workerd's output), since an object has no BroadcastChannel to the page.
  */
 import { counterTask } from "../examples/counter-task.ts";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, memoryEnvs, NotFound, type Harness, type Json } from "../src/index.ts";
-import { HarnessObject, type DurableObjectState } from "../src/cloudflare/index.ts";
+import { type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, type Harness, type Json, memoryEnvs, NotFound } from "../src/index.ts";
 import { createDemoModels } from "./models.ts";
 import { filesExtension } from "./tools.ts";
 
@@ -38,7 +38,10 @@ export class DemoObject extends HarnessObject {
 
 /** Every connection goes to one object (one demo database), named by the path: `/demo` by default. */
 export default {
-  fetch(request: Request, env: { DEMO: { idFromName(name: string): unknown; get(id: unknown): { fetch(request: Request): Promise<Response> } } }) {
+  fetch(
+    request: Request,
+    env: { DEMO: { idFromName(name: string): unknown; get(id: unknown): { fetch(request: Request): Promise<Response> } } },
+  ) {
     const name = new URL(request.url).pathname.split("/")[1] || "demo";
     return env.DEMO.get(env.DEMO.idFromName(name)).fetch(request);
   },

@@ -1,8 +1,9 @@
 /// <reference lib="webworker" />
 // The demo app's worker: it owns the OPFS database and runs the harness and the agent; the page talks to
 // it with `connectHarness` (pi-durable-web/client). The contract with the page is ./protocol.ts.
-import { BACKGROUND_CONTEXT as ctx, NotFound, type Harness, type Json } from "../src/index.ts";
+
 import { opfsEnvs, serveHarness } from "../src/browser/worker.ts";
+import { BACKGROUND_CONTEXT as ctx, type Harness, type Json, NotFound } from "../src/index.ts";
 import { workerConfig } from "./config.ts";
 import { demoExtension } from "./demo-tasks.ts";
 import { createDemoModels, type DemoModels } from "./models.ts";
@@ -24,7 +25,10 @@ serveHarness({
 });
 
 /** The app methods of DemoMethods (`client.call(name, ...args)`); arguments are checked, they come from the page. */
-function demoMethods(models: DemoModels, envs: ReturnType<typeof opfsEnvs>): Record<keyof DemoMethods, (harness: Harness, ...args: Json[]) => unknown> {
+function demoMethods(
+  models: DemoModels,
+  envs: ReturnType<typeof opfsEnvs>,
+): Record<keyof DemoMethods, (harness: Harness, ...args: Json[]) => unknown> {
   const files = (harness: Harness, conversationId: Json) => {
     if (typeof conversationId !== "number" || !harness.session.conversations.has(conversationId)) {
       throw new NotFound(`There is no conversation ${JSON.stringify(conversationId)}.`);

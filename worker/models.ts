@@ -1,7 +1,15 @@
-import { createModels, createProvider, type Api, type ApiKeyAuth, type Model, type MutableModels, type Provider } from "@earendil-works/pi-ai";
+import {
+  type Api,
+  type ApiKeyAuth,
+  createModels,
+  createProvider,
+  type Model,
+  type MutableModels,
+  type Provider,
+} from "@earendil-works/pi-ai";
 import { openAICompletionsApi } from "@earendil-works/pi-ai/api/openai-completions.lazy";
 import { offlineProvider } from "./offline-model.ts";
-import { OFFLINE_MODEL, OFFLINE_MODEL_LABEL, type ModelChoice, type ProviderConfig } from "./protocol.ts";
+import { type ModelChoice, OFFLINE_MODEL, OFFLINE_MODEL_LABEL, type ProviderConfig } from "./protocol.ts";
 
 /** The demo's models: the offline demo model always, real providers once the page configures them. */
 export interface DemoModels {
@@ -93,7 +101,10 @@ function checkConfig(config: unknown): ProviderConfig {
   switch (value.kind) {
     case "openai-compatible": {
       const baseUrl = text("baseUrl")!;
-      if (!/^https?:\/\//.test(baseUrl)) throw new TypeError(`models.configure: baseUrl must be an http(s) URL such as http://127.0.0.1:11434/v1; got ${JSON.stringify(baseUrl)}.`);
+      if (!/^https?:\/\//.test(baseUrl))
+        throw new TypeError(
+          `models.configure: baseUrl must be an http(s) URL such as http://127.0.0.1:11434/v1; got ${JSON.stringify(baseUrl)}.`,
+        );
       const apiKey = text("apiKey", true);
       return { kind: "openai-compatible", baseUrl, model: text("model")!, ...(apiKey ? { apiKey } : {}) };
     }
@@ -101,6 +112,8 @@ function checkConfig(config: unknown): ProviderConfig {
     case "anthropic":
       return { kind: value.kind, apiKey: text("apiKey")!, model: text("model")! };
     default:
-      throw new TypeError(`models.configure: kind must be "openai-compatible", "openai" or "anthropic"; got ${JSON.stringify(value.kind)}.`);
+      throw new TypeError(
+        `models.configure: kind must be "openai-compatible", "openai" or "anthropic"; got ${JSON.stringify(value.kind)}.`,
+      );
   }
 }

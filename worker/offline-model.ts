@@ -1,11 +1,11 @@
 import {
+  type AssistantMessage,
+  type FauxResponseFactory,
   fauxAssistantMessage,
   fauxProvider,
   fauxText,
   fauxToolCall,
   getCurrentSystemMessage,
-  type AssistantMessage,
-  type FauxResponseFactory,
   type Message,
   type Provider,
   type ToolCall,
@@ -61,7 +61,10 @@ export const STORY =
   "answer, a pause for the retry, and then the whole story again.";
 
 function onInput(input: string, messages: readonly Message[]): AssistantMessage {
-  const command = input.toLowerCase().replace(/[.!?]+$/, "").trim();
+  const command = input
+    .toLowerCase()
+    .replace(/[.!?]+$/, "")
+    .trim();
   const note = /^(?:note|remember)(?::|\s)\s*(\S[\s\S]*)$/i.exec(input);
   if (note) {
     const text = note[1]!.trim();
@@ -73,9 +76,11 @@ function onInput(input: string, messages: readonly Message[]): AssistantMessage 
       text: PROBE.text,
     });
   }
-  if (/^(?:read|show)(?: my| the)? notes?(?:\.txt)?$/.test(command)) return call(messages, `Reading ${PROBE.path}.`, "read", { path: PROBE.path });
+  if (/^(?:read|show)(?: my| the)? notes?(?:\.txt)?$/.test(command))
+    return call(messages, `Reading ${PROBE.path}.`, "read", { path: PROBE.path });
   if (command === "list files" || command === "ls" || command === "files") return call(messages, "Listing the files.", "ls", {});
-  if (/^(?:forget|clear)(?: my| the)? notes?(?:\.txt)?$/.test(command)) return call(messages, `Deleting ${PROBE.path}.`, "rm", { path: PROBE.path });
+  if (/^(?:forget|clear)(?: my| the)? notes?(?:\.txt)?$/.test(command))
+    return call(messages, `Deleting ${PROBE.path}.`, "rm", { path: PROBE.path });
   if (command === "story" || command === "slow" || command.startsWith("tell me a story")) return fauxAssistantMessage(STORY);
   if (command === "help" || command === "") return fauxAssistantMessage(help());
   return fauxAssistantMessage(`You said ${JSON.stringify(input)}. ${help()}`);
@@ -93,7 +98,9 @@ function call(messages: readonly Message[], preface: string, name: string, args:
   const offered = offeredTools(messages);
   if (!offered.has(name)) {
     const available = offered.size > 0 ? [...offered].sort().join(", ") : "none";
-    return fauxAssistantMessage(`I would use the ${name} tool for that, but this conversation does not offer it (tools offered: ${available}).`);
+    return fauxAssistantMessage(
+      `I would use the ${name} tool for that, but this conversation does not offer it (tools offered: ${available}).`,
+    );
   }
   const id = `call_${highestCallNumber(messages) + 1}`;
   return fauxAssistantMessage([fauxText(preface), fauxToolCall(name, args, { id })], { stopReason: "toolUse" });
@@ -125,7 +132,9 @@ function afterTools(messages: readonly Message[]): AssistantMessage {
   let index = messages.length - 1;
   while (index >= 0 && messages[index]!.role !== "assistant") index--;
   const assistant = messages[index] as AssistantMessage | undefined;
-  const calls = new Map((assistant?.content ?? []).filter((block): block is ToolCall => block.type === "toolCall").map((block) => [block.id, block]));
+  const calls = new Map(
+    (assistant?.content ?? []).filter((block): block is ToolCall => block.type === "toolCall").map((block) => [block.id, block]),
+  );
   const results = messages.slice(index + 1).filter((message): message is ToolResultMessage => message.role === "toolResult");
   return fauxAssistantMessage(results.map((result) => describe(result, calls.get(result.toolCallId))).join("\n\n"));
 }
@@ -145,7 +154,9 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
         `The ${name} call was cut off by a crash and may have partially run, so it was not run again. ` +
         `The harness says: "${harness}".` +
         (output ? ` Before the cut it had reported ${JSON.stringify(output)}.` : "") +
-        (name === "append" || name === PROBE.tool || name === "write" || name === "edit" || name === "rm" ? ` Say "read notes" or "list files" to see what it left.` : "")
+        (name === "append" || name === PROBE.tool || name === "write" || name === "edit" || name === "rm"
+          ? ` Say "read notes" or "list files" to see what it left.`
+          : "")
       );
     }
     if (harness?.includes("No file")) return `There is no ${path} yet. Add a line with "note <text>".`;
@@ -171,7 +182,9 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
 function summarize(request: string): string {
   const lines = request.split("\n");
   const inputs = lines.filter((line) => line.startsWith("[User]: ")).map((line) => line.slice("[User]: ".length));
-  const calls = lines.filter((line) => line.startsWith("[Assistant tool call]: ")).map((line) => line.slice("[Assistant tool call]: ".length).split("(")[0]!);
+  const calls = lines
+    .filter((line) => line.startsWith("[Assistant tool call]: "))
+    .map((line) => line.slice("[Assistant tool call]: ".length).split("(")[0]!);
   const counts = new Map<string, number>();
   for (const name of calls) counts.set(name, (counts.get(name) ?? 0) + 1);
   const tools = [...counts].map(([name, count]) => `${name} ×${count}`).join(", ");

@@ -1,14 +1,14 @@
 import {
+  type AnyTool,
   appendFileTool,
   defineExtension,
   defineTool,
+  type ExecutionEnv,
   editFileTool,
   listFilesTool,
   readFileTool,
   removeFileTool,
   writeFileTool,
-  type AnyTool,
-  type ExecutionEnv,
 } from "../src/index.ts";
 import { PROBE } from "./protocol.ts";
 
@@ -25,7 +25,10 @@ export function probeTool(replay: "safe" | "unsafe", waitMs: number = PROBE.wait
     description: `The seed's tool probe: append text to a file, report "working", then take ${waitMs / 1000} s to answer.`,
     parameters: {
       type: "object",
-      properties: { path: { type: "string", description: "A path relative to the conversation's files, e.g. notes.txt" }, text: { type: "string" } },
+      properties: {
+        path: { type: "string", description: "A path relative to the conversation's files, e.g. notes.txt" },
+        text: { type: "string" },
+      },
       required: ["path", "text"],
       additionalProperties: false,
     },

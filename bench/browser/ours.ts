@@ -16,7 +16,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { fmt, summarize, table, type Summary } from "../stats.ts";
+import { fmt, type Summary, summarize, table } from "../stats.ts";
 import type { RecoveryTimeline } from "./app/main.ts";
 import { buildPage, DIST, launchChromium, serveStatic, waitInPage, workerHeap } from "./support.ts";
 
@@ -62,7 +62,9 @@ export async function benchBrowser() {
     const page = await browser.newPage();
     const kernel = await kernelVsRaw(page, server.url);
     // One live task is the hot one alone: the same for both shapes.
-    const configs = VARIANTS.flatMap((variant) => SIZES.filter((live) => variant === "sleeping" || live > 1).map((live) => ({ variant, live })));
+    const configs = VARIANTS.flatMap((variant) =>
+      SIZES.filter((live) => variant === "sleeping" || live > 1).map((live) => ({ variant, live })),
+    );
     const recovery = await recoveries(page, server.url, configs);
     await page.close();
     return report(browser.version, kernel, recovery);
@@ -97,7 +99,18 @@ async function kernelVsRaw(page: Page, baseUrl: string) {
   const ratio = kernelStepMicros.median / rawCommitMicros.median;
   // Each kernel run next to the raw run just before it: robust against load that drifts during the runs.
   const pairedRatios = summarize(steps.map((micros, run) => micros / raw[run]!));
-  return { steps: STEPS, runs: RUNS, settings, recordBytes: bytes, rawCommitMicros, kernelStepMicros, ratio, pairedRatios, target: "kernel step ≤ 2.5× raw commit", meetsTarget: ratio <= 2.5 };
+  return {
+    steps: STEPS,
+    runs: RUNS,
+    settings,
+    recordBytes: bytes,
+    rawCommitMicros,
+    kernelStepMicros,
+    ratio,
+    pairedRatios,
+    target: "kernel step ≤ 2.5× raw commit",
+    meetsTarget: ratio <= 2.5,
+  };
 }
 
 interface RecoveryConfig {
@@ -150,15 +163,22 @@ async function recoveries(page: Page, baseUrl: string, configs: RecoveryConfig[]
 
 async function firstResumedStep(page: Page, { variant, live }: RecoveryConfig): Promise<RecoveryTimeline> {
   await waitInPage(page, () => window.bench?.firstStepSeen !== undefined || window.bench?.status === "failed", 120_000);
-  if ((await page.evaluate(() => window.bench.status)) === "failed") throw new Error(`the harness failed to open after a reload (${variant}, ${live})`);
+  if ((await page.evaluate(() => window.bench.status)) === "failed")
+    throw new Error(`the harness failed to open after a reload (${variant}, ${live})`);
   const timeline = await page.evaluate(() => window.bench.timeline!());
-  if (timeline.firstStep?.kind !== "bench.hot") throw new Error(`the first resumed step was not the hot task's: ${JSON.stringify(timeline.firstStep)}`);
+  if (timeline.firstStep?.kind !== "bench.hot")
+    throw new Error(`the first resumed step was not the hot task's: ${JSON.stringify(timeline.firstStep)}`);
   const count = await page.evaluate(() => window.bench.client!.call<number>("liveTasks"));
   if (count !== live) throw new Error(`expected ${live} live tasks after recovery, found ${count}`);
   return timeline;
 }
 
-function figures({ variant, live }: RecoveryConfig, timelines: RecoveryTimeline[], heaps: number[], wasmBytes: number | undefined): RecoveryFigures {
+function figures(
+  { variant, live }: RecoveryConfig,
+  timelines: RecoveryTimeline[],
+  heaps: number[],
+  wasmBytes: number | undefined,
+): RecoveryFigures {
   const median = (pick: (t: RecoveryTimeline) => number | null | undefined) => summarize(timelines.map((t) => pick(t) ?? NaN)).median;
   const gaps = timelines.map((t) => (t.firstStep!.seenByPage ?? NaN) - t.firstStep!.committed);
   return {
@@ -181,7 +201,11 @@ function figures({ variant, live }: RecoveryConfig, timelines: RecoveryTimeline[
 }
 
 async function waitForHarness(page: Page): Promise<void> {
-  const status = await waitInPage(page, () => (window.bench?.status === "ready" || window.bench?.status === "failed" ? window.bench.status : undefined), 60_000);
+  const status = await waitInPage(
+    page,
+    () => (window.bench?.status === "ready" || window.bench?.status === "failed" ? window.bench.status : undefined),
+    60_000,
+  );
   if (status === "failed") throw new Error("the bench harness failed to open");
 }
 
@@ -270,5 +294,5 @@ export function rowCells(row: Row): string[] {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { result, printed } = await benchBrowser();
   console.log(printed);
-  writeFileSync(new URL("./results-browser.json", new URL("..", import.meta.url)), JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(new URL("./results-browser.json", new URL("..", import.meta.url)), `${JSON.stringify(result, null, 2)}\n`);
 }

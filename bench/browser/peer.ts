@@ -16,7 +16,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { fmt, summarize, type Summary } from "../stats.ts";
+import { fmt, type Summary, summarize } from "../stats.ts";
 import type { Row } from "./ours.ts";
 import { buildPage, DIST, launchChromium, ROOT, serveStatic, waitInPage } from "./support.ts";
 
@@ -38,7 +38,8 @@ export function ensurePeer(): { durably: string; sqlocal: string; sqliteWasm: st
     const result = spawnSync("npm", ["ci", "--ignore-scripts", "--no-audit", "--no-fund"], { cwd: BENCH_DIR, stdio: "inherit" });
     if (result.status !== 0) throw new Error(`npm ci in bench/ failed (exit ${result.status ?? result.signal})`);
   }
-  const version = (name: string) => (JSON.parse(readFileSync(join(BENCH_DIR, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
+  const version = (name: string) =>
+    (JSON.parse(readFileSync(join(BENCH_DIR, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
   return {
     durably: version("@coji/durably"),
     sqlocal: version("sqlocal"),
@@ -109,7 +110,8 @@ async function runOurs(page: Page, baseUrl: string): Promise<Side> {
       const started = performance.now();
       const id = await client.createTask("bench.job", { steps: n });
       const done = await client.waitForTask(id);
-      if (done.state.status !== "terminal" || done.state.outcome.status !== "completed") throw new Error(`job ended ${JSON.stringify(done.state)}`);
+      if (done.state.status !== "terminal" || done.state.outcome.status !== "completed")
+        throw new Error(`job ended ${JSON.stringify(done.state)}`);
       return performance.now() - started;
     }, steps);
   await job(STEPS); // warm-up
@@ -134,9 +136,15 @@ async function runOurs(page: Page, baseUrl: string): Promise<Side> {
     await waitInPage(page, () => window.bench?.firstStepSeen !== undefined, 60_000);
     const timeline = await page.evaluate(() => window.bench.timeline!());
     const first = timeline.firstStep!;
-    if (first.taskId !== taskId || first.step !== CUT) throw new Error(`expected step ${CUT} of task ${taskId} first, got ${JSON.stringify(first)}`);
+    if (first.taskId !== taskId || first.step !== CUT)
+      throw new Error(`expected step ${CUT} of task ${taskId} first, got ${JSON.stringify(first)}`);
     recovery.push(first.committed);
-    phases.push({ workerScript: timeline.workerScript, opening: timeline.opening ?? NaN, recovering: timeline.recovering ?? NaN, ready: timeline.ready ?? NaN });
+    phases.push({
+      workerScript: timeline.workerScript,
+      opening: timeline.opening ?? NaN,
+      recovering: timeline.recovering ?? NaN,
+      ready: timeline.ready ?? NaN,
+    });
     await page.evaluate((id) => window.bench.client!.waitForTask(id), taskId);
     effects.push(await page.evaluate(([tag, steps]) => window.bench.client!.call<number[]>("effects", tag, steps), [tag, STEPS] as const));
   }
@@ -170,7 +178,11 @@ async function runPeer(page: Page, baseUrl: string): Promise<Side> {
     // A fresh database per trial: an unfinished run of an earlier trial would be resumed first.
     await page.goto(`${baseUrl}?db=recovery-${tag}.sqlite3`);
     await ready();
-    await page.evaluate(([tag, steps, cut]) => (window as unknown as PeerWindow).bench.startCut(steps, tag, cut), [tag, STEPS, CUT] as const);
+    await page.evaluate(([tag, steps, cut]) => (window as unknown as PeerWindow).bench.startCut(steps, tag, cut), [
+      tag,
+      STEPS,
+      CUT,
+    ] as const);
     await waitInPage(page, () => (window as unknown as PeerWindow).bench.cutReached !== undefined, 300_000, 50);
     await page.reload();
     await waitInPage(page, (name) => (window as unknown as PeerWindow).bench?.steps?.[name] !== undefined, 120_000, 20, `s${CUT}`);
@@ -212,7 +224,8 @@ function report(chromium: string, versions: ReturnType<typeof ensurePeer>, ours:
     chromium,
     peer: {
       ...versions,
-      setup: "SQLocalKysely on OPFS (sqlocal's own VFS choice), createDurably({ pollingIntervalMs: 100, leaseRenewIntervalMs: 500, leaseMs: 3000 }) as in its docs/llms.md 'Browser Usage'; page served with COOP/COEP",
+      setup:
+        "SQLocalKysely on OPFS (sqlocal's own VFS choice), createDurably({ pollingIntervalMs: 100, leaseRenewIntervalMs: 500, leaseMs: 3000 }) as in its docs/llms.md 'Browser Usage'; page served with COOP/COEP",
     },
     job: { steps: STEPS, result: "{ i }", cutInStep: CUT },
     ours,
@@ -222,7 +235,10 @@ function report(chromium: string, versions: ReturnType<typeof ensurePeer>, ours:
     targets: {
       throughput: { target: "≥ 100× the peer's steps/s", met: throughputRatio >= 100 },
       recovery: { target: "≤ 0.1× the peer's reload → step 501 time", met: recoveryRatio <= 0.1 },
-      noStepTwice: { target: "no step's side effect runs twice (ours)", met: ours.ranTwice.every((n) => n === 0) && ours.lost.every((n) => n === 0) },
+      noStepTwice: {
+        target: "no step's side effect runs twice (ours)",
+        met: ours.ranTwice.every((n) => n === 0) && ours.lost.every((n) => n === 0),
+      },
     },
   };
   const rows: Row[] = [

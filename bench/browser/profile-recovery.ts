@@ -7,8 +7,8 @@
  * profiled reloads, and the phase marks of each reload. A diagnostic, not part of `npm run bench`.
  */
 import { join } from "node:path";
-import { build } from "vite";
 import type { Page } from "playwright-core";
+import { build } from "vite";
 import { DIST, launchChromium, serveStatic, waitInPage } from "./support.ts";
 
 const variant = process.argv[2] === "sleeping" ? "sleeping" : "stalled";
@@ -85,7 +85,9 @@ async function profileNextWorker(page: Page, action: () => Promise<void>): Promi
   const send = <T>(sessionId: string, method: string, params: object = {}) =>
     new Promise<T>((resolve, reject) => {
       const id = ++nextId;
-      replies.set(id, (message) => (message.error ? reject(new Error(`${method}: ${message.error.message}`)) : resolve(message.result as T)));
+      replies.set(id, (message) =>
+        message.error ? reject(new Error(`${method}: ${message.error.message}`)) : resolve(message.result as T),
+      );
       void cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
     });
   let workerSession: Promise<string> | undefined;

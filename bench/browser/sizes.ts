@@ -6,13 +6,13 @@
  * The peer: its bench page (durably + Kysely + zod + sqlocal). "Fetched" is what Chromium requested while the
  * page opened its database (service workers blocked, so a precache does not count).
  */
-import { readFileSync, readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { gzipSync } from "node:zlib";
 import type { InlineConfig } from "vite";
+import { fmt } from "../stats.ts";
 import type { Row } from "./ours.ts";
 import { buildPage, DIST, launchChromium, ROOT, serveStatic, waitInPage } from "./support.ts";
-import { fmt } from "../stats.ts";
 
 export interface FileSize {
   file: string;
@@ -101,7 +101,11 @@ export async function benchSizes() {
 }
 
 /** The JS, CSS and wasm files Chromium fetched while opening `dir`'s page, with their sizes on disk. */
-async function fetchedBy(dir: string, isolated: boolean, opened: (page: import("playwright-core").Page) => Promise<void>): Promise<FileSize[]> {
+async function fetchedBy(
+  dir: string,
+  isolated: boolean,
+  opened: (page: import("playwright-core").Page) => Promise<void>,
+): Promise<FileSize[]> {
   const server = await serveStatic(dir, { isolated });
   const browser = await launchChromium({ blockServiceWorkers: true });
   try {
@@ -131,5 +135,9 @@ function size(path: string): FileSize {
 }
 
 function total(files: FileSize[]): { bytes: number; gzip: number; files: string[] } {
-  return { bytes: files.reduce((sum, f) => sum + f.bytes, 0), gzip: files.reduce((sum, f) => sum + f.gzip, 0), files: files.map((f) => f.file) };
+  return {
+    bytes: files.reduce((sum, f) => sum + f.bytes, 0),
+    gzip: files.reduce((sum, f) => sum + f.gzip, 0),
+    files: files.map((f) => f.file),
+  };
 }

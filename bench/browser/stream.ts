@@ -12,7 +12,7 @@
  */
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { fmt, summarize, type Summary } from "../stats.ts";
+import { fmt, type Summary, summarize } from "../stats.ts";
 import type { StreamRun, UpdateCost } from "./app/stream-page.ts";
 import type { Row } from "./ours.ts";
 import { buildPage, DIST, launchChromium, serveStatic, waitInPage } from "./support.ts";
@@ -37,8 +37,17 @@ interface Streamed {
 
 function streamed(runs: StreamRun[]): Streamed {
   const all = runs.flatMap((run) => run.latencies);
-  const perRun = runs.map((run) => ({ p50: percentile(run.latencies, 50), p95: percentile(run.latencies, 95), updatesPerSecond: run.updates / (run.streamMs / 1000) }));
-  return { p50: percentile(all, 50), p95: percentile(all, 95), updatesPerSecond: summarize(perRun.map((run) => run.updatesPerSecond)).median, runs: perRun };
+  const perRun = runs.map((run) => ({
+    p50: percentile(run.latencies, 50),
+    p95: percentile(run.latencies, 95),
+    updatesPerSecond: run.updates / (run.streamMs / 1000),
+  }));
+  return {
+    p50: percentile(all, 50),
+    p95: percentile(all, 95),
+    updatesPerSecond: summarize(perRun.map((run) => run.updatesPerSecond)).median,
+    runs: perRun,
+  };
 }
 
 interface SizeFigures {
@@ -130,7 +139,14 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
   const bench = "browser streaming";
   const n = (entries: number) => entries.toLocaleString("en-US");
   const rows: Row[] = [
-    { bench, what: "token → screen, pi-ai rendered directly in the page (no harness), p50 / p95", median: `${ms(direct.p50)} / ${ms(direct.p95)}`, range: "", ratio: "baseline", target: "" },
+    {
+      bench,
+      what: "token → screen, pi-ai rendered directly in the page (no harness), p50 / p95",
+      median: `${ms(direct.p50)} / ${ms(direct.p95)}`,
+      range: "",
+      ratio: "baseline",
+      target: "",
+    },
     {
       bench,
       what: "token → screen through the worker, persistWithinMs 1000, p50 / p95",
@@ -139,7 +155,14 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
       ratio: `p95 +${fmt(ours.p95 - direct.p95, 1)} ms`,
       target: `p95 ≤ baseline + 16 ms ${latencyMet ? "✅" : "❌"}`,
     },
-    { bench, what: "visible updates per second of a streamed answer (60 chunks/s, defaults)", median: fmt(ours.updatesPerSecond, 1), range: "", ratio: "", target: `≥ 30 ${updatesMet ? "✅" : "❌"}` },
+    {
+      bench,
+      what: "visible updates per second of a streamed answer (60 chunks/s, defaults)",
+      median: fmt(ours.updatesPerSecond, 1),
+      range: "",
+      ratio: "",
+      target: `≥ 30 ${updatesMet ? "✅" : "❌"}`,
+    },
     ...sizes.map((size) => ({
       bench,
       what: `one streamed commit's update, ${n(size.entries)} entries: bytes to the page; page apply + render`,
@@ -171,7 +194,13 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
       persistWithinMs: 1000,
       direct,
       sizes,
-      targets: { latencyP95WithinBaselinePlus16: latencyMet, updatesPerSecondAtLeast30: updatesMet, writeCostRatio: costRatio, commitBytesRatio: bytesRatio, openRatio },
+      targets: {
+        latencyP95WithinBaselinePlus16: latencyMet,
+        updatesPerSecondAtLeast30: updatesMet,
+        writeCostRatio: costRatio,
+        commitBytesRatio: bytesRatio,
+        openRatio,
+      },
     },
     rows,
   };

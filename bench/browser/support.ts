@@ -8,13 +8,12 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { extname, join, normalize, resolve } from "node:path";
-import { chromium, type BrowserContext, type CDPSession, type Page } from "playwright-core";
+import { type BrowserContext, type CDPSession, chromium, type Page } from "playwright-core";
 import { build, type InlineConfig } from "vite";
 import { CHROMIUM_ARGS, findChromium } from "../../scripts/find-chromium.mjs";
 
 export const ROOT = resolve(new URL("../..", import.meta.url).pathname);
 export const DIST = join(ROOT, ".tmp/bench-dist");
-
 
 /** Builds a Vite config (a file path) quietly, with `overrides` merged over it. */
 export async function buildPage(configFile: string, overrides: InlineConfig = {}): Promise<void> {
@@ -59,7 +58,11 @@ export async function serveStatic(root: string, options: { isolated?: boolean } 
     } catch {
       return void response.writeHead(404).end();
     }
-    response.writeHead(200, { "Content-Type": TYPES[extname(file)] ?? "application/octet-stream", "Cache-Control": "no-store", ...isolation });
+    response.writeHead(200, {
+      "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
+      "Cache-Control": "no-store",
+      ...isolation,
+    });
     createReadStream(file).pipe(response);
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
@@ -146,7 +149,9 @@ export async function workerHeap(page: Page): Promise<{ usedBytes: number; total
     const send = <T>(method: string, params: object = {}) =>
       new Promise<T>((resolveReply, reject) => {
         const id = ++nextId;
-        replies.set(id, (message) => (message.error ? reject(new Error(`${method}: ${message.error.message}`)) : resolveReply(message.result as T)));
+        replies.set(id, (message) =>
+          message.error ? reject(new Error(`${method}: ${message.error.message}`)) : resolveReply(message.result as T),
+        );
         void cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
       });
     await send("HeapProfiler.collectGarbage");
@@ -158,7 +163,13 @@ export async function workerHeap(page: Page): Promise<{ usedBytes: number; total
 }
 
 /** Polls `predicate` in the page every `intervalMs` until it is truthy (Playwright's own polling). */
-export async function waitInPage<T, A = undefined>(page: Page, predicate: (arg: A) => T, timeoutMs = 60_000, intervalMs = 10, arg?: A): Promise<T> {
+export async function waitInPage<T, A = undefined>(
+  page: Page,
+  predicate: (arg: A) => T,
+  timeoutMs = 60_000,
+  intervalMs = 10,
+  arg?: A,
+): Promise<T> {
   const handle = await page.waitForFunction(predicate as (arg: unknown) => T, arg, { timeout: timeoutMs, polling: intervalMs });
   return (await handle.jsonValue()) as T;
 }

@@ -2,8 +2,8 @@
 // A worker of the e2e page that serves a harness the way an app does (e2e/host.e2e.ts): the counter task,
 // its own OPFS pool, and the options the worker's name asks for.
 import { counterTask } from "../../examples/counter-task.ts";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, Harness, MemoryStorage } from "../../src/index.ts";
 import { serveHarness } from "../../src/browser/worker.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness, MemoryStorage } from "../../src/index.ts";
 
 const options = JSON.parse(self.name || "{}") as { crashPoints?: boolean };
 const extension = defineExtension({ name: "example", tasks: [counterTask(() => {})] });

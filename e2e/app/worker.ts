@@ -1,11 +1,11 @@
 /// <reference lib="webworker" />
 import * as Comlink from "comlink";
 import type { SqliteDatabase } from "../../src/storage/sqlite/database.ts";
-import { installSahPool, openSqliteDatabase } from "../../src/storage/sqlite/wasm";
-import type { OpenOptions, WorkerApi } from "./api.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import { installSahPool, openSqliteDatabase } from "../../src/storage/sqlite/wasm";
 import type { Storage } from "../../src/storage/storage.ts";
 import { storageConformance } from "../../src/testing/storage-conformance.ts";
+import type { OpenOptions, WorkerApi } from "./api.ts";
 
 // Test worker for e2e/sqlite-opfs.e2e.ts: the sahpool adapter under test, plus raw pool access.
 

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { inject, onTestFailed } from "vitest";
 import { CHROMIUM_ARGS, findChromium } from "../../scripts/find-chromium.mjs";
 

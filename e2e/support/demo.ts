@@ -2,8 +2,8 @@ import type { Page } from "playwright-core";
 import { expect, inject } from "vitest";
 import type { CrashPointHit, HarnessClient } from "../../src/browser/client.ts";
 import type { Json } from "../../src/json.ts";
-import type { Row } from "../../src/storage/storage.ts";
 import type { TaskRecord } from "../../src/storage/records.ts";
+import type { Row } from "../../src/storage/storage.ts";
 import type { BrowserSession } from "./browser";
 
 // Helpers for driving the demo app (web/main.ts, production build) the way a person would: its buttons, its
@@ -13,7 +13,13 @@ import type { BrowserSession } from "./browser";
 
 declare global {
   // The demo page's console hooks (web/main.ts).
-  var pi: { readonly client: HarnessClient; transcript(): string[]; restartWorker(): void; showView(view: string): void; checkForUpdate(): Promise<void> };
+  var pi: {
+    readonly client: HarnessClient;
+    transcript(): string[];
+    restartWorker(): void;
+    showView(view: string): void;
+    checkForUpdate(): Promise<void>;
+  };
   // Test-side state kept in the page between evaluate calls.
   var e2eCrashPoint: Promise<CrashPointHit> | undefined;
 }
@@ -39,15 +45,20 @@ export async function shownTranscript(page: Page): Promise<string[]> {
 
 /** Waits until the page's transcript shows `line`. */
 export async function waitForLine(page: Page, line: string, timeout = 30_000): Promise<void> {
-  await page.waitForFunction((line) => (document.querySelector("#transcript")?.textContent ?? "").split("\n").includes(line), line, { timeout });
+  await page.waitForFunction((line) => (document.querySelector("#transcript")?.textContent ?? "").split("\n").includes(line), line, {
+    timeout,
+  });
 }
 
 /** Opens the view (tab) that holds `selector` (its `[data-panel]`), unless it is shown already. */
 export async function reveal(page: Page, selector: string): Promise<void> {
-  const view = await page.locator(selector).first().evaluate((element) => {
-    const panel = element.closest<HTMLElement>("[data-panel]");
-    return panel && panel.hidden ? panel.dataset.panel! : undefined;
-  });
+  const view = await page
+    .locator(selector)
+    .first()
+    .evaluate((element) => {
+      const panel = element.closest<HTMLElement>("[data-panel]");
+      return panel?.hidden ? panel.dataset.panel! : undefined;
+    });
   if (view) await page.click(`.views [role=tab][data-view="${view}"]`);
 }
 
@@ -94,7 +105,12 @@ export function query(page: Page, sql: string, ...params: Json[]): Promise<Row[]
 /** Every task row, parsed, in id order. */
 export async function taskRows(page: Page): Promise<Array<{ id: number; kind: string; status: string; record: TaskRecord }>> {
   const rows = await query(page, "SELECT id, kind, status, record FROM tasks ORDER BY id");
-  return rows.map((row) => ({ id: Number(row.id), kind: String(row.kind), status: String(row.status), record: JSON.parse(String(row.record)) as TaskRecord }));
+  return rows.map((row) => ({
+    id: Number(row.id),
+    kind: String(row.kind),
+    status: String(row.status),
+    record: JSON.parse(String(row.record)) as TaskRecord,
+  }));
 }
 
 /** Arms crash point `name` in the page's worker; `crashPointHit` waits for it. */
@@ -124,7 +140,9 @@ export async function sendMessage(page: Page, text: string): Promise<void> {
 export async function waitForUserEntry(page: Page, text: string, timeout = 30_000): Promise<number> {
   const handle = await page.waitForFunction(
     (text) => {
-      const items = [...document.querySelectorAll<HTMLElement>('#chat-log li[data-kind="pi.user"]')].filter((item) => item.textContent === text);
+      const items = [...document.querySelectorAll<HTMLElement>('#chat-log li[data-kind="pi.user"]')].filter(
+        (item) => item.textContent === text,
+      );
       return items.at(-1)?.dataset.entryId;
     },
     text,
@@ -165,10 +183,16 @@ export async function reloadFromBanner(page: Page, point: string): Promise<void>
 /** Opens the Storage panel, runs a preset query from its button, and returns the result table. */
 export async function runPreset(page: Page, preset: string): Promise<{ columns: string[]; rows: string[][] }> {
   await press(page, `[data-preset="${preset}"]`);
-  await page.waitForFunction(() => (document.querySelector("#sql-meta")?.textContent ?? "").endsWith(" rows") || document.querySelector("#sql-meta")?.textContent === "1 row");
+  await page.waitForFunction(
+    () =>
+      (document.querySelector("#sql-meta")?.textContent ?? "").endsWith(" rows") ||
+      document.querySelector("#sql-meta")?.textContent === "1 row",
+  );
   return page.evaluate(() => ({
     columns: [...document.querySelectorAll("#sql-result th")].map((cell) => cell.textContent ?? ""),
-    rows: [...document.querySelectorAll("#sql-result tbody tr")].map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? "")),
+    rows: [...document.querySelectorAll("#sql-result tbody tr")].map((row) =>
+      [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? ""),
+    ),
   }));
 }
 

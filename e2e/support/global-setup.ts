@@ -20,7 +20,9 @@ declare module "vitest" {
 /** Checks the prerequisites with messages that say what to run, then serves both builds on one origin. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   if (!existsSync(`${DIST}/index.html`)) {
-    throw new Error(`${DIST} is missing: run "npm run test:e2e" (it builds e2e/app first), or "npx vite build --config vite.e2e.config.ts".`);
+    throw new Error(
+      `${DIST} is missing: run "npm run test:e2e" (it builds e2e/app first), or "npx vite build --config vite.e2e.config.ts".`,
+    );
   }
   if (!existsSync(`${DEMO_DIST}/index.html`)) {
     throw new Error(`${DEMO_DIST} is missing: run "npm run test:e2e" (it builds the demo app first), or "npx vite build".`);

@@ -24,7 +24,10 @@ const TYPES: Record<string, string> = {
  * not need SharedArrayBuffer, and testing without the headers proves that. `onRequest` hears each request's
  * path (to see what a service worker fetched).
  */
-export async function serveStatic(mounts: string | Record<string, string>, onRequest?: (pathname: string) => void): Promise<{ url: string; close(): Promise<void> }> {
+export async function serveStatic(
+  mounts: string | Record<string, string>,
+  onRequest?: (pathname: string) => void,
+): Promise<{ url: string; close(): Promise<void> }> {
   const table = Object.entries(typeof mounts === "string" ? { "/": mounts } : mounts)
     .map(([prefix, root]) => ({ prefix, base: resolve(root) }))
     .sort((a, b) => b.prefix.length - a.prefix.length);

@@ -32,7 +32,8 @@ export function resolveAgent(registry: Registry, config: AgentConfig): ResolvedA
   for (const extension of registry.extensions as readonly AgentExtension[]) {
     for (const tool of extension.tools ?? []) installed.set(tool.name, tool);
     if (extension.hooks) hooks.push({ extension: extension.name, hooks: extension.hooks });
-    if (typeof extension.instructions === "string" && extension.instructions !== "") sections[`extension:${extension.name}`] = extension.instructions;
+    if (typeof extension.instructions === "string" && extension.instructions !== "")
+      sections[`extension:${extension.name}`] = extension.instructions;
   }
   if (typeof config.instructions === "string" && config.instructions !== "") sections.instructions = config.instructions;
   const offered = new Map<string, AnyTool>();

@@ -1,9 +1,9 @@
 import type { AssistantMessage, Message, Models, UserMessage } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import type { Context } from "../context.ts";
+import type { Tx } from "../session/tx.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
-import type { Tx } from "../session/tx.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
 import { addUsage, appendEntry, readAgentConfig, readLive, writeLive } from "./documents.ts";
 import type { LiveFailure, ModelRef } from "./types.ts";
@@ -63,14 +63,24 @@ function removeStatus(tx: Tx, conversationId: number, taskId: number, failure?: 
   const live = readLive(tx, conversationId);
   const compactions = (live.compactions ?? []).filter((status) => status.taskId !== taskId);
   const { compactions: _all, ...rest } = live;
-  writeLive(tx, conversationId, { ...rest, ...(compactions.length > 0 ? { compactions } : {}), ...(failure ? { compactionFailure: failure } : {}) });
+  writeLive(tx, conversationId, {
+    ...rest,
+    ...(compactions.length > 0 ? { compactions } : {}),
+    ...(failure ? { compactionFailure: failure } : {}),
+  });
 }
 
 async function select(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const config = readAgentConfig((scope, key) => runtime.document(scope, key), task.conversationId);
   const model = config.model;
   if (!model || !(runtime.models as Models | undefined)?.getModel(model.provider, model.id)) {
-    await fail(task, runtime, "no_model", model ? `Model ${model.provider}/${model.id} is not available in HarnessOptions.models.` : "No model is configured.", context);
+    await fail(
+      task,
+      runtime,
+      "no_model",
+      model ? `Model ${model.provider}/${model.id} is not available in HarnessOptions.models.` : "No model is configured.",
+      context,
+    );
     return;
   }
   const entries = await runtime.entries({}, context);
@@ -80,7 +90,8 @@ async function select(task: Task, runtime: Runtime, context: Context): Promise<v
   // separates a tool call from its result.
   const users = kept.filter((entry) => entry.kind === "pi.user" && entry.id > previousCut);
   const firstKept = users.at(-1)?.id;
-  const summarizable = firstKept === undefined ? [] : kept.filter((entry) => entry.id < firstKept && messageOf(entry) && messageOf(entry)!.role !== "system");
+  const summarizable =
+    firstKept === undefined ? [] : kept.filter((entry) => entry.id < firstKept && messageOf(entry) && messageOf(entry)!.role !== "system");
   if (firstKept === undefined || summarizable.length === 0) {
     await runtime.commit((tx) => {
       removeStatus(tx, task.conversationId, task.id);
@@ -98,7 +109,13 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
   const models = runtime.models as Models | undefined;
   const model = models?.getModel(checkpoint.model.provider, checkpoint.model.id);
   if (!models || !model) {
-    await fail(task, runtime, "no_model", `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`, context);
+    await fail(
+      task,
+      runtime,
+      "no_model",
+      `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`,
+      context,
+    );
     return;
   }
   const entries = await runtime.entries({}, context);
@@ -115,16 +132,34 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
   try {
     response = await models.completeSimple(model, { systemPrompt: SUMMARIZER_PROMPT, messages: [prompt] }, { signal: runtime.signal });
   } catch (error) {
-    response = { role: "assistant", content: [], api: model.api, provider: model.provider, model: model.id, usage: zeroUsage(), stopReason: "error", errorMessage: errorMessage(error), timestamp: runtime.now() };
+    response = {
+      role: "assistant",
+      content: [],
+      api: model.api,
+      provider: model.provider,
+      model: model.id,
+      usage: zeroUsage(),
+      stopReason: "error",
+      errorMessage: errorMessage(error),
+      timestamp: runtime.now(),
+    };
   }
   if (runtime.signal.aborted) return;
-  const text = response.content.filter((block) => block.type === "text").map((block) => block.text).join("").trim();
+  const text = response.content
+    .filter((block) => block.type === "text")
+    .map((block) => block.text)
+    .join("")
+    .trim();
   const usageKey = `${response.provider}/${response.model}`;
   if (response.stopReason === "stop" && text !== "" && toolCallsOf(response).length === 0) {
     await runtime.commit((tx) => {
       addUsage(tx, conversationId, usageKey, response.usage);
       const message: UserMessage = { role: "user", content: `${SUMMARY_PREFIX}${text}${SUMMARY_SUFFIX}`, timestamp: tx.now() };
-      const entryId = appendEntry(tx, conversationId, "pi.compaction", { message, firstKept: checkpoint.firstKept, reason: task.input.reason });
+      const entryId = appendEntry(tx, conversationId, "pi.compaction", {
+        message,
+        firstKept: checkpoint.firstKept,
+        reason: task.input.reason,
+      });
       removeStatus(tx, conversationId, task.id);
       return { status: "terminal", outcome: { status: "completed", result: { entryId } } };
     }, context);
@@ -147,7 +182,9 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
       const until = tx.now() + delay;
       const attempt = checkpoint.attempt + 1;
       const live = readLive(tx, conversationId);
-      const compactions = (live.compactions ?? []).map((status) => (status.taskId === task.id ? { taskId: task.id, attempt, retry: { at: until, error: failure } } : status));
+      const compactions = (live.compactions ?? []).map((status) =>
+        status.taskId === task.id ? { taskId: task.id, attempt, retry: { at: until, error: failure } } : status,
+      );
       writeLive(tx, conversationId, { ...live, compactions });
       return { status: "sleeping", until, checkpoint: { ...checkpoint, attempt } };
     }, context);
@@ -156,7 +193,14 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
   await fail(task, runtime, "model_error", failure, context, response);
 }
 
-async function fail(task: Task, runtime: Runtime, reason: LiveFailure["reason"], message: string, context: Context, response?: AssistantMessage): Promise<void> {
+async function fail(
+  task: Task,
+  runtime: Runtime,
+  reason: LiveFailure["reason"],
+  message: string,
+  context: Context,
+  response?: AssistantMessage,
+): Promise<void> {
   const conversationId = task.conversationId;
   await runtime.commit((tx) => {
     if (response) addUsage(tx, conversationId, `${response.provider}/${response.model}`, response.usage);
@@ -181,7 +225,9 @@ function serialize(messages: Message[]): string {
       }
     } else if (message.role === "toolResult") {
       const text = textOf(message.content);
-      lines.push(`[Tool result]: ${text.length > 2000 ? `${text.slice(0, 2000)}\n[... ${text.length - 2000} more characters truncated]` : text}`);
+      lines.push(
+        `[Tool result]: ${text.length > 2000 ? `${text.slice(0, 2000)}\n[... ${text.length - 2000} more characters truncated]` : text}`,
+      );
     }
   }
   return lines.join("\n");
@@ -193,5 +239,12 @@ function textOf(content: string | ReadonlyArray<{ type: string; text?: string }>
 }
 
 function zeroUsage(): AssistantMessage["usage"] {
-  return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  return {
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
 }

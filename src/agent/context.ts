@@ -15,7 +15,10 @@ const NOT_RESENT = new Set(["aborted", "error", "deferred"]);
  * system entries before it are kept (collapsed into one leading system message) because they carry the
  * prompt and the tool declarations.
  */
-export function activeEntries(entries: readonly EntryRecord[], through?: number): { head?: EntryRecord; before: EntryRecord[]; kept: EntryRecord[] } {
+export function activeEntries(
+  entries: readonly EntryRecord[],
+  through?: number,
+): { head?: EntryRecord; before: EntryRecord[]; kept: EntryRecord[] } {
   const visible = through === undefined ? entries : entries.filter((entry) => entry.id <= through);
   let head: EntryRecord | undefined;
   for (const entry of visible) if (entry.kind === "pi.compaction") head = entry;

@@ -10,16 +10,16 @@ import { AGENT, asJson, LIVE, readAgentConfig, readLive, scopeOf } from "./docum
 import { agentHost } from "./host.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 import type { AgentChange, AgentConfig, LiveState, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
-import { ConversationViewStore } from "./view-store.ts";
 import {
-  DEFAULT_VIEW_PAGE,
-  indexToolResults,
-  viewDocuments,
   type ConversationViewState,
+  DEFAULT_VIEW_PAGE,
   type EntryPage,
+  indexToolResults,
   type ViewListener,
   type ViewUpdateListener,
+  viewDocuments,
 } from "./view.ts";
+import { ConversationViewStore } from "./view-store.ts";
 
 /**
  * A conversation: its entries, its documents (`pi.agent`, `pi.live`, `pi.inbox`, `pi.usage`) and the runs that
@@ -62,7 +62,11 @@ export class Conversation {
    * from the next model request on (a request in flight keeps what it was prepared with).
    */
   async configure(change: AgentChange, context: Context): Promise<AgentConfig> {
-    const next = (tx: Tx) => applyChange(readAgentConfig((scope, key) => tx.document(scope, key), this.id), change);
+    const next = (tx: Tx) =>
+      applyChange(
+        readAgentConfig((scope, key) => tx.document(scope, key), this.id),
+        change,
+      );
     return this.commit((tx) => {
       const config = next(tx);
       tx.setDocument(scopeOf(this.id), AGENT, asJson(config));
@@ -87,7 +91,9 @@ export class Conversation {
         const existing = await session.storage.findSubmission(this.id, draft.requestId);
         if (existing) {
           if (existing.type !== draft.type) {
-            throw new InvalidSubmission(`requestId ${JSON.stringify(draft.requestId)} was already used for a ${existing.type} submission (${existing.id}) in conversation ${this.id}.`);
+            throw new InvalidSubmission(
+              `requestId ${JSON.stringify(draft.requestId)} was already used for a ${existing.type} submission (${existing.id}) in conversation ${this.id}.`,
+            );
           }
           return existing;
         }
@@ -171,7 +177,8 @@ export class Conversation {
    */
   watch(listener: ViewUpdateListener, options: { page?: number } = {}): () => void {
     const page = options.page ?? DEFAULT_VIEW_PAGE;
-    if (!(page === Infinity || (Number.isInteger(page) && page > 0))) throw new InvalidSetting(`A view's page is a positive whole number of entries (or Infinity); got ${String(page)}.`);
+    if (!(page === Infinity || (Number.isInteger(page) && page > 0)))
+      throw new InvalidSetting(`A view's page is a positive whole number of entries (or Infinity); got ${String(page)}.`);
     const host = agentHost(this.#harness);
     const feed = host.feed(this.id, page);
     const unsubscribe = feed.subscribe(listener);
@@ -184,7 +191,8 @@ export class Conversation {
   /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
   async entriesBefore(beforeId: number, limit: number, context: Context): Promise<EntryPage> {
     throwIfCancelled(context);
-    if (!Number.isInteger(limit) || limit <= 0) throw new InvalidSetting(`limit is a positive whole number of entries; got ${String(limit)}.`);
+    if (!Number.isInteger(limit) || limit <= 0)
+      throw new InvalidSetting(`limit is a positive whole number of entries; got ${String(limit)}.`);
     const loaded = await waitFor(this.#harness.storage.listEntries(this.id, { beforeId, last: limit + 1 }), context);
     const hasOlder = loaded.length > limit;
     return { entries: hasOlder ? loaded.slice(1) : loaded, hasOlder };
@@ -210,7 +218,8 @@ export class Submission {
   /** The stored record (status `queued`, `running`, `done` or `unanswered`). */
   async record(context: Context): Promise<SubmissionRecord> {
     throwIfCancelled(context);
-    const record = this.#harness.session.openSubmissions.get(this.id) ?? (await waitFor(this.#harness.storage.getSubmission(this.id), context));
+    const record =
+      this.#harness.session.openSubmissions.get(this.id) ?? (await waitFor(this.#harness.storage.getSubmission(this.id), context));
     if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
     return cloneJson(record);
   }
@@ -223,7 +232,10 @@ export class Submission {
     throwIfCancelled(context);
     if (!this.#harness.readOnly) this.#harness.resume();
     const session = this.#harness.session;
-    const settled = agentHost(this.#harness).settled(this.id, async () => session.openSubmissions.get(this.id) ?? (await session.storage.getSubmission(this.id)));
+    const settled = agentHost(this.#harness).settled(
+      this.id,
+      async () => session.openSubmissions.get(this.id) ?? (await session.storage.getSubmission(this.id)),
+    );
     const record = await waitFor(settled, context);
     if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
     return outcomeOf(record, (id) => session.storage.getEntry(id));
@@ -232,12 +244,16 @@ export class Submission {
 
 async function outcomeOf(record: SubmissionRecord, entry: (id: number) => Promise<EntryRecord | undefined>): Promise<SubmissionOutcome> {
   const result = (record.result ?? {}) as { answer?: number; entryId?: number; reason?: UnansweredReason; message?: string };
-  if (record.status === "unanswered") return { status: "unanswered", reason: result.reason ?? "faulted", ...(result.message ? { message: result.message } : {}) };
+  if (record.status === "unanswered")
+    return { status: "unanswered", reason: result.reason ?? "faulted", ...(result.message ? { message: result.message } : {}) };
   if (result.answer === undefined) return { status: "done", ...(result.entryId !== undefined ? { entryId: result.entryId } : {}) };
   const answer = await entry(result.answer);
   const message = (answer?.payload as { message?: AssistantMessage } | undefined)?.message;
   if (!message) return { status: "done" };
-  const text = message.content.filter((block) => block.type === "text").map((block) => block.text).join("");
+  const text = message.content
+    .filter((block) => block.type === "text")
+    .map((block) => block.text)
+    .join("");
   return { status: "done", answer: { entryId: result.answer, text, message } };
 }
 
@@ -245,10 +261,12 @@ async function outcomeOf(record: SubmissionRecord, entry: (id: number) => Promis
 export function modelRef(model: ModelRef | string): ModelRef {
   if (typeof model === "string") {
     const slash = model.indexOf("/");
-    if (slash <= 0 || slash === model.length - 1) throw new InvalidSetting(`A model is "provider/id" or a pi-ai Model; got ${JSON.stringify(model)}.`);
+    if (slash <= 0 || slash === model.length - 1)
+      throw new InvalidSetting(`A model is "provider/id" or a pi-ai Model; got ${JSON.stringify(model)}.`);
     return { provider: model.slice(0, slash), id: model.slice(slash + 1) };
   }
-  if (typeof model?.provider !== "string" || typeof model.id !== "string") throw new InvalidSetting("A model needs a provider and an id (pass a pi-ai Model or \"provider/id\").");
+  if (typeof model?.provider !== "string" || typeof model.id !== "string")
+    throw new InvalidSetting('A model needs a provider and an id (pass a pi-ai Model or "provider/id").');
   return { provider: model.provider, id: model.id };
 }
 
@@ -263,7 +281,8 @@ export function applyChange(current: AgentConfig, change: AgentChange): AgentCon
   }
   if (change.tools === null) delete next.tools;
   else if (change.tools !== undefined) {
-    if (!Array.isArray(change.tools) || change.tools.some((name) => typeof name !== "string")) throw new InvalidSetting("tools must be an array of tool names.");
+    if (!Array.isArray(change.tools) || change.tools.some((name) => typeof name !== "string"))
+      throw new InvalidSetting("tools must be an array of tool names.");
     next.tools = [...change.tools];
   }
   return next;
@@ -279,7 +298,9 @@ function checkDraft(draft: SubmissionDraft): void {
   } else if (draft?.type === "write") {
     if (typeof draft.entry?.kind !== "string" || draft.entry.kind === "") throw new InvalidSubmission("A write needs entry.kind.");
   } else {
-    throw new InvalidSubmission(`A submission is { type: "input", content } or { type: "write", entry }; got type ${JSON.stringify((draft as { type?: unknown })?.type)}.`);
+    throw new InvalidSubmission(
+      `A submission is { type: "input", content } or { type: "write", entry }; got type ${JSON.stringify((draft as { type?: unknown })?.type)}.`,
+    );
   }
   if (draft.requestId !== undefined && (typeof draft.requestId !== "string" || draft.requestId === "")) {
     throw new InvalidSubmission("requestId must be a non-empty string.");

@@ -2,17 +2,17 @@ import type { Api, AssistantMessage, Model, Models } from "@earendil-works/pi-ai
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../context.ts";
-import { errorMessage } from "../tasks/scheduler.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
+import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
-import { resolveAgent, planSystemMessage } from "./agent.ts";
-import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
+import { planSystemMessage, resolveAgent } from "./agent.ts";
 import { deriveContext, toolCallsOf } from "./context.ts";
 import { appendAssistant, appendEntry, dropUndefined, LIVE, readAgentConfig, readLive, scopeOf, writeLive } from "./documents.ts";
+import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
 import { LazyProgress } from "./progress.ts";
 import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
-import { toolErrorMessage, ToolTask } from "./tool-task.ts";
-import type { LiveState, LiveToolRef, ModelRef, UnansweredReason } from "./types.ts";
+import { ToolTask, toolErrorMessage } from "./tool-task.ts";
+import type { LiveState, LiveToolRef, UnansweredReason } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
 export type { GenerationCheckpoint, GenerationResult };
@@ -71,11 +71,23 @@ async function prepare(task: Task, runtime: Runtime, context: Context): Promise<
   const turn = (task.state.checkpoint as Extract<GenerationCheckpoint, { phase: "prepare" }>).turn;
   const config = readAgentConfig((scope, key) => runtime.document(scope, key), conversationId);
   if (!config.model) {
-    await failRun(task, runtime, "no_model", "No model is configured: configure the conversation with a model, then submit again.", context);
+    await failRun(
+      task,
+      runtime,
+      "no_model",
+      "No model is configured: configure the conversation with a model, then submit again.",
+      context,
+    );
     return;
   }
   if (!models(runtime)?.getModel(config.model.provider, config.model.id)) {
-    await failRun(task, runtime, "no_model", `Model ${config.model.provider}/${config.model.id} is not available in HarnessOptions.models.`, context);
+    await failRun(
+      task,
+      runtime,
+      "no_model",
+      `Model ${config.model.provider}/${config.model.id} is not available in HarnessOptions.models.`,
+      context,
+    );
     return;
   }
   const agent = resolveAgent(runtime.registry, config);
@@ -99,13 +111,24 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
   // died. It is not resent at once; it counts as a failed attempt and the retry backoff applies.
   const live = (runtime.document(scopeOf(conversationId), LIVE) as LiveState | undefined) ?? {};
   if ((task.restarts ?? 0) > 0 && live.generation?.attempt === attempt && live.generation.requestedAt !== undefined) {
-    await failAttempt(task, runtime, { reason: "interrupted", message: `Attempt ${attempt} of the model request was cut off while in flight.`, retryable: true }, context);
+    await failAttempt(
+      task,
+      runtime,
+      { reason: "interrupted", message: `Attempt ${attempt} of the model request was cut off while in flight.`, retryable: true },
+      context,
+    );
     return;
   }
   const catalog = models(runtime);
   const model = catalog?.getModel(checkpoint.model.provider, checkpoint.model.id);
   if (!catalog || !model) {
-    await failRun(task, runtime, "no_model", `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`, context);
+    await failRun(
+      task,
+      runtime,
+      "no_model",
+      `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`,
+      context,
+    );
     return;
   }
   // A partial left by a close (not a crash) becomes an aborted entry, and the same request goes out again.
@@ -154,40 +177,58 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
   }
   // B9: the commits below record an answer that was paid for; a refused one is retried, never re-requested.
   if (message.stopReason === "stop" || message.stopReason === "length" || message.stopReason === "toolUse") {
-    await commitStored(runtime, (tx) => {
-      const entryId = appendAssistant(tx, conversationId, message);
-      endRun(tx, conversationId, task.id, { status: "done", answer: entryId });
-      return { status: "terminal", outcome: { status: "completed", result: { entryId } } };
-    }, context);
+    await commitStored(
+      runtime,
+      (tx) => {
+        const entryId = appendAssistant(tx, conversationId, message);
+        endRun(tx, conversationId, task.id, { status: "done", answer: entryId });
+        return { status: "terminal", outcome: { status: "completed", result: { entryId } } };
+      },
+      context,
+    );
     return;
   }
   const failure = message.errorMessage ?? `The model ended its answer with stop reason "${message.stopReason}".`;
-  await failAttempt(task, runtime, { reason: "model_error", message: failure, retryable: message.stopReason === "error" && isRetryableAssistantError(message), response: message }, context);
+  await failAttempt(
+    task,
+    runtime,
+    {
+      reason: "model_error",
+      message: failure,
+      retryable: message.stopReason === "error" && isRetryableAssistantError(message),
+      response: message,
+    },
+    context,
+  );
 }
 
 async function startToolRound(task: Task, runtime: Runtime, message: AssistantMessage, context: Context): Promise<void> {
   const conversationId = task.conversationId;
   const { turn } = task.state.checkpoint as RequestCheckpoint;
   const sequential = runtime.settings.toolExecution === "sequential";
-  await commitStored(runtime, (tx) => {
-    const assistant = appendAssistant(tx, conversationId, message);
-    const refs: LiveToolRef[] = [];
-    const created: number[] = [];
-    const pending: string[] = [];
-    for (const call of toolCallsOf(message)) {
-      if (sequential && created.length > 0) {
-        refs.push({ callId: call.id, name: call.name });
-        pending.push(call.id);
-        continue;
+  await commitStored(
+    runtime,
+    (tx) => {
+      const assistant = appendAssistant(tx, conversationId, message);
+      const refs: LiveToolRef[] = [];
+      const created: number[] = [];
+      const pending: string[] = [];
+      for (const call of toolCallsOf(message)) {
+        if (sequential && created.length > 0) {
+          refs.push({ callId: call.id, name: call.name });
+          pending.push(call.id);
+          continue;
+        }
+        const taskId = tx.createTask(ToolTask, { assistant, callId: call.id, name: call.name });
+        refs.push({ callId: call.id, name: call.name, taskId });
+        created.push(taskId);
       }
-      const taskId = tx.createTask(ToolTask, { assistant, callId: call.id, name: call.name });
-      refs.push({ callId: call.id, name: call.name, taskId });
-      created.push(taskId);
-    }
-    const { generation: _generation, ...live } = readLive(tx, conversationId);
-    writeLive(tx, conversationId, { ...live, tools: refs });
-    return { status: "waiting", checkpoint: { phase: "tools" as const, turn, assistant, tools: created, pending }, on: created };
-  }, context);
+      const { generation: _generation, ...live } = readLive(tx, conversationId);
+      writeLive(tx, conversationId, { ...live, tools: refs });
+      return { status: "waiting", checkpoint: { phase: "tools" as const, turn, assistant, tools: created, pending }, on: created };
+    },
+    context,
+  );
 }
 
 async function tools(task: Task, runtime: Runtime, context: Context): Promise<void> {
@@ -200,7 +241,10 @@ async function tools(task: Task, runtime: Runtime, context: Context): Promise<vo
       const live = readLive(tx, conversationId);
       const ref = live.tools?.find((candidate) => candidate.callId === next);
       const taskId = tx.createTask(ToolTask, { assistant: checkpoint.assistant, callId: next, name: ref?.name ?? "" });
-      writeLive(tx, conversationId, { ...live, tools: (live.tools ?? []).map((candidate) => (candidate.callId === next ? { ...candidate, taskId } : candidate)) });
+      writeLive(tx, conversationId, {
+        ...live,
+        tools: (live.tools ?? []).map((candidate) => (candidate.callId === next ? { ...candidate, taskId } : candidate)),
+      });
       return { status: "waiting", checkpoint: { ...checkpoint, tools: [...checkpoint.tools, taskId], pending: rest }, on: [taskId] };
     }, context);
     return;
@@ -236,31 +280,49 @@ async function failAttempt(task: Task, runtime: Runtime, failure: AttemptFailure
     return;
   }
   const delay = Math.min(policy.baseDelayMs * 2 ** retriesUsed, policy.maxAgentDelayMs);
-  await commitStored(runtime, (tx) => {
-    convertPartial(tx, conversationId);
-    if (failure.response) appendAssistant(tx, conversationId, failure.response);
-    const until = tx.now() + delay;
-    const attempt = checkpoint.attempt + 1;
-    writeLive(tx, conversationId, { ...readLive(tx, conversationId), generation: { attempt, retry: { at: until, error: failure.message, cause: failure.reason, maxAttempts: policy.maxRetries + 1 } } });
-    return { status: "sleeping", until, checkpoint: { ...checkpoint, attempt } };
-  }, context);
+  await commitStored(
+    runtime,
+    (tx) => {
+      convertPartial(tx, conversationId);
+      if (failure.response) appendAssistant(tx, conversationId, failure.response);
+      const until = tx.now() + delay;
+      const attempt = checkpoint.attempt + 1;
+      writeLive(tx, conversationId, {
+        ...readLive(tx, conversationId),
+        generation: { attempt, retry: { at: until, error: failure.message, cause: failure.reason, maxAttempts: policy.maxRetries + 1 } },
+      });
+      return { status: "sleeping", until, checkpoint: { ...checkpoint, attempt } };
+    },
+    context,
+  );
 }
 
 /**
  * Ends the run without an answer: `pi.live.runFailure`, the inputs `unanswered`, the task `failed`. A run cut
  * off by the harness (interrupted, restart limit) is also reported as `task_interrupted` (S7).
  */
-async function failRun(task: Task, runtime: Runtime, reason: UnansweredReason, message: string, context: Context, response?: AssistantMessage): Promise<void> {
+async function failRun(
+  task: Task,
+  runtime: Runtime,
+  reason: UnansweredReason,
+  message: string,
+  context: Context,
+  response?: AssistantMessage,
+): Promise<void> {
   const conversationId = task.conversationId;
-  await commitStored(runtime, (tx) => {
-    convertPartial(tx, conversationId);
-    if (response) appendAssistant(tx, conversationId, response);
-    endRun(tx, conversationId, task.id, { status: "unanswered", reason, message });
-    if (reason === "interrupted" || reason === "restart_limit") {
-      tx.report({ kind: "task_interrupted", taskId: task.id, taskKind: task.kind, conversationId, reason, message });
-    }
-    return { status: "terminal", outcome: { status: "failed", error: { message, detail: { reason } } } };
-  }, context);
+  await commitStored(
+    runtime,
+    (tx) => {
+      convertPartial(tx, conversationId);
+      if (response) appendAssistant(tx, conversationId, response);
+      endRun(tx, conversationId, task.id, { status: "unanswered", reason, message });
+      if (reason === "interrupted" || reason === "restart_limit") {
+        tx.report({ kind: "task_interrupted", taskId: task.id, taskKind: task.kind, conversationId, reason, message });
+      }
+      return { status: "terminal", outcome: { status: "failed", error: { message, detail: { reason } } } };
+    },
+    context,
+  );
 }
 
 /** The committed partial answer (if any) becomes an `aborted` assistant entry: kept, never resent. */
@@ -268,7 +330,11 @@ export function convertPartial(tx: Parameters<typeof readLive>[0], conversationI
   const live = readLive(tx, conversationId);
   const partial = live.generation?.message;
   if (!partial || !live.generation) return;
-  appendAssistant(tx, conversationId, { ...partial, stopReason: "aborted", errorMessage: partial.errorMessage ?? "Cut off before the answer was complete." });
+  appendAssistant(tx, conversationId, {
+    ...partial,
+    stopReason: "aborted",
+    errorMessage: partial.errorMessage ?? "Cut off before the answer was complete.",
+  });
   const { message: _message, ...generation } = live.generation;
   writeLive(tx, conversationId, { ...live, generation });
 }
@@ -284,7 +350,14 @@ function failedMessage(model: Model<Api>, text: string, now: number): AssistantM
     api: model.api,
     provider: model.provider,
     model: model.id,
-    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    usage: {
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 0,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+    },
     stopReason: "error",
     errorMessage: text,
     timestamp: now,

@@ -1,9 +1,9 @@
-import { deliver } from "../reports.ts";
+import { HarnessClosed } from "../errors.ts";
 import type { Harness } from "../harness.ts";
+import { deliver } from "../reports.ts";
 import type { Published } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
-import { HarnessClosed } from "../errors.ts";
 import { readLive, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
 import { endRun } from "./runs.ts";
@@ -86,7 +86,11 @@ export class AgentHost {
       for (const conversationId of this.harness.session.conversations.keys()) {
         const live = readLive(tx, conversationId);
         if (live.run && !tx.task(live.run.taskId)) {
-          endRun(tx, conversationId, live.run.taskId, { status: "unanswered", reason: "faulted", message: `Task ${live.run.taskId} ended without answering.` });
+          endRun(tx, conversationId, live.run.taskId, {
+            status: "unanswered",
+            reason: "faulted",
+            message: `Task ${live.run.taskId} ended without answering.`,
+          });
         }
         const compactions = readLive(tx, conversationId).compactions ?? [];
         const alive = compactions.filter((status) => tx.task(status.taskId));
@@ -123,7 +127,10 @@ export class AgentHost {
     if (this.#closed || this.harness.readOnly) return;
     const conversationId = task.conversationId;
     const outcome = task.state.status === "terminal" ? task.state.outcome : undefined;
-    const message = outcome?.status === "faulted" ? outcome.error.message : `Task ${task.id} was orphaned (${outcome?.status === "orphaned" ? outcome.reason : "unknown"}).`;
+    const message =
+      outcome?.status === "faulted"
+        ? outcome.error.message
+        : `Task ${task.id} was orphaned (${outcome?.status === "orphaned" ? outcome.reason : "unknown"}).`;
     // Listeners run on the commit line and must not commit there: queue the cleanup behind it.
     queueMicrotask(() => {
       this.harness.session

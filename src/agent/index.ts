@@ -1,41 +1,70 @@
 import "./builtins.ts";
 
-export { Conversation, Submission } from "./conversation.ts";
-export { defineTool, type ToolDefinition, type AnyTool, type ToolApi, type ToolResult, type ToolContent, type AgentHooks, type ToolCallInfo, type ToolResultView, type BeforeToolDecision } from "./tool.ts";
 export type { AgentExtension } from "./agent.ts";
-export { GenerationTask, type GenerationCheckpoint, type GenerationResult } from "./generation.ts";
-export { ToolTask, type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult } from "./tool-task.ts";
-export { CompactionTask, type CompactionCheckpoint, type CompactionInput, type CompactionResult } from "./compaction.ts";
+export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./compaction.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
+export { Conversation, Submission } from "./conversation.ts";
 export { scopeOf as conversationScope } from "./documents.ts";
-export { DEFAULT_VIEW_PAGE, type ConversationViewState, type ViewListener, type ConversationViewUpdate, type ViewUpdateListener, type StreamingView, type StreamingAnswer, type LiveEvent, type EntryPage, type ViewDocuments } from "./view.ts";
+export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./generation.ts";
 export { coalesceLiveFrames, type RequestFrame } from "./live-frames.ts";
-export { ConversationView, ConversationViewStore, applyViewUpdate, prependEntries, type ViewSource, type ViewStateListener } from "./view-store.ts";
+export {
+  type AgentHooks,
+  type AnyTool,
+  type BeforeToolDecision,
+  defineTool,
+  type ToolApi,
+  type ToolCallInfo,
+  type ToolContent,
+  type ToolDefinition,
+  type ToolResult,
+  type ToolResultView,
+} from "./tool.ts";
+export { type ToolCheckpoint, ToolTask, type ToolTaskInput, type ToolTaskResult } from "./tool-task.ts";
 export type {
   AgentChange,
   AgentConfig,
+  AssistantEntryPayload,
+  CompactionEntryPayload,
+  EntryDraft,
+  InboxState,
+  LiveCompaction,
+  LiveFailure,
+  LiveGeneration,
+  LiveRetry,
+  LiveRun,
+  LiveState,
+  LiveToolRef,
+  LiveView,
   ModelRef,
   SubmissionDraft,
   SubmissionOutcome,
-  UnansweredReason,
-  UserContent,
-  EntryDraft,
-  LiveState,
-  LiveView,
-  LiveRun,
-  LiveGeneration,
-  LiveRetry,
-  LiveToolRef,
-  ToolProgress,
-  ToolSlotView,
-  LiveFailure,
-  LiveCompaction,
-  InboxState,
-  UsageState,
-  ToolErrorCode,
-  UserEntryPayload,
-  AssistantEntryPayload,
-  ToolResultEntryPayload,
   SystemEntryPayload,
-  CompactionEntryPayload,
+  ToolErrorCode,
+  ToolProgress,
+  ToolResultEntryPayload,
+  ToolSlotView,
+  UnansweredReason,
+  UsageState,
+  UserContent,
+  UserEntryPayload,
 } from "./types.ts";
+export {
+  type ConversationViewState,
+  type ConversationViewUpdate,
+  DEFAULT_VIEW_PAGE,
+  type EntryPage,
+  type LiveEvent,
+  type StreamingAnswer,
+  type StreamingView,
+  type ViewDocuments,
+  type ViewListener,
+  type ViewUpdateListener,
+} from "./view.ts";
+export {
+  applyViewUpdate,
+  ConversationView,
+  ConversationViewStore,
+  prependEntries,
+  type ViewSource,
+  type ViewStateListener,
+} from "./view-store.ts";

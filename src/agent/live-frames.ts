@@ -1,4 +1,4 @@
-import { mergeStreaming, type ConversationViewUpdate, type StreamingView, type ViewUpdateListener } from "./view.ts";
+import { type ConversationViewUpdate, mergeStreaming, type StreamingView, type ViewUpdateListener } from "./view.ts";
 
 /** Calls `callback` once at the next frame (a page's animation frame, about 16 ms). */
 export type RequestFrame = (callback: () => void) => void;

@@ -21,9 +21,7 @@ export interface WritePayload {
 }
 
 /** How a run ends for the inputs it answers. */
-export type RunSettlement =
-  | { status: "done"; answer: number }
-  | { status: "unanswered"; reason: UnansweredReason; message: string };
+export type RunSettlement = { status: "done"; answer: number } | { status: "unanswered"; reason: UnansweredReason; message: string };
 
 /**
  * Creates a task owned by the conversation, also when a task is committing (a generation that starts the
@@ -144,7 +142,11 @@ export function withdrawInputs(tx: Tx, conversationId: number): number[] {
   const inbox = readInbox(tx, conversationId);
   const withdrawn = inbox.items.filter((item) => item.mode !== "write");
   if (withdrawn.length === 0) return [];
-  for (const item of withdrawn) settle(tx, item.submissionId, "unanswered", { reason: "aborted", message: "The conversation was aborted before this input was answered." });
+  for (const item of withdrawn)
+    settle(tx, item.submissionId, "unanswered", {
+      reason: "aborted",
+      message: "The conversation was aborted before this input was answered.",
+    });
   writeInbox(tx, conversationId, { items: inbox.items.filter((item) => item.mode === "write") });
   return withdrawn.map((item) => item.submissionId);
 }
@@ -164,7 +166,7 @@ function placeSelected(tx: Tx, conversationId: number, inbox: InboxState, select
   const inputs: number[] = [];
   for (const item of [...selected].sort((a, b) => a.submissionId - b.submissionId)) {
     const record = tx.submission(item.submissionId);
-    if (!record || record.status !== "queued") continue;
+    if (record?.status !== "queued") continue;
     if (record.type === "write") placeWrite(tx, record);
     else {
       placeInput(tx, record);
@@ -185,5 +187,11 @@ function placeWrite(tx: Tx, record: SubmissionRecord): void {
   const payload = record.payload as unknown as WritePayload;
   const { kind, ...rest } = payload.entry;
   const entryId = appendEntry(tx, record.conversationId, kind, rest);
-  tx.putSubmission({ ...record, status: "done", payload: asJson({ ...payload, entryId }), result: asJson({ entryId }), settledAt: tx.now() });
+  tx.putSubmission({
+    ...record,
+    status: "done",
+    payload: asJson({ ...payload, entryId }),
+    result: asJson({ entryId }),
+    settledAt: tx.now(),
+  });
 }

@@ -3,14 +3,14 @@ import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../context.ts";
 import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
-import { errorMessage } from "../tasks/scheduler.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
+import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
-import { resolveAgent, type ResolvedAgent } from "./agent.ts";
+import { type ResolvedAgent, resolveAgent } from "./agent.ts";
 import { toolCallsOf } from "./context.ts";
 import { appendEntry, clearToolProgress, readAgentConfig, readLive, scopeOf, toolKey, writeToolProgress } from "./documents.ts";
 import { LazyProgress } from "./progress.ts";
-import type { AnyTool, ToolApi, ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
+import type { AnyTool, BeforeToolDecision, ToolApi, ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
 import type { AssistantEntryPayload, ToolErrorCode, ToolProgress } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
@@ -64,7 +64,15 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
   const agent = currentAgent(task, runtime);
   const tool = agent.offered.get(toolCall.name);
   if (!tool) {
-    await settle(task, runtime, toolCall, errorResult([], `Tool ${toolCall.name} is not available`), "tool_unavailable", { status: "completed" }, context);
+    await settle(
+      task,
+      runtime,
+      toolCall,
+      errorResult([], `Tool ${toolCall.name} is not available`),
+      "tool_unavailable",
+      { status: "completed" },
+      context,
+    );
     return;
   }
   let args: Record<string, unknown>;
@@ -77,7 +85,7 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
   // beforeTool may run again after a crash before the intent commit: hooks must be safe to rerun (S8).
   for (const { hooks } of agent.hooks) {
     if (!hooks.beforeTool) continue;
-    let decision;
+    let decision: BeforeToolDecision;
     try {
       decision = await hooks.beforeTool(callInfo(task, toolCall, args), context);
     } catch (error) {
@@ -85,7 +93,15 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
       decision = { block: errorMessage(error) };
     }
     if (decision && "block" in decision) {
-      await settle(task, runtime, toolCall, errorResult([], `Tool call blocked: ${decision.block}`), "blocked", { status: "completed" }, context);
+      await settle(
+        task,
+        runtime,
+        toolCall,
+        errorResult([], `Tool call blocked: ${decision.block}`),
+        "blocked",
+        { status: "completed" },
+        context,
+      );
       return;
     }
     if (decision && "arguments" in decision) args = decision.arguments;
@@ -126,7 +142,14 @@ async function recover(task: Task, runtime: Runtime, context: Context): Promise<
   await settleFromProgress(task, runtime, "interrupted", message, { status: "failed", message, interrupted: "interrupted" }, context);
 }
 
-async function run(task: Task, runtime: Runtime, toolCall: ToolCall, tool: AnyTool, args: { [key: string]: Json }, context: Context): Promise<void> {
+async function run(
+  task: Task,
+  runtime: Runtime,
+  toolCall: ToolCall,
+  tool: AnyTool,
+  args: { [key: string]: Json },
+  context: Context,
+): Promise<void> {
   const conversationId = task.conversationId;
   let output = "";
   let details: Json | undefined;
@@ -143,7 +166,10 @@ async function run(task: Task, runtime: Runtime, toolCall: ToolCall, tool: AnyTo
     () => runtime.crashPoint("tool:output-persisted"),
   );
   const assertRunning = (what: string) => {
-    if (ended) throw new ToolCallEnded(`${what} was called after tool call ${toolCall.id} (${toolCall.name}) ended; report output before execute() returns.`);
+    if (ended)
+      throw new ToolCallEnded(
+        `${what} was called after tool call ${toolCall.id} (${toolCall.name}) ended; report output before execute() returns.`,
+      );
   };
   const api: ToolApi = {
     taskId: task.id,
@@ -186,21 +212,43 @@ async function run(task: Task, runtime: Runtime, toolCall: ToolCall, tool: AnyTo
     if (!hooks.afterTool) continue;
     try {
       const replaced = await hooks.afterTool(info, result, context);
-      if (replaced) result = { content: [...replaced.content], isError: replaced.isError === true, ...(replaced.details !== undefined ? { details: replaced.details } : {}) };
+      if (replaced)
+        result = {
+          content: [...replaced.content],
+          isError: replaced.isError === true,
+          ...(replaced.details !== undefined ? { details: replaced.details } : {}),
+        };
     } catch (error) {
       if (runtime.signal.aborted) return;
       runtime.report({ kind: "error", error, taskId: task.id });
     }
   }
-  const ending: Ending = thrown === undefined ? { status: "completed" } : { status: "failed", message: `Tool ${toolCall.name} threw: ${thrown}` };
+  const ending: Ending =
+    thrown === undefined ? { status: "completed" } : { status: "failed", message: `Tool ${toolCall.name} threw: ${thrown}` };
   await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context, output);
 }
 
 /** A harness-written result built from the committed progress (what a crash left is all there is). */
-async function settleFromProgress(task: Task, runtime: Runtime, code: ToolErrorCode, message: string, ending: Ending, context: Context): Promise<void> {
+async function settleFromProgress(
+  task: Task,
+  runtime: Runtime,
+  code: ToolErrorCode,
+  message: string,
+  ending: Ending,
+  context: Context,
+): Promise<void> {
   const progress = runtime.document(scopeOf(task.conversationId), toolKey(task.id)) as ToolProgress | undefined;
   const toolCall: ToolCall = { type: "toolCall", id: task.input.callId, name: task.input.name, arguments: {} };
-  await settle(task, runtime, toolCall, errorResult(textContent(progress?.output ?? ""), message, progress?.details), code, ending, context, progress?.output);
+  await settle(
+    task,
+    runtime,
+    toolCall,
+    errorResult(textContent(progress?.output ?? ""), message, progress?.details),
+    code,
+    ending,
+    context,
+    progress?.output,
+  );
 }
 
 /**
@@ -219,26 +267,42 @@ async function settle(
 ): Promise<void> {
   const conversationId = task.conversationId;
   // B9: a refused result commit is retried as a commit; rerunning the step would call it "interrupted".
-  await commitStored(runtime, (tx) => {
-    const message: ToolResultMessage = {
-      role: "toolResult",
-      toolCallId: toolCall.id,
-      toolName: toolCall.name,
-      content: result.content,
-      isError: result.isError,
-      ...(result.details !== undefined ? { details: result.details } : {}),
-      timestamp: tx.now(),
-    } as ToolResultMessage;
-    const entryId = appendEntry(tx, conversationId, "pi.tool-result", { message, ...(code ? { code } : {}), ...(output ? { output } : {}) });
-    clearToolProgress(tx, conversationId, task.id);
-    if (ending.status === "failed" && ending.interrupted) {
-      tx.report({ kind: "task_interrupted", taskId: task.id, taskKind: task.kind, conversationId, reason: ending.interrupted, message: ending.message });
-    }
-    const result_ = { entryId };
-    if (ending.status === "completed") return { status: "terminal", outcome: { status: "completed", result: result_ } };
-    if (ending.status === "aborted") return { status: "terminal", outcome: { status: "aborted", reason: "aborted by request", result: result_ } };
-    return { status: "terminal", outcome: { status: "failed", error: { message: ending.message }, result: result_ } };
-  }, context);
+  await commitStored(
+    runtime,
+    (tx) => {
+      const message: ToolResultMessage = {
+        role: "toolResult",
+        toolCallId: toolCall.id,
+        toolName: toolCall.name,
+        content: result.content,
+        isError: result.isError,
+        ...(result.details !== undefined ? { details: result.details } : {}),
+        timestamp: tx.now(),
+      } as ToolResultMessage;
+      const entryId = appendEntry(tx, conversationId, "pi.tool-result", {
+        message,
+        ...(code ? { code } : {}),
+        ...(output ? { output } : {}),
+      });
+      clearToolProgress(tx, conversationId, task.id);
+      if (ending.status === "failed" && ending.interrupted) {
+        tx.report({
+          kind: "task_interrupted",
+          taskId: task.id,
+          taskKind: task.kind,
+          conversationId,
+          reason: ending.interrupted,
+          message: ending.message,
+        });
+      }
+      const result_ = { entryId };
+      if (ending.status === "completed") return { status: "terminal", outcome: { status: "completed", result: result_ } };
+      if (ending.status === "aborted")
+        return { status: "terminal", outcome: { status: "aborted", reason: "aborted by request", result: result_ } };
+      return { status: "terminal", outcome: { status: "failed", error: { message: ending.message }, result: result_ } };
+    },
+    context,
+  );
 }
 
 async function readCall(task: Task, runtime: Runtime, context: Context): Promise<ToolCall> {
@@ -250,7 +314,10 @@ async function readCall(task: Task, runtime: Runtime, context: Context): Promise
 }
 
 function currentAgent(task: Task, runtime: Runtime): ResolvedAgent {
-  return resolveAgent(runtime.registry, readAgentConfig((scope, key) => runtime.document(scope, key), task.conversationId));
+  return resolveAgent(
+    runtime.registry,
+    readAgentConfig((scope, key) => runtime.document(scope, key), task.conversationId),
+  );
 }
 
 function validate(tool: AnyTool, toolCall: ToolCall, args: Record<string, unknown>): Record<string, unknown> {
@@ -271,9 +338,11 @@ function errorResult(partial: ToolContent, message: string, details?: Json): Too
 
 /** A tool's return value as a result: explicit content wins, else the output it streamed. */
 function normalize(returned: ToolResult | string | void, output: string, details: Json | undefined): ToolResultView {
-  if (typeof returned === "string") return { content: textContent(returned), isError: false, ...(details !== undefined ? { details } : {}) };
+  if (typeof returned === "string")
+    return { content: textContent(returned), isError: false, ...(details !== undefined ? { details } : {}) };
   const value = returned ?? {};
-  const content = typeof value.content === "string" ? textContent(value.content) : value.content ? cloneJson(value.content) : textContent(output);
+  const content =
+    typeof value.content === "string" ? textContent(value.content) : value.content ? cloneJson(value.content) : textContent(output);
   const finalDetails = value.details !== undefined ? cloneJson(value.details) : details;
   return { content, isError: value.isError === true, ...(finalDetails !== undefined ? { details: finalDetails } : {}) };
 }

@@ -46,14 +46,15 @@ export interface ToolDefinition<A = Record<string, unknown>> {
 }
 
 // Tools live in extensions of mixed argument types; each tool sees its own.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every argument type
 export type AnyTool = ToolDefinition<any>;
 
 export function defineTool<A = Record<string, unknown>>(tool: ToolDefinition<A>): ToolDefinition<A> {
   if (typeof tool?.name !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) {
     throw new InvalidDefinition(`A tool name must be 1-64 letters, digits, "_" or "-"; got ${JSON.stringify(tool?.name)}.`);
   }
-  if (typeof tool.parameters !== "object" || tool.parameters === null) throw new InvalidDefinition(`Tool ${tool.name} needs a JSON Schema in parameters.`);
+  if (typeof tool.parameters !== "object" || tool.parameters === null)
+    throw new InvalidDefinition(`Tool ${tool.name} needs a JSON Schema in parameters.`);
   if (typeof tool.execute !== "function") throw new InvalidDefinition(`Tool ${tool.name} needs an execute function.`);
   if (tool.replay !== undefined && tool.replay !== "safe" && tool.replay !== "unsafe") {
     throw new InvalidDefinition(`Tool ${tool.name}: replay must be "safe" or "unsafe"; got ${JSON.stringify(tool.replay)}.`);

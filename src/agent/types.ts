@@ -62,7 +62,14 @@ export interface CompactionEntryPayload {
 }
 
 /** Why the harness (not the tool) wrote a tool result. */
-export type ToolErrorCode = "tool_unavailable" | "invalid_arguments" | "blocked" | "interrupted" | "restart_limit" | "aborted" | "tool_error";
+export type ToolErrorCode =
+  | "tool_unavailable"
+  | "invalid_arguments"
+  | "blocked"
+  | "interrupted"
+  | "restart_limit"
+  | "aborted"
+  | "tool_error";
 
 /** A user's content: text, or text and images. */
 export type UserContent = string | (TextContent | ImageContent)[];

@@ -1,7 +1,14 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { ViewUpdateOutOfOrder } from "../errors.ts";
 import type { EntryRecord } from "../storage/records.ts";
-import { DEFAULT_VIEW_PAGE, mergeStreaming, type ConversationViewState, type ConversationViewUpdate, type EntryPage, type StreamingView } from "./view.ts";
+import {
+  type ConversationViewState,
+  type ConversationViewUpdate,
+  DEFAULT_VIEW_PAGE,
+  type EntryPage,
+  mergeStreaming,
+  type StreamingView,
+} from "./view.ts";
 
 /**
  * Applies one update to a view and returns the next immutable state (the previous one is left as it was).
@@ -17,7 +24,11 @@ export function applyViewUpdate(state: ConversationViewState | undefined, update
   if (!state) throw new ViewUpdateOutOfOrder(`A ${update.type} update arrived before the view's snapshot: subscribe again to get one.`);
   if (update.type === "commit") {
     const { type: _type, entries, ...documents } = update;
-    const next: ConversationViewState = { ...state, ...documents, entries: entries && entries.length > 0 ? [...state.entries, ...entries] : state.entries };
+    const next: ConversationViewState = {
+      ...state,
+      ...documents,
+      entries: entries && entries.length > 0 ? [...state.entries, ...entries] : state.entries,
+    };
     return freeze(withStreaming(next, state.streaming));
   }
   const { type: _type, ...streaming } = update;

@@ -1,8 +1,8 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../json.ts";
-import type { Batch, EntryRecord } from "../storage/records.ts";
 import type { Session } from "../session/session.ts";
 import { documentKey } from "../session/tx.ts";
+import type { Batch, EntryRecord } from "../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
 import type { AgentConfig, InboxState, LiveState, LiveView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
 
@@ -93,7 +93,12 @@ export function viewDocuments(session: Session, conversationId: number, resultOf
     if (ref.taskId === undefined) return { ...ref, status: "pending" };
     const task = session.live.get(ref.taskId);
     const progress = (read(toolKey(ref.taskId)) as ToolProgress | undefined) ?? {};
-    if (task) return { ...ref, ...progress, status: task.state.status === "running" && task.state.checkpoint.phase === "execute" ? "running" : "pending" };
+    if (task)
+      return {
+        ...ref,
+        ...progress,
+        status: task.state.status === "running" && task.state.checkpoint.phase === "execute" ? "running" : "pending",
+      };
     const entry = resultOf(ref.taskId);
     return { ...ref, status: "done", ...(entry !== undefined ? { entry } : {}) };
   };
@@ -194,14 +199,21 @@ export class ConversationFeed {
     if (!this.#documents || this.#listeners.size === 0) return;
     let update: ConversationViewUpdate;
     // The provider goes on changing its partial: send a copy of it as it is now.
-    if (event.kind === "answer") update = { type: "live", answer: { taskId, attempt: event.attempt, message: dropUndefined(event.message) } };
+    if (event.kind === "answer")
+      update = { type: "live", answer: { taskId, attempt: event.attempt, message: dropUndefined(event.message) } };
     else if (event.kind === "tool-output") update = { type: "live", tools: { [taskId]: event.output } };
     else return;
     for (const listener of this.#listeners) this.#send(listener, update);
   }
 
   #snapshot(): ConversationViewUpdate {
-    return { type: "snapshot", conversationId: this.conversationId, entries: [...this.#tail], hasOlder: this.#hasOlder, ...this.#documents! };
+    return {
+      type: "snapshot",
+      conversationId: this.conversationId,
+      entries: [...this.#tail],
+      hasOlder: this.#hasOlder,
+      ...this.#documents!,
+    };
   }
 
   #readDocuments(): ViewDocuments {

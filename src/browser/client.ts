@@ -16,11 +16,11 @@
  */
 import { HostClient } from "../host/client.ts";
 import { wrapHost } from "./comlink.ts";
-import { socketEndpoint, type ReconnectingEndpoint, type SocketLike } from "./socket.ts";
+import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 
+export type { Recovery } from "../harness.ts";
 export type { CrashPointHit, HarnessStatus, Unsubscribe } from "../host/protocol.ts";
 export { ConnectionLost, type SocketLike } from "./socket.ts";
-export type { Recovery } from "../harness.ts";
 
 /** The origin's storage as the browser reports it; sizes in bytes, absent where the browser does not tell. */
 export interface StorageEstimateResult {
@@ -29,7 +29,7 @@ export interface StorageEstimateResult {
   /** Whether the browser keeps this origin's storage under pressure (see `persistStorage()`). */
   persisted: boolean;
 }
-export { ConversationView, ConversationViewStore, applyViewUpdate } from "../agent/view-store.ts";
+export { applyViewUpdate, ConversationView, ConversationViewStore } from "../agent/view-store.ts";
 
 export class HarnessClient extends HostClient {
   /** The worker that owns the database (undefined for a Durable Object reached by URL). */

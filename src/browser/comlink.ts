@@ -5,8 +5,8 @@
  * message and fields kept. Both sides install the error handler by importing this module.
  */
 import * as Comlink from "comlink";
-import { hostEndpoint, type HostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
-import { deserializeError, serializeError, type SerializedError } from "../host/error-wire.ts";
+import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
+import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
 import type { HarnessHost } from "../host/protocol.ts";
 
 // comlink's own "throw" handler keeps name, message and stack of a thrown Error; this one keeps its class and

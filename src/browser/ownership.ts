@@ -24,7 +24,8 @@ export function webLocksOwnership(database: string): Ownership | undefined {
             if (lock) return hold();
             waiting();
             locks.request(lockName, { signal: stopWaiting.signal }, hold).catch((error: unknown) => {
-              if (stopWaiting.signal.aborted) resolve(undefined); // closed while waiting: nothing was opened
+              if (stopWaiting.signal.aborted)
+                resolve(undefined); // closed while waiting: nothing was opened
               else reject(error);
             });
           })

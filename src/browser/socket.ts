@@ -6,7 +6,7 @@
  */
 import { DurableError } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
-import { messageEndpoint, type HostMessage, type MessageEndpoint } from "../host/messages.ts";
+import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 
 /** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
 export interface SocketLike {
@@ -20,7 +20,9 @@ export interface SocketLike {
 export class ConnectionLost extends DurableError {
   override name = "ConnectionLost";
   constructor() {
-    super("The connection to the harness was lost while this call was in flight; it may or may not have run. It reconnects by itself: check, then retry.");
+    super(
+      "The connection to the harness was lost while this call was in flight; it may or may not have run. It reconnects by itself: check, then retry.",
+    );
   }
 }
 

@@ -12,7 +12,7 @@
  */
 import type { Harness, HarnessOptions } from "../harness.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
-import { TEST_HOOK, type HarnessHost } from "../host/protocol.ts";
+import { type HarnessHost, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
 import { openSqliteStorage } from "../storage/sqlite/open-storage.ts";
 import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";

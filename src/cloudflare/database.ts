@@ -19,7 +19,7 @@
  * - BLOBs come back as `Uint8Array`; integers beyond ±2^53 cannot be represented and are refused, both ways.
  */
 import { DurableError, HarnessClosed, QueryNotReadOnly, ReadOnlySession } from "../errors.ts";
-import type { SqlRow, SqliteDatabase, SqliteTransaction, SqlValue } from "../storage/sqlite/database.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "../storage/sqlite/database.ts";
 import type { DurableObjectStorage, SqlCursor } from "./types.ts";
 
 /** A Durable Object cannot hand out its database file as bytes (`exportImage()`). */

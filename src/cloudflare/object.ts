@@ -21,10 +21,10 @@
  */
 import { systemClock } from "../clock.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
-import { hostEndpoint, type HostEndpoint } from "../host/endpoint.ts";
+import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
-import { serveMessages, type ClientMessage, type MessageConnection } from "../host/messages.ts";
+import { type ClientMessage, type MessageConnection, serveMessages } from "../host/messages.ts";
 import type { HarnessHost } from "../host/protocol.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
@@ -204,7 +204,10 @@ export class HarnessObject<Env = unknown> {
     if (busy) {
       const now = systemClock.now();
       // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
-      const beat = this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs ? this.#alarmAt : now + this.#heartbeatMs;
+      const beat =
+        this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs
+          ? this.#alarmAt
+          : now + this.#heartbeatMs;
       earliest = earliest === undefined ? beat : Math.min(earliest, beat);
     }
     if (earliest === this.#alarmAt) return;

@@ -16,9 +16,11 @@ export class OpfsEnv implements ExecutionEnv {
   constructor(directory: string) {
     this.#root = (async () => {
       const storage = (globalThis.navigator as Navigator | undefined)?.storage;
-      if (!storage?.getDirectory) throw new StorageUnavailable("The Origin Private File System is not available here (it needs a secure context in a browser).");
+      if (!storage?.getDirectory)
+        throw new StorageUnavailable("The Origin Private File System is not available here (it needs a secure context in a browser).");
       let handle = await storage.getDirectory();
-      for (const segment of normalizePath(directory).split("/").filter(Boolean)) handle = await handle.getDirectoryHandle(segment, { create: true });
+      for (const segment of normalizePath(directory).split("/").filter(Boolean))
+        handle = await handle.getDirectoryHandle(segment, { create: true });
       return handle;
     })();
   }
@@ -51,7 +53,7 @@ export class OpfsEnv implements ExecutionEnv {
     }
     const out: string[] = [];
     const walk = async (dir: FileSystemDirectoryHandle, base: string) => {
-      for await (const [name, entry] of (dir as unknown as AsyncIterable<[string, FileSystemHandle]>)) {
+      for await (const [name, entry] of dir as unknown as AsyncIterable<[string, FileSystemHandle]>) {
         const path = base ? `${base}/${name}` : name;
         if (entry.kind === "file") out.push(path);
         else await walk(entry as FileSystemDirectoryHandle, path);

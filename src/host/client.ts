@@ -5,14 +5,15 @@
  * and once the transport says the host is gone (`gone()`), every pending and later call rejects with
  * `WorkerGone` instead of hanging.
  */
-import { ConversationView } from "../agent/view-store.ts";
+
 import type { ConversationViewState, ConversationViewUpdate } from "../agent/view.ts";
+import { ConversationView } from "../agent/view-store.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
-import { remoteHost, type HostEndpoint } from "./endpoint.ts";
+import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
-import { PROTOCOL, type ErrorShape, type HarnessStatus, type MethodName, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import { type ErrorShape, type HarnessStatus, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 /** Methods the client answers itself instead of forwarding (the status is kept on the page). */
 const OWN = new Set<MethodName>(["status", "onStatus", "lifeLock", "call", "watchConversation"]);
@@ -22,6 +23,7 @@ type Forwarded = Omit<RemoteHost, "status" | "onStatus" | "lifeLock" | "call" | 
 // The forwarded methods are added to the class's prototype from PROTOCOL (see the static block).
 export interface HostClient extends Forwarded {}
 
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the interface declares what the static block adds to the prototype
 export class HostClient {
   /** The host itself, without the client's bookkeeping (for a transport's own calls such as `lifeLock`). */
   protected readonly remote: RemoteHost;
@@ -151,4 +153,3 @@ function failure(shape: ErrorShape): Error {
   const error = deserializeError(shape);
   return error instanceof DurableError ? error : Object.assign(new DurableError(shape.message), { name: shape.name });
 }
-

@@ -6,7 +6,7 @@
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
 import { UnknownMethod } from "../errors.ts";
-import { isMethod, PROTOCOL, type HarnessHost, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import { type HarnessHost, isMethod, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;

@@ -19,7 +19,8 @@ type ErrorClass = new (...args: never[]) => Error;
 /** The library's classes by their stable `name` (which is also the name each is exported under), and the standard ones. */
 const CLASSES = new Map<string, ErrorClass>();
 for (const [name, value] of Object.entries(errors)) {
-  if (typeof value === "function" && (value === DurableError || value.prototype instanceof DurableError)) CLASSES.set(name, value as ErrorClass);
+  if (typeof value === "function" && (value === DurableError || value.prototype instanceof DurableError))
+    CLASSES.set(name, value as ErrorClass);
 }
 for (const standard of [Error, TypeError, RangeError, SyntaxError, ReferenceError]) CLASSES.set(standard.name, standard);
 

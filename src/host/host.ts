@@ -193,9 +193,17 @@ export function createHost(options: HostOptions): ServedHost {
     async createTask(kind, input, createOptions = {}) {
       const open = requireHarness();
       const definition = open.registry.task(kind);
-      if (!definition) throw new UnknownTaskKind(kind, open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)));
-      const conversation = createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
-      return conversation.commit((tx) => tx.createTask(definition, input, createOptions.key !== undefined ? { key: createOptions.key } : {}), ctx);
+      if (!definition)
+        throw new UnknownTaskKind(
+          kind,
+          open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)),
+        );
+      const conversation =
+        createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
+      return conversation.commit(
+        (tx) => tx.createTask(definition, input, createOptions.key !== undefined ? { key: createOptions.key } : {}),
+        ctx,
+      );
     },
     getTask: async (id) => requireHarness().getTask(id, ctx),
     waitForTask: async (id) => requireHarness().waitForTask(id, ctx),
@@ -244,7 +252,9 @@ export function createHost(options: HostOptions): ServedHost {
     },
     abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
     compact: async (conversationId, instructions) =>
-      requireHarness().conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
+      requireHarness()
+        .conversation(conversationId)
+        .compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener) {
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), options.requestFrame ?? ((callback) => callback()));
       const unsubscribe = requireHarness().conversation(conversationId).watch(send);
@@ -257,11 +267,13 @@ export function createHost(options: HostOptions): ServedHost {
         unsubscribe();
       };
     },
-    conversationEntries: async (conversationId, beforeId, limit) => requireHarness().conversation(conversationId).entriesBefore(beforeId, limit, ctx),
+    conversationEntries: async (conversationId, beforeId, limit) =>
+      requireHarness().conversation(conversationId).entriesBefore(beforeId, limit, ctx),
     async call(method, ...args) {
       const open = requireHarness();
       const implementation = options.methods?.[method];
-      if (!implementation) throw new DurableError(`The worker has no method ${JSON.stringify(method)}; add it with serveHarness({ methods }).`);
+      if (!implementation)
+        throw new DurableError(`The worker has no method ${JSON.stringify(method)}; add it with serveHarness({ methods }).`);
       return implementation(open, ...args);
     },
   };

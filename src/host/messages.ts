@@ -15,8 +15,9 @@
  * Values travel as the transport encodes them: over JSON, `exportDatabase()`'s bytes need an encoding of their
  * own (or an HTTP download), and `undefined` arrives as a missing field (read as undefined again).
  */
-import { deserializeError, serializeError, type SerializedError } from "./error-wire.ts";
+
 import type { HostEndpoint } from "./endpoint.ts";
+import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
 
 /** Page to host. `id` pairs a request with its answer; a subscription is named by the id of its request. */
 export type ClientMessage =

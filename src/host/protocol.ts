@@ -9,8 +9,8 @@ import type { ConversationViewUpdate, EntryPage } from "../agent/view.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
-import type { Row } from "../storage/storage.ts";
 import type { TaskRecord } from "../storage/records.ts";
+import type { Row } from "../storage/storage.ts";
 
 /** Where the host is in its life; the page shows it. */
 export type HarnessStatus =

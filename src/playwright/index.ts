@@ -16,13 +16,13 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { test as base, type BrowserContext, type Page } from "@playwright/test";
+import { type BrowserContext, test as base, type Page } from "@playwright/test";
+import type { CrashPointHit, HarnessHost } from "../browser/protocol.ts";
 import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
-import { crashTab, harnessWorker, waitForReady, waitForTask, type CrashKind, type TaskMatch } from "../testing/playwright.ts";
-import type { CrashPointHit, HarnessHost } from "../browser/protocol.ts";
+import { type CrashKind, crashTab, harnessWorker, type TaskMatch, waitForReady, waitForTask } from "../testing/playwright.ts";
 
 export { expect } from "@playwright/test";
 export type { CrashKind, TaskMatch } from "../testing/playwright.ts";

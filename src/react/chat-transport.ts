@@ -1,12 +1,12 @@
 import type { ChatTransport, UIMessageChunk } from "ai";
 import type { SubmissionOutcome, UserContent } from "../agent/types.ts";
-import type { ConversationView } from "../agent/view-store.ts";
 import type { ConversationViewState } from "../agent/view.ts";
+import type { ConversationView } from "../agent/view-store.ts";
 import type { ChatClient } from "./client.ts";
 import { UnsupportedChatRequest } from "./errors.ts";
+import { liveTurn, type RunFailureData, replyOf, submissionOf, turnsOf } from "./reply.ts";
 import { ReplyChunks } from "./reply-chunks.ts";
-import { liveTurn, replyOf, submissionOf, turnsOf, type RunFailureData } from "./reply.ts";
-import { toUIMessages, type DurableUIMessage } from "./ui-messages.ts";
+import { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";
 
 export interface DurableChatTransportOptions {
   /** The page's harness client (`connectHarness(worker)`, or `useHarnessClient()` under a provider). */
@@ -41,17 +41,22 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
 
   async sendMessages(options: Parameters<ChatTransport<DurableUIMessage>["sendMessages"]>[0]): Promise<ReadableStream<UIMessageChunk>> {
     if (options.trigger === "regenerate-message") {
-      throw new UnsupportedChatRequest("A durable conversation keeps every answer it committed, so it cannot regenerate one: send the message again instead.");
+      throw new UnsupportedChatRequest(
+        "A durable conversation keeps every answer it committed, so it cannot regenerate one: send the message again instead.",
+      );
     }
     const last = options.messages.at(-1);
-    if (!last || last.role !== "user") throw new UnsupportedChatRequest("The durable transport sends the user's newest message: the last message was not from the user.");
+    if (last?.role !== "user")
+      throw new UnsupportedChatRequest("The durable transport sends the user's newest message: the last message was not from the user.");
     const content = userContent(last);
     const view = await this.#open();
     const submissionId = await this.#client.submit(this.conversationId, { type: "input", content, requestId: last.id });
     return this.#replyStream(view, submissionId, options.abortSignal);
   }
 
-  async reconnectToStream(options: Parameters<ChatTransport<DurableUIMessage>["reconnectToStream"]>[0]): Promise<ReadableStream<UIMessageChunk> | null> {
+  async reconnectToStream(
+    options: Parameters<ChatTransport<DurableUIMessage>["reconnectToStream"]>[0],
+  ): Promise<ReadableStream<UIMessageChunk> | null> {
     const view = await this.#open();
     const run = view.state.live.run;
     if (!run) return null;
@@ -68,7 +73,10 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   /** Ends the transport's subscription to the conversation (useChat calls it when its chat is disposed). */
   close(): void {
     this.#closed = true;
-    void this.#view?.then((view) => view.close(), () => {});
+    void this.#view?.then(
+      (view) => view.close(),
+      () => {},
+    );
     this.#view = undefined;
   }
 
@@ -110,7 +118,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
         const sent = settled ? chunks.finish(reply, failureOf(outcome!, reply.failure)) : chunks.update(reply);
         for (const chunk of sent) controller.enqueue(chunk);
       } else if (settled) {
-        for (const chunk of chunks.finish({ id: chunks.messageId, steps: [], tools: new Map() }, failureOf(outcome!, undefined))) controller.enqueue(chunk);
+        for (const chunk of chunks.finish({ id: chunks.messageId, steps: [], tools: new Map() }, failureOf(outcome!, undefined)))
+          controller.enqueue(chunk);
       }
       if (settled) end();
     };
@@ -156,7 +165,10 @@ function userContent(message: DurableUIMessage): UserContent {
     if (part.type === "text") content.push({ type: "text", text: part.text });
     else if (part.type === "file") {
       const image = /^data:(image\/[\w.+-]+);base64,(.*)$/s.exec(part.url);
-      if (!image) throw new UnsupportedChatRequest(`A durable input carries text and images as data: URLs; the file ${part.filename ?? part.url.slice(0, 40)} (${part.mediaType}) is neither.`);
+      if (!image)
+        throw new UnsupportedChatRequest(
+          `A durable input carries text and images as data: URLs; the file ${part.filename ?? part.url.slice(0, 40)} (${part.mediaType}) is neither.`,
+        );
       content.push({ type: "image", mimeType: image[1]!, data: image[2]! });
     }
   }

@@ -8,7 +8,16 @@ export type { Unsubscribe };
  */
 export type ReactHarnessClient = Pick<
   HarnessClient,
-  "status" | "onStatus" | "requestTakeover" | "onReport" | "watchTasks" | "openConversation" | "submit" | "waitForSubmission" | "close" | "terminate"
+  | "status"
+  | "onStatus"
+  | "requestTakeover"
+  | "onReport"
+  | "watchTasks"
+  | "openConversation"
+  | "submit"
+  | "waitForSubmission"
+  | "close"
+  | "terminate"
 >;
 
 /** What the chat transport needs of a client. */

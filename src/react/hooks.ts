@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
-import type { ConversationView } from "../agent/view-store.ts";
-import type { ConversationViewState } from "../agent/view.ts";
 import type { SubmissionDraft, UserContent } from "../agent/types.ts";
+import type { ConversationViewState } from "../agent/view.ts";
+import type { ConversationView } from "../agent/view-store.ts";
 import type { HarnessStatus } from "../browser/client.ts";
 import type { Inspection } from "../harness.ts";
 import type { Report } from "../reports.ts";
@@ -23,10 +23,7 @@ export interface HarnessStatusResult {
 /** The harness's status, re-rendered on every change, and the takeover request. */
 export function useHarnessStatus(): HarnessStatusResult {
   const client = useHarnessClient<ReactHarnessClient>();
-  const status = useSyncExternalStore(
-    client ? (onChange) => client.onStatus(onChange) : noSubscription,
-    () => client?.status ?? STARTING,
-  );
+  const status = useSyncExternalStore(client ? (onChange) => client.onStatus(onChange) : noSubscription, () => client?.status ?? STARTING);
   const requestTakeover = useCallback(() => (client ? client.requestTakeover() : Promise.resolve()), [client]);
   return { status, requestTakeover };
 }
@@ -35,7 +32,10 @@ export function useHarnessStatus(): HarnessStatusResult {
  * A subscription the host answers asynchronously: subscribed in an effect, ended on unmount (also when the
  * unmount comes before the host resolved the subscription).
  */
-function useRemoteSubscription<T>(subscribe: ((listener: (value: T) => void) => Promise<Unsubscribe>) | undefined, onValue: (value: T) => void): void {
+function useRemoteSubscription<T>(
+  subscribe: ((listener: (value: T) => void) => Promise<Unsubscribe>) | undefined,
+  onValue: (value: T) => void,
+): void {
   useEffect(() => {
     if (!subscribe) return;
     let ended = false;
@@ -89,10 +89,7 @@ export function useConversationView(conversationId: number | undefined): Convers
  */
 export function useConversation(conversationId: number | undefined): ConversationViewState | undefined {
   const view = useConversationView(conversationId);
-  return useSyncExternalStore(
-    view ? (onChange) => view.subscribe(onChange) : noSubscription,
-    () => view?.state,
-  );
+  return useSyncExternalStore(view ? (onChange) => view.subscribe(onChange) : noSubscription, () => view?.state);
 }
 
 export interface SubmitOptions {
@@ -112,7 +109,12 @@ export function useSubmit(conversationId: number | undefined): (content: UserCon
     async (content, options = {}) => {
       if (!client) throw new NotReady("The harness client is not there yet: submit after useHarnessStatus() says ready.");
       if (conversationId === undefined) throw new NotReady("useSubmit was given no conversation id yet: wait for it before submitting.");
-      const draft: SubmissionDraft = { type: "input", content, requestId: options.requestId ?? crypto.randomUUID(), ...(options.whenBusy ? { whenBusy: options.whenBusy } : {}) };
+      const draft: SubmissionDraft = {
+        type: "input",
+        content,
+        requestId: options.requestId ?? crypto.randomUUID(),
+        ...(options.whenBusy ? { whenBusy: options.whenBusy } : {}),
+      };
       return client.submit(conversationId, draft);
     },
     [client, conversationId],
@@ -133,6 +135,7 @@ export interface TaskFilter {
 export function useTasks(filter?: TaskFilter | ((task: TaskRecord) => boolean)): TaskRecord[] {
   const inspection = useInspection();
   const key = typeof filter === "function" ? filter : JSON.stringify(filter ?? {});
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `key` stands for `filter` (an object filter is compared by its JSON, so a new literal each render does not recompute)
   return useMemo(() => (inspection ? inspection.tasks.map((task) => task.record).filter(matcher(filter)) : EMPTY), [inspection, key]);
 }
 

@@ -1,7 +1,7 @@
-import { createContext, createElement, useContext, useEffect, useRef, useState, type ReactNode } from "react";
+import { createContext, createElement, type ReactNode, useContext, useEffect, useRef, useState } from "react";
 import { connectHarness, type HarnessClient } from "../browser/client.ts";
-import { NoHarnessProvider } from "./errors.ts";
 import type { ReactHarnessClient } from "./client.ts";
+import { NoHarnessProvider } from "./errors.ts";
 
 const HarnessContext = createContext<ReactHarnessClient | null | undefined>(undefined);
 
@@ -60,7 +60,10 @@ function useOwnedClient(worker: (() => Worker) | undefined): ReactHarnessClient 
       queueMicrotask(() => {
         if (!current.closing) return;
         if (owned.current === current) owned.current = null;
-        void current.client.close().catch(() => {}).finally(() => current.client.terminate());
+        void current.client
+          .close()
+          .catch(() => {})
+          .finally(() => current.client.terminate());
       });
     };
   }, [owns]);
@@ -73,6 +76,9 @@ function useOwnedClient(worker: (() => Worker) | undefined): ReactHarnessClient 
  */
 export function useHarnessClient<C extends ReactHarnessClient = HarnessClient>(): C | null {
   const client = useContext(HarnessContext);
-  if (client === undefined) throw new NoHarnessProvider("A pi-durable-web/react hook was used outside <HarnessProvider>: wrap the app (or the part that uses it) in <HarnessProvider worker={...}> or <HarnessProvider client={...}>.");
+  if (client === undefined)
+    throw new NoHarnessProvider(
+      "A pi-durable-web/react hook was used outside <HarnessProvider>: wrap the app (or the part that uses it) in <HarnessProvider worker={...}> or <HarnessProvider client={...}>.",
+    );
   return client as C | null;
 }

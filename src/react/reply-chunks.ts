@@ -49,7 +49,14 @@ export class ReplyChunks {
       if (sent === undefined || sent === json) continue;
       this.#tools.set(toolCallId, json);
       if ("errorText" in outcome) out.push({ type: "tool-output-error", toolCallId, errorText: outcome.errorText, dynamic: true });
-      else out.push({ type: "tool-output-available", toolCallId, output: outcome.output, dynamic: true, ...(outcome.preliminary ? { preliminary: true } : {}) });
+      else
+        out.push({
+          type: "tool-output-available",
+          toolCallId,
+          output: outcome.output,
+          dynamic: true,
+          ...(outcome.preliminary ? { preliminary: true } : {}),
+        });
     }
     return out;
   }
@@ -126,7 +133,8 @@ function extends_(sent: readonly Emitted[], target: readonly StepContent[]): boo
   if (sent.length > target.length) return false;
   return sent.every((item, position) => {
     const next = target[position]!;
-    if (item.type === "tool" || next.type === "tool") return item.type === next.type && item.type === "tool" && next.type === "tool" && item.toolCallId === next.toolCallId;
+    if (item.type === "tool" || next.type === "tool")
+      return item.type === next.type && item.type === "tool" && next.type === "tool" && item.toolCallId === next.toolCallId;
     return item.type === next.type && (item.ended ? next.text === item.text : next.text.startsWith(item.text));
   });
 }

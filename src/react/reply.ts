@@ -46,7 +46,9 @@ export interface RunFailureData {
   message: string;
 }
 
-export type DataPart = { [K in "aborted" | "retry" | "tool-notice" | "run-failure"]: { type: `data-${K}`; id: string; data: DurableDataTypes[K] } }["aborted" | "retry" | "tool-notice" | "run-failure"];
+export type DataPart = {
+  [K in "aborted" | "retry" | "tool-notice" | "run-failure"]: { type: `data-${K}`; id: string; data: DurableDataTypes[K] };
+}["aborted" | "retry" | "tool-notice" | "run-failure"];
 
 /** A transcript cut into turns: each user input (absent before the first) and what followed it. */
 export interface Turn {
@@ -94,7 +96,11 @@ export function replyOf(state: ConversationViewState, turn: Turn, current: boole
       const step = stepOf(message, true);
       for (const item of step.content) if (item.type === "tool") stepOfCall.set(item.toolCallId, step);
       if (message.stopReason === "aborted" || message.stopReason === "error") {
-        step.data.push({ type: "data-aborted", id: `aborted-${entry.id}`, data: { stopReason: message.stopReason, ...(message.errorMessage ? { errorMessage: message.errorMessage } : {}) } });
+        step.data.push({
+          type: "data-aborted",
+          id: `aborted-${entry.id}`,
+          data: { stopReason: message.stopReason, ...(message.errorMessage ? { errorMessage: message.errorMessage } : {}) },
+        });
       }
       reply.steps.push(step);
     } else {
@@ -102,7 +108,11 @@ export function replyOf(state: ConversationViewState, turn: Turn, current: boole
       reply.tools.set(message.toolCallId, outcomeOf(message));
       if (code) {
         const step = stepOfCall.get(message.toolCallId) ?? reply.steps.at(-1);
-        step?.data.push({ type: "data-tool-notice", id: `tool-notice-${message.toolCallId}`, data: { toolCallId: message.toolCallId, toolName: message.toolName, code } });
+        step?.data.push({
+          type: "data-tool-notice",
+          id: `tool-notice-${message.toolCallId}`,
+          data: { toolCallId: message.toolCallId, toolName: message.toolName, code },
+        });
       }
     }
   }
@@ -114,11 +124,19 @@ function addLive(state: ConversationViewState, reply: Reply): void {
   const { live, streaming } = state;
   if (live.run) {
     const generation = live.generation;
-    const answer = streaming?.answer?.taskId === live.run.taskId && streaming.answer.attempt === generation?.attempt ? streaming.answer.message : generation?.message;
+    const answer =
+      streaming?.answer?.taskId === live.run.taskId && streaming.answer.attempt === generation?.attempt
+        ? streaming.answer.message
+        : generation?.message;
     const partial: ReplyStep = answer ? stepOf(answer, false) : { content: [], data: [] };
     // A partial's tool calls may still be growing; they show once the answer is committed.
     partial.content = partial.content.filter((item) => item.type !== "tool");
-    if (generation?.retry) partial.data.push({ type: "data-retry", id: `retry-${live.run.taskId}-${generation.attempt}`, data: { attempt: generation.attempt, ...generation.retry } });
+    if (generation?.retry)
+      partial.data.push({
+        type: "data-retry",
+        id: `retry-${live.run.taskId}-${generation.attempt}`,
+        data: { attempt: generation.attempt, ...generation.retry },
+      });
     if (partial.content.length > 0 || partial.data.length > 0) reply.steps.push(partial);
     for (const slot of live.tools ?? []) {
       if (slot.status === "done" || reply.tools.has(slot.callId)) continue;

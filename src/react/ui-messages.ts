@@ -1,7 +1,7 @@
 import type { UIMessage } from "ai";
 import type { UserEntryPayload } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view.ts";
-import { liveTurn, replyOf, turnsOf, userMessageId, type DurableDataTypes, type Reply } from "./reply.ts";
+import { type DurableDataTypes, liveTurn, type Reply, replyOf, turnsOf, userMessageId } from "./reply.ts";
 
 /** A `useChat` message of a durable conversation: its data parts are `DurableDataTypes`. */
 export type DurableUIMessage = UIMessage<unknown, DurableDataTypes>;
@@ -18,7 +18,8 @@ export function toUIMessages(state: ConversationViewState): DurableUIMessage[] {
   const live = liveTurn(state, turns);
   const messages: DurableUIMessage[] = [];
   for (const turn of turns) {
-    if (turn.user) messages.push({ id: userMessageId(turn), role: "user", parts: userParts(turn.user.payload as unknown as UserEntryPayload) });
+    if (turn.user)
+      messages.push({ id: userMessageId(turn), role: "user", parts: userParts(turn.user.payload as unknown as UserEntryPayload) });
     const reply = replyOf(state, turn, turn === live);
     if (reply.steps.length > 0) messages.push({ id: reply.id, role: "assistant", parts: replyParts(reply) });
   }
@@ -28,7 +29,12 @@ export function toUIMessages(state: ConversationViewState): DurableUIMessage[] {
 function userParts(payload: UserEntryPayload): Part[] {
   const content = payload.message.content;
   if (typeof content === "string") return [{ type: "text", text: content }];
-  return content.map((item): Part => (item.type === "text" ? { type: "text", text: item.text } : { type: "file", mediaType: item.mimeType, url: `data:${item.mimeType};base64,${item.data}` }));
+  return content.map(
+    (item): Part =>
+      item.type === "text"
+        ? { type: "text", text: item.text }
+        : { type: "file", mediaType: item.mimeType, url: `data:${item.mimeType};base64,${item.data}` },
+  );
 }
 
 /** The parts of a reply as the AI SDK's message assembly builds them from the transport's chunks. */
@@ -42,7 +48,8 @@ export function replyParts(reply: Reply): Part[] {
         const base = { type: "dynamic-tool" as const, toolName: item.toolName, toolCallId: item.toolCallId, input: item.input };
         if (!outcome) parts.push({ ...base, state: "input-available" });
         else if ("errorText" in outcome) parts.push({ ...base, state: "output-error", errorText: outcome.errorText });
-        else parts.push({ ...base, state: "output-available", output: outcome.output, ...(outcome.preliminary ? { preliminary: true } : {}) });
+        else
+          parts.push({ ...base, state: "output-available", output: outcome.output, ...(outcome.preliminary ? { preliminary: true } : {}) });
       } else parts.push({ type: item.type, text: item.text, state: item.done ? "done" : "streaming" });
     }
     for (const data of step.data) parts.push(data as Part);

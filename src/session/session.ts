@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
-import { deepFreeze } from "../json.ts";
 import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
+import { deepFreeze } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
@@ -52,7 +52,10 @@ export class Session {
       return !problem;
     });
     if (damaged.length > 0 && !session.readOnly) {
-      const list = damaged.slice(0, 5).map((row) => `${row.table === "tasks" ? "task" : row.table} ${row.id}: ${row.problem}`).join("; ");
+      const list = damaged
+        .slice(0, 5)
+        .map((row) => `${row.table === "tasks" ? "task" : row.table} ${row.id}: ${row.problem}`)
+        .join("; ");
       throw new DatabaseCorrupt(
         `${storage.label} has ${damaged.length} damaged row${damaged.length > 1 ? "s" : ""} (${list}${damaged.length > 5 ? "; …" : ""}). ` +
           `It was left unmodified; open it with readOnly: true to inspect it.`,
@@ -89,7 +92,9 @@ export class Session {
       const tx = new Tx(this, actor);
       const result = body(tx);
       if (typeof (result as { then?: unknown } | null)?.then === "function") {
-        throw new InvalidCommit("A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.");
+        throw new InvalidCommit(
+          "A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.",
+        );
       }
       if (tx.hasChecks) await tx.runChecks();
       const batch = tx.batch();
@@ -193,10 +198,13 @@ function taskProblem(task: TaskRecord): string | undefined {
   if (typeof task.kind !== "string" || !Number.isSafeInteger(task.conversationId)) return "no kind or conversation";
   if (typeof state !== "object" || state === null) return "no state";
   if (!LIVE_STATUSES.has(state.status as string)) return `unknown status ${JSON.stringify(state.status)}`;
-  if (state.status === "completing") return typeof state.outcome === "object" && state.outcome !== null ? undefined : "completing without an outcome";
+  if (state.status === "completing")
+    return typeof state.outcome === "object" && state.outcome !== null ? undefined : "completing without an outcome";
   const checkpoint = state.checkpoint as { phase?: unknown } | undefined;
-  if (typeof checkpoint !== "object" || checkpoint === null || typeof checkpoint.phase !== "string") return `${String(state.status)} without a checkpoint`;
-  if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id)))) return "waiting without task ids";
+  if (typeof checkpoint !== "object" || checkpoint === null || typeof checkpoint.phase !== "string")
+    return `${String(state.status)} without a checkpoint`;
+  if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id))))
+    return "waiting without task ids";
   if (state.status === "sleeping" && !(typeof state.until === "number" && Number.isFinite(state.until))) return "sleeping without a time";
   return undefined;
 }

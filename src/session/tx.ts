@@ -1,5 +1,5 @@
 import { InvalidCommit, NotFound, TaskKeyConflict } from "../errors.ts";
-import { cloneJson, jsonEqual, type Json } from "../json.ts";
+import { cloneJson, type Json, jsonEqual } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type {
   Batch,

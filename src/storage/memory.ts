@@ -56,7 +56,11 @@ export class MemoryStorage implements Storage {
     const byId = <T extends { id: number }>(list: T[]) => list.sort((a, b) => a.id - b.id);
     const liveTasks = byId(parseAll<TaskRecord>("tasks", rows("tasks"), damaged).filter((task) => task.state.status !== "terminal"));
     const documents = parseAll<DocumentRecord>("documents", rows("documents"), damaged);
-    const openSubmissions = byId(parseAll<SubmissionRecord>("submissions", rows("submissions"), damaged).filter((s) => s.status === "queued" || s.status === "running"));
+    const openSubmissions = byId(
+      parseAll<SubmissionRecord>("submissions", rows("submissions"), damaged).filter(
+        (s) => s.status === "queued" || s.status === "running",
+      ),
+    );
     return {
       nextId: image.nextId,
       rootConversationId: image.rootConversationId,
@@ -126,7 +130,9 @@ export class MemoryStorage implements Storage {
   async listEntries(conversationId: number, options: EntryRange = {}): Promise<EntryRecord[]> {
     const after = options.afterId ?? 0;
     const before = options.beforeId ?? Infinity;
-    const range = values<EntryRecord>(this.#open().entries, "entries").filter((e) => e.conversationId === conversationId && e.id > after && e.id < before);
+    const range = values<EntryRecord>(this.#open().entries, "entries").filter(
+      (e) => e.conversationId === conversationId && e.id > after && e.id < before,
+    );
     return options.last === undefined ? range : range.slice(Math.max(0, range.length - options.last));
   }
 

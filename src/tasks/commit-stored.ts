@@ -1,8 +1,8 @@
 import type { Context } from "../context.ts";
-import { isStorageFailure } from "../session/session.ts";
-import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import type { Json } from "../json.ts";
+import { isStorageFailure } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
+import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import type { NextTaskState, TaskRuntime } from "./types.ts";
 
 /**

@@ -1,8 +1,8 @@
-import type { Clock } from "../clock.ts";
 import type { ContextKey } from "@earendil-works/chord";
+import type { Clock } from "../clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound } from "../errors.ts";
-import { cloneJson, deepFreeze, jsonEqual, type Json } from "../json.ts";
+import { cloneJson, deepFreeze, type Json, jsonEqual } from "../json.ts";
 import { deliver, type Report, type ReportHandler } from "../reports.ts";
 import { isStorageFailure, type Published, type Session } from "../session/session.ts";
 import { documentKey, type Tx } from "../session/tx.ts";
@@ -229,7 +229,8 @@ export class Scheduler {
     // ignored its signal past closeTimeoutMs stays running: the next open counts it, as after a crash.
     await this.#session.commitWhileSealing((tx) => {
       for (const task of [...tx.liveTasks()]) {
-        if (task.state.status === "running" && !abandoned.has(task.id)) tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
+        if (task.state.status === "running" && !abandoned.has(task.id))
+          tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
       }
     });
   }
@@ -498,7 +499,15 @@ export class Scheduler {
         const cut = mode === "abort" || restarts > limit ? `'s ${handler}` : "";
         const message = `Task ${record.id} (${record.kind})${cut} was cut off ${restarts} times in a row without progress; the restart limit is ${limit}, so it was not run again.`;
         this.#terminate(tx, record, { status: "faulted", error: { message, detail: { reason: "restart_limit", restarts } } });
-        tx.report({ kind: "task_faulted", taskId: record.id, taskKind: record.kind, conversationId: record.conversationId, reason: "restart_limit", message, detail: { reason: "restart_limit", restarts } });
+        tx.report({
+          kind: "task_faulted",
+          taskId: record.id,
+          taskKind: record.kind,
+          conversationId: record.conversationId,
+          reason: "restart_limit",
+          message,
+          detail: { reason: "restart_limit", restarts },
+        });
         continue;
       }
       if (mode === "run" && restarts >= limit) invocationMode = "limit";
@@ -593,11 +602,19 @@ export class Scheduler {
   #resolve(task: TaskRecord): Resolution {
     const definition = this.#registry.task(task.kind);
     if (!definition) {
-      return { ok: false, reason: "missing_task", message: `No task definition named ${task.kind} is installed; install its extension to run it.` };
+      return {
+        ok: false,
+        reason: "missing_task",
+        message: `No task definition named ${task.kind} is installed; install its extension to run it.`,
+      };
     }
     if (task.version === definition.version) return { ok: true, definition };
     if (task.version > definition.version) {
-      return { ok: false, reason: "task_too_old", message: `Task ${task.id} was stored by ${task.kind} version ${task.version}, newer than the installed version ${definition.version}.` };
+      return {
+        ok: false,
+        reason: "task_too_old",
+        message: `Task ${task.id} was stored by ${task.kind} version ${task.version}, newer than the installed version ${definition.version}.`,
+      };
     }
     if (this.#migrationFailed.get(task.id) === definition) {
       return { ok: false, reason: "migration_failed", message: `Migrating task ${task.id} from version ${task.version} failed.` };
@@ -612,7 +629,11 @@ export class Scheduler {
         this.#migrationFailed.set(task.id, definition);
         deliver(this.#options.onReport, { kind: "error", error, taskId: task.id });
       }
-      return { ok: false, reason: "migration_failed", message: `Migrating task ${task.id} from version ${task.version} failed: ${errorMessage(error)}` };
+      return {
+        ok: false,
+        reason: "migration_failed",
+        message: `Migrating task ${task.id} from version ${task.version} failed: ${errorMessage(error)}`,
+      };
     }
   }
 
@@ -638,9 +659,14 @@ export class Scheduler {
   #resolveForInspect(task: TaskRecord): Resolution {
     const definition = this.#registry.task(task.kind);
     if (!definition) return { ok: false, reason: "missing_task", message: `No task definition named ${task.kind} is installed.` };
-    if (task.version > definition.version) return { ok: false, reason: "task_too_old", message: `Stored by ${task.kind} v${task.version}, installed v${definition.version}.` };
+    if (task.version > definition.version)
+      return { ok: false, reason: "task_too_old", message: `Stored by ${task.kind} v${task.version}, installed v${definition.version}.` };
     if (task.version < definition.version && (!definition.migrate || this.#migrationFailed.get(task.id) === definition)) {
-      return { ok: false, reason: "migration_failed", message: `${task.kind} cannot migrate task ${task.id} from version ${task.version}.` };
+      return {
+        ok: false,
+        reason: "migration_failed",
+        message: `${task.kind} cannot migrate task ${task.id} from version ${task.version}.`,
+      };
     }
     return { ok: true, definition };
   }
@@ -679,7 +705,7 @@ export class Scheduler {
       let phaseStart: Checkpoint | undefined;
       for (let first = true; ; first = false) {
         const current = this.#session.live.get(id);
-        if (!current || current.state.status !== "running" || this.#closing || current.abortRequested) break;
+        if (current?.state.status !== "running" || this.#closing || current.abortRequested) break;
         if (!first) {
           if (invocation.storageFailure !== undefined) {
             // Storage refused a commit (nothing was written): run this step again later, as after a crash.
@@ -691,7 +717,11 @@ export class Scheduler {
             break;
           }
           if (jsonEqual(current.state.checkpoint, phaseStart)) {
-            await this.#fault(invocation, "no_progress", `Task ${current.kind} phase ${phaseStart?.phase} returned without durable progress.`);
+            await this.#fault(
+              invocation,
+              "no_progress",
+              `Task ${current.kind} phase ${phaseStart?.phase} returned without durable progress.`,
+            );
             break;
           }
           if (this.#registry.task(current.kind) !== invocation.definition) break; // hand over at a phase boundary
@@ -723,7 +753,7 @@ export class Scheduler {
   /** An abort handler or a restart-limit handler: runs once and must leave the task terminal. */
   async #runOnce(invocation: Invocation, runtime: TaskRuntime): Promise<void> {
     const current = this.#session.live.get(invocation.taskId);
-    if (!current || current.state.status !== "running" || this.#closing) return;
+    if (current?.state.status !== "running" || this.#closing) return;
     const handler = invocation.mode === "abort" ? invocation.definition.abort : invocation.definition.onRestartLimit;
     let failure: unknown;
     let failed = false;
@@ -734,7 +764,7 @@ export class Scheduler {
       failure = error;
     }
     const after = this.#session.live.get(invocation.taskId);
-    if (!after || after.state.status !== "running" || this.#closing) return;
+    if (after?.state.status !== "running" || this.#closing) return;
     const what = invocation.mode === "abort" ? "Abort handler" : "Restart-limit handler";
     await this.#fault(
       invocation,
@@ -757,15 +787,27 @@ export class Scheduler {
     });
   }
 
-  async #fault(invocation: Invocation, reason: "phase_failed" | "no_progress" | "abort_failed" | "restart_limit", message: string): Promise<void> {
+  async #fault(
+    invocation: Invocation,
+    reason: "phase_failed" | "no_progress" | "abort_failed" | "restart_limit",
+    message: string,
+  ): Promise<void> {
     try {
       await this.#session.commit((tx) => {
         const task = tx.task(invocation.taskId);
-        if (!task || task.state.status !== "running" || this.#closing) return;
+        if (task?.state.status !== "running" || this.#closing) return;
         if (invocation.mode === "run" && task.abortRequested) return; // an abort mark wins over a fault
         const detail = reason === "restart_limit" ? { reason, restarts: task.restarts ?? 0 } : undefined;
         this.#terminate(tx, task, { status: "faulted", error: { message, ...(detail ? { detail } : {}) } });
-        tx.report({ kind: "task_faulted", taskId: task.id, taskKind: task.kind, conversationId: task.conversationId, reason, message, ...(detail ? { detail } : {}) });
+        tx.report({
+          kind: "task_faulted",
+          taskId: task.id,
+          taskKind: task.kind,
+          conversationId: task.conversationId,
+          reason,
+          message,
+          ...(detail ? { detail } : {}),
+        });
       });
     } catch (error) {
       // The fault could not be stored (storage refused): the task stays running without an invocation and
@@ -897,7 +939,10 @@ export class Scheduler {
       entries: async (options, context) => {
         check();
         throwIfCancelled(context);
-        return session.storage.listEntries(options.conversationId ?? first.conversationId, options.afterId === undefined ? {} : { afterId: options.afterId });
+        return session.storage.listEntries(
+          options.conversationId ?? first.conversationId,
+          options.afterId === undefined ? {} : { afterId: options.afterId },
+        );
       },
       entry: async (entryId, context) => {
         check();
@@ -947,7 +992,8 @@ export class Scheduler {
         state = { status: "running", checkpoint: cloneJson(next.checkpoint) };
         break;
       case "sleeping":
-        if (typeof next.until !== "number" || !Number.isFinite(next.until)) throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
+        if (typeof next.until !== "number" || !Number.isFinite(next.until))
+          throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
         state = { status: "sleeping", until: next.until, checkpoint: cloneJson(next.checkpoint) };
         break;
       case "waiting": {

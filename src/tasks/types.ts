@@ -1,9 +1,9 @@
 import type { Context } from "../context.ts";
 import type { Json } from "../json.ts";
-import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
-import type { ResolvedSettings } from "../settings.ts";
 import type { Report } from "../reports.ts";
 import type { Tx } from "../session/tx.ts";
+import type { ResolvedSettings } from "../settings.ts";
+import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
 import type { Registry } from "./registry.ts";
 
 /** What a phase may commit as its task's next state (S3). */
@@ -100,9 +100,10 @@ export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R =
 }
 
 // Definitions are stored in registries of mixed types; phases see their own types.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds definitions of every input, checkpoint and result type
 export type AnyTaskDefinition = TaskDefinition<any, any, any>;
 /** What creating a task needs of its definition: the kind, its version and the first checkpoint. */
+// biome-ignore lint/suspicious/noExplicitAny: the default accepts a kind of any input type, as AnyTaskDefinition does
 export type TaskKind<I = any> = Pick<AnyTaskDefinition, "name" | "version"> & { initial(input: I): unknown };
 
 export function defineTask<I = Json, S extends Checkpoint = Checkpoint, R = Json>(

@@ -1,11 +1,11 @@
+import { LIVE, scopeOf } from "../agent/documents.ts";
+import type { AnyTool } from "../agent/tool.ts";
 import { BACKGROUND_CONTEXT } from "../context.ts";
 import { DurableError } from "../errors.ts";
 import type { Harness } from "../harness.ts";
-import type { Batch, EntryRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import { MemoryStorage } from "../storage/memory.ts";
+import type { Batch, EntryRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { AnyTool } from "../agent/tool.ts";
-import { LIVE, scopeOf } from "../agent/documents.ts";
 import { createManualClock, type ManualClock } from "./clock.ts";
 
 /**
@@ -195,7 +195,10 @@ function sample<T>(list: readonly T[], count: number, seed: number): T[] {
     const j = i + Math.floor(random() * (indexes.length - i));
     [indexes[i], indexes[j]] = [indexes[j]!, indexes[i]!];
   }
-  return indexes.slice(0, count).sort((a, b) => a - b).map((index) => list[index]!);
+  return indexes
+    .slice(0, count)
+    .sort((a, b) => a - b)
+    .map((index) => list[index]!);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -307,7 +310,12 @@ function crashingStorage(
       return inner.label;
     },
     load: read(inner.load),
-    apply: (batch) => commit(() => describeBatch(batch), () => inner.apply(batch), batch),
+    apply: (batch) =>
+      commit(
+        () => describeBatch(batch),
+        () => inner.apply(batch),
+        batch,
+      ),
     recoverRunning: (options) =>
       commit(
         () => `open recovers ${recovered.length === 0 ? "nothing" : `tasks ${recovered.join(", ")}`}`,
@@ -335,7 +343,9 @@ function describeBatch(batch: Batch): string {
   for (const task of batch.tasks) {
     const state = task.state as { status: string; checkpoint?: { phase?: string }; outcome?: { status: string } };
     const where = state.checkpoint?.phase ?? state.outcome?.status ?? "";
-    parts.push(`task ${task.id} ${task.kind} ${state.status}${where ? ` ${where}` : ""}${task.abortRequested ? " (abort mark)" : ""}${task.memos ? ` memos ${Object.keys(task.memos).join(",")}` : ""}`);
+    parts.push(
+      `task ${task.id} ${task.kind} ${state.status}${where ? ` ${where}` : ""}${task.abortRequested ? " (abort mark)" : ""}${task.memos ? ` memos ${Object.keys(task.memos).join(",")}` : ""}`,
+    );
   }
   for (const entry of batch.entries) parts.push(`entry ${entry.id} ${entry.kind}`);
   for (const submission of batch.submissions) parts.push(`submission ${submission.id} ${submission.status}`);
@@ -364,7 +374,12 @@ async function quiesce(progress: () => number, busy: () => number, rounds = 3): 
   }
 }
 
-async function runWorld<W>(scenario: CrashScenario<W>, backend: SweepBackend, options: CrashSweepOptions, crashes: CrashPoint[]): Promise<WorldResult> {
+async function runWorld<W>(
+  scenario: CrashScenario<W>,
+  backend: SweepBackend,
+  options: CrashSweepOptions,
+  crashes: CrashPoint[],
+): Promise<WorldResult> {
   const recorder = new Recorder<W>(scenario.world ? scenario.world() : (undefined as W));
   const commitsPerProcess: number[] = [];
   const atCrash: Storage[] = [];
@@ -403,7 +418,10 @@ async function runWorld<W>(scenario: CrashScenario<W>, backend: SweepBackend, op
     })().catch((e: unknown) => (error = e));
     let finished = false;
     for (let step = 0; ; step++) {
-      await quiesce(() => commits + clock.pending * 1e6 + (started ? 1e12 : 0), () => store.busy);
+      await quiesce(
+        () => commits + clock.pending * 1e6 + (started ? 1e12 : 0),
+        () => store.busy,
+      );
       if (error !== undefined) return fail("the scenario ran", `process ${process} threw: ${String((error as Error)?.stack ?? error)}`);
       if (image) break;
       if (started && harness && (await isDone(scenario, harness, world))) {
@@ -412,7 +430,11 @@ async function runWorld<W>(scenario: CrashScenario<W>, backend: SweepBackend, op
       }
       if (step >= maxSteps) return fail("progress", `process ${process} did not finish within ${maxSteps} scheduling rounds (a livelock?)`);
       if (!clock.next()) {
-        await quiesce(() => commits + (started ? 1e12 : 0), () => store.busy, 50); // be sure before calling it a stall
+        await quiesce(
+          () => commits + (started ? 1e12 : 0),
+          () => store.busy,
+          50,
+        ); // be sure before calling it a stall
         if (image) break;
         if (started && harness && (await isDone(scenario, harness, world))) {
           finished = true;
@@ -499,7 +521,8 @@ const builtIns: Array<[BuiltInInvariant, (view: CrashWorldView<unknown>) => Prom
       for (const image of view.atCrash) {
         const before = await rowsOf(image);
         const tasks = new Set(end.tasks.map((t) => t.id));
-        for (const task of before.tasks) if (!tasks.has(task.id)) return `task ${task.id} (${task.kind}) was committed before the crash and is gone`;
+        for (const task of before.tasks)
+          if (!tasks.has(task.id)) return `task ${task.id} (${task.kind}) was committed before the crash and is gone`;
         const entries = new Map(end.entries.map((e) => [e.id, e]));
         for (const entry of before.entries) {
           if (!same(entries.get(entry.id), entry)) return `entry ${entry.id} (${entry.kind}) changed or vanished after the crash`;
@@ -521,10 +544,12 @@ const builtIns: Array<[BuiltInInvariant, (view: CrashWorldView<unknown>) => Prom
       for (const image of view.atCrash) {
         const before = await rowsOf(image);
         for (const task of before.tasks) {
-          if (task.state.status === "terminal" && !same(tasks.get(task.id), task)) return `terminal task ${task.id} (${task.kind}) changed after the crash`;
+          if (task.state.status === "terminal" && !same(tasks.get(task.id), task))
+            return `terminal task ${task.id} (${task.kind}) changed after the crash`;
         }
         for (const submission of before.submissions) {
-          if (settled(submission) && !same(submissions.get(submission.id), submission)) return `settled submission ${submission.id} changed after the crash`;
+          if (settled(submission) && !same(submissions.get(submission.id), submission))
+            return `settled submission ${submission.id} changed after the crash`;
         }
       }
       return undefined;
@@ -534,7 +559,9 @@ const builtIns: Array<[BuiltInInvariant, (view: CrashWorldView<unknown>) => Prom
     "no-task-left-live",
     async (view) => {
       const live = (await view.storage.listTasks()).filter((t) => t.state.status !== "terminal");
-      return live.length === 0 ? undefined : `tasks left live at the end: ${live.map((t) => `${t.id} (${t.kind}, ${t.state.status})`).join(", ")}`;
+      return live.length === 0
+        ? undefined
+        : `tasks left live at the end: ${live.map((t) => `${t.id} (${t.kind}, ${t.state.status})`).join(", ")}`;
     },
   ],
   [
@@ -570,7 +597,8 @@ const builtIns: Array<[BuiltInInvariant, (view: CrashWorldView<unknown>) => Prom
   [
     "unsafe-tool-never-twice",
     async (view) => {
-      for (const [key, { replay, runs }] of view.toolRuns) if (replay === "unsafe" && runs > 1) return `unsafe tool call ${key} ran ${runs} times`;
+      for (const [key, { replay, runs }] of view.toolRuns)
+        if (replay === "unsafe" && runs > 1) return `unsafe tool call ${key} ran ${runs} times`;
       return undefined;
     },
   ],
@@ -631,4 +659,3 @@ function requestEvents(batch: Batch, process: number): RequestEvent[] {
   }
   return out;
 }
-

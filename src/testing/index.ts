@@ -1,15 +1,15 @@
 export { createManualClock, type ManualClock } from "./clock.ts";
 export {
   BUILT_IN_INVARIANTS,
-  crashSweep,
-  CrashSweepViolation,
   type BuiltInInvariant,
   type CrashScenario,
   type CrashSweepOptions,
   type CrashSweepResult,
+  CrashSweepViolation,
   type CrashWorldView,
+  crashSweep,
   type SweepBackend,
   type SweepWorld,
 } from "./crash-sweep.ts";
-export { crashTab, harnessStatus, harnessWorker, waitForReady, waitForTask, type CrashKind, type TaskMatch } from "./playwright.ts";
-export { emptyBatch, sampleTask, storageConformance, type ConformanceBackend, type ConformanceCase } from "./storage-conformance.ts";
+export { type CrashKind, crashTab, harnessStatus, harnessWorker, type TaskMatch, waitForReady, waitForTask } from "./playwright.ts";
+export { type ConformanceBackend, type ConformanceCase, emptyBatch, sampleTask, storageConformance } from "./storage-conformance.ts";

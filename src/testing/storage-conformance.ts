@@ -87,24 +87,64 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         const state = await storage.load();
         equal(state.nextId, 10, "nextId");
         equal(state.rootConversationId, 1, "rootConversationId");
-        equal(state.liveTasks.map((t) => t.id), [2, 3], "live task ids");
+        equal(
+          state.liveTasks.map((t) => t.id),
+          [2, 3],
+          "live task ids",
+        );
         equal(state.liveTasks[1], sampleTask(3, "running", { memos: { a: 1 }, restarts: 2 }), "a live task");
         equal(state.documents.length, 2, "documents");
-        equal(state.openSubmissions.map((s) => s.id), [7], "open submissions");
+        equal(
+          state.openSubmissions.map((s) => s.id),
+          [7],
+          "open submissions",
+        );
         equal((await storage.getTask(4))?.state, { status: "terminal", outcome: { status: "completed", result: 4 } }, "a terminal task");
         equal(await storage.getTask(99), undefined, "a missing task");
-        equal((await storage.listTasks({ status: "pending" })).map((t) => t.id), [2], "pending tasks");
-        equal((await storage.listEntries(1)).map((e) => e.id), [5, 6], "entries");
-        equal((await storage.listEntries(1, { afterId: 5 })).map((e) => e.id), [6], "entries after 5");
-        equal((await storage.listEntries(1, { beforeId: 6 })).map((e) => e.id), [5], "entries before 6");
-        equal((await storage.listEntries(1, { last: 1 })).map((e) => e.id), [6], "the last entry");
-        equal((await storage.listEntries(1, { last: 5 })).map((e) => e.id), [5, 6], "a last page longer than the conversation");
+        equal(
+          (await storage.listTasks({ status: "pending" })).map((t) => t.id),
+          [2],
+          "pending tasks",
+        );
+        equal(
+          (await storage.listEntries(1)).map((e) => e.id),
+          [5, 6],
+          "entries",
+        );
+        equal(
+          (await storage.listEntries(1, { afterId: 5 })).map((e) => e.id),
+          [6],
+          "entries after 5",
+        );
+        equal(
+          (await storage.listEntries(1, { beforeId: 6 })).map((e) => e.id),
+          [5],
+          "entries before 6",
+        );
+        equal(
+          (await storage.listEntries(1, { last: 1 })).map((e) => e.id),
+          [6],
+          "the last entry",
+        );
+        equal(
+          (await storage.listEntries(1, { last: 5 })).map((e) => e.id),
+          [5, 6],
+          "a last page longer than the conversation",
+        );
         equal((await storage.getEntry(6))?.byTaskId, 3, "an entry's author");
         equal(await storage.getDocument("conversation:1", "pi.live"), { run: 3 }, "a document");
-        equal((await storage.listDocuments("conversation:1")).map((d) => d.key), ["pi.live", "pi.usage"], "documents of a scope");
+        equal(
+          (await storage.listDocuments("conversation:1")).map((d) => d.key),
+          ["pi.live", "pi.usage"],
+          "documents of a scope",
+        );
         equal((await storage.findSubmission(1, "r1"))?.id, 7, "a submission by requestId");
         equal(await storage.findSubmission(1, "r2"), undefined, "an unknown requestId");
-        equal((await storage.listSubmissions(1)).map((s) => s.id), [7, 8], "submissions");
+        equal(
+          (await storage.listSubmissions(1)).map((s) => s.id),
+          [7, 8],
+          "submissions",
+        );
         const copy = (await storage.getTask(3))!;
         copy.memos!.a = 2;
         equal((await storage.getTask(3))?.memos, { a: 1 }, "a read is a detached copy");
@@ -121,7 +161,11 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
           submissions: [{ id: 7, conversationId: 1, type: "input", requestId: "r1", status: "done", payload: "hi", createdAt: 8 }],
         });
         const state = await storage.load();
-        equal(state.liveTasks.map((t) => t.id), [2], "live task ids");
+        equal(
+          state.liveTasks.map((t) => t.id),
+          [2],
+          "live task ids",
+        );
         equal(await storage.getDocument("conversation:1", "pi.live"), undefined, "the deleted document");
         equal(state.openSubmissions, [], "open submissions");
         equal(state.nextId, 10, "nextId");
@@ -134,12 +178,21 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         const circular: Record<string, unknown> = {};
         circular.self = circular;
         await rejects(
-          storage.apply({ ...emptyBatch(), nextId: 20, tasks: [sampleTask(2, "terminal")], entries: [{ id: 11, conversationId: 1, kind: "pi.user", payload: circular as never, at: 1 }] }),
+          storage.apply({
+            ...emptyBatch(),
+            nextId: 20,
+            tasks: [sampleTask(2, "terminal")],
+            entries: [{ id: 11, conversationId: 1, kind: "pi.user", payload: circular as never, at: 1 }],
+          }),
           "a batch with a value that is not JSON",
         );
         const state = await storage.load();
         equal(state.nextId, 10, "nextId after the failed batch");
-        equal(state.liveTasks.map((t) => t.id), [2, 3], "live tasks after the failed batch");
+        equal(
+          state.liveTasks.map((t) => t.id),
+          [2, 3],
+          "live tasks after the failed batch",
+        );
         equal(await storage.getEntry(11), undefined, "the failed batch's entry");
       },
     },
@@ -163,11 +216,19 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         equal(await storage.getTask(3), { ...sampleTask(3, "pending", { memos: { a: 1 }, restarts: 2 }), restarts: 3 }, "task 3");
         equal(await storage.getTask(12), { ...sampleTask(12, "pending"), restarts: 1 }, "task 12");
         equal(await storage.getTask(2), sampleTask(2, "pending"), "task 2");
-        equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [], "running tasks");
+        equal(
+          (await storage.listTasks({ status: "running" })).map((t) => t.id),
+          [],
+          "running tasks",
+        );
         equal(await storage.recoverRunning(), [], "a second recovery");
         // A later state change goes through as usual (a storage that caches statuses followed along).
         await storage.apply({ ...emptyBatch(), tasks: [sampleTask(3, "running")] });
-        equal((await storage.listTasks({ status: "running" })).map((t) => t.id), [3], "running tasks");
+        equal(
+          (await storage.listTasks({ status: "running" })).map((t) => t.id),
+          [3],
+          "running tasks",
+        );
         equal(await storage.recoverRunning({ keepRunning: true }), [3], "recovered, kept running");
         equal(await storage.getTask(3), { ...sampleTask(3, "running"), restarts: 1 }, "task 3 kept running");
       },
@@ -177,8 +238,12 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       async run() {
         const storage = await seeded(backend);
         if (backend.exportsImage === false) {
-          const refusal = await storage.exportImage().then(() => undefined, (error: unknown) => error);
-          if (!(refusal instanceof Error) || refusal.name === "Error") throw new Error("exportImage() should refuse with a named error on a storage that cannot export");
+          const refusal = await storage.exportImage().then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+          if (!(refusal instanceof Error) || refusal.name === "Error")
+            throw new Error("exportImage() should refuse with a named error on a storage that cannot export");
           return;
         }
         const image = await storage.exportImage();
@@ -186,11 +251,19 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         if (!backend.fromImage) return;
         const copy = await backend.fromImage(image);
         await storage.apply({ ...emptyBatch(), tasks: [sampleTask(2, "terminal")] });
-        equal((await copy.load()).liveTasks.map((t) => t.id), [2, 3], "the copy's live tasks");
+        equal(
+          (await copy.load()).liveTasks.map((t) => t.id),
+          [2, 3],
+          "the copy's live tasks",
+        );
         const readOnly = await backend.fromImage(await storage.exportImage(), { readOnly: true });
         equal(readOnly.readOnly, true, "readOnly");
         await rejects(readOnly.apply({ ...emptyBatch(), tasks: [sampleTask(3, "terminal")] }), "a write to a read-only copy");
-        equal((await readOnly.load()).liveTasks.map((t) => t.id), [3], "the read-only copy's live tasks");
+        equal(
+          (await readOnly.load()).liveTasks.map((t) => t.id),
+          [3],
+          "the read-only copy's live tasks",
+        );
       },
     },
   ];

@@ -1,4 +1,4 @@
-import { defineTool, type AnyTool } from "../agent/tool.ts";
+import { type AnyTool, defineTool } from "../agent/tool.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 
 /**
@@ -32,7 +32,12 @@ export const listFilesTool = defineTool<{ directory?: string }>({
 export const writeFileTool = defineTool<{ path: string; text: string }>({
   name: "write",
   description: "Create or replace a text file.",
-  parameters: { type: "object", properties: { path: pathParameter, text: { type: "string" } }, required: ["path", "text"], additionalProperties: false },
+  parameters: {
+    type: "object",
+    properties: { path: pathParameter, text: { type: "string" } },
+    required: ["path", "text"],
+    additionalProperties: false,
+  },
   replay: "unsafe",
   async execute({ path, text }, api, context) {
     await (await api.env<ExecutionEnv>()).write(path, text, context);
@@ -43,7 +48,12 @@ export const writeFileTool = defineTool<{ path: string; text: string }>({
 export const appendFileTool = defineTool<{ path: string; text: string }>({
   name: "append",
   description: "Append text to a file (created when missing).",
-  parameters: { type: "object", properties: { path: pathParameter, text: { type: "string" } }, required: ["path", "text"], additionalProperties: false },
+  parameters: {
+    type: "object",
+    properties: { path: pathParameter, text: { type: "string" } },
+    required: ["path", "text"],
+    additionalProperties: false,
+  },
   replay: "unsafe",
   async execute({ path, text }, api, context) {
     await (await api.env<ExecutionEnv>()).append(path, text, context);
@@ -77,7 +87,8 @@ export const editFileTool = defineTool<{ path: string; oldText: string; newText:
     const text = await env.read(path, context);
     const first = text.indexOf(oldText);
     if (first < 0) throw new Error(`oldText does not occur in ${path}; read the file and copy the text exactly.`);
-    if (text.indexOf(oldText, first + 1) >= 0) throw new Error(`oldText occurs more than once in ${path}; include more context so it is unique.`);
+    if (text.indexOf(oldText, first + 1) >= 0)
+      throw new Error(`oldText occurs more than once in ${path}; include more context so it is unique.`);
     await env.write(path, text.slice(0, first) + newText + text.slice(first + oldText.length), context);
     return `edited ${path}`;
   },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pause, startEdge, type Edge } from "./support.ts";
+import { type Edge, pause, startEdge } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -9,7 +9,8 @@ afterAll(() => edge?.dispose());
 
 type Json = any;
 const INTERRUPTED = (name: string) => `<harness>\n[error] Tool ${name} was interrupted and may have partially run\n</harness>`;
-const lines = (name: string) => edge.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
+const lines = (name: string) =>
+  edge.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
 
 /** Submits on the object; the object aborts itself at the cut (the tool, or the model request in flight). */
 async function cutAndRevive(name: string) {
@@ -33,7 +34,9 @@ async function cutAndRevive(name: string) {
 
 const toolResults = (state: Json) => state.entries.filter((e: Json) => e.kind === "pi.tool-result").map((e: Json) => e.payload.message);
 const assistants = (state: Json) =>
-  state.entries.filter((e: Json) => e.kind === "pi.assistant").map((e: Json) => [e.payload.message.stopReason, e.payload.message.content.map((c: Json) => c.text ?? "").join("")]);
+  state.entries
+    .filter((e: Json) => e.kind === "pi.assistant")
+    .map((e: Json) => [e.payload.message.stopReason, e.payload.message.content.map((c: Json) => c.text ?? "").join("")]);
 
 describe("the seed's agent probes on a Durable Object with a real crash (ctx.abort)", () => {
   it("S8 tool probe, replay unsafe: the object dies during the tool; the tool is not rerun, the model gets the interruption", async () => {
@@ -73,7 +76,10 @@ describe("the seed's agent probes on a Durable Object with a real crash (ctx.abo
     expect(generation.state).toMatchObject({ status: "pending", checkpoint: { phase: "request", attempt: 1 } });
     expect(generation.restarts).toBe(1);
     expect(state.submission.status).toBe("done");
-    expect(assistants(state)).toEqual([["aborted", "Hel"], ["stop", "Hello!"]]);
+    expect(assistants(state)).toEqual([
+      ["aborted", "Hel"],
+      ["stop", "Hello!"],
+    ]);
     // One request cut in flight, one after the backoff; the cut attempt was not resent at once.
     expect(lines("gen-cut").filter((l) => l.startsWith("request"))).toEqual(["request", "request"]);
   });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { pause, startEdge, type Edge, type ObjectKind } from "./support.ts";
+import { type Edge, type ObjectKind, pause, startEdge } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -23,7 +23,8 @@ async function fromNextInstance(object: ObjectKind, name: string, path: string, 
   throw new Error(`${object}/${name} never started again`);
 }
 
-const lines = (name: string) => edge.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
+const lines = (name: string) =>
+  edge.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
 
 describe("S12 Example 12 on a Durable Object with a real crash (ctx.abort)", () => {
   it("aborted right after tick 2: restarts 1 in the seed's query, then tick 3..5, never tick 2 twice", async () => {
@@ -58,14 +59,18 @@ describe("S12 Example 12 on a Durable Object with a real crash (ctx.abort)", () 
       await pause(20);
       task = (await edge.json("crasher", "five", `/task?id=${id}`)).task;
     }
-    expect(task.state).toMatchObject({ status: "terminal", outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 5 } } } });
+    expect(task.state).toMatchObject({
+      status: "terminal",
+      outcome: { status: "faulted", error: { detail: { reason: "restart_limit", restarts: 5 } } },
+    });
     expect(lines("five")).toEqual([0, 1, 2, 3, 4].map((n) => `run with restarts ${n}`));
   });
 
   it("S3: a sleeping task is woken by the alarm after an eviction, with no request arriving", async () => {
     const { id } = await edge.json("sleeper", "sleeper", "/sleep?ms=1500");
     let task: Json;
-    for (let i = 0; i < 200 && task?.state.status !== "sleeping"; i++) task = (await edge.json("sleeper", "sleeper", `/task?id=${id}`)).task;
+    for (let i = 0; i < 200 && task?.state.status !== "sleeping"; i++)
+      task = (await edge.json("sleeper", "sleeper", `/task?id=${id}`)).task;
     expect(task.state.status).toBe("sleeping");
     const { alarm, id: objectId } = await edge.json("sleeper", "sleeper", "/alarm");
     expect(alarm).toBe(task.state.until); // the one alarm, at the sleep's end
@@ -84,7 +89,8 @@ describe("the heartbeat: an object whose alarm beats every 300 ms while a task r
     fast = await startEdge({ bindings: { HEARTBEAT_MS: "300" } });
   }, 120_000);
   afterAll(() => fast?.dispose());
-  const linesOf = (name: string) => fast.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
+  const linesOf = (name: string) =>
+    fast.printed.lines.filter((line) => line.startsWith(`${name}: `)).map((line) => line.slice(name.length + 2));
 
   it("the heartbeat alarm revives an object aborted mid-phase, with no request arriving: tick 3..5 follow", async () => {
     const { id, instance, object } = await fast.json("counter", "heartbeat-ex12", "/start?to=5&abortAfter=tick%202");
@@ -96,7 +102,6 @@ describe("the heartbeat: an object whose alarm beats every 300 ms while a task r
     expect(now).not.toBe(instance);
     expect(task.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
   });
-
 });
 
 describe("npm run example:counter -- --edge", () => {
@@ -112,9 +117,18 @@ describe("npm run example:counter -- --edge", () => {
       log.mockRestore();
       table.mockRestore();
     }
-    expect(printed.filter((line) => /^(tick \d|counted to \d)$/.test(line))).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5", "counted to 5"]);
+    expect(printed.filter((line) => /^(tick \d|counted to \d)$/.test(line))).toEqual([
+      "tick 1",
+      "tick 2",
+      "tick 3",
+      "tick 4",
+      "tick 5",
+      "counted to 5",
+    ]);
     expect(printed.findIndex((line) => line.includes("aborted itself"))).toBeGreaterThan(printed.indexOf("tick 2"));
-    expect(tables[0]).toEqual([{ id: expect.any(Number), status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: 1 }]);
+    expect(tables[0]).toEqual([
+      { id: expect.any(Number), status: "pending", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: 1 },
+    ]);
     expect(tables[1]).toEqual([{ id: expect.any(Number), status: "terminal", n: null, memos: null, restarts: null }]);
   }, 60_000);
 });

@@ -3,7 +3,7 @@ import { SEED_QUERY } from "../../examples/counter-task.ts";
 import { HarnessClient } from "../../src/browser/client.ts";
 import type { SocketLike } from "../../src/browser/socket.ts";
 import type { Inspection } from "../../src/index.ts";
-import { pause, startEdge, type Edge } from "./support.ts";
+import { type Edge, pause, startEdge } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -16,7 +16,9 @@ type Listener = (event?: { data: unknown }) => void;
 /** A WebSocket to an object through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
 function objectSocket(name: string, object: "counter" | "demo" = "counter"): SocketLike {
   const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
-  const fire = (type: string, event?: { data: unknown }) => listeners[type]!.forEach((listener) => listener(event));
+  const fire = (type: string, event?: { data: unknown }) => {
+    for (const listener of listeners[type]!) listener(event);
+  };
   let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
   void edge.call(object, name, "/", { headers: { Upgrade: "websocket" } }).then(
     (response) => {
@@ -51,7 +53,10 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     await client.watchTasks((inspection: Inspection) => void graphs.push(inspection));
 
     const first = await client.createTask("example.counter", { to: 2 });
-    expect((await client.waitForTask(first)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 2" } });
+    expect((await client.waitForTask(first)).state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: "counted to 2" },
+    });
     expect(await client.query(SEED_QUERY)).toEqual([{ id: first, status: "terminal", n: null, memos: null, restarts: null }]);
     await expect(client.query("DELETE FROM tasks")).rejects.toMatchObject({ name: "QueryNotReadOnly" });
 
@@ -60,7 +65,10 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     await edge.restart();
     await until(() => graphs.length > before, "a task graph from the restarted object");
     const second = await client.createTask("example.counter", { to: 1 });
-    await until(() => graphs.some((graph) => graph.tasks.some((task) => task.record.id === second)), "the new task in the resumed subscription");
+    await until(
+      () => graphs.some((graph) => graph.tasks.some((task) => task.record.id === second)),
+      "the new task in the resumed subscription",
+    );
     expect((await client.waitForTask(second)).state).toMatchObject({ status: "terminal" });
     expect(client.status.kind).toBe("ready");
   });

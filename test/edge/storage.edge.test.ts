@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SEED_QUERY } from "../../examples/counter-task.ts";
 import { emptyBatch, sampleTask, storageConformance } from "../../src/testing/storage-conformance.ts";
-import { startEdge, type Edge } from "./support.ts";
+import { type Edge, startEdge } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -22,7 +22,12 @@ describe("storage conformance inside a Durable Object (workerd)", () => {
 
 describe("the SqliteDatabase facade over ctx.storage.sql", () => {
   it("S11: the seed's query runs unchanged on the tasks table of an object", async () => {
-    await edge.json("conformance", "seed-query", "/apply", post({ ...emptyBatch(), tasks: [sampleTask(7, "pending", { memos: { "printed-1": true } })] }));
+    await edge.json(
+      "conformance",
+      "seed-query",
+      "/apply",
+      post({ ...emptyBatch(), tasks: [sampleTask(7, "pending", { memos: { "printed-1": true } })] }),
+    );
     const { rows } = await edge.json("conformance", "seed-query", "/query", post({ sql: SEED_QUERY }));
     expect(rows).toEqual([{ id: 7, status: "pending", n: 7, memos: '{"printed-1":true}', restarts: null }]);
   });
@@ -42,27 +47,47 @@ describe("the SqliteDatabase facade over ctx.storage.sql", () => {
       expect(response.status, sql).toBe(500);
       expect((await response.json()).name, sql).toBe("QueryNotReadOnly");
     }
-    expect((await edge.json("conformance", "refusals", "/query", post({ sql: "SELECT count(*) AS n FROM tasks WHERE id = ?", params: [2] }))).rows).toEqual([{ n: 1 }]);
-    expect((await edge.json("conformance", "refusals", "/query", post({ sql: "PRAGMA table_info(tasks)" }))).rows.map((r: { name: string }) => r.name)).toEqual(["id", "conversation_id", "kind", "status", "record"]);
+    expect(
+      (await edge.json("conformance", "refusals", "/query", post({ sql: "SELECT count(*) AS n FROM tasks WHERE id = ?", params: [2] })))
+        .rows,
+    ).toEqual([{ n: 1 }]);
+    expect(
+      (await edge.json("conformance", "refusals", "/query", post({ sql: "PRAGMA table_info(tasks)" }))).rows.map(
+        (r: { name: string }) => r.name,
+      ),
+    ).toEqual(["id", "conversation_id", "kind", "status", "record"]);
     // Writes still work afterwards: the guard was switched off again.
     await edge.json("conformance", "refusals", "/apply", post({ ...emptyBatch(), tasks: [sampleTask(3, "pending")] }));
-    expect((await edge.json("conformance", "refusals", "/query", post({ sql: "SELECT count(*) AS n FROM tasks" }))).rows).toEqual([{ n: 2 }]);
+    expect((await edge.json("conformance", "refusals", "/query", post({ sql: "SELECT count(*) AS n FROM tasks" }))).rows).toEqual([
+      { n: 2 },
+    ]);
   });
 
   it("changed-row counts are rows, not the cursor's written index entries; transactions roll back; values convert", async () => {
-    const results = await edge.json("conformance", "facade", "/database", post([
-      ["exec", "CREATE TABLE t (id INTEGER PRIMARY KEY, status TEXT, body BLOB); CREATE INDEX t_status ON t (status)"],
-      ["run", "INSERT INTO t (id, status) VALUES (1, 'a'), (2, 'a')"],
-      ["run", "UPDATE t SET status = 'b' WHERE id = 1"],
-      ["run", "UPDATE t SET status = 'b' WHERE id = 99"],
-      ["run", "UPDATE t SET body = ? WHERE id = 2", { bytes: [1, 2, 255] }],
-      ["get", "SELECT body, typeof(body) AS type FROM t WHERE id = 2"],
-      ["all", "SELECT ? AS n", "42n"],
-      ["all", "SELECT ? AS n", "9007199254740993n"],
-      ["all", "SELECT 9007199254740993 AS n"],
-      ["exec", "BEGIN"],
-    ]));
-    expect(results.slice(1, 6)).toEqual([{ ok: 2 }, { ok: 1 }, { ok: 0 }, { ok: 1 }, { ok: { body: { bytes: [1, 2, 255] }, type: "blob" } }]);
+    const results = await edge.json(
+      "conformance",
+      "facade",
+      "/database",
+      post([
+        ["exec", "CREATE TABLE t (id INTEGER PRIMARY KEY, status TEXT, body BLOB); CREATE INDEX t_status ON t (status)"],
+        ["run", "INSERT INTO t (id, status) VALUES (1, 'a'), (2, 'a')"],
+        ["run", "UPDATE t SET status = 'b' WHERE id = 1"],
+        ["run", "UPDATE t SET status = 'b' WHERE id = 99"],
+        ["run", "UPDATE t SET body = ? WHERE id = 2", { bytes: [1, 2, 255] }],
+        ["get", "SELECT body, typeof(body) AS type FROM t WHERE id = 2"],
+        ["all", "SELECT ? AS n", "42n"],
+        ["all", "SELECT ? AS n", "9007199254740993n"],
+        ["all", "SELECT 9007199254740993 AS n"],
+        ["exec", "BEGIN"],
+      ]),
+    );
+    expect(results.slice(1, 6)).toEqual([
+      { ok: 2 },
+      { ok: 1 },
+      { ok: 0 },
+      { ok: 1 },
+      { ok: { body: { bytes: [1, 2, 255] }, type: "blob" } },
+    ]);
     expect(results[6]).toEqual({ ok: [{ n: 42 }] });
     expect(results[7]).toMatchObject({ error: "RangeError", message: expect.stringMatching(/outside ±2\^53.*TEXT/) });
     expect(results[8]).toMatchObject({ error: "RangeError" });
@@ -70,12 +95,25 @@ describe("the SqliteDatabase facade over ctx.storage.sql", () => {
   });
 
   it("a database opened readOnly refuses every write with ReadOnlySession and still reads", async () => {
-    await edge.json("conformance", "read-only", "/database", post([["exec", "CREATE TABLE t (n INTEGER)"], ["run", "INSERT INTO t VALUES (1)"]]));
-    const results = await edge.json("conformance", "read-only", "/database?readOnly", post([
-      ["run", "INSERT INTO t VALUES (2)"],
-      ["exec", "DROP TABLE t"],
-      ["all", "SELECT n FROM t"],
-    ]));
+    await edge.json(
+      "conformance",
+      "read-only",
+      "/database",
+      post([
+        ["exec", "CREATE TABLE t (n INTEGER)"],
+        ["run", "INSERT INTO t VALUES (1)"],
+      ]),
+    );
+    const results = await edge.json(
+      "conformance",
+      "read-only",
+      "/database?readOnly",
+      post([
+        ["run", "INSERT INTO t VALUES (2)"],
+        ["exec", "DROP TABLE t"],
+        ["all", "SELECT n FROM t"],
+      ]),
+    );
     expect(results).toEqual([
       { error: "ReadOnlySession", message: expect.any(String) },
       { error: "ReadOnlySession", message: expect.any(String) },

@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "../../examples/local-edge.ts";
 import { Miniflare } from "miniflare";
+import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "../../examples/local-edge.ts";
 
 let bundle: Promise<string> | undefined;
 
@@ -81,7 +81,8 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
   await mf.ready;
   const edge: Edge = {
     printed,
-    call: (object, name, path, init) => mf.dispatchFetch(`http://edge/${object}/${encodeURIComponent(name)}${path}`, init as never) as unknown as Promise<Response>,
+    call: (object, name, path, init) =>
+      mf.dispatchFetch(`http://edge/${object}/${encodeURIComponent(name)}${path}`, init as never) as unknown as Promise<Response>,
     async json(object, name, path, init) {
       const response = await edge.call(object, name, path, init);
       const text = await response.text();

@@ -4,30 +4,30 @@
  * print is a side effect outside the object, so it survives the object's crash as a real one would.
  */
 import {
+  type Api,
+  type AssistantMessage,
+  type AssistantMessageEventStream,
   createAssistantMessageEventStream,
   createModels,
   fauxAssistantMessage,
   fauxProvider,
   fauxText,
   fauxToolCall,
-  type Api,
-  type AssistantMessage,
-  type AssistantMessageEventStream,
-  type Context as ModelContext,
   type Model,
+  type Context as ModelContext,
 } from "@earendil-works/pi-ai";
+import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
 import {
   BACKGROUND_CONTEXT as BACKGROUND,
+  type Conversation,
+  type ConversationViewState as ConversationView,
   createRegistry,
   defineExtension,
   defineTask,
   defineTool,
-  memoryEnvs,
-  type Conversation,
-  type ConversationViewState as ConversationView,
   type Json,
+  memoryEnvs,
 } from "../../src/index.ts";
-import { DurableObjectDatabase, HarnessObject, type DurableObjectState } from "../../src/cloudflare/index.ts";
 import { SqliteStorage } from "../../src/storage/sqlite/storage.ts";
 import { storageConformance } from "../../src/testing/storage-conformance.ts";
 
@@ -86,7 +86,13 @@ export class ConformanceObject {
         const db = new DurableObjectDatabase(this.#ctx.storage, { readOnly: url.searchParams.has("readOnly") });
         const results: unknown[] = [];
         for (const [method, sql, ...params] of (await request.json()) as Array<[string, string, ...unknown[]]>) {
-          const values = params.map((p) => (p && typeof p === "object" && "bytes" in p ? new Uint8Array((p as { bytes: number[] }).bytes) : typeof p === "string" && p.endsWith("n") && /^-?\d+n$/.test(p) ? BigInt(p.slice(0, -1)) : p));
+          const values = params.map((p) =>
+            p && typeof p === "object" && "bytes" in p
+              ? new Uint8Array((p as { bytes: number[] }).bytes)
+              : typeof p === "string" && p.endsWith("n") && /^-?\d+n$/.test(p)
+                ? BigInt(p.slice(0, -1))
+                : p,
+          );
           try {
             const result = await (db as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[method]!(sql, ...values);
             results.push({ ok: encode(result) });
@@ -127,10 +133,14 @@ export class SleeperObject extends HarnessObject<Env> {
       return await this.serve(async (harness) => {
         if (url.pathname === "/sleep") {
           const root = await harness.root(BACKGROUND);
-          const id = await root.commit((tx) => tx.createTask(sleeper(this.env, this.ctx), { ms: Number(url.searchParams.get("ms")) }), BACKGROUND);
+          const id = await root.commit(
+            (tx) => tx.createTask(sleeper(this.env, this.ctx), { ms: Number(url.searchParams.get("ms")) }),
+            BACKGROUND,
+          );
           return json({ id, instance: this.instance });
         }
-        if (url.pathname === "/task") return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
+        if (url.pathname === "/task")
+          return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
         if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), id: this.ctx.id.toString() });
         return json({ error: "no route" }, 404);
       });
@@ -157,7 +167,8 @@ export class CrasherObject extends HarnessObject<Env> {
           const id = await root.commit((tx) => tx.createTask(crasher(this.env, this.ctx), null), BACKGROUND);
           return json({ id, instance: this.instance });
         }
-        if (url.pathname === "/task") return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
+        if (url.pathname === "/task")
+          return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
         return json({ error: "no route" }, 404);
       });
     } catch (error) {
@@ -254,12 +265,20 @@ export class AgentObject extends HarnessObject<Env> {
         if (key === "streamSimple") {
           return (model: Model<Api>, context: ModelContext, options?: { signal?: AbortSignal }) => {
             const toolResult = context.messages.find((m) => m.role === "toolResult");
-            void say(`request${toolResult ? ` with ${JSON.stringify((toolResult.content as Array<{ text?: string }>).map((c) => c.text))}` : ""}`);
+            void say(
+              `request${toolResult ? ` with ${JSON.stringify((toolResult.content as Array<{ text?: string }>).map((c) => c.text))}` : ""}`,
+            );
             if (generationProbe) {
-              if (plan.cut) return hang(model, "Hel", () => persisted((view) => textOf(view.live.generation?.message) === "Hel").then(() => cut("mid-stream")));
+              if (plan.cut)
+                return hang(model, "Hel", () =>
+                  persisted((view) => textOf(view.live.generation?.message) === "Hel").then(() => cut("mid-stream")),
+                );
               faux.setResponses([fauxAssistantMessage(fauxText("Hello!"))]);
             } else if (toolResult) faux.setResponses([fauxAssistantMessage(fauxText("noted"))]);
-            else faux.setResponses([fauxAssistantMessage([fauxToolCall("append", { text: "hello\n" }, { id: "call_1" })], { stopReason: "toolUse" })]);
+            else
+              faux.setResponses([
+                fauxAssistantMessage([fauxToolCall("append", { text: "hello\n" }, { id: "call_1" })], { stopReason: "toolUse" }),
+              ]);
             return target.streamSimple(model, context, options);
           };
         }
@@ -272,7 +291,10 @@ export class AgentObject extends HarnessObject<Env> {
       models,
       settings: { progress: { persistWithinMs: 0 }, retry: { baseDelayMs: 300 } },
       env: (conversationId) => memoryEnvs()(conversationId),
-      onReport: (report) => void say(`report ${report.kind}${"taskKind" in report ? ` ${report.taskKind}` : ""}${"reason" in report ? ` ${report.reason}` : ""}`),
+      onReport: (report) =>
+        void say(
+          `report ${report.kind}${"taskKind" in report ? ` ${report.taskKind}` : ""}${"reason" in report ? ` ${report.reason}` : ""}`,
+        ),
     }));
     this.#plan = plan;
     void this.ready.then(async (harness) => {
@@ -322,7 +344,14 @@ function hang(model: Model<Api>, text: string, onStreamed: () => void): Assistan
     api: model.api,
     provider: model.provider,
     model: model.id,
-    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    usage: {
+      input: 0,
+      output: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      totalTokens: 0,
+      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+    },
     stopReason: "stop",
     timestamp: 0,
   };

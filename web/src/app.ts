@@ -1,5 +1,5 @@
-import { connectHarness, type HarnessClient, type HarnessStatus } from "pi-durable-web/client";
 import type { Settings } from "pi-durable-web";
+import { connectHarness, type HarnessClient, type HarnessStatus } from "pi-durable-web/client";
 import type { DemoWorkerConfig } from "../../worker/protocol.ts";
 import { errorText } from "./dom.ts";
 
@@ -143,7 +143,12 @@ class DemoApp {
     const edge = new URLSearchParams(location.search).get("edge");
     const next = edge
       ? connectHarness(edge)
-      : connectHarness(new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(this.config, keepInfinity) }));
+      : connectHarness(
+          new Worker(new URL("../../worker/harness-worker.ts", import.meta.url), {
+            type: "module",
+            name: JSON.stringify(this.config, keepInfinity),
+          }),
+        );
     this.#client = next; // before subscribing: the page shows the new worker's status ("starting") at once
     this.setScheduling(next, undefined);
     let wasReady = false;

@@ -1,4 +1,3 @@
-import type { HarnessClient } from "pi-durable-web/client";
 import type {
   AssistantEntryPayload,
   CompactionEntryPayload,
@@ -10,6 +9,7 @@ import type {
   ToolSlotView,
   UserEntryPayload,
 } from "pi-durable-web";
+import type { HarnessClient } from "pi-durable-web/client";
 import { app } from "./app.ts";
 import { conversation, ensureModel, isOfflineModel, onConversation } from "./conversation.ts";
 import { byId, h } from "./dom.ts";
@@ -92,11 +92,23 @@ function toolCard(call: { id: string; name: string; arguments?: unknown }): HTML
       { class: "tool-head" },
       h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
       h("code", { class: "tool-name" }, call.name),
-      call.arguments === undefined ? null : h("code", { class: "tool-args", title: JSON.stringify(call.arguments) }, compactJson(call.arguments)),
+      call.arguments === undefined
+        ? null
+        : h("code", { class: "tool-args", title: JSON.stringify(call.arguments) }, compactJson(call.arguments)),
       h("span", { class: "tool-status" }, "waiting"),
     ),
-    h("div", { class: "tool-section tool-output-section", hidden: true }, h("span", { class: "tool-label" }, "output"), h("pre", { class: "tool-output" })),
-    h("div", { class: "tool-section tool-result-section", hidden: true }, h("span", { class: "tool-label" }, "result"), h("pre", { class: "tool-result" })),
+    h(
+      "div",
+      { class: "tool-section tool-output-section", hidden: true },
+      h("span", { class: "tool-label" }, "output"),
+      h("pre", { class: "tool-output" }),
+    ),
+    h(
+      "div",
+      { class: "tool-section tool-result-section", hidden: true },
+      h("span", { class: "tool-label" }, "result"),
+      h("pre", { class: "tool-result" }),
+    ),
   );
   toolCards.set(call.id, card);
   return card;
@@ -111,7 +123,11 @@ function setToolStatus(card: HTMLElement, status: string, label: string): void {
 function applySlot(slot: ToolSlotView, streamed: string | undefined): void {
   const card = toolCards.get(slot.callId);
   if (!card || card.dataset.result === "") return; // the result entry is what counts once written
-  setToolStatus(card, slot.status === "done" ? "pending" : slot.status, slot.status === "running" ? "running" : slot.status === "pending" ? "waiting" : "finishing");
+  setToolStatus(
+    card,
+    slot.status === "done" ? "pending" : slot.status,
+    slot.status === "running" ? "running" : slot.status === "pending" ? "waiting" : "finishing",
+  );
   const output = streamed ?? slot.output;
   if (output) {
     const section = card.querySelector<HTMLElement>(".tool-output-section")!;
@@ -127,7 +143,8 @@ const HARNESS_NOTE = /^<harness>\n\[error\] ([\s\S]*)\n<\/harness>$/;
 
 /** What the person reads for a result the harness wrote (the model still gets the harness's own text). */
 const TOOL_NOTICES: Record<string, string> = {
-  interrupted: "Cut off by a reload while it ran. It may have partially run, so it was not run again; any output above is what it reported before the cut.",
+  interrupted:
+    "Cut off by a reload while it ran. It may have partially run, so it was not run again; any output above is what it reported before the cut.",
   restart_limit: "Cut off too many times in a row, so it was not run again.",
   aborted: "Stopped: the run was aborted.",
 };
@@ -169,7 +186,21 @@ function assistantBody(message: AssistantMessage, streaming: boolean): HTMLEleme
     } else if (part.type === "thinking") {
       if (part.thinking) body.append(h("details", { class: "thinking" }, h("summary", null, "thinking"), h("p", null, part.thinking)));
     } else if (part.type === "toolCall") {
-      body.append(streaming ? h("div", { class: "tool is-forming" }, h("div", { class: "tool-head" }, h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"), h("code", { class: "tool-name" }, part.name), h("span", { class: "tool-status" }, "calling…"))) : toolCard(part as ToolCall));
+      body.append(
+        streaming
+          ? h(
+              "div",
+              { class: "tool is-forming" },
+              h(
+                "div",
+                { class: "tool-head" },
+                h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
+                h("code", { class: "tool-name" }, part.name),
+                h("span", { class: "tool-status" }, "calling…"),
+              ),
+            )
+          : toolCard(part as ToolCall),
+      );
     }
   }
   return body;
@@ -184,10 +215,23 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
     }
     case "pi.assistant": {
       const { message } = entry.payload as unknown as AssistantEntryPayload;
-      const item = h("li", { class: "msg assistant", ...at, "data-stop-reason": message.stopReason }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(message, false));
+      const item = h(
+        "li",
+        { class: "msg assistant", ...at, "data-stop-reason": message.stopReason },
+        h("span", { class: "avatar", "aria-hidden": "true" }, "π"),
+        assistantBody(message, false),
+      );
       const body = item.querySelector(".msg-body")!;
-      if (message.stopReason === "aborted") body.append(h("p", { class: "msg-flag is-aborted" }, "Cut off — this part was saved before the answer stopped; it is kept here but not sent to the model again."));
-      if (message.stopReason === "error") body.append(h("p", { class: "msg-flag is-error" }, `error: ${message.errorMessage ?? "the model request failed"}`));
+      if (message.stopReason === "aborted")
+        body.append(
+          h(
+            "p",
+            { class: "msg-flag is-aborted" },
+            "Cut off — this part was saved before the answer stopped; it is kept here but not sent to the model again.",
+          ),
+        );
+      if (message.stopReason === "error")
+        body.append(h("p", { class: "msg-flag is-error" }, `error: ${message.errorMessage ?? "the model request failed"}`));
       return item;
     }
     case "pi.tool-result": {
@@ -200,11 +244,17 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
     }
     case "pi.compaction": {
       const { message } = entry.payload as unknown as CompactionEntryPayload;
-      return h("li", { class: "msg divider", ...at }, h("details", null, h("summary", null, "Earlier messages were summarized"), h("p", null, textOf(message.content))));
+      return h(
+        "li",
+        { class: "msg divider", ...at },
+        h("details", null, h("summary", null, "Earlier messages were summarized"), h("p", null, textOf(message.content))),
+      );
     }
     case "pi.system": {
       // The system prompt as the model sees it from here on: instructions by section, and the tools offered.
-      const message = (entry.payload as { message?: { content?: unknown; sections?: Record<string, unknown>; toolsAdded?: Array<{ name?: string }> } }).message ?? {};
+      const message =
+        (entry.payload as { message?: { content?: unknown; sections?: Record<string, unknown>; toolsAdded?: Array<{ name?: string }> } })
+          .message ?? {};
       const sections = Object.entries(message.sections ?? {});
       const tools = (message.toolsAdded ?? []).map((tool) => tool.name).filter(Boolean);
       const summary = ["system prompt", ...(tools.length ? [`tools: ${tools.join(", ")}`] : [])].join(" · ");
@@ -241,8 +291,16 @@ function loadOlderButton(): HTMLElement {
 
 // ---- the live part of the run ----------------------------------------------------------------------------
 function failureNotice(failure: LiveFailure, what: "run" | "compaction"): HTMLElement {
-  const text = what === "compaction" ? `Compaction failed (${failure.reason}).` : (FAILURES[failure.reason] ?? `The run ended without an answer (${failure.reason}).`);
-  return h("div", { class: "notice warn run-failure", "data-reason": failure.reason, role: "status" }, h("strong", null, text), failure.message ? h("span", null, ` ${failure.message}`) : null);
+  const text =
+    what === "compaction"
+      ? `Compaction failed (${failure.reason}).`
+      : (FAILURES[failure.reason] ?? `The run ended without an answer (${failure.reason}).`);
+  return h(
+    "div",
+    { class: "notice warn run-failure", "data-reason": failure.reason, role: "status" },
+    h("strong", null, text),
+    failure.message ? h("span", null, ` ${failure.message}`) : null,
+  );
 }
 
 /** "Retrying in 2 s — attempt 2 of 4, the previous request was cut off by a reload." */
@@ -251,7 +309,8 @@ function retryText(generation: NonNullable<LiveView["generation"]>, now: number)
   const seconds = Math.ceil((retry.at - now) / 1000);
   const when = seconds > 0 ? `Retrying in ${seconds} s` : "Retrying now";
   const attempt = `attempt ${generation.attempt}${retry.maxAttempts ? ` of ${retry.maxAttempts}` : ""}`;
-  const cause = retry.cause === "interrupted" ? "the previous request was cut off by a reload" : `the previous request failed: ${retry.error}`;
+  const cause =
+    retry.cause === "interrupted" ? "the previous request was cut off by a reload" : `the previous request failed: ${retry.error}`;
   return `${when} — ${attempt}, ${cause}.`;
 }
 
@@ -277,11 +336,25 @@ function renderLive(view: ConversationViewState): void {
   const partial = view.streaming?.answer?.message ?? generation?.message;
   if (partial && partial.content.length > 0) {
     const durable = view.streaming?.answer === undefined;
-    parts.push(h("div", { class: "msg assistant streaming", "data-live": "generation", "data-durable": String(durable) }, h("span", { class: "avatar", "aria-hidden": "true" }, "π"), assistantBody(partial, true)));
+    parts.push(
+      h(
+        "div",
+        { class: "msg assistant streaming", "data-live": "generation", "data-durable": String(durable) },
+        h("span", { class: "avatar", "aria-hidden": "true" }, "π"),
+        assistantBody(partial, true),
+      ),
+    );
   } else if (view.busy && !live.tools?.some((slot) => slot.status !== "done")) {
     parts.push(h("div", { class: "typing", "aria-label": "The agent is working" }, h("span"), h("span"), h("span")));
   }
-  if (generation?.retry) parts.push(h("div", { class: "notice info retry", role: "status", "data-retry-at": String(generation.retry.at) }, retryText(generation, Date.now())));
+  if (generation?.retry)
+    parts.push(
+      h(
+        "div",
+        { class: "notice info retry", role: "status", "data-retry-at": String(generation.retry.at) },
+        retryText(generation, Date.now()),
+      ),
+    );
   tickRetry(generation);
   if (live.runFailure) parts.push(failureNotice(live.runFailure, "run"));
   if (live.compactions?.length) parts.push(h("div", { class: "notice info" }, "Summarizing earlier messages…"));
@@ -293,11 +366,16 @@ function renderLive(view: ConversationViewState): void {
 function renderInbox(view: ConversationViewState, client: HarnessClient): void {
   const items = view.inbox.items.filter((item) => item.mode !== "write");
   inbox.hidden = items.length === 0;
-  const missing = items.filter((item) => !drafts.has(item.submissionId) && !inboxTexts.has(item.submissionId) && !askedInbox.has(item.submissionId)).map((item) => item.submissionId);
+  const missing = items
+    .filter((item) => !drafts.has(item.submissionId) && !inboxTexts.has(item.submissionId) && !askedInbox.has(item.submissionId))
+    .map((item) => item.submissionId);
   if (missing.length > 0) {
     for (const id of missing) askedInbox.add(id); // one query per item, however often the view renders
     void client
-      .query(`SELECT id, record ->> '$.payload.content' AS content FROM submissions WHERE id IN (${missing.map(() => "?").join(", ")})`, ...missing)
+      .query(
+        `SELECT id, record ->> '$.payload.content' AS content FROM submissions WHERE id IN (${missing.map(() => "?").join(", ")})`,
+        ...missing,
+      )
       .then((rows) => {
         for (const row of rows) inboxTexts.set(Number(row.id), typeof row.content === "string" ? row.content : "(message)");
         const current = conversation();
@@ -340,10 +418,14 @@ function render(view: ConversationViewState, client: HarnessClient): void {
       continue;
     }
     // A summary stands where the messages it replaced end: before the first message it kept.
-    const firstKept = entry.kind === "pi.compaction" ? log.querySelector(`:scope > [data-entry-id="${(entry.payload as unknown as CompactionEntryPayload).firstKept}"]`) : null;
+    const firstKept =
+      entry.kind === "pi.compaction"
+        ? log.querySelector(`:scope > [data-entry-id="${(entry.payload as unknown as CompactionEntryPayload).firstKept}"]`)
+        : null;
     if (firstKept) {
       firstKept.before(element);
-      for (let earlier = element.previousElementSibling; earlier; earlier = earlier.previousElementSibling) (earlier as HTMLElement).dataset.summarized = "";
+      for (let earlier = element.previousElementSibling; earlier; earlier = earlier.previousElementSibling)
+        (earlier as HTMLElement).dataset.summarized = "";
     } else log.append(element);
   }
   log.querySelector(".load-older")?.remove();

@@ -1,5 +1,5 @@
-import type { HarnessClient } from "pi-durable-web/client";
 import type { ConversationViewState, ModelRef } from "pi-durable-web";
+import type { HarnessClient } from "pi-durable-web/client";
 import { OFFLINE_MODEL } from "../../worker/protocol.ts";
 import { app } from "./app.ts";
 
@@ -18,7 +18,9 @@ export function onConversation(listener: ViewListener): void {
 }
 
 /** The current worker's root conversation, once known. */
-export function conversation(): { client: HarnessClient; id: number; view?: ConversationViewState; loadOlder?: () => Promise<boolean> } | undefined {
+export function conversation():
+  | { client: HarnessClient; id: number; view?: ConversationViewState; loadOlder?: () => Promise<boolean> }
+  | undefined {
   return current && app.isCurrent(current.client) ? current : undefined;
 }
 

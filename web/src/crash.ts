@@ -1,5 +1,5 @@
 import type { Settings } from "pi-durable-web";
-import { app, saveWorkerConfig, savedProbeReplay, savedSettings, type ProbeReplay } from "./app.ts";
+import { app, type ProbeReplay, savedProbeReplay, savedSettings, saveWorkerConfig } from "./app.ts";
 import { armCrashPoint, onCrashPoint } from "./crashpoints.ts";
 import { byId } from "./dom.ts";
 
@@ -11,8 +11,14 @@ import { byId } from "./dom.ts";
  */
 byId("reload").addEventListener("click", () => location.reload());
 byId("restart-worker").addEventListener("click", () => app.restartWorker());
-byId("close").addEventListener("click", app.attempt(() => app.client.close(), "close"));
-byId("resume").addEventListener("click", app.attempt(() => app.resume(), "resume"));
+byId("close").addEventListener(
+  "click",
+  app.attempt(() => app.client.close(), "close"),
+);
+byId("resume").addEventListener(
+  "click",
+  app.attempt(() => app.resume(), "resume"),
+);
 byId("reload-paused").addEventListener("click", () => {
   location.search = "?paused";
 });
@@ -23,8 +29,10 @@ export const CRASH_POINT_EXPECT: Record<string, string> = {
   "memo:after-write":
     "the memo was committed, the side effect after it was not: the rerun reads the memo and skips it. In Example 12 that line (say tick 1) is never printed — at most once, as the seed asks: a memo written before a print means a crash in between loses the print, never doubles it.",
   "task:after-commit": "the task carries on from the state it just committed; nothing before it runs again.",
-  "tool:after-intent": "the tool's intent is stored but it never ran: an unsafe tool is not run now either, and its result says it was interrupted.",
-  "tool:output-persisted": "the tool's saved output comes back in its result; an unsafe tool is not run again (interrupted), a safe one is.",
+  "tool:after-intent":
+    "the tool's intent is stored but it never ran: an unsafe tool is not run now either, and its result says it was interrupted.",
+  "tool:output-persisted":
+    "the tool's saved output comes back in its result; an unsafe tool is not run again (interrupted), a safe one is.",
   "generation:streaming": "the part of the answer already on disk is kept as an aborted answer, and the model request is retried.",
 };
 

@@ -20,7 +20,10 @@ export function onCrashPoint(listener: (state: CrashPointState | undefined) => v
 function set(next: CrashPointState | undefined): void {
   state = next;
   if (next?.kind === "stopped") {
-    sessionStorage.setItem(AFTER_RELOAD, JSON.stringify({ name: next.hit.name, taskId: next.hit.taskId, taskKind: next.hit.taskKind, expect: next.expect }));
+    sessionStorage.setItem(
+      AFTER_RELOAD,
+      JSON.stringify({ name: next.hit.name, taskId: next.hit.taskId, taskKind: next.hit.taskKind, expect: next.expect }),
+    );
   } else {
     sessionStorage.removeItem(AFTER_RELOAD);
   }

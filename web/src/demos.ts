@@ -1,5 +1,5 @@
 import type { Json } from "pi-durable-web";
-import { app, saveWorkerConfig, savedSettings, whenReady, type ProbeReplay } from "./app.ts";
+import { app, type ProbeReplay, savedSettings, saveWorkerConfig, whenReady } from "./app.ts";
 import { ensureModel, whenConversation } from "./conversation.ts";
 import { armCrashPoint } from "./crashpoints.ts";
 import { byId, h } from "./dom.ts";
@@ -43,7 +43,12 @@ onFinishedTasks((finished) => {
     ...shown.map((record) => {
       const outcome = record.state.status === "terminal" ? record.state.outcome : undefined;
       const text = outcome?.status === "completed" ? JSON.stringify(outcome.result) : (outcome?.status ?? record.state.status);
-      return h("li", { "data-task-id": String(record.id), "data-kind": record.kind }, h("code", null, `#${record.id} ${record.kind}`), ` → ${text}`);
+      return h(
+        "li",
+        { "data-task-id": String(record.id), "data-kind": record.kind },
+        h("code", null, `#${record.id} ${record.kind}`),
+        ` → ${text}`,
+      );
     }),
   );
   results.classList.toggle("is-empty", shown.length === 0);
@@ -58,7 +63,8 @@ function say(text: string): void {
 
 const EXPECT = {
   counter: "it goes on with tick 3, tick 4, tick 5 and “counted to 5”; tick 2 is not printed again.",
-  unsafe: "the probe tool is not run again: its result is the saved “working” output and “Tool probe was interrupted and may have partially run”, and the agent answers after it.",
+  unsafe:
+    "the probe tool is not run again: its result is the saved “working” output and “Tool probe was interrupted and may have partially run”, and the agent answers after it.",
   safe: "the probe tool runs again (stored and current replay are both safe): notes.txt gets “hello” twice and the result is “appended”.",
 };
 
@@ -81,13 +87,24 @@ async function probeDemo(replay: ProbeReplay): Promise<void> {
   await ensureModel(client, id, view);
   void armCrashPoint("tool:output-persisted", replay === "safe" ? EXPECT.safe : EXPECT.unsafe);
   await client.submit(id, { type: "input", content: "probe" });
-  say(`The agent calls the probe tool (replay ${replay}); the worker stops once its “working” output is on disk. Watch the chat, then reload.`);
+  say(
+    `The agent calls the probe tool (replay ${replay}); the worker stops once its “working” output is on disk. Watch the chat, then reload.`,
+  );
 }
 
 byId("demo-counter").addEventListener("click", app.attempt(counterDemo, "Example 12 demo"));
-byId("demo-probe-unsafe").addEventListener("click", app.attempt(() => probeDemo("unsafe"), "tool probe demo"));
-byId("demo-probe-safe").addEventListener("click", app.attempt(() => probeDemo("safe"), "tool probe demo"));
-byId("counter").addEventListener("click", app.attempt(() => app.client.createTask("example.counter", { to: 5 }), "start Example 12"));
+byId("demo-probe-unsafe").addEventListener(
+  "click",
+  app.attempt(() => probeDemo("unsafe"), "tool probe demo"),
+);
+byId("demo-probe-safe").addEventListener(
+  "click",
+  app.attempt(() => probeDemo("safe"), "tool probe demo"),
+);
+byId("counter").addEventListener(
+  "click",
+  app.attempt(() => app.client.createTask("example.counter", { to: 5 }), "start Example 12"),
+);
 
 byId<HTMLFormElement>("task-form").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -35,7 +35,8 @@ export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
 
 export function errorText(error: unknown): { name: string; message: string } {
   if (error instanceof Error) return { name: error.name, message: error.message };
-  if (error && typeof error === "object" && "message" in error) return { name: String((error as { name?: unknown }).name ?? "Error"), message: String((error as { message: unknown }).message) };
+  if (error && typeof error === "object" && "message" in error)
+    return { name: String((error as { name?: unknown }).name ?? "Error"), message: String((error as { message: unknown }).message) };
   return { name: "Error", message: String(error) };
 }
 

@@ -1,6 +1,6 @@
 import type { Report } from "pi-durable-web";
 import { app } from "./app.ts";
-import { byId, clock, h, type Child } from "./dom.ts";
+import { byId, type Child, clock, h } from "./dom.ts";
 
 /**
  * Reports from the harness (task_faulted, task_interrupted, error) and errors from this page's own calls.
@@ -113,7 +113,12 @@ app.onError(({ name, message, context }) => {
     h(
       "li",
       { class: "log-item is-error", "data-name": name },
-      h("div", { class: "log-top" }, h("span", { class: "badge", "data-kind": "error" }, context ?? "page"), h("span", { class: "log-time" }, clock(Date.now()))),
+      h(
+        "div",
+        { class: "log-top" },
+        h("span", { class: "badge", "data-kind": "error" }, context ?? "page"),
+        h("span", { class: "log-time" }, clock(Date.now())),
+      ),
       h("p", { class: "log-title error-text" }, `${name}: ${message}`),
     ),
   );

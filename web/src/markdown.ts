@@ -1,4 +1,4 @@
-import { h, type Child } from "./dom.ts";
+import { type Child, h } from "./dom.ts";
 
 /**
  * A small markdown subset for model answers — paragraphs, fenced code, bullet and numbered lists, headings,
@@ -45,7 +45,9 @@ export function renderMarkdown(source: string): DocumentFragment {
       paragraph.push(lines[index++]!);
     }
     const children: Child[] = [];
-    paragraph.forEach((text, at) => children.push(...(at > 0 ? [h("br")] : []), ...inline(text)));
+    paragraph.forEach((text, at) => {
+      children.push(...(at > 0 ? [h("br")] : []), ...inline(text));
+    });
     fragment.append(h("p", null, children));
   }
   return fragment;

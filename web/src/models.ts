@@ -41,7 +41,9 @@ function providerKey(config: ProviderConfig): string {
 }
 
 function saveRemembered(): void {
-  const kept = [...providers.values()].filter((provider) => provider.remember).map(({ remember: _remember, ...config }) => config as ProviderConfig);
+  const kept = [...providers.values()]
+    .filter((provider) => provider.remember)
+    .map(({ remember: _remember, ...config }) => config as ProviderConfig);
   if (kept.length > 0) localStorage.setItem(REMEMBERED, JSON.stringify(kept));
   else localStorage.removeItem(REMEMBERED);
 }
@@ -171,7 +173,8 @@ byId<HTMLFormElement>("provider-form").addEventListener("submit", (event) => {
     saveRemembered();
     renderProviders();
     // Use the model just added: the new choice, or the one that matches the model id.
-    const added = choices.find((choice) => !before.has(modelKey(choice))) ?? choices.find((choice) => !choice.offline && choice.id === model);
+    const added =
+      choices.find((choice) => !before.has(modelKey(choice))) ?? choices.find((choice) => !choice.offline && choice.id === model);
     if (added) await current.client.configure(current.id, { model: { provider: added.provider, id: added.id } });
     byId<HTMLInputElement>("provider-key").value = "";
     renderChoices();

@@ -103,7 +103,9 @@ async function refreshFiles(): Promise<void> {
   fileList.replaceChildren(
     ...(files.length === 0
       ? [h("li", { class: "muted" }, "No files yet. Ask the agent to write a note.")]
-      : files.map((path) => h("li", null, h("button", { class: "link", type: "button", "data-path": path, onclick: () => void showFile(path) }, path)))),
+      : files.map((path) =>
+          h("li", null, h("button", { class: "link", type: "button", "data-path": path, onclick: () => void showFile(path) }, path)),
+        )),
   );
   if (openFile && files.includes(openFile)) await showFile(openFile);
   else fileContent.hidden = true;

@@ -1,5 +1,5 @@
-import type { HarnessClient } from "pi-durable-web/client";
 import type { Inspection, TaskInspectionState, TaskRecord } from "pi-durable-web";
+import type { HarnessClient } from "pi-durable-web/client";
 import { app } from "./app.ts";
 import { byId, clock, h } from "./dom.ts";
 
@@ -73,12 +73,24 @@ function facts(record: TaskRecord): string[] {
 function renderRow({ record, state }: Row): HTMLLIElement {
   const status = record.state.status;
   const detail = status === "terminal" || status === "completing" ? outcomeText(record) : stateText(state);
-  const outcome = status === "terminal" || status === "completing" ? (record.state as { outcome: { status: string } }).outcome.status : undefined;
+  const outcome =
+    status === "terminal" || status === "completing" ? (record.state as { outcome: { status: string } }).outcome.status : undefined;
   return h(
     "li",
-    { class: "task", "data-task-id": String(record.id), "data-status": status, "data-kind": record.kind, ...(outcome ? { "data-outcome": outcome } : {}) },
+    {
+      class: "task",
+      "data-task-id": String(record.id),
+      "data-status": status,
+      "data-kind": record.kind,
+      ...(outcome ? { "data-outcome": outcome } : {}),
+    },
     h("div", { class: "task-head" }, h("span", { class: "task-id" }, `#${record.id}`), " ", h("span", { class: "task-kind" }, record.kind)),
-    h("div", { class: "task-summary" }, h("span", { class: "status-badge", "data-status": status, ...(outcome ? { "data-outcome": outcome } : {}) }, status), detail ? ` ${detail}` : ""),
+    h(
+      "div",
+      { class: "task-summary" },
+      h("span", { class: "status-badge", "data-status": status, ...(outcome ? { "data-outcome": outcome } : {}) }, status),
+      detail ? ` ${detail}` : "",
+    ),
     h("div", { class: "task-facts" }, ...facts(record).map((fact) => h("span", { class: "fact" }, fact))),
   );
 }
@@ -115,7 +127,9 @@ function refreshFinished(client: HarnessClient): void {
   }
   refreshing = (async () => {
     if (client.status.kind !== "ready") return;
-    const rows = await client.query(`SELECT record FROM tasks WHERE status = 'terminal' ORDER BY id DESC LIMIT ${FINISHED_LIMIT}`).catch(() => undefined);
+    const rows = await client
+      .query(`SELECT record FROM tasks WHERE status = 'terminal' ORDER BY id DESC LIMIT ${FINISHED_LIMIT}`)
+      .catch(() => undefined);
     if (!rows || !app.isCurrent(client)) return;
     finished = rows.map((row) => JSON.parse(String(row.record)) as TaskRecord);
     render();

@@ -5,7 +5,7 @@
  * go through the same `SqliteDatabase` facade; each run is timed inside the worker.
  */
 import * as Comlink from "comlink";
-import { BACKGROUND_CONTEXT as ctx, createRegistry, defineExtension, Harness, type SqliteStorage } from "../../../src/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness, type SqliteStorage } from "../../../src/index.ts";
 import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../../../src/storage/sqlite/wasm.ts";
@@ -29,7 +29,9 @@ function openKernel() {
 function openRaw() {
   raw ??= (async () => {
     const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/raw.sqlite3", poolDirectory: POOL });
-    await db.exec("CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR IGNORE INTO raw VALUES (1, '{}')");
+    await db.exec(
+      "CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR IGNORE INTO raw VALUES (1, '{}')",
+    );
     return db;
   })();
   return raw;
@@ -44,7 +46,8 @@ const api = {
     const id = await root.commit((tx) => tx.createTask(stepper, { steps }), ctx);
     const done = await harness.waitForTask(id, ctx);
     const ms = performance.now() - started;
-    if (done.state.status !== "terminal" || done.state.outcome.status !== "completed") throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
+    if (done.state.status !== "terminal" || done.state.outcome.status !== "completed")
+      throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
     const running = { ...done, state: { status: "running", checkpoint: { phase: "step", n: steps - 1 } } };
     delete (running as { endedAt?: number }).endedAt;
     return { ms, recordBytes: JSON.stringify(running).length };
@@ -83,7 +86,12 @@ const api = {
       synchronous: Number((await database.get("PRAGMA synchronous"))?.synchronous),
       locking_mode: String((await database.get("PRAGMA locking_mode"))?.locking_mode),
     });
-    return { raw: await pragmas(db), kernel: await pragmas(storage.database), sqlite: await sqliteVersion(), userAgent: navigator.userAgent };
+    return {
+      raw: await pragmas(db),
+      kernel: await pragmas(storage.database),
+      sqlite: await sqliteVersion(),
+      userAgent: navigator.userAgent,
+    };
   },
 };
 

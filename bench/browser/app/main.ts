@@ -91,7 +91,9 @@ if (params.get("mode") === "stream" || params.get("mode") === "direct") {
       opening: page(worker.statusAt.opening),
       recovering: page(worker.statusAt.recovering),
       ready: page(worker.statusAt.ready),
-      firstStep: worker.firstStep ? { ...worker.firstStep, committed: page(worker.firstStep.at)!, seenByPage: bench.firstStepSeen ?? null } : null,
+      firstStep: worker.firstStep
+        ? { ...worker.firstStep, committed: page(worker.firstStep.at)!, seenByPage: bench.firstStepSeen ?? null }
+        : null,
     };
   };
 }

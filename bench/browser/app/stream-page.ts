@@ -6,7 +6,7 @@
  *         store the way an app does — the streamed text when it is ahead, else the committed one.
  * direct: the non-durable baseline — the same faux stream from pi-ai, rendered in this page as it arrives.
  */
-import { createModels, fauxAssistantMessage, fauxProvider, type AssistantMessage } from "@earendil-works/pi-ai";
+import { type AssistantMessage, createModels, fauxAssistantMessage, fauxProvider } from "@earendil-works/pi-ai";
 import { ConversationViewStore, connectHarness } from "../../../src/browser/client.ts";
 import type { ConversationViewState, EntryRecord } from "../../../src/index.ts";
 import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKEN_SIZE, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
@@ -47,7 +47,8 @@ declare global {
   }
 }
 
-const textOf = (message: AssistantMessage | undefined) => (message?.content ?? []).reduce((text, part) => text + (part.type === "text" ? part.text : ""), "");
+const textOf = (message: AssistantMessage | undefined) =>
+  (message?.content ?? []).reduce((text, part) => text + (part.type === "text" ? part.text : ""), "");
 
 function latenciesOf(chunks: Array<{ at: number; length: number }>, shown: Array<{ at: number; length: number }>): number[] {
   return chunks.flatMap((chunk) => {
@@ -61,7 +62,13 @@ const list = document.body.appendChild(document.createElement("ol"));
 const params = new URLSearchParams(location.search);
 
 if (params.get("mode") === "direct") {
-  const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND, tokenSize: STREAM_TOKEN_SIZE });
+  const faux = fauxProvider({
+    api: "bench-faux",
+    provider: STREAM_MODEL.provider,
+    models: [{ id: STREAM_MODEL.id }],
+    tokensPerSecond: STREAM_TOKENS_PER_SECOND,
+    tokenSize: STREAM_TOKEN_SIZE,
+  });
   const models = createModels();
   models.setProvider(faux.provider);
   window.streamBench = {
@@ -106,13 +113,23 @@ if (params.get("mode") === "direct") {
       if (rendered.has(entry.id)) continue;
       rendered.add(entry.id);
       const item = document.createElement("li");
-      item.textContent = entry.kind === "pi.assistant" ? textOf((entry.payload as unknown as { message: AssistantMessage }).message) : JSON.stringify(entry.payload);
+      item.textContent =
+        entry.kind === "pi.assistant"
+          ? textOf((entry.payload as unknown as { message: AssistantMessage }).message)
+          : JSON.stringify(entry.payload);
       list.append(item);
       for (const listener of entryListeners) listener(entry);
     }
     const latest = state.entries.at(-1);
-    const answered = latest?.kind === "pi.assistant" && latest.id > runStartedAfter ? textOf((latest.payload as unknown as { message: AssistantMessage }).message) : "";
-    const text = state.streaming?.answer ? textOf(state.streaming.answer.message) : state.live.generation?.message ? textOf(state.live.generation.message) : answered;
+    const answered =
+      latest?.kind === "pi.assistant" && latest.id > runStartedAfter
+        ? textOf((latest.payload as unknown as { message: AssistantMessage }).message)
+        : "";
+    const text = state.streaming?.answer
+      ? textOf(state.streaming.answer.message)
+      : state.live.generation?.message
+        ? textOf(state.live.generation.message)
+        : answered;
     if (text !== shownText) {
       shownText = text;
       answer.textContent = text;

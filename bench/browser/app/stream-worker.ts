@@ -4,15 +4,21 @@
  * faux provider as the model, the same stream the page renders directly for the baseline. Each chunk is
  * timestamped as it leaves the model stream (`timeOrigin + now()`, comparable with the page's clock).
  */
-import { createModels, fauxAssistantMessage, fauxProvider, type AssistantMessageEvent, type Models } from "@earendil-works/pi-ai";
-import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
+import { type AssistantMessageEvent, createModels, fauxAssistantMessage, fauxProvider, type Models } from "@earendil-works/pi-ai";
 import { serveHarness } from "../../../src/browser/worker.ts";
+import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
 import { STREAM_MODEL, STREAM_TEXT, STREAM_TOKEN_SIZE, STREAM_TOKENS_PER_SECOND } from "./stream-text.ts";
 
 const now = () => performance.timeOrigin + performance.now();
 const config = JSON.parse(self.name) as { path: string; pool: string };
 
-const faux = fauxProvider({ api: "bench-faux", provider: STREAM_MODEL.provider, models: [{ id: STREAM_MODEL.id }], tokensPerSecond: STREAM_TOKENS_PER_SECOND, tokenSize: STREAM_TOKEN_SIZE });
+const faux = fauxProvider({
+  api: "bench-faux",
+  provider: STREAM_MODEL.provider,
+  models: [{ id: STREAM_MODEL.id }],
+  tokensPerSecond: STREAM_TOKENS_PER_SECOND,
+  tokenSize: STREAM_TOKEN_SIZE,
+});
 faux.setResponses(Array.from({ length: 1000 }, () => fauxAssistantMessage(STREAM_TEXT)));
 const catalog = createModels();
 catalog.setProvider(faux.provider);
@@ -57,7 +63,8 @@ serveHarness({
       for (let made = 0; made < Number(count); ) {
         const batch = Math.min(1000, Number(count) - made);
         await root.commit((tx) => {
-          for (let index = 0; index < batch; index++) tx.appendEntry({ kind: "bench.note", payload: { text: `note ${made + index}: a line of the conversation` } });
+          for (let index = 0; index < batch; index++)
+            tx.appendEntry({ kind: "bench.note", payload: { text: `note ${made + index}: a line of the conversation` } });
         }, ctx);
         made += batch;
       }

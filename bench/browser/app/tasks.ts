@@ -43,7 +43,10 @@ export const stepper = defineTask<{ steps: number }, { phase: "step"; n: number 
     step: async (task, runtime, context) => {
       const n = task.state.checkpoint.n + 1;
       await runtime.commit(
-        () => (n >= task.input.steps ? { status: "terminal", outcome: { status: "completed", result: n } } : { status: "running", checkpoint: { phase: "step", n } }),
+        () =>
+          n >= task.input.steps
+            ? { status: "terminal", outcome: { status: "completed", result: n } }
+            : { status: "running", checkpoint: { phase: "step", n } },
         context,
       );
     },
@@ -139,7 +142,9 @@ function effectFile(tag: string): Promise<UnsafeHandle> {
     file = (async () => {
       const root = await navigator.storage.getDirectory();
       const handle = await root.getFileHandle(`effects-${tag}.bin`, { create: true });
-      return (handle.createSyncAccessHandle as (options: { mode: string }) => Promise<UnsafeHandle>).call(handle, { mode: "readwrite-unsafe" });
+      return (handle.createSyncAccessHandle as (options: { mode: string }) => Promise<UnsafeHandle>).call(handle, {
+        mode: "readwrite-unsafe",
+      });
     })();
     effectFiles.set(tag, file);
   }

@@ -1,6 +1,6 @@
 import { useChat } from "@ai-sdk/react";
+import { DurableChatTransport, type DurableUIMessage, useHarnessClient, useHarnessStatus, useTasks } from "pi-durable-web/react";
 import { useEffect, useMemo, useState } from "react";
-import { DurableChatTransport, useHarnessClient, useHarnessStatus, useTasks, type DurableUIMessage } from "pi-durable-web/react";
 
 export function App() {
   const { status, requestTakeover } = useHarnessStatus();
@@ -13,7 +13,11 @@ export function App() {
     <main>
       <h1>react-chat</h1>
       <p data-testid="status">{status.kind}</p>
-      {status.kind === "waiting-for-lock" && <button onClick={() => void requestTakeover()}>Open here instead</button>}
+      {status.kind === "waiting-for-lock" && (
+        <button type="button" onClick={() => void requestTakeover()}>
+          Open here instead
+        </button>
+      )}
       {conversationId !== undefined && <DurableChat conversationId={conversationId} />}
       <TaskList />
     </main>
@@ -29,7 +33,12 @@ function DurableChat({ conversationId }: { conversationId: number }) {
 }
 
 function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
-  const { messages, sendMessage, status } = useChat<DurableUIMessage>({ id: `conversation-${transport.conversationId}`, transport, messages: initial, resume: true });
+  const { messages, sendMessage, status } = useChat<DurableUIMessage>({
+    id: `conversation-${transport.conversationId}`,
+    transport,
+    messages: initial,
+    resume: true,
+  });
   const [input, setInput] = useState("");
   return (
     <section>
@@ -37,6 +46,7 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
         {messages.map((message) => (
           <li key={message.id} data-role={message.role}>
             {message.parts.map((part, index) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts have no ids and only ever grow at the end
               <Part key={index} part={part} />
             ))}
           </li>
@@ -50,7 +60,9 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
         }}
       >
         <input aria-label="message" value={input} onChange={(event) => setInput(event.target.value)} />
-        <button disabled={status !== "ready"}>Send</button>
+        <button type="submit" disabled={status !== "ready"}>
+          Send
+        </button>
       </form>
       <p data-testid="chat-status">{status}</p>
     </section>
@@ -74,7 +86,11 @@ function Part({ part }: { part: DurableUIMessage["parts"][number] }) {
     case "data-retry":
       return <p className="notice">(retrying: attempt {part.data.attempt})</p>;
     case "data-tool-notice":
-      return <p className="notice">({part.data.toolName} was {part.data.code === "interrupted" ? "interrupted by a reload" : part.data.code})</p>;
+      return (
+        <p className="notice">
+          ({part.data.toolName} was {part.data.code === "interrupted" ? "interrupted by a reload" : part.data.code})
+        </p>
+      );
     case "data-run-failure":
       return <p className="notice">(no answer: {part.data.message})</p>;
     default:

@@ -1,6 +1,6 @@
+import { HarnessProvider } from "pi-durable-web/react";
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
-import { HarnessProvider } from "pi-durable-web/react";
 import { App } from "./App.tsx";
 
 const worker = () => new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });

@@ -1,6 +1,14 @@
 /// <reference lib="webworker" />
 // The worker owns the OPFS database and runs the agent; the page reaches it through HarnessProvider.
-import { createModels, fauxAssistantMessage, fauxProvider, fauxText, fauxToolCall, type FauxResponseFactory, type Message } from "@earendil-works/pi-ai";
+import {
+  createModels,
+  type FauxResponseFactory,
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxText,
+  fauxToolCall,
+  type Message,
+} from "@earendil-works/pi-ai";
 import { defineExtension, defineTool } from "pi-durable-web";
 import { serveHarness } from "pi-durable-web/worker";
 
@@ -50,8 +58,16 @@ function respond(messages: readonly Message[]) {
     const text = last.content.map((item) => (item.type === "text" ? item.text : "")).join("");
     return fauxAssistantMessage(last.isError ? `The countdown was cut off: ${text}` : `The countdown said: ${text}`);
   }
-  const input = last?.role === "user" ? (typeof last.content === "string" ? last.content : last.content.map((item) => (item.type === "text" ? item.text : "")).join("")) : "";
-  if (/countdown/i.test(input)) return fauxAssistantMessage([fauxText("Counting down."), fauxToolCall("countdown", { ticks: 8 }, { id: "call_1" })], { stopReason: "toolUse" });
+  const input =
+    last?.role === "user"
+      ? typeof last.content === "string"
+        ? last.content
+        : last.content.map((item) => (item.type === "text" ? item.text : "")).join("")
+      : "";
+  if (/countdown/i.test(input))
+    return fauxAssistantMessage([fauxText("Counting down."), fauxToolCall("countdown", { ticks: 8 }, { id: "call_1" })], {
+      stopReason: "toolUse",
+    });
   if (/story/i.test(input)) return fauxAssistantMessage(STORY);
   return fauxAssistantMessage(`You said "${input}". Say "story" or "countdown".`);
 }

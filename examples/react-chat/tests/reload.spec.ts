@@ -1,4 +1,4 @@
-import { expect, test, type Page } from "@playwright/test";
+import { expect, type Page, test } from "@playwright/test";
 
 const url = () => process.env.REACT_CHAT_URL!;
 const users = (page: Page) => page.locator('ol[aria-label="messages"] > li[data-role="user"]');
@@ -32,7 +32,9 @@ test("S9 a reload mid-answer: useChat shows the kept partial, the retry's whole 
   await expect(assistants(page)).toHaveCount(1);
 });
 
-test("S8 a reload mid-tool: useChat shows the interrupted tool, the model's answer to it, and each message once; the task list shows the tool running before", async ({ page }) => {
+test("S8 a reload mid-tool: useChat shows the interrupted tool, the model's answer to it, and each message once; the task list shows the tool running before", async ({
+  page,
+}) => {
   await send(page, "countdown please");
   await expect(assistants(page).locator("pre.tool")).toContainText("tick 6", { timeout: 20_000 });
   await expect(page.getByRole("list", { name: "tasks" })).toContainText("pi.tool running");

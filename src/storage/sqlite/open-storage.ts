@@ -1,5 +1,5 @@
 import { SqliteStorage } from "./storage.ts";
-import { openSqliteDatabase, type OpenSqliteOptions } from "./wasm.ts";
+import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
 
 /**
  * Opens durable storage on sqlite-wasm: `{ vfs: "memory" }` (Node and browser; `image` opens a copy of

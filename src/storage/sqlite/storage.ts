@@ -3,7 +3,7 @@ import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
 import { parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
-import type { SqlRow, SqliteDatabase, SqlValue } from "./database.ts";
+import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
 const TABLES = ["meta", "conversations", "tasks", "entries", "submissions", "documents"];
@@ -54,7 +54,10 @@ export class SqliteStorage implements Storage {
       try {
         meta = await readMeta(db);
       } catch (error) {
-        throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (its meta table is another app's). It was left unmodified.`, { cause: error });
+        throw new DatabaseCorrupt(
+          `${label} is a SQLite database but not a pi-durable one (its meta table is another app's). It was left unmodified.`,
+          { cause: error },
+        );
       }
       const version = Number(meta.get("schema_version"));
       if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
@@ -166,7 +169,10 @@ export class SqliteStorage implements Storage {
 
   async listEntries(conversationId: number, options: EntryRange = {}): Promise<EntryRecord[]> {
     const range = [conversationId, options.afterId ?? 0, options.beforeId ?? Number.MAX_SAFE_INTEGER] as const;
-    const rows = options.last === undefined ? await this.#db.all(SQL.listEntries, ...range) : (await this.#db.all(SQL.listLastEntries, ...range, options.last)).reverse();
+    const rows =
+      options.last === undefined
+        ? await this.#db.all(SQL.listEntries, ...range)
+        : (await this.#db.all(SQL.listLastEntries, ...range, options.last)).reverse();
     return rows.map((row) => parseRecord<EntryRecord>(row, "entries"));
   }
 
@@ -257,7 +263,8 @@ function splitStatements(sql: string): string[] {
 }
 
 /** The fallback for databases without `statementIsReadOnly`: pragmas that only read, with no value at all. */
-const READ_ONLY_PRAGMAS = /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|schema_version|user_version|database_list|compile_options|foreign_key_list)\s*(\(\s*[A-Za-z_][A-Za-z0-9_]*\s*\))?$/i;
+const READ_ONLY_PRAGMAS =
+  /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|schema_version|user_version|database_list|compile_options|foreign_key_list)\s*(\(\s*[A-Za-z_][A-Za-z0-9_]*\s*\))?$/i;
 
 function isReadOnlyStatement(sql: string): boolean {
   const text = sql.trim().replace(/;\s*$/, "");

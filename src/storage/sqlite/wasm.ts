@@ -27,7 +27,7 @@ import {
   StorageQuotaExceeded,
   StorageUnavailable,
 } from "../../errors";
-import type { SqlRow, SqliteDatabase, SqliteTransaction, SqlValue } from "./database.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 
 export interface OpenSqliteOptions {
   /** `"memory"` (Node and browser) or `"opfs-sahpool"` (browser, dedicated worker only). */
@@ -146,7 +146,8 @@ async function openMemory(sqlite3: Sqlite3Static, options: OpenSqliteOptions): P
       // An image of a WAL-mode file (bytes 18/19 == 2) cannot be opened in memory (SQLITE_CANTOPEN): there
       // is no WAL beside it. A serialized image holds every committed page, so rollback mode is exact.
       if (image[18] === 2 && image[19] === 2) wasm.heap8u().fill(1, pointer + 18, pointer + 20);
-      const flags = capi.SQLITE_DESERIALIZE_FREEONCLOSE | (readOnly ? capi.SQLITE_DESERIALIZE_READONLY : capi.SQLITE_DESERIALIZE_RESIZEABLE);
+      const flags =
+        capi.SQLITE_DESERIALIZE_FREEONCLOSE | (readOnly ? capi.SQLITE_DESERIALIZE_READONLY : capi.SQLITE_DESERIALIZE_RESIZEABLE);
       const rc = capi.sqlite3_deserialize(db.pointer!, "main", pointer, image.byteLength, image.byteLength, flags);
       if (rc !== 0) throw connection.sqliteError(rc);
       connection.checkIntegrity();
@@ -161,7 +162,10 @@ async function openMemory(sqlite3: Sqlite3Static, options: OpenSqliteOptions): P
 }
 
 async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): Promise<SqliteDatabase> {
-  if (options.image) throw new TypeError('`image` is only supported with vfs "memory"; to restore a file into the pool use (await installSahPool()).importDb(path, bytes).');
+  if (options.image)
+    throw new TypeError(
+      '`image` is only supported with vfs "memory"; to restore a file into the pool use (await installSahPool()).importDb(path, bytes).',
+    );
   const path = options.path ?? DEFAULT_DATABASE_PATH;
   if (!path.startsWith("/")) throw new TypeError(`opfs-sahpool paths must be absolute ("/name.sqlite3"), got ${JSON.stringify(path)}.`);
   const readOnly = options.readOnly ?? false;
@@ -171,7 +175,7 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     await releasePool(pool);
     throw new NotFound(`There is no database ${where} to open read-only. Open it once without readOnly to create it.`);
   }
-  let db;
+  let db: InstanceType<SAHPoolUtil["OpfsSAHPoolDb"]>;
   try {
     db = new pool.util.OpfsSAHPoolDb(path);
   } catch (error) {
@@ -482,7 +486,9 @@ class Connection implements SqliteDatabase {
       try {
         const result = body(tx);
         if (isThenable(result)) {
-          throw new TypeError("A transaction body must be synchronous: it returned a promise, so its later statements would run outside the transaction. Nothing was committed.");
+          throw new TypeError(
+            "A transaction body must be synchronous: it returned a promise, so its later statements would run outside the transaction. Nothing was committed.",
+          );
         }
         this.#run("COMMIT", []);
         return result;
@@ -505,7 +511,9 @@ class Connection implements SqliteDatabase {
   exportImage(): Promise<Uint8Array> {
     return this.#enqueue(() => {
       if (this.#c.sqlite3_get_autocommit(this.#pointer) === 0) {
-        throw new Error("exportImage() was called while a transaction is open; the image would contain uncommitted changes. Commit or roll back first.");
+        throw new Error(
+          "exportImage() was called while a transaction is open; the image would contain uncommitted changes. Commit or roll back first.",
+        );
       }
       // sqlite3_serialize reads every page through the pager, so under WAL it sees the committed frames
       // that are not yet checkpointed: the image is the committed state without a checkpoint.
@@ -687,7 +695,9 @@ class Connection implements SqliteDatabase {
       this.#statements.set(sql, statement);
     }
     if (params.length !== statement.parameters) {
-      throw new RangeError(`The statement takes ${statement.parameters} parameter(s) but ${params.length} were given: ${sql.slice(0, 200)}`);
+      throw new RangeError(
+        `The statement takes ${statement.parameters} parameter(s) but ${params.length} were given: ${sql.slice(0, 200)}`,
+      );
     }
     for (let index = 0; index < params.length; index += 1) this.#bind(statement.pointer, index + 1, params[index]);
     return statement;
@@ -748,7 +758,9 @@ class Connection implements SqliteDatabase {
     } else if (typeof value === "boolean") {
       rc = c.sqlite3_bind_int(statement, index, value ? 1 : 0);
     } else {
-      throw new TypeError(`Cannot bind a ${typeof value} to parameter ${index}; pass null, a number, string, bigint or Uint8Array (JSON.stringify objects).`);
+      throw new TypeError(
+        `Cannot bind a ${typeof value} to parameter ${index}; pass null, a number, string, bigint or Uint8Array (JSON.stringify objects).`,
+      );
     }
     if (rc !== 0) throw this.sqliteError(rc);
   }
@@ -835,9 +847,12 @@ class Connection implements SqliteDatabase {
     }
     if (primary === SQLITE_BUSY) {
       // The pool's files belong to this worker alone, so only a second connection here can hold the lock.
-      return new DatabaseLocked(`${capitalize(this.#options.label)} is already open in this worker (${error.message}). Close the other connection first.`, {
-        cause: error,
-      });
+      return new DatabaseLocked(
+        `${capitalize(this.#options.label)} is already open in this worker (${error.message}). Close the other connection first.`,
+        {
+          cause: error,
+        },
+      );
     }
     if (primary === SQLITE_READONLY && this.readOnly) {
       return Object.assign(new ReadOnlySession("Writing to the database"), { cause: error });
