@@ -406,7 +406,9 @@ function render(view: ConversationViewState, client: HarnessClient): void {
     log.replaceChildren();
   }
   // Entries are append-only: new ones go at the end, older pages loaded on demand go in front.
-  const firstShown = Number(log.querySelector<HTMLElement>("li[data-entry-id]")?.dataset.entryId ?? Infinity);
+  // On the first render nothing is shown yet, so nothing counts as older: every entry is placed in order.
+  const shownId = log.querySelector<HTMLElement>("li[data-entry-id]")?.dataset.entryId;
+  const firstShown = shownId === undefined ? -Infinity : Number(shownId);
   const older: HTMLElement[] = [];
   for (const entry of view.entries) {
     if (renderedEntries.has(entry.id)) continue;
