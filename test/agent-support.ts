@@ -2,7 +2,6 @@ import {
   type Api,
   type AssistantMessage,
   type AssistantMessageEventStream,
-  createAssistantMessageEventStream,
   createModels,
   type FauxResponseStep,
   fauxAssistantMessage,
@@ -31,6 +30,7 @@ import {
   type TaskRecord,
 } from "../src/index.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
+import { partialAnswer } from "./partial-answer.ts";
 import { ctx } from "./support.ts";
 
 export { fauxAssistantMessage, fauxText, fauxToolCall };
@@ -96,43 +96,16 @@ export class ScriptedModels {
 
   #hang(model: Model<Api>, text: string, signal: AbortSignal | undefined): AssistantMessageEventStream {
     this.hanging++;
-    const stream = createAssistantMessageEventStream();
-    const base: AssistantMessage = {
-      role: "assistant",
-      content: [],
-      api: model.api,
-      provider: model.provider,
-      model: model.id,
-      usage: {
-        input: 0,
-        output: 0,
-        cacheRead: 0,
-        cacheWrite: 0,
-        totalTokens: 0,
-        cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-      },
-      stopReason: "stop",
-      timestamp: 0,
-    };
-    queueMicrotask(() => {
-      stream.push({ type: "start", partial: { ...base } });
-      stream.push({ type: "text_start", contentIndex: 0, partial: { ...base, content: [{ type: "text", text: "" }] } });
-      stream.push({ type: "text_delta", contentIndex: 0, delta: text, partial: { ...base, content: [{ type: "text", text }] } });
+    return partialAnswer(model, text, (stream, partial) => {
       const abort = () => {
         this.hanging--;
-        const aborted: AssistantMessage = {
-          ...base,
-          content: [{ type: "text", text }],
-          stopReason: "aborted",
-          errorMessage: "Request was aborted",
-        };
+        const aborted: AssistantMessage = { ...partial, stopReason: "aborted", errorMessage: "Request was aborted" };
         stream.push({ type: "error", reason: "aborted", error: aborted });
         stream.end(aborted);
       };
       if (signal?.aborted) abort();
       else signal?.addEventListener("abort", abort, { once: true });
     });
-    return stream;
   }
 }
 

@@ -5,7 +5,7 @@ import type { Tx } from "../session/tx.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
-import { addUsage, appendEntry, readAgentConfig, readLive, writeLive } from "./documents.ts";
+import { addUsage, appendEntry, readAgentConfig, readLive, writeLive, zeroUsage } from "./documents.ts";
 import type { LiveFailure, ModelRef } from "./types.ts";
 
 /**
@@ -236,15 +236,4 @@ function serialize(messages: Message[]): string {
 function textOf(content: string | ReadonlyArray<{ type: string; text?: string }>): string {
   if (typeof content === "string") return content;
   return content.map((block) => (block.type === "text" ? block.text : `[${block.type}]`)).join("");
-}
-
-function zeroUsage(): AssistantMessage["usage"] {
-  return {
-    input: 0,
-    output: 0,
-    cacheRead: 0,
-    cacheWrite: 0,
-    totalTokens: 0,
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-  };
 }

@@ -69,6 +69,18 @@ export function appendAssistant(tx: Tx, conversationId: number, message: Assista
   return entryId;
 }
 
+/** The usage of a message no model produced (a summary's or a failure's placeholder): every count zero. */
+export function zeroUsage(): Usage {
+  return {
+    input: 0,
+    output: 0,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 0,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
+}
+
 export function addUsage(tx: Tx, conversationId: number, key: string, usage: Usage | undefined): void {
   if (!usage) return;
   const current = (tx.document(scopeOf(conversationId), USAGE) as UsageState | undefined) ?? { models: {} };

@@ -7,7 +7,17 @@ import { errorMessage } from "../tasks/scheduler.ts";
 import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
 import { planSystemMessage, resolveAgent } from "./agent.ts";
 import { deriveContext, toolCallsOf } from "./context.ts";
-import { appendAssistant, appendEntry, dropUndefined, LIVE, readAgentConfig, readLive, scopeOf, writeLive } from "./documents.ts";
+import {
+  appendAssistant,
+  appendEntry,
+  dropUndefined,
+  LIVE,
+  readAgentConfig,
+  readLive,
+  scopeOf,
+  writeLive,
+  zeroUsage,
+} from "./documents.ts";
 import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
 import { LazyProgress } from "./progress.ts";
 import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
@@ -350,14 +360,7 @@ function failedMessage(model: Model<Api>, text: string, now: number): AssistantM
     api: model.api,
     provider: model.provider,
     model: model.id,
-    usage: {
-      input: 0,
-      output: 0,
-      cacheRead: 0,
-      cacheWrite: 0,
-      totalTokens: 0,
-      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-    },
+    usage: zeroUsage(),
     stopReason: "error",
     errorMessage: text,
     timestamp: now,

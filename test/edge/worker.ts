@@ -5,9 +5,7 @@
  */
 import {
   type Api,
-  type AssistantMessage,
   type AssistantMessageEventStream,
-  createAssistantMessageEventStream,
   createModels,
   fauxAssistantMessage,
   fauxProvider,
@@ -30,6 +28,7 @@ import {
 } from "../../src/index.ts";
 import { SqliteStorage } from "../../src/storage/sqlite/storage.ts";
 import { storageConformance } from "../../src/testing/storage-conformance.ts";
+import { partialAnswer } from "../partial-answer.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
@@ -337,31 +336,7 @@ function textOf(message: { content?: unknown } | undefined): string {
 
 /** A model request that streams `text` and then stays in flight; `onStreamed` runs once the text was pushed. */
 function hang(model: Model<Api>, text: string, onStreamed: () => void): AssistantMessageEventStream {
-  const stream = createAssistantMessageEventStream();
-  const base: AssistantMessage = {
-    role: "assistant",
-    content: [],
-    api: model.api,
-    provider: model.provider,
-    model: model.id,
-    usage: {
-      input: 0,
-      output: 0,
-      cacheRead: 0,
-      cacheWrite: 0,
-      totalTokens: 0,
-      cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-    },
-    stopReason: "stop",
-    timestamp: 0,
-  };
-  queueMicrotask(() => {
-    stream.push({ type: "start", partial: { ...base } });
-    stream.push({ type: "text_start", contentIndex: 0, partial: { ...base, content: [{ type: "text", text: "" }] } });
-    stream.push({ type: "text_delta", contentIndex: 0, delta: text, partial: { ...base, content: [{ type: "text", text }] } });
-    onStreamed();
-  });
-  return stream;
+  return partialAnswer(model, text, () => onStreamed());
 }
 
 export default {
