@@ -1,6 +1,7 @@
 /**
  * The Worker of the edge benchmark (bench/edge.ts), run in workerd. `/<name>/<route>` goes to the object `name`.
  * - `/raw?steps=N`: N single-row UPDATE commits, each its own transaction, through the same facade.
+ * - `/direct?steps=N`: the same commits on the object's own API (`transactionSync` + `sql.exec`), no facade.
  * - `/kernel?steps=N`: one task commits N checkpoints; answers when it is terminal.
  * - `/hang`: a task that prints `step` and stays in its phase (the object is then aborted with `/abort`).
  * - `/ping`: nothing (the round trip, and the request that starts an aborted object again).
@@ -77,6 +78,28 @@ export class BenchObject extends HarnessObject<Env> {
           for (let n = 0; n < steps; n++) {
             const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
             await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));
+          }
+          return new Response("ok");
+        }
+        case "/direct": {
+          // What an app writes without the facade: the object's own API, one statement per commit.
+          const { sql } = this.ctx.storage;
+          sql.exec("CREATE TABLE IF NOT EXISTS direct (id INTEGER PRIMARY KEY, record TEXT NOT NULL)");
+          sql.exec("INSERT OR REPLACE INTO direct VALUES (1, '{}')");
+          const record = {
+            id: 2,
+            conversationId: 1,
+            kind: stepper.name,
+            version: 1,
+            input: { steps },
+            background: false,
+            abortRequested: false,
+            startedAt: 0,
+          };
+          for (let n = 0; n < steps; n++) {
+            const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
+            this.ctx.storage.transactionSync(() => sql.exec("UPDATE direct SET record = ? WHERE id = 1", text));
+            await undefined; // one turn per commit, as the other two routes take at least
           }
           return new Response("ok");
         }

@@ -41,15 +41,18 @@ export async function benchEdge() {
   };
   try {
     const raw: number[] = [];
+    const direct: number[] = [];
     const kernel: number[] = [];
     for (let run = -1; run < RUNS; run++) {
       // A fresh object per run; run -1 warms up workerd and the JIT.
       const object = `steps-${run}`;
       const ping = Math.min(await timed(`/${object}/ping`), await timed(`/${object}/ping`), await timed(`/${object}/ping`));
       const rawMs = (await timed(`/${object}/raw?steps=${STEPS}`)) - ping;
+      const directMs = (await timed(`/${object}/direct?steps=${STEPS}`)) - ping;
       const kernelMs = (await timed(`/${object}/kernel?steps=${STEPS}`)) - ping;
       if (run < 0) continue;
       raw.push((rawMs * 1000) / STEPS);
+      direct.push((directMs * 1000) / STEPS);
       kernel.push((kernelMs * 1000) / STEPS);
     }
 
@@ -85,14 +88,17 @@ export async function benchEdge() {
       if (run >= 0) afterRestart.push(performance.now() - at);
     }
     const rawCommitMicros = summarize(raw);
+    const directCommitMicros = summarize(direct);
     const kernelStepMicros = summarize(kernel);
     const ratio = kernelStepMicros.median / rawCommitMicros.median;
     return {
       steps: STEPS,
       runs: RUNS,
       rawCommitMicros,
+      directCommitMicros,
       kernelStepMicros,
       ratio,
+      ratioToDirect: kernelStepMicros.median / directCommitMicros.median,
       meetsTarget: ratio <= 2.5,
       abortToFirstResumedStepMs: summarize(afterAbort),
       evictionToFirstResumedStepMs: summarize(afterRestart),

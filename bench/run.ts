@@ -103,6 +103,14 @@ await section("edge", async () => {
       },
       {
         bench,
+        what: "the same commit on the object's own API (transactionSync + sql.exec, no facade)",
+        median: µs(result.directCommitMicros),
+        range: range(result.directCommitMicros),
+        ratio: `${fmt(result.directCommitMicros.median / result.rawCommitMicros.median, 2)}×`,
+        target: "",
+      },
+      {
+        bench,
         what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
         median: µs(result.kernelStepMicros),
         range: range(result.kernelStepMicros),

@@ -46,6 +46,8 @@ export interface DurableObjectDatabaseOptions {
 export class DurableObjectDatabase implements SqliteDatabase {
   readonly readOnly: boolean;
   readonly #storage: DurableObjectStorage;
+  /** `storage.sql`, read once: on workerd every read of the property crosses into the runtime. */
+  readonly #sql: DurableObjectStorage["sql"];
   #closed = false;
   /** Set by `PRAGMA query_only = 1` inside a transaction body (see the module comment). */
   #queryOnly = false;
@@ -53,6 +55,7 @@ export class DurableObjectDatabase implements SqliteDatabase {
 
   constructor(storage: DurableObjectStorage, options: DurableObjectDatabaseOptions = {}) {
     this.#storage = storage;
+    this.#sql = storage.sql;
     this.readOnly = options.readOnly ?? false;
     this.#handle = {
       run: (sql, ...params) => this.#run(sql, params),
@@ -64,7 +67,7 @@ export class DurableObjectDatabase implements SqliteDatabase {
   exec(sql: string): Promise<void> {
     return this.#op(() => {
       this.#guard(sql);
-      this.#storage.sql.exec(sql).toArray();
+      this.#sql.exec(sql).toArray();
     });
   }
 
@@ -110,13 +113,14 @@ export class DurableObjectDatabase implements SqliteDatabase {
   }
 
   #run(sql: string, params: SqlValue[]): number {
-    const pragma = QUERY_ONLY.exec(sql);
+    // Only a PRAGMA can be `query_only`: look at the first letter before running the pattern on every write.
+    const pragma = mayBePragma(sql) ? QUERY_ONLY.exec(sql) : null;
     if (pragma) {
       this.#queryOnly = /^(1|on|true)$/i.test(pragma[1]!);
       return 0;
     }
     this.#execute(sql, params);
-    return Number(this.#storage.sql.exec("SELECT changes() AS n").toArray()[0]!.n);
+    return Number(this.#sql.exec("SELECT changes() AS n").toArray()[0]!.n);
   }
 
   #all(sql: string, params: SqlValue[]): SqlRow[] {
@@ -125,11 +129,11 @@ export class DurableObjectDatabase implements SqliteDatabase {
 
   #execute(sql: string, params: SqlValue[]): Record<string, unknown>[] {
     const bindings = params.map(toBinding);
-    if (!this.#guarded()) return this.#storage.sql.exec(sql, ...bindings).toArray();
+    if (!this.#guarded()) return this.#sql.exec(sql, ...bindings).toArray();
     this.#guard(sql, bindings);
     // Should a write get past the program check, the cursor says so and the throw rolls it back.
     return this.#storage.transactionSync(() => {
-      const cursor: SqlCursor = this.#storage.sql.exec(sql, ...bindings);
+      const cursor: SqlCursor = this.#sql.exec(sql, ...bindings);
       const rows = cursor.toArray();
       if (cursor.rowsWritten > 0) throw this.#refusal(sql);
       return rows;
@@ -149,7 +153,7 @@ export class DurableObjectDatabase implements SqliteDatabase {
     if (/^explain\b/i.test(text)) return; // EXPLAIN never runs the statement it describes
     let program: Record<string, unknown>[];
     try {
-      program = this.#storage.sql.exec(`EXPLAIN ${text}`, ...bindings).toArray();
+      program = this.#sql.exec(`EXPLAIN ${text}`, ...bindings).toArray();
     } catch {
       // Not a statement SQLite can describe (or one the object refuses): run nothing.
       throw this.#refusal(sql);
@@ -163,6 +167,16 @@ export class DurableObjectDatabase implements SqliteDatabase {
   #refusal(sql: string): Error {
     return this.readOnly ? new ReadOnlySession("A write") : new QueryNotReadOnly(sql);
   }
+}
+
+/** Whether the statement's first non-blank character is a `p` (a cheap filter before the PRAGMA pattern). */
+function mayBePragma(sql: string): boolean {
+  for (let i = 0; i < sql.length; i++) {
+    const code = sql.charCodeAt(i);
+    if (code === 32 || (code >= 9 && code <= 13)) continue;
+    return code === 112 || code === 80;
+  }
+  return false;
 }
 
 function toBinding(value: SqlValue): unknown {

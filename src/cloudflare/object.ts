@@ -46,6 +46,8 @@ export const RESTARTED = 1012;
 export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
 
 const DEFAULT_HEARTBEAT_MS = 30_000;
+/** Task statuses that keep the heartbeat going: work that is running or ready to run. */
+const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
 
 /**
  * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
@@ -65,6 +67,8 @@ export class HarnessObject<Env = unknown> {
   /** The alarm this instance last set (undefined: none, or not known yet). */
   #alarmAt: number | undefined;
   #armQueued = false;
+  /** The last look found work running or ready (so the alarm is a heartbeat, or an earlier sleeper). */
+  #armedBusy = false;
   readonly #idleWaiters = new Set<() => void>();
 
   constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
@@ -89,7 +93,13 @@ export class HarnessObject<Env = unknown> {
     this.ready = ctx.blockConcurrencyWhile(async () => {
       const harness = await served.ready;
       this.#alarmAt = (await ctx.storage.getAlarm()) ?? undefined;
-      harness.session.subscribe(() => this.#armSoon(harness));
+      harness.session.subscribe(({ batch }) => {
+        // A commit that leaves every task it wrote busy (a checkpoint, say) cannot move an alarm that is already
+        // the heartbeat of busy work; look again only after one that may (most commits of a busy object are such
+        // checkpoints, and this check is cheaper than a look at every live task).
+        if (this.#armedBusy && batch.tasks.every((task) => BUSY.has(task.state.status))) return;
+        this.#armSoon(harness);
+      });
       return harness;
     });
   }
@@ -198,8 +208,9 @@ export class HarnessObject<Env = unknown> {
       const state = task.state;
       if (state.status === "sleeping") {
         if (earliest === undefined || state.until < earliest) earliest = state.until;
-      } else if (state.status === "pending" || state.status === "running" || state.status === "completing") busy = true;
+      } else if (BUSY.has(state.status)) busy = true;
     }
+    this.#armedBusy = busy;
     if (!busy) for (const wake of this.#idleWaiters) wake();
     if (busy) {
       const now = systemClock.now();
