@@ -1,20 +1,20 @@
-import { applyChange, Conversation, Submission } from "./agent/conversation.ts";
-import { AGENT, asJson, scopeOf } from "./agent/documents.ts";
-import { agentHost } from "./agent/host.ts";
+import { BUILTIN_TASKS } from "./agent/builtins.ts";
+import { Conversation, type Submission } from "./agent/conversation.ts";
+import { AgentHost } from "./agent/host.ts";
+import type { AgentKernel } from "./agent/kernel.ts";
+import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
-import { DatabaseLocked, HarnessClosed, InvalidSetting, NotFound, ReadOnlySession } from "./errors.ts";
+import { DatabaseLocked, HarnessClosed, InvalidSetting, ReadOnlySession } from "./errors.ts";
 import { cloneJson } from "./json.ts";
-import type { ReportHandler } from "./reports.ts";
+import { deliver, type ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
-import { documentKey, type Tx } from "./session/tx.ts";
+import { documentKey } from "./session/tx.ts";
 import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
 import { Registry } from "./tasks/registry.ts";
 import { type CrashPointHandler, type LiveHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
-import "./agent/builtins.ts";
-import type { AgentChange } from "./agent/types.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
@@ -80,7 +80,8 @@ export { Conversation as ConversationHandle };
 
 /**
  * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
- * until `resume()` or a call that starts work.
+ * until `resume()` or a call that starts work. It composes the kernel (session, scheduler, registry) with the
+ * agent layer, which it reaches only through the `AgentHost` it builds at open over a narrow `AgentKernel`.
  */
 export class Harness {
   readonly session: Session;
@@ -88,6 +89,8 @@ export class Harness {
   readonly readOnly: boolean;
   readonly #scheduler: Scheduler;
   readonly #options: HarnessOptions;
+  /** The agent layer of this harness (conversations, submissions, views); built at the end of `open`. */
+  #agent!: AgentHost;
   #closed: Promise<void> | undefined;
   /** Ids of tasks that open found running (a crash left them); informational. */
   readonly recovered: readonly number[];
@@ -112,7 +115,7 @@ export class Harness {
     throwIfCancelled(context);
     if (!(options?.registry instanceof Registry))
       throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
-    const missing = ["pi.generation", "pi.tool", "pi.compaction"].filter((kind) => !options.registry.task(kind));
+    const missing = BUILTIN_TASKS.map((task) => task.name).filter((kind) => !options.registry.task(kind));
     if (missing.length > 0)
       throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
     const settings = resolveSettings(options.settings);
@@ -162,7 +165,8 @@ export class Harness {
       await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
     const harness = new Harness(session, scheduler, options, recovery);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
-    const host = agentHost(harness);
+    const host = new AgentHost(harness.#agentKernel());
+    harness.#agent = host;
     live = (event) => host.live(event);
     if (!session.readOnly) await host.sweep();
     if (options.resume) harness.resume();
@@ -192,67 +196,27 @@ export class Harness {
   async root(context: Context, options: { agent?: AgentChange } = {}): Promise<Conversation> {
     throwIfCancelled(context);
     this.#assertOpen();
-    const existing = this.session.rootConversationId;
-    if (existing !== undefined) {
-      const root = this.conversation(existing);
-      if (options.agent && !this.readOnly && JSON.stringify(applyChange(root.agent(), options.agent)) !== JSON.stringify(root.agent())) {
-        await root.configure(options.agent, context);
-      }
-      return root;
-    }
-    if (this.readOnly) throw new ReadOnlySession("Creating the root conversation");
-    const agent = options.agent ? applyChange({}, options.agent) : undefined;
-    const id = await waitFor(
-      this.session.commit((tx) => {
-        if (this.session.rootConversationId !== undefined) return this.session.rootConversationId;
-        const created = tx.createConversation();
-        tx.setRootConversation(created);
-        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
-        return created;
-      }),
-      context,
-    );
-    return this.conversation(id);
+    return this.#agent.root(context, options);
   }
 
   /** Creates a conversation of its own (not the root), configured with `agent`. */
   async createConversation(options: { agent?: AgentChange }, context: Context): Promise<Conversation> {
     throwIfCancelled(context);
     this.#assertOpen();
-    if (this.readOnly) throw new ReadOnlySession("Creating a conversation");
-    const agent = options?.agent ? applyChange({}, options.agent) : undefined;
-    const id = await waitFor(
-      this.session.commit((tx) => {
-        const created = tx.createConversation();
-        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
-        return created;
-      }),
-      context,
-    );
-    return this.conversation(id);
+    return this.#agent.createConversation(options, context);
   }
 
   /** A handle on an existing conversation. */
   conversation(id: number): Conversation {
     this.#assertOpen();
-    if (!this.session.conversations.has(id)) throw new NotFound(`Conversation ${id} does not exist.`);
-    return new Conversation(this, id);
+    return this.#agent.conversation(id);
   }
 
   /** Reacquires a submission by id (for example after a reopen); `NotFound` when there is none. */
   async submission(id: number, context: Context): Promise<Submission> {
     throwIfCancelled(context);
     this.#assertOpen();
-    const record = this.session.openSubmissions.get(id) ?? (await waitFor(this.storage.getSubmission(id), context));
-    if (!record) throw new NotFound(`Submission ${id} does not exist.`);
-    return new Submission(this, record.id, record.conversationId);
-  }
-
-  /** @internal */
-  commitIn<T>(conversationId: number, body: (tx: Tx) => T, context: Context): Promise<T> {
-    throwIfCancelled(context);
-    this.#assertOpen();
-    return waitFor(this.session.commit(body, { conversationId }), context);
+    return this.#agent.submission(id, context);
   }
 
   /** The committed record of a task (live or terminal), or undefined. */
@@ -296,7 +260,7 @@ export class Harness {
    */
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
-    agentHost(this).close();
+    this.#agent.close();
     this.#closed ??= this.#scheduler
       .close()
       .then(async () => {
@@ -316,5 +280,21 @@ export class Harness {
 
   #assertOpen(): void {
     if (this.#closed) throw new HarnessClosed();
+  }
+
+  /** What the agent layer may use of this harness (and nothing more). */
+  #agentKernel(): AgentKernel {
+    const harness = this;
+    return {
+      session: this.session,
+      readOnly: this.readOnly,
+      get closed() {
+        return harness.closed;
+      },
+      resume: () => this.resume(),
+      abortTask: (id, context) => this.abortTask(id, context),
+      waitForTask: (id, context) => this.waitForTask(id, context),
+      report: (report) => deliver(this.#options.onReport, report),
+    };
   }
 }

@@ -28,7 +28,7 @@ export type {
 export type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./storage/sqlite/database.ts";
 export { SqliteStorage } from "./storage/sqlite/storage.ts";
 export type { EntryRange, Row, Storage, StoredState } from "./storage/storage.ts";
-export { createRegistry, defineExtension, type Extension, Registry } from "./tasks/registry.ts";
+export { defineExtension, type Extension, Registry } from "./tasks/registry.ts";
 export type { CrashPointHandler, TaskInspectionState } from "./tasks/scheduler.ts";
 export {
   type AnyTaskDefinition,

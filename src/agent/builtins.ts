@@ -1,7 +1,15 @@
-import { defineExtension, registerBuiltin } from "../tasks/registry.ts";
+import { defineExtension, Registry } from "../tasks/registry.ts";
 import { CompactionTask } from "./compaction.ts";
 import { GenerationTask } from "./generation.ts";
 import { ToolTask } from "./tool-task.ts";
 
-/** The agent's built-in tasks are part of every registry `createRegistry()` makes. */
-registerBuiltin(defineExtension({ name: "pi", tasks: [GenerationTask, ToolTask, CompactionTask] }));
+/** The agent's built-in tasks: every registry a harness runs on has them (`Harness.open` checks). */
+export const BUILTIN_TASKS = Object.freeze([GenerationTask, ToolTask, CompactionTask] as const);
+
+/** The extension that carries them (`pi`), first in every registry `createRegistry()` makes. */
+const BUILTIN_EXTENSION = defineExtension({ name: "pi", tasks: BUILTIN_TASKS });
+
+/** A registry with the agent's built-in tasks; install your extensions into it. */
+export function createRegistry(): Registry {
+  return new Registry([BUILTIN_EXTENSION]);
+}

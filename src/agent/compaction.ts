@@ -1,11 +1,12 @@
-import type { AssistantMessage, Message, Models, UserMessage } from "@earendil-works/pi-ai";
+import type { AssistantMessage, Message, UserMessage } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import type { Context } from "../context.ts";
 import type { Tx } from "../session/tx.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
-import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
+import type { RunningTask } from "../tasks/types.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
-import { addUsage, appendEntry, readAgentConfig, readLive, writeLive, zeroUsage } from "./documents.ts";
+import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "./documents.ts";
+import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
 import type { LiveFailure, ModelRef } from "./types.ts";
 
 /**
@@ -21,7 +22,7 @@ export type CompactionCheckpoint =
 export type CompactionResult = { entryId?: number };
 
 type Task = RunningTask<CompactionInput, CompactionCheckpoint, CompactionResult>;
-type Runtime = TaskRuntime<CompactionCheckpoint, CompactionResult>;
+type Runtime = AgentRuntime<CompactionCheckpoint, CompactionResult>;
 type SummarizeCheckpoint = Extract<CompactionCheckpoint, { phase: "summarize" }>;
 
 export const SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
@@ -31,7 +32,7 @@ const SUMMARIZER_PROMPT =
   "You summarize conversations between a user and an AI assistant so the assistant can continue without the " +
   "full history. Keep the user's goals, decisions, facts learned, files and tools used, and open work. Be concise.";
 
-export const CompactionTask = defineTask<CompactionInput, CompactionCheckpoint, CompactionResult>({
+export const CompactionTask = defineAgentTask<CompactionInput, CompactionCheckpoint, CompactionResult>({
   name: "pi.compaction",
   version: 1,
   initial: () => ({ phase: "select" }),
@@ -71,9 +72,9 @@ function removeStatus(tx: Tx, conversationId: number, taskId: number, failure?: 
 }
 
 async function select(task: Task, runtime: Runtime, context: Context): Promise<void> {
-  const config = readAgentConfig((scope, key) => runtime.document(scope, key), task.conversationId);
+  const config = runtime.agentConfig();
   const model = config.model;
-  if (!model || !(runtime.models as Models | undefined)?.getModel(model.provider, model.id)) {
+  if (!model || !runtime.models?.getModel(model.provider, model.id)) {
     await fail(
       task,
       runtime,
@@ -106,7 +107,7 @@ async function select(task: Task, runtime: Runtime, context: Context): Promise<v
 async function summarize(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const checkpoint = task.state.checkpoint as SummarizeCheckpoint;
   const conversationId = task.conversationId;
-  const models = runtime.models as Models | undefined;
+  const models = runtime.models;
   const model = models?.getModel(checkpoint.model.provider, checkpoint.model.id);
   if (!models || !model) {
     await fail(

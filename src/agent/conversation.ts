@@ -1,13 +1,12 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../errors.ts";
-import type { Harness } from "../harness.ts";
 import { cloneJson, type Json } from "../json.ts";
 import { documentKey, type Tx } from "../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
 import { addCompactionStatus, CompactionTask } from "./compaction.ts";
 import { AGENT, asJson, LIVE, readAgentConfig, readLive, scopeOf } from "./documents.ts";
-import { agentHost } from "./host.ts";
+import type { AgentHost } from "./host.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 import type { AgentChange, AgentConfig, LiveState, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
 import {
@@ -27,10 +26,11 @@ import { ConversationViewStore } from "./view-store.ts";
  */
 export class Conversation {
   readonly id: number;
-  readonly #harness: Harness;
+  readonly #host: AgentHost;
 
-  constructor(harness: Harness, id: number) {
-    this.#harness = harness;
+  /** @internal Conversations come from the harness (`root`, `createConversation`, `conversation`). */
+  constructor(host: AgentHost, id: number) {
+    this.#host = host;
     this.id = id;
   }
 
@@ -39,12 +39,12 @@ export class Conversation {
    * `tx.createTask(Definition, input)` creates a task here and returns its id.
    */
   commit<T>(body: (tx: Tx) => T, context: Context): Promise<T> {
-    return this.#harness.commitIn(this.id, body, context);
+    return this.#host.commitIn(this.id, body, context);
   }
 
   /** The stored record of this conversation. */
   record(): ConversationRecord | undefined {
-    return this.#harness.session.conversations.get(this.id);
+    return this.#host.kernel.session.conversations.get(this.id);
   }
 
   /** The committed `pi.agent` configuration. */
@@ -83,10 +83,11 @@ export class Conversation {
   async submit(draft: SubmissionDraft, context: Context): Promise<Submission> {
     throwIfCancelled(context);
     checkDraft(draft);
-    if (this.#harness.closed) throw new HarnessClosed();
-    if (this.#harness.readOnly) throw new ReadOnlySession("submit()");
-    const session = this.#harness.session;
-    const admitted = agentHost(this.#harness).exclusive(async (): Promise<SubmissionRecord> => {
+    const kernel = this.#host.kernel;
+    if (kernel.closed) throw new HarnessClosed();
+    if (kernel.readOnly) throw new ReadOnlySession("submit()");
+    const session = kernel.session;
+    const admitted = this.#host.exclusive(async (): Promise<SubmissionRecord> => {
       if (draft.requestId !== undefined) {
         const existing = await session.storage.findSubmission(this.id, draft.requestId);
         if (existing) {
@@ -101,8 +102,8 @@ export class Conversation {
       return session.commit((tx) => admit(tx, this.id, draft), { conversationId: this.id });
     });
     const record = await waitFor(admitted, context);
-    this.#harness.resume();
-    return new Submission(this.#harness, record.id, this.id);
+    kernel.resume();
+    return new Submission(this.#host, record.id, this.id);
   }
 
   /**
@@ -116,8 +117,8 @@ export class Conversation {
       const live = readLive(tx, this.id);
       return [...(live.run ? [live.run.taskId] : []), ...(live.compactions ?? []).map((status) => status.taskId)];
     }, context);
-    for (const taskId of tasks) await this.#harness.abortTask(taskId, context);
-    for (const taskId of tasks) await this.#harness.waitForTask(taskId, context);
+    for (const taskId of tasks) await this.#host.kernel.abortTask(taskId, context);
+    for (const taskId of tasks) await this.#host.kernel.waitForTask(taskId, context);
   }
 
   /**
@@ -131,20 +132,20 @@ export class Conversation {
       addCompactionStatus(tx, this.id, id);
       return id;
     }, context);
-    this.#harness.resume();
+    this.#host.kernel.resume();
     return taskId;
   }
 
   /** Every committed entry of this conversation, in id order. */
   async entries(context: Context): Promise<EntryRecord[]> {
     throwIfCancelled(context);
-    return waitFor(this.#harness.storage.listEntries(this.id), context);
+    return waitFor(this.#host.kernel.session.storage.listEntries(this.id), context);
   }
 
   /** A consistent snapshot of the view (entries plus documents), as committed. */
   async view(context: Context): Promise<ConversationViewState> {
     throwIfCancelled(context);
-    const session = this.#harness.session;
+    const session = this.#host.kernel.session;
     return waitFor(
       session.read(async () => {
         const entries = await session.storage.listEntries(this.id);
@@ -179,7 +180,7 @@ export class Conversation {
     const page = options.page ?? DEFAULT_VIEW_PAGE;
     if (!(page === Infinity || (Number.isInteger(page) && page > 0)))
       throw new InvalidSetting(`A view's page is a positive whole number of entries (or Infinity); got ${String(page)}.`);
-    const host = agentHost(this.#harness);
+    const host = this.#host;
     const feed = host.feed(this.id, page);
     const unsubscribe = feed.subscribe(listener);
     return () => {
@@ -193,13 +194,13 @@ export class Conversation {
     throwIfCancelled(context);
     if (!Number.isInteger(limit) || limit <= 0)
       throw new InvalidSetting(`limit is a positive whole number of entries; got ${String(limit)}.`);
-    const loaded = await waitFor(this.#harness.storage.listEntries(this.id, { beforeId, last: limit + 1 }), context);
+    const loaded = await waitFor(this.#host.kernel.session.storage.listEntries(this.id, { beforeId, last: limit + 1 }), context);
     const hasOlder = loaded.length > limit;
     return { entries: hasOlder ? loaded.slice(1) : loaded, hasOlder };
   }
 
   #committed(scope: string, key: string): Json | undefined {
-    return this.#harness.session.documents.get(documentKey(scope, key))?.value;
+    return this.#host.kernel.session.documents.get(documentKey(scope, key))?.value;
   }
 }
 
@@ -207,10 +208,11 @@ export class Conversation {
 export class Submission {
   readonly id: number;
   readonly conversationId: number;
-  readonly #harness: Harness;
+  readonly #host: AgentHost;
 
-  constructor(harness: Harness, id: number, conversationId: number) {
-    this.#harness = harness;
+  /** @internal Submissions come from `Conversation.submit` and `Harness.submission`. */
+  constructor(host: AgentHost, id: number, conversationId: number) {
+    this.#host = host;
     this.id = id;
     this.conversationId = conversationId;
   }
@@ -218,8 +220,8 @@ export class Submission {
   /** The stored record (status `queued`, `running`, `done` or `unanswered`). */
   async record(context: Context): Promise<SubmissionRecord> {
     throwIfCancelled(context);
-    const record =
-      this.#harness.session.openSubmissions.get(this.id) ?? (await waitFor(this.#harness.storage.getSubmission(this.id), context));
+    const session = this.#host.kernel.session;
+    const record = session.openSubmissions.get(this.id) ?? (await waitFor(session.storage.getSubmission(this.id), context));
     if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
     return cloneJson(record);
   }
@@ -230,9 +232,10 @@ export class Submission {
    */
   async wait(context: Context): Promise<SubmissionOutcome> {
     throwIfCancelled(context);
-    if (!this.#harness.readOnly) this.#harness.resume();
-    const session = this.#harness.session;
-    const settled = agentHost(this.#harness).settled(
+    const kernel = this.#host.kernel;
+    if (!kernel.readOnly) kernel.resume();
+    const session = kernel.session;
+    const settled = this.#host.settled(
       this.id,
       async () => session.openSubmissions.get(this.id) ?? (await session.storage.getSubmission(this.id)),
     );

@@ -1,28 +1,19 @@
-import type { Api, AssistantMessage, Model, Models } from "@earendil-works/pi-ai";
+import type { Api, AssistantMessage, Model } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../context.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
-import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
+import type { RunningTask } from "../tasks/types.ts";
 import { planSystemMessage, resolveAgent } from "./agent.ts";
 import { deriveContext, toolCallsOf } from "./context.ts";
-import {
-  appendAssistant,
-  appendEntry,
-  dropUndefined,
-  LIVE,
-  readAgentConfig,
-  readLive,
-  scopeOf,
-  writeLive,
-  zeroUsage,
-} from "./documents.ts";
+import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "./documents.ts";
 import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
 import { LazyProgress } from "./progress.ts";
 import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
+import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
 import { ToolTask, toolErrorMessage } from "./tool-task.ts";
-import type { LiveState, LiveToolRef, UnansweredReason } from "./types.ts";
+import type { LiveToolRef, UnansweredReason } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
 export type { GenerationCheckpoint, GenerationResult };
@@ -30,9 +21,9 @@ export type { GenerationCheckpoint, GenerationResult };
 type RequestCheckpoint = Extract<GenerationCheckpoint, { phase: "request" }>;
 type ToolsCheckpoint = Extract<GenerationCheckpoint, { phase: "tools" }>;
 type Task = RunningTask<Record<string, never>, GenerationCheckpoint, GenerationResult>;
-type Runtime = TaskRuntime<GenerationCheckpoint, GenerationResult>;
+type Runtime = AgentRuntime<GenerationCheckpoint, GenerationResult>;
 
-export const GenerationTask = defineTask<Record<string, never>, GenerationCheckpoint, GenerationResult>({
+export const GenerationTask = defineAgentTask<Record<string, never>, GenerationCheckpoint, GenerationResult>({
   ...GENERATION_KIND,
   phases: {
     prepare: (task, runtime, context) => prepare(task, runtime, context),
@@ -79,7 +70,7 @@ export const GenerationTask = defineTask<Record<string, never>, GenerationCheckp
 async function prepare(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const conversationId = task.conversationId;
   const turn = (task.state.checkpoint as Extract<GenerationCheckpoint, { phase: "prepare" }>).turn;
-  const config = readAgentConfig((scope, key) => runtime.document(scope, key), conversationId);
+  const config = runtime.agentConfig();
   if (!config.model) {
     await failRun(
       task,
@@ -90,7 +81,7 @@ async function prepare(task: Task, runtime: Runtime, context: Context): Promise<
     );
     return;
   }
-  if (!models(runtime)?.getModel(config.model.provider, config.model.id)) {
+  if (!runtime.models?.getModel(config.model.provider, config.model.id)) {
     await failRun(
       task,
       runtime,
@@ -119,7 +110,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
   // S9. `restarts` is counted only by an open after a crash (close() leaves it alone), and `requestedAt` is
   // committed right before a request goes out. Both together: this attempt was in flight when the process
   // died. It is not resent at once; it counts as a failed attempt and the retry backoff applies.
-  const live = (runtime.document(scopeOf(conversationId), LIVE) as LiveState | undefined) ?? {};
+  const live = runtime.liveState();
   if ((task.restarts ?? 0) > 0 && live.generation?.attempt === attempt && live.generation.requestedAt !== undefined) {
     await failAttempt(
       task,
@@ -129,7 +120,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     );
     return;
   }
-  const catalog = models(runtime);
+  const catalog = runtime.models;
   const model = catalog?.getModel(checkpoint.model.provider, checkpoint.model.id);
   if (!catalog || !model) {
     await failRun(
@@ -347,10 +338,6 @@ export function convertPartial(tx: Parameters<typeof readLive>[0], conversationI
   });
   const { message: _message, ...generation } = live.generation;
   writeLive(tx, conversationId, { ...live, generation });
-}
-
-function models(runtime: Runtime): Models | undefined {
-  return runtime.models as Models | undefined;
 }
 
 function failedMessage(model: Model<Api>, text: string, now: number): AssistantMessage {

@@ -1,31 +1,103 @@
-import { HarnessClosed } from "../errors.ts";
-import type { Harness } from "../harness.ts";
-import { deliver } from "../reports.ts";
+import { type Context, throwIfCancelled, waitFor } from "../context.ts";
+import { HarnessClosed, NotFound, ReadOnlySession } from "../errors.ts";
 import type { Published } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
-import { readLive, writeLive } from "./documents.ts";
+import { applyChange, Conversation, Submission } from "./conversation.ts";
+import { AGENT, asJson, readLive, scopeOf, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
+import type { AgentKernel } from "./kernel.ts";
 import { endRun } from "./runs.ts";
+import type { AgentChange } from "./types.ts";
 import { ConversationFeed, type LiveEvent } from "./view.ts";
 
 /**
- * The agent's per-harness state: settled-submission waiters, live views, the admission lock (so a repeated
+ * The agent's per-harness state, built by `Harness.open` over the kernel it is given (`AgentKernel`): the
+ * conversations and submissions, settled-submission waiters, live views, the admission lock (so a repeated
  * requestId is looked up and admitted without another admission in between), and the cleanup that keeps
  * `pi.live` honest when the scheduler ends a built-in task itself (a fault or an orphan writes no visible
  * result of its own).
  */
 export class AgentHost {
-  readonly harness: Harness;
+  readonly kernel: AgentKernel;
   readonly #waiters = new Map<number, Set<{ resolve: (record: SubmissionRecord) => void; reject: (error: unknown) => void }>>();
   /** Views by conversation and page size (`${conversationId}/${page}`). */
   readonly #feeds = new Map<string, ConversationFeed>();
   #admission: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  constructor(harness: Harness) {
-    this.harness = harness;
-    harness.session.subscribe((published) => this.#observe(published));
+  constructor(kernel: AgentKernel) {
+    this.kernel = kernel;
+    kernel.session.subscribe((published) => this.#observe(published));
+  }
+
+  /**
+   * The root conversation, created on first use. `agent` (model, instructions, tools) is applied when it
+   * changes the stored configuration, so passing the same options at every start writes nothing.
+   */
+  async root(context: Context, options: { agent?: AgentChange } = {}): Promise<Conversation> {
+    const session = this.kernel.session;
+    const existing = session.rootConversationId;
+    if (existing !== undefined) {
+      const root = this.conversation(existing);
+      if (
+        options.agent &&
+        !this.kernel.readOnly &&
+        JSON.stringify(applyChange(root.agent(), options.agent)) !== JSON.stringify(root.agent())
+      ) {
+        await root.configure(options.agent, context);
+      }
+      return root;
+    }
+    if (this.kernel.readOnly) throw new ReadOnlySession("Creating the root conversation");
+    const agent = options.agent ? applyChange({}, options.agent) : undefined;
+    const id = await waitFor(
+      session.commit((tx) => {
+        if (session.rootConversationId !== undefined) return session.rootConversationId;
+        const created = tx.createConversation();
+        tx.setRootConversation(created);
+        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
+        return created;
+      }),
+      context,
+    );
+    return this.conversation(id);
+  }
+
+  /** Creates a conversation of its own (not the root), configured with `agent`. */
+  async createConversation(options: { agent?: AgentChange }, context: Context): Promise<Conversation> {
+    if (this.kernel.readOnly) throw new ReadOnlySession("Creating a conversation");
+    const agent = options?.agent ? applyChange({}, options.agent) : undefined;
+    const id = await waitFor(
+      this.kernel.session.commit((tx) => {
+        const created = tx.createConversation();
+        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
+        return created;
+      }),
+      context,
+    );
+    return this.conversation(id);
+  }
+
+  /** A handle on an existing conversation. */
+  conversation(id: number): Conversation {
+    if (!this.kernel.session.conversations.has(id)) throw new NotFound(`Conversation ${id} does not exist.`);
+    return new Conversation(this, id);
+  }
+
+  /** Reacquires a submission by id (for example after a reopen); `NotFound` when there is none. */
+  async submission(id: number, context: Context): Promise<Submission> {
+    const session = this.kernel.session;
+    const record = session.openSubmissions.get(id) ?? (await waitFor(session.storage.getSubmission(id), context));
+    if (!record) throw new NotFound(`Submission ${id} does not exist.`);
+    return new Submission(this, record.id, record.conversationId);
+  }
+
+  /** Commits `body` in conversation `conversationId` (its new tasks and entries belong there). */
+  commitIn<T>(conversationId: number, body: (tx: Tx) => T, context: Context): Promise<T> {
+    throwIfCancelled(context);
+    if (this.kernel.closed) throw new HarnessClosed();
+    return waitFor(this.kernel.session.commit(body, { conversationId }), context);
   }
 
   /** Runs `work` after every earlier admission has been stored. */
@@ -38,7 +110,7 @@ export class AgentHost {
   /** Resolves once submission `id` is settled (`done` or `unanswered`). */
   settled(id: number, check: () => Promise<SubmissionRecord | undefined>): Promise<SubmissionRecord | undefined> {
     if (this.#closed) return Promise.reject(new HarnessClosed());
-    return this.harness.session
+    return this.kernel.session
       .read(async () => {
         const record = await check();
         if (!record || record.status === "done" || record.status === "unanswered") return { record };
@@ -56,7 +128,7 @@ export class AgentHost {
   feed(conversationId: number, page: number): ConversationFeed {
     const key = `${conversationId}/${page}`;
     let feed = this.#feeds.get(key);
-    if (!feed) this.#feeds.set(key, (feed = new ConversationFeed(this.harness.session, conversationId, page)));
+    if (!feed) this.#feeds.set(key, (feed = new ConversationFeed(this.kernel.session, conversationId, page)));
     return feed;
   }
 
@@ -82,8 +154,9 @@ export class AgentHost {
    * scheduler's fault and its cleanup; clean it now, in one commit.
    */
   async sweep(): Promise<void> {
-    await this.harness.session.commit((tx) => {
-      for (const conversationId of this.harness.session.conversations.keys()) {
+    const session = this.kernel.session;
+    await session.commit((tx) => {
+      for (const conversationId of session.conversations.keys()) {
         const live = readLive(tx, conversationId);
         if (live.run && !tx.task(live.run.taskId)) {
           endRun(tx, conversationId, live.run.taskId, {
@@ -124,7 +197,7 @@ export class AgentHost {
    * "result unavailable".)
    */
   #cleanup(task: TaskRecord): void {
-    if (this.#closed || this.harness.readOnly) return;
+    if (this.#closed || this.kernel.readOnly) return;
     const conversationId = task.conversationId;
     const outcome = task.state.status === "terminal" ? task.state.outcome : undefined;
     const message =
@@ -133,7 +206,7 @@ export class AgentHost {
         : `Task ${task.id} was orphaned (${outcome?.status === "orphaned" ? outcome.reason : "unknown"}).`;
     // Listeners run on the commit line and must not commit there: queue the cleanup behind it.
     queueMicrotask(() => {
-      this.harness.session
+      this.kernel.session
         .commit((tx: Tx) => {
           const live = readLive(tx, conversationId);
           if (task.kind === "pi.generation" && live.run?.taskId === task.id) {
@@ -150,17 +223,8 @@ export class AgentHost {
           }
         })
         .catch((error) => {
-          if (!this.#closed) deliver(this.harness.options.onReport, { kind: "error", error, taskId: task.id });
+          if (!this.#closed) this.kernel.report({ kind: "error", error, taskId: task.id });
         });
     });
   }
-}
-
-const hosts = new WeakMap<Harness, AgentHost>();
-
-/** The agent state of a harness (created at open by `Harness.open`). */
-export function agentHost(harness: Harness): AgentHost {
-  let host = hosts.get(harness);
-  if (!host) hosts.set(harness, (host = new AgentHost(harness)));
-  return host;
 }

@@ -1,6 +1,5 @@
-import "./builtins.ts";
-
 export type { AgentExtension } from "./agent.ts";
+export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
 export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./compaction.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
 export { Conversation, Submission } from "./conversation.ts";

@@ -5,13 +5,14 @@ import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
 import { errorMessage } from "../tasks/scheduler.ts";
-import { defineTask, type RunningTask, type TaskRuntime } from "../tasks/types.ts";
+import type { RunningTask } from "../tasks/types.ts";
 import { type ResolvedAgent, resolveAgent } from "./agent.ts";
 import { toolCallsOf } from "./context.ts";
-import { appendEntry, clearToolProgress, readAgentConfig, readLive, scopeOf, toolKey, writeToolProgress } from "./documents.ts";
+import { appendEntry, clearToolProgress, readLive, writeToolProgress } from "./documents.ts";
 import { LazyProgress } from "./progress.ts";
+import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
 import type { AnyTool, BeforeToolDecision, ToolApi, ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
-import type { AssistantEntryPayload, ToolErrorCode, ToolProgress } from "./types.ts";
+import type { AssistantEntryPayload, ToolErrorCode } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
 /**
@@ -25,7 +26,7 @@ export type ToolCheckpoint = { phase: "call" } | { phase: "execute"; arguments: 
 export type ToolTaskResult = { entryId: number };
 
 type Task = RunningTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>;
-type Runtime = TaskRuntime<ToolCheckpoint, ToolTaskResult>;
+type Runtime = AgentRuntime<ToolCheckpoint, ToolTaskResult>;
 
 /** How a harness-written result ends the task. */
 type Ending =
@@ -33,7 +34,7 @@ type Ending =
   | { status: "failed"; message: string; interrupted?: "interrupted" | "restart_limit" }
   | { status: "aborted" };
 
-export const ToolTask = defineTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>({
+export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>({
   name: "pi.tool",
   version: 1,
   initial: () => ({ phase: "call" }),
@@ -237,7 +238,7 @@ async function settleFromProgress(
   ending: Ending,
   context: Context,
 ): Promise<void> {
-  const progress = runtime.document(scopeOf(task.conversationId), toolKey(task.id)) as ToolProgress | undefined;
+  const progress = runtime.toolProgress(task.id);
   const toolCall: ToolCall = { type: "toolCall", id: task.input.callId, name: task.input.name, arguments: {} };
   await settle(
     task,
@@ -313,11 +314,8 @@ async function readCall(task: Task, runtime: Runtime, context: Context): Promise
   return found;
 }
 
-function currentAgent(task: Task, runtime: Runtime): ResolvedAgent {
-  return resolveAgent(
-    runtime.registry,
-    readAgentConfig((scope, key) => runtime.document(scope, key), task.conversationId),
-  );
+function currentAgent(_task: Task, runtime: Runtime): ResolvedAgent {
+  return resolveAgent(runtime.registry, runtime.agentConfig());
 }
 
 function validate(tool: AnyTool, toolCall: ToolCall, args: Record<string, unknown>): Record<string, unknown> {

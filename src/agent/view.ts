@@ -1,9 +1,9 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../json.ts";
-import type { Session } from "../session/session.ts";
 import { documentKey } from "../session/tx.ts";
 import type { Batch, EntryRecord } from "../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
+import type { AgentSession } from "./kernel.ts";
 import type { AgentConfig, InboxState, LiveState, LiveView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
 
 /** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
@@ -85,7 +85,11 @@ export const DEFAULT_VIEW_PAGE = 200;
  * persisted output, and its status and result entry are derived from the committed tool task and entries
  * (`resultOf` gives the `pi.tool-result` entry a tool task wrote).
  */
-export function viewDocuments(session: Session, conversationId: number, resultOf: (taskId: number) => number | undefined): ViewDocuments {
+export function viewDocuments(
+  session: AgentSession,
+  conversationId: number,
+  resultOf: (taskId: number) => number | undefined,
+): ViewDocuments {
   const scope = scopeOf(conversationId);
   const read = (key: string): Json | undefined => session.documents.get(documentKey(scope, key))?.value;
   const stored = (read(LIVE) as LiveState | undefined) ?? {};
@@ -129,7 +133,7 @@ export function indexToolResults(entries: readonly EntryRecord[], into = new Map
 export class ConversationFeed {
   readonly conversationId: number;
   readonly page: number;
-  readonly #session: Session;
+  readonly #session: AgentSession;
   readonly #listeners = new Set<ViewUpdateListener>();
   /** The newest `page` committed entries. */
   #tail: EntryRecord[] = [];
@@ -138,7 +142,7 @@ export class ConversationFeed {
   #documents: ViewDocuments | undefined;
   readonly ready: Promise<void>;
 
-  constructor(session: Session, conversationId: number, page: number) {
+  constructor(session: AgentSession, conversationId: number, page: number) {
     this.#session = session;
     this.conversationId = conversationId;
     this.page = page;

@@ -10,13 +10,15 @@
  * OPFS database, recovers (a reload is the crash), and resumes scheduling. It is a composition: the
  * runtime-neutral host (src/host/), OPFS storage, Web Locks ownership (./ownership.ts) and comlink (./comlink.ts).
  */
+
+import { createRegistry } from "../agent/builtins.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HarnessHost, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
 import { openSqliteStorage } from "../storage/sqlite/open-storage.ts";
 import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
-import { createRegistry, type Extension, type Registry } from "../tasks/registry.ts";
+import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost } from "./comlink.ts";
 import { webLocksOwnership } from "./ownership.ts";
 

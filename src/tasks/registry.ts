@@ -18,11 +18,12 @@ export function defineExtension<E extends Extension>(extension: E): E {
  */
 export class Registry {
   readonly #extensions = new Map<string, Extension>();
-  readonly #builtins: Extension[];
+  readonly #builtins: readonly Extension[];
   readonly #listeners = new Set<() => void>();
   #tasks = new Map<string, AnyTaskDefinition>();
 
-  constructor(builtins: Extension[] = []) {
+  /** `builtins` come first and cannot be uninstalled (the agent passes its own: see `createRegistry`). */
+  constructor(builtins: readonly Extension[] = []) {
     this.#builtins = builtins;
     this.#rebuild([...builtins]);
   }
@@ -77,16 +78,4 @@ export class Registry {
     }
     this.#tasks = tasks;
   }
-}
-
-/** Builtin extensions registered by layers above the kernel (the agent adds pi.generation, pi.tool, pi.compaction). */
-const builtinExtensions: Extension[] = [];
-
-/** @internal Used by the agent layer to make its tasks part of every registry. */
-export function registerBuiltin(extension: Extension): void {
-  if (!builtinExtensions.some((e) => e.name === extension.name)) builtinExtensions.push(extension);
-}
-
-export function createRegistry(): Registry {
-  return new Registry(builtinExtensions);
 }
