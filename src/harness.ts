@@ -13,8 +13,10 @@ import { documentKey } from "./session/tx.ts";
 import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { Storage } from "./storage/storage.ts";
+import type { TaskInspectionState } from "./tasks/inspect.ts";
+import type { CrashPointHandler, LiveHandler } from "./tasks/options.ts";
 import { Registry } from "./tasks/registry.ts";
-import { type CrashPointHandler, type LiveHandler, Scheduler, type TaskInspectionState } from "./tasks/scheduler.ts";
+import { Scheduler } from "./tasks/scheduler.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */

@@ -28,8 +28,9 @@ export type {
 export type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./storage/sqlite/database.ts";
 export { SqliteStorage } from "./storage/sqlite/storage.ts";
 export type { EntryRange, Row, Storage, StoredState } from "./storage/storage.ts";
+export type { TaskInspectionState } from "./tasks/inspect.ts";
+export type { CrashPointHandler } from "./tasks/options.ts";
 export { defineExtension, type Extension, Registry } from "./tasks/registry.ts";
-export type { CrashPointHandler, TaskInspectionState } from "./tasks/scheduler.ts";
 export {
   type AnyTaskDefinition,
   defineTask,

@@ -1,8 +1,8 @@
 import type { AssistantMessage, Message, UserMessage } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import type { Context } from "../context.ts";
+import { errorMessage } from "../error-message.ts";
 import type { Tx } from "../session/tx.ts";
-import { errorMessage } from "../tasks/scheduler.ts";
 import type { RunningTask } from "../tasks/types.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
 import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "./documents.ts";

@@ -3,6 +3,7 @@ import { HarnessClosed, NotFound, ReadOnlySession } from "../errors.ts";
 import type { Published } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
+import { KeyedWaiters } from "../waiters.ts";
 import { applyChange, Conversation, Submission } from "./conversation.ts";
 import { AGENT, asJson, readLive, scopeOf, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
@@ -20,7 +21,7 @@ import { ConversationFeed, type LiveEvent } from "./view.ts";
  */
 export class AgentHost {
   readonly kernel: AgentKernel;
-  readonly #waiters = new Map<number, Set<{ resolve: (record: SubmissionRecord) => void; reject: (error: unknown) => void }>>();
+  readonly #waiters = new KeyedWaiters<number, SubmissionRecord>();
   /** Views by conversation and page size (`${conversationId}/${page}`). */
   readonly #feeds = new Map<string, ConversationFeed>();
   #admission: Promise<unknown> = Promise.resolve();
@@ -114,12 +115,7 @@ export class AgentHost {
       .read(async () => {
         const record = await check();
         if (!record || record.status === "done" || record.status === "unanswered") return { record };
-        const waiting = new Promise<SubmissionRecord>((resolve, reject) => {
-          let set = this.#waiters.get(id);
-          if (!set) this.#waiters.set(id, (set = new Set()));
-          set.add({ resolve, reject });
-        });
-        return { waiting };
+        return { waiting: this.#waiters.wait(id) };
       })
       .then((result) => ("waiting" in result ? result.waiting : result.record));
   }
@@ -145,8 +141,7 @@ export class AgentHost {
 
   close(): void {
     this.#closed = true;
-    for (const set of this.#waiters.values()) for (const waiter of set) waiter.reject(new HarnessClosed());
-    this.#waiters.clear();
+    this.#waiters.rejectAll(() => new HarnessClosed());
   }
 
   /**
@@ -178,10 +173,7 @@ export class AgentHost {
   #observe({ batch }: Published): void {
     for (const submission of batch.submissions) {
       if (submission.status !== "done" && submission.status !== "unanswered") continue;
-      const waiters = this.#waiters.get(submission.id);
-      if (!waiters) continue;
-      this.#waiters.delete(submission.id);
-      for (const waiter of waiters) waiter.resolve(submission);
+      this.#waiters.resolve(submission.id, () => submission);
     }
     for (const task of batch.tasks) {
       if (task.state.status !== "terminal") continue;

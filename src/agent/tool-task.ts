@@ -1,10 +1,10 @@
 import type { TextContent, Tool, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../context.ts";
+import { errorMessage } from "../error-message.ts";
 import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
-import { errorMessage } from "../tasks/scheduler.ts";
 import type { RunningTask } from "../tasks/types.ts";
 import { type ResolvedAgent, resolveAgent } from "./agent.ts";
 import { toolCallsOf } from "./context.ts";

@@ -3,6 +3,7 @@ import type { Json } from "../json.ts";
 import { isStorageFailure } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { Checkpoint, TaskRecord } from "../storage/records.ts";
+import { retryDelay } from "./timers.ts";
 import type { NextTaskState, TaskRuntime } from "./types.ts";
 
 /**
@@ -25,7 +26,7 @@ export async function commitStored<S extends Checkpoint, R>(
       runtime.report({ kind: "error", error, taskId: runtime.taskId });
       const signal = runtime.signal;
       await new Promise<void>((resolve) => {
-        runtime.setTimer(Math.min(30_000, 100 * 2 ** failures), resolve);
+        runtime.setTimer(retryDelay(failures), resolve);
         signal.addEventListener("abort", () => resolve(), { once: true });
       });
     }

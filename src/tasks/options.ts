@@ -1,0 +1,24 @@
+import type { Clock } from "../clock.ts";
+import type { Context } from "../context.ts";
+import type { ReportHandler } from "../reports.ts";
+import type { ResolvedSettings } from "../settings.ts";
+
+export interface SchedulerOptions {
+  settings: ResolvedSettings;
+  clock: Clock;
+  onReport?: ReportHandler;
+  models?: unknown;
+  env?: (conversationId: number, context: Context) => unknown;
+  crashPoint?: CrashPointHandler;
+  /** Receives what running tasks show live (`runtime.live`): not stored, gone in a crash. */
+  onLive?: LiveHandler;
+}
+
+/** Gets a running task's live event (for example a partial answer) the moment the task reports it. */
+export type LiveHandler = (live: { taskId: number; conversationId: number; event: unknown }) => void;
+
+/**
+ * Called at every named crash point. Return (or resolve) to go on; a test that wants to crash there copies
+ * the database (or tells the page to reload) and never resolves.
+ */
+export type CrashPointHandler = (name: string, at: { taskId: number; taskKind: string; conversationId: number }) => void | Promise<void>;

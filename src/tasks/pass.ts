@@ -1,0 +1,145 @@
+import type { Clock } from "../clock.ts";
+import type { Tx } from "../session/tx.ts";
+import type { ResolvedSettings } from "../settings.ts";
+import type { Checkpoint } from "../storage/records.ts";
+import { type Invocation, type Mode, newInvocation } from "./invocation.ts";
+import { isLive, type LiveIndex } from "./live-index.ts";
+import type { DefinitionResolver } from "./resolve.ts";
+import { fault, finalRecord, hasIntent, mark, ownerHasIntent, take, terminate } from "./transitions.ts";
+
+/** Invocations started per scheduling pass (one commit); the next pass follows at once. */
+const RESERVATION_BATCH = 256;
+
+export interface PassOptions {
+  readonly index: LiveIndex;
+  readonly resolver: DefinitionResolver;
+  /** The invocations running now; a pass adds the ones it reserves. */
+  readonly invocations: Map<number, Invocation>;
+  readonly clock: Clock;
+  readonly settings: ResolvedSettings;
+}
+
+/**
+ * One scheduling pass, inside one commit: reconcile the candidates (cascades, failFast, finalization), then
+ * reserve invocations for the tasks that can run, at most `RESERVATION_BATCH` per pass. The candidates a full
+ * pass leaves are kept, reconciled and in order, for the next one.
+ */
+export class SchedulingPass {
+  readonly #options: PassOptions;
+  /** Candidates a full pass left for the next one: reconciled already, in id order. */
+  #deferred: number[] = [];
+
+  constructor(options: PassOptions) {
+    this.#options = options;
+  }
+
+  get hasDeferred(): boolean {
+    return this.#deferred.length > 0;
+  }
+
+  /** Runs a pass over `ids` (and the deferred ones), `failed` the failed outcomes seen; fills `started`. */
+  run(tx: Tx, ids: number[], failed: number[], started: Invocation[]): void {
+    const { index, resolver, invocations, clock, settings } = this.#options;
+    const candidates = new Set(ids);
+    this.#reconcile(tx, candidates, failed);
+    const now = clock.now();
+    // Reconciled candidates, merged with the ones an earlier pass deferred (already reconciled, in order).
+    const ordered = mergeSorted(
+      [...candidates].sort((a, b) => a - b),
+      this.#deferred,
+    );
+    this.#deferred = [];
+    for (let position = 0; position < ordered.length; position++) {
+      const id = ordered[position]!;
+      if (started.length >= RESERVATION_BATCH) {
+        // Start this batch before reserving more: after a crash with thousands of tasks, the first ones
+        // resume while the rest are still being reserved. The rest go round again at once, without being
+        // reconciled or sorted again (each pass stays proportional to its batch, not to the backlog).
+        this.#deferred = ordered.slice(position);
+        break;
+      }
+      const task = tx.task(id);
+      if (!task || invocations.has(id)) continue;
+      const status = task.state.status;
+      // A running task without an invocation is one whose run ended on an abort mark or at a definition
+      // handover: it is taken again (in abort mode, or under the new definition) without a new write.
+      if (status === "completing" || status === "terminal") continue;
+      if (status === "waiting" && task.state.on.some((member) => isLive(tx, member))) continue;
+      // An abort mark does not wait for the sleep (or retry backoff) to end: the abort runs now (B1).
+      if (status === "sleeping" && task.state.until > now && !task.abortRequested) continue;
+      const mode: Mode = task.abortRequested ? "abort" : "run";
+      if (mode === "abort" && index.hasLiveOwnedWork(tx, id)) continue;
+      if (mode === "run" && ownerHasIntent(tx, task)) continue;
+      const resolution = resolver.resolve(task);
+      if (!resolution.ok) {
+        if (mode === "abort") terminate(tx, index, task, { status: "orphaned", reason: resolution.reason });
+        continue;
+      }
+      let record = task;
+      if (resolution.migrated) {
+        record = { ...task, version: resolution.definition.version, input: resolution.migrated.input };
+      }
+      const checkpoint = resolution.migrated?.checkpoint ?? (task.state as { checkpoint: Checkpoint }).checkpoint;
+      let invocationMode: Mode = mode;
+      const limit = settings.restartLimit;
+      const restarts = record.restarts ?? 0;
+      // S6 (B6): the limit also holds for the abort handler, and for onRestartLimit itself (which runs at
+      // `restarts === limit`; one more cut-off means it is the handler that kills the process).
+      const handler = mode === "abort" ? "abort handler" : resolution.definition.onRestartLimit ? "restart-limit handler" : undefined;
+      if ((mode === "abort" && restarts >= limit) || (mode === "run" && restarts >= limit && (!handler || restarts > limit))) {
+        const cut = mode === "abort" || restarts > limit ? `'s ${handler}` : "";
+        const message = `Task ${record.id} (${record.kind})${cut} was cut off ${restarts} times in a row without progress; the restart limit is ${limit}, so it was not run again.`;
+        fault(tx, index, record, "restart_limit", message);
+        continue;
+      }
+      if (mode === "run" && restarts >= limit) invocationMode = "limit";
+      take(tx, task, record, checkpoint, now);
+      const invocation = newInvocation(record, resolution.definition, invocationMode);
+      invocations.set(record.id, invocation);
+      started.push(invocation);
+    }
+  }
+
+  #reconcile(tx: Tx, candidates: Set<number>, failed: number[]): void {
+    const { index } = this.#options;
+    // failFast: a failed member marks the other live members of every failFast wait it belongs to.
+    const queue = [...candidates];
+    for (const id of failed) {
+      for (const waiterId of index.waitersOn(id)) {
+        const waiter = tx.task(waiterId);
+        if (waiter?.state.status !== "waiting" || waiter.state.policy !== "failFast") continue;
+        for (const member of waiter.state.on) mark(tx, member, queue);
+        candidates.add(waiterId);
+      }
+    }
+    // Cascades and finalization, to a fixpoint: marking a child may free an owner, finalizing may free its owner.
+    while (queue.length > 0) {
+      const id = queue.pop()!;
+      const task = tx.task(id);
+      if (!task) continue;
+      candidates.add(id);
+      if (hasIntent(task)) {
+        for (const child of index.liveChildren(tx, id)) mark(tx, child, queue);
+      }
+      if (task.state.status === "completing" && !index.hasLiveOwnedWork(tx, id)) {
+        tx.putTask(finalRecord(tx, task, task.state.outcome));
+        if (task.owner !== undefined) queue.push(task.owner);
+        for (const waiter of index.waitersOn(id)) queue.push(waiter);
+      }
+    }
+  }
+}
+
+/** Merges two ascending id lists, dropping duplicates. */
+function mergeSorted(a: number[], b: number[]): number[] {
+  if (b.length === 0) return a;
+  if (a.length === 0) return b;
+  const out: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const next = j >= b.length || (i < a.length && a[i]! <= b[j]!) ? a[i++]! : b[j++]!;
+    if (out[out.length - 1] !== next) out.push(next);
+  }
+  return out;
+}
