@@ -15,16 +15,18 @@
  *   revives it.
  * - It serves the same client API as the browser worker — the runtime-neutral host of src/host/ — over a
  *   WebSocket (the hibernation API: the object may sleep while pages stay connected) and over HTTP
- *   (`POST /rpc` with `{ method, args }`). A WebSocket that outlived the instance it subscribed on is closed
- *   when the object starts again (code 1012): its subscriptions lived in that memory, so the page reconnects
- *   and subscribes again (`connectHarness(url)` does).
+ *   (`POST /rpc` with `{ method, args }`). Each socket's subscriptions are kept in its attachment, so when the
+ *   object wakes from hibernation (a page's message, the alarm) they are subscribed again and the page goes on
+ *   hearing without reconnecting; each sends its current value first (a status, a task graph, a view
+ *   snapshot). Subscriptions too large for an attachment make that page reconnect instead (code 1012). A crash
+ *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  */
 import { systemClock } from "../clock.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
-import { type ClientMessage, type MessageConnection, serveMessages } from "../host/messages.ts";
+import { type ClientMessage, type HeldSubscription, type MessageConnection, serveMessages } from "../host/messages.ts";
 import type { HarnessHost } from "../host/protocol.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
@@ -37,6 +39,14 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   methods?: Record<string, HostMethod>;
   /** Whether a client may arm crash points (test hooks). Default false on an object. */
   crashPoints?: boolean;
+}
+
+/** What a page's socket carries through a hibernation: the subscriptions it holds on this object. */
+interface Attachment {
+  version: 1;
+  subscriptions?: HeldSubscription[];
+  /** They did not fit in an attachment: the page reconnects after a hibernation. */
+  overflow?: true;
 }
 
 /** The WebSocket close code that tells a page the object started again and it should reconnect. */
@@ -88,10 +98,11 @@ export class HarnessObject<Env = unknown> {
     this.host = served.host;
     this.#endpoint = hostEndpoint(served.host);
     if (onReport) void served.host.onReport(onReport);
-    // Pages still connected from an earlier instance subscribed in its memory: have them reconnect.
-    for (const socket of ctx.getWebSockets?.() ?? []) socket.close(RESTARTED, "The object started again: reconnect to subscribe again.");
     this.ready = ctx.blockConcurrencyWhile(async () => {
       const harness = await served.ready;
+      // Pages still connected from an earlier instance (the object hibernated while they stayed): their
+      // subscriptions come back from each socket's attachment, so they go on hearing without reconnecting.
+      for (const socket of ctx.getWebSockets?.() ?? []) this.#restore(socket);
       this.#alarmAt = (await ctx.storage.getAlarm()) ?? undefined;
       harness.session.subscribe(({ batch }) => {
         // A commit that leaves every task it wrote busy (a checkpoint, say) cannot move an alarm that is already
@@ -146,19 +157,51 @@ export class HarnessObject<Env = unknown> {
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
   async webSocketMessage(socket: HibernatableWebSocket, message: string | ArrayBuffer): Promise<void> {
     await this.serve(() => {
-      let connection = this.#connections.get(socket);
-      if (!connection) {
-        connection = serveMessages(this.#endpoint, (reply) => {
-          try {
-            socket.send(JSON.stringify(reply));
-          } catch {
-            // The page is gone (or the socket was closed at a restart): its subscriptions end with the close.
-          }
-        });
-        this.#connections.set(socket, connection);
-      }
+      const connection = this.#connections.get(socket) ?? this.#connect(socket);
       connection.receive(JSON.parse(typeof message === "string" ? message : new TextDecoder().decode(message)) as ClientMessage);
     });
+  }
+
+  /** Serves a page's socket; the subscriptions it holds are kept in the socket's attachment. */
+  #connect(socket: HibernatableWebSocket): MessageConnection {
+    const connection = serveMessages(
+      this.#endpoint,
+      (reply) => {
+        try {
+          socket.send(JSON.stringify(reply));
+        } catch {
+          // The page is gone: its subscriptions end with the close.
+        }
+      },
+      {
+        onSubscriptions: (held) => {
+          try {
+            socket.serializeAttachment({ version: 1, subscriptions: held } satisfies Attachment);
+          } catch {
+            // Larger than an attachment may be (2 KB): after a hibernation this page reconnects instead.
+            socket.serializeAttachment({ version: 1, overflow: true } satisfies Attachment);
+          }
+        },
+      },
+    );
+    this.#connections.set(socket, connection);
+    return connection;
+  }
+
+  /** A socket that outlived the instance it subscribed on: subscribe again what it held, or have it reconnect. */
+  #restore(socket: HibernatableWebSocket): void {
+    let attachment: Attachment | undefined;
+    try {
+      attachment = socket.deserializeAttachment() as Attachment | undefined;
+    } catch {
+      attachment = undefined;
+    }
+    if (attachment && attachment.version === 1 && !attachment.overflow) {
+      this.#connect(socket).restore(attachment.subscriptions ?? []);
+    } else if (attachment) {
+      socket.close(RESTARTED, "The object started again: reconnect to subscribe again.");
+    }
+    // No attachment: the page never subscribed; its next message is served as it comes.
   }
 
   /** The page went away: its subscriptions end. */

@@ -36,17 +36,61 @@ export interface MessageConnection {
   receive(message: ClientMessage): void;
   /** The page is gone: drops every listener it subscribed. */
   close(): void;
+  /**
+   * Subscribes again, under the page's own ids, what an earlier instance of the host held for this connection
+   * (a Durable Object woken from hibernation while the page stayed connected). No answers go out: the page has
+   * them; the first values of each subscription (a status, a snapshot) do.
+   */
+  restore(subscriptions: readonly HeldSubscription[]): void;
+}
+
+/** A subscription a connection holds, as the page asked for it. */
+export interface HeldSubscription {
+  id: number;
+  method: string;
+  args: unknown[];
+}
+
+export interface ServeMessagesOptions {
+  /** Called with every subscription the connection holds whenever that set changes (to keep it elsewhere). */
+  onSubscriptions?: (held: HeldSubscription[]) => void;
 }
 
 /** Serves one connection's messages from `endpoint` (its subscriptions end with `close()`). */
-export function serveMessages(endpoint: HostEndpoint, send: (message: HostMessage) => void): MessageConnection {
+export function serveMessages(
+  endpoint: HostEndpoint,
+  send: (message: HostMessage) => void,
+  options: ServeMessagesOptions = {},
+): MessageConnection {
   /** The page's subscription ids to the endpoint's (a promise while subscribing). */
   const subscriptions = new Map<number, Promise<number | undefined>>();
+  const held = new Map<number, HeldSubscription>();
+  const changed = () => options.onSubscriptions?.([...held.values()]);
   const fail = (id: number) => (error: unknown) => send({ type: "error", id, error: serializeError(error) });
   const unsubscribe = (id: number) => {
     const subscribed = subscriptions.get(id);
     subscriptions.delete(id);
+    if (held.delete(id)) changed();
     void subscribed?.then((own) => own !== undefined && endpoint.unsubscribe(own));
+  };
+  const subscribe = (subscription: HeldSubscription, answer: boolean) => {
+    const { id, method, args } = subscription;
+    const emit = (value: unknown) => send({ type: "event", id, value });
+    const subscribed = endpoint.subscribe(method, args, emit).then(
+      (own) => {
+        if (answer) send({ type: "result", id, value: null });
+        if (subscriptions.get(id) !== subscribed) return own; // unsubscribed meanwhile: that ends it once it resolves
+        held.set(id, { id, method, args });
+        changed();
+        return own;
+      },
+      (error: unknown) => {
+        subscriptions.delete(id);
+        fail(id)(error);
+        return undefined;
+      },
+    );
+    subscriptions.set(id, subscribed);
   };
   return {
     receive(message) {
@@ -54,25 +98,16 @@ export function serveMessages(endpoint: HostEndpoint, send: (message: HostMessag
       if (message.type === "call") {
         endpoint.call(message.method, message.args).then((value) => send({ type: "result", id, value }), fail(id));
       } else if (message.type === "subscribe") {
-        const emit = (value: unknown) => send({ type: "event", id, value });
-        const subscribed = endpoint.subscribe(message.method, message.args, emit).then(
-          (own) => {
-            send({ type: "result", id, value: null });
-            return own;
-          },
-          (error: unknown) => {
-            subscriptions.delete(id);
-            fail(id)(error);
-            return undefined;
-          },
-        );
-        subscriptions.set(id, subscribed);
+        subscribe({ id, method: message.method, args: message.args }, true);
       } else {
         unsubscribe(id);
       }
     },
     close() {
       for (const id of [...subscriptions.keys()]) unsubscribe(id);
+    },
+    restore(earlier) {
+      for (const subscription of earlier) if (!subscriptions.has(subscription.id)) subscribe(subscription, false);
     },
   };
 }

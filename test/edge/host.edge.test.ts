@@ -14,7 +14,7 @@ afterAll(() => edge?.dispose());
 type Listener = (event?: { data: unknown }) => void;
 
 /** A WebSocket to an object through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
-function objectSocket(name: string, object: "counter" | "demo" = "counter"): SocketLike {
+function objectSocket(name: string, object: "counter" | "demo" | "hibernating" = "counter"): SocketLike {
   const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
   const fire = (type: string, event?: { data: unknown }) => {
     for (const listener of listeners[type]!) listener(event);
@@ -72,6 +72,34 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     expect((await client.waitForTask(second)).state).toMatchObject({ status: "terminal" });
     expect(client.status.kind).toBe("ready");
   });
+
+  it("a page stays connected while the object hibernates: the call that wakes it is answered, and its subscriptions go on", async () => {
+    let sockets = 0;
+    const connect = () => {
+      sockets += 1;
+      return objectSocket("idle", "hibernating");
+    };
+    const client = new HarnessClient({ url: "ws://edge/hibernating/idle", connect });
+    await client.ready();
+    const graphs: Inspection[] = [];
+    await client.watchTasks((inspection: Inspection) => void graphs.push(inspection));
+    const first = await client.call("instance");
+
+    // workerd evicts an object that has had nothing to do for about ten seconds; its hibernatable sockets stay
+    // open. Wait in silence (any message would keep it in memory), then ask again, until a new instance answers.
+    let woken = first;
+    for (let round = 0; round < 4 && woken === first; round++) {
+      await pause(11_000);
+      woken = await client.call("instance");
+    }
+    expect(woken).not.toBe(first);
+    expect(sockets).toBe(1); // no reconnect: the socket outlived the instance
+
+    // The subscription made on the first instance was made again from the socket's attachment.
+    const id = await client.createTask("example.counter", { to: 2 });
+    await until(() => graphs.some((graph) => graph.tasks.some((task) => task.record.id === id)), "the task in the kept subscription");
+    expect((await client.waitForTask(id)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 2" } });
+  }, 90_000);
 
   it("POST /rpc answers a call with its value, and a bad call with the library's error", async () => {
     const rpc = async (method: string, ...args: unknown[]) =>

@@ -38,7 +38,7 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo";
+export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -75,6 +75,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         CRASHER: sqliteObject("CrasherObject"),
         AGENT: sqliteObject("AgentObject"),
         DEMO: sqliteObject("DemoObject"),
+        HIBERNATING: sqliteObject("HibernatingObject"),
       },
     });
   let mf = options();

@@ -14,6 +14,7 @@ import {
   type Model,
   type Context as ModelContext,
 } from "@earendil-works/pi-ai";
+import { counterTask } from "../../examples/counter-task.ts";
 import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
 import {
   BACKGROUND_CONTEXT as BACKGROUND,
@@ -117,6 +118,22 @@ function encode(value: unknown): unknown {
 
 export { CounterObject } from "../../examples/counter-object.ts";
 export { DemoObject } from "../../worker/edge-object.ts";
+
+/**
+ * The hibernation test's object: its client API names the instance serving it (`client.call("instance")`), and it
+ * runs the counter, printing as `<name>: tick n`.
+ */
+export class HibernatingObject extends HarnessObject<Env> {
+  constructor(ctx: DurableObjectState, env: Env) {
+    const instance = crypto.randomUUID();
+    const name = ctx.id.name ?? ctx.id.toString();
+    const print = (line: string) => env.PRINT.fetch("http://print/", { method: "POST", body: `${name}: ${line}` }).then(() => {});
+    super(ctx, env, () => ({
+      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
+      methods: { instance: () => instance },
+    }));
+  }
+}
 
 /** Sleeping tasks: `/sleep?ms=` creates one that sleeps that long (a durable `sleepUntil`), then prints "awake". */
 export class SleeperObject extends HarnessObject<Env> {
