@@ -60,8 +60,17 @@ async function screenshots(page: Page, name: string): Promise<void> {
 }
 
 describe("the live channel", () => {
-  it("S9: the partial answer is on screen before it is committed, in many small updates, with the default persistWithinMs", async () => {
+  it("S9: the partial answer is on screen before it is committed, in many small updates, with the default persistWithinMs; each live frame carries only the new text", async () => {
     const page = await openApp();
+    // The raw frames of a second subscription, as the worker sends them.
+    await page.evaluate(async () => {
+      const frames: string[] = [];
+      (globalThis as { e2eFrames?: string[] }).e2eFrames = frames;
+      const client = pi.client;
+      await client.watchConversationUpdates(await client.rootConversation(), (update) => {
+        if (update.type === "live" && update.answer) frames.push(JSON.stringify(update.answer));
+      });
+    });
     // Every text the streamed answer shows, in order, as the page's DOM changes.
     await page.evaluate(() => {
       const seen: string[] = [];
@@ -86,6 +95,24 @@ describe("the live channel", () => {
     expect(texts.length).toBeGreaterThan(20);
     for (const [index, text] of texts.entries())
       if (index > 0) expect(text.startsWith(texts[index - 1]!), "the partial only grows").toBe(true);
+
+    // The first frame of the answer is whole; every later one appends to the text the page holds.
+    const frames = (await page.evaluate(() => (globalThis as { e2eFrames?: string[] }).e2eFrames ?? [])).map(
+      (json) => JSON.parse(json) as { message?: { content: Array<{ text?: string }> }; grown?: { at: number; text: string } },
+    );
+    expect(frames[0]?.message).toBeDefined();
+    let received = "";
+    for (const frame of frames) {
+      if (frame.message) received = frame.message.content.map((part) => part.text ?? "").join("");
+      else if (frame.grown) {
+        expect(frame.grown.at).toBe(received.length);
+        received += frame.grown.text;
+      }
+      expect(STORY.startsWith(received)).toBe(true);
+    }
+    const appends = frames.filter((frame) => frame.grown);
+    expect(appends.length).toBeGreaterThan(20);
+    expect(Math.max(...appends.map((frame) => JSON.stringify(frame).length))).toBeLessThan(STORY.length / 4);
   });
 
   it("S9: after a reload mid-answer the page shows only committed text: the aborted partial as committed, a countdown to the retry (screenshots)", async () => {

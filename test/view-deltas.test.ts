@@ -1,3 +1,4 @@
+import type { AssistantMessage } from "@earendil-works/pi-ai";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -204,30 +205,266 @@ describe("views as deltas", () => {
 });
 
 describe("live frames", () => {
-  it("at most one live message per frame: the first goes at once, what comes during the frame is merged to the newest and sent when it ends; commits pass at once", () => {
+  const message = (...texts: string[]) =>
+    ({ role: "assistant", content: texts.map((text) => ({ type: "text", text })), stopReason: "stop" }) as unknown as AssistantMessage;
+  const answerOf = (...texts: string[]) => ({ taskId: 1, attempt: 1, message: message(...texts) });
+
+  /** A manual pace: the test moves the clock and fires the timer. */
+  function manualPace() {
+    const timers: Array<{ at: number; callback: () => void }> = [];
+    const pace = {
+      frameMs: 16,
+      time: 0,
+      now: () => pace.time,
+      setTimer: (ms: number, callback: () => void) => void timers.push({ at: pace.time + ms, callback }),
+      /** Moves the clock to `time`, firing the timers due by then. */
+      advanceTo(time: number) {
+        pace.time = time;
+        for (const timer of timers.filter((candidate) => candidate.at <= time)) {
+          timers.splice(timers.indexOf(timer), 1);
+          timer.callback();
+        }
+      },
+      timers,
+    };
+    return pace;
+  }
+
+  it("at most one live frame per frame: one goes at once when the last left a frame ago, else it waits only for the rest of that frame, merged with what else came; commits pass at once", () => {
     const sent: ConversationViewUpdate[] = [];
-    const frames: Array<() => void> = [];
-    const listener = coalesceLiveFrames(
-      (update) => sent.push(update),
-      (callback) => frames.push(callback),
-    );
-    const message = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] }) as never;
-    const answer = (text: string) => ({ taskId: 1, attempt: 1, message: message(text) });
-    listener({ type: "live", answer: answer("H") });
-    expect(sent).toEqual([{ type: "live", answer: answer("H") }]); // the line was idle: no wait
-    for (const text of ["He", "Hel"]) listener({ type: "live", answer: answer(text) });
+    const pace = manualPace();
+    const listener = coalesceLiveFrames((update) => sent.push(update), pace);
+    const store = new ConversationViewStore();
+    const snapshot = {
+      type: "snapshot" as const,
+      conversationId: 1,
+      entries: [],
+      hasOlder: false,
+      inbox: { items: [] },
+      usage: { models: {} },
+      agent: {},
+      busy: true,
+      live: {
+        run: { taskId: 1, inputs: [1], startedAt: 0 },
+        generation: { attempt: 1 },
+        tools: [5, 6].map((taskId) => ({ callId: `c${taskId}`, name: "t", taskId, status: "running" as const })),
+      },
+    };
+    listener(snapshot);
+    listener({ type: "live", answer: answerOf("H") });
+    expect(sent).toHaveLength(2); // the line was idle: no wait
+    pace.advanceTo(5);
+    for (const text of ["He", "Hel"]) listener({ type: "live", answer: answerOf(text) });
     listener({ type: "live", tools: { 5: "a" } });
     listener({ type: "live", tools: { 6: "b" } });
     listener({ type: "commit", inbox: { items: [] } });
-    expect(sent.slice(1)).toEqual([{ type: "commit", inbox: { items: [] } }]);
-    expect(frames).toHaveLength(1);
-    frames.shift()!();
-    expect(sent[2]).toEqual({ type: "live", answer: answer("Hel"), tools: { 5: "a", 6: "b" } });
-    expect(frames).toHaveLength(1); // a frame that sent something is followed by another cooldown
-    frames.shift()!();
-    expect(sent).toHaveLength(3);
-    expect(frames).toHaveLength(0); // idle again
+    expect(sent.slice(2)).toEqual([{ type: "commit", inbox: { items: [] } }]);
+    expect(pace.timers.map((timer) => timer.at)).toEqual([16]); // the rest of the frame, not a whole one
+    pace.advanceTo(16);
+    expect(sent).toHaveLength(4);
+    for (const update of sent) store.apply(update);
+    expect(store.state!.streaming).toEqual({ answer: answerOf("Hel"), tools: { 5: "a", 6: "b" } });
+    pace.advanceTo(40);
     listener({ type: "live", tools: { 5: "ab" } });
-    expect(sent[3]).toEqual({ type: "live", tools: { 5: "ab" } });
+    expect(sent).toHaveLength(5); // a frame after the last one ended goes at once
+    expect(sent[4]).toEqual({ type: "live", tools: { 5: { at: 1, text: "b" } } });
+    expect(pace.timers).toHaveLength(0);
+  });
+
+  it("a frame that had to wait does not make the next chunk wait: a frame counts from its newest chunk's arrival, not from a late timer", () => {
+    const sent: ConversationViewUpdate[] = [];
+    const pace = manualPace();
+    const listener = coalesceLiveFrames((update) => sent.push(update), pace);
+    listener({
+      type: "snapshot",
+      conversationId: 1,
+      entries: [],
+      hasOlder: false,
+      inbox: { items: [] },
+      usage: { models: {} },
+      agent: {},
+      busy: true,
+      live: {},
+    });
+    listener({ type: "live", tools: { 5: "a" } }); // at 0: at once
+    pace.time = 10;
+    listener({ type: "live", tools: { 5: "ab" } }); // waits for the rest of the frame
+    pace.advanceTo(21); // the timer fires late (a busy worker)
+    expect(sent).toHaveLength(3);
+    pace.time = 26.5; // a chunk's pace later than the one sent at 21
+    listener({ type: "live", tools: { 5: "abc" } });
+    expect(sent).toHaveLength(4);
+    expect(sent[3]).toEqual({ type: "live", tools: { 5: { at: 2, text: "c" } } });
+  });
+
+  it("frames carry only what is new: each frame's size follows the text it adds, not the answer so far", () => {
+    const sent: ConversationViewUpdate[] = [];
+    const listener = coalesceLiveFrames((update) => sent.push(update));
+    const store = new ConversationViewStore();
+    listener({
+      type: "snapshot",
+      conversationId: 1,
+      entries: [],
+      hasOlder: false,
+      inbox: { items: [] },
+      usage: { models: {} },
+      agent: {},
+      busy: true,
+      live: { run: { taskId: 1, inputs: [1], startedAt: 0 }, generation: { attempt: 1 } },
+    });
+    let text = "";
+    for (let chunk = 0; chunk < 500; chunk++) {
+      text += "word ";
+      listener({ type: "live", answer: answerOf(text) });
+    }
+    for (const update of sent) store.apply(update);
+    expect(store.state!.streaming!.answer).toEqual(answerOf(text));
+    const sizes = sent.slice(2).map((update) => JSON.stringify(update).replace(/\d+/g, "0").length); // offsets aside
+    expect(new Set(sizes).size).toBe(1); // every frame after the first is the same small append
+    expect(sizes[0]! * 10).toBeLessThan(JSON.stringify(answerOf(text)).length);
+  });
+
+  type Step =
+    | { kind: "grow"; block: number; text: string }
+    | { kind: "block"; type: "text" | "thinking" | "toolCall"; text: string }
+    | { kind: "rewrite"; block: number; text: string }
+    | { kind: "fields"; stopReason: string }
+    | { kind: "attempt" }
+    | { kind: "tool"; taskId: number; text: string; reset: boolean }
+    | { kind: "end-tool"; taskId: number }
+    | { kind: "send" };
+
+  const step: fc.Arbitrary<Step> = fc.oneof(
+    {
+      weight: 5,
+      arbitrary: fc.record({ kind: fc.constant("grow" as const), block: fc.nat(3), text: fc.string({ minLength: 1, maxLength: 5 }) }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant("block" as const),
+        type: fc.constantFrom("text" as const, "thinking" as const, "toolCall" as const),
+        text: fc.string({ maxLength: 4 }),
+      }),
+    },
+    fc.record({ kind: fc.constant("rewrite" as const), block: fc.nat(3), text: fc.string({ maxLength: 4 }) }),
+    fc.record({ kind: fc.constant("fields" as const), stopReason: fc.constantFrom("stop", "toolUse", "length") }),
+    fc.record({ kind: fc.constant("attempt" as const) }),
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant("tool" as const),
+        taskId: fc.integer({ min: 5, max: 7 }),
+        text: fc.string({ minLength: 1, maxLength: 4 }),
+        reset: fc.boolean(),
+      }),
+    },
+    fc.record({ kind: fc.constant("end-tool" as const), taskId: fc.integer({ min: 5, max: 7 }) }),
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant("send" as const) }) },
+  );
+
+  it("applied in order, the frames of a subscription give the receiver exactly the newest text: appends, new and rewritten blocks, another attempt, tools that start over or end (property)", () => {
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 40 }), (steps) => {
+        const sent: ConversationViewUpdate[] = [];
+        const pace = manualPace();
+        const listener = coalesceLiveFrames((update) => sent.push(update), pace);
+        const decoder = new ConversationViewStore();
+        let attempt = 1;
+        let content: Array<Record<string, unknown>> = [{ type: "text", text: "" }];
+        let stopReason = "stop";
+        const outputs = new Map<number, string>();
+        const running = new Set<number>([5, 6, 7]);
+        const live = () => ({
+          run: { taskId: 1, inputs: [1], startedAt: 0 },
+          generation: { attempt },
+          tools: [5, 6, 7].map((taskId) => ({
+            callId: `c${taskId}`,
+            name: "t",
+            taskId,
+            status: running.has(taskId) ? ("running" as const) : ("done" as const),
+          })),
+        });
+        listener({
+          type: "snapshot",
+          conversationId: 1,
+          entries: [],
+          hasOlder: false,
+          inbox: { items: [] },
+          usage: { models: {} },
+          agent: {},
+          busy: true,
+          live: live(),
+        });
+        const current = () => ({
+          taskId: 1,
+          attempt,
+          message: { role: "assistant", content: structuredClone(content), stopReason } as unknown as AssistantMessage,
+        });
+        for (const [index, next] of steps.entries()) {
+          pace.advanceTo(index * 7); // frames coalesce about every other step
+          if (next.kind === "send") continue;
+          if (next.kind === "tool") {
+            if (!running.has(next.taskId)) continue;
+            const output = (next.reset ? "" : (outputs.get(next.taskId) ?? "")) + next.text;
+            outputs.set(next.taskId, output);
+            listener({ type: "live", tools: { [next.taskId]: output } });
+            continue;
+          }
+          if (next.kind === "end-tool") {
+            running.delete(next.taskId);
+            listener({ type: "commit", live: live() });
+            continue;
+          }
+          if (next.kind === "grow") {
+            const block = content[next.block % content.length]!;
+            if (block.type === "toolCall")
+              block.arguments = { value: `${String((block.arguments as { value: string }).value)}${next.text}` };
+            else block[block.type === "text" ? "text" : "thinking"] += next.text;
+          } else if (next.kind === "block")
+            content.push(
+              next.type === "toolCall"
+                ? { type: "toolCall", id: `t${content.length}`, name: "t", arguments: { value: next.text } }
+                : { type: next.type, [next.type === "text" ? "text" : "thinking"]: next.text },
+            );
+          else if (next.kind === "rewrite") content[next.block % content.length] = { type: "text", text: next.text };
+          else if (next.kind === "fields") stopReason = next.stopReason;
+          else {
+            attempt += 1;
+            content = [{ type: "text", text: "" }];
+            listener({ type: "commit", live: live() });
+          }
+          listener({ type: "live", answer: current() });
+        }
+        pace.advanceTo(steps.length * 7 + 16);
+        for (const update of sent) decoder.apply(update);
+        const received = (decoder as unknown as { state: ConversationViewState }).state;
+        expect(received.streaming?.answer ?? current()).toEqual(current());
+        for (const [taskId, output] of outputs) if (running.has(taskId)) expect(received.streaming?.tools?.[taskId]).toBe(output);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a frame of appended text that does not fit what the receiver holds is dropped, not shown garbled", () => {
+    const base = { conversationId: 1, entries: [], inbox: { items: [] }, usage: { models: {} }, agent: {}, hasOlder: false };
+    const state = applyViewUpdate(undefined, {
+      type: "snapshot",
+      ...base,
+      busy: true,
+      live: { run: { taskId: 1, inputs: [1], startedAt: 0 }, generation: { attempt: 1 } },
+    });
+    const next = applyViewUpdate(state, {
+      type: "live",
+      answer: { taskId: 1, attempt: 1, size: 1, grown: { index: 0, at: 3, text: "lo" }, from: 1, blocks: [] },
+    });
+    expect(next.streaming).toBeUndefined();
+    const shown = applyViewUpdate(state, { type: "live", answer: answerOf("Hel") });
+    expect(
+      applyViewUpdate(shown, {
+        type: "live",
+        answer: { taskId: 1, attempt: 1, size: 1, grown: { index: 0, at: 3, text: "lo" }, from: 1, blocks: [] },
+      }).streaming?.answer,
+    ).toEqual(answerOf("Hello"));
   });
 });

@@ -5,7 +5,8 @@ export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
 export { Conversation, Submission } from "./conversation.ts";
 export { scopeOf as conversationScope } from "./documents.ts";
 export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./generation.ts";
-export { coalesceLiveFrames, type RequestFrame } from "./live-frames.ts";
+export type { AnswerDelta, LiveFrame, ToolFrame } from "./live-delta.ts";
+export { coalesceLiveFrames, type LivePace } from "./live-frames.ts";
 export {
   type AgentHooks,
   type AnyTool,

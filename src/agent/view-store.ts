@@ -1,6 +1,7 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { ViewUpdateOutOfOrder } from "../errors.ts";
 import type { EntryRecord } from "../storage/records.ts";
+import { LiveFrameDecoder } from "./live-delta.ts";
 import {
   type ConversationViewState,
   type ConversationViewUpdate,
@@ -15,14 +16,26 @@ import {
  * A snapshot replaces everything; a commit appends its entries and replaces the documents it carries; a live
  * frame replaces the streaming text it carries. Streaming text is kept only while it is ahead of the
  * committed view of the same answer attempt or running tool, so each commit supersedes what it covers.
+ * A frame of appended text builds on `state.streaming`; a `ConversationViewStore` keeps what it received
+ * instead, so it can follow such frames also after a commit covered the text they build on.
  */
 export function applyViewUpdate(state: ConversationViewState | undefined, update: ConversationViewUpdate): ConversationViewState {
+  return applyWith(new LiveFrameDecoder(state?.streaming), state, update);
+}
+
+function applyWith(
+  received: LiveFrameDecoder,
+  state: ConversationViewState | undefined,
+  update: ConversationViewUpdate,
+): ConversationViewState {
   if (update.type === "snapshot") {
+    received.committed(update);
     const { type: _type, entries, ...documents } = update;
     return freeze({ ...documents, entries: [...entries] });
   }
   if (!state) throw new ViewUpdateOutOfOrder(`A ${update.type} update arrived before the view's snapshot: subscribe again to get one.`);
   if (update.type === "commit") {
+    received.committed(update);
     const { type: _type, entries, ...documents } = update;
     const next: ConversationViewState = {
       ...state,
@@ -31,8 +44,8 @@ export function applyViewUpdate(state: ConversationViewState | undefined, update
     };
     return freeze(withStreaming(next, state.streaming));
   }
-  const { type: _type, ...streaming } = update;
-  return freeze(withStreaming(state, mergeStreaming(state.streaming, streaming)));
+  const { type: _type, ...frame } = update;
+  return freeze(withStreaming(state, mergeStreaming(state.streaming, received.decode(frame))));
 }
 
 /** Older entries loaded on demand go before the loaded ones. */
@@ -95,6 +108,7 @@ export type ViewStateListener = (state: ConversationViewState) => void;
  */
 export class ConversationViewStore {
   #state: ConversationViewState | undefined;
+  readonly #received = new LiveFrameDecoder();
   readonly #listeners = new Set<ViewStateListener>();
 
   /** The current view (undefined until the snapshot arrived). */
@@ -103,7 +117,7 @@ export class ConversationViewStore {
   }
 
   apply(update: ConversationViewUpdate): ConversationViewState {
-    return this.#set(applyViewUpdate(this.#state, update));
+    return this.#set(applyWith(this.#received, this.#state, update));
   }
 
   /** Adds older entries (a page loaded on demand) in front of the loaded ones. */

@@ -4,6 +4,7 @@ import { documentKey } from "../session/tx.ts";
 import type { Batch, EntryRecord } from "../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
 import type { AgentSession } from "./kernel.ts";
+import type { LiveFrame } from "./live-delta.ts";
 import type { AgentConfig, InboxState, LiveState, LiveView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
 
 /** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
@@ -61,12 +62,14 @@ export type ViewDocuments = Pick<ConversationViewState, "live" | "inbox" | "usag
 
 /**
  * How a view travels to a page: one snapshot (the last page of entries), then per commit only what it
- * changed (entries appended, documents replaced), and between commits live frames that are not durable.
+ * changed (entries appended, documents replaced), and between commits live frames that are not durable. A
+ * feed's live frames carry everything so far (`StreamingView`); across a transport each carries only what is
+ * new since the frame before (`LiveFrame`, see `coalesceLiveFrames`).
  */
 export type ConversationViewUpdate =
   | ({ type: "snapshot"; conversationId: number; entries: readonly EntryRecord[]; hasOlder: boolean } & ViewDocuments)
   | ({ type: "commit"; entries?: readonly EntryRecord[] } & Partial<ViewDocuments>)
-  | ({ type: "live" } & StreamingView);
+  | ({ type: "live" } & LiveFrame);
 
 export type ViewUpdateListener = (update: ConversationViewUpdate) => void;
 

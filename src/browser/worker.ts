@@ -77,7 +77,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     crashPoints: options.crashPoints,
     now: () => performance.now(),
     // A page paints at most once per animation frame; a worker has no frames of its own.
-    requestFrame: (callback) => void setTimeout(callback, 16),
+    liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(host);

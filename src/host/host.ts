@@ -4,7 +4,7 @@
  * no DOM, Worker or Node API; a runtime adapter (the browser worker, a Durable Object) hands it the storage,
  * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
  */
-import { coalesceLiveFrames, type RequestFrame } from "../agent/live-frames.ts";
+import { coalesceLiveFrames, type LivePace } from "../agent/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
@@ -40,10 +40,10 @@ export interface HostOptions {
   /** A monotonic clock in ms, for `openMs` in the ready status. */
   now: () => number;
   /**
-   * The runtime's next frame, for live view updates (partial answers, tool output): at most one goes out per
-   * frame. Default: each one at once.
+   * The pace of live view updates (partial answers, tool output) on the clock `now`: at most one per
+   * `frameMs`, a timer for the rest of a frame. Default: each one at once.
    */
-  requestFrame?: RequestFrame;
+  liveFrames?: Omit<LivePace, "now">;
 }
 
 /** A host and its life. */
@@ -256,7 +256,8 @@ export function createHost(options: HostOptions): ServedHost {
         .conversation(conversationId)
         .compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener) {
-      const send = coalesceLiveFrames((update) => safely(() => listener(update)), options.requestFrame ?? ((callback) => callback()));
+      const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
+      const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
       const unsubscribe = requireHarness().conversation(conversationId).watch(send);
       views += 1;
       let subscribed = true;
