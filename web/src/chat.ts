@@ -46,6 +46,8 @@ const inboxTexts = new Map<number, string>();
 const askedInbox = new Set<number>();
 let busy = false;
 let renderedInbox: ConversationViewState["inbox"] | undefined;
+/** The entries last placed (the store keeps the array while only live text changes). */
+let renderedList: ConversationViewState["entries"] | undefined;
 
 const TOOL_CODES: Record<string, string> = {
   interrupted: "interrupted — may have partially run",
@@ -396,16 +398,8 @@ function renderInbox(view: ConversationViewState, client: HarnessClient): void {
   );
 }
 
-function render(view: ConversationViewState, client: HarnessClient): void {
-  const stick = nearBottom();
-  if (renderedFor !== client) {
-    renderedFor = client;
-    renderedEntries.clear();
-    renderedInbox = undefined;
-    toolCards.clear();
-    log.replaceChildren();
-  }
-  // Entries are append-only: new ones go at the end, older pages loaded on demand go in front.
+/** Entries are append-only: new ones go at the end, older pages loaded on demand go in front. */
+function renderEntries(view: ConversationViewState): void {
   // On the first render nothing is shown yet, so nothing counts as older: every entry is placed in order.
   const shownId = log.querySelector<HTMLElement>("li[data-entry-id]")?.dataset.entryId;
   const firstShown = shownId === undefined ? -Infinity : Number(shownId);
@@ -433,6 +427,23 @@ function render(view: ConversationViewState, client: HarnessClient): void {
   log.querySelector(".load-older")?.remove();
   log.prepend(...older);
   if (view.hasOlder) log.prepend(loadOlderButton());
+}
+
+function render(view: ConversationViewState, client: HarnessClient): void {
+  const stick = nearBottom();
+  if (renderedFor !== client) {
+    renderedFor = client;
+    renderedEntries.clear();
+    renderedInbox = undefined;
+    renderedList = undefined;
+    toolCards.clear();
+    log.replaceChildren();
+  }
+  // A live frame changes only the live area: the transcript's work is done per commit, not per token.
+  if (view.entries !== renderedList) {
+    renderedList = view.entries;
+    renderEntries(view);
+  }
   renderLive(view);
   // Live frames come up to 60 times a second; the inbox changes only with a commit (the store keeps an
   // unchanged document's object, so identity tells).

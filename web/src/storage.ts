@@ -130,7 +130,10 @@ byId("files-refresh").addEventListener("click", () => void refreshFiles());
 byId("tab-storage").addEventListener("click", () => void refreshFiles());
 // Tool results change files: refresh after each one while the panel is open.
 let lastResults = 0;
+let counted: unknown;
 onConversation((view) => {
+  if (view.entries === counted) return; // a live frame: no new entries
+  counted = view.entries;
   const results = view.entries.filter((entry) => entry.kind === "pi.tool-result").length;
   if (results !== lastResults) {
     lastResults = results;
@@ -139,6 +142,7 @@ onConversation((view) => {
 });
 app.onReady(() => {
   lastResults = -1;
+  counted = undefined;
   openFile = undefined;
   fileContent.hidden = true;
 });
