@@ -5,9 +5,10 @@
  * (a) token → screen: each chunk's time leaving the model stream in the worker to its text in the page's
  *     DOM, p50 and p95, next to the same faux stream rendered by pi-ai directly in the page (no harness).
  * (b) visible updates per second of the streamed answer.
- * (c) one streamed update's cost in a conversation of 10, 1,000 and 10,000 entries: the bytes of a commit's
- *     update sent to the page and the page's time to apply and render it; and a write's round trip
- *     (submit → its entry rendered: the commit, the worker's delta, the transfer, the page).
+ * (c) one streamed update's cost in a conversation of 10, 1,000 and 10,000 entries: the bytes of a live frame
+ *     and of a commit's update sent to the page, the page's time to apply and render them; and a write's
+ *     round trip (submit → its entry rendered: the commit, the worker's delta, the transfer, the page),
+ *     measured in turns across one tab per size so that a busy moment of the machine falls on every size.
  * (d) opening the conversation in a reloaded tab: navigation start → the last page of entries rendered.
  */
 import { join } from "node:path";
@@ -20,7 +21,7 @@ import { buildPage, DIST, launchChromium, serveStatic, waitInPage } from "./supp
 const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = QUICK ? 2 : 5;
 const OPENS = QUICK ? 3 : 7;
-const WRITES = QUICK ? 5 : 15;
+const WRITES = QUICK ? 15 : 60;
 const SIZES = [10, 1000, 10_000];
 
 const percentile = (values: number[], p: number) => {
@@ -54,6 +55,8 @@ interface SizeFigures {
   entries: number;
   shownOnOpen: number;
   openMs: Summary;
+  liveBytes: Summary;
+  livePageMs: Summary;
   commitBytes: Summary;
   commitPageMs: Summary;
   writeToScreenMs: Summary;
@@ -64,7 +67,8 @@ async function ready(page: Page) {
   await waitInPage(page, () => document.body.dataset.ready === "true");
 }
 
-async function measureSize(page: Page, baseUrl: string, entries: number): Promise<SizeFigures> {
+/** Seeds a conversation of `entries` in its own pool, opens it in reloaded tabs, streams answers in it. */
+async function measureSize(page: Page, baseUrl: string, entries: number): Promise<Omit<SizeFigures, "writeToScreenMs">> {
   const url = `${baseUrl}?mode=stream&pool=pi-bench-stream-${entries}`;
   await page.goto(url);
   await ready(page);
@@ -82,20 +86,30 @@ async function measureSize(page: Page, baseUrl: string, entries: number): Promis
   const costs: UpdateCost[] = [];
   for (let run = 0; run < RUNS; run++) {
     runs.push(await page.evaluate(() => window.streamBench!.run()));
-    costs.push(...(await page.evaluate(() => window.streamBench!.costs())).filter((cost) => cost.type === "commit"));
+    costs.push(...(await page.evaluate(() => window.streamBench!.costs())));
   }
-  const writes: number[] = [];
-  for (let warm = 0; warm < 3; warm++) await page.evaluate(() => window.streamBench!.writeToScreen());
-  for (let write = 0; write < WRITES; write++) writes.push(await page.evaluate(() => window.streamBench!.writeToScreen()));
+  const of = (type: string) => costs.filter((cost) => cost.type === type);
   return {
     entries,
     shownOnOpen,
     openMs: summarize(opens),
-    commitBytes: summarize(costs.map((cost) => cost.bytes)),
-    commitPageMs: summarize(costs.map((cost) => cost.pageMs)),
-    writeToScreenMs: summarize(writes),
+    liveBytes: summarize(of("live").map((cost) => cost.bytes)),
+    livePageMs: summarize(of("live").map((cost) => cost.pageMs)),
+    commitBytes: summarize(of("commit").map((cost) => cost.bytes)),
+    commitPageMs: summarize(of("commit").map((cost) => cost.pageMs)),
     streamed: streamed(runs),
   };
+}
+
+/** A write's round trip in each size's tab, in turns (after a few warm-up writes in each). */
+async function writesInTurn(pages: Page[]): Promise<Summary[]> {
+  const times: number[][] = pages.map(() => []);
+  for (let write = -3; write < WRITES; write++)
+    for (const [index, page] of pages.entries()) {
+      const ms = await page.evaluate(() => window.streamBench!.writeToScreen());
+      if (write >= 0) times[index]!.push(ms);
+    }
+  return times.map(summarize);
 }
 
 export async function benchStream() {
@@ -110,12 +124,18 @@ export async function benchStream() {
     const directRuns: StreamRun[] = [];
     for (let run = 0; run < RUNS; run++) directRuns.push(await page.evaluate(() => window.streamBench!.run()));
     const direct = streamed(directRuns);
-    const sizes: SizeFigures[] = [];
+    await page.close();
+    const measured: Array<Omit<SizeFigures, "writeToScreenMs">> = [];
+    const pages: Page[] = [];
     for (const entries of SIZES) {
-      sizes.push(await measureSize(page, server.url, entries));
+      const tab = await browser.newPage();
+      pages.push(tab);
+      measured.push(await measureSize(tab, server.url, entries));
       process.stderr.write(`  stream: ${entries.toLocaleString("en-US")} entries\n`);
     }
-    await page.close();
+    const writes = await writesInTurn(pages);
+    const sizes = measured.map((size, index) => ({ ...size, writeToScreenMs: writes[index]! }));
+    for (const tab of pages) await tab.close();
     return report(direct, sizes);
   } catch (error) {
     if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
@@ -165,6 +185,14 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
     },
     ...sizes.map((size) => ({
       bench,
+      what: `one live frame, ${n(size.entries)} entries: bytes to the page; page apply + render`,
+      median: `${fmt(size.liveBytes.median, 0)} B; ${ms(size.livePageMs.median)}`,
+      range: `${fmt(size.liveBytes.min, 0)}–${fmt(size.liveBytes.max, 0)} B`,
+      ratio: size === first ? "1.00×" : `${fmt(size.liveBytes.median / first.liveBytes.median, 2)}× bytes`,
+      target: "",
+    })),
+    ...sizes.map((size) => ({
+      bench,
       what: `one streamed commit's update, ${n(size.entries)} entries: bytes to the page; page apply + render`,
       median: `${fmt(size.commitBytes.median, 0)} B; ${ms(size.commitPageMs.median)}`,
       range: `${fmt(size.commitBytes.min, 0)}–${fmt(size.commitBytes.max, 0)} B`,
@@ -173,11 +201,19 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
     })),
     ...sizes.map((size) => ({
       bench,
-      what: `a write → its entry on screen (commit, delta, page), ${n(size.entries)} entries`,
+      what: `a write → its entry on screen (commit, delta, page), ${n(size.entries)} entries, in turns`,
       median: ms(size.writeToScreenMs.median),
       range: `${fmt(size.writeToScreenMs.min, 1)}–${fmt(size.writeToScreenMs.max, 1)} ms`,
       ratio: size === first ? "1.00×" : `${fmt(size.writeToScreenMs.median / first.writeToScreenMs.median, 2)}×`,
       target: size === last ? `≤ 1.5× ${costRatio <= 1.5 ? "✅" : "❌"}` : "",
+    })),
+    ...sizes.slice(1).map((size) => ({
+      bench,
+      what: `token → screen at ${n(size.entries)} entries, p50 / p95`,
+      median: `${ms(size.streamed.p50)} / ${ms(size.streamed.p95)}`,
+      range: "",
+      ratio: `p95 +${fmt(size.streamed.p95 - direct.p95, 1)} ms`,
+      target: "",
     })),
     ...sizes.map((size) => ({
       bench,
@@ -204,4 +240,14 @@ function report(direct: Streamed, sizes: SizeFigures[]): { result: unknown; rows
     },
     rows,
   };
+}
+
+/** `npm run bench:stream`: this section alone; prints its table and writes bench/results-stream.json. */
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { writeFileSync } = await import("node:fs");
+  const { rowCells } = await import("./ours.ts");
+  const { table } = await import("../stats.ts");
+  const { result, rows } = await benchStream();
+  console.log(table(["bench", "what", "median", "min–max", "ratio", "target"], rows.map(rowCells)));
+  writeFileSync(new URL("../results-stream.json", import.meta.url), `${JSON.stringify(result, null, 2)}\n`);
 }

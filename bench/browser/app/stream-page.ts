@@ -108,17 +108,24 @@ if (params.get("mode") === "direct") {
   let runStartedAfter = Infinity;
   let entryListeners: Array<(entry: EntryRecord) => void> = [];
 
+  let placed: ConversationViewState["entries"] | undefined;
   const render = (state: ConversationViewState) => {
-    for (const entry of state.entries) {
-      if (rendered.has(entry.id)) continue;
-      rendered.add(entry.id);
-      const item = document.createElement("li");
-      item.textContent =
-        entry.kind === "pi.assistant"
-          ? textOf((entry.payload as unknown as { message: AssistantMessage }).message)
-          : JSON.stringify(entry.payload);
-      list.append(item);
-      for (const listener of entryListeners) listener(entry);
+    // As an app does it: the transcript only when the entries changed (a live frame keeps them), and then
+    // only the new ones (entries are append-only; this page loads no older ones).
+    if (state.entries !== placed) {
+      placed = state.entries;
+      let first = state.entries.length;
+      while (first > 0 && !rendered.has(state.entries[first - 1]!.id)) first -= 1;
+      for (const entry of state.entries.slice(first)) {
+        rendered.add(entry.id);
+        const item = document.createElement("li");
+        item.textContent =
+          entry.kind === "pi.assistant"
+            ? textOf((entry.payload as unknown as { message: AssistantMessage }).message)
+            : JSON.stringify(entry.payload);
+        list.append(item);
+        for (const listener of entryListeners) listener(entry);
+      }
     }
     const latest = state.entries.at(-1);
     const answered =
@@ -169,7 +176,8 @@ if (params.get("mode") === "direct") {
     await client.watchConversationUpdates(id, (update) => {
       const started = performance.now();
       render(store.apply(update));
-      costs.push({ type: update.type, bytes: JSON.stringify(update).length, pageMs: performance.now() - started });
+      const pageMs = performance.now() - started;
+      costs.push({ type: update.type, bytes: JSON.stringify(update).length, pageMs });
       if (update.type === "snapshot") bench.openedMs ??= performance.now();
     });
     document.body.dataset.ready = "true";
