@@ -1,5 +1,6 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, NotFound, ReadOnlySession } from "../errors.ts";
+import { SerialQueue } from "../serial.ts";
 import type { Published } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -24,7 +25,7 @@ export class AgentHost {
   readonly #waiters = new KeyedWaiters<number, SubmissionRecord>();
   /** Views by conversation and page size (`${conversationId}/${page}`). */
   readonly #feeds = new Map<string, ConversationFeed>();
-  #admission: Promise<unknown> = Promise.resolve();
+  readonly #admission = new SerialQueue();
   #closed = false;
 
   constructor(kernel: AgentKernel) {
@@ -103,9 +104,7 @@ export class AgentHost {
 
   /** Runs `work` after every earlier admission has been stored. */
   exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const next = this.#admission.then(work, work);
-    this.#admission = next.catch(() => undefined);
-    return next;
+    return this.#admission.run(work);
   }
 
   /** Resolves once submission `id` is settled (`done` or `unanswered`). */

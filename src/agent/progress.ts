@@ -1,4 +1,5 @@
 import type { Context } from "../context.ts";
+import { SerialQueue } from "../serial.ts";
 import type { Tx } from "../session/tx.ts";
 import type { TaskRuntime } from "../tasks/types.ts";
 
@@ -26,7 +27,7 @@ export class LazyProgress {
   #dirty = false;
   #stopped = false;
   #cancelTimer: (() => void) | undefined;
-  #line: Promise<void> = Promise.resolve();
+  readonly #line = new SerialQueue();
 
   constructor(
     runtime: ProgressRuntime,
@@ -64,11 +65,11 @@ export class LazyProgress {
     this.#stopped = true;
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
-    await this.#line;
+    await this.#line.idle;
   }
 
   #flush(): Promise<void> {
-    this.#line = this.#line.then(async () => {
+    return this.#line.run(async () => {
       if (!this.#dirty || this.#stopped) return;
       this.#dirty = false;
       try {
@@ -82,6 +83,5 @@ export class LazyProgress {
         if (!this.#runtime.signal.aborted) this.#onError(error);
       }
     });
-    return this.#line;
   }
 }

@@ -2,6 +2,7 @@ import type { Clock } from "../clock.ts";
 import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
 import { deepFreeze } from "../json.ts";
 import type { Report } from "../reports.ts";
+import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import { documentKey, Tx, type TxActor } from "./tx.ts";
@@ -30,7 +31,8 @@ export class Session {
   rootConversationId: number | undefined;
   /** Rows a read-only open left out because they are damaged (a writable open refuses them). */
   damaged: DamagedRow[] = [];
-  #line: Promise<unknown> = Promise.resolve();
+  /** The commit line: commits, recovery and reads on it run one after another. */
+  readonly #line = new SerialQueue();
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
 
@@ -112,9 +114,7 @@ export class Session {
       for (const callback of tx.callbacks) callback();
       return result;
     };
-    const next = this.#line.then(run, run);
-    this.#line = next.catch(() => undefined);
-    return next;
+    return this.#line.run(run);
   }
 
   /**
@@ -144,22 +144,18 @@ export class Session {
       for (const listener of this.#listeners) listener({ batch, reports: [] });
       return ids;
     };
-    const next = this.#line.then(run, run);
-    this.#line = next.catch(() => undefined);
-    return next;
+    return this.#line.run(run);
   }
 
   /** Runs `body` on the line without writing (a consistent read of the mirrors). */
   read<T>(body: () => T | Promise<T>): Promise<T> {
     const run = async () => body();
-    const next = this.#line.then(run, run);
-    this.#line = next.catch(() => undefined);
-    return next;
+    return this.#line.run(run);
   }
 
   /** No commit is admitted after this; commits already on the line settle. */
   seal(): Promise<void> {
-    const drained = this.#line.then(() => undefined);
+    const drained = this.#line.idle;
     this.#sealed = true;
     return drained;
   }
