@@ -1,5 +1,5 @@
 import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
-import type { Json } from "../json.ts";
+import { cloneJson, type Json } from "../json.ts";
 import type { Tx } from "../session/tx.ts";
 import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "./types.ts";
 
@@ -105,5 +105,5 @@ export function addUsage(tx: Tx, conversationId: number, key: string, usage: Usa
 
 /** A JSON copy without `undefined` members (JSON would drop them anyway; this keeps records tidy in memory). */
 export function dropUndefined<T>(value: T): T {
-  return JSON.parse(JSON.stringify(value)) as T;
+  return cloneJson(value);
 }
