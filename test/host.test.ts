@@ -172,7 +172,7 @@ describe("crash points and ownership", () => {
     expect(refused).toMatchObject({ crashPoint: "counter:after-tick-1" });
   });
 
-  it("waits for the owner, opens once it lets go, and closes on a takeover request", async () => {
+  it("waits for the owner, opens once it lets go, closes on a takeover request and queues for the database again", async () => {
     let grant!: () => void;
     let takeover!: () => void;
     let released = 0;
@@ -195,9 +195,15 @@ describe("crash points and ownership", () => {
     await served.ready;
     takeover();
     await flush();
-    expect(statuses).toEqual(["waiting-for-lock", "opening", "recovering", "ready", "closed"]);
-    expect(served.host.status()).toEqual({ kind: "closed", reason: "takeover" });
+    expect(statuses).toEqual(["waiting-for-lock", "opening", "recovering", "ready", "closed", "waiting-for-lock"]);
     expect(released).toBe(1);
+    // The tab that took over lets go in turn: this one opens again (its page was a follower meanwhile).
+    grant();
+    await expect.poll(() => served.host.status().kind).toBe("ready");
+    await served.host.close();
+    expect(served.host.status()).toEqual({ kind: "closed", reason: "close" });
+    expect(statuses.slice(6)).toEqual(["opening", "recovering", "ready", "closed"]);
+    expect(released).toBe(2);
   });
 });
 

@@ -80,8 +80,19 @@ function renderStatus(status: HarnessStatus): void {
   const text = statusText(status);
   statusElement.textContent = text;
   byId("status-pill").title = text;
-  takeoverButton.disabled = status.kind !== "waiting-for-lock";
-  byId("lock-banner").hidden = status.kind !== "waiting-for-lock";
+  // Every tab is live: a follower reaches the leader tab's worker, and may make itself the leader.
+  const role = status.kind === "ready" ? status.role : undefined;
+  document.body.dataset.role = role ?? "";
+  const roleElement = byId("role");
+  roleElement.hidden = role === undefined;
+  roleElement.textContent = role ?? "";
+  const follower = role === "follower";
+  takeoverButton.disabled = !(follower || status.kind === "waiting-for-lock");
+  byId("lock-banner").hidden = !(follower || status.kind === "waiting-for-lock");
+  byId("lock-banner").classList.toggle("warn", !follower);
+  byId("lock-banner").classList.toggle("info", follower);
+  byId("lock-banner-text").hidden = follower;
+  byId("follower-banner-text").hidden = !follower;
 
   const failed = byId("failed-banner");
   failed.hidden = status.kind !== "failed";

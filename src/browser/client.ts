@@ -15,11 +15,13 @@
  * subscriptions resume (./socket.ts).
  */
 import { HostClient } from "../host/client.ts";
+import type { TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
+import { type TabsEndpoint, tabsEndpoint } from "./tabs.ts";
 
 export type { Recovery } from "../harness.ts";
-export type { CrashPointHit, HarnessStatus, Unsubscribe } from "../host/protocol.ts";
+export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";
 export { ConnectionLost, type SocketLike } from "./socket.ts";
 
 /** The origin's storage as the browser reports it; sizes in bytes, absent where the browser does not tell. */
@@ -35,6 +37,7 @@ export class HarnessClient extends HostClient {
   /** The worker that owns the database (undefined for a Durable Object reached by URL). */
   readonly worker: Worker | undefined;
   readonly #socket: ReconnectingEndpoint | undefined;
+  readonly #tabs: TabsEndpoint | undefined;
 
   constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
     if ("url" in target) {
@@ -43,12 +46,16 @@ export class HarnessClient extends HostClient {
       super(socket);
       this.worker = undefined;
       this.#socket = socket;
+      this.#tabs = undefined;
       return;
     }
     const worker = target;
-    super(wrapHost(worker));
+    // This tab's worker while it has the database open, the leader tab's worker while another tab has it.
+    const tabs = tabsEndpoint(wrapHost(worker));
+    super(tabs);
     this.worker = worker;
     this.#socket = undefined;
+    this.#tabs = tabs;
     // Death is told by the worker's life lock: the page is granted it when the worker is gone. An `error`
     // event only means death before the worker answered at all (its script failed to load or to start);
     // later it is an uncaught exception inside a worker that lives on.
@@ -64,6 +71,20 @@ export class HarnessClient extends HostClient {
       },
       () => {},
     );
+  }
+
+  /**
+   * "leader" while this tab's worker has the database open, "follower" while this tab reaches the leader
+   * tab's worker; undefined until one of them is ready (and for a Durable Object).
+   */
+  get role(): TabRole | undefined {
+    const { status } = this;
+    return status.kind === "ready" ? status.role : undefined;
+  }
+
+  protected override gone(message: string): void {
+    this.#tabs?.close();
+    super.gone(message);
   }
 
   /**

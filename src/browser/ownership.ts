@@ -1,9 +1,11 @@
 /// <reference lib="webworker" />
 /**
  * One owner per database across the tabs of an origin, with Web Locks: the worker holds a lock named after
- * the database while it has it open, a second tab's worker waits for it (status `waiting-for-lock`), and a
- * takeover request over a BroadcastChannel asks the owner to close cleanly. A second lock, held for the
- * worker's whole life, lets the page tell a dead worker from a busy one.
+ * the database while it has it open, and every other tab's worker queues for it (status `waiting-for-lock`;
+ * its page is a follower meanwhile, ./tabs.ts). "Take over here" steals the lock (`steal: true`): the asking
+ * worker is granted it ahead of the queue, and the owner, whose lock request rejects, closes cleanly (the
+ * OPFS files stay its own until it has, so nothing is written twice; the new owner's open waits for them).
+ * A second lock, held for the worker's whole life, lets a page tell a dead worker from a busy one.
  */
 import type { Ownership } from "../host/ownership.ts";
 
@@ -12,29 +14,54 @@ export function webLocksOwnership(database: string): Ownership | undefined {
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;
   if (!locks) return undefined;
   const lockName = `pi-durable-web:${database}`;
-  const stopWaiting = new AbortController();
-  const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel(lockName) : undefined;
+  let cancelled = false;
+  let onTakeover: () => void = () => {};
+  /** The wait in progress: its queued request, and how to jump the queue instead. */
+  let waitingNow: { stop: AbortController; steal(): void } | undefined;
   return {
     acquire: (waiting) =>
       new Promise((resolve, reject) => {
+        let granted = false;
         // Held until released: the lock callback's promise settles when the database is let go.
-        const hold = () => new Promise<void>((release) => resolve(release));
+        const hold = () =>
+          new Promise<void>((release) => {
+            granted = true;
+            waitingNow = undefined;
+            resolve(release);
+          });
+        // A held lock whose request rejects was stolen: another tab took the database over.
+        const lost = (error: unknown) => {
+          if (granted) onTakeover();
+          else if (cancelled) resolve(undefined);
+          else reject(error);
+        };
+        if (cancelled) return resolve(undefined);
         void locks
           .request(lockName, { ifAvailable: true }, async (lock) => {
             if (lock) return hold();
             waiting();
-            locks.request(lockName, { signal: stopWaiting.signal }, hold).catch((error: unknown) => {
-              if (stopWaiting.signal.aborted)
-                resolve(undefined); // closed while waiting: nothing was opened
-              else reject(error);
-            });
+            const stop = new AbortController();
+            let stealing = false;
+            waitingNow = {
+              stop,
+              steal() {
+                stealing = true;
+                stop.abort();
+                locks.request(lockName, { steal: true }, hold).catch(lost);
+              },
+            };
+            locks.request(lockName, { signal: stop.signal }, hold).catch((error: unknown) => stealing || lost(error));
           })
-          .catch(reject);
+          .catch(lost);
       }),
-    cancel: () => stopWaiting.abort(),
-    requestTakeover: () => channel?.postMessage({ type: "takeover" }),
+    cancel() {
+      cancelled = true;
+      waitingNow?.stop.abort();
+      waitingNow = undefined;
+    },
+    requestTakeover: () => waitingNow?.steal(),
     onTakeoverRequest(handler) {
-      if (channel) channel.onmessage = (event) => (event.data as { type?: string })?.type === "takeover" && handler();
+      onTakeover = handler;
     },
     lifeLock: lifeLock(locks),
   };

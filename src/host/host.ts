@@ -122,7 +122,11 @@ export function createHost(options: HostOptions): ServedHost {
     });
   };
 
-  const opening = (async () => {
+  /**
+   * Waits for the database, then opens it. A host that lost it to a takeover runs this again: it waits behind
+   * the new owner (its page follows that one meanwhile) and opens once the database is free.
+   */
+  const acquireAndOpen = async () => {
     const owned = ownership ? await ownership.acquire(() => setStatus({ kind: "waiting-for-lock", database })) : () => {};
     if (!owned) return undefined; // closed while waiting: no open happened
     release = owned;
@@ -132,12 +136,19 @@ export function createHost(options: HostOptions): ServedHost {
       owned();
       throw error;
     }
-  })();
+  };
+  const start = () => {
+    const attempt = acquireAndOpen();
+    attempt.catch((error: unknown) => setStatus({ kind: "failed", error: errorShape(error) }));
+    return attempt;
+  };
+  let opening = start();
   const ready = opening.then((opened) => opened ?? Promise.reject(new HarnessClosed()));
   ready.catch(() => {});
-  opening.catch((error: unknown) => setStatus({ kind: "failed", error: errorShape(error) }));
 
+  let closedForGood = false;
   const closeCleanly = (reason: "close" | "takeover") => {
+    if (reason === "close") closedForGood = true;
     closing ??= (async () => {
       try {
         if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
@@ -152,6 +163,14 @@ export function createHost(options: HostOptions): ServedHost {
       } finally {
         setStatus({ kind: "closed", reason });
         release?.();
+      }
+      if (reason === "takeover" && ownership && !closedForGood) {
+        // Not a dead end: queue for the database again, behind the tab that took it.
+        harness = undefined;
+        storage = undefined;
+        release = undefined;
+        closing = undefined;
+        opening = start();
       }
     })();
     return closing;

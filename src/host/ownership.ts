@@ -11,9 +11,9 @@ export interface Ownership {
   acquire(waiting: () => void): Promise<(() => void) | undefined>;
   /** Stops a wait in progress (a close before the database was ever ours). */
   cancel(): void;
-  /** Asks the current owner to close cleanly and let go. */
+  /** Makes this waiting instance the next owner and asks the current one to close cleanly and let go. */
   requestTakeover(): void;
-  /** `handler` runs when another instance asks this one to let go. */
+  /** `handler` runs when another instance asks this one to let go (the host closes, then acquires again). */
   onTakeoverRequest(handler: () => void): void;
   /** The name of a lock held for this instance's whole life, so a client can tell when it died. */
   lifeLock(): Promise<string | undefined>;

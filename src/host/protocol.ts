@@ -19,11 +19,18 @@ export type HarnessStatus =
   | { kind: "waiting-for-lock"; database: string }
   | { kind: "opening"; database: string }
   | { kind: "recovering"; database: string }
-  /** `recovery`: how the last harness stopped and which tasks a crash cut off (`recovered`: their ids). */
-  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number }
+  /**
+   * `recovery`: how the last harness stopped and which tasks a crash cut off (`recovered`: their ids). `role`,
+   * set by a browser page's client: "leader" when this tab's worker has the database open, "follower" when
+   * the tab reaches the leader tab's worker (the status is then the leader's).
+   */
+  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number; role?: TabRole }
   | { kind: "failed"; error: ErrorShape }
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };
+
+/** A browser tab's part: its own worker has the database open (leader), or it talks to the leader's (follower). */
+export type TabRole = "leader" | "follower";
 
 /** An error as data: its stable name, its message, and the fields its class adds (`SchemaTooNew.found`, …). */
 export interface ErrorShape {

@@ -1,0 +1,401 @@
+/// <reference lib="webworker" />
+/**
+ * Every tab is live (decision record 0016). The tab whose worker holds the database lock is the leader; every
+ * other tab of the origin is a follower: its page talks to the leader's worker over a BroadcastChannel that
+ * only the two of them open (one per connection), with the host's message protocol (../host/messages.ts).
+ *
+ *   leader's worker  `serveTabs(host, database)`: announces itself on the database's channel once ready,
+ *                    answers "who leads?", serves each follower that connects, and drops it when that tab
+ *                    goes (the follower holds a Web Lock the leader queues for) or says bye.
+ *   follower's page  `tabsEndpoint(own)`: one endpoint over this tab's own worker and the leader's. Calls go
+ *                    to whichever of the two has the database open; subscriptions move with it (a moved view
+ *                    starts from a new snapshot); the leader's death is told by its worker's life lock.
+ *
+ * When the leader goes (closed, reloaded, crashed, taken over), the next worker in the lock's queue opens the
+ * database and recovers, announces itself, and every follower moves to it. A call in flight then is sent
+ * again to the new leader when running it twice changes nothing: reads, waits, aborts, `configure`, and
+ * `submit`/`createTask`, which a follower always sends with an idempotency key (`requestId`, `key`) so a
+ * second run returns what the first one created. Any other call rejects with `ConnectionLost`.
+ */
+import { HarnessClosed } from "../errors.ts";
+import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
+import { type ClientMessage, type HostMessage, messageEndpoint, serveMessages } from "../host/messages.ts";
+import type { HarnessHost, HarnessStatus } from "../host/protocol.ts";
+import { ConnectionLost } from "./socket.ts";
+
+/** On the database's channel. */
+type BrokerMessage = { type: "who-leads" } | { type: "leader"; leader: string } | { type: "connect"; leader: string; connection: string };
+/** On a connection's channel, besides the host protocol's messages. */
+type LeaderMessage = HostMessage | { type: "accepted"; lifeLock?: string } | { type: "gone" };
+type FollowerMessage = ClientMessage | { type: "bye" };
+
+const channelName = (database: string) => `pi-durable-web:tabs:${database}`;
+/** The Web Lock a follower holds while it is connected: the leader is granted it when that tab goes. */
+const followerLock = (connection: string) => `${connection}:life`;
+
+function broker(): LockManager | undefined {
+  const locks = (globalThis.navigator as Navigator | undefined)?.locks;
+  return typeof BroadcastChannel === "function" && locks ? locks : undefined;
+}
+
+/** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
+export function serveTabs(host: HarnessHost, database: string): void {
+  const locks = broker();
+  if (!locks) return; // no broker: the other tabs wait for the database (and may take it over)
+  const id = crypto.randomUUID();
+  const channel = new BroadcastChannel(channelName(database));
+  const endpoint = leaderEndpoint(host);
+  const connections = new Set<(notify: boolean) => void>();
+  let leading = false;
+
+  host.onStatus((status) => {
+    if ((status.kind === "ready") === leading) return;
+    leading = !leading;
+    if (leading) channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    else for (const drop of [...connections]) drop(true);
+  });
+
+  const accept = (connection: string) => {
+    const port = new BroadcastChannel(connection);
+    let open = true;
+    const send = (message: LeaderMessage) => open && port.postMessage(message);
+    const served = serveMessages(endpoint, send);
+    const stop = new AbortController();
+    const drop = (notify: boolean) => {
+      if (!connections.delete(drop)) return;
+      served.close();
+      stop.abort();
+      if (notify) send({ type: "gone" });
+      open = false;
+      port.close();
+    };
+    connections.add(drop);
+    port.onmessage = ({ data }: MessageEvent<FollowerMessage>) => (data.type === "bye" ? drop(false) : served.receive(data));
+    locks.request(followerLock(connection), { signal: stop.signal }, () => drop(false)).catch(() => {});
+    void host.lifeLock().then((lifeLock) => send({ type: "accepted", ...(lifeLock ? { lifeLock } : {}) }));
+  };
+
+  channel.onmessage = ({ data }: MessageEvent<BrokerMessage>) => {
+    if (!leading) return;
+    if (data.type === "who-leads") channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    else if (data.type === "connect" && data.leader === id) accept(data.connection);
+  };
+}
+
+/**
+ * The host's endpoint for followers: a call that fails because this leader is closing (its harness closed, its
+ * status no longer ready) fails with `ConnectionLost`, which the follower answers like the leader's death.
+ */
+function leaderEndpoint(host: HarnessHost): HostEndpoint {
+  const served = hostEndpoint(host);
+  const leaving = (error: unknown) => {
+    throw error instanceof HarnessClosed || host.status().kind !== "ready" ? new ConnectionLost() : error;
+  };
+  return {
+    call: (method, args) => served.call(method, args).catch(leaving),
+    subscribe: (method, args, emit) => served.subscribe(method, args, emit).catch(leaving),
+    unsubscribe: (id) => served.unsubscribe(id),
+  };
+}
+
+/** Calls that always go to this tab's own worker. */
+const OWN_CALLS = new Set(["lifeLock", "close", "requestTakeover"]);
+/**
+ * Calls a new leader may run again after the old one went with them in flight: reads, waits, and changes that
+ * end the same however often they run (`submit` and `createTask` carry an idempotency key from a follower).
+ */
+const RETRIED = new Set([
+  "status",
+  "getTask",
+  "waitForTask",
+  "abortTask",
+  "inspect",
+  "resume",
+  "query",
+  "exportDatabase",
+  "disarmCrashPoint",
+  "rootConversation",
+  "listConversations",
+  "configure",
+  "waitForSubmission",
+  "abortConversation",
+  "conversationEntries",
+  "createTask",
+  "submit",
+]);
+
+/** The arguments with an idempotency key for a call that creates something (the caller's own key is kept). */
+function withKey(method: string, args: unknown[]): unknown[] {
+  if (method === "createTask") {
+    const [kind, input, options = {}] = args as [string, unknown, { key?: string }?];
+    return options.key !== undefined ? args : [kind, input, { ...options, key: `tab:${crypto.randomUUID()}` }];
+  }
+  if (method === "submit") {
+    const [conversationId, draft] = args as [number, { requestId?: string }];
+    return draft?.requestId !== undefined ? args : [conversationId, { ...draft, requestId: `tab:${crypto.randomUUID()}` }];
+  }
+  return args;
+}
+
+const isLoss = (error: unknown) => (error as { name?: string } | undefined)?.name === "ConnectionLost";
+
+/** The leader this tab follows, over its connection's channel. */
+interface Link {
+  leader: string;
+  endpoint: HostEndpoint;
+  /** The leader's status, once connected. */
+  status?: HarnessStatus;
+  closed: boolean;
+  close(): void;
+}
+
+const OWN = "own" as const;
+type Target = typeof OWN | Link;
+
+interface Subscription {
+  method: string;
+  args: unknown[];
+  emit: (value: unknown) => void;
+  /** Attached once at least: it moves with the database. */
+  live: boolean;
+  on?: Target;
+  remote?: Promise<number>;
+}
+
+export interface TabsEndpoint extends HostEndpoint {
+  /** Stops following (the page's worker is gone or the client was disposed). */
+  close(): void;
+}
+
+/** The page's side: one endpoint over this tab's worker (`own`) and, while another tab leads, the leader's worker. */
+export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
+  const locks = broker();
+  let ownStatus: HarnessStatus = { kind: "starting" };
+  let database: string | undefined;
+  let channel: BroadcastChannel | undefined;
+  let leader: Link | undefined;
+  let current: Target | undefined;
+  let disposed = false;
+  let lastId = 0;
+  const statusListeners = new Map<number, (status: HarnessStatus) => void>();
+  const subscriptions = new Map<number, Subscription>();
+  const waiting = new Set<{ fresh: boolean; resolve: (target: Target) => void }>();
+
+  /** This tab's worker waits for the database while another tab's has it: follow that one. */
+  const following = () =>
+    locks !== undefined &&
+    !disposed &&
+    (ownStatus.kind === "waiting-for-lock" || (ownStatus.kind === "closed" && ownStatus.reason === "takeover"));
+
+  const readyTarget = (): Target | undefined => {
+    if (ownStatus.kind === "ready") return OWN;
+    return leader?.status?.kind === "ready" ? leader : undefined;
+  };
+  /**
+   * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or
+   * recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
+   * closed, or waits for the database where there is no broker (and is answered as before: not open).
+   */
+  const pick = (fresh: boolean): Target | undefined => {
+    const target = readyTarget();
+    if (target || !fresh) return target;
+    const settled = ownStatus.kind === "failed" || (ownStatus.kind === "closed" && !following());
+    return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
+  };
+  const next = (fresh: boolean) =>
+    new Promise<Target>((resolve) => {
+      const target = pick(fresh);
+      if (target) resolve(target);
+      else waiting.add({ fresh, resolve });
+    });
+
+  const status = (): HarnessStatus => {
+    if (ownStatus.kind === "ready") return { ...ownStatus, role: "leader" };
+    if (!following()) return ownStatus;
+    if (leader?.status?.kind === "ready") return { ...leader.status, role: "follower" };
+    return { kind: "waiting-for-lock", database: database ?? "" };
+  };
+
+  const endpointOf = (target: Target) => (target === OWN ? own : target.endpoint);
+  const attach = (subscription: Subscription, target: Target) => {
+    subscription.on = target;
+    const remote = endpointOf(target).subscribe(subscription.method, subscription.args, (value) => {
+      if (subscription.on === target) subscription.emit(value);
+    });
+    subscription.remote = remote;
+    remote.catch(() => {
+      if (subscription.on === target) subscription.on = undefined;
+    });
+    return remote;
+  };
+  const detach = (subscription: Subscription) => {
+    const { on, remote } = subscription;
+    subscription.on = undefined;
+    subscription.remote = undefined;
+    if (!on || !remote || (on !== OWN && on.closed)) return;
+    void remote.then((id) => endpointOf(on).unsubscribe(id)).catch(() => {});
+  };
+
+  const changed = () => {
+    const now = status();
+    for (const listener of statusListeners.values()) listener(now);
+    const target = readyTarget();
+    if (target !== current) {
+      current = target;
+      for (const subscription of subscriptions.values()) {
+        if (!subscription.live) continue;
+        detach(subscription);
+        if (target) void attach(subscription, target).catch(() => {}); // a view the new leader refuses stays empty
+      }
+    }
+    for (const waiter of [...waiting]) {
+      const picked = pick(waiter.fresh);
+      if (!picked) continue;
+      waiting.delete(waiter);
+      waiter.resolve(picked);
+    }
+  };
+
+  const lose = (link: Link) => {
+    if (leader !== link) return;
+    leader = undefined;
+    link.close();
+    changed();
+  };
+
+  const follow = (id: string) => {
+    if (!locks || !channel || leader?.leader === id) return;
+    leader?.close();
+    const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
+    const port = new BroadcastChannel(connection);
+    const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
+    const life = new AbortController();
+    let release = () => {};
+    const link: Link = {
+      leader: id,
+      endpoint: messages.endpoint,
+      closed: false,
+      close() {
+        if (link.closed) return;
+        messages.fail(new ConnectionLost());
+        port.postMessage({ type: "bye" } satisfies FollowerMessage);
+        link.closed = true;
+        port.close();
+        life.abort();
+        release();
+      },
+    };
+    leader = link;
+    port.onmessage = ({ data }: MessageEvent<LeaderMessage>) => {
+      if (data.type === "gone") lose(link);
+      else if (data.type !== "accepted") messages.receive(data);
+      else {
+        // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
+        if (data.lifeLock) locks.request(data.lifeLock, { signal: life.signal }, () => lose(link)).catch(() => {});
+        messages.endpoint
+          .subscribe("onStatus", [], (value) => {
+            link.status = value as HarnessStatus;
+            if (link.status.kind === "closed" || link.status.kind === "failed") lose(link);
+            else if (leader === link) changed();
+          })
+          .catch(() => lose(link));
+      }
+    };
+    // Held before asking to connect: the leader queues for it, and is granted it when this tab goes.
+    locks
+      .request(followerLock(connection), { signal: life.signal }, () => {
+        if (!link.closed) channel?.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
+        return new Promise<void>((resolve) => (release = resolve));
+      })
+      .catch(() => {});
+  };
+
+  /** Opens the database's channel while following, and asks who leads; closes it otherwise. */
+  const reconsider = () => {
+    if (following() && database !== undefined && locks) {
+      if (!channel) {
+        channel = new BroadcastChannel(channelName(database));
+        channel.onmessage = ({ data }: MessageEvent<BrokerMessage>) => data.type === "leader" && follow(data.leader);
+        channel.postMessage({ type: "who-leads" } satisfies BrokerMessage);
+      }
+    } else {
+      const link = leader;
+      leader = undefined;
+      link?.close();
+      channel?.close();
+      channel = undefined;
+    }
+    changed();
+  };
+
+  void own
+    .subscribe("onStatus", [], (value) => {
+      ownStatus = value as HarnessStatus;
+      if ("database" in ownStatus) database = ownStatus.database;
+      reconsider();
+    })
+    .catch(() => {});
+
+  return {
+    async call(method, args) {
+      if (OWN_CALLS.has(method)) return own.call(method, args);
+      let sent = args;
+      for (let fresh = true; ; fresh = false) {
+        const target = await next(fresh);
+        if (target === OWN) return own.call(method, sent);
+        sent = withKey(method, sent);
+        try {
+          return await target.endpoint.call(method, sent);
+        } catch (error) {
+          if (!isLoss(error)) throw error;
+          lose(target);
+          if (!RETRIED.has(method)) throw new ConnectionLost();
+        }
+      }
+    },
+    async subscribe(method, args, emit) {
+      const id = ++lastId;
+      if (method === "onStatus") {
+        statusListeners.set(id, emit);
+        emit(status());
+        return id;
+      }
+      const subscription: Subscription = { method, args, emit, live: false };
+      subscriptions.set(id, subscription);
+      for (let fresh = true; ; fresh = false) {
+        const target = await next(fresh);
+        try {
+          await attach(subscription, target);
+          if (subscriptions.get(id) !== subscription) {
+            detach(subscription); // unsubscribed meanwhile
+            return id;
+          }
+          subscription.live = true;
+          // The database moved while this one subscribed: follow it now.
+          if (readyTarget() && readyTarget() !== target) {
+            detach(subscription);
+            void attach(subscription, readyTarget()!).catch(() => {});
+          }
+          return id;
+        } catch (error) {
+          if (target !== OWN && isLoss(error)) {
+            lose(target);
+            continue;
+          }
+          subscriptions.delete(id);
+          throw error;
+        }
+      }
+    },
+    unsubscribe(id) {
+      statusListeners.delete(id);
+      const subscription = subscriptions.get(id);
+      subscriptions.delete(id);
+      if (subscription) detach(subscription);
+    },
+    close() {
+      disposed = true;
+      reconsider();
+    },
+  };
+}
