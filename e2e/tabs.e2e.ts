@@ -1,8 +1,10 @@
 import type { Page } from "playwright-core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { crashTab } from "../src/testing/playwright.ts";
+import { STORY } from "../worker/offline-model.ts";
+import { PROBE } from "../worker/protocol.ts";
 import { type BrowserSession, startBrowser } from "./support/browser";
-import { openDemo, sendMessage, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
+import { openDemo, sendMessage, toolCard, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 
 // Every tab is live (issue 15, decision record 0016): three tabs of the demo app on one database. The tab
 // whose worker holds the database lock leads; the others reach its worker and have the whole client API and
@@ -173,5 +175,154 @@ describe("hand-over", () => {
     await waitForStatus(reopened, "ready");
     await waitForRole(reopened, "follower");
     await waitForReply(reopened, id, 'You said "before the crash"');
+  });
+
+  it("closing the leader mid-answer: a follower takes over, recovers, and both remaining tabs show the answer told again", async () => {
+    const first = await openTab("leader");
+    const second = await openTab("follower");
+    const third = await openTab("follower");
+    await sendMessage(third, "story");
+    const id = await waitForUserEntry(third, "story");
+    // The partial answer streams into every tab (live frames, not durable yet).
+    for (const page of [second, third])
+      await page.waitForFunction(() => (document.querySelector('[data-live="generation"] .msg-body')?.textContent ?? "").length > 0);
+    await first.close();
+
+    await waitForRole(second, "leader");
+    await waitForRole(third, "follower");
+    for (const page of [second, third]) expect(await waitForReply(page, id, STORY)).toContain(STORY);
+    expect(await shownChat(third)).toEqual(await shownChat(second));
+    const stories = await second.evaluate(async () => (await pi.client.query("SELECT count(*) AS n FROM submissions")).at(0)?.n);
+    expect(stories).toBe(1); // submitted once, answered after the recovery
+  });
+
+  it("closing the leader mid-tool: the new leader records the tool as interrupted, in every remaining tab", async () => {
+    const first = await openTab("leader");
+    const second = await openTab("follower");
+    const third = await openTab("follower");
+    await sendMessage(second, PROBE.input);
+    for (const page of [second, third]) {
+      const card = toolCard(page, PROBE.tool);
+      await card.and(page.locator('[data-status="running"]')).waitFor({ timeout: 30_000 });
+    }
+    await first.close();
+
+    await waitForRole(second, "leader");
+    for (const page of [second, third]) {
+      const card = toolCard(page, PROBE.tool);
+      await card.and(page.locator('[data-code="interrupted"]')).waitFor({ timeout: 30_000 });
+      expect(await waitForReply(page, Number(await card.getAttribute("data-entry-id")), "interrupted")).toContain(PROBE.tool);
+    }
+    expect(await shownChat(third)).toEqual(await shownChat(second));
+  });
+});
+
+/**
+ * Keeps four lanes of write submissions going from the page, each naming its tab and number, until `stop`
+ * (to a conversation no tab shows: the load is the submissions, not the rendering of thousands of entries).
+ * Each records its outcome, and whether the tab's status left "ready" while it was in flight (it spanned the
+ * hand-over).
+ */
+async function startSubmitting(page: Page, tab: string, conversationId: number): Promise<void> {
+  await page.evaluate(
+    async ([tab, conversationId]) => {
+      const state = { stop: false, started: 0, outcomes: [] as string[], spanned: 0, epoch: 0, lanes: [] as Promise<void>[] };
+      (globalThis as { e2eSubmits?: typeof state }).e2eSubmits = state;
+      pi.client.onStatus((status) => {
+        if (status.kind !== "ready") state.epoch += 1;
+      });
+      const lane = async (): Promise<void> => {
+        while (!state.stop) {
+          const i = state.started++;
+          const epoch = state.epoch;
+          state.outcomes[i] = await pi.client
+            .submit(conversationId, { type: "write", entry: { kind: "e2e.mark", data: { mark: `${tab}-${i}` } } })
+            .then(
+              () => "ok",
+              (error: Error) => error.name,
+            );
+          if (state.epoch !== epoch) state.spanned += 1;
+        }
+      };
+      state.lanes = [lane(), lane(), lane(), lane()];
+    },
+    [tab, conversationId] as const,
+  );
+}
+
+/** Stops the page's submissions once they are all answered; returns how they ended. */
+function stopSubmitting(page: Page): Promise<{ marks: string[]; outcomes: string[]; spanned: number }> {
+  return page.evaluate(async () => {
+    const state = (globalThis as unknown as { e2eSubmits: { stop: boolean; outcomes: string[]; spanned: number; lanes: Promise<void>[] } })
+      .e2eSubmits;
+    state.stop = true;
+    await Promise.all(state.lanes);
+    return { marks: state.outcomes.map((_, i) => i), outcomes: state.outcomes, spanned: state.spanned } as never;
+  });
+}
+
+function started(page: Page): Promise<number> {
+  return page.evaluate(() => (globalThis as unknown as { e2eSubmits: { started: number } }).e2eSubmits.started);
+}
+
+/** How often each mark was applied, by the database. */
+async function appliedMarks(page: Page): Promise<Record<string, number>> {
+  const rows = await page.evaluate(() => pi.client.query("SELECT record FROM entries WHERE kind = 'e2e.mark'"));
+  const applied: Record<string, number> = {};
+  for (const row of rows) {
+    const mark = /"mark":"([^"]+)"/.exec(String(row.record))?.[1] ?? "none";
+    applied[mark] = (applied[mark] ?? 0) + 1;
+  }
+  return applied;
+}
+
+describe("exactly once across a hand-over", () => {
+  /** Every submission of every tab resolved, and the database applied each exactly once. */
+  async function expectEachOnce(tabs: Record<string, Page>, reader: Page): Promise<void> {
+    const expected: string[] = [];
+    let spanned = 0;
+    for (const [name, page] of Object.entries(tabs)) {
+      const ended = await stopSubmitting(page);
+      expect(ended.outcomes.filter((outcome) => outcome !== "ok")).toEqual([]);
+      expected.push(...ended.outcomes.map((_, i) => `${name}-${i}`));
+      spanned += ended.spanned;
+    }
+    expect(spanned).toBeGreaterThan(0); // some were in flight while the database moved
+    const applied = await appliedMarks(reader);
+    expect(Object.keys(applied).sort()).toEqual(expected.sort());
+    expect(Object.entries(applied).filter(([, n]) => n !== 1)).toEqual([]);
+  }
+
+  it("concurrent submissions from all three tabs while one takes over: every one resolves and is applied exactly once; the old leader follows", async () => {
+    const tabs = { a: await openTab("leader"), b: await openTab("follower"), c: await openTab("follower") };
+    const conversation = await tabs[Object.keys(tabs)[0] as keyof typeof tabs].evaluate(() => pi.client.createConversation());
+    for (const [name, page] of Object.entries(tabs)) await startSubmitting(page, name, conversation);
+    for (const page of Object.values(tabs)) await expect.poll(() => started(page), { timeout: 30_000 }).toBeGreaterThan(8);
+    await tabs.c.click("#takeover");
+
+    await waitForRole(tabs.c, "leader");
+    await waitForRole(tabs.a, "follower");
+    for (const page of Object.values(tabs)) {
+      const before = await started(page);
+      await expect.poll(() => started(page), { timeout: 30_000 }).toBeGreaterThan(before + 4); // going on after it
+    }
+    await expectEachOnce(tabs, tabs.a);
+  });
+
+  it("concurrent submissions from the followers while the leader closes: every one resolves and is applied exactly once", async () => {
+    const first = await openTab("leader");
+    const tabs = { b: await openTab("follower"), c: await openTab("follower") };
+    const conversation = await tabs[Object.keys(tabs)[0] as keyof typeof tabs].evaluate(() => pi.client.createConversation());
+    for (const [name, page] of Object.entries(tabs)) await startSubmitting(page, name, conversation);
+    for (const page of Object.values(tabs)) await expect.poll(() => started(page), { timeout: 30_000 }).toBeGreaterThan(8);
+    await first.close();
+
+    await waitForRole(tabs.b, "leader");
+    await waitForRole(tabs.c, "follower");
+    for (const page of Object.values(tabs)) {
+      const before = await started(page);
+      await expect.poll(() => started(page), { timeout: 30_000 }).toBeGreaterThan(before + 4);
+    }
+    await expectEachOnce(tabs, tabs.c);
   });
 });

@@ -137,6 +137,13 @@ function withKey(method: string, args: unknown[]): unknown[] {
   return args;
 }
 
+/** Whether a second run of this call is known to change nothing: a creation runs again only with its key. */
+function keyed(method: string, args: unknown[]): boolean {
+  if (method === "createTask") return (args[2] as { key?: string } | undefined)?.key !== undefined;
+  if (method === "submit") return (args[1] as { requestId?: string } | undefined)?.requestId !== undefined;
+  return true;
+}
+
 const isLoss = (error: unknown) => (error as { name?: string } | undefined)?.name === "ConnectionLost";
 
 /** The leader this tab follows, over its connection's channel. */
@@ -256,6 +263,18 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     }
   };
 
+  /**
+   * Whether a call to this tab's own worker failed because the database left it (taken over by another tab,
+   * which this tab now follows): the harness closed under it, or the call arrived after the close.
+   */
+  const ownLost = async (error: unknown) => {
+    const name = (error as { name?: string } | undefined)?.name;
+    if (name !== "HarnessClosed" && ownStatus.kind === "ready") return false;
+    if (ownStatus.kind === "ready") await new Promise<void>((resolve) => ownLeft.add(resolve));
+    return following();
+  };
+  const ownLeft = new Set<() => void>();
+
   const lose = (link: Link) => {
     if (leader !== link) return;
     leader = undefined;
@@ -332,6 +351,10 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     .subscribe("onStatus", [], (value) => {
       ownStatus = value as HarnessStatus;
       if ("database" in ownStatus) database = ownStatus.database;
+      if (ownStatus.kind !== "ready") {
+        for (const resolve of ownLeft) resolve();
+        ownLeft.clear();
+      }
       reconsider();
     })
     .catch(() => {});
@@ -342,14 +365,15 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       let sent = args;
       for (let fresh = true; ; fresh = false) {
         const target = await next(fresh);
-        if (target === OWN) return own.call(method, sent);
-        sent = withKey(method, sent);
+        // Keys: every follower call that creates; on this tab's own worker, submissions only (a submission's
+        // key is a column of its row; a task key is a document the harness keeps in memory for good).
+        if (target !== OWN || method === "submit") sent = withKey(method, sent);
         try {
-          return await target.endpoint.call(method, sent);
+          return await endpointOf(target).call(method, sent);
         } catch (error) {
-          if (!isLoss(error)) throw error;
-          lose(target);
-          if (!RETRIED.has(method)) throw new ConnectionLost();
+          if (target === OWN ? !(await ownLost(error)) : !isLoss(error)) throw error;
+          if (target !== OWN) lose(target);
+          if (!RETRIED.has(method) || !keyed(method, sent)) throw new ConnectionLost();
         }
       }
     },
