@@ -6,6 +6,7 @@
  *   agent    Node: commits and cost per tool call, if bench/agent.ts is there    (bench/agent.ts)
  *   browser  Chromium, OPFS: kernel step vs raw commit; reload → first resumed step with 1/1,000/10,000 live tasks; worker heap
  *   stream   Chromium: token → screen latency vs pi-ai in the page, updates/s, update cost and open time at 10/1,000/10,000 entries
+ *   tabs     Chromium, the demo app: a follower tab's call round trip vs the leader's; leader tab closed → a follower leads with the recovered view
  *   peer     Chromium: the same 1,000-step job and the same reload, ours vs @coji/durably
  *   sizes    gzip bytes of the demo app's page and worker bundles, sqlite-wasm's own, and the peer's
  *   edge     workerd (miniflare): kernel step vs raw commit on one Durable Object; crash → first resumed step (bench/edge.ts)
@@ -21,6 +22,7 @@ import { benchPeer, ensurePeer } from "./browser/peer.ts";
 import { benchSizes } from "./browser/sizes.ts";
 import { benchStream } from "./browser/stream.ts";
 import { chromiumPath, ROOT } from "./browser/support.ts";
+import { benchTabs } from "./browser/tabs.ts";
 import { importBundled } from "./bundled.ts";
 import { fmt, type Summary, table } from "./stats.ts";
 
@@ -139,6 +141,7 @@ await section("edge", async () => {
 
 await section("browser", () => benchBrowser());
 await section("stream", () => benchStream());
+await section("tabs", () => benchTabs());
 await section("peer", () => benchPeer());
 await section("sizes", () => benchSizes());
 
