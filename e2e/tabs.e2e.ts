@@ -6,7 +6,7 @@ import { PROBE } from "../worker/protocol.ts";
 import { type BrowserSession, startBrowser } from "./support/browser";
 import { openDemo, sendMessage, toolCard, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 
-// Every tab is live (issue 15, decision record 0016): three tabs of the demo app on one database. The tab
+// Every tab is live (issue 15, decision record 0017): three tabs of the demo app on one database. The tab
 // whose worker holds the database lock leads; the others reach its worker and have the whole client API and
 // the chat. When the leader goes (closed, reloaded, renderer crashed, taken over) one follower's worker opens
 // the database and recovers, and the other tabs keep their views. Assertions are on what each page shows and

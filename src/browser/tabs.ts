@@ -1,6 +1,6 @@
 /// <reference lib="webworker" />
 /**
- * Every tab is live (decision record 0016). The tab whose worker holds the database lock is the leader; every
+ * Every tab is live (decision record 0017). The tab whose worker holds the database lock is the leader; every
  * other tab of the origin is a follower: its page talks to the leader's worker over a BroadcastChannel that
  * only the two of them open (one per connection), with the host's message protocol (../host/messages.ts).
  *
