@@ -164,17 +164,21 @@ describe("hand-over", () => {
     expect(await shownChat(third)).toEqual(await shownChat(second));
   });
 
-  it("a renderer crash of the leader hands the database to a follower", async () => {
+  it("a renderer crash of the leader hands the database to a follower; the other follower keeps its view", async () => {
     const first = await openTab("leader");
     const second = await openTab("follower");
+    const third = await openTab("follower");
     await sendMessage(first, "before the crash");
     const id = await waitForUserEntry(second, "before the crash");
     await waitForReply(second, id, 'You said "before the crash"');
     const reopened = session.track(await crashTab(first, "renderer"));
     await waitForRole(second, "leader");
+    await waitForRole(third, "follower");
     await waitForStatus(reopened, "ready");
     await waitForRole(reopened, "follower");
-    await waitForReply(reopened, id, 'You said "before the crash"');
+    for (const page of [third, reopened]) await waitForReply(page, id, 'You said "before the crash"');
+    expect(await shownChat(third)).toEqual(await shownChat(second));
+    expect(await shownChat(reopened)).toEqual(await shownChat(second));
   });
 
   it("closing the leader mid-answer: a follower takes over, recovers, and both remaining tabs show the answer told again", async () => {
