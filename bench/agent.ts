@@ -15,9 +15,9 @@ import {
   defineTool,
   Harness,
   type SqliteDatabase,
-  type SqliteStorage,
 } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
 import { fmt, summarize, table } from "./stats.ts";
 

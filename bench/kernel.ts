@@ -5,8 +5,9 @@
  * same run. Each figure is the median of RUNS runs (min and max beside it).
  */
 import { writeFileSync } from "node:fs";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness, type SqliteStorage } from "../src/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
 import { fmt, summarize, table } from "./stats.ts";
 

@@ -1,3 +1,4 @@
+import type { Models } from "@earendil-works/pi-ai";
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import { Conversation, type Submission } from "./agent/conversation.ts";
 import { AgentHost } from "./agent/host.ts";
@@ -5,6 +6,7 @@ import type { AgentKernel } from "./agent/kernel.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
+import type { EnvFactory } from "./env/types.ts";
 import { DatabaseLocked, HarnessClosed, InvalidSetting, ReadOnlySession } from "./errors.ts";
 import { cloneJson } from "./json.ts";
 import { deliver, type ReportHandler } from "./reports.ts";
@@ -22,7 +24,7 @@ export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
   registry: Registry;
   /** The models (pi-ai `createModels()`), handed to tasks as `runtime.models`. */
-  models?: unknown;
+  models?: Models;
   settings?: Settings;
   /** The harness clock in ms. Default `Date.now`. */
   now?: () => number;
@@ -41,7 +43,7 @@ export interface HarnessOptions {
    */
   resume?: boolean;
   /** The execution environment of a conversation (files for tools), built on demand. */
-  env?: (conversationId: number, context: Context) => unknown;
+  env?: EnvFactory;
   /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
   crashPoint?: CrashPointHandler;
 }
@@ -183,7 +185,7 @@ export class Harness {
     return this.#scheduler.settings;
   }
 
-  get models(): unknown {
+  get models(): Models | undefined {
     return this.#options.models;
   }
 

@@ -8,7 +8,7 @@ export * from "./errors.ts";
 export { ConversationHandle, Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
 export type { Json } from "./json.ts";
 export type { Report, ReportHandler } from "./reports.ts";
-export { type CreateTaskOptions, Tx } from "./session/tx.ts";
+export type { CreateTaskOptions, Tx } from "./session/tx.ts";
 export { DEFAULT_SETTINGS, type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
 export { MemoryStorage } from "./storage/memory.ts";
 export type {
@@ -26,7 +26,6 @@ export type {
   TaskStatus,
 } from "./storage/records.ts";
 export type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./storage/sqlite/database.ts";
-export { SqliteStorage } from "./storage/sqlite/storage.ts";
 export type { EntryRange, Row, Storage, StoredState } from "./storage/storage.ts";
 export type { TaskInspectionState } from "./tasks/inspect.ts";
 export type { CrashPointHandler } from "./tasks/options.ts";

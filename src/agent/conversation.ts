@@ -112,11 +112,16 @@ export class Conversation {
    */
   async abort(context: Context): Promise<void> {
     throwIfCancelled(context);
-    const tasks = await this.commit((tx) => {
-      withdrawInputs(tx, this.id);
-      const live = readLive(tx, this.id);
-      return [...(live.run ? [live.run.taskId] : []), ...(live.compactions ?? []).map((status) => status.taskId)];
-    }, context);
+    // The agent's own commits get the kernel's transaction (withdrawing settles submissions).
+    const tasks = await this.#host.commitIn(
+      this.id,
+      (tx) => {
+        withdrawInputs(tx, this.id);
+        const live = readLive(tx, this.id);
+        return [...(live.run ? [live.run.taskId] : []), ...(live.compactions ?? []).map((status) => status.taskId)];
+      },
+      context,
+    );
     for (const taskId of tasks) await this.#host.kernel.abortTask(taskId, context);
     for (const taskId of tasks) await this.#host.kernel.waitForTask(taskId, context);
   }
@@ -127,11 +132,15 @@ export class Conversation {
    */
   async compact(options: { instructions?: string }, context: Context): Promise<number> {
     const instructions = options?.instructions;
-    const taskId = await this.commit((tx) => {
-      const id = createConversationTask(tx, CompactionTask, { reason: "manual", ...(instructions ? { instructions } : {}) }, this.id);
-      addCompactionStatus(tx, this.id, id);
-      return id;
-    }, context);
+    const taskId = await this.#host.commitIn(
+      this.id,
+      (tx) => {
+        const id = createConversationTask(tx, CompactionTask, { reason: "manual", ...(instructions ? { instructions } : {}) }, this.id);
+        addCompactionStatus(tx, this.id, id);
+        return id;
+      },
+      context,
+    );
     this.#host.kernel.resume();
     return taskId;
   }

@@ -2,7 +2,7 @@ import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, NotFound, ReadOnlySession } from "../errors.ts";
 import { SerialQueue } from "../serial.ts";
 import type { Published } from "../session/session.ts";
-import type { Tx } from "../session/tx.ts";
+import type { KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import { KeyedWaiters } from "../waiters.ts";
 import { applyChange, Conversation, Submission } from "./conversation.ts";
@@ -96,7 +96,7 @@ export class AgentHost {
   }
 
   /** Commits `body` in conversation `conversationId` (its new tasks and entries belong there). */
-  commitIn<T>(conversationId: number, body: (tx: Tx) => T, context: Context): Promise<T> {
+  commitIn<T>(conversationId: number, body: (tx: KernelTx) => T, context: Context): Promise<T> {
     throwIfCancelled(context);
     if (this.kernel.closed) throw new HarnessClosed();
     return waitFor(this.kernel.session.commit(body, { conversationId }), context);
@@ -198,7 +198,7 @@ export class AgentHost {
     // Listeners run on the commit line and must not commit there: queue the cleanup behind it.
     queueMicrotask(() => {
       this.kernel.session
-        .commit((tx: Tx) => {
+        .commit((tx: KernelTx) => {
           const live = readLive(tx, conversationId);
           if (task.kind === "pi.generation" && live.run?.taskId === task.id) {
             convertPartial(tx, conversationId);

@@ -1,6 +1,6 @@
 import type { UserMessage } from "@earendil-works/pi-ai";
 import { ConversationBusy } from "../errors.ts";
-import type { Tx } from "../session/tx.ts";
+import type { KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord } from "../storage/records.ts";
 import type { TaskKind } from "../tasks/types.ts";
 import { appendEntry, asJson, clearToolProgress, readInbox, readLive, writeInbox, writeLive } from "./documents.ts";
@@ -27,7 +27,7 @@ export type RunSettlement = { status: "done"; answer: number } | { status: "unan
  * Creates a task owned by the conversation, also when a task is committing (a generation that starts the
  * next run must not own it: the next run outlives it).
  */
-export function createConversationTask<I>(tx: Tx, definition: TaskKind<I>, input: I, conversationId: number): number {
+export function createConversationTask<I>(tx: KernelTx, definition: TaskKind<I>, input: I, conversationId: number): number {
   const actor = tx.actor;
   tx.actor = { conversationId };
   try {
@@ -41,7 +41,7 @@ export function createConversationTask<I>(tx: Tx, definition: TaskKind<I>, input
  * Admits a submission in one commit (upstream §5.6). Busy (a run is live) or a non-empty inbox: the draft is
  * queued for the next boundary. Idle: a write is appended at once, an input is placed and starts a run.
  */
-export function admit(tx: Tx, conversationId: number, draft: SubmissionDraft): SubmissionRecord {
+export function admit(tx: KernelTx, conversationId: number, draft: SubmissionDraft): SubmissionRecord {
   const live = readLive(tx, conversationId);
   const busy = live.run !== undefined;
   if (draft.type === "input" && busy && draft.whenBusy === "reject") throw new ConversationBusy(conversationId);
@@ -74,7 +74,7 @@ export function admit(tx: Tx, conversationId: number, draft: SubmissionDraft): S
 }
 
 /** Starts a run: a new conversation-owned generation answering `inputs`. */
-export function startRun(tx: Tx, conversationId: number, inputs: number[]): number {
+export function startRun(tx: KernelTx, conversationId: number, inputs: number[]): number {
   const taskId = createConversationTask(tx, GENERATION_KIND, {}, conversationId);
   const { runFailure: _failure, generation: _generation, tools: _tools, ...live } = readLive(tx, conversationId);
   writeLive(tx, conversationId, { ...live, run: { taskId, inputs, startedAt: tx.now() } });
@@ -85,7 +85,7 @@ export function startRun(tx: Tx, conversationId: number, inputs: number[]): numb
  * Ends the run of `taskId` (if it is still the conversation's run): settles its inputs, clears the round,
  * records the failure, then applies the final boundary, which may start the next run from the inbox.
  */
-export function endRun(tx: Tx, conversationId: number, taskId: number, settlement: RunSettlement): void {
+export function endRun(tx: KernelTx, conversationId: number, taskId: number, settlement: RunSettlement): void {
   const live = readLive(tx, conversationId);
   const { run, generation: _generation, tools: _tools, ...rest } = live;
   // Another run (or none) owns pi.live now: what it shows is not this task's to clear.
@@ -105,7 +105,7 @@ export function endRun(tx: Tx, conversationId: number, taskId: number, settlemen
  * After a tool round (upstream "postTools"): queued writes and steers are placed, and the steers join the run.
  * Returns the placed steer submissions.
  */
-export function postToolsBoundary(tx: Tx, conversationId: number): number[] {
+export function postToolsBoundary(tx: KernelTx, conversationId: number): number[] {
   const inbox = readInbox(tx, conversationId);
   if (inbox.items.length === 0) return [];
   const selected = inbox.items.filter((item) => item.mode === "write" || item.mode === "steer");
@@ -121,7 +121,7 @@ export function postToolsBoundary(tx: Tx, conversationId: number): number[] {
  * When a run ends (or an idle conversation has queued work): every queued write, every steer and the first
  * follow-up are placed; the placed inputs start the next run.
  */
-export function finalBoundary(tx: Tx, conversationId: number): void {
+export function finalBoundary(tx: KernelTx, conversationId: number): void {
   const inbox = readInbox(tx, conversationId);
   if (inbox.items.length === 0) return;
   const firstFollowUp = inbox.items.find((item) => item.mode === "followUp");
@@ -131,14 +131,14 @@ export function finalBoundary(tx: Tx, conversationId: number): void {
 }
 
 /** Removes what is left of the round's tool progress documents (the result entries stay). */
-export function clearRound(tx: Tx, conversationId: number): void {
+export function clearRound(tx: KernelTx, conversationId: number): void {
   for (const tool of readLive(tx, conversationId).tools ?? []) {
     if (tool.taskId !== undefined) clearToolProgress(tx, conversationId, tool.taskId);
   }
 }
 
 /** Withdraws queued inputs (not writes) as `unanswered` `aborted`: `conversation.abort()`. */
-export function withdrawInputs(tx: Tx, conversationId: number): number[] {
+export function withdrawInputs(tx: KernelTx, conversationId: number): number[] {
   const inbox = readInbox(tx, conversationId);
   const withdrawn = inbox.items.filter((item) => item.mode !== "write");
   if (withdrawn.length === 0) return [];
@@ -152,14 +152,14 @@ export function withdrawInputs(tx: Tx, conversationId: number): number[] {
 }
 
 /** Settles an open submission; a settled one is left as it is. */
-export function settle(tx: Tx, submissionId: number, status: "done" | "unanswered", result: Record<string, unknown>): void {
+export function settle(tx: KernelTx, submissionId: number, status: "done" | "unanswered", result: Record<string, unknown>): void {
   const record = tx.submission(submissionId);
   if (!record || (record.status !== "queued" && record.status !== "running")) return;
   tx.putSubmission({ ...record, status, result: asJson(result), settledAt: tx.now() });
 }
 
 /** Places the selected inbox items in id order (writes as entries, inputs as `pi.user`); returns the inputs. */
-function placeSelected(tx: Tx, conversationId: number, inbox: InboxState, selected: InboxState["items"]): number[] {
+function placeSelected(tx: KernelTx, conversationId: number, inbox: InboxState, selected: InboxState["items"]): number[] {
   if (selected.length === 0) return [];
   const chosen = new Set(selected);
   writeInbox(tx, conversationId, { items: inbox.items.filter((item) => !chosen.has(item)) });
@@ -176,14 +176,14 @@ function placeSelected(tx: Tx, conversationId: number, inbox: InboxState, select
   return inputs;
 }
 
-function placeInput(tx: Tx, record: SubmissionRecord): void {
+function placeInput(tx: KernelTx, record: SubmissionRecord): void {
   const payload = record.payload as unknown as InputPayload;
   const message: UserMessage = { role: "user", content: payload.content, timestamp: tx.now() };
   const entryId = appendEntry(tx, record.conversationId, "pi.user", { message, submissionId: record.id });
   tx.putSubmission({ ...record, status: "running", payload: asJson({ ...payload, entryId }) });
 }
 
-function placeWrite(tx: Tx, record: SubmissionRecord): void {
+function placeWrite(tx: KernelTx, record: SubmissionRecord): void {
   const payload = record.payload as unknown as WritePayload;
   const { kind, ...rest } = payload.entry;
   const entryId = appendEntry(tx, record.conversationId, kind, rest);

@@ -1,20 +1,23 @@
-import type { Models } from "@earendil-works/pi-ai";
 import type { Context } from "../context.ts";
 import type { Json } from "../json.ts";
-import type { Checkpoint } from "../storage/records.ts";
-import { defineTask, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
+import type { KernelTx } from "../session/tx.ts";
+import type { Checkpoint, TaskRecord } from "../storage/records.ts";
+import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
 import { LIVE, readAgentConfig, scopeOf, toolKey } from "./documents.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
 /**
- * A task runtime as the agent's tasks see it: the kernel's runtime, with what the kernel keeps untyped given
- * the agent's types (the models, live events) and the agent's documents read typed. The kernel's members are
+ * A task runtime as the agent's tasks see it: the kernel's runtime, with its live events typed as the
+ * agent's and the agent's documents read typed. The kernel's members are
  * the runtime's own (nothing is copied: `signal` is still made on first use).
  */
 export interface AgentRuntime<S extends Checkpoint = Checkpoint, R = Json> extends TaskRuntime<S, R> {
-  /** `HarnessOptions.models`: a pi-ai `Models` catalogue, or undefined when none was given. */
-  readonly models: Models | undefined;
+  /**
+   * `TaskRuntime.commit` with the kernel's transaction: the agent settles submissions in the same commit
+   * as its task's next state (`putSubmission`), which the public `Tx` does not offer.
+   */
+  commit(change: (tx: KernelTx, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined, context: Context): Promise<void>;
   /** Shows a partial answer or a tool's output to the conversation's views now (never stored). */
   live(event: LiveEvent): void;
   /** The committed `pi.agent` configuration of the task's conversation. */
@@ -48,6 +51,7 @@ export function agentRuntime<S extends Checkpoint, R>(runtime: TaskRuntime<S, R>
     toolProgress: (taskId) => runtime.document(scope, toolKey(taskId)) as ToolProgress | undefined,
   };
   // The kernel's runtime stays the prototype: its getters and methods are its own, not copies.
+  // The kernel always commits with its own transaction (`KernelTx`), which is what `commit` promises here.
   return Object.assign(Object.create(runtime) as AgentRuntime<S, R>, typed);
 }
 

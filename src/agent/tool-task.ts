@@ -1,6 +1,7 @@
 import type { TextContent, Tool, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../context.ts";
+import type { ExecutionEnv } from "../env/types.ts";
 import { errorMessage } from "../error-message.ts";
 import { NotFound, ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
@@ -188,7 +189,7 @@ async function run(
       details = cloneJson(value);
       progress.touch();
     },
-    env: <E>() => runtime.env<E>(context),
+    env: <E extends ExecutionEnv>() => runtime.env<E>(context),
   };
   let result: ToolResultView;
   let thrown: string | undefined;

@@ -28,7 +28,7 @@ export interface ToolApi {
   /** Replaces the running details (JSON), persisted like output. */
   details(value: Json): void;
   /** The conversation's execution environment (`HarnessOptions.env`). */
-  env<E = ExecutionEnv>(): Promise<E>;
+  env<E extends ExecutionEnv = ExecutionEnv>(): Promise<E>;
 }
 
 /**

@@ -36,7 +36,7 @@ export interface ServeHarnessOptions {
   /** The OPFS directory of the pool (separate apps on one origin keep apart). */
   poolDirectory?: string;
   settings?: Settings;
-  models?: unknown;
+  models?: HarnessOptions["models"];
   env?: HarnessOptions["env"];
   /** Start scheduling as soon as the database is open (default true: a reload carries on by itself). */
   autoResume?: boolean;

@@ -7,6 +7,9 @@ import type { Context } from "../context.ts";
  * The world is not rewound by a crash: what a tool wrote here stays written, which is why tool replay
  * policies exist (S8).
  */
+/** Builds (or finds) the execution environment of a conversation: `HarnessOptions.env`. */
+export type EnvFactory = (conversationId: number, context: Context) => ExecutionEnv | Promise<ExecutionEnv>;
+
 export interface ExecutionEnv {
   /** The file's text; rejects with `FileNotFound` when there is none. */
   read(path: string, context: Context): Promise<string>;

@@ -5,7 +5,7 @@ import type { Report } from "../reports.ts";
 import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
-import { documentKey, Tx, type TxActor } from "./tx.ts";
+import { documentKey, KernelTx, type TxActor } from "./tx.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
 export interface Published {
@@ -15,7 +15,7 @@ export interface Published {
 
 /**
  * The one mutation line of a harness. Commits run strictly one after another: the callback stages writes on a
- * `Tx`, the batch is stored in one transaction, and only then do the in-memory mirrors (live tasks, current
+ * `KernelTx`, the batch is stored in one transaction, and only then do the in-memory mirrors (live tasks, current
  * documents, open submissions, conversations) change and listeners hear of it. A commit that fails at any
  * point changes nothing, in storage or in memory.
  */
@@ -87,11 +87,11 @@ export class Session {
    * Runs `body` on the line and stores what it staged. `body` must be synchronous. The result is the body's
    * return value, once the commit is durable.
    */
-  commit<T>(body: (tx: Tx) => T, actor?: TxActor, admitWhileSealed = false): Promise<T> {
+  commit<T>(body: (tx: KernelTx) => T, actor?: TxActor, admitWhileSealed = false): Promise<T> {
     if (this.#sealed && !admitWhileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     const run = async (): Promise<T> => {
-      const tx = new Tx(this, actor);
+      const tx = new KernelTx(this, actor);
       const result = body(tx);
       if (typeof (result as { then?: unknown } | null)?.then === "function") {
         throw new InvalidCommit(
@@ -161,7 +161,7 @@ export class Session {
   }
 
   /** Commits admitted before the seal still run: used by close for its final bookkeeping commit. */
-  commitWhileSealing<T>(body: (tx: Tx) => T): Promise<T> {
+  commitWhileSealing<T>(body: (tx: KernelTx) => T): Promise<T> {
     return this.commit(body, undefined, true);
   }
 

@@ -36,11 +36,45 @@ export interface TxActor {
 }
 
 /**
- * One atomic commit in the making. Reads see the committed state plus what this transaction staged; nothing
- * is visible to anyone else until the whole transaction is stored. The callback that receives it is
- * synchronous, so a commit is one uninterrupted step on the session line.
+ * One atomic commit in the making, as a commit callback (`conversation.commit`, `runtime.commit`) gets it.
+ * Reads see the committed state plus what this transaction staged; nothing is visible to anyone else until
+ * the whole transaction is stored. The callback is synchronous, so a commit is one uninterrupted step on
+ * the session line. Tasks change state only through the scheduler's rules (a phase returns its next state);
+ * there is no raw write of a task or submission record here.
  */
-export class Tx {
+export interface Tx {
+  /** The harness clock. */
+  now(): number;
+  /** A live task as committed or staged here; terminal tasks are not in memory (use `harness.getTask`). */
+  task(id: number): TaskRecord | undefined;
+  /** Every live task, staged versions first. */
+  liveTasks(): Iterable<TaskRecord>;
+  /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
+  createTask<I>(definition: TaskKind<I>, input: I, options?: CreateTaskOptions): number;
+  conversation(id: number): ConversationRecord | undefined;
+  createConversation(options?: { owner?: number; config?: ConversationRecord["config"] }): number;
+  /** Appends an entry (to the committing conversation unless `conversationId` says otherwise); returns its id. */
+  appendEntry(entry: { kind: string; payload: Json; conversationId?: number }): number;
+  /** The entries this transaction appended so far. */
+  readonly stagedEntries: readonly EntryRecord[];
+  document(scope: string, key: string): Json | undefined;
+  setDocument(scope: string, key: string, value: Json): void;
+  deleteDocument(scope: string, key: string): void;
+  submission(id: number): SubmissionRecord | undefined;
+  openSubmissions(conversationId: number): SubmissionRecord[];
+  /** An asynchronous check run before the batch is stored; if it throws, nothing is stored. */
+  check(check: () => Promise<void>): void;
+  /** A report delivered once the commit is stored. */
+  report(report: Report): void;
+  /** Runs once the commit is stored. */
+  afterCommit(callback: () => void): void;
+}
+
+/**
+ * The kernel's transaction: the public `Tx` and the raw writes the kernel and the agent layer build their
+ * rules from (`putTask`, `putSubmission`, `mintId`, …). Only `Session.commit` makes one.
+ */
+export class KernelTx implements Tx {
   readonly #session: Session;
   readonly #tasks = new Map<number, TaskRecord>();
   readonly #conversations = new Map<number, ConversationRecord>();

@@ -12,9 +12,11 @@ import type { NextTaskState, TaskRuntime } from "./types.ts";
  * backoff on the harness clock (100 ms doubling up to 30 s), each refusal reported, until it is stored or the
  * invocation ends. Rerunning the step instead would rerun the tool or resend the request.
  */
-export async function commitStored<S extends Checkpoint, R>(
-  runtime: TaskRuntime<S, R>,
-  change: (tx: Tx, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined,
+export async function commitStored<S extends Checkpoint, R, T extends Tx = Tx>(
+  runtime: Omit<TaskRuntime<S, R>, "commit"> & {
+    commit(change: (tx: T, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined, context: Context): Promise<void>;
+  },
+  change: (tx: T, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined,
   context: Context,
 ): Promise<void> {
   for (let failures = 0; ; failures++) {

@@ -1,4 +1,4 @@
-import type { Tx } from "../session/tx.ts";
+import type { KernelTx } from "../session/tx.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
 /**
@@ -61,19 +61,19 @@ export class LiveIndex {
   }
 
   /** The live children of `id`, committed or staged in `tx`. */
-  liveChildren(tx: Tx, id: number): number[] {
+  liveChildren(tx: KernelTx, id: number): number[] {
     const out = new Set(this.#children.get(id) ?? []);
     for (const task of tx.liveTasks()) if (task.owner === id && !task.background) out.add(task.id);
     return [...out].filter((child) => isLive(tx, child));
   }
 
-  hasLiveOwnedWork(tx: Tx, id: number): boolean {
+  hasLiveOwnedWork(tx: KernelTx, id: number): boolean {
     return this.liveChildren(tx, id).length > 0;
   }
 }
 
 /** True when task `id` is live as `tx` sees it. */
-export function isLive(tx: Tx, id: number): boolean {
+export function isLive(tx: KernelTx, id: number): boolean {
   const task = tx.task(id);
   return task !== undefined && task.state.status !== "terminal";
 }

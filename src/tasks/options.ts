@@ -1,5 +1,6 @@
+import type { Models } from "@earendil-works/pi-ai";
 import type { Clock } from "../clock.ts";
-import type { Context } from "../context.ts";
+import type { EnvFactory } from "../env/types.ts";
 import type { ReportHandler } from "../reports.ts";
 import type { ResolvedSettings } from "../settings.ts";
 
@@ -7,8 +8,8 @@ export interface SchedulerOptions {
   settings: ResolvedSettings;
   clock: Clock;
   onReport?: ReportHandler;
-  models?: unknown;
-  env?: (conversationId: number, context: Context) => unknown;
+  models?: Models;
+  env?: EnvFactory;
   crashPoint?: CrashPointHandler;
   /** Receives what running tasks show live (`runtime.live`): not stored, gone in a crash. */
   onLive?: LiveHandler;

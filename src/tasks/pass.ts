@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.ts";
-import type { Tx } from "../session/tx.ts";
+import type { KernelTx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { Checkpoint } from "../storage/records.ts";
 import { type Invocation, type Mode, newInvocation } from "./invocation.ts";
@@ -38,7 +38,7 @@ export class SchedulingPass {
   }
 
   /** Runs a pass over `ids` (and the deferred ones), `failed` the failed outcomes seen; fills `started`. */
-  run(tx: Tx, ids: number[], failed: number[], started: Invocation[]): void {
+  run(tx: KernelTx, ids: number[], failed: number[], started: Invocation[]): void {
     const { index, resolver, invocations, clock, settings } = this.#options;
     const candidates = new Set(ids);
     this.#reconcile(tx, candidates, failed);
@@ -100,7 +100,7 @@ export class SchedulingPass {
     }
   }
 
-  #reconcile(tx: Tx, candidates: Set<number>, failed: number[]): void {
+  #reconcile(tx: KernelTx, candidates: Set<number>, failed: number[]): void {
     const { index } = this.#options;
     // failFast: a failed member marks the other live members of every failFast wait it belongs to.
     const queue = [...candidates];

@@ -1,9 +1,10 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
+import type { ExecutionEnv } from "../env/types.ts";
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound } from "../errors.ts";
 import { cloneJson, deepFreeze, type Json } from "../json.ts";
 import { deliver, type Report } from "../reports.ts";
 import { isStorageFailure, type Session } from "../session/session.ts";
-import { documentKey, type Tx } from "../session/tx.ts";
+import { documentKey, type KernelTx } from "../session/tx.ts";
 import type { EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import type { Invocation } from "./invocation.ts";
 import type { LiveIndex } from "./live-index.ts";
@@ -44,7 +45,7 @@ export class TaskRuntimes {
     const check = () => {
       if (invocation.ended) throw new InvocationEnded(id);
     };
-    const gated = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
+    const gated = <T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> =>
       onLine(body).then(
         (result) => {
           invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
@@ -55,7 +56,7 @@ export class TaskRuntimes {
           throw error;
         },
       );
-    const onLine = <T>(body: (tx: Tx, current: TaskRecord) => T): Promise<T> =>
+    const onLine = <T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> =>
       session.commit((tx) => {
         if (invocation.ended) throw new InvocationEnded(id);
         if (closing()) throw new HarnessClosed();
@@ -148,7 +149,7 @@ export class TaskRuntimes {
         if (invocation.ended) return; // a late event of an ended invocation shows nothing
         options.onLive?.({ taskId: id, conversationId: first.conversationId, event });
       },
-      env: async <E>(context: Context) => {
+      env: async <E extends ExecutionEnv>(context: Context) => {
         check();
         throwIfCancelled(context);
         if (!options.env) throw new DurableError("No execution environment: pass HarnessOptions.env to give tasks one.");

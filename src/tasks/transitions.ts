@@ -6,7 +6,7 @@
  */
 import { InvalidCommit, NotFound } from "../errors.ts";
 import { cloneJson, jsonEqual } from "../json.ts";
-import type { Tx } from "../session/tx.ts";
+import type { KernelTx } from "../session/tx.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Mode } from "./invocation.ts";
 import type { LiveIndex } from "./live-index.ts";
@@ -19,7 +19,7 @@ export type FaultReason = "phase_failed" | "no_progress" | "abort_failed" | "res
 export type StoredTask = (id: number) => Promise<TaskRecord | undefined>;
 
 /** A terminal outcome, held as `completing` while owned work is live. Drops memos and restarts. */
-export function terminate(tx: Tx, index: LiveIndex, task: TaskRecord, outcome: TaskOutcome): void {
+export function terminate(tx: KernelTx, index: LiveIndex, task: TaskRecord, outcome: TaskOutcome): void {
   if (index.hasLiveOwnedWork(tx, task.id)) {
     const { memos: _memos, restarts: _restarts, ...rest } = task;
     tx.putTask({ ...rest, state: { status: "completing", outcome } });
@@ -29,7 +29,7 @@ export function terminate(tx: Tx, index: LiveIndex, task: TaskRecord, outcome: T
 }
 
 /** The terminal record of `task`. */
-export function finalRecord(tx: Tx, task: TaskRecord, outcome: TaskOutcome): TaskRecord {
+export function finalRecord(tx: KernelTx, task: TaskRecord, outcome: TaskOutcome): TaskRecord {
   const { memos: _memos, restarts: _restarts, ...rest } = task;
   return { ...rest, endedAt: tx.now(), state: { status: "terminal", outcome } };
 }
@@ -38,7 +38,7 @@ export function finalRecord(tx: Tx, task: TaskRecord, outcome: TaskOutcome): Tas
  * Ends `task` `faulted` and reports it (`task_faulted`). A restart-limit fault carries how often the task was
  * cut off (`detail`).
  */
-export function fault(tx: Tx, index: LiveIndex, task: TaskRecord, reason: FaultReason, message: string): void {
+export function fault(tx: KernelTx, index: LiveIndex, task: TaskRecord, reason: FaultReason, message: string): void {
   const detail = reason === "restart_limit" ? { reason, restarts: task.restarts ?? 0 } : undefined;
   terminate(tx, index, task, { status: "faulted", error: { message, ...(detail ? { detail } : {}) } });
   tx.report({
@@ -53,14 +53,14 @@ export function fault(tx: Tx, index: LiveIndex, task: TaskRecord, reason: FaultR
 }
 
 /** Takes a task for an invocation: it is `running` at `checkpoint` from now on (no write if it already is). */
-export function take(tx: Tx, task: TaskRecord, record: TaskRecord, checkpoint: Checkpoint, now: number): void {
+export function take(tx: KernelTx, task: TaskRecord, record: TaskRecord, checkpoint: Checkpoint, now: number): void {
   if (task.state.status !== "running" || record !== task) {
     tx.putTask({ ...record, state: { status: "running", checkpoint }, startedAt: record.startedAt ?? now });
   }
 }
 
 /** A cascade's abort mark on a live task; queues it so its own children are marked in turn. */
-export function mark(tx: Tx, id: number, queue: number[]): void {
+export function mark(tx: KernelTx, id: number, queue: number[]): void {
   const task = tx.task(id);
   if (!task || task.abortRequested || task.state.status === "terminal") return;
   tx.putTask({ ...task, abortRequested: true });
@@ -73,7 +73,7 @@ export function hasIntent(task: TaskRecord): boolean {
 }
 
 /** Whether an owner up the (non-background) chain of `task` has an intent: then `task` does not run. */
-export function ownerHasIntent(tx: Tx, task: TaskRecord): boolean {
+export function ownerHasIntent(tx: KernelTx, task: TaskRecord): boolean {
   if (task.background) return false;
   let owner = task.owner === undefined ? undefined : tx.task(task.owner);
   while (owner) {
@@ -85,7 +85,7 @@ export function ownerHasIntent(tx: Tx, task: TaskRecord): boolean {
 }
 
 /** A close is not a crash: the running tasks go back to pending without counting a restart. */
-export function parkRunning(tx: Tx, except: ReadonlySet<number>): void {
+export function parkRunning(tx: KernelTx, except: ReadonlySet<number>): void {
   for (const task of [...tx.liveTasks()]) {
     if (task.state.status === "running" && !except.has(task.id))
       tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
@@ -93,7 +93,7 @@ export function parkRunning(tx: Tx, except: ReadonlySet<number>): void {
 }
 
 /** Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress). */
-export function applyNext(tx: Tx, index: LiveIndex, current: TaskRecord, next: NextTaskState, mode: Mode, stored: StoredTask): void {
+export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, next: NextTaskState, mode: Mode, stored: StoredTask): void {
   let state: TaskState;
   switch (next.status) {
     case "running":
@@ -128,7 +128,7 @@ export function applyNext(tx: Tx, index: LiveIndex, current: TaskRecord, next: N
   tx.putTask(record);
 }
 
-function validateWait(tx: Tx, waiter: TaskRecord, on: number[], policy: string, stored: StoredTask): void {
+function validateWait(tx: KernelTx, waiter: TaskRecord, on: number[], policy: string, stored: StoredTask): void {
   if (policy !== "allSettled" && policy !== "failFast") throw new InvalidCommit(`Unknown wait policy ${JSON.stringify(policy)}.`);
   const ancestors = new Set<number>([waiter.id]);
   for (let owner = waiter.owner; owner !== undefined; owner = tx.task(owner)?.owner) ancestors.add(owner);
@@ -160,7 +160,12 @@ function validateWait(tx: Tx, waiter: TaskRecord, on: number[], policy: string, 
  * run its abort handler (`blocked()` says why: its definition is missing or unusable) is orphaned at once,
  * unless its work is live.
  */
-export function requestAbort(tx: Tx, index: LiveIndex, task: TaskRecord, blocked: () => BlockedReason | undefined): "marked" | "terminal" {
+export function requestAbort(
+  tx: KernelTx,
+  index: LiveIndex,
+  task: TaskRecord,
+  blocked: () => BlockedReason | undefined,
+): "marked" | "terminal" {
   if (task.abortRequested) return "marked";
   const marked: TaskRecord = { ...task, abortRequested: true };
   const reason = blocked();

@@ -1,4 +1,6 @@
+import type { Models } from "@earendil-works/pi-ai";
 import type { Context } from "../context.ts";
+import type { ExecutionEnv } from "../env/types.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { Tx } from "../session/tx.ts";
@@ -26,8 +28,8 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   readonly signal: AbortSignal;
   /** The resolved settings, read fresh at each access. */
   readonly settings: ResolvedSettings;
-  /** `HarnessOptions.models`, as given. */
-  readonly models: unknown;
+  /** `HarnessOptions.models` (a pi-ai `Models` catalogue), as given, or undefined. */
+  readonly models: Models | undefined;
   /**
    * Commits `change(tx, current)` atomically with everything written through `tx`. Returning a state replaces
    * the task's state (running with a new checkpoint, waiting, sleeping, terminal); `undefined` keeps it.
@@ -59,7 +61,7 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
    */
   crashPoint(name: string): Promise<void>;
   /** The conversation's execution environment (`HarnessOptions.env`), if any. */
-  env<E = unknown>(context: Context): Promise<E>;
+  env<E extends ExecutionEnv = ExecutionEnv>(context: Context): Promise<E>;
   /** The installed extensions (the agent layer resolves tools, hooks and instructions from them). */
   readonly registry: Registry;
   /** Committed entries of a conversation (default: the task's) in id order; `afterId` skips older ones. */

@@ -5,9 +5,10 @@
  * go through the same `SqliteDatabase` facade; each run is timed inside the worker.
  */
 import * as Comlink from "comlink";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness, type SqliteStorage } from "../../../src/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../../src/index.ts";
 import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../../../src/storage/sqlite/wasm.ts";
 import { stepper } from "./tasks.ts";
 
