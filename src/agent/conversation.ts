@@ -1,14 +1,15 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
+import { cloneJson } from "../json.ts";
+import type { DocumentReader } from "../session/documents.ts";
 import { documentKey, type Tx } from "../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
 import { addCompactionStatus, CompactionTask } from "./compaction.ts";
-import { AGENT, asJson, LIVE, readAgentConfig, readLive, scopeOf } from "./documents.ts";
+import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
 import type { AgentHost } from "./host.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
-import type { AgentChange, AgentConfig, LiveState, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
+import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
 import {
   type ConversationViewState,
   DEFAULT_VIEW_PAGE,
@@ -27,6 +28,10 @@ import { ConversationViewStore } from "./view-store.ts";
 export class Conversation {
   readonly id: number;
   readonly #host: AgentHost;
+  /** Reads the committed documents (the session's mirror). */
+  readonly #committed: DocumentReader = {
+    document: (scope, key) => this.#host.kernel.session.documents.get(documentKey(scope, key))?.value,
+  };
 
   /** @internal Conversations come from the harness (`root`, `createConversation`, `conversation`). */
   constructor(host: AgentHost, id: number) {
@@ -49,12 +54,12 @@ export class Conversation {
 
   /** The committed `pi.agent` configuration. */
   agent(): AgentConfig {
-    return cloneJson(readAgentConfig((scope, key) => this.#committed(scope, key), this.id));
+    return cloneJson(readAgentConfig(this.#committed, this.id));
   }
 
   /** True while a run answers an input (`pi.live.run` is set). */
   get busy(): boolean {
-    return (this.#committed(scopeOf(this.id), LIVE) as LiveState | undefined)?.run !== undefined;
+    return readLive(this.#committed, this.id).run !== undefined;
   }
 
   /**
@@ -62,14 +67,10 @@ export class Conversation {
    * from the next model request on (a request in flight keeps what it was prepared with).
    */
   async configure(change: AgentChange, context: Context): Promise<AgentConfig> {
-    const next = (tx: Tx) =>
-      applyChange(
-        readAgentConfig((scope, key) => tx.document(scope, key), this.id),
-        change,
-      );
+    const next = (tx: Tx) => applyChange(readAgentConfig(tx, this.id), change);
     return this.commit((tx) => {
       const config = next(tx);
-      tx.setDocument(scopeOf(this.id), AGENT, asJson(config));
+      AgentDocument.write(tx, scopeOf(this.id), config);
       return config;
     }, context);
   }
@@ -206,10 +207,6 @@ export class Conversation {
     const loaded = await waitFor(this.#host.kernel.session.storage.listEntries(this.id, { beforeId, last: limit + 1 }), context);
     const hasOlder = loaded.length > limit;
     return { entries: hasOlder ? loaded.slice(1) : loaded, hasOlder };
-  }
-
-  #committed(scope: string, key: string): Json | undefined {
-    return this.#host.kernel.session.documents.get(documentKey(scope, key))?.value;
   }
 }
 

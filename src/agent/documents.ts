@@ -1,5 +1,6 @@
 import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
 import { cloneJson, type Json } from "../json.ts";
+import { type DocumentReader, defineDocument } from "../session/documents.ts";
 import type { Tx } from "../session/tx.ts";
 import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "./types.ts";
 
@@ -21,24 +22,30 @@ export function asJson<T>(value: T): Json {
   return value as unknown as Json;
 }
 
-export function readLive(tx: Tx, conversationId: number): LiveState {
-  return (tx.document(scopeOf(conversationId), LIVE) as LiveState | undefined) ?? {};
+/** The agent's documents of a conversation (in its scope, `scopeOf(conversationId)`). */
+export const LiveDocument = defineDocument<LiveState>(LIVE, () => ({}));
+export const InboxDocument = defineDocument<InboxState>(INBOX, () => ({ items: [] }));
+export const UsageDocument = defineDocument<UsageState>(USAGE, () => ({ models: {} }));
+export const AgentDocument = defineDocument<AgentConfig>(AGENT, () => ({}));
+
+export function readLive(tx: DocumentReader, conversationId: number): LiveState {
+  return LiveDocument.read(tx, scopeOf(conversationId));
 }
 
 export function writeLive(tx: Tx, conversationId: number, live: LiveState): void {
-  tx.setDocument(scopeOf(conversationId), LIVE, asJson(dropUndefined(live)));
+  LiveDocument.write(tx, scopeOf(conversationId), dropUndefined(live));
 }
 
 export function readInbox(tx: Tx, conversationId: number): InboxState {
-  return (tx.document(scopeOf(conversationId), INBOX) as InboxState | undefined) ?? { items: [] };
+  return InboxDocument.read(tx, scopeOf(conversationId));
 }
 
 export function writeInbox(tx: Tx, conversationId: number, inbox: InboxState): void {
-  tx.setDocument(scopeOf(conversationId), INBOX, asJson(inbox));
+  InboxDocument.write(tx, scopeOf(conversationId), inbox);
 }
 
-export function readAgentConfig(read: (scope: string, key: string) => Json | undefined, conversationId: number): AgentConfig {
-  return (read(scopeOf(conversationId), AGENT) as AgentConfig | undefined) ?? {};
+export function readAgentConfig(from: DocumentReader, conversationId: number): AgentConfig {
+  return AgentDocument.read(from, scopeOf(conversationId));
 }
 
 export function readToolProgress(tx: Tx, conversationId: number, taskId: number): ToolProgress | undefined {
@@ -83,7 +90,7 @@ export function zeroUsage(): Usage {
 
 export function addUsage(tx: Tx, conversationId: number, key: string, usage: Usage | undefined): void {
   if (!usage) return;
-  const current = (tx.document(scopeOf(conversationId), USAGE) as UsageState | undefined) ?? { models: {} };
+  const current = UsageDocument.read(tx, scopeOf(conversationId));
   const previous = current.models[key];
   const sum = (a: number | undefined, b: number | undefined) => (a ?? 0) + (b ?? 0);
   const next: Usage = {
@@ -100,7 +107,7 @@ export function addUsage(tx: Tx, conversationId: number, key: string, usage: Usa
       total: sum(previous?.cost.total, usage.cost?.total),
     },
   };
-  tx.setDocument(scopeOf(conversationId), USAGE, asJson({ models: { ...current.models, [key]: next } }));
+  UsageDocument.write(tx, scopeOf(conversationId), { models: { ...current.models, [key]: next } });
 }
 
 /** A JSON copy without `undefined` members (JSON would drop them anyway; this keeps records tidy in memory). */

@@ -3,6 +3,7 @@ import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../context.ts";
 import { errorMessage } from "../error-message.ts";
+import type { Tx } from "../session/tx.ts";
 import { commitStored } from "../tasks/commit-stored.ts";
 import type { RunningTask } from "../tasks/types.ts";
 import { planSystemMessage, resolveAgent } from "./agent.ts";
@@ -327,7 +328,7 @@ async function failRun(
 }
 
 /** The committed partial answer (if any) becomes an `aborted` assistant entry: kept, never resent. */
-export function convertPartial(tx: Parameters<typeof readLive>[0], conversationId: number): void {
+export function convertPartial(tx: Tx, conversationId: number): void {
   const live = readLive(tx, conversationId);
   const partial = live.generation?.message;
   if (!partial || !live.generation) return;

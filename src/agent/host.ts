@@ -6,7 +6,7 @@ import type { KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import { KeyedWaiters } from "../waiters.ts";
 import { applyChange, Conversation, Submission } from "./conversation.ts";
-import { AGENT, asJson, readLive, scopeOf, writeLive } from "./documents.ts";
+import { AgentDocument, readLive, scopeOf, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
 import type { AgentKernel } from "./kernel.ts";
 import { endRun } from "./runs.ts";
@@ -58,7 +58,7 @@ export class AgentHost {
         if (session.rootConversationId !== undefined) return session.rootConversationId;
         const created = tx.createConversation();
         tx.setRootConversation(created);
-        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
+        if (agent) AgentDocument.write(tx, scopeOf(created), agent);
         return created;
       }),
       context,
@@ -73,7 +73,7 @@ export class AgentHost {
     const id = await waitFor(
       this.kernel.session.commit((tx) => {
         const created = tx.createConversation();
-        if (agent) tx.setDocument(scopeOf(created), AGENT, asJson(agent));
+        if (agent) AgentDocument.write(tx, scopeOf(created), agent);
         return created;
       }),
       context,

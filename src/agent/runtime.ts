@@ -3,7 +3,7 @@ import type { Json } from "../json.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
-import { LIVE, readAgentConfig, scopeOf, toolKey } from "./documents.ts";
+import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./documents.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
 import type { LiveEvent } from "./view.ts";
 
@@ -46,8 +46,8 @@ export interface AgentTaskDefinition<I, S extends Checkpoint, R>
 export function agentRuntime<S extends Checkpoint, R>(runtime: TaskRuntime<S, R>): AgentRuntime<S, R> {
   const scope = scopeOf(runtime.conversationId);
   const typed: Pick<AgentRuntime<S, R>, "agentConfig" | "liveState" | "toolProgress"> = {
-    agentConfig: () => readAgentConfig((documentScope, key) => runtime.document(documentScope, key), runtime.conversationId),
-    liveState: () => (runtime.document(scope, LIVE) as LiveState | undefined) ?? {},
+    agentConfig: () => readAgentConfig(runtime, runtime.conversationId),
+    liveState: () => LiveDocument.read(runtime, scope),
     toolProgress: (taskId) => runtime.document(scope, toolKey(taskId)) as ToolProgress | undefined,
   };
   // The kernel's runtime stays the prototype: its getters and methods are its own, not copies.
