@@ -92,7 +92,8 @@ function messageSize(message: AssistantMessage): number {
 }
 
 function freeze(state: ConversationViewState): ConversationViewState {
-  Object.freeze(state.entries);
+  // A live frame keeps the entries array, frozen already: no second freeze per frame.
+  if (!Object.isFrozen(state.entries)) Object.freeze(state.entries);
   return Object.freeze(state);
 }
 
