@@ -9,7 +9,8 @@
  *     and of a commit's update sent to the page, the page's time to apply and render them; and a write's
  *     round trip (submit → its entry rendered: the commit, the worker's delta, the transfer, the page),
  *     measured in turns across one tab per size so that a busy moment of the machine falls on every size.
- * (d) opening the conversation in a reloaded tab: navigation start → the last page of entries rendered.
+ * (d) opening the conversation in a reloaded tab: navigation start → the last page of entries rendered, the
+ *     sizes' tabs reloaded in turns.
  */
 import { join } from "node:path";
 import type { Page } from "playwright-core";
@@ -67,20 +68,29 @@ async function ready(page: Page) {
   await waitInPage(page, () => document.body.dataset.ready === "true");
 }
 
-/** Seeds a conversation of `entries` in its own pool, opens it in reloaded tabs, streams answers in it. */
-async function measureSize(page: Page, baseUrl: string, entries: number): Promise<Omit<SizeFigures, "writeToScreenMs">> {
-  const url = `${baseUrl}?mode=stream&pool=pi-bench-stream-${entries}`;
-  await page.goto(url);
+/** Seeds a conversation of `entries` in its own pool (a tab of its own). */
+async function seed(page: Page, baseUrl: string, entries: number): Promise<void> {
+  await page.goto(`${baseUrl}?mode=stream&pool=pi-bench-stream-${entries}`);
   await ready(page);
   await page.evaluate((count) => window.streamBench!.seed(count), entries);
-  const opens: number[] = [];
-  let shownOnOpen = 0;
-  for (let trial = 0; trial < OPENS; trial++) {
-    await page.reload();
-    await ready(page);
-    opens.push((await waitInPage(page, () => window.streamBench!.openedMs)) as number);
-    shownOnOpen = await page.evaluate(() => window.streamBench!.entriesShown());
-  }
+}
+
+/** Reloads each size's tab in turns: navigation start → the last page of entries rendered. */
+async function opensInTurn(pages: Page[]): Promise<Array<{ openMs: Summary; shownOnOpen: number }>> {
+  const times: number[][] = pages.map(() => []);
+  const shown: number[] = pages.map(() => 0);
+  for (let trial = 0; trial < OPENS; trial++)
+    for (const [index, page] of pages.entries()) {
+      await page.reload();
+      await ready(page);
+      times[index]!.push((await waitInPage(page, () => window.streamBench!.openedMs)) as number);
+      shown[index] = await page.evaluate(() => window.streamBench!.entriesShown());
+    }
+  return times.map((runs, index) => ({ openMs: summarize(runs), shownOnOpen: shown[index]! }));
+}
+
+/** Streams answers in one size's tab. */
+async function streamIn(page: Page): Promise<Pick<SizeFigures, "liveBytes" | "livePageMs" | "commitBytes" | "commitPageMs" | "streamed">> {
   await page.evaluate(() => window.streamBench!.run()); // warm-up
   const runs: StreamRun[] = [];
   const costs: UpdateCost[] = [];
@@ -90,9 +100,6 @@ async function measureSize(page: Page, baseUrl: string, entries: number): Promis
   }
   const of = (type: string) => costs.filter((cost) => cost.type === type);
   return {
-    entries,
-    shownOnOpen,
-    openMs: summarize(opens),
     liveBytes: summarize(of("live").map((cost) => cost.bytes)),
     livePageMs: summarize(of("live").map((cost) => cost.pageMs)),
     commitBytes: summarize(of("commit").map((cost) => cost.bytes)),
@@ -125,16 +132,26 @@ export async function benchStream() {
     for (let run = 0; run < RUNS; run++) directRuns.push(await page.evaluate(() => window.streamBench!.run()));
     const direct = streamed(directRuns);
     await page.close();
-    const measured: Array<Omit<SizeFigures, "writeToScreenMs">> = [];
     const pages: Page[] = [];
     for (const entries of SIZES) {
       const tab = await browser.newPage();
       pages.push(tab);
-      measured.push(await measureSize(tab, server.url, entries));
-      process.stderr.write(`  stream: ${entries.toLocaleString("en-US")} entries\n`);
+      await seed(tab, server.url, entries);
+    }
+    const opens = await opensInTurn(pages);
+    process.stderr.write("  stream: opened\n");
+    const streams: Array<Awaited<ReturnType<typeof streamIn>>> = [];
+    for (const [index, tab] of pages.entries()) {
+      streams.push(await streamIn(tab));
+      process.stderr.write(`  stream: streamed at ${SIZES[index]!.toLocaleString("en-US")} entries\n`);
     }
     const writes = await writesInTurn(pages);
-    const sizes = measured.map((size, index) => ({ ...size, writeToScreenMs: writes[index]! }));
+    const sizes: SizeFigures[] = SIZES.map((entries, index) => ({
+      entries,
+      ...opens[index]!,
+      ...streams[index]!,
+      writeToScreenMs: writes[index]!,
+    }));
     for (const tab of pages) await tab.close();
     return report(direct, sizes);
   } catch (error) {

@@ -57,8 +57,9 @@ function latenciesOf(chunks: Array<{ at: number; length: number }>, shown: Array
   });
 }
 
-const answer = document.body.appendChild(document.createElement("p"));
+// As a chat lays it out: the transcript, then the answer streaming in below it.
 const list = document.body.appendChild(document.createElement("ol"));
+const answer = document.body.appendChild(document.createElement("p"));
 const params = new URLSearchParams(location.search);
 
 if (params.get("mode") === "direct") {
