@@ -99,11 +99,13 @@ async function streamIn(page: Page): Promise<Pick<SizeFigures, "liveBytes" | "li
     costs.push(...(await page.evaluate(() => window.streamBench!.costs())));
   }
   const of = (type: string) => costs.filter((cost) => cost.type === type);
+  // One figure per update: results.json keeps their median and range, not every one.
+  const brief = (values: number[]): Summary => ({ ...summarize(values), runs: [] });
   return {
-    liveBytes: summarize(of("live").map((cost) => cost.bytes)),
-    livePageMs: summarize(of("live").map((cost) => cost.pageMs)),
-    commitBytes: summarize(of("commit").map((cost) => cost.bytes)),
-    commitPageMs: summarize(of("commit").map((cost) => cost.pageMs)),
+    liveBytes: brief(of("live").map((cost) => cost.bytes)),
+    livePageMs: brief(of("live").map((cost) => cost.pageMs)),
+    commitBytes: brief(of("commit").map((cost) => cost.bytes)),
+    commitPageMs: brief(of("commit").map((cost) => cost.pageMs)),
     streamed: streamed(runs),
   };
 }
