@@ -1,0 +1,211 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { serveTabs, tabsEndpoint } from "../src/browser/tabs.ts";
+import { HostClient } from "../src/host/client.ts";
+import { hostEndpoint } from "../src/host/endpoint.ts";
+import { createHost } from "../src/host/host.ts";
+import type { Ownership } from "../src/host/ownership.ts";
+import type { HarnessStatus } from "../src/host/protocol.ts";
+import { createRegistry, type Storage } from "../src/index.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { sqliteMemoryBackend } from "./support.ts";
+
+// The tabs module (src/browser/tabs.ts) in Node: Node's BroadcastChannel, and a Web Locks stand-in with the
+// part of the API it uses (queued requests, ifAvailable, abort signals, and a holder that dies). Two hosts on
+// one storage play the leader tab's worker and a follower tab's own worker; the follower's page is a
+// HostClient over tabsEndpoint. What the Chromium e2e (e2e/tabs.e2e.ts) cannot place exactly: a call whose
+// answer the dying leader never sent.
+
+/** Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. */
+class Locks {
+  readonly #held = new Map<string, () => void>();
+  readonly #queues = new Map<string, Array<() => void>>();
+
+  request(name: string, ...rest: unknown[]): Promise<unknown> {
+    const callback = rest.pop() as (lock: { name: string } | null) => unknown;
+    const options = (rest[0] ?? {}) as { signal?: AbortSignal; ifAvailable?: boolean };
+    return new Promise((resolve, reject) => {
+      const grant = () => {
+        let released = false;
+        const release = () => {
+          if (released) return;
+          released = true;
+          this.#held.delete(name);
+          this.#queues.get(name)?.shift()?.();
+        };
+        this.#held.set(name, release);
+        Promise.resolve()
+          .then(() => callback({ name }))
+          .then(
+            (value) => (release(), resolve(value)),
+            (error) => (release(), reject(error)),
+          );
+      };
+      if (!this.#held.has(name)) return grant();
+      if (options.ifAvailable) return void Promise.resolve(callback(null)).then(resolve, reject);
+      const queue = this.#queues.get(name) ?? [];
+      this.#queues.set(name, queue);
+      queue.push(grant);
+      options.signal?.addEventListener("abort", () => {
+        const at = queue.indexOf(grant);
+        if (at < 0) return;
+        queue.splice(at, 1);
+        reject(new DOMException("The request was aborted.", "AbortError"));
+      });
+    });
+  }
+
+  /** The holder of `name` is gone (its worker or page died): the next in line gets it. */
+  die(name: string): void {
+    this.#held.get(name)?.();
+  }
+}
+
+const locks = new Locks();
+/** Each test its own database name: a leader of an earlier test still answers on its own channel. */
+let DATABASE = "";
+let storage: Storage;
+let closeLater: Array<() => unknown> = [];
+
+beforeEach(async () => {
+  (globalThis as { navigator?: unknown }).navigator = { locks };
+  storage = await sqliteMemoryBackend.create();
+  DATABASE = `tabs-test-${crypto.randomUUID()}`;
+});
+
+afterEach(async () => {
+  for (const close of closeLater) await close();
+  closeLater = [];
+});
+
+/** A tab's worker: a host on the shared storage, owning it once `grant()` is called (at once for `owner`). */
+function worker(owner: boolean) {
+  const lifeLock = `life:${crypto.randomUUID()}`;
+  void locks.request(lifeLock, () => new Promise<never>(() => {}));
+  let grant!: () => void;
+  const granted = new Promise<void>((resolve) => (grant = resolve));
+  const ownership: Ownership = {
+    async acquire(waiting) {
+      if (!owner) {
+        waiting();
+        await granted;
+      }
+      return () => {};
+    },
+    cancel: () => {},
+    requestTakeover: () => {},
+    onTakeoverRequest: () => {},
+    lifeLock: async () => lifeLock,
+  };
+  const served = createHost({
+    database: DATABASE,
+    openStorage: async () => storage,
+    harness: { registry: createRegistry(), clock: createManualClock(1_000), resume: true },
+    ownership,
+    methods: { hang: () => new Promise(() => {}) },
+    now: () => 0,
+  });
+  serveTabs(served.host, DATABASE);
+  // A worker that dies leaves the database as committed: the next worker opens a copy of it (the dead one's
+  // harness still holds the old storage, as a crashed worker's handles would be released with it).
+  const die = async () => {
+    storage = await sqliteMemoryBackend.fromImage(await storage.exportImage());
+    locks.die(lifeLock);
+  };
+  return { ...served, grant, die };
+}
+
+/** A follower tab's page: its client over its own worker and, through the broker, the leader's. */
+function page(own: ReturnType<typeof worker>) {
+  const endpoint = tabsEndpoint(hostEndpoint(own.host));
+  closeLater.push(() => endpoint.close());
+  return new HostClient(endpoint);
+}
+
+function until(client: HostClient, test: (status: HarnessStatus) => boolean): Promise<HarnessStatus> {
+  return new Promise((resolve) => {
+    const stop = client.onStatus((status) => {
+      if (!test(status)) return;
+      queueMicrotask(() => stop());
+      resolve(status);
+    });
+  });
+}
+const role = (wanted: string) => (status: HarnessStatus) => status.kind === "ready" && status.role === wanted;
+
+/** Drops the leader's answers from now on: it dies after running the call, before its answer leaves. */
+function silenceAnswers(): () => void {
+  const post = BroadcastChannel.prototype.postMessage;
+  BroadcastChannel.prototype.postMessage = function (this: BroadcastChannel, message: unknown) {
+    if ((message as { type?: string })?.type === "result") return;
+    post.call(this, message);
+  };
+  return () => void (BroadcastChannel.prototype.postMessage = post);
+}
+
+describe("tabs: a follower over the leader's worker", () => {
+  it("a follower is ready as a follower with the leader's status, and its calls run in the leader's harness", async () => {
+    const leader = worker(true);
+    const own = worker(false);
+    await leader.ready;
+    const client = page(own);
+    const status = await until(client, role("follower"));
+    expect(status).toMatchObject({ kind: "ready", database: DATABASE, role: "follower" });
+    expect(own.host.status().kind).toBe("waiting-for-lock"); // its own worker still waits for the database
+    const conversation = await client.rootConversation();
+    await client.submit(conversation, { type: "write", entry: { kind: "note", data: "from a follower" } });
+    const rows = await leader.host.query("SELECT count(*) AS n FROM submissions WHERE request_id LIKE 'tab:%'");
+    expect(rows).toEqual([{ n: 1 }]); // with the key the follower added
+    await leader.die();
+  });
+
+  it("when the leader dies with calls in flight, a submission runs again under its key (once in all) and others reject with ConnectionLost", async () => {
+    const leader = worker(true);
+    const own = worker(false);
+    await leader.ready;
+    const client = page(own);
+    await until(client, role("follower"));
+    const conversation = await client.rootConversation();
+
+    const restore = silenceAnswers();
+    const submitted = client.submit(conversation, { type: "write", entry: { kind: "note", data: "in flight" } });
+    const created = client.createConversation();
+    const hanging = client.call("hang");
+    // The leader ran the submission (it is committed) but its answer never left.
+    await expect.poll(async () => (await storage.query("SELECT count(*) AS n FROM submissions"))[0]?.n).toBe(1);
+    restore();
+    await leader.die();
+
+    const errors = await Promise.all(
+      [created, hanging].map((call) =>
+        call.then(
+          () => "resolved",
+          (error: Error) => error.name,
+        ),
+      ),
+    );
+    expect(errors).toEqual(["ConnectionLost", "ConnectionLost"]);
+    own.grant(); // the next worker in the lock's queue opens the database: this tab leads now
+    await until(client, role("leader"));
+    const id = await submitted;
+    expect(await storage.query("SELECT id FROM submissions")).toEqual([{ id }]); // the same submission, once
+  });
+
+  it("a view moves to the new leader: its listener gets the new leader's snapshot", async () => {
+    const leader = worker(true);
+    const own = worker(false);
+    await leader.ready;
+    const client = page(own);
+    await until(client, role("follower"));
+    const conversation = await client.rootConversation();
+    await client.submit(conversation, { type: "write", entry: { kind: "note", data: "before" } });
+    const seen: number[] = [];
+    const stop = await client.watchConversation(conversation, (view) => seen.push(view.entries.length));
+    await expect.poll(() => seen.at(-1)).toBe(1);
+    await leader.die();
+    own.grant();
+    await until(client, role("leader"));
+    await client.submit(conversation, { type: "write", entry: { kind: "note", data: "after" } });
+    await expect.poll(() => seen.at(-1)).toBe(2); // the view kept up across the hand-over
+    stop();
+  });
+});
