@@ -33,12 +33,9 @@ class Locks {
           this.#queues.get(name)?.shift()?.();
         };
         this.#held.set(name, release);
-        Promise.resolve()
-          .then(() => callback({ name }))
-          .then(
-            (value) => (release(), resolve(value)),
-            (error) => (release(), reject(error)),
-          );
+        const held = Promise.resolve().then(() => callback({ name }));
+        held.finally(release).catch(() => {});
+        held.then(resolve, reject);
       };
       if (!this.#held.has(name)) return grant();
       if (options.ifAvailable) return void Promise.resolve(callback(null)).then(resolve, reject);
