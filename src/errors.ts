@@ -180,6 +180,33 @@ export class UnknownMethod extends DurableError {
   }
 }
 
+/** A request to a host's transport that is not one (a `POST /rpc` body without a method name, say). */
+export class InvalidRequest extends DurableError {
+  override name = "InvalidRequest";
+}
+
+/** A method of the host that this transport does not offer to its callers (a Durable Object's `close`, say). */
+export class MethodNotServed extends DurableError {
+  override name = "MethodNotServed";
+  constructor(
+    readonly method: string,
+    why: string,
+  ) {
+    super(`The host does not serve ${JSON.stringify(method)} here: ${why}`);
+  }
+}
+
+/** A Durable Object cannot hand out its database file as bytes (`exportImage()`). */
+export class ImageUnavailable extends DurableError {
+  override name = "ImageUnavailable";
+  constructor() {
+    super(
+      "A Durable Object's SQLite database cannot be exported as a file image. Read it with storage.query() (or " +
+        "copy rows out through the harness) instead.",
+    );
+  }
+}
+
 /** A view update reached a page-side store before the view's snapshot; subscribe again to get one. */
 export class ViewUpdateOutOfOrder extends DurableError {
   override name = "ViewUpdateOutOfOrder";

@@ -113,6 +113,17 @@ export class HarnessClient extends HostClient {
   }
 
   /**
+   * For a worker: closes the database cleanly (every running phase ends first; the status turns "closed").
+   * For a Durable Object reached by URL: the page leaves — its connection closes and the object goes on (an
+   * object's harness lives as long as the object; it does not serve `close` to pages).
+   */
+  override close = (): Promise<void> => {
+    if (!this.#socket) return HostClient.prototype.close.call(this);
+    this.terminate();
+    return Promise.resolve();
+  };
+
+  /**
    * Kills the worker at once (a crash, as far as the database is concerned); for a Durable Object, closes the
    * connection for good (the object goes on). Pending calls reject.
    */

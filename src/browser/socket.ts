@@ -39,6 +39,9 @@ interface Subscription {
   emit: (value: unknown) => void;
   /** Its id on the current connection, once subscribed there. */
   remote?: number;
+  /** The connection it was (or is being) subscribed on, and that subscribing. */
+  link?: MessageEndpoint;
+  subscribing?: Promise<void>;
 }
 
 export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: number } = {}): ReconnectingEndpoint {
@@ -48,55 +51,84 @@ export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: n
   let connections = 0;
   let closed = false;
   let socket: SocketLike | undefined;
-  let current: Promise<MessageEndpoint>;
+  /** The link calls go to: the open connection, or the next one while reconnecting (calls wait for it). */
+  let current!: Promise<MessageEndpoint>;
+  let connected!: (link: MessageEndpoint) => void;
+  const awaitLink = () => {
+    current = new Promise<MessageEndpoint>((resolve) => (connected = resolve));
+  };
+  awaitLink();
+  const dead = new WeakSet<MessageEndpoint>();
 
-  const subscribeOn = async (link: MessageEndpoint, id: number, subscription: Subscription) => {
-    const remote = await link.endpoint.subscribe(subscription.method, subscription.args, subscription.emit);
-    if (subscriptions.get(id) === subscription) subscription.remote = remote;
-    else link.endpoint.unsubscribe(remote); // unsubscribed meanwhile
+  /** Subscribes on `link` once (a reconnect and a subscribe made while reconnecting may both ask). */
+  const subscribeOn = (link: MessageEndpoint, id: number, subscription: Subscription): Promise<void> => {
+    if (subscription.link === link && subscription.subscribing) return subscription.subscribing;
+    subscription.link = link;
+    subscription.remote = undefined;
+    subscription.subscribing = (async () => {
+      const remote = await link.endpoint.subscribe(subscription.method, subscription.args, subscription.emit);
+      if (subscriptions.get(id) === subscription && subscription.link === link) subscription.remote = remote;
+      else link.endpoint.unsubscribe(remote); // unsubscribed (or connected anew) meanwhile
+    })();
+    return subscription.subscribing;
   };
 
   const open = () => {
-    current = new Promise<MessageEndpoint>((resolve) => {
+    {
+      const resolve = connected;
       const ws = (socket = connect());
       const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
       ws.addEventListener("message", (event) => link.receive(JSON.parse(String(event.data)) as HostMessage));
       ws.addEventListener("open", () => {
         connections++;
-        for (const [id, subscription] of subscriptions) {
-          subscription.remote = undefined;
-          void subscribeOn(link, id, subscription).catch(() => {});
-        }
+        for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
         resolve(link);
       });
       let lost = false;
       const drop = () => {
         if (lost) return;
         lost = true;
+        dead.add(link);
         link.fail(new ConnectionLost());
-        if (!closed) setTimeout(open, retryMs);
+        if (closed) {
+          current = Promise.reject(new ConnectionLost());
+          current.catch(() => {});
+          return;
+        }
+        // Calls and subscriptions made from now on wait for the next connection instead of the dead one.
+        awaitLink();
+        setTimeout(open, retryMs);
       };
       ws.addEventListener("close", drop);
       ws.addEventListener("error", drop);
-    });
+    }
   };
   open();
 
+  /** The open link; one that dropped while a caller waited for it is passed over for the next. */
+  const live = async (): Promise<MessageEndpoint> => {
+    let link = await current;
+    while (dead.has(link)) link = await current;
+    return link;
+  };
+
   return {
     async call(method, args) {
-      return (await current).endpoint.call(method, args);
+      return (await live()).endpoint.call(method, args);
     },
     async subscribe(method, args, emit) {
       const id = ++lastId;
       const subscription: Subscription = { method, args, emit };
       subscriptions.set(id, subscription);
-      await subscribeOn(await current, id, subscription);
+      await subscribeOn(await live(), id, subscription);
       return id;
     },
     async unsubscribe(id) {
       const subscription = subscriptions.get(id);
       subscriptions.delete(id);
-      if (subscription?.remote !== undefined) (await current).endpoint.unsubscribe(subscription.remote);
+      if (subscription?.remote !== undefined && subscription.link && !dead.has(subscription.link)) {
+        subscription.link.endpoint.unsubscribe(subscription.remote);
+      }
     },
     close() {
       closed = true;

@@ -16,22 +16,12 @@
  *   the statement's program (`EXPLAIN`) and refuses one that opens a write transaction — what
  *   `sqlite3_stmt_readonly` itself looks at — and it runs the statement inside a transaction that is rolled
  *   back should the cursor report a written row after all.
- * - BLOBs come back as `Uint8Array`; integers beyond ±2^53 cannot be represented and are refused, both ways.
+ * - BLOBs come back as `Uint8Array`. Integers beyond ±2^53 cannot be bound (refused); the object binds every
+ *   JavaScript number as a REAL (`typeof(?)` is 'real', `json_array(?)` gives `[5.0]`): CAST where that matters.
  */
-import { DurableError, HarnessClosed, QueryNotReadOnly, ReadOnlySession } from "../errors.ts";
+import { HarnessClosed, ImageUnavailable, QueryNotReadOnly, ReadOnlySession } from "../errors.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "../storage/sqlite/database.ts";
 import type { DurableObjectStorage, SqlCursor } from "./types.ts";
-
-/** A Durable Object cannot hand out its database file as bytes (`exportImage()`). */
-export class ImageUnavailable extends DurableError {
-  override name = "ImageUnavailable";
-  constructor() {
-    super(
-      "A Durable Object's SQLite database cannot be exported as a file image. Read it with storage.query() (or " +
-        "copy rows out through the harness) instead.",
-    );
-  }
-}
 
 /** The PRAGMA `SqliteStorage.query()` wraps a read-only statement in; the object itself refuses it. */
 const QUERY_ONLY = /^\s*pragma\s+query_only\s*=\s*(0|1|on|off|true|false)\s*;?\s*$/i;
@@ -190,10 +180,9 @@ function toBinding(value: SqlValue): unknown {
 function fromRow(row: Record<string, unknown>): SqlRow {
   const out: SqlRow = {};
   for (const [column, value] of Object.entries(row)) {
-    if (value instanceof ArrayBuffer) out[column] = new Uint8Array(value);
-    else if (typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value)) {
-      throw new RangeError(`Column ${column} holds an integer outside ±2^53, which a Durable Object returns inexactly. Store it as TEXT.`);
-    } else out[column] = value as SqlValue;
+    // A number beyond ±2^53 may be a REAL (1e20) or an INTEGER the object returned inexactly; the value cannot
+    // tell which, so it is returned as it is. Writes refuse such integers (toBinding), so the harness never has one.
+    out[column] = value instanceof ArrayBuffer ? new Uint8Array(value) : (value as SqlValue);
   }
   return out;
 }

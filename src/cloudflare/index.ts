@@ -1,3 +1,3 @@
-export { DurableObjectDatabase, type DurableObjectDatabaseOptions, ImageUnavailable } from "./database.ts";
+export { DurableObjectDatabase, type DurableObjectDatabaseOptions } from "./database.ts";
 export { defineHarnessObject, HarnessObject, type HarnessObjectOptions, type HarnessObjectSetup } from "./object.ts";
 export type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket, SqlCursor, SqlStorage } from "./types.ts";

@@ -22,9 +22,10 @@
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  */
 import { systemClock } from "../clock.ts";
+import { DurableError, InvalidRequest, MethodNotServed } from "../errors.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
-import { serializeError } from "../host/error-wire.ts";
+import { type SerializedError, serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type ClientMessage, type HeldSubscription, type MessageConnection, serveMessages } from "../host/messages.ts";
 import type { HarnessHost } from "../host/protocol.ts";
@@ -56,8 +57,40 @@ export const RESTARTED = 1012;
 export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
 
 const DEFAULT_HEARTBEAT_MS = 30_000;
-/** Task statuses that keep the heartbeat going: work that is running or ready to run. */
+/** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
 const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
+
+/**
+ * Host methods a page or an HTTP caller may not call on an object: the object's life is the runtime's, not a
+ * page's (a `close` would leave the object serving nothing until its next start).
+ */
+const NOT_SERVED: Readonly<Record<string, string>> = {
+  close: "a Durable Object's harness lives as long as the object; a page leaves with client.terminate().",
+  requestTakeover: "a Durable Object has one instance at a time; there is nothing to take over.",
+};
+
+/** The host's endpoint as pages and `POST /rpc` reach it: without `NOT_SERVED`, and with errors without stacks. */
+function servedToPages(endpoint: HostEndpoint): HostEndpoint {
+  return {
+    call(method, args) {
+      const why = Object.hasOwn(NOT_SERVED, method) ? NOT_SERVED[method] : undefined;
+      if (why) return Promise.reject(new MethodNotServed(method, why));
+      return endpoint.call(method, args);
+    },
+    subscribe: (method, args, emit) => endpoint.subscribe(method, args, emit),
+    unsubscribe: (id) => endpoint.unsubscribe(id),
+  };
+}
+
+/** A library error for a page: its class, message and details, not the object's stack (bundle paths). */
+function pageError(error: unknown): SerializedError {
+  const { stack: _stack, ...shape } = isSerialized(error) ? error : serializeError(error);
+  return shape;
+}
+
+function isSerialized(error: unknown): error is SerializedError {
+  return !(error instanceof Error) && typeof (error as SerializedError | undefined)?.name === "string";
+}
 
 /**
  * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
@@ -96,7 +129,7 @@ export class HarnessObject<Env = unknown> {
       now: systemClock.now,
     });
     this.host = served.host;
-    this.#endpoint = hostEndpoint(served.host);
+    this.#endpoint = servedToPages(hostEndpoint(served.host));
     if (onReport) void served.host.onReport(onReport);
     this.ready = ctx.blockConcurrencyWhile(async () => {
       const harness = await served.ready;
@@ -143,11 +176,18 @@ export class HarnessObject<Env = unknown> {
         return new Response(null, { status: 101, webSocket: page } as ResponseInit);
       }
       if (request.method === "POST" && new URL(request.url).pathname === "/rpc") {
-        const { method, args } = (await request.json()) as { method: string; args?: unknown[] };
+        const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
+        if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
+          return Response.json(
+            { error: pageError(new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.')) },
+            { status: 400 },
+          );
+        }
         try {
-          return Response.json({ value: (await this.#endpoint.call(method, args ?? [])) ?? null });
+          return Response.json({ value: (await this.#endpoint.call(body.method, (body.args as unknown[] | undefined) ?? [])) ?? null });
         } catch (error) {
-          return Response.json({ error: serializeError(error) }, { status: 400 });
+          // The library's own errors are answers to the call (a bad argument, a conflict); anything else is ours.
+          return Response.json({ error: pageError(error) }, { status: error instanceof DurableError ? 400 : 500 });
         }
       }
       return new Response("Not found: connect a WebSocket, or POST /rpc { method, args }.", { status: 404 });
@@ -168,18 +208,23 @@ export class HarnessObject<Env = unknown> {
       this.#endpoint,
       (reply) => {
         try {
-          socket.send(JSON.stringify(reply));
+          socket.send(JSON.stringify(reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply));
         } catch {
           // The page is gone: its subscriptions end with the close.
         }
       },
       {
         onSubscriptions: (held) => {
+          if (!this.#connections.has(socket)) return; // the page left: nothing to keep
           try {
             socket.serializeAttachment({ version: 1, subscriptions: held } satisfies Attachment);
           } catch {
             // Larger than an attachment may be (2 KB): after a hibernation this page reconnects instead.
-            socket.serializeAttachment({ version: 1, overflow: true } satisfies Attachment);
+            try {
+              socket.serializeAttachment({ version: 1, overflow: true } satisfies Attachment);
+            } catch {
+              // The socket is closing.
+            }
           }
         },
       },
@@ -206,8 +251,9 @@ export class HarnessObject<Env = unknown> {
 
   /** The page went away: its subscriptions end. */
   async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
-    this.#connections.get(socket)?.close();
+    const connection = this.#connections.get(socket);
     this.#connections.delete(socket);
+    connection?.close();
   }
 
   async webSocketError(socket: HibernatableWebSocket): Promise<void> {
@@ -221,6 +267,7 @@ export class HarnessObject<Env = unknown> {
   async alarm(): Promise<void> {
     const harness = await this.ready;
     this.#alarmAt = undefined; // a fired alarm is gone
+    if (harness.closed) return; // closed by the app: this instance runs nothing more (the next start does)
     this.#start(harness);
     await this.#idle(harness);
     this.#arm(harness);
@@ -243,20 +290,33 @@ export class HarnessObject<Env = unknown> {
     });
   }
 
-  /** Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. */
+  /**
+   * Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. Tasks are
+   * told apart as the scheduler would take them: a task whose kind is not installed is blocked (no alarm brings
+   * it on; a deploy that installs it starts the object anyway); a sleeper that is due or marked for abort, and a
+   * waiting task whose members are all done, are work the scheduler takes now (the heartbeat covers a crash
+   * before it does) — an alarm at a past `until` would only fire again and again.
+   */
   #arm(harness: Harness): void {
+    if (harness.closed) return;
+    const now = systemClock.now();
+    const live = harness.session.live;
     let earliest: number | undefined;
     let busy = false;
-    for (const task of harness.session.live.values()) {
+    for (const task of live.values()) {
+      if (!harness.registry.task(task.kind)) continue; // blocked
       const state = task.state;
       if (state.status === "sleeping") {
-        if (earliest === undefined || state.until < earliest) earliest = state.until;
-      } else if (BUSY.has(state.status)) busy = true;
+        if (task.abortRequested || state.until <= now) busy = true;
+        else if (earliest === undefined || state.until < earliest) earliest = state.until;
+      } else if (state.status === "waiting") {
+        if (task.abortRequested || !state.on.some((member) => live.has(member))) busy = true;
+      } else busy = true; // pending, running, completing
+      if (busy && earliest !== undefined && earliest <= now + this.#heartbeatMs) break;
     }
     this.#armedBusy = busy;
     if (!busy) for (const wake of this.#idleWaiters) wake();
     if (busy) {
-      const now = systemClock.now();
       // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
       const beat =
         this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs

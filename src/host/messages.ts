@@ -116,7 +116,7 @@ export interface MessageEndpoint {
   endpoint: HostEndpoint;
   /** Handles one message from the host. */
   receive(message: HostMessage): void;
-  /** The connection is gone: every pending request rejects with `error`. */
+  /** The connection is gone: every pending request, and every later one, rejects with `error`. */
   fail(error: unknown): void;
 }
 
@@ -125,8 +125,11 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
   const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
   const listeners = new Map<number, (value: unknown) => void>();
   let lastId = 0;
+  /** Set once the connection is gone: later requests reject with it instead of waiting for an answer. */
+  let failure: { error: unknown } | undefined;
   const request = (message: ClientMessage) =>
     new Promise<unknown>((resolve, reject) => {
+      if (failure) return reject(failure.error);
       pending.set(message.id, { resolve, reject });
       send(message);
     });
@@ -160,6 +163,7 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
       else waiting?.reject(deserializeError(message.error));
     },
     fail(error) {
+      failure = { error };
       for (const { reject } of pending.values()) reject(error);
       pending.clear();
       listeners.clear();

@@ -99,6 +99,12 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     const id = await client.createTask("example.counter", { to: 2 });
     await until(() => graphs.some((graph) => graph.tasks.some((task) => task.record.id === id)), "the task in the kept subscription");
     expect((await client.waitForTask(id)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 2" } });
+
+    // client.close() on an object's client: the page leaves; the object goes on serving others.
+    await client.close();
+    await expect(client.call("instance")).rejects.toMatchObject({ name: "WorkerGone" });
+    const status = await edge.call("hibernating", "idle", "/rpc", { method: "POST", body: JSON.stringify({ method: "status" }) });
+    expect(await status.json()).toMatchObject({ value: { kind: "ready" } });
   }, 90_000);
 
   it("POST /rpc answers a call with its value, and a bad call with the library's error", async () => {
@@ -109,6 +115,16 @@ describe("the Durable Object host serves the client API (src/host) over a WebSoc
     expect(((await rpc("waitForTask", created.value)) as { value: { state: unknown } }).value.state).toMatchObject({ status: "terminal" });
     expect(await rpc("query", "SELECT count(*) AS n FROM tasks")).toEqual({ value: [{ n: 1 }] });
     expect(await rpc("noSuchMethod")).toMatchObject({ error: { name: "UnknownMethod" } });
+    // The object's life is not a page's to end: close and requestTakeover are not served, and it goes on.
+    expect(await rpc("close")).toMatchObject({ error: { name: "MethodNotServed", details: { method: "close" } } });
+    expect(await rpc("requestTakeover")).toMatchObject({ error: { name: "MethodNotServed" } });
+    expect(await rpc("status")).toMatchObject({ value: { kind: "ready" } });
+    const bad = await edge.call("counter", "http", "/rpc", { method: "POST", body: "not json" });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { name: "InvalidRequest" } });
+    const failed = (await rpc("waitForTask", 999_999)) as { error: Record<string, unknown> };
+    expect(failed.error.name).toBeDefined();
+    expect(failed.error).not.toHaveProperty("stack"); // the object's bundle paths stay on the object
   });
 
   it("npm run start:edge's object: the demo's offline model answers a chat message over the socket", async () => {

@@ -45,8 +45,11 @@ export interface Edge {
   call(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<Response>;
   json<T = any>(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<T>;
   printed: Printed;
-  /** Cold restart: workerd stops (every object is gone from memory) and starts again on the same storage. */
-  restart(): Promise<void>;
+  /**
+   * Cold restart: workerd stops (every object is gone from memory) and starts again on the same storage —
+   * with other bindings if given (a deploy of a changed Worker).
+   */
+  restart(config?: { bindings?: Record<string, string> }): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -55,13 +58,14 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
   const script = await workerBundle();
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-edge-"));
   const printed = new Printed();
+  let bindings = config.bindings ?? {};
   const options = () =>
     new Miniflare({
       modules: workerModules(script),
       compatibilityDate: "2026-04-01",
       handleRuntimeStdio: quietRuntime,
       durableObjectsPersist: persist,
-      bindings: config.bindings ?? {},
+      bindings,
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string> }) => {
           printed.push(await request.text());
@@ -90,7 +94,8 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
       if (!response.ok) throw new Error(`${object}/${name}${path}: ${response.status} ${text}`);
       return JSON.parse(text);
     },
-    async restart() {
+    async restart(next) {
+      if (next?.bindings) bindings = next.bindings;
       await mf.dispose();
       mf = options();
       await mf.ready;

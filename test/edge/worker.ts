@@ -135,12 +135,22 @@ export class HibernatingObject extends HarnessObject<Env> {
   }
 }
 
-/** Sleeping tasks: `/sleep?ms=` creates one that sleeps that long (a durable `sleepUntil`), then prints "awake". */
+/**
+ * Sleeping tasks: `/sleep?ms=` creates one that sleeps that long (a durable `sleepUntil`), then prints "awake";
+ * `/blocked` creates a task of a kind the object does not install. With the binding WITHOUT_SLEEPER the sleeper's
+ * kind is not installed either (a deploy that removed it). Each alarm prints "alarm".
+ */
 export class SleeperObject extends HarnessObject<Env> {
   readonly instance = crypto.randomUUID();
 
   constructor(ctx: DurableObjectState, env: Env) {
-    super(ctx, env, () => ({ registry: createRegistry().install(defineExtension({ name: "sleep", tasks: [sleeper(env, ctx)] })) }));
+    const tasks = env.WITHOUT_SLEEPER ? [] : [sleeper(env, ctx)];
+    super(ctx, env, () => ({ registry: createRegistry().install(defineExtension({ name: "sleep", tasks })) }));
+  }
+
+  override async alarm(): Promise<void> {
+    await print(this.env, this.ctx, "alarm");
+    await super.alarm();
   }
 
   override async fetch(request: Request): Promise<Response> {
@@ -158,6 +168,11 @@ export class SleeperObject extends HarnessObject<Env> {
         if (url.pathname === "/task")
           return json({ task: await harness.getTask(Number(url.searchParams.get("id")), BACKGROUND), instance: this.instance });
         if (url.pathname === "/alarm") return json({ alarm: await this.ctx.storage.getAlarm(), id: this.ctx.id.toString() });
+        if (url.pathname === "/blocked") {
+          const root = await harness.root(BACKGROUND);
+          const id = await root.commit((tx) => tx.createTask(uninstalled, null), BACKGROUND);
+          return json({ id, inspection: await harness.inspect(BACKGROUND) });
+        }
         return json({ error: "no route" }, 404);
       });
     } catch (error) {
@@ -211,6 +226,15 @@ function crasher(env: Env, ctx: DurableObjectState) {
 }
 
 /** Sleeps `ms` on the harness clock (a durable `sleepUntil`), then prints "awake". */
+/** A kind no object of this Worker installs: its tasks stay pending, blocked. */
+const uninstalled = defineTask<null, { phase: "run" }, string>({
+  name: "test.uninstalled",
+  version: 1,
+  initial: () => ({ phase: "run" }),
+  phases: { run: async () => {} },
+  abort: async () => {},
+});
+
 function sleeper(env: Env, ctx: DurableObjectState) {
   return defineTask<{ ms: number }, { phase: "sleep" | "wake" }, string>({
     name: "test.sleeper",
