@@ -117,11 +117,19 @@ export class HarnessClient extends HostClient {
    * For a Durable Object reached by URL: the page leaves — its connection closes and the object goes on (an
    * object's harness lives as long as the object; it does not serve `close` to pages).
    */
-  override close = (): Promise<void> => {
-    if (!this.#socket) return HostClient.prototype.close.call(this);
-    this.terminate();
-    return Promise.resolve();
-  };
+  static {
+    // `close` is a property of HostClient's prototype (derived from the protocol); this one wraps it.
+    const closeHost = HostClient.prototype.close;
+    Object.defineProperty(HarnessClient.prototype, "close", {
+      value(this: HarnessClient): Promise<void> {
+        if (!this.#socket) return closeHost.call(this);
+        this.terminate();
+        return Promise.resolve();
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
 
   /**
    * Kills the worker at once (a crash, as far as the database is concerned); for a Durable Object, closes the
