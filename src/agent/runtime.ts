@@ -1,7 +1,9 @@
 import type { Context } from "../context.ts";
+import type { ExecutionEnv } from "../env/types.ts";
 import type { Json } from "../json.ts";
+import type { Report } from "../reports.ts";
 import type { KernelTx } from "../session/tx.ts";
-import type { Checkpoint, TaskRecord } from "../storage/records.ts";
+import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
 import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./documents.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
@@ -9,8 +11,7 @@ import type { LiveEvent } from "./view.ts";
 
 /**
  * A task runtime as the agent's tasks see it: the kernel's runtime, with its live events typed as the
- * agent's and the agent's documents read typed. The kernel's members are
- * the runtime's own (nothing is copied: `signal` is still made on first use).
+ * agent's, its commits given the kernel's transaction, and the agent's documents read typed.
  */
 export interface AgentRuntime<S extends Checkpoint = Checkpoint, R = Json> extends TaskRuntime<S, R> {
   /**
@@ -44,15 +45,108 @@ export interface AgentTaskDefinition<I, S extends Checkpoint, R>
 
 /** The agent's view of `runtime`. */
 export function agentRuntime<S extends Checkpoint, R>(runtime: TaskRuntime<S, R>): AgentRuntime<S, R> {
-  const scope = scopeOf(runtime.conversationId);
-  const typed: Pick<AgentRuntime<S, R>, "agentConfig" | "liveState" | "toolProgress"> = {
-    agentConfig: () => readAgentConfig(runtime, runtime.conversationId),
-    liveState: () => LiveDocument.read(runtime, scope),
-    toolProgress: (taskId) => runtime.document(scope, toolKey(taskId)) as ToolProgress | undefined,
-  };
-  // The kernel's runtime stays the prototype: its getters and methods are its own, not copies.
+  return new AgentTaskRuntime(runtime);
+}
+
+/**
+ * Delegates every member to the kernel's runtime (nothing is copied: `signal` is still made on first use).
+ * A class, so that every instance has one shape and the agent's hot paths stay monomorphic.
+ */
+class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
+  readonly #runtime: TaskRuntime<S, R>;
+  readonly #scope: string;
+  readonly taskId: number;
+  readonly conversationId: number;
+  readonly models: TaskRuntime<S, R>["models"];
+  readonly registry: TaskRuntime<S, R>["registry"];
+
+  constructor(runtime: TaskRuntime<S, R>) {
+    this.#runtime = runtime;
+    this.#scope = scopeOf(runtime.conversationId);
+    this.taskId = runtime.taskId;
+    this.conversationId = runtime.conversationId;
+    this.models = runtime.models;
+    this.registry = runtime.registry;
+  }
+
+  get signal(): AbortSignal {
+    return this.#runtime.signal;
+  }
+
+  get settings(): TaskRuntime<S, R>["settings"] {
+    return this.#runtime.settings;
+  }
+
   // The kernel always commits with its own transaction (`KernelTx`), which is what `commit` promises here.
-  return Object.assign(Object.create(runtime) as AgentRuntime<S, R>, typed);
+  commit(change: (tx: KernelTx, current: TaskRecord<Json, S, R>) => NextTaskState<S, R> | undefined, context: Context): Promise<void> {
+    return this.#runtime.commit(change as Parameters<TaskRuntime<S, R>["commit"]>[0], context);
+  }
+
+  memo(name: string, context: Context): Promise<Json | undefined>;
+  memo(name: string, value: Json, context: Context): Promise<Json>;
+  memo(name: string, ...rest: [Context] | [Json, Context]): Promise<Json | undefined> {
+    return (this.#runtime.memo as (name: string, ...rest: unknown[]) => Promise<Json | undefined>)(name, ...rest);
+  }
+
+  sleepUntil(at: number, checkpoint: S, context: Context): Promise<void> {
+    return this.#runtime.sleepUntil(at, checkpoint, context);
+  }
+
+  now(): number {
+    return this.#runtime.now();
+  }
+
+  outcomes(ids: readonly number[], context: Context): Promise<TaskOutcome[]> {
+    return this.#runtime.outcomes(ids, context);
+  }
+
+  getTask(id: number, context: Context): Promise<TaskRecord | undefined> {
+    return this.#runtime.getTask(id, context);
+  }
+
+  report(report: Report): void {
+    this.#runtime.report(report);
+  }
+
+  live(event: LiveEvent): void {
+    this.#runtime.live(event);
+  }
+
+  crashPoint(name: string): Promise<void> {
+    return this.#runtime.crashPoint(name);
+  }
+
+  env<E extends ExecutionEnv = ExecutionEnv>(context: Context): Promise<E> {
+    return this.#runtime.env<E>(context);
+  }
+
+  entries(options: { conversationId?: number; afterId?: number }, context: Context): Promise<EntryRecord[]> {
+    return this.#runtime.entries(options, context);
+  }
+
+  entry(id: number, context: Context): Promise<EntryRecord | undefined> {
+    return this.#runtime.entry(id, context);
+  }
+
+  document(scope: string, key: string): Json | undefined {
+    return this.#runtime.document(scope, key);
+  }
+
+  setTimer(delayMs: number, fire: () => void): () => void {
+    return this.#runtime.setTimer(delayMs, fire);
+  }
+
+  agentConfig(): AgentConfig {
+    return readAgentConfig(this.#runtime, this.conversationId);
+  }
+
+  liveState(): LiveState {
+    return LiveDocument.read(this.#runtime, this.#scope);
+  }
+
+  toolProgress(taskId: number): ToolProgress | undefined {
+    return this.#runtime.document(this.#scope, toolKey(taskId)) as ToolProgress | undefined;
+  }
 }
 
 /** `defineTask` for the agent layer: each handler is called with the agent's view of its runtime. */
