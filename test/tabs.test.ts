@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { serveTabs, tabsEndpoint } from "../src/browser/tabs.ts";
+import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
+import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
@@ -9,7 +10,7 @@ import { createRegistry, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 
-// The tabs module (src/browser/tabs.ts) in Node: Node's BroadcastChannel, and a Web Locks stand-in with the
+// The tabs module (src/browser/tabs/) in Node: Node's BroadcastChannel, and a Web Locks stand-in with the
 // part of the API it uses (queued requests, ifAvailable, abort signals, and a holder that dies). Two hosts on
 // one storage play the leader tab's worker and a follower tab's own worker; the follower's page is a
 // HostClient over tabsEndpoint. What the Chromium e2e (e2e/tabs.e2e.ts) cannot place exactly: a call whose

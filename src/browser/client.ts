@@ -18,7 +18,7 @@ import { HostClient } from "../host/client.ts";
 import type { TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
-import { type TabsEndpoint, tabsEndpoint } from "./tabs.ts";
+import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
 export type { Recovery } from "../harness.ts";
 export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";

@@ -2,7 +2,7 @@
 /**
  * One owner per database across the tabs of an origin, with Web Locks: the worker holds a lock named after
  * the database while it has it open, and every other tab's worker queues for it (status `waiting-for-lock`;
- * its page is a follower meanwhile, ./tabs.ts). "Take over here" steals the lock (`steal: true`): the asking
+ * its page is a follower meanwhile, ./tabs/). "Take over here" steals the lock (`steal: true`): the asking
  * worker is granted it ahead of the queue, and the owner, whose lock request rejects, closes cleanly (the
  * OPFS files stay its own until it has, so nothing is written twice; the new owner's open waits for them).
  * A second lock, held for the worker's whole life, lets a page tell a dead worker from a busy one.

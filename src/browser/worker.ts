@@ -21,7 +21,7 @@ import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost } from "./comlink.ts";
 import { webLocksOwnership } from "./ownership.ts";
-import { serveTabs } from "./tabs.ts";
+import { serveTabs } from "./tabs/leader.ts";
 
 // Files for tools in a browser worker: `serveHarness({ env: opfsEnvs(), … })` (one OPFS directory per conversation).
 export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
@@ -82,7 +82,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(host);
-  // While this worker has the database open, the other tabs of the origin reach it too (./tabs.ts).
+  // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
   serveTabs(host, database);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessHost })[TEST_HOOK] = host;
   return { ready, host, listenerCount };

@@ -1,0 +1,68 @@
+/// <reference lib="webworker" />
+/** The leader's side of every tab being live (./wire.ts), in the worker that has the database open. */
+import { HarnessClosed } from "../../errors.ts";
+import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
+import { serveMessages } from "../../host/messages.ts";
+import type { HarnessHost } from "../../host/protocol.ts";
+import { ConnectionLost } from "../socket.ts";
+import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
+
+/** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
+export function serveTabs(host: HarnessHost, database: string): void {
+  const locks = broker();
+  if (!locks) return; // no broker: the other tabs wait for the database (and may take it over)
+  const id = crypto.randomUUID();
+  const channel = new BroadcastChannel(channelName(database));
+  const endpoint = leaderEndpoint(host);
+  const connections = new Set<(notify: boolean) => void>();
+  let leading = false;
+
+  host.onStatus((status) => {
+    if ((status.kind === "ready") === leading) return;
+    leading = !leading;
+    if (leading) channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    else for (const drop of [...connections]) drop(true);
+  });
+
+  const accept = (connection: string) => {
+    const port = new BroadcastChannel(connection);
+    let open = true;
+    const send = (message: LeaderMessage) => open && port.postMessage(message);
+    const served = serveMessages(endpoint, send);
+    const stop = new AbortController();
+    const drop = (notify: boolean) => {
+      if (!connections.delete(drop)) return;
+      served.close();
+      stop.abort();
+      if (notify) send({ type: "gone" });
+      open = false;
+      port.close();
+    };
+    connections.add(drop);
+    port.onmessage = ({ data }: MessageEvent<FollowerMessage>) => (data.type === "bye" ? drop(false) : served.receive(data));
+    locks.request(followerLock(connection), { signal: stop.signal }, () => drop(false)).catch(() => {});
+    void host.lifeLock().then((lifeLock) => send({ type: "accepted", ...(lifeLock ? { lifeLock } : {}) }));
+  };
+
+  channel.onmessage = ({ data }: MessageEvent<BrokerMessage>) => {
+    if (!leading) return;
+    if (data.type === "who-leads") channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    else if (data.type === "connect" && data.leader === id) accept(data.connection);
+  };
+}
+
+/**
+ * The host's endpoint for followers: a call that fails because this leader is closing (its harness closed, its
+ * status no longer ready) fails with `ConnectionLost`, which the follower answers like the leader's death.
+ */
+function leaderEndpoint(host: HarnessHost): HostEndpoint {
+  const served = hostEndpoint(host);
+  const leaving = (error: unknown) => {
+    throw error instanceof HarnessClosed || host.status().kind !== "ready" ? new ConnectionLost() : error;
+  };
+  return {
+    call: (method, args) => served.call(method, args).catch(leaving),
+    subscribe: (method, args, emit) => served.subscribe(method, args, emit).catch(leaving),
+    unsubscribe: (id) => served.unsubscribe(id),
+  };
+}
