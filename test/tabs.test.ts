@@ -206,4 +206,17 @@ describe("tabs: a follower over the leader's worker", () => {
     await expect.poll(() => seen.at(-1)).toBe(2); // the view kept up across the hand-over
     stop();
   });
+
+  it("where there is no broker (here: no Web Locks), a second tab waits for the database as before: its calls reject as not open", async () => {
+    (globalThis as { navigator?: unknown }).navigator = undefined;
+    const leader = worker(true);
+    const own = worker(false);
+    await leader.ready;
+    const client = page(own);
+    await until(client, (status) => status.kind === "waiting-for-lock");
+    await expect(client.rootConversation()).rejects.toThrow(/not open \(status: waiting-for-lock\)/);
+    await leader.die();
+    own.grant(); // the owner went: this tab opens the database itself
+    expect(await until(client, (status) => status.kind === "ready")).toMatchObject({ role: "leader" });
+  });
 });
