@@ -75,7 +75,7 @@ describe("Example 12 and the restart limit in the page", () => {
       memos: { "printed-1": true, "printed-2": true },
       restarts: 1,
     });
-    expect(await page.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
+    expect(await page.textContent("#status")).toBe(`ready (recovered task #${hit.taskId})`);
     expect(await waitForShownTask(page, `#${hit.taskId} `)).toContain("restarts 1");
 
     await resumeWork(page);
@@ -136,7 +136,7 @@ describe("crashes other than a reload, and a clean close", () => {
     expect(await pending).toBe("WorkerGone");
     await waitForStatus(page, "ready"); // the page's status is the new worker's from the click on
     expect(await seedRow(page, hit.taskId)).toMatchObject({ status: "pending", n: 2, restarts: 1 });
-    expect(await page.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
+    expect(await page.textContent("#status")).toBe(`ready (recovered task #${hit.taskId})`);
 
     // Crash 2: worker.terminate() on a live worker stopped right after tick 3.
     await armCrashPoint(page, "counter:after-tick-3");
@@ -230,7 +230,7 @@ describe("one owner per database", () => {
     // (It may say "waiting-for-lock" for a moment: between the leader's death and its own worker's open.)
     const seen = await second.evaluate(() => (globalThis as unknown as { seen: string[] }).seen);
     expect(seen.filter((kind) => kind !== "waiting-for-lock")).toEqual(["ready", "opening", "recovering", "ready"]);
-    expect(await second.textContent("#status")).toBe(`ready (recovered tasks ${hit.taskId})`);
+    expect(await second.textContent("#status")).toBe(`ready (recovered task #${hit.taskId})`);
     await waitForShownTask(second, "counted to 5");
     expect(await shownTranscript(second)).toEqual(ticks(1, 5));
     expect((await taskRows(second)).map((task) => [task.kind, task.status])).toEqual([["example.counter", "terminal"]]);

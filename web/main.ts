@@ -58,6 +58,11 @@ byId("model-chip").addEventListener("click", () => showView("models"));
 // ---- status and banners ------------------------------------------------------------------------------
 const statusElement = byId("status");
 const takeoverButton = byId<HTMLButtonElement>("takeover");
+// `?edge=…` (npm run start:edge): the agent lives in a Durable Object, so a reload of this page is no crash of it.
+if (new URLSearchParams(location.search).has("edge")) {
+  const tagline = document.querySelector<HTMLElement>(".tagline");
+  if (tagline) tagline.textContent = "An agent in a Durable Object: reload or close this page, the agent goes on there.";
+}
 let recoveredNote = takeAfterReloadNote();
 
 function statusText(status: HarnessStatus): string {
@@ -69,7 +74,8 @@ function statusText(status: HarnessStatus): string {
     case "closed":
       return `closed (${status.reason})`;
     case "ready":
-      return status.recovered.length > 0 ? `ready (recovered tasks ${status.recovered.join(", ")})` : "ready";
+      if (status.recovered.length === 0) return "ready";
+      return `ready (recovered ${status.recovered.length === 1 ? "task" : "tasks"} ${status.recovered.map((id) => `#${id}`).join(", ")})`;
     default:
       return status.kind;
   }
