@@ -34,6 +34,12 @@ const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, numb
   abort: async () => {},
 });
 
+/** The baselines' row: a JSON record as large as the stepper task's own at step `n`. */
+function taskRecordText(steps: number, n: number): string {
+  const record = { id: 2, conversationId: 1, kind: stepper.name, version: 1, input: { steps }, background: false, abortRequested: false };
+  return JSON.stringify({ ...record, startedAt: 0, state: { status: "running", checkpoint: { phase: "step", n } } });
+}
+
 function hanger(env: Env) {
   return defineTask<null, { phase: "step" }, string>({
     name: "bench.hanger",
@@ -65,18 +71,8 @@ export class BenchObject extends HarnessObject<Env> {
           await db.exec(
             "CREATE TABLE IF NOT EXISTS raw (id INTEGER PRIMARY KEY, record TEXT NOT NULL); INSERT OR REPLACE INTO raw VALUES (1, '{}')",
           );
-          const record = {
-            id: 2,
-            conversationId: 1,
-            kind: stepper.name,
-            version: 1,
-            input: { steps },
-            background: false,
-            abortRequested: false,
-            startedAt: 0,
-          };
           for (let n = 0; n < steps; n++) {
-            const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
+            const text = taskRecordText(steps, n);
             await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));
           }
           return new Response("ok");
@@ -86,18 +82,8 @@ export class BenchObject extends HarnessObject<Env> {
           const { sql } = this.ctx.storage;
           sql.exec("CREATE TABLE IF NOT EXISTS direct (id INTEGER PRIMARY KEY, record TEXT NOT NULL)");
           sql.exec("INSERT OR REPLACE INTO direct VALUES (1, '{}')");
-          const record = {
-            id: 2,
-            conversationId: 1,
-            kind: stepper.name,
-            version: 1,
-            input: { steps },
-            background: false,
-            abortRequested: false,
-            startedAt: 0,
-          };
           for (let n = 0; n < steps; n++) {
-            const text = JSON.stringify({ ...record, state: { status: "running", checkpoint: { phase: "step", n } } });
+            const text = taskRecordText(steps, n);
             this.ctx.storage.transactionSync(() => sql.exec("UPDATE direct SET record = ? WHERE id = 1", text));
             await undefined; // one turn per commit, as the other two routes take at least
           }
