@@ -74,34 +74,32 @@ export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: n
   };
 
   const open = () => {
-    {
-      const resolve = connected;
-      const ws = (socket = connect());
-      const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
-      ws.addEventListener("message", (event) => link.receive(JSON.parse(String(event.data)) as HostMessage));
-      ws.addEventListener("open", () => {
-        connections++;
-        for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
-        resolve(link);
-      });
-      let lost = false;
-      const drop = () => {
-        if (lost) return;
-        lost = true;
-        dead.add(link);
-        link.fail(new ConnectionLost());
-        if (closed) {
-          current = Promise.reject(new ConnectionLost());
-          current.catch(() => {});
-          return;
-        }
-        // Calls and subscriptions made from now on wait for the next connection instead of the dead one.
-        awaitLink();
-        setTimeout(open, retryMs);
-      };
-      ws.addEventListener("close", drop);
-      ws.addEventListener("error", drop);
-    }
+    const resolve = connected;
+    const ws = (socket = connect());
+    const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
+    ws.addEventListener("message", (event) => link.receive(JSON.parse(String(event.data)) as HostMessage));
+    ws.addEventListener("open", () => {
+      connections++;
+      for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
+      resolve(link);
+    });
+    let lost = false;
+    const drop = () => {
+      if (lost) return;
+      lost = true;
+      dead.add(link);
+      link.fail(new ConnectionLost());
+      if (closed) {
+        current = Promise.reject(new ConnectionLost());
+        current.catch(() => {});
+        return;
+      }
+      // Calls and subscriptions made from now on wait for the next connection instead of the dead one.
+      awaitLink();
+      setTimeout(open, retryMs);
+    };
+    ws.addEventListener("close", drop);
+    ws.addEventListener("error", drop);
   };
   open();
 
