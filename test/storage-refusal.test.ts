@@ -17,7 +17,6 @@ function refusing(refuse: (batch: Batch) => boolean, times = 2): Storage & { ref
   };
   for (const name of [
     "load",
-    "recoverRunning",
     "getTask",
     "listTasks",
     "getConversation",

@@ -4,8 +4,10 @@
  * Builds the bench page unminified (function names intact), seeds `live` tasks, then reloads a few times with
  * the V8 sampling profiler started in the new worker before its first line runs (CDP auto-attach, paused on
  * start). Prints self time per function from the worker's start to the first resumed step, averaged over the
- * profiled reloads, and the phase marks of each reload. A diagnostic, not part of `npm run bench`.
+ * profiled reloads, and the phase marks of each reload. With PROFILE_OUT=prefix, each profile is also written
+ * to `prefix.N.cpuprofile` (open it in Chrome DevTools). A diagnostic, not part of `npm run bench`.
  */
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { build } from "vite";
@@ -55,6 +57,7 @@ try {
         `recovering ${timeline.recovering?.toFixed(0)}, ready ${timeline.ready?.toFixed(0)}, first step ${timeline.firstStep?.committed.toFixed(0)}`,
     );
     if (reload === 0) continue;
+    if (process.env.PROFILE_OUT) writeFileSync(`${process.env.PROFILE_OUT}.${reload}.cpuprofile`, JSON.stringify(profile));
     const byId = new Map(profile.nodes.map((node) => [node.id, node]));
     profile.samples.forEach((id, index) => {
       const frame = byId.get(id)!.callFrame;

@@ -118,31 +118,30 @@ export class Session {
   }
 
   /**
-   * S4 at open, on the line: storage turns every running task into pending with restarts + 1 (in place, one
-   * transaction); the mirror makes the same change and listeners hear of it like any commit.
+   * S4 at open, on the line, in one commit: every running task of the mirror becomes pending with restarts + 1
+   * (with `keepRunning` it stays running and only restarts grow). It is an ordinary batch through
+   * `storage.apply`, so every backend recovers the same way; listeners hear of it like any commit.
    */
   recoverRunning(keepRunning = false): Promise<number[]> {
     if (this.#sealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     const run = async (): Promise<number[]> => {
-      let ids: number[];
+      const tasks: TaskRecord[] = [];
+      for (const task of this.live.values()) {
+        if (task.state.status !== "running") continue;
+        const state = keepRunning ? task.state : { status: "pending" as const, checkpoint: task.state.checkpoint };
+        tasks.push({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
+      }
+      if (tasks.length === 0) return [];
+      const batch = { ...emptyBatch, tasks };
       try {
-        ids = await this.storage.recoverRunning({ keepRunning });
+        await this.storage.apply(batch);
       } catch (error) {
         throw markStorageFailure(error);
       }
-      const tasks: TaskRecord[] = [];
-      for (const id of ids) {
-        const task = this.live.get(id);
-        if (task?.state.status !== "running") continue;
-        const state = keepRunning ? task.state : { status: "pending" as const, checkpoint: task.state.checkpoint };
-        const recovered = deepFreeze({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
-        this.live.set(id, recovered);
-        tasks.push(recovered);
-      }
-      const batch = { ...emptyBatch, tasks };
+      this.#publish(batch);
       for (const listener of this.#listeners) listener({ batch, reports: [] });
-      return ids;
+      return tasks.map((task) => task.id).sort((a, b) => a - b);
     };
     return this.#line.run(run);
   }

@@ -93,20 +93,6 @@ export class MemoryStorage implements Storage {
     if (batch.rootConversationId !== undefined) image.rootConversationId = batch.rootConversationId;
   }
 
-  async recoverRunning(options: { keepRunning?: boolean } = {}): Promise<number[]> {
-    const image = this.#open();
-    if (this.readOnly) throw new ReadOnlySession("A write");
-    const recovered: number[] = [];
-    for (const [id, text] of Object.entries(image.tasks)) {
-      const task = parseStored<TaskRecord>("memory", "tasks", id, text);
-      if (task.state.status !== "running") continue;
-      const state = options.keepRunning ? task.state : { ...task.state, status: "pending" };
-      image.tasks[id] = JSON.stringify({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
-      recovered.push(task.id);
-    }
-    return recovered.sort((a, b) => a - b);
-  }
-
   async getTask(id: number): Promise<TaskRecord | undefined> {
     return parse(this.#open().tasks[String(id)], "tasks", id);
   }

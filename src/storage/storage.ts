@@ -44,14 +44,6 @@ export interface Storage {
   readonly label: string;
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
-  /**
-   * S4, in one transaction: every `running` task becomes `pending` with the same checkpoint and memos and
-   * `restarts + 1`. Returns the ids it changed. (Storage does it in place: after a crash with thousands of
-   * running tasks this is the bulk of recovery, and it needs no record to travel through JavaScript.)
-   * With `keepRunning` the tasks stay `running` (only `restarts` grows): a harness that resumes at once takes
-   * them again without a second rewrite.
-   */
-  recoverRunning(options?: { keepRunning?: boolean }): Promise<number[]>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;

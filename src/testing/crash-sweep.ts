@@ -298,7 +298,6 @@ function crashingStorage(
     <A extends unknown[], T>(method: (...args: A) => Promise<T>) =>
     (...args: A): Promise<T> =>
       frozen ? never : tracked(() => method.apply(inner, args));
-  let recovered: number[] = [];
   return {
     get busy() {
       return busy;
@@ -319,11 +318,6 @@ function crashingStorage(
         () => describeBatch(batch),
         () => inner.apply(batch),
         batch,
-      ),
-    recoverRunning: (options) =>
-      commit(
-        () => `open recovers ${recovered.length === 0 ? "nothing" : `tasks ${recovered.join(", ")}`}`,
-        async () => (recovered = await inner.recoverRunning(options)),
       ),
     getTask: read(inner.getTask),
     listTasks: read(inner.listTasks),

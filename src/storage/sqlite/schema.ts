@@ -66,12 +66,6 @@ export const SQL = {
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,
   insertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)`,
   getTask: `SELECT record FROM tasks WHERE id = ?`,
-  /** S4 recovery in place: status and record change together, restarts counted, nothing else touched. */
-  recoverRunning: `UPDATE tasks SET status = 'pending',
-    record = json_set(record, '$.state.status', 'pending', '$.restarts', coalesce(record ->> '$.restarts', 0) + 1)
-    WHERE status = 'running' RETURNING id`,
-  countRestart: `UPDATE tasks SET record = json_set(record, '$.restarts', coalesce(record ->> '$.restarts', 0) + 1)
-    WHERE status = 'running' RETURNING id`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET record = excluded.record`,
   getConversation: `SELECT record FROM conversations WHERE id = ?`,

@@ -132,14 +132,6 @@ export class SqliteStorage implements Storage {
     }
   }
 
-  async recoverRunning(options: { keepRunning?: boolean } = {}): Promise<number[]> {
-    if (this.readOnly) throw new ReadOnlySession("A write");
-    const sql = options.keepRunning ? SQL.countRestart : SQL.recoverRunning;
-    const ids = await this.#db.transaction((tx) => tx.all(sql).map((row) => Number(row.id)));
-    for (const id of ids) this.#liveStatus.set(id, options.keepRunning ? "running" : "pending");
-    return ids.sort((a, b) => a - b);
-  }
-
   async getTask(id: number): Promise<TaskRecord | undefined> {
     return optional(await this.#db.get(SQL.getTask, id), "tasks");
   }
