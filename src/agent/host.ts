@@ -1,6 +1,7 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
-import { HarnessClosed, NotFound, ReadOnlySession } from "../errors.ts";
+import { HarnessClosed, ReadOnlySession } from "../errors.ts";
 import { SerialQueue } from "../serial.ts";
+import { mirroredKind, notFound, storedKind } from "../session/ids.ts";
 import type { Published } from "../session/session.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -83,7 +84,7 @@ export class AgentHost {
 
   /** A handle on an existing conversation. */
   conversation(id: number): Conversation {
-    if (!this.kernel.session.conversations.has(id)) throw new NotFound(`Conversation ${id} does not exist.`);
+    if (!this.kernel.session.conversations.has(id)) throw notFound("conversation", id, mirroredKind(this.kernel.session, id));
     return new Conversation(this, id);
   }
 
@@ -91,7 +92,7 @@ export class AgentHost {
   async submission(id: number, context: Context): Promise<Submission> {
     const session = this.kernel.session;
     const record = session.openSubmissions.get(id) ?? (await waitFor(session.storage.getSubmission(id), context));
-    if (!record) throw new NotFound(`Submission ${id} does not exist.`);
+    if (!record) throw notFound("submission", id, await waitFor(storedKind(session, id), context));
     return new Submission(this, record.id, record.conversationId);
   }
 

@@ -1,4 +1,4 @@
-import { InvalidCommit, NotFound, TaskKeyConflict } from "../errors.ts";
+import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
 import { cloneJson, type Json, jsonEqual } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type {
@@ -11,6 +11,7 @@ import type {
   TaskRecord,
 } from "../storage/records.ts";
 import type { TaskKind } from "../tasks/types.ts";
+import { type IdKind, mirroredKind, notFound } from "./ids.ts";
 import type { Session } from "./session.ts";
 
 export interface CreateTaskOptions {
@@ -118,6 +119,11 @@ export class KernelTx implements Tx {
     for (const record of this.#tasks.values()) if (record.state.status !== "terminal") yield record;
   }
 
+  /** What `id` names here (staged or committed), for the messages of `NotFound`. */
+  #kindOf(id: number): IdKind | undefined {
+    return this.task(id) ? "task" : mirroredKind(this.#session, id);
+  }
+
   /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
   createTask<I>(definition: TaskKind<I>, input: I, options: CreateTaskOptions = {}): number {
     if (options.key !== undefined) {
@@ -127,7 +133,7 @@ export class KernelTx implements Tx {
     const actor = this.actor;
     const conversationId = options.conversationId ?? actor?.conversationId;
     if (conversationId === undefined) throw new InvalidCommit("createTask needs a conversation: commit through a conversation or a task.");
-    if (!this.conversation(conversationId)) throw new NotFound(`Conversation ${conversationId} does not exist.`);
+    if (!this.conversation(conversationId)) throw notFound("conversation", conversationId, this.#kindOf(conversationId));
     const background = options.background ?? false;
     const owner = background ? undefined : actor?.taskId;
     if (owner !== undefined) {
@@ -213,7 +219,7 @@ export class KernelTx implements Tx {
   appendEntry(entry: { kind: string; payload: Json; conversationId?: number }): number {
     const conversationId = entry.conversationId ?? this.actor?.conversationId;
     if (conversationId === undefined || !this.conversation(conversationId)) {
-      throw new NotFound(`Conversation ${String(conversationId)} does not exist.`);
+      throw notFound("conversation", conversationId as number, conversationId === undefined ? undefined : this.#kindOf(conversationId));
     }
     const id = this.mintId();
     this.#entries.push({

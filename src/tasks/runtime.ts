@@ -1,8 +1,9 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import type { ExecutionEnv } from "../env/types.ts";
-import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded, NotFound } from "../errors.ts";
+import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded } from "../errors.ts";
 import { cloneJson, deepFreeze, type Json } from "../json.ts";
 import { deliver, type Report } from "../reports.ts";
+import { notFound, storedKind } from "../session/ids.ts";
 import { isStorageFailure, type Session } from "../session/session.ts";
 import { documentKey, type KernelTx } from "../session/tx.ts";
 import type { EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
@@ -130,7 +131,7 @@ export class TaskRuntimes {
         for (const member of ids) {
           if (session.live.has(member)) throw new InvalidCommit(`Task ${member} is not terminal.`);
           const record = await session.storage.getTask(member);
-          if (!record) throw new NotFound(`Task ${member} does not exist.`);
+          if (!record) throw notFound("task", member, await storedKind(session, member));
           if (record.state.status !== "terminal") throw new InvalidCommit(`Task ${member} is not terminal.`);
           out.push(record.state.outcome);
         }
@@ -159,10 +160,11 @@ export class TaskRuntimes {
       entries: async (query, context) => {
         check();
         throwIfCancelled(context);
-        return session.storage.listEntries(
-          query.conversationId ?? first.conversationId,
-          query.afterId === undefined ? {} : { afterId: query.afterId },
-        );
+        const conversationId = query.conversationId ?? first.conversationId;
+        // A wrong id would list nothing, silently: say what it is instead.
+        if (!session.conversations.has(conversationId))
+          throw notFound("conversation", conversationId, await storedKind(session, conversationId));
+        return session.storage.listEntries(conversationId, query.afterId === undefined ? {} : { afterId: query.afterId });
       },
       entry: async (entryId, context) => {
         check();

@@ -1,7 +1,8 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
-import { DurableError, HarnessClosed, InvocationEnded, NotFound } from "../errors.ts";
+import { DurableError, HarnessClosed, InvocationEnded } from "../errors.ts";
 import { cloneJson } from "../json.ts";
 import { deliver } from "../reports.ts";
+import { notFound, storedKind } from "../session/ids.ts";
 import type { Published, Session } from "../session/session.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { TaskRecord } from "../storage/records.ts";
@@ -148,7 +149,7 @@ export class Scheduler {
       .read(async () => {
         if (!this.#session.live.has(id)) {
           const stored = await this.#session.storage.getTask(id);
-          if (!stored) throw new NotFound(`Task ${id} does not exist.`);
+          if (!stored) throw notFound("task", id, await storedKind(this.#session, id));
           if (stored.state.status === "terminal") return { done: stored, waiting: undefined };
         }
         return { done: undefined, waiting: this.#waiters.wait(id) };
@@ -165,7 +166,7 @@ export class Scheduler {
         const task = tx.task(id);
         if (!task) {
           tx.check(async () => {
-            if (!(await this.#session.storage.getTask(id))) throw new NotFound(`Task ${id} does not exist.`);
+            if (!(await this.#session.storage.getTask(id))) throw notFound("task", id, await storedKind(this.#session, id));
           });
           return "terminal" as const;
         }
