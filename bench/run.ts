@@ -69,7 +69,7 @@ await section("kernel", async () => {
         what: `kernel step (${result.steps.toLocaleString("en-US")} checkpoint commits)`,
         median: µs(result.kernelStepMicros),
         range: range(result.kernelStepMicros),
-        ratio: `${fmt(result.ratio, 2)}× raw`,
+        ratio: `${fmt(result.ratio, 2)}× raw (run by run: median ${fmt(result.pairedRatios.median, 2)}×, ${fmt(result.pairedRatios.min, 2)}–${fmt(result.pairedRatios.max, 2)}×)`,
         target: `≤ 2.5× ${result.meetsTarget ? "✅" : "❌"}`,
       },
     ],
