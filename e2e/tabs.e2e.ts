@@ -1,6 +1,6 @@
 import type { Page } from "playwright-core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { crashTab } from "../src/testing/playwright.ts";
+import { crashTab, harnessStatus, waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { PROBE } from "../worker/protocol.ts";
 import { type BrowserSession, startBrowser } from "./support/browser";
@@ -50,6 +50,17 @@ function shownChat(page: Page): Promise<string[]> {
 }
 
 describe("leader and followers", () => {
+  it("the testing helper waitForReady resolves in a follower tab (its own worker waits for the lock; its client is ready)", async () => {
+    const leader = await openDemo(session);
+    await waitForReady(leader, 30_000);
+    expect(await role(leader)).toBe("leader");
+    const follower = await openDemo(session);
+    await waitForReady(follower, 15_000);
+    expect(await role(follower)).toBe("follower");
+    // Its own worker is not the one that is open: it still waits for the database lock (the old helper waited on it).
+    expect((await harnessStatus(follower)).kind).toBe("waiting-for-lock");
+  });
+
   it("three tabs: the first leads, the others follow with the whole chat at once; a follower's message is answered in all three", async () => {
     const first = await openTab("leader");
     await sendMessage(first, "hello from the first tab");

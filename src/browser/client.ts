@@ -15,7 +15,7 @@
  * subscriptions resume (./socket.ts).
  */
 import { HostClient } from "../host/client.ts";
-import type { TabRole } from "../host/protocol.ts";
+import { PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
@@ -56,6 +56,7 @@ export class HarnessClient extends HostClient {
     this.worker = worker;
     this.#socket = undefined;
     this.#tabs = tabs;
+    pageClients().add(this);
     // Death is told by the worker's life lock: the page is granted it when the worker is gone. An `error`
     // event only means death before the worker answered at all (its script failed to load or to start);
     // later it is an uncaught exception inside a worker that lives on.
@@ -83,6 +84,7 @@ export class HarnessClient extends HostClient {
   }
 
   protected override gone(message: string): void {
+    pageClients().delete(this);
     this.#tabs?.close();
     super.gone(message);
   }
@@ -140,6 +142,13 @@ export class HarnessClient extends HostClient {
     this.#socket?.close();
     this.gone(this.worker ? "The database worker was terminated." : "The connection to the Durable Object was closed by the page.");
   }
+}
+
+/** The page's worker clients, for pi-durable-web/testing (PAGE_TEST_HOOK). */
+function pageClients(): Set<HarnessClient> {
+  const scope = globalThis as { [PAGE_TEST_HOOK]?: Set<HarnessClient> };
+  scope[PAGE_TEST_HOOK] ??= new Set();
+  return scope[PAGE_TEST_HOOK];
 }
 
 /** The page's client: of a worker, or of a Durable Object host at `url` (ws:, wss:, http: or https:). */

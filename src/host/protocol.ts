@@ -168,3 +168,9 @@ export function isMethod(name: string): name is MethodName {
  * `ServeHarnessOptions.crashPoints`; `crashPoints: false` leaves it unset.
  */
 export const TEST_HOOK = "__piDurableHost";
+
+/**
+ * Where a page keeps its live worker clients (a `Set`), for the same helpers: a follower tab's own worker
+ * waits for the lock, so its readiness is its client's (`waitForReady`). A client leaves the set when it is gone.
+ */
+export const PAGE_TEST_HOOK = "__piDurableClients";

@@ -9,6 +9,7 @@
  */
 import type { Page, Worker as PlaywrightWorker } from "playwright-core";
 import type { HarnessHost, HarnessStatus } from "../browser/protocol.ts";
+import { PAGE_TEST_HOOK } from "../host/protocol.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
 export type CrashKind = "reload" | "terminate-worker" | "renderer";
@@ -35,11 +36,30 @@ export async function harnessStatus(page: Page): Promise<HarnessStatus> {
   return worker.evaluate(() => (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost.status());
 }
 
-/** Waits until the worker's harness is open (`ready`). */
+/**
+ * The statuses of the page's own clients (`connectHarness` in the page), or undefined when the page has none
+ * (its client lives elsewhere, or it was made before this hook existed).
+ */
+async function pageClientStatuses(page: Page): Promise<HarnessStatus[] | undefined> {
+  return page
+    .evaluate((key) => {
+      const clients = (globalThis as unknown as Record<string, Set<{ status: HarnessStatus }> | undefined>)[key];
+      return clients && clients.size > 0 ? [...clients].map((client) => client.status) : undefined;
+    }, PAGE_TEST_HOOK)
+    .catch(() => undefined);
+}
+
+/**
+ * Waits until the page's harness is ready: its client's, when the page made one with `connectHarness` — in a
+ * follower tab that is the leader tab's harness, while the tab's own worker waits for the lock — else the
+ * worker's own.
+ */
 export async function waitForReady(page: Page, timeoutMs = 30_000): Promise<void> {
   // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
   for (let waited = 0; ; waited += 50) {
-    const status = await harnessStatus(page).catch(() => undefined);
+    const clients = await pageClientStatuses(page);
+    const status =
+      clients?.find((one) => one.kind === "ready" || one.kind === "failed") ?? (await harnessStatus(page).catch(() => undefined));
     if (status?.kind === "ready") return;
     if (status?.kind === "failed") throw new Error(`The harness failed to open: ${status.error.name}: ${status.error.message}`);
     if (waited > timeoutMs) throw new Error(`The harness did not open in ${timeoutMs} ms (status: ${status?.kind ?? "no worker"}).`);
