@@ -50,9 +50,7 @@ for (const backend of backends) {
         `Task ${root.id} does not exist (${root.id} is a conversation's id).`,
       );
       await expect(harness.abortTask(entryId, ctx)).rejects.toThrow(`Task ${entryId} does not exist (${entryId} is an entry's id).`);
-      await expect(harness.submission(entryId, ctx)).rejects.toThrow(
-        `Submission ${entryId} does not exist (${entryId} is an entry's id).`,
-      );
+      await expect(harness.submission(entryId, ctx)).rejects.toThrow(`Submission ${entryId} does not exist (${entryId} is an entry's id).`);
       await expect(root.commit((tx) => tx.createTask(sleeper, null, { conversationId: taskId }), ctx)).rejects.toThrow(
         `Conversation ${taskId} does not exist (${taskId} is a task's id).`,
       );

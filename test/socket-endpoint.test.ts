@@ -104,3 +104,93 @@ describe("connectHarness(url)'s socket endpoint across a dropped connection", ()
     expect(host.sockets).toHaveLength(1);
   });
 });
+
+/** Sockets that open or fail when the test says, and a timer the test fires: the backoff without a clock. */
+function controlledHost() {
+  const sockets: Array<{ fire(type: string, event?: unknown): void; sent: any[] }> = [];
+  const timers: Array<{ ms: number; fire: () => void }> = [];
+  const connect = (): SocketLike => {
+    const listeners: Record<string, Array<(event?: any) => void>> = { open: [], message: [], close: [], error: [] };
+    const socket = {
+      sent: [] as any[],
+      fire: (type: string, event?: unknown) => {
+        for (const listener of listeners[type]!) listener(event);
+      },
+    };
+    sockets.push(socket);
+    return {
+      send(data: string) {
+        const message = JSON.parse(data);
+        socket.sent.push(message);
+        if (message.type === "subscribe" && message.method === "onStatus") {
+          queueMicrotask(() => {
+            socket.fire("message", { data: JSON.stringify({ type: "result", id: message.id, value: null }) });
+            const status = { kind: "ready", database: "object", recovered: [], recovery: { stop: "none", tasks: [] }, openMs: 1 };
+            socket.fire("message", { data: JSON.stringify({ type: "event", id: message.id, value: status }) });
+          });
+        } else if (message.type !== "unsubscribe") {
+          queueMicrotask(() => socket.fire("message", { data: JSON.stringify({ type: "result", id: message.id, value: null }) }));
+        }
+      },
+      close: () => socket.fire("close"),
+      addEventListener: (type: string, listener: (event?: any) => void) => void listeners[type]!.push(listener),
+    } as SocketLike;
+  };
+  const setTimer = (fire: () => void, ms: number) => void timers.push({ ms, fire });
+  return { sockets, timers, connect, setTimer };
+}
+
+describe("connectHarness(url) reconnects with backoff, and says so in its status", () => {
+  it("the delay doubles while attempts fail (at most maxRetryMs), drawn from its upper half, and starts over after an open", async () => {
+    const host = controlledHost();
+    const states: unknown[] = [];
+    let draw = 1;
+    const endpoint = socketEndpoint(host.connect, {
+      retryMs: 500,
+      maxRetryMs: 3000,
+      setTimer: host.setTimer,
+      random: () => draw,
+      onState: (state) => states.push(state),
+    });
+    host.sockets[0]!.fire("open");
+    for (let attempt = 0; attempt < 5; attempt++) {
+      host.sockets.at(-1)!.fire("close"); // the open one drops, then every attempt fails
+      host.timers.at(-1)!.fire();
+    }
+    expect(host.timers.map((timer) => timer.ms)).toEqual([500, 1000, 2000, 3000, 3000]);
+    draw = 0; // the lower end of the draw: half the ceiling
+    host.sockets.at(-1)!.fire("close");
+    expect(host.timers.at(-1)!.ms).toBe(1500);
+    host.timers.at(-1)!.fire();
+    host.sockets.at(-1)!.fire("open");
+    draw = 1;
+    host.sockets.at(-1)!.fire("close");
+    expect(host.timers.at(-1)!.ms).toBe(500); // an open connection starts the backoff over
+    expect(states.slice(0, 3)).toEqual([
+      { state: "open" },
+      { state: "reconnecting", attempt: 1, retryInMs: 500 },
+      { state: "reconnecting", attempt: 2, retryInMs: 1000 },
+    ]);
+    endpoint.close();
+  });
+
+  it("client.status is reconnecting while the socket is down, and the host's ready again once it is back", async () => {
+    const host = controlledHost();
+    const { HarnessClient } = await import("../src/browser/client.ts");
+    const seen: string[] = [];
+    const client = new HarnessClient({ url: "ws://object.test/harness", connect: host.connect });
+    client.onStatus((status) => seen.push(status.kind === "reconnecting" ? `reconnecting ${status.attempt}` : status.kind));
+    host.sockets[0]!.fire("open");
+    await client.ready();
+    host.sockets[0]!.fire("close");
+    expect(client.status.kind).toBe("reconnecting");
+    // The client's own backoff timer (250–500 ms) makes the next socket: wait for it to exist, not for a time.
+    for (let turn = 0; turn < 1000 && host.sockets.length < 2; turn++) await new Promise((resolve) => setTimeout(resolve, 10));
+    host.sockets[1]!.fire("open");
+    await client.ready();
+    for (let turn = 0; turn < 20 && client.status.kind !== "ready"; turn++) await Promise.resolve();
+    expect(client.status.kind).toBe("ready");
+    expect(seen).toEqual(["starting", "ready", "reconnecting 1", "ready"]);
+    client.terminate();
+  });
+});

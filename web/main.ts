@@ -73,6 +73,8 @@ function statusText(status: HarnessStatus): string {
       return "waiting-for-lock: the database is open in another tab";
     case "closed":
       return `closed (${status.reason})`;
+    case "reconnecting":
+      return `reconnecting to the Durable Object (attempt ${status.attempt}, in ${(status.retryInMs / 1000).toFixed(1)} s)`;
     case "ready":
       if (status.recovered.length === 0) return "ready";
       return `ready (recovered ${status.recovered.length === 1 ? "task" : "tasks"} ${status.recovered.map((id) => `#${id}`).join(", ")})`;

@@ -42,7 +42,13 @@ export class HarnessClient extends HostClient {
   constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
     if ("url" in target) {
       const url = target.url.replace(/^http/, "ws");
-      const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike));
+      const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike), {
+        // While the page reconnects, its status says so; the host's status comes back with the connection.
+        onState: (state) => {
+          if (state.state === "reconnecting")
+            this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs });
+        },
+      });
       super(socket);
       this.worker = undefined;
       this.#socket = socket;

@@ -1,8 +1,10 @@
 /**
  * The host's endpoint over a WebSocket that comes back: the page side of a Durable Object host
  * (`connectHarness(url)`). Calls wait for the connection; a connection that drops rejects the calls in flight
- * with `ConnectionLost`, reconnects after `retryMs`, and subscribes every live subscription again, so the
- * page's listeners keep hearing from the host (an object that restarted sends the current state anew).
+ * with `ConnectionLost`, reconnects, and subscribes every live subscription again, so the page's listeners
+ * keep hearing from the host (an object that restarted sends the current state anew). Reconnects back off:
+ * `retryMs` after a connection that was open, doubling while attempts fail, at most `maxRetryMs`, each delay
+ * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 import { DurableError } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
@@ -44,8 +46,28 @@ interface Subscription {
   subscribing?: Promise<void>;
 }
 
-export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: number } = {}): ReconnectingEndpoint {
+/** The connection's state, as `SocketEndpointOptions.onState` hears it. */
+export type SocketState = { state: "open" } | { state: "reconnecting"; attempt: number; retryInMs: number };
+
+export interface SocketEndpointOptions {
+  /** The delay before the first reconnect after a connection that was open. Default 500 ms. */
+  retryMs?: number;
+  /** The longest delay between attempts. Default 10,000 ms. */
+  maxRetryMs?: number;
+  /** Told when a connection opens and when one is lost (with the coming attempt). */
+  onState?: (state: SocketState) => void;
+  /** For tests: the timer and the random source the backoff uses. */
+  setTimer?: (fire: () => void, ms: number) => void;
+  random?: () => number;
+}
+
+export function socketEndpoint(connect: () => SocketLike, options: SocketEndpointOptions = {}): ReconnectingEndpoint {
   const retryMs = options.retryMs ?? 500;
+  const maxRetryMs = Math.max(retryMs, options.maxRetryMs ?? 10_000);
+  const setTimer = options.setTimer ?? ((fire: () => void, ms: number) => void setTimeout(fire, ms));
+  const random = options.random ?? Math.random;
+  /** Attempts that failed since the last connection that opened. */
+  let failures = 0;
   const subscriptions = new Map<number, Subscription>();
   let lastId = 0;
   let connections = 0;
@@ -80,6 +102,8 @@ export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: n
     ws.addEventListener("message", (event) => link.receive(JSON.parse(String(event.data)) as HostMessage));
     ws.addEventListener("open", () => {
       connections++;
+      failures = 0;
+      options.onState?.({ state: "open" });
       for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
       resolve(link);
     });
@@ -96,7 +120,11 @@ export function socketEndpoint(connect: () => SocketLike, options: { retryMs?: n
       }
       // Calls and subscriptions made from now on wait for the next connection instead of the dead one.
       awaitLink();
-      setTimeout(open, retryMs);
+      const ceiling = Math.min(maxRetryMs, retryMs * 2 ** failures);
+      const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
+      failures++;
+      options.onState?.({ state: "reconnecting", attempt: failures, retryInMs: delay });
+      setTimer(open, delay);
     };
     ws.addEventListener("close", drop);
     ws.addEventListener("error", drop);

@@ -60,6 +60,13 @@ export class HostClient {
     return this.#status;
   }
 
+  /** A status the transport knows of before the host can say it (a dropped connection); the host's next wins. */
+  protected transportStatus(status: HarnessStatus): void {
+    if (this.#gone) return;
+    this.#status = status;
+    for (const listener of this.#statusListeners) listener(status);
+  }
+
   onStatus(listener: (status: HarnessStatus) => void): Unsubscribe {
     this.#statusListeners.add(listener);
     listener(this.#status);

@@ -25,6 +25,11 @@ export type HarnessStatus =
    * the tab reaches the leader tab's worker (the status is then the leader's).
    */
   | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number; role?: TabRole }
+  /**
+   * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
+   * `retryInMs`). Calls made now wait for the connection; a reconnect brings the host's own status back.
+   */
+  | { kind: "reconnecting"; attempt: number; retryInMs: number }
   | { kind: "failed"; error: ErrorShape }
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };

@@ -14,7 +14,7 @@ const STARTING: HarnessStatus = Object.freeze({ kind: "starting" });
 const noSubscription = () => () => {};
 
 export interface HarnessStatusResult {
-  /** starting, waiting-for-lock, opening, recovering, ready, failed or closed (src/host/protocol.ts). */
+  /** starting, waiting-for-lock, opening, recovering, ready, reconnecting (a Durable Object by URL), failed or closed (src/host/protocol.ts). */
   status: HarnessStatus;
   /** Asks the tab that owns the database to close it, so this one opens it (for `waiting-for-lock`). */
   requestTakeover: () => Promise<void>;
