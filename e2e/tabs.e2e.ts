@@ -1,6 +1,6 @@
 import type { Page } from "playwright-core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { crashTab, harnessStatus, waitForReady } from "../src/testing/playwright.ts";
+import { crashTab, harnessStatus, waitForReady, waitForTask } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { PROBE } from "../worker/protocol.ts";
 import { type BrowserSession, startBrowser } from "./support/browser";
@@ -50,7 +50,7 @@ function shownChat(page: Page): Promise<string[]> {
 }
 
 describe("leader and followers", () => {
-  it("the testing helper waitForReady resolves in a follower tab (its own worker waits for the lock; its client is ready)", async () => {
+  it("the testing helpers waitForReady and waitForTask work in a follower tab (its own worker waits for the lock; its client is ready)", async () => {
     const leader = await openDemo(session);
     await waitForReady(leader, 30_000);
     expect(await role(leader)).toBe("leader");
@@ -59,6 +59,10 @@ describe("leader and followers", () => {
     expect(await role(follower)).toBe("follower");
     // Its own worker is not the one that is open: it still waits for the database lock (the old helper waited on it).
     expect((await harnessStatus(follower)).kind).toBe("waiting-for-lock");
+    // waitForTask in the follower tab sees a task the leader tab made (through the follower's client).
+    const id = await leader.evaluate(() => pi.client.createTask("example.counter", { to: 2 }));
+    const done = await waitForTask(follower, (task) => task.id === id && task.state.status === "terminal", 15_000);
+    expect(done.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
   });
 
   it("three tabs: the first leads, the others follow with the whole chat at once; a follower's message is answered in all three", async () => {

@@ -22,7 +22,16 @@ import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
-import { type CrashKind, crashTab, harnessWorker, type TaskMatch, waitForReady, waitForTask } from "../testing/playwright.ts";
+import {
+  type CrashKind,
+  crashTab,
+  harnessWorker,
+  queryThroughPage,
+  recoveryThroughPage,
+  type TaskMatch,
+  waitForReady,
+  waitForTask,
+} from "../testing/playwright.ts";
 
 export { expect } from "@playwright/test";
 export type { CrashKind, TaskMatch } from "../testing/playwright.ts";
@@ -37,7 +46,11 @@ export interface ArmedCrashPoint {
 export interface HarnessFixture {
   /** The page the harness lives in; after `crash("renderer")` it is the new page that replaced the crashed one. */
   readonly page: Page;
-  /** Waits until the worker's harness is open; resolves with what that open recovered. */
+  /**
+   * Waits until the page's harness is open; resolves with what that open recovered. In a follower tab (another
+   * tab leads) that is the leader's harness, reached through the page's client, as are `waitForTask` and `query`;
+   * crash points live in the leading tab's worker.
+   */
   ready(options?: { timeout?: number }): Promise<Recovery>;
   /**
    * Crashes the database work: `reload` (the product's crash), `terminate-worker` (the worker dies, the page
@@ -113,6 +126,8 @@ export const test = base.extend<HarnessFixtureOptions & { harness: HarnessFixtur
       },
       waitForTask: (match, options = {}) => waitForTask(current, match, options.timeout),
       async query(sql, ...params) {
+        const throughPage = await queryThroughPage(current, sql, params as unknown[]);
+        if (throughPage) return throughPage as Row[];
         const worker = await hook();
         // Json is too deep for Playwright's argument types: the rows cross as plain structured clones.
         const run = (args: { sql: string; params: unknown[] }): Promise<unknown> =>
@@ -120,6 +135,8 @@ export const test = base.extend<HarnessFixtureOptions & { harness: HarnessFixtur
         return (await worker.evaluate(run, { sql, params: params as unknown[] })) as Row[];
       },
       async recovered() {
+        const ready = await recoveryThroughPage(current);
+        if (ready) return ready.recovery;
         const worker = await hook();
         return worker.evaluate(async () => (await (globalThis as unknown as Hooked).__piDurableHost.inspect()).recovery);
       },

@@ -50,6 +50,34 @@ async function pageClientStatuses(page: Page): Promise<HarnessStatus[] | undefin
 }
 
 /**
+ * Runs read-only SQL through the page's ready client (the leader tab's harness in a follower tab); undefined when
+ * the page has no ready client of its own.
+ */
+export async function queryThroughPage(
+  page: Page,
+  sql: string,
+  params: unknown[] = [],
+): Promise<Array<Record<string, unknown>> | undefined> {
+  return page
+    .evaluate(
+      async ({ key, sql, params }) => {
+        type PageClient = { status: HarnessStatus; query(sql: string, ...params: unknown[]): Promise<unknown> };
+        const clients = (globalThis as unknown as Record<string, Set<PageClient> | undefined>)[key];
+        const client = clients && [...clients].find((one) => one.status.kind === "ready");
+        return client ? ((await client.query(sql, ...params)) as Array<Record<string, unknown>>) : undefined;
+      },
+      { key: PAGE_TEST_HOOK, sql, params },
+    )
+    .catch(() => undefined);
+}
+
+/** What the page's ready client says its harness's open recovered; undefined without one. */
+export async function recoveryThroughPage(page: Page): Promise<(HarnessStatus & { kind: "ready" }) | undefined> {
+  const statuses = await pageClientStatuses(page);
+  return statuses?.find((status): status is HarnessStatus & { kind: "ready" } => status.kind === "ready");
+}
+
+/**
  * Waits until the page's harness is ready: its client's, when the page made one with `connectHarness` — in a
  * follower tab that is the leader tab's harness, while the tab's own worker waits for the lock — else the
  * worker's own.
@@ -99,16 +127,20 @@ export async function waitForTask(page: Page, match: TaskMatch, timeoutMs = 30_0
   const matches = typeof match === "number" ? (task: TaskRecord) => task.id === match : match;
   // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
   for (let waited = 0; ; waited += 50) {
-    const worker = await harnessWorker(page).catch(() => undefined);
-    const rows = worker
-      ? await worker
-          .evaluate(async () => {
-            const host = (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost;
-            if (host.status().kind !== "ready") return [] as string[];
-            return (await host.query("SELECT record FROM tasks ORDER BY id")).map((row) => String(row.record));
-          })
-          .catch(() => [] as string[])
-      : [];
+    // Through the page's client when it has one (in a follower tab its own worker never opens the database).
+    const throughPage = await queryThroughPage(page, "SELECT record FROM tasks ORDER BY id");
+    const worker = throughPage ? undefined : await harnessWorker(page).catch(() => undefined);
+    const rows = throughPage
+      ? throughPage.map((row) => String(row.record))
+      : worker
+        ? await worker
+            .evaluate(async () => {
+              const host = (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost;
+              if (host.status().kind !== "ready") return [] as string[];
+              return (await host.query("SELECT record FROM tasks ORDER BY id")).map((row) => String(row.record));
+            })
+            .catch(() => [] as string[])
+        : [];
     const found = rows.map((text) => JSON.parse(text) as TaskRecord).find(matches);
     if (found) return found;
     if (waited > timeoutMs) throw new Error(`No task matched in ${timeoutMs} ms.`);
