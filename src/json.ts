@@ -17,9 +17,56 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   return keys.every((key) => Object.hasOwn(right, key) && jsonEqual(left[key], right[key]));
 }
 
-/** A detached copy; also proves the value is JSON (throws on cycles, BigInt). */
+/**
+ * A detached copy, equal to `JSON.parse(JSON.stringify(value))`; also proves the value is JSON (throws on
+ * cycles, BigInt). Plain data — what checkpoints, memos and documents almost always are — is copied directly
+ * (a checkpoint is copied on every step); anything JSON would transform (`toJSON`, a class instance, an
+ * `undefined` member, a non-finite number, a `__proto__` key, deep nesting) takes the round trip itself.
+ */
 export function cloneJson<T>(value: T): T {
-  return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
+  if (value === undefined) return value;
+  const copy = copyPlain(value, 0);
+  return (copy === ROUND_TRIP ? JSON.parse(JSON.stringify(value)) : copy) as T;
+}
+
+/** Returned by `copyPlain` where only the JSON round trip gives the exact answer. */
+const ROUND_TRIP: unique symbol = Symbol("round trip");
+
+function copyPlain(value: unknown, depth: number): unknown {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      return Number.isFinite(value) ? (value === 0 ? 0 : value) : ROUND_TRIP; // -0 becomes 0, as in JSON
+    case "object": {
+      if (value === null) return null;
+      if (depth > 32) return ROUND_TRIP; // and the round trip throws on a cycle
+      if (Array.isArray(value)) {
+        const out: unknown[] = new Array(value.length);
+        for (let index = 0; index < value.length; index++) {
+          const item = copyPlain(value[index], depth + 1);
+          if (item === ROUND_TRIP) return ROUND_TRIP;
+          out[index] = item;
+        }
+        return out;
+      }
+      const prototype = Object.getPrototypeOf(value);
+      if ((prototype !== Object.prototype && prototype !== null) || typeof (value as { toJSON?: unknown }).toJSON === "function") {
+        return ROUND_TRIP;
+      }
+      const out: Record<string, unknown> = {};
+      for (const key of Object.keys(value)) {
+        if (key === "__proto__") return ROUND_TRIP;
+        const item = copyPlain((value as Record<string, unknown>)[key], depth + 1);
+        if (item === ROUND_TRIP) return ROUND_TRIP;
+        out[key] = item;
+      }
+      return out;
+    }
+    default:
+      return ROUND_TRIP; // undefined, a function, a symbol or a BigInt inside: JSON drops, nulls or throws
+  }
 }
 
 /**

@@ -78,13 +78,14 @@ export interface Tx {
 export class KernelTx implements Tx {
   readonly #session: Session;
   readonly #tasks = new Map<number, TaskRecord>();
-  readonly #conversations = new Map<number, ConversationRecord>();
-  readonly #entries: EntryRecord[] = [];
-  readonly #submissions = new Map<number, SubmissionRecord>();
-  readonly #documents = new Map<string, { scope: string; key: string; value: Json | null }>();
-  readonly #checks: Array<() => Promise<void>> = [];
-  readonly #reports: Report[] = [];
-  readonly #afterCommit: Array<() => void> = [];
+  // The rest are made on first use: most commits (a step) stage one task and nothing else.
+  #conversations: Map<number, ConversationRecord> | undefined;
+  #entries: EntryRecord[] | undefined;
+  #submissions: Map<number, SubmissionRecord> | undefined;
+  #documents: Map<string, { scope: string; key: string; value: Json | null }> | undefined;
+  #checks: Array<() => Promise<void>> | undefined;
+  #reports: Report[] | undefined;
+  #afterCommit: Array<() => void> | undefined;
   #nextId: number;
   #rootConversationId: number | undefined;
   actor: TxActor | undefined;
@@ -193,11 +194,12 @@ export class KernelTx implements Tx {
   }
 
   conversation(id: number): ConversationRecord | undefined {
-    return this.#conversations.get(id) ?? this.#session.conversations.get(id);
+    return this.#conversations?.get(id) ?? this.#session.conversations.get(id);
   }
 
   createConversation(options: { owner?: number; config?: ConversationRecord["config"] } = {}): number {
     const id = this.mintId();
+    this.#conversations ??= new Map();
     this.#conversations.set(id, {
       id,
       createdAt: this.now(),
@@ -208,7 +210,7 @@ export class KernelTx implements Tx {
   }
 
   putConversation(record: ConversationRecord): void {
-    this.#conversations.set(record.id, record);
+    (this.#conversations ??= new Map()).set(record.id, record);
   }
 
   setRootConversation(id: number): void {
@@ -222,7 +224,7 @@ export class KernelTx implements Tx {
       throw notFound("conversation", conversationId as number, conversationId === undefined ? undefined : this.#kindOf(conversationId));
     }
     const id = this.mintId();
-    this.#entries.push({
+    (this.#entries ??= []).push({
       id,
       conversationId,
       kind: entry.kind,
@@ -235,72 +237,72 @@ export class KernelTx implements Tx {
 
   /** Entries appended in this transaction (not yet committed). */
   get stagedEntries(): readonly EntryRecord[] {
-    return this.#entries;
+    return this.#entries ?? NONE;
   }
 
   document(scope: string, key: string): Json | undefined {
-    const staged = this.#documents.get(documentKey(scope, key));
+    const staged = this.#documents?.get(documentKey(scope, key));
     if (staged) return staged.value ?? undefined;
     return this.#session.documents.get(documentKey(scope, key))?.value;
   }
 
   setDocument(scope: string, key: string, value: Json): void {
-    this.#documents.set(documentKey(scope, key), { scope, key, value });
+    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value });
   }
 
   deleteDocument(scope: string, key: string): void {
-    this.#documents.set(documentKey(scope, key), { scope, key, value: null });
+    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: null });
   }
 
   submission(id: number): SubmissionRecord | undefined {
-    return this.#submissions.get(id) ?? this.#session.openSubmissions.get(id);
+    return this.#submissions?.get(id) ?? this.#session.openSubmissions.get(id);
   }
 
   putSubmission(record: SubmissionRecord): void {
-    this.#submissions.set(record.id, record);
+    (this.#submissions ??= new Map()).set(record.id, record);
   }
 
   /** Open (queued or running) submissions of a conversation, staged versions included, in id order. */
   openSubmissions(conversationId: number): SubmissionRecord[] {
     const out = new Map<number, SubmissionRecord>();
     for (const s of this.#session.openSubmissions.values()) if (s.conversationId === conversationId) out.set(s.id, s);
-    for (const s of this.#submissions.values()) if (s.conversationId === conversationId) out.set(s.id, s);
+    for (const s of this.#submissions?.values() ?? NONE) if (s.conversationId === conversationId) out.set(s.id, s);
     return [...out.values()].filter((s) => s.status === "queued" || s.status === "running").sort((a, b) => a.id - b.id);
   }
 
   /** An async check that runs after the callback and before anything is stored (it may read storage). */
   check(check: () => Promise<void>): void {
-    this.#checks.push(check);
+    (this.#checks ??= []).push(check);
   }
 
   /** A report delivered once this transaction is stored. */
   report(report: Report): void {
-    this.#reports.push(report);
+    (this.#reports ??= []).push(report);
   }
 
   /** Runs once this transaction is stored. */
   afterCommit(callback: () => void): void {
-    this.#afterCommit.push(callback);
+    (this.#afterCommit ??= []).push(callback);
   }
 
   /** @internal */
   get hasChecks(): boolean {
-    return this.#checks.length > 0;
+    return this.#checks !== undefined;
   }
 
   /** @internal */
   async runChecks(): Promise<void> {
-    for (const check of this.#checks) await check();
+    for (const check of this.#checks ?? NONE) await check();
   }
 
   /** @internal */
   get reports(): readonly Report[] {
-    return this.#reports;
+    return this.#reports ?? NONE;
   }
 
   /** @internal */
   get callbacks(): readonly (() => void)[] {
-    return this.#afterCommit;
+    return this.#afterCommit ?? NONE;
   }
 
   /** @internal The batch to store, or undefined when this transaction wrote nothing. */
@@ -310,24 +312,29 @@ export class KernelTx implements Tx {
       nextId === undefined &&
       this.#rootConversationId === undefined &&
       this.#tasks.size === 0 &&
-      this.#conversations.size === 0 &&
-      this.#entries.length === 0 &&
-      this.#submissions.size === 0 &&
-      this.#documents.size === 0
+      this.#conversations === undefined &&
+      this.#entries === undefined &&
+      this.#submissions === undefined &&
+      this.#documents === undefined
     ) {
       return undefined;
     }
-    return {
-      ...(nextId !== undefined ? { nextId } : {}),
-      ...(this.#rootConversationId !== undefined ? { rootConversationId: this.#rootConversationId } : {}),
-      tasks: this.#tasks.size === 0 ? [] : [...this.#tasks.values()],
-      conversations: this.#conversations.size === 0 ? [] : [...this.#conversations.values()],
-      entries: this.#entries,
-      submissions: this.#submissions.size === 0 ? [] : [...this.#submissions.values()],
-      documents: this.#documents.size === 0 ? [] : [...this.#documents.values()],
+    // Built in one shape, without spreads: every step of every task makes one of these.
+    const batch: Batch = {
+      tasks: this.#tasks.size === 0 ? [] : Array.from(this.#tasks.values()),
+      conversations: this.#conversations ? Array.from(this.#conversations.values()) : [],
+      entries: this.#entries ?? [],
+      submissions: this.#submissions ? Array.from(this.#submissions.values()) : [],
+      documents: this.#documents ? Array.from(this.#documents.values()) : [],
     };
+    if (nextId !== undefined) batch.nextId = nextId;
+    if (this.#rootConversationId !== undefined) batch.rootConversationId = this.#rootConversationId;
+    return batch;
   }
 }
+
+/** The empty list a transaction answers with before it staged anything of a kind. */
+const NONE: readonly never[] = Object.freeze([]);
 
 export function documentKey(scope: string, key: string): string {
   return `${scope}\u0000${key}`;

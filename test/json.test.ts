@@ -1,0 +1,69 @@
+import { inspect } from "node:util";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { cloneJson } from "../src/json.ts";
+
+// cloneJson copies plain data itself (every step copies a checkpoint) and must give exactly what the JSON round
+// trip gives, for any value: the same result (key order, -0, dropped and nulled members) or the same error.
+
+const roundTrip = (value: unknown) => (value === undefined ? undefined : JSON.parse(JSON.stringify(value)));
+
+function outcome(run: () => unknown): { value: string } | { error: string } {
+  try {
+    const value = run();
+    // inspect shows what JSON.stringify would hide: undefined members, -0, prototypes, key order.
+    return { value: inspect(value, { depth: null, showHidden: false }) };
+  } catch (error) {
+    return { error: (error as Error).name };
+  }
+}
+
+class Point {
+  constructor(
+    readonly x: number,
+    readonly y: number,
+  ) {}
+}
+
+describe("cloneJson", () => {
+  it("equals the JSON round trip for any JSON-ish value, odd members included", () => {
+    const odd = fc.oneof(
+      fc.constant(undefined),
+      fc.constant(Number.NaN),
+      fc.constant(-0),
+      fc.constant(Number.POSITIVE_INFINITY),
+      fc.date({ noInvalidDate: true }),
+      fc.constant(new Point(1, 2)),
+      fc.constant(() => 1),
+      fc.constant({ toJSON: () => "custom" }),
+    );
+    const value = fc.letrec((tie) => ({
+      any: fc.oneof({ depthSize: "small" }, fc.jsonValue(), odd, tie("array"), tie("object")),
+      array: fc.array(tie("any"), { maxLength: 4 }),
+      object: fc.dictionary(fc.oneof(fc.string(), fc.constant("__proto__"), fc.constant("1")), tie("any"), { maxKeys: 4 }),
+    })).any;
+    fc.assert(
+      fc.property(value, (input) => {
+        expect(outcome(() => cloneJson(input))).toEqual(outcome(() => roundTrip(input)));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("detaches: the copy shares nothing with the input, and a frozen input gives a writable copy", () => {
+    const input = Object.freeze({ phase: "step", n: 1, nested: Object.freeze({ list: Object.freeze([1, { a: 2 }]) }) });
+    const copy = cloneJson(input);
+    expect(copy).toEqual(input);
+    expect(copy).not.toBe(input);
+    expect(copy.nested).not.toBe(input.nested);
+    expect(copy.nested.list[1]).not.toBe(input.nested.list[1]);
+    expect(Object.isFrozen(copy)).toBe(false);
+  });
+
+  it("throws as JSON does on a cycle and on a BigInt, however deep", () => {
+    const cycle: Record<string, unknown> = { a: 1 };
+    cycle.self = cycle;
+    expect(() => cloneJson(cycle)).toThrow(TypeError);
+    expect(() => cloneJson({ deep: [{ n: 1n }] })).toThrow(TypeError);
+  });
+});
