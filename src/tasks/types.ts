@@ -20,7 +20,10 @@ export type RunningTask<I = Json, S extends Checkpoint = Checkpoint, R = Json> =
   state: { status: "running"; checkpoint: S };
 };
 
-/** S3: what a phase can do. Every call rejects once the invocation has ended. */
+/**
+ * S3: what a phase can do. Every call rejects once the invocation has ended. Call the methods on the runtime
+ * (`runtime.commit(...)`); a method taken off it (`const { commit } = runtime`) has no runtime to act for.
+ */
 export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   readonly taskId: number;
   readonly conversationId: number;
