@@ -42,6 +42,7 @@ function copyPlain(value: unknown, depth: number): unknown {
     case "object": {
       if (value === null) return null;
       if (depth > 32) return ROUND_TRIP; // and the round trip throws on a cycle
+      if (typeof (value as { toJSON?: unknown }).toJSON === "function") return ROUND_TRIP;
       if (Array.isArray(value)) {
         const out: unknown[] = new Array(value.length);
         for (let index = 0; index < value.length; index++) {
@@ -52,9 +53,7 @@ function copyPlain(value: unknown, depth: number): unknown {
         return out;
       }
       const prototype = Object.getPrototypeOf(value);
-      if ((prototype !== Object.prototype && prototype !== null) || typeof (value as { toJSON?: unknown }).toJSON === "function") {
-        return ROUND_TRIP;
-      }
+      if (prototype !== Object.prototype && prototype !== null) return ROUND_TRIP;
       const out: Record<string, unknown> = {};
       for (const key of Object.keys(value)) {
         if (key === "__proto__") return ROUND_TRIP;

@@ -36,6 +36,7 @@ describe("cloneJson", () => {
       fc.constant(new Point(1, 2)),
       fc.constant(() => 1),
       fc.constant({ toJSON: () => "custom" }),
+      fc.constant(Object.assign([1, 2], { toJSON: () => "an array's own toJSON" })),
     );
     const value = fc.letrec((tie) => ({
       any: fc.oneof({ depthSize: "small" }, fc.jsonValue(), odd, tie("array"), tie("object")),

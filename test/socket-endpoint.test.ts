@@ -174,6 +174,19 @@ describe("connectHarness(url) reconnects with backoff, and says so in its status
     endpoint.close();
   });
 
+  it("close() while a reconnect waits: the retry opens no socket, and a call waiting for it rejects with ConnectionLost", async () => {
+    const host = controlledHost();
+    const endpoint = socketEndpoint(host.connect, { retryMs: 500, setTimer: host.setTimer, random: () => 1 });
+    host.sockets[0]!.fire("open");
+    host.sockets[0]!.fire("close");
+    const waiting = endpoint.call("status", []);
+    endpoint.close();
+    await expect(waiting).rejects.toBeInstanceOf(ConnectionLost);
+    host.timers.at(-1)!.fire(); // the retry comes due after the close
+    expect(host.sockets).toHaveLength(1);
+    expect(endpoint.connections).toBe(1);
+  });
+
   it("client.status is reconnecting while the socket is down, and the host's ready again once it is back", async () => {
     const host = controlledHost();
     const { HarnessClient } = await import("../src/browser/client.ts");

@@ -130,6 +130,7 @@ export class HarnessClient extends HostClient {
     const closeHost = HostClient.prototype.close;
     Object.defineProperty(HarnessClient.prototype, "close", {
       value(this: HarnessClient): Promise<void> {
+        pageClients().delete(this); // closed by the page: no longer one of its live clients
         if (!this.#socket) return closeHost.call(this);
         this.terminate();
         return Promise.resolve();

@@ -76,8 +76,13 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   /** The link calls go to: the open connection, or the next one while reconnecting (calls wait for it). */
   let current!: Promise<MessageEndpoint>;
   let connected!: (link: MessageEndpoint) => void;
+  /** Rejects the link being waited for (close() while reconnecting: it never comes). */
+  let refused!: (error: unknown) => void;
   const awaitLink = () => {
-    current = new Promise<MessageEndpoint>((resolve) => (connected = resolve));
+    current = new Promise<MessageEndpoint>((resolve, reject) => {
+      connected = resolve;
+      refused = reject;
+    });
   };
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
@@ -96,6 +101,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   };
 
   const open = () => {
+    if (closed) return; // closed while the retry waited: no new socket
     const resolve = connected;
     const ws = (socket = connect());
     const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
@@ -157,8 +163,12 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       }
     },
     close() {
+      if (closed) return;
       closed = true;
       socket?.close(1000, "closed by the page");
+      // A call waiting for the next connection gets ConnectionLost instead (a resolved link ignores this).
+      current.catch(() => {});
+      refused(new ConnectionLost());
     },
     get connections() {
       return connections;

@@ -127,7 +127,12 @@ export const test = base.extend<HarnessFixtureOptions & { harness: HarnessFixtur
       waitForTask: (match, options = {}) => waitForTask(current, match, options.timeout),
       async query(sql, ...params) {
         const throughPage = await queryThroughPage(current, sql, params as unknown[]);
-        if (throughPage) return throughPage as Row[];
+        if (throughPage && "failed" in throughPage) {
+          const error = new Error(throughPage.failed.message);
+          error.name = throughPage.failed.name;
+          throw error;
+        }
+        if (throughPage) return throughPage.rows as Row[];
         const worker = await hook();
         // Json is too deep for Playwright's argument types: the rows cross as plain structured clones.
         const run = (args: { sql: string; params: unknown[] }): Promise<unknown> =>

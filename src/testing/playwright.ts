@@ -50,25 +50,30 @@ async function pageClientStatuses(page: Page): Promise<HarnessStatus[] | undefin
 }
 
 /**
- * Runs read-only SQL through the page's ready client (the leader tab's harness in a follower tab); undefined when
- * the page has no ready client of its own.
+ * Runs read-only SQL through the page's ready client (the leader tab's harness in a follower tab): its rows, or
+ * the error the query failed with (`failed`); undefined when the page has no ready client (or is navigating).
  */
 export async function queryThroughPage(
   page: Page,
   sql: string,
   params: unknown[] = [],
-): Promise<Array<Record<string, unknown>> | undefined> {
+): Promise<{ rows: Array<Record<string, unknown>> } | { failed: { name: string; message: string } } | undefined> {
   return page
     .evaluate(
       async ({ key, sql, params }) => {
         type PageClient = { status: HarnessStatus; query(sql: string, ...params: unknown[]): Promise<unknown> };
         const clients = (globalThis as unknown as Record<string, Set<PageClient> | undefined>)[key];
         const client = clients && [...clients].find((one) => one.status.kind === "ready");
-        return client ? ((await client.query(sql, ...params)) as Array<Record<string, unknown>>) : undefined;
+        if (!client) return undefined;
+        try {
+          return { rows: (await client.query(sql, ...params)) as Array<Record<string, unknown>> };
+        } catch (error) {
+          return { failed: { name: (error as Error).name, message: (error as Error).message } };
+        }
       },
       { key: PAGE_TEST_HOOK, sql, params },
     )
-    .catch(() => undefined);
+    .catch(() => undefined); // the page is navigating (a reload): no answer yet
 }
 
 /** What the page's ready client says its harness's open recovered; undefined without one. */
@@ -128,8 +133,9 @@ export async function waitForTask(page: Page, match: TaskMatch, timeoutMs = 30_0
   // Time is counted in polls of 50 ms (Playwright's own timer), not read from the wall clock.
   for (let waited = 0; ; waited += 50) {
     // Through the page's client when it has one (in a follower tab its own worker never opens the database).
-    const throughPage = await queryThroughPage(page, "SELECT record FROM tasks ORDER BY id");
-    const worker = throughPage ? undefined : await harnessWorker(page).catch(() => undefined);
+    const answer = await queryThroughPage(page, "SELECT record FROM tasks ORDER BY id");
+    const throughPage = answer && "rows" in answer ? answer.rows : undefined; // a failed read is polled again
+    const worker = answer ? undefined : await harnessWorker(page).catch(() => undefined);
     const rows = throughPage
       ? throughPage.map((row) => String(row.record))
       : worker
