@@ -141,7 +141,7 @@ function controlledHost() {
 }
 
 describe("connectHarness(url) reconnects with backoff, and says so in its status", () => {
-  it("the delay doubles while attempts fail (at most maxRetryMs), drawn from its upper half, and starts over after an open", async () => {
+  it("the delay doubles while attempts fail (at most maxRetryMs), drawn from its upper half, and starts over once the host answers", async () => {
     const host = controlledHost();
     const states: unknown[] = [];
     let draw = 1;
@@ -153,8 +153,9 @@ describe("connectHarness(url) reconnects with backoff, and says so in its status
       onState: (state) => states.push(state),
     });
     host.sockets[0]!.fire("open");
+    await endpoint.call("status", []); // the host answered on the first connection
     for (let attempt = 0; attempt < 5; attempt++) {
-      host.sockets.at(-1)!.fire("close"); // the open one drops, then every attempt fails
+      host.sockets.at(-1)!.fire("close"); // the answered one drops, then every attempt fails
       host.timers.at(-1)!.fire();
     }
     expect(host.timers.map((timer) => timer.ms)).toEqual([500, 1000, 2000, 3000, 3000]);
@@ -162,10 +163,15 @@ describe("connectHarness(url) reconnects with backoff, and says so in its status
     host.sockets.at(-1)!.fire("close");
     expect(host.timers.at(-1)!.ms).toBe(1500);
     host.timers.at(-1)!.fire();
-    host.sockets.at(-1)!.fire("open");
     draw = 1;
+    host.sockets.at(-1)!.fire("open");
+    host.sockets.at(-1)!.fire("close"); // opened and dropped before the host said anything: still failing
+    expect(host.timers.at(-1)!.ms).toBe(3000);
+    host.timers.at(-1)!.fire();
+    host.sockets.at(-1)!.fire("open");
+    await endpoint.call("status", []);
     host.sockets.at(-1)!.fire("close");
-    expect(host.timers.at(-1)!.ms).toBe(500); // an open connection starts the backoff over
+    expect(host.timers.at(-1)!.ms).toBe(500); // a connection the host answered on starts the backoff over
     expect(states.slice(0, 3)).toEqual([
       { state: "open" },
       { state: "reconnecting", attempt: 1, retryInMs: 500 },

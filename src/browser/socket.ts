@@ -3,7 +3,8 @@
  * (`connectHarness(url)`). Calls wait for the connection; a connection that drops rejects the calls in flight
  * with `ConnectionLost`, reconnects, and subscribes every live subscription again, so the page's listeners
  * keep hearing from the host (an object that restarted sends the current state anew). Reconnects back off:
- * `retryMs` after a connection that was open, doubling while attempts fail, at most `maxRetryMs`, each delay
+ * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
+ * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 import { DurableError } from "../errors.ts";
@@ -50,7 +51,7 @@ interface Subscription {
 export type SocketState = { state: "open" } | { state: "reconnecting"; attempt: number; retryInMs: number };
 
 export interface SocketEndpointOptions {
-  /** The delay before the first reconnect after a connection that was open. Default 500 ms. */
+  /** The delay before the first reconnect after a connection the host answered on. Default 500 ms. */
   retryMs?: number;
   /** The longest delay between attempts. Default 10,000 ms. */
   maxRetryMs?: number;
@@ -66,7 +67,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   const maxRetryMs = Math.max(retryMs, options.maxRetryMs ?? 10_000);
   const setTimer = options.setTimer ?? ((fire: () => void, ms: number) => void setTimeout(fire, ms));
   const random = options.random ?? Math.random;
-  /** Attempts that failed since the last connection that opened. */
+  /** Attempts that failed since a connection the host last answered on (a socket that opens and drops unanswered counts). */
   let failures = 0;
   const subscriptions = new Map<number, Subscription>();
   let lastId = 0;
@@ -105,10 +106,12 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     const resolve = connected;
     const ws = (socket = connect());
     const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
-    ws.addEventListener("message", (event) => link.receive(JSON.parse(String(event.data)) as HostMessage));
+    ws.addEventListener("message", (event) => {
+      failures = 0; // the host answered on this connection: a later drop starts the backoff over
+      link.receive(JSON.parse(String(event.data)) as HostMessage);
+    });
     ws.addEventListener("open", () => {
       connections++;
-      failures = 0;
       options.onState?.({ state: "open" });
       for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
       resolve(link);
