@@ -1,6 +1,6 @@
 import type { SystemMessage, Tool } from "@earendil-works/pi-ai";
 import { getToolStateChanges, toToolDeclaration } from "@earendil-works/pi-ai/utils/transcript";
-import type { Extension, Registry } from "../tasks/registry.ts";
+import type { Extension, InstalledExtensions } from "../tasks/types.ts";
 import type { AgentHooks, AnyTool } from "./tool.ts";
 import type { AgentConfig } from "./types.ts";
 
@@ -25,7 +25,7 @@ export interface ResolvedAgent {
 }
 
 /** Resolves fresh at every use, so an extension installed or replaced since is seen at the next step. */
-export function resolveAgent(registry: Registry, config: AgentConfig): ResolvedAgent {
+export function resolveAgent(registry: InstalledExtensions, config: AgentConfig): ResolvedAgent {
   const installed = new Map<string, AnyTool>();
   const hooks: ResolvedAgent["hooks"] = [];
   const sections: Record<string, string> = {};

@@ -3,13 +3,14 @@ import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../errors.ts";
 import { cloneJson } from "../json.ts";
 import type { DocumentReader } from "../session/documents.ts";
-import { documentKey, type Tx } from "../session/tx.ts";
+import { documentKey, type KernelTx, type Tx } from "../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
 import { addCompactionStatus, CompactionTask } from "./compaction.ts";
 import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
-import type { AgentHost } from "./host.ts";
+import type { AgentKernel } from "./kernel.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
+import type { ConversationFeed } from "./view.ts";
 import {
   type ConversationViewState,
   DEFAULT_VIEW_PAGE,
@@ -22,19 +23,37 @@ import {
 import { ConversationViewStore } from "./view-store.ts";
 
 /**
+ * What conversations and submissions need of the agent that made them (the `AgentHost` is the one
+ * implementation): the kernel, commits in a conversation, the admission line, settlement, shared feeds.
+ */
+export interface ConversationPort {
+  readonly kernel: AgentKernel;
+  /** Commits `body` in conversation `conversationId` (its new tasks and entries belong there). */
+  commitIn<T>(conversationId: number, body: (tx: KernelTx) => T, context: Context): Promise<T>;
+  /** Runs `work` after every earlier admission has been stored. */
+  exclusive<T>(work: () => Promise<T>): Promise<T>;
+  /** Resolves once submission `id` is settled (`done` or `unanswered`). */
+  settled(id: number, check: () => Promise<SubmissionRecord | undefined>): Promise<SubmissionRecord | undefined>;
+  /** The shared view of a conversation that opens on its last `page` entries, created on first use. */
+  feed(conversationId: number, page: number): ConversationFeed;
+  /** Forgets a view nobody listens to. */
+  release(feed: ConversationFeed): void;
+}
+
+/**
  * A conversation: its entries, its documents (`pi.agent`, `pi.live`, `pi.inbox`, `pi.usage`) and the runs that
  * answer its inputs. Every method that writes does so in one atomic commit.
  */
 export class Conversation {
   readonly id: number;
-  readonly #host: AgentHost;
+  readonly #host: ConversationPort;
   /** Reads the committed documents (the session's mirror). */
   readonly #committed: DocumentReader = {
     document: (scope, key) => this.#host.kernel.session.documents.get(documentKey(scope, key))?.value,
   };
 
   /** @internal Conversations come from the harness (`root`, `createConversation`, `conversation`). */
-  constructor(host: AgentHost, id: number) {
+  constructor(host: ConversationPort, id: number) {
     this.#host = host;
     this.id = id;
   }
@@ -214,10 +233,10 @@ export class Conversation {
 export class Submission {
   readonly id: number;
   readonly conversationId: number;
-  readonly #host: AgentHost;
+  readonly #host: ConversationPort;
 
   /** @internal Submissions come from `Conversation.submit` and `Harness.submission`. */
-  constructor(host: AgentHost, id: number, conversationId: number) {
+  constructor(host: ConversationPort, id: number, conversationId: number) {
     this.#host = host;
     this.id = id;
     this.conversationId = conversationId;

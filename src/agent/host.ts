@@ -6,7 +6,7 @@ import type { Published } from "../session/session.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import { KeyedWaiters } from "../waiters.ts";
-import { applyChange, Conversation, Submission } from "./conversation.ts";
+import { applyChange, Conversation, type ConversationPort, Submission } from "./conversation.ts";
 import { AgentDocument, readLive, scopeOf, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
 import type { AgentKernel } from "./kernel.ts";
@@ -21,7 +21,7 @@ import { ConversationFeed, type LiveEvent } from "./view.ts";
  * `pi.live` honest when the scheduler ends a built-in task itself (a fault or an orphan writes no visible
  * result of its own).
  */
-export class AgentHost {
+export class AgentHost implements ConversationPort {
   readonly kernel: AgentKernel;
   readonly #waiters = new KeyedWaiters<number, SubmissionRecord>();
   /** Views by conversation and page size (`${conversationId}/${page}`). */

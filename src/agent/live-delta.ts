@@ -1,6 +1,5 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import type { LiveView } from "./types.ts";
-import type { StreamingAnswer, StreamingView } from "./view.ts";
+import type { LiveView, StreamingAnswer, StreamingView } from "./types.ts";
 
 type Block = AssistantMessage["content"][number];
 

@@ -196,3 +196,17 @@ export interface InboxState {
 export interface UsageState {
   models: Record<string, Usage>;
 }
+
+/** Live text ahead of the committed view. */
+export interface StreamingView {
+  /** The partial answer of attempt `attempt` of the run whose task is `taskId`. */
+  answer?: StreamingAnswer;
+  /** Running tools' output so far, by tool task id. */
+  tools?: Readonly<Record<string, string>>;
+}
+
+export interface StreamingAnswer {
+  taskId: number;
+  attempt: number;
+  message: AssistantMessage;
+}

@@ -5,7 +5,7 @@ import type { Batch, EntryRecord } from "../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
 import type { AgentSession } from "./kernel.ts";
 import type { LiveFrame } from "./live-delta.ts";
-import type { AgentConfig, InboxState, LiveState, LiveView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
+import type { AgentConfig, InboxState, LiveState, LiveView, StreamingView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
 
 /** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
 export interface ConversationViewState {
@@ -33,19 +33,7 @@ export interface ConversationViewState {
 
 export type ViewListener = (view: ConversationViewState) => void;
 
-/** Live text ahead of the committed view. */
-export interface StreamingView {
-  /** The partial answer of attempt `attempt` of the run whose task is `taskId`. */
-  answer?: StreamingAnswer;
-  /** Running tools' output so far, by tool task id. */
-  tools?: Readonly<Record<string, string>>;
-}
-
-export interface StreamingAnswer {
-  taskId: number;
-  attempt: number;
-  message: AssistantMessage;
-}
+export type { StreamingAnswer, StreamingView } from "./types.ts";
 
 /** `next` laid over `previous`: its answer replaces the earlier one, its tools' output replaces theirs. */
 export function mergeStreaming(previous: StreamingView | undefined, next: StreamingView): StreamingView {

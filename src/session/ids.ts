@@ -1,8 +1,13 @@
 import { NotFound } from "../errors.ts";
-import type { Session } from "./session.ts";
+import type { Storage } from "../storage/storage.ts";
 
 /** The parts of a session that know ids (the agent's narrower view of it has them too). */
-export type IdSource = Pick<Session, "live" | "conversations" | "openSubmissions" | "storage">;
+export interface IdSource {
+  readonly live: ReadonlyMap<number, unknown>;
+  readonly conversations: ReadonlyMap<number, unknown>;
+  readonly openSubmissions: ReadonlyMap<number, unknown>;
+  readonly storage: Pick<Storage, "getTask" | "getEntry" | "getSubmission">;
+}
 
 /** What an id can name. Conversations, entries, tasks and submissions draw their ids from one space (S1). */
 export type IdKind = "conversation" | "entry" | "task" | "submission";

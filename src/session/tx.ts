@@ -1,3 +1,4 @@
+import type { Clock } from "../clock.ts";
 import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
 import { cloneJson, type Json, jsonEqual } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -10,9 +11,8 @@ import type {
   SubmissionRecord,
   TaskRecord,
 } from "../storage/records.ts";
-import type { TaskKind } from "../tasks/types.ts";
+import type { Storage } from "../storage/storage.ts";
 import { type IdKind, mirroredKind, notFound } from "./ids.ts";
-import type { Session } from "./session.ts";
 
 export interface CreateTaskOptions {
   /** Defaults to the committing task's conversation, or the conversation whose `commit` this is. */
@@ -34,6 +34,25 @@ export const TASK_KEYS = "pi.task-keys";
 export interface TxActor {
   conversationId: number;
   taskId?: number;
+}
+
+/** What a transaction reads and mints from: the session's committed mirrors (the `Session` is the one source). */
+export interface TxSource {
+  readonly clock: Clock;
+  readonly storage: Storage;
+  readonly live: ReadonlyMap<number, TaskRecord>;
+  readonly conversations: ReadonlyMap<number, ConversationRecord>;
+  readonly documents: ReadonlyMap<string, DocumentRecord>;
+  readonly openSubmissions: ReadonlyMap<number, SubmissionRecord>;
+  readonly nextId: number;
+}
+
+/** What creating a task needs of its definition: the kind, its version and the first checkpoint. */
+// biome-ignore lint/suspicious/noExplicitAny: the default accepts a kind of any input type, as a registry's definitions are
+export interface TaskKind<I = any> {
+  readonly name: string;
+  readonly version: number;
+  initial(input: I): unknown;
 }
 
 /**
@@ -76,7 +95,7 @@ export interface Tx {
  * rules from (`putTask`, `putSubmission`, `mintId`, …). Only `Session.commit` makes one.
  */
 export class KernelTx implements Tx {
-  readonly #session: Session;
+  readonly #session: TxSource;
   readonly #tasks = new Map<number, TaskRecord>();
   // The rest are made on first use: most commits (a step) stage one task and nothing else.
   #conversations: Map<number, ConversationRecord> | undefined;
@@ -90,7 +109,7 @@ export class KernelTx implements Tx {
   #rootConversationId: number | undefined;
   actor: TxActor | undefined;
 
-  constructor(session: Session, actor?: TxActor) {
+  constructor(session: TxSource, actor?: TxActor) {
     this.#session = session;
     this.#nextId = session.nextId;
     this.actor = actor;

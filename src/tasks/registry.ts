@@ -1,12 +1,7 @@
 import { InvalidDefinition } from "../errors.ts";
-import type { AnyTaskDefinition } from "./types.ts";
+import type { AnyTaskDefinition, Extension, InstalledExtensions } from "./types.ts";
 
-/** An extension: a named bundle of task definitions (and, in the agent layer, tools, hooks and instructions). */
-export interface Extension {
-  readonly name: string;
-  readonly tasks?: readonly AnyTaskDefinition[];
-  readonly [more: string]: unknown;
-}
+export type { Extension } from "./types.ts";
 
 export function defineExtension<E extends Extension>(extension: E): E {
   return Object.freeze({ ...extension });
@@ -16,7 +11,7 @@ export function defineExtension<E extends Extension>(extension: E): E {
  * Installed extensions. Installing (or replacing) an extension publishes to subscribers, so a harness retries
  * tasks that were blocked on a missing definition.
  */
-export class Registry {
+export class Registry implements InstalledExtensions {
   readonly #extensions = new Map<string, Extension>();
   readonly #builtins: readonly Extension[];
   readonly #listeners = new Set<() => void>();

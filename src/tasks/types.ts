@@ -6,7 +6,6 @@ import type { Report } from "../reports.ts";
 import type { Tx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord, WaitPolicy } from "../storage/records.ts";
-import type { Registry } from "./registry.ts";
 
 /** What a phase may commit as its task's next state (S3). */
 export type NextTaskState<S extends Checkpoint = Checkpoint, R = Json> =
@@ -66,7 +65,7 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   /** The conversation's execution environment (`HarnessOptions.env`), if any. */
   env<E extends ExecutionEnv = ExecutionEnv>(context: Context): Promise<E>;
   /** The installed extensions (the agent layer resolves tools, hooks and instructions from them). */
-  readonly registry: Registry;
+  readonly registry: InstalledExtensions;
   /** Committed entries of a conversation (default: the task's) in id order; `afterId` skips older ones. */
   entries(options: { conversationId?: number; afterId?: number }, context: Context): Promise<EntryRecord[]>;
   /** One committed entry (frozen and shared: entries never change), or undefined. */
@@ -107,9 +106,20 @@ export interface TaskDefinition<I = Json, S extends Checkpoint = Checkpoint, R =
 // Definitions are stored in registries of mixed types; phases see their own types.
 // biome-ignore lint/suspicious/noExplicitAny: a registry holds definitions of every input, checkpoint and result type
 export type AnyTaskDefinition = TaskDefinition<any, any, any>;
-/** What creating a task needs of its definition: the kind, its version and the first checkpoint. */
-// biome-ignore lint/suspicious/noExplicitAny: the default accepts a kind of any input type, as AnyTaskDefinition does
-export type TaskKind<I = any> = Pick<AnyTaskDefinition, "name" | "version"> & { initial(input: I): unknown };
+export type { TaskKind } from "../session/tx.ts";
+
+/** An extension: a named bundle of task definitions (and, in the agent layer, tools, hooks and instructions). */
+export interface Extension {
+  readonly name: string;
+  readonly tasks?: readonly AnyTaskDefinition[];
+  readonly [more: string]: unknown;
+}
+
+/** What a phase sees of the installed extensions (the `Registry` is the one implementation). */
+export interface InstalledExtensions {
+  readonly extensions: readonly Extension[];
+  task(kind: string): AnyTaskDefinition | undefined;
+}
 
 export function defineTask<I = Json, S extends Checkpoint = Checkpoint, R = Json>(
   definition: TaskDefinition<I, S, R>,
