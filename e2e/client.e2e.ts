@@ -13,7 +13,7 @@ afterEach(async () => {
   await session.close();
 });
 
-describe("the page client tells a dead worker from a busy one (DESIGN §4)", () => {
+describe("the page client tells a dead worker from a busy one", () => {
   it("a call pending when the worker dies by itself rejects with WorkerGone instead of hanging", async () => {
     const page = await openDemo(session);
     await waitForStatus(page, "ready");

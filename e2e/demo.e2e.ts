@@ -27,7 +27,7 @@ import {
 // The demo app (web/) as a person uses it, in its production build in real Chromium on real OPFS: the chat
 // with the offline demo model, a reload in the middle of a tool call, the seed's demos from their buttons,
 // the storage inspector, the settings, offline loading, the layout at two sizes, and model text that must
-// stay text. A reload is the crash. Each test cites the rule it shows where there is one (DESIGN.md §3).
+// stay text. A reload is the crash. Each test cites the rule it shows where there is one (S1–S12, glossed at the top of the README).
 
 let session: BrowserSession;
 

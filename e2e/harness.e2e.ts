@@ -21,7 +21,7 @@ import {
 } from "./support/demo";
 
 // The demo app's production build (web/ + worker/) in real Chromium on real (on-disk) OPFS. A reload, a
-// terminated worker and a renderer crash are the crashes (DESIGN §4, §5); assertions are on what the page
+// terminated worker and a renderer crash are the crashes (the README's durability contract); assertions are on what the page
 // shows and on the database through the client's read-only SQL. Each test cites the seed rule it proves.
 
 let session: BrowserSession;

@@ -4,7 +4,7 @@ import type { OpenOptions } from "./app/api.ts";
 import { type BrowserSession, startBrowser } from "./support/browser";
 
 // The opfs-sahpool backend of src/storage/sqlite/wasm.ts in real Chromium on real (on-disk) OPFS, with
-// the page reload, worker.terminate() and a damaged file as the events that matter (DESIGN §4).
+// the page reload, worker.terminate() and a damaged file as the events that matter (docs/decisions/0001).
 
 const DB_PATH = "/pi-durable.sqlite3";
 
