@@ -100,7 +100,3 @@ export interface Batch {
   /** `value: null` deletes the document. */
   documents: Array<{ scope: string; key: string; value: Json | null }>;
 }
-
-export function isLiveStatus(status: TaskStatus): boolean {
-  return status !== "terminal";
-}

@@ -8,7 +8,7 @@
  *   const task = await waitForTask(page, (t) => t.kind === "example.counter" && t.state.status === "terminal");
  */
 import type { Page, Worker as PlaywrightWorker } from "playwright-core";
-import type { HarnessHost, HarnessStatus } from "../browser/protocol.ts";
+import type { HarnessHost, HarnessStatus } from "../host/protocol.ts";
 import { PAGE_TEST_HOOK } from "../host/protocol.ts";
 import type { TaskRecord } from "../storage/records.ts";
 

@@ -5,8 +5,8 @@
  * `performance.timeOrigin + performance.now()` so the page can put it on its own navigation clock.
  */
 
-import type { HarnessStatus } from "../../../src/browser/protocol.ts";
 import { serveHarness } from "../../../src/browser/worker.ts";
+import type { HarnessStatus } from "../../../src/host/protocol.ts";
 import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
 import { loadSqlite } from "../../../src/storage/sqlite/wasm.ts";
 import { benchExtension, effectCounts, firstCommittedStep, hot, idle, stall } from "./tasks.ts";

@@ -11,7 +11,7 @@
  */
 import * as Comlink from "comlink";
 import { connectHarness, type HarnessClient } from "../../../src/browser/client.ts";
-import type { HarnessStatus } from "../../../src/browser/protocol.ts";
+import type { HarnessStatus } from "../../../src/host/protocol.ts";
 import type { HarnessWorkerConfig } from "./harness-worker.ts";
 import type { KernelWorkerApi } from "./kernel-worker.ts";
 import type { StepMark } from "./tasks.ts";
