@@ -3,7 +3,7 @@
  * only the caller's wait, never the shared durable work behind it.
  */
 export type { Context } from "@earendil-works/chord";
-export { awaitWithContext, BACKGROUND_CONTEXT, withAbortSignal, withCancel } from "@earendil-works/chord/context";
+export { awaitWithContext, BACKGROUND_CONTEXT } from "@earendil-works/chord/context";
 
 import type { Context } from "@earendil-works/chord";
 import { awaitWithContext } from "@earendil-works/chord/context";
