@@ -129,6 +129,50 @@ export class WorkerGone extends DurableError {
   override name = "WorkerGone";
 }
 
+/** The WebSocket to the host (or a leader tab) closed while a call was in flight; the call may or may not have run. */
+export class ConnectionLost extends DurableError {
+  override name = "ConnectionLost";
+  constructor() {
+    super(
+      "The connection to the harness was lost while this call was in flight; it may or may not have run. It reconnects by itself: check, then retry.",
+    );
+  }
+}
+
+/** A hook of pi-durable-web/react ran outside a `<HarnessProvider>`. */
+export class NoHarnessProvider extends DurableError {
+  override name = "NoHarnessProvider";
+}
+
+/** `useChat` asked the durable transport for something a durable conversation does not do (see the README). */
+export class UnsupportedChatRequest extends DurableError {
+  override name = "UnsupportedChatRequest";
+}
+
+/** A hook was asked to act before its client or conversation was there. */
+export class NotReady extends DurableError {
+  override name = "NotReady";
+}
+
+/** The first crash world of a `crashSweep` (pi-durable-web/testing) that broke an invariant. */
+export class CrashSweepViolation extends DurableError {
+  override name = "CrashSweepViolation";
+  constructor(
+    readonly scenario: string,
+    /** Where that world crashed: the first crash, then each crash during the recovery before. */
+    readonly crashes: readonly { commit: number; edge: "after" | "before" }[],
+    readonly invariant: string,
+    readonly detail: string,
+    readonly log: readonly string[],
+  ) {
+    const where = crashes.map(({ commit, edge }) => `right ${edge} commit ${commit}`).join(", then in recovery ");
+    super(
+      `crashSweep ${JSON.stringify(scenario)}: crashing ${where} breaks ${invariant}: ${detail}\n` +
+        `Commit log of that world:\n${log.map((line) => `  ${line}`).join("\n")}`,
+    );
+  }
+}
+
 /** `createTask(kind, input, { key })` with a key that already names a task of another kind or input. Nothing was written. */
 export class TaskKeyConflict extends DurableError {
   override name = "TaskKeyConflict";

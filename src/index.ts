@@ -8,6 +8,7 @@ export * from "./errors.ts";
 export { ConversationHandle, Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
 export type { Json } from "./json.ts";
 export type { Report, ReportHandler } from "./reports.ts";
+export { isRetryable, RETRYABLE } from "./retryable.ts";
 export { type DocumentDefinition, type DocumentReader, defineDocument } from "./session/documents.ts";
 export type { CreateTaskOptions, Tx } from "./session/tx.ts";
 export { DEFAULT_SETTINGS, type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";

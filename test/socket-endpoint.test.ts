@@ -3,7 +3,8 @@
  * scripted socket: a closed socket drops what is sent on it without a word, as a browser's does.
  */
 import { describe, expect, it } from "vitest";
-import { ConnectionLost, type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
+import { type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
+import { ConnectionLost } from "../src/errors.ts";
 
 interface Scripted {
   closed: boolean;

@@ -20,9 +20,10 @@ import { wrapHost } from "./comlink.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
+export { ConnectionLost } from "../errors.ts";
 export type { Recovery } from "../harness.ts";
 export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";
-export { ConnectionLost, type SocketLike } from "./socket.ts";
+export type { SocketLike } from "./socket.ts";
 
 /** The origin's storage as the browser reports it; sizes in bytes, absent where the browser does not tell. */
 export interface StorageEstimateResult {

@@ -7,7 +7,7 @@
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
-import { DurableError } from "../errors.ts";
+import { ConnectionLost } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 
@@ -17,16 +17,6 @@ export interface SocketLike {
   close(code?: number, reason?: string): void;
   addEventListener(type: "open" | "close" | "error", listener: () => void): void;
   addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
-}
-
-/** The WebSocket to the host closed while a call was in flight; the call may or may not have run. */
-export class ConnectionLost extends DurableError {
-  override name = "ConnectionLost";
-  constructor() {
-    super(
-      "The connection to the harness was lost while this call was in flight; it may or may not have run. It reconnects by itself: check, then retry.",
-    );
-  }
 }
 
 export interface ReconnectingEndpoint extends HostEndpoint {

@@ -3,11 +3,11 @@ import type { SubmissionDraft, UserContent } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view.ts";
 import type { ConversationView } from "../agent/view-store.ts";
 import type { HarnessStatus } from "../browser/client.ts";
+import { NotReady } from "../errors.ts";
 import type { Inspection } from "../harness.ts";
 import type { Report } from "../reports.ts";
 import type { TaskRecord, TaskStatus } from "../storage/records.ts";
 import type { ReactHarnessClient, Unsubscribe } from "./client.ts";
-import { NotReady } from "./errors.ts";
 import { useHarnessClient } from "./provider.ts";
 
 const STARTING: HarnessStatus = Object.freeze({ kind: "starting" });

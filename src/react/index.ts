@@ -3,9 +3,9 @@
  * SDK are optional peers of this entry point only).
  */
 
+export { NoHarnessProvider, NotReady, UnsupportedChatRequest } from "../errors.ts";
 export { DurableChatTransport, type DurableChatTransportOptions } from "./chat-transport.ts";
 export type { ChatClient, ReactHarnessClient, Unsubscribe } from "./client.ts";
-export { NoHarnessProvider, NotReady, UnsupportedChatRequest } from "./errors.ts";
 export {
   type HarnessStatusResult,
   type SubmitOptions,

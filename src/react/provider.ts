@@ -1,7 +1,7 @@
 import { createContext, createElement, type ReactNode, useContext, useEffect, useRef, useState } from "react";
 import { connectHarness, type HarnessClient } from "../browser/client.ts";
+import { NoHarnessProvider } from "../errors.ts";
 import type { ReactHarnessClient } from "./client.ts";
-import { NoHarnessProvider } from "./errors.ts";
 
 const HarnessContext = createContext<ReactHarnessClient | null | undefined>(undefined);
 

@@ -1,7 +1,7 @@
 import { LIVE, scopeOf } from "../agent/documents.ts";
 import type { AnyTool } from "../agent/tool.ts";
 import { BACKGROUND_CONTEXT } from "../context.ts";
-import { DurableError } from "../errors.ts";
+import { CrashSweepViolation } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { MemoryStorage } from "../storage/memory.ts";
 import type { Batch, EntryRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -124,23 +124,6 @@ export interface CrashSweepResult {
   worlds: number;
   single: number;
   double: number;
-}
-
-/** The first crash world that broke an invariant. */
-export class CrashSweepViolation extends DurableError {
-  override name = "CrashSweepViolation";
-  constructor(
-    readonly scenario: string,
-    readonly crashes: readonly CrashPoint[],
-    readonly invariant: string,
-    readonly detail: string,
-    readonly log: readonly string[],
-  ) {
-    super(
-      `crashSweep ${JSON.stringify(scenario)}: crashing ${crashes.map(describeCrash).join(", then in recovery ")} breaks ${invariant}: ${detail}\n` +
-        `Commit log of that world:\n${log.map((line) => `  ${line}`).join("\n")}`,
-    );
-  }
 }
 
 /** Runs `scenario` once per crash point (see `CrashScenario`). Resolves with counts; throws `CrashSweepViolation`. */

@@ -1,3 +1,4 @@
+export { CrashSweepViolation } from "../errors.ts";
 export { createManualClock, type ManualClock } from "./clock.ts";
 export {
   BUILT_IN_INVARIANTS,
@@ -5,7 +6,6 @@ export {
   type CrashScenario,
   type CrashSweepOptions,
   type CrashSweepResult,
-  CrashSweepViolation,
   type CrashWorldView,
   crashSweep,
   type SweepBackend,

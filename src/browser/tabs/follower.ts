@@ -1,9 +1,10 @@
 /// <reference lib="webworker" />
 /** The follower's side of every tab being live (./wire.ts): the page's endpoint over its own worker and the leader's. */
+
+import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { ConnectionLost } from "../socket.ts";
 import { isLoss, keyed, OWN_CALLS, RETRIED, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 

@@ -1,10 +1,9 @@
 /// <reference lib="webworker" />
 /** The leader's side of every tab being live (./wire.ts), in the worker that has the database open. */
-import { HarnessClosed } from "../../errors.ts";
+import { ConnectionLost, HarnessClosed } from "../../errors.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
 import { serveMessages } from "../../host/messages.ts";
 import type { HarnessHost } from "../../host/protocol.ts";
-import { ConnectionLost } from "../socket.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader's side, in the worker: serves the other tabs while this worker has the database open. */

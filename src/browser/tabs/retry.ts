@@ -2,6 +2,7 @@
  * Which calls a follower sends again to a new leader after the old one went with them in flight, and the
  * idempotency keys that make a creation safe to send again.
  */
+import { ConnectionLost } from "../../errors.ts";
 import type { CallName } from "../../host/protocol.ts";
 
 /** Calls that always go to this tab's own worker. */
@@ -50,4 +51,4 @@ export function keyed(method: string, args: unknown[]): boolean {
   return true;
 }
 
-export const isLoss = (error: unknown) => (error as { name?: string } | undefined)?.name === "ConnectionLost";
+export const isLoss = (error: unknown) => error instanceof ConnectionLost;

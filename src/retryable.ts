@@ -1,0 +1,58 @@
+/**
+ * Which of the library's errors are worth retrying. Every class in `./errors.ts` has an entry (the compiler
+ * asks for one when a class is added): `true` when the same call, unchanged, may succeed later because what
+ * stopped it passes by itself (a lock, a lost connection, a busy conversation, a worker being replaced);
+ * `false` when trying again gives the same answer until the caller changes something (its arguments, its
+ * options, the database, its code).
+ *
+ * A retryable error does not say the call had no effect: after `ConnectionLost` it may have run, so retry
+ * only what is safe to run twice (reads, and creations with a key).
+ */
+import * as errors from "./errors.ts";
+
+type ErrorClassName = {
+  [K in keyof typeof errors]: (typeof errors)[K] extends abstract new (...args: never[]) => errors.DurableError ? K : never;
+}[keyof typeof errors];
+
+export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
+  DurableError: false,
+  ReadOnlySession: false,
+  HarnessClosed: false,
+  InvalidSetting: false,
+  SchemaTooNew: false,
+  DatabaseCorrupt: false,
+  // Free space (or ask for persistent storage) first; the failed commit left no trace.
+  StorageQuotaExceeded: false,
+  DatabaseLocked: true,
+  QueryNotReadOnly: false,
+  NotFound: false,
+  InvalidCommit: false,
+  InvocationEnded: false,
+  InvalidDefinition: false,
+  StorageUnavailable: true,
+  ConversationBusy: true,
+  InvalidSubmission: false,
+  FileNotFound: false,
+  InvalidPath: false,
+  WorkerGone: true,
+  ConnectionLost: true,
+  NoHarnessProvider: false,
+  UnsupportedChatRequest: false,
+  NotReady: true,
+  CrashSweepViolation: false,
+  TaskKeyConflict: false,
+  UnknownTaskKind: false,
+  ToolCallEnded: false,
+  CrashPointsOff: false,
+  UnknownMethod: false,
+  InvalidRequest: false,
+  MethodNotServed: false,
+  ImageUnavailable: false,
+  ViewUpdateOutOfOrder: true,
+};
+
+/** Whether `error` is one of the library's errors that is worth retrying (see `RETRYABLE`). */
+export function isRetryable(error: unknown): boolean {
+  if (!(error instanceof errors.DurableError)) return false;
+  return Object.hasOwn(RETRYABLE, error.name) && RETRYABLE[error.name as ErrorClassName];
+}
