@@ -6,6 +6,7 @@ import type { Tx } from "../session/tx.ts";
 import type { RunningTask } from "../tasks/types.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
 import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "./documents.ts";
+import { findModel } from "./models.ts";
 import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
 import type { LiveFailure, ModelRef } from "./types.ts";
 
@@ -73,15 +74,9 @@ function removeStatus(tx: Tx, conversationId: number, taskId: number, failure?: 
 
 async function select(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const config = runtime.agentConfig();
-  const model = config.model;
-  if (!model || !runtime.models?.getModel(model.provider, model.id)) {
-    await fail(
-      task,
-      runtime,
-      "no_model",
-      model ? `Model ${model.provider}/${model.id} is not available in HarnessOptions.models.` : "No model is configured.",
-      context,
-    );
+  const found = config.model ? findModel(runtime.models, config.model) : "No model is configured.";
+  if (typeof found === "string") {
+    await fail(task, runtime, "no_model", found, context);
     return;
   }
   const entries = await runtime.entries({}, context);
@@ -101,24 +96,21 @@ async function select(task: Task, runtime: Runtime, context: Context): Promise<v
     return;
   }
   const tail = entries.at(-1)!.id;
-  await runtime.commit(() => ({ status: "running", checkpoint: { phase: "summarize", attempt: 1, model, firstKept, tail } }), context);
+  await runtime.commit(
+    () => ({ status: "running", checkpoint: { phase: "summarize", attempt: 1, model: found.ref, firstKept, tail } }),
+    context,
+  );
 }
 
 async function summarize(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const checkpoint = task.state.checkpoint as SummarizeCheckpoint;
   const conversationId = task.conversationId;
-  const models = runtime.models;
-  const model = models?.getModel(checkpoint.model.provider, checkpoint.model.id);
-  if (!models || !model) {
-    await fail(
-      task,
-      runtime,
-      "no_model",
-      `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`,
-      context,
-    );
+  const found = findModel(runtime.models, checkpoint.model);
+  if (typeof found === "string") {
+    await fail(task, runtime, "no_model", found, context);
     return;
   }
+  const { models, model } = found;
   const entries = await runtime.entries({}, context);
   const summarized = deriveContext(entries, checkpoint.firstKept - 1);
   const prompt: UserMessage = {

@@ -10,6 +10,7 @@ import { planSystemMessage, resolveAgent } from "./agent.ts";
 import { deriveContext, toolCallsOf } from "./context.ts";
 import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "./documents.ts";
 import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
+import { findModel } from "./models.ts";
 import { LazyProgress } from "./progress.ts";
 import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
 import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
@@ -82,14 +83,9 @@ async function prepare(task: Task, runtime: Runtime, context: Context): Promise<
     );
     return;
   }
-  if (!runtime.models?.getModel(config.model.provider, config.model.id)) {
-    await failRun(
-      task,
-      runtime,
-      "no_model",
-      `Model ${config.model.provider}/${config.model.id} is not available in HarnessOptions.models.`,
-      context,
-    );
+  const found = findModel(runtime.models, config.model);
+  if (typeof found === "string") {
+    await failRun(task, runtime, "no_model", found, context);
     return;
   }
   const agent = resolveAgent(runtime.registry, config);
@@ -121,18 +117,12 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     );
     return;
   }
-  const catalog = runtime.models;
-  const model = catalog?.getModel(checkpoint.model.provider, checkpoint.model.id);
-  if (!catalog || !model) {
-    await failRun(
-      task,
-      runtime,
-      "no_model",
-      `Model ${checkpoint.model.provider}/${checkpoint.model.id} is not available in HarnessOptions.models.`,
-      context,
-    );
+  const found = findModel(runtime.models, checkpoint.model);
+  if (typeof found === "string") {
+    await failRun(task, runtime, "no_model", found, context);
     return;
   }
+  const { models: catalog, model } = found;
   // A partial left by a close (not a crash) becomes an aborted entry, and the same request goes out again.
   await runtime.commit((tx) => {
     convertPartial(tx, conversationId);
