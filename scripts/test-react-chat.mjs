@@ -4,7 +4,8 @@
  * into the example's node_modules, a Vite build, then its @playwright/test reload tests in system Chromium.
  * The example's other dependencies (react, ai, …) resolve from the repository's node_modules. Part of `npm test`.
  *
- *   node scripts/test-react-chat.mjs    // results in .tmp/results-react-chat.json
+ *   node scripts/test-react-chat.mjs               // results in .tmp/results-react-chat.json
+ *   node scripts/test-react-chat.mjs readme.spec   // arguments go to playwright test (here: one file)
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
@@ -37,6 +38,6 @@ run("tar", ["-xzf", tarball, "-C", unpack]);
 renameSync(join(unpack, "package"), join(modules, "pi-durable-web"));
 
 run("npx", ["--no-install", "vite", "build", "--config", join(example, "vite.config.ts"), "--logLevel", "warn"]);
-run("npx", ["--no-install", "playwright", "test", "--config", join(example, "playwright.config.ts")], {
+run("npx", ["--no-install", "playwright", "test", "--config", join(example, "playwright.config.ts"), ...process.argv.slice(2)], {
   env: { ...process.env, PLAYWRIGHT_JSON_OUTPUT_NAME: join(root, ".tmp", "results-react-chat.json") },
 });

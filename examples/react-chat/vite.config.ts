@@ -5,7 +5,13 @@ import { defineConfig } from "vite";
 export default defineConfig({
   root: import.meta.dirname,
   base: "./",
-  build: { outDir: "dist", emptyOutDir: true, target: "es2022" },
+  // index.html: the example app; readme.html: the README's React example as pasted (src/readme/).
+  build: {
+    outDir: "dist",
+    emptyOutDir: true,
+    target: "es2022",
+    rollupOptions: { input: { main: `${import.meta.dirname}/index.html`, readme: `${import.meta.dirname}/readme.html` } },
+  },
   optimizeDeps: { exclude: ["@sqlite.org/sqlite-wasm"] },
   worker: { format: "es" },
   oxc: { jsx: { runtime: "automatic" } },
