@@ -43,12 +43,12 @@ describe("SQLite storage: schema, bad input and read-only SQL", () => {
   it("bad input: a database with a newer schema version is refused with a clear error and left unmodified", async () => {
     const storage = await openSqliteStorage({ vfs: "memory" });
     const db = (storage as unknown as { database: { run(sql: string, ...p: unknown[]): Promise<number> } }).database;
-    await db.run("UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+    await db.run("UPDATE pi_durable_meta SET value = '99' WHERE key = 'schema_version'");
     const image = await storage.exportImage();
     await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(SchemaTooNew);
-    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 1.*left unmodified/);
+    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 2.*left unmodified/);
     const raw = await openSqliteDatabase({ vfs: "memory", image });
-    expect(await raw.get("SELECT value FROM meta WHERE key = 'schema_version'")).toEqual({ value: "99" });
+    expect(await raw.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "99" });
     expect(await raw.exportImage()).toEqual(image);
   });
 

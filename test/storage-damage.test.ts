@@ -103,6 +103,6 @@ describe("B10: storage.query() refuses every statement that is not read-only", (
     }
     expect((await storage.query("PRAGMA user_version"))[0]).toEqual({ user_version: 0 });
     expect(await storage.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: 0 }]);
-    expect(await storage.query("PRAGMA table_info(meta)")).toHaveLength(2);
+    expect(await storage.query("PRAGMA table_info(pi_durable_meta)")).toHaveLength(2);
   });
 });

@@ -35,6 +35,8 @@ export interface DurableObjectDatabaseOptions {
 
 export class DurableObjectDatabase implements SqliteDatabase {
   readonly readOnly: boolean;
+  /** An object's SQLite is the app's too (its own tables, `ctx.storage.put()`'s `_cf_KV`): the harness shares it. */
+  readonly shared = true;
   readonly #storage: DurableObjectStorage;
   /** `storage.sql`, read once: on workerd every read of the property crosses into the runtime. */
   readonly #sql: DurableObjectStorage["sql"];

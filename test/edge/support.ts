@@ -38,7 +38,7 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating";
+export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating" | "shared";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -80,6 +80,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         AGENT: sqliteObject("AgentObject"),
         DEMO: sqliteObject("DemoObject"),
         HIBERNATING: sqliteObject("HibernatingObject"),
+        SHARED: sqliteObject("SharedObject"),
       },
     });
   let mf = options();

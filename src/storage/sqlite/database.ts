@@ -26,6 +26,12 @@ export interface SqliteDatabase {
   statementIsReadOnly?(sql: string): Promise<boolean>;
   /** True when the database refuses writes (opened read-only). */
   readonly readOnly: boolean;
+  /**
+   * True when the database also holds another app's tables (a Durable Object's SQLite, with the app's tables
+   * and its `ctx.storage.put()` KV): the harness creates its schema beside them and never takes them for
+   * damage. Absent: the file is the harness's alone, and tables that are not ours make it foreign.
+   */
+  readonly shared?: boolean;
   /** The bytes of the whole database (for copies, downloads and crash simulation). */
   exportImage(): Promise<Uint8Array>;
   close(): Promise<void>;

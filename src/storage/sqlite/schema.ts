@@ -1,11 +1,23 @@
 /**
  * The whole SQLite schema, top to bottom. Each record is stored whole as JSON in `record`; the other columns
  * are copies for indexes and for hand-written SQL (S11: the seed's queries run on `tasks` unchanged).
+ *
+ * `pi_durable_meta` is the marker: a database that has it is ours. The other tables keep the plain names
+ * hand-written SQL uses; in a database shared with an app (a Durable Object's SQLite) every other table is the
+ * app's and is left alone (see schema-open.ts).
+ *
+ * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides).
  */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
+
+/** The marker table: its `schema_version` row says which schema the rest is. */
+export const META_TABLE = "pi_durable_meta";
+
+/** The tables besides the marker, as hand-written SQL names them. */
+export const DATA_TABLES = ["conversations", "tasks", "entries", "submissions", "documents"] as const;
 
 export const SCHEMA = `
-CREATE TABLE IF NOT EXISTS meta (
+CREATE TABLE IF NOT EXISTS pi_durable_meta (
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
 ) WITHOUT ROWID;
@@ -56,10 +68,10 @@ CREATE TABLE IF NOT EXISTS documents (
 
 export const SQL = {
   tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
-  readMeta: `SELECT key, value FROM meta`,
+  readMeta: `SELECT key, value FROM pi_durable_meta`,
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
-  writeMeta: `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   liveTasks: `SELECT id, record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,

@@ -1,12 +1,11 @@
-import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession, SchemaTooNew } from "../../errors.ts";
+import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
 import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
 import { parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
-import { SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
-
-const TABLES = ["meta", "conversations", "tasks", "entries", "submissions", "documents"];
+import { SQL } from "./schema.ts";
+import { type MetaTable, prepareSchema, readMeta } from "./schema-open.ts";
 
 /**
  * Storage on any `SqliteDatabase` (sqlite-wasm in memory or on OPFS, or another driver). One `apply` is one
@@ -22,9 +21,13 @@ export class SqliteStorage implements Storage {
    */
   readonly #liveStatus = new Map<number, string>();
 
-  private constructor(db: SqliteDatabase, label: string) {
+  /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
+  readonly #meta: MetaTable;
+
+  private constructor(db: SqliteDatabase, label: string, meta: MetaTable) {
     this.#db = db;
     this.label = label;
+    this.#meta = meta;
   }
 
   get readOnly(): boolean {
@@ -36,40 +39,16 @@ export class SqliteStorage implements Storage {
     return this.#db;
   }
 
-  /** Checks (and on a new, writable database creates) the schema. Refuses newer schemas and foreign files. */
+  /**
+   * Checks (and on a new or older, writable database creates or migrates) the schema before it writes anything.
+   * Refuses newer schemas and files that are not ours (schema-open.ts says how that is told).
+   */
   static async open(db: SqliteDatabase, label = "sqlite"): Promise<SqliteStorage> {
-    const tables = new Set((await db.all(SQL.tableNames)).map((row) => String(row.name)));
-    if (tables.size === 0) {
-      if (db.readOnly) throw new DatabaseCorrupt(`${label} is empty: there is no pi-durable database to open read-only.`);
-      await db.transaction((tx) => {
-        for (const statement of splitStatements(SCHEMA)) tx.run(statement);
-        tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
-        tx.run(SQL.writeMeta, "next_id", "1");
-      });
-    } else {
-      if (!tables.has("meta")) {
-        throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (it has no meta table). It was left unmodified.`);
-      }
-      let meta: Map<string, string>;
-      try {
-        meta = await readMeta(db);
-      } catch (error) {
-        throw new DatabaseCorrupt(
-          `${label} is a SQLite database but not a pi-durable one (its meta table is another app's). It was left unmodified.`,
-          { cause: error },
-        );
-      }
-      const version = Number(meta.get("schema_version"));
-      if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
-      if (version > SCHEMA_VERSION) throw new SchemaTooNew(version, SCHEMA_VERSION);
-      const missing = TABLES.filter((name) => !tables.has(name));
-      if (missing.length > 0) throw new DatabaseCorrupt(`${label} lacks the tables ${missing.join(", ")}. It was left unmodified.`);
-    }
-    return new SqliteStorage(db, label);
+    return new SqliteStorage(db, label, await prepareSchema(db, label));
   }
 
   async load(): Promise<StoredState> {
-    const meta = await readMeta(this.#db);
+    const meta = await readMeta(this.#db, this.#meta);
     const floor = Number(meta.get("next_id"));
     if (!Number.isSafeInteger(floor) || floor < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
     // Every id ever handed out is in a row (rows are never deleted), so the next id follows the largest
@@ -234,24 +213,12 @@ function largestRowId(batch: Batch): number {
   return largest;
 }
 
-async function readMeta(db: SqliteDatabase): Promise<Map<string, string>> {
-  return new Map((await db.all(SQL.readMeta)).map((row) => [String(row.key), String(row.value)]));
-}
-
 function parseRecord<T>(row: SqlRow, table: string): T {
   return parseStored<T>("sqlite", table, (row.id as number | undefined) ?? "?", row.record);
 }
 
 function optional<T>(row: SqlRow | undefined, table: string): T | undefined {
   return row === undefined ? undefined : parseRecord<T>(row, table);
-}
-
-function splitStatements(sql: string): string[] {
-  return sql
-    .replace(/--[^\n]*/g, "")
-    .split(";")
-    .map((s) => s.trim())
-    .filter(Boolean);
 }
 
 /** The fallback for databases without `statementIsReadOnly`: pragmas that only read, with no value at all. */

@@ -1,0 +1,100 @@
+/**
+ * What a database holds, decided before anything is written, and the schema made ready for this version:
+ *
+ * - our marker (`pi_durable_meta`): ours, at its version (a newer one is refused);
+ * - the marker of version 1 (`meta` with a `schema_version`) beside our tables: ours, migrated on a writable
+ *   open (renamed to the new marker), read as it is on a read-only one;
+ * - nothing at all, or — in a database shared with an app (`SqliteDatabase.shared`, a Durable Object's SQLite
+ *   with the app's tables and its `_cf_KV`) — none of our tables: fresh, so the schema is created beside
+ *   whatever else is there;
+ * - anything else is not ours and is left unmodified: in a file of our own (the browser), other tables mean a
+ *   foreign or damaged file; in a shared database, an app table that has one of our names.
+ */
+import { DatabaseCorrupt, SchemaTooNew } from "../../errors.ts";
+import type { SqliteDatabase } from "./database.ts";
+import { DATA_TABLES, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
+
+/** Version 1's marker table. */
+const LEGACY_META = "meta";
+
+/** Where this database's metadata is read (version 1's marker stays in place on a read-only open). */
+export type MetaTable = typeof META_TABLE | typeof LEGACY_META;
+
+/** Makes the schema ready on `db` (creating or migrating it when writable); returns where its metadata is. */
+export async function prepareSchema(db: SqliteDatabase, label: string): Promise<MetaTable> {
+  const tables = new Set((await db.all(SQL.tableNames)).map((row) => String(row.name)));
+  const ours = DATA_TABLES.filter((name) => tables.has(name));
+  if (tables.has(META_TABLE)) {
+    await checkVersion(db, label, META_TABLE);
+    checkTables(tables, label);
+    return META_TABLE;
+  }
+  const legacy = tables.has(LEGACY_META) && ours.length > 0 ? await legacyVersion(db) : undefined;
+  if (legacy !== undefined) {
+    await checkVersion(db, label, LEGACY_META);
+    checkTables(tables, label);
+    if (db.readOnly) return LEGACY_META;
+    await db.transaction((tx) => {
+      tx.run(`ALTER TABLE ${LEGACY_META} RENAME TO ${META_TABLE}`);
+      tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
+    });
+    return META_TABLE;
+  }
+  if (tables.size === 0 || (db.shared && ours.length === 0)) {
+    if (db.readOnly) throw new DatabaseCorrupt(`${label} has no pi-durable database in it to open read-only.`);
+    await db.transaction((tx) => {
+      for (const statement of splitStatements(SCHEMA)) tx.run(statement);
+      tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
+      tx.run(SQL.writeMeta, "next_id", "1");
+    });
+    return META_TABLE;
+  }
+  if (db.shared) {
+    throw new DatabaseCorrupt(
+      `${label} holds tables named like pi-durable's (${ours.join(", ")}) without its marker table ${META_TABLE}: ` +
+        "they are the app's. Rename the app's tables (pi-durable needs these names for its own). It was left unmodified.",
+    );
+  }
+  const why = tables.has(LEGACY_META) ? "its meta table is another app's" : `it has no ${META_TABLE} table`;
+  throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (${why}). It was left unmodified.`);
+}
+
+/** The `schema_version` in version 1's `meta`, or undefined when that table is not ours. */
+async function legacyVersion(db: SqliteDatabase): Promise<string | undefined> {
+  try {
+    return (await readMeta(db, LEGACY_META)).get("schema_version");
+  } catch {
+    return undefined; // not a key/value table: another app's
+  }
+}
+
+async function checkVersion(db: SqliteDatabase, label: string, table: MetaTable): Promise<void> {
+  let meta: Map<string, string>;
+  try {
+    meta = await readMeta(db, table);
+  } catch (error) {
+    throw new DatabaseCorrupt(`${label}: its ${table} table is damaged. It was left unmodified.`, { cause: error });
+  }
+  const version = Number(meta.get("schema_version"));
+  if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
+  if (version > SCHEMA_VERSION) throw new SchemaTooNew(version, SCHEMA_VERSION);
+}
+
+function checkTables(tables: ReadonlySet<string>, label: string): void {
+  const missing = DATA_TABLES.filter((name) => !tables.has(name));
+  if (missing.length > 0) throw new DatabaseCorrupt(`${label} lacks the tables ${missing.join(", ")}. It was left unmodified.`);
+}
+
+/** The metadata rows of `table`. */
+export async function readMeta(db: SqliteDatabase, table: MetaTable = META_TABLE): Promise<Map<string, string>> {
+  const sql = table === META_TABLE ? SQL.readMeta : `SELECT key, value FROM ${LEGACY_META}`;
+  return new Map((await db.all(sql)).map((row) => [String(row.key), String(row.value)]));
+}
+
+function splitStatements(sql: string): string[] {
+  return sql
+    .replace(/--[^\n]*/g, "")
+    .split(";")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
