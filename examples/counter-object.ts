@@ -42,6 +42,8 @@ export class CounterObject extends HarnessObject<CounterEnv> {
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    // The client API answers for itself, also when the harness could not open (JSON errors, the failed status).
+    if (!ROUTES.has(url.pathname)) return super.fetch(request);
     const id = Number(url.searchParams.get("id"));
     const reply = (value: object) => Response.json({ ...value, instance: this.instance, object: this.ctx.id.toString() });
     try {
@@ -68,17 +70,18 @@ export class CounterObject extends HarnessObject<CounterEnv> {
             return reply({ task: await harness.waitForTask(id, ctx) });
           case "/task":
             return reply({ task: await harness.getTask(id, ctx) });
-          case "/alarm":
-            return reply({ alarm: await this.ctx.storage.getAlarm() });
           default:
-            return super.fetch(request); // the client API: a WebSocket, or POST /rpc
+            return reply({ alarm: await this.ctx.storage.getAlarm() }); // /alarm
         }
       });
     } catch (error) {
-      return Response.json({ name: (error as Error).name, message: (error as Error).message }, { status: 500 });
+      return this.errorResponse(error); // { error: { name, message } }; 503 when the harness could not open
     }
   }
 }
+
+/** The counter's own routes; anything else is the client API of `HarnessObject` (a WebSocket, `POST /rpc`). */
+const ROUTES = new Set(["/start", "/query", "/wait", "/task", "/alarm"]);
 
 /** The Worker: `/<name>/<route>` goes to the object `name`. */
 export default {

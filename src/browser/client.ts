@@ -133,6 +133,8 @@ export class HarnessClient extends HostClient {
       value(this: HarnessClient): Promise<void> {
         pageClients().delete(this); // closed by the page: no longer one of its live clients
         if (!this.#socket) return closeHost.call(this);
+        // Closed by the page, not gone: the status says so before the socket's end could say anything else.
+        this.transportStatus({ kind: "closed", reason: "close" });
         this.terminate();
         return Promise.resolve();
       },

@@ -27,7 +27,7 @@ import type { Harness, HarnessOptions } from "../harness.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { type SerializedError, serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
-import { type ClientMessage, type HeldSubscription, type MessageConnection, serveMessages } from "../host/messages.ts";
+import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
 import type { HarnessHost } from "../host/protocol.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
@@ -65,7 +65,7 @@ const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
  * page's (a `close` would leave the object serving nothing until its next start).
  */
 const NOT_SERVED: Readonly<Record<string, string>> = {
-  close: "a Durable Object's harness lives as long as the object; a page leaves with client.terminate().",
+  close: "a Durable Object's harness lives as long as the object; a page leaves with client.close().",
   requestTakeover: "a Durable Object has one instance at a time; there is nothing to take over.",
 };
 
@@ -86,6 +86,15 @@ function servedToPages(endpoint: HostEndpoint): HostEndpoint {
 function pageError(error: unknown): SerializedError {
   const { stack: _stack, ...shape } = isSerialized(error) ? error : serializeError(error);
   return shape;
+}
+
+/** Sends a frame to a page; a page that is gone hears nothing (its subscriptions end with the close). */
+function send(socket: HibernatableWebSocket, frame: object): void {
+  try {
+    socket.send(JSON.stringify(frame));
+  } catch {
+    // The socket is closed or closing.
+  }
 }
 
 function isSerialized(error: unknown): error is SerializedError {
@@ -131,8 +140,15 @@ export class HarnessObject<Env = unknown> {
     this.host = served.host;
     this.#endpoint = servedToPages(hostEndpoint(served.host));
     if (onReport) void served.host.onReport(onReport);
-    this.ready = ctx.blockConcurrencyWhile(async () => {
-      const harness = await served.ready;
+    // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every
+    // request would open and fail again): requests are answered with it, sockets get the `failed` status.
+    const opened = ctx.blockConcurrencyWhile(async (): Promise<{ harness: Harness } | { error: unknown }> => {
+      let harness: Harness;
+      try {
+        harness = await served.ready;
+      } catch (error) {
+        return { error };
+      }
       // Pages still connected from an earlier instance (the object hibernated while they stayed): their
       // subscriptions come back from each socket's attachment, so they go on hearing without reconnecting.
       for (const socket of ctx.getWebSockets?.() ?? []) this.#restore(socket);
@@ -144,8 +160,10 @@ export class HarnessObject<Env = unknown> {
         if (this.#armedBusy && batch.tasks.every((task) => BUSY.has(task.state.status))) return;
         this.#armSoon(harness);
       });
-      return harness;
+      return { harness };
     });
+    this.ready = opened.then((outcome) => ("error" in outcome ? Promise.reject(outcome.error) : outcome.harness));
+    this.ready.catch(() => {});
   }
 
   /**
@@ -167,52 +185,72 @@ export class HarnessObject<Env = unknown> {
    * `super.fetch(request)` for these.
    */
   async fetch(request: Request): Promise<Response> {
-    return this.serve(async () => {
-      if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
-        const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
-        if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
-        const { 0: page, 1: object } = new Pair();
-        this.ctx.acceptWebSocket(object);
-        return new Response(null, { status: 101, webSocket: page } as ResponseInit);
+    const harness = await this.ready.catch(() => undefined);
+    try {
+      return await this.#serveClient(request);
+    } catch (error) {
+      return this.errorResponse(error);
+    } finally {
+      if (harness) this.#start(harness);
+    }
+  }
+
+  async #serveClient(request: Request): Promise<Response> {
+    if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
+      // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
+      const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
+      if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
+      const { 0: page, 1: object } = new Pair();
+      this.ctx.acceptWebSocket(object);
+      return new Response(null, { status: 101, webSocket: page } as ResponseInit);
+    }
+    await this.ready; // a failed open answers every request with its error
+    if (request.method === "POST" && new URL(request.url).pathname === "/rpc") {
+      const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
+      if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
+        throw new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.');
       }
-      if (request.method === "POST" && new URL(request.url).pathname === "/rpc") {
-        const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
-        if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
-          return Response.json(
-            { error: pageError(new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.')) },
-            { status: 400 },
-          );
-        }
-        try {
-          return Response.json({ value: (await this.#endpoint.call(body.method, (body.args as unknown[] | undefined) ?? [])) ?? null });
-        } catch (error) {
-          // The library's own errors are answers to the call (a bad argument, a conflict); anything else is ours.
-          return Response.json({ error: pageError(error) }, { status: error instanceof DurableError ? 400 : 500 });
-        }
-      }
-      return new Response("Not found: connect a WebSocket, or POST /rpc { method, args }.", { status: 404 });
-    });
+      return Response.json({ value: (await this.#endpoint.call(body.method, (body.args as unknown[] | undefined) ?? [])) ?? null });
+    }
+    return Response.json(
+      { error: pageError(new InvalidRequest("Not found: connect a WebSocket, or POST /rpc { method, args }.")) },
+      { status: 404 },
+    );
+  }
+
+  /**
+   * The answer to a request that failed with `error`: JSON `{ error: { name, message, details? } }` (no stack),
+   * status 503 when the harness could not open (the object serves nothing until that is fixed), 400 for the
+   * library's other errors (a bad argument, a conflict), 500 for anything else. Subclasses' routes use it too.
+   */
+  async errorResponse(error: unknown): Promise<Response> {
+    const failedOpen = await this.ready.then(
+      () => false,
+      (cause: unknown) => cause === error,
+    );
+    const status = failedOpen ? 503 : error instanceof DurableError ? 400 : 500;
+    return Response.json({ error: pageError(error) }, { status });
   }
 
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
   async webSocketMessage(socket: HibernatableWebSocket, message: string | ArrayBuffer): Promise<void> {
-    await this.serve(() => {
+    // Served also when the open failed: the host answers each call and the status with the open's error.
+    const harness = await this.ready.catch(() => undefined);
+    try {
       const connection = this.#connections.get(socket) ?? this.#connect(socket);
-      connection.receive(JSON.parse(typeof message === "string" ? message : new TextDecoder().decode(message)) as ClientMessage);
-    });
+      const parsed = parseClientMessage(typeof message === "string" ? message : new TextDecoder().decode(message));
+      if ("message" in parsed) connection.receive(parsed.message);
+      else send(socket, { type: "error", id: parsed.id, error: pageError(parsed.error) });
+    } finally {
+      if (harness) this.#start(harness);
+    }
   }
 
   /** Serves a page's socket; the subscriptions it holds are kept in the socket's attachment. */
   #connect(socket: HibernatableWebSocket): MessageConnection {
     const connection = serveMessages(
       this.#endpoint,
-      (reply) => {
-        try {
-          socket.send(JSON.stringify(reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply));
-        } catch {
-          // The page is gone: its subscriptions end with the close.
-        }
-      },
+      (reply) => send(socket, reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply),
       {
         onSubscriptions: (held) => {
           if (!this.#connections.has(socket)) return; // the page left: nothing to keep

@@ -16,6 +16,7 @@
  * own (or an HTTP download), and `undefined` arrives as a missing field (read as undefined again).
  */
 
+import { InvalidRequest } from "../errors.ts";
 import type { HostEndpoint } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
 
@@ -169,4 +170,29 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
       listeners.clear();
     },
   };
+}
+
+/**
+ * A page's frame as a `ClientMessage`, or an `InvalidRequest` saying what is wrong with it (not JSON, not an
+ * object, an unknown type, an id that is not a positive integer, a method that is not a string, args that are
+ * not an array). For a transport that receives text from anyone: a malformed frame is answered, never thrown.
+ * `id` is the frame's own id when it had one, so the page's request gets its answer.
+ */
+export function parseClientMessage(frame: string): { message: ClientMessage } | { id: number | null; error: InvalidRequest } {
+  let value: unknown;
+  try {
+    value = JSON.parse(frame);
+  } catch {
+    return { id: null, error: new InvalidRequest("A frame was not JSON: send { type, id, method, args } as JSON text.") };
+  }
+  const record = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  const id = typeof record?.id === "number" && Number.isSafeInteger(record.id) && record.id > 0 ? record.id : null;
+  const refuse = (what: string) => ({ id, error: new InvalidRequest(`A frame ${what}: send { type, id, method, args }.`) });
+  if (!record) return refuse("was not a JSON object");
+  if (id === null) return refuse("has no id (a positive integer)");
+  if (record.type === "unsubscribe") return { message: { type: "unsubscribe", id } };
+  if (record.type !== "call" && record.type !== "subscribe") return refuse('has a type other than "call", "subscribe" or "unsubscribe"');
+  if (typeof record.method !== "string") return refuse("names no method (a string)");
+  if (record.args !== undefined && !Array.isArray(record.args)) return refuse("has args that are not an array");
+  return { message: { type: record.type, id, method: record.method, args: (record.args as unknown[] | undefined) ?? [] } };
 }

@@ -3,7 +3,7 @@ import { SEED_QUERY } from "../../examples/counter-task.ts";
 import { HarnessClient } from "../../src/browser/client.ts";
 import type { SocketLike } from "../../src/browser/socket.ts";
 import type { Inspection } from "../../src/index.ts";
-import { type Edge, pause, startEdge } from "./support.ts";
+import { type Edge, edgeSocket, type ObjectKind, pause, startEdge } from "./support.ts";
 
 let edge: Edge;
 beforeAll(async () => {
@@ -11,33 +11,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => edge?.dispose());
 
-type Listener = (event?: { data: unknown }) => void;
-
-/** A WebSocket to an object through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
-function objectSocket(name: string, object: "counter" | "demo" | "hibernating" = "counter"): SocketLike {
-  const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
-  const fire = (type: string, event?: { data: unknown }) => {
-    for (const listener of listeners[type]!) listener(event);
-  };
-  let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
-  void edge.call(object, name, "/", { headers: { Upgrade: "websocket" } }).then(
-    (response) => {
-      const ws = (response as unknown as { webSocket: any }).webSocket;
-      if (!ws) return fire("error");
-      ws.accept();
-      ws.addEventListener("message", (event: { data: unknown }) => fire("message", event));
-      ws.addEventListener("close", () => fire("close"));
-      socket = ws;
-      fire("open");
-    },
-    () => fire("error"),
-  );
-  return {
-    send: (data) => socket!.send(data),
-    close: (code, reason) => socket?.close(code, reason),
-    addEventListener: (type: string, listener: Listener) => void listeners[type]!.push(listener),
-  } as SocketLike;
-}
+/** A WebSocket to an object through miniflare, shaped like the browser's. */
+const objectSocket = (name: string, object: ObjectKind = "counter"): SocketLike => edgeSocket(edge, object, name);
 
 async function until(done: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 500 && !done(); i++) await pause(20);

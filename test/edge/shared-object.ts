@@ -6,6 +6,8 @@
  *   ever (the app existed before it adopted the harness).
  * - An object named `legacy-…` starts on a database in the shape of schema version 1 (the marker table named
  *   `meta`) holding a running counter at n = 2, as the code of that version left it.
+ * - An object named `clash-…` has an app table named `tasks` (one of the harness's names) before its first
+ *   open: the open fails, and every answer says why.
  * - Routes: `/note?text=` and `/kv?key=&value=` write as the app would (after the harness opened), `/app`
  *   reads back the app's rows, keys and the table list, `/start?to=` creates a counter, `/query` runs the
  *   seed's query. Lines print as `<name>: tick n`.
@@ -50,6 +52,7 @@ export class SharedObject extends HarnessObject<Env> {
       sql.exec("INSERT INTO notes (text) VALUES ('written before the harness')");
       void kv.put("greeting", { from: "the app", before: "the harness" });
     }
+    if (name.startsWith("clash-") && empty) sql.exec("CREATE TABLE tasks (title TEXT)");
     if (name.startsWith("legacy-") && empty) {
       // Version 1's schema: today's tables, its marker still named `meta`.
       for (const statement of SCHEMA.replace(/--[^\n]*/g, "").split(";")) {
@@ -102,26 +105,34 @@ export class SharedObject extends HarnessObject<Env> {
           kv: Object.fromEntries(await kv.list()),
         });
       }
+      case "/start":
+      case "/query":
+      case "/wait":
+        return this.#harnessRoute(url).catch((error: unknown) => this.errorResponse(error));
       default:
-        return this.serve(async (harness) => {
-          if (url.pathname === "/start") {
-            const root = await harness.root(BACKGROUND);
-            const id = await root.commit(
-              (tx) =>
-                tx.createTask(
-                  counterTask(() => {}),
-                  { to: Number(url.searchParams.get("to")) },
-                ),
-              BACKGROUND,
-            );
-            return Response.json({ id });
-          }
-          if (url.pathname === "/query") return Response.json({ rows: await harness.storage.query(SEED_QUERY) });
-          if (url.pathname === "/wait") {
-            return Response.json({ task: await harness.waitForTask(Number(url.searchParams.get("id")), BACKGROUND) });
-          }
-          return super.fetch(request);
-        });
+        return super.fetch(request); // the client API (a WebSocket, POST /rpc), outside serve(): it answers a failed open itself
     }
+  }
+
+  #harnessRoute(url: URL): Promise<Response> {
+    return this.serve(async (harness) => {
+      if (url.pathname === "/start") {
+        const root = await harness.root(BACKGROUND);
+        const id = await root.commit(
+          (tx) =>
+            tx.createTask(
+              counterTask(() => {}),
+              { to: Number(url.searchParams.get("to")) },
+            ),
+          BACKGROUND,
+        );
+        return Response.json({ id });
+      }
+      if (url.pathname === "/query") return Response.json({ rows: await harness.storage.query(SEED_QUERY) });
+      if (url.pathname === "/wait") {
+        return Response.json({ task: await harness.waitForTask(Number(url.searchParams.get("id")), BACKGROUND) });
+      }
+      return Response.json({ error: "no route" }, { status: 404 });
+    });
   }
 }

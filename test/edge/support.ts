@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bundleWorker, quietRuntime, sqliteObject, workerModules } from "../../examples/local-edge.ts";
+import type { SocketLike } from "../../src/browser/socket.ts";
 
 let bundle: Promise<string> | undefined;
 
@@ -45,6 +46,8 @@ export interface Edge {
   call(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<Response>;
   json<T = any>(object: ObjectKind, name: string, path: string, init?: RequestInit): Promise<T>;
   printed: Printed;
+  /** What workerd wrote to its stderr (uncaught exceptions land there). */
+  runtimeErrors: string[];
   /**
    * Cold restart: workerd stops (every object is gone from memory) and starts again on the same storage —
    * with other bindings if given (a deploy of a changed Worker).
@@ -58,12 +61,16 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
   const script = await workerBundle();
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-edge-"));
   const printed = new Printed();
+  const runtimeErrors: string[] = [];
   let bindings = config.bindings ?? {};
   const options = () =>
     new Miniflare({
       modules: workerModules(script),
       compatibilityDate: "2026-04-01",
-      handleRuntimeStdio: quietRuntime,
+      handleRuntimeStdio: (stdout: NodeJS.ReadableStream, stderr: NodeJS.ReadableStream) => {
+        quietRuntime(stdout, stderr);
+        stderr.on("data", (chunk: Buffer) => void runtimeErrors.push(chunk.toString()));
+      },
       durableObjectsPersist: persist,
       bindings,
       serviceBindings: {
@@ -87,6 +94,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
   await mf.ready;
   const edge: Edge = {
     printed,
+    runtimeErrors,
     call: (object, name, path, init) =>
       mf.dispatchFetch(`http://edge/${object}/${encodeURIComponent(name)}${path}`, init as never) as unknown as Promise<Response>,
     async json(object, name, path, init) {
@@ -107,4 +115,32 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
     },
   };
   return edge;
+}
+
+type Listener = (event?: { data: unknown }) => void;
+
+/** A WebSocket to the object `name` through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
+export function edgeSocket(edge: Edge, object: ObjectKind, name: string): SocketLike {
+  const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
+  const fire = (type: string, event?: { data: unknown }) => {
+    for (const listener of listeners[type]!) listener(event);
+  };
+  let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
+  void edge.call(object, name, "/", { headers: { Upgrade: "websocket" } }).then(
+    (response) => {
+      const ws = (response as unknown as { webSocket: any }).webSocket;
+      if (!ws) return fire("error");
+      ws.accept();
+      ws.addEventListener("message", (event: { data: unknown }) => fire("message", event));
+      ws.addEventListener("close", () => fire("close"));
+      socket = ws;
+      fire("open");
+    },
+    () => fire("error"),
+  );
+  return {
+    send: (data) => socket!.send(data),
+    close: (code, reason) => socket?.close(code, reason),
+    addEventListener: (type: string, listener: Listener) => void listeners[type]!.push(listener),
+  } as SocketLike;
 }
