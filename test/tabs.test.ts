@@ -9,54 +9,13 @@ import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { sqliteMemoryBackend } from "./support.ts";
+import { Locks } from "./tabs-support.ts";
 
 // The tabs module (src/browser/tabs/) in Node: Node's BroadcastChannel, and a Web Locks stand-in with the
 // part of the API it uses (queued requests, ifAvailable, abort signals, and a holder that dies). Two hosts on
 // one storage play the leader tab's worker and a follower tab's own worker; the follower's page is a
 // HostClient over tabsEndpoint. What the Chromium e2e (e2e/tabs.e2e.ts) cannot place exactly: a call whose
 // answer the dying leader never sent.
-
-/** Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. */
-class Locks {
-  readonly #held = new Map<string, () => void>();
-  readonly #queues = new Map<string, Array<() => void>>();
-
-  request(name: string, ...rest: unknown[]): Promise<unknown> {
-    const callback = rest.pop() as (lock: { name: string } | null) => unknown;
-    const options = (rest[0] ?? {}) as { signal?: AbortSignal; ifAvailable?: boolean };
-    return new Promise((resolve, reject) => {
-      const grant = () => {
-        let released = false;
-        const release = () => {
-          if (released) return;
-          released = true;
-          this.#held.delete(name);
-          this.#queues.get(name)?.shift()?.();
-        };
-        this.#held.set(name, release);
-        const held = Promise.resolve().then(() => callback({ name }));
-        held.finally(release).catch(() => {});
-        held.then(resolve, reject);
-      };
-      if (!this.#held.has(name)) return grant();
-      if (options.ifAvailable) return void Promise.resolve(callback(null)).then(resolve, reject);
-      const queue = this.#queues.get(name) ?? [];
-      this.#queues.set(name, queue);
-      queue.push(grant);
-      options.signal?.addEventListener("abort", () => {
-        const at = queue.indexOf(grant);
-        if (at < 0) return;
-        queue.splice(at, 1);
-        reject(new DOMException("The request was aborted.", "AbortError"));
-      });
-    });
-  }
-
-  /** The holder of `name` is gone (its worker or page died): the next in line gets it. */
-  die(name: string): void {
-    this.#held.get(name)?.();
-  }
-}
 
 const locks = new Locks();
 /** Each test its own database name: a leader of an earlier test still answers on its own channel. */

@@ -1,0 +1,46 @@
+/**
+ * The tabs module's stand-ins for Node (src/browser/tabs/): the part of Web Locks it uses. Shared by the tabs
+ * tests (test/tabs.test.ts) and the hand-over sweep (test/tabs-sweep.test.ts).
+ */
+
+/** Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. */
+export class Locks {
+  readonly #held = new Map<string, () => void>();
+  readonly #queues = new Map<string, Array<() => void>>();
+
+  request(name: string, ...rest: unknown[]): Promise<unknown> {
+    const callback = rest.pop() as (lock: { name: string } | null) => unknown;
+    const options = (rest[0] ?? {}) as { signal?: AbortSignal; ifAvailable?: boolean };
+    return new Promise((resolve, reject) => {
+      const grant = () => {
+        let released = false;
+        const release = () => {
+          if (released) return;
+          released = true;
+          this.#held.delete(name);
+          this.#queues.get(name)?.shift()?.();
+        };
+        this.#held.set(name, release);
+        const held = Promise.resolve().then(() => callback({ name }));
+        held.finally(release).catch(() => {});
+        held.then(resolve, reject);
+      };
+      if (!this.#held.has(name)) return grant();
+      if (options.ifAvailable) return void Promise.resolve(callback(null)).then(resolve, reject);
+      const queue = this.#queues.get(name) ?? [];
+      this.#queues.set(name, queue);
+      queue.push(grant);
+      options.signal?.addEventListener("abort", () => {
+        const at = queue.indexOf(grant);
+        if (at < 0) return;
+        queue.splice(at, 1);
+        reject(new DOMException("The request was aborted.", "AbortError"));
+      });
+    });
+  }
+
+  /** The holder of `name` is gone (its worker or page died): the next in line gets it. */
+  die(name: string): void {
+    this.#held.get(name)?.();
+  }
+}
