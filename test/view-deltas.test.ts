@@ -267,7 +267,7 @@ describe("live frames", () => {
     pace.advanceTo(40);
     listener({ type: "live", tools: { 5: "ab" } });
     expect(sent).toHaveLength(5); // a frame after the last one ended goes at once
-    expect(sent[4]).toEqual({ type: "live", tools: { 5: { at: 1, text: "b" } } });
+    expect(sent[4]).toEqual({ type: "live", seq: 3, tools: { 5: { at: 1, text: "b" } } });
     expect(pace.timers).toHaveLength(0);
   });
 
@@ -294,7 +294,7 @@ describe("live frames", () => {
     pace.time = 26.5; // a chunk's pace later than the one sent at 21
     listener({ type: "live", tools: { 5: "abc" } });
     expect(sent).toHaveLength(4);
-    expect(sent[3]).toEqual({ type: "live", tools: { 5: { at: 2, text: "c" } } });
+    expect(sent[3]).toEqual({ type: "live", seq: 3, tools: { 5: { at: 2, text: "c" } } });
   });
 
   it("frames carry only what is new: each frame's size follows the text it adds, not the answer so far", () => {

@@ -28,6 +28,11 @@ export type ToolFrame = string | { at: number; text: string };
  * tool, and after a reset), or only what is new since the subscription's frame before.
  */
 export interface LiveFrame {
+  /**
+   * The frame's place on its subscription (1 for the first after the snapshot). A receiver that sees one
+   * missing, or an old one again, keeps no part it cannot tell is current (see `LiveFrameDecoder`).
+   */
+  seq?: number;
   answer?: StreamingAnswer | AnswerDelta;
   tools?: Readonly<Record<string, ToolFrame>>;
 }
@@ -67,12 +72,14 @@ function endedTools(tools: Map<string, unknown>, live: LiveView): void {
 export class LiveFrameEncoder {
   #answer: { taskId: number; attempt: number; blocks: SentBlock[]; fields: string } | undefined;
   readonly #tools = new Map<string, string>();
+  #seq = 0;
 
   /** A snapshot starts the subscription over; a commit's `live` ends tools (see `endedTools`). */
   committed(update: { type: "snapshot" | "commit"; live?: LiveView }): void {
     if (update.type === "snapshot") {
       this.#answer = undefined;
       this.#tools.clear();
+      this.#seq = 0;
     }
     if (update.live) endedTools(this.#tools, update.live);
   }
@@ -89,7 +96,7 @@ export class LiveFrameEncoder {
       tools[taskId] = sent !== undefined && output.startsWith(sent) ? { at: sent.length, text: output.slice(sent.length) } : output;
     }
     if (!answer && !tools) return undefined;
-    return { ...(answer ? { answer } : {}), ...(tools ? { tools } : {}) };
+    return { seq: ++this.#seq, ...(answer ? { answer } : {}), ...(tools ? { tools } : {}) };
   }
 
   #encodeAnswer(answer: StreamingAnswer): StreamingAnswer | AnswerDelta | undefined {
@@ -129,10 +136,18 @@ function sameBlock(a: SentBlock, b: SentBlock): boolean {
 /**
  * The receiving end of one subscription: what it holds of the live text, kept apart from what it shows (a
  * commit may cover the shown text, and later frames still build on what was received).
+ *
+ * Should a transport lose, repeat or reorder frames, nothing it shows is text the sender never had: a frame
+ * whose `seq` it had already passed changes nothing; after a gap in `seq` it forgets every part it held, so
+ * a part applies again only once sent in full (the first frame of another attempt or of a tool that started
+ * over) and until then the commits that persist the text carry the view. A part's own check (its block
+ * count and text length) cannot see that alone: a lost frame may have changed what a later one builds on.
  */
 export class LiveFrameDecoder {
   #answer: StreamingAnswer | undefined;
   readonly #tools = new Map<string, string>();
+  /** The last frame's `seq`; undefined when not known (started from `held`), then every frame counts as next. */
+  #seq: number | undefined;
 
   /** Starts from `held` (what was received so far), or from nothing. */
   constructor(held?: StreamingView) {
@@ -144,12 +159,21 @@ export class LiveFrameDecoder {
     if (update.type === "snapshot") {
       this.#answer = undefined;
       this.#tools.clear();
+      this.#seq = 0;
     }
     if (update.live) endedTools(this.#tools, update.live);
   }
 
   /** The parts of `frame` in full. A part that does not fit what was received (a lost frame) is dropped. */
   decode(frame: LiveFrame): StreamingView {
+    if (frame.seq !== undefined && this.#seq !== undefined) {
+      if (frame.seq <= this.#seq) return {};
+      if (frame.seq > this.#seq + 1) {
+        this.#answer = undefined;
+        this.#tools.clear();
+      }
+    }
+    if (frame.seq !== undefined) this.#seq = frame.seq;
     let answer: StreamingAnswer | undefined;
     if (frame.answer) {
       answer = "message" in frame.answer ? frame.answer : this.#applyAnswer(frame.answer);
