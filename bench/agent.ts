@@ -3,7 +3,7 @@
  * Node, sqlite-wasm in memory. One faux model turn calls a trivial tool CALLS times (parallel round), then
  * answers. We count the storage commits of the whole run (from submit to the settled answer) and time each
  * one, next to a raw single-row SQLite commit measured in the same run. Each figure is the median of RUNS.
- * Target: at most 4 commits per tool call, each at most 3× a raw commit.
+ * Target: fewer commits than tool calls (group commit, decision 0026), each call's share at most 3× a raw commit.
  */
 import { writeFileSync } from "node:fs";
 import { createModels, fauxAssistantMessage, fauxProvider, fauxText, fauxToolCall } from "@earendil-works/pi-ai";
@@ -120,15 +120,17 @@ async function replayMicros(
     await storage.apply(batch);
     const micros = (performance.now() - start) * 1000;
     const rows = batch.tasks.length + batch.entries.length + batch.documents.length + batch.submissions.length + batch.conversations.length;
-    const [task] = batch.tasks;
-    const single = batch.tasks.length === 1 && task!.kind === "pi.tool";
+    // Group commit (decision 0026) stores the intents (or results) of many calls in one transaction: a commit
+    // of only tool tasks counts per call (its time over the calls it carries).
+    const calls = batch.tasks.length;
+    const tools = calls > 0 && batch.tasks.every((task) => task.kind === "pi.tool");
     const kind: CommitKind =
-      single && task!.state.status === "running" && task!.state.checkpoint.phase === "execute" && rows === 1
+      tools && rows === calls && batch.tasks.every((task) => task.state.status === "running" && task.state.checkpoint.phase === "execute")
         ? "intent"
-        : single && task!.state.status === "terminal" && batch.entries.length === 1
+        : tools && batch.entries.length === calls && batch.tasks.every((task) => task.state.status === "terminal")
           ? "result"
           : "other";
-    out.push({ micros, rows, kind });
+    out.push({ micros: kind === "other" ? micros : micros / calls, rows, kind });
   }
   await storage.close();
   return { raw, commits: out };
@@ -183,12 +185,12 @@ export async function benchAgent() {
     harnessMicrosPerToolCall: harnessMicrosPerCall,
     toolPhaseMicrosPerToolCall: toolPhaseMicrosPerCall,
     roundStartCommit: roundStart,
-    target: "≤ 4 commits per tool call, each ≤ 3× a raw commit",
-    meetsTarget: commitsPerCall.median <= 4 && ratio <= 3,
+    target: "fewer commits than tool calls (group commit), each call's share ≤ 3× a raw commit",
+    meetsTarget: commitsPerCall.median < 1 && ratio <= 3,
   };
   const rows = [
     ["raw single-row SQLite commit (a tool task's JSON size)", `${fmt(rawMicros.median)} µs`, "1.00×"],
-    ["commits per tool call", fmt(commitsPerCall.median, 2), "target ≤ 4"],
+    ["commits per tool call", fmt(commitsPerCall.median, 2), "target < 1 (fewer commits than calls)"],
     [
       "per-call commit, median / p95",
       `${fmt(perCallMedian.median)} / ${fmt(perCallP95.median)} µs`,
@@ -219,6 +221,6 @@ export async function benchAgent() {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { result, printed } = await benchAgent();
   console.log(printed);
-  console.log(`\ntarget (≤ 4 commits per call, each ≤ 3× raw): ${result.meetsTarget ? "met" : "NOT met"}`);
+  console.log(`\ntarget (fewer commits than calls, each call's share ≤ 3× raw): ${result.meetsTarget ? "met" : "NOT met"}`);
   writeFileSync(new URL("./results-agent.json", import.meta.url), `${JSON.stringify(result, null, 2)}\n`);
 }

@@ -14,7 +14,11 @@ import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts
 import { fmt, summarize, table } from "./stats.ts";
 
 const STEPS = 5000;
-const RUNS = 15;
+const QUICK = process.env.BENCH_QUICK === "1";
+const RUNS = QUICK ? 3 : 15;
+/** Group commit (decision 0026): PARALLEL tasks stepping at once, STEPS steps in all. */
+const PARALLEL = 100;
+const PARALLEL_RUNS = QUICK ? 3 : 7;
 
 const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
   name: "bench.stepper",
@@ -80,6 +84,34 @@ async function kernelSteps(): Promise<number> {
   return ms;
 }
 
+/**
+ * PARALLEL tasks of STEPS / PARALLEL steps each, created in one commit and stepping at once, through the public
+ * API: ms from the create to the last terminal record, and the storage transactions that took.
+ */
+async function parallelSteps(): Promise<{ ms: number; transactions: number }> {
+  const storage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+  const harness = await Harness.open(storage, { registry }, ctx);
+  const root = await harness.root(ctx);
+  let transactions = 0;
+  const apply = storage.apply.bind(storage);
+  storage.apply = (batch) => {
+    transactions++;
+    return apply(batch);
+  };
+  const steps = STEPS / PARALLEL;
+  const start = performance.now();
+  const ids = await root.commit((tx) => Array.from({ length: PARALLEL }, () => tx.createTask(stepper, { steps })), ctx);
+  const done = await Promise.all(ids.map((id) => harness.waitForTask(id, ctx)));
+  const ms = performance.now() - start;
+  if (done.some((task) => task.state.status !== "terminal" || task.state.outcome.status !== "completed"))
+    throw new Error("a parallel bench task did not complete");
+  storage.apply = apply;
+  await harness.close(ctx);
+  await storage.close();
+  return { ms, transactions };
+}
+
 export async function benchKernel() {
   // Warm up the wasm module and the JIT once, outside the measured runs.
   await rawCommits();
@@ -90,6 +122,18 @@ export async function benchKernel() {
     raw.push(await rawCommits());
     kernel.push(await kernelSteps());
   }
+  await parallelSteps();
+  const parallel: Array<{ ms: number; transactions: number }> = [];
+  const parallelRaw: number[] = [];
+  for (let run = 0; run < PARALLEL_RUNS; run++) {
+    parallelRaw.push(await rawCommits());
+    parallel.push(await parallelSteps());
+  }
+  const parallelRawRate = summarize(parallelRaw.map((ms) => (STEPS * 1000) / ms));
+  const parallelRate = summarize(parallel.map((run) => (STEPS * 1000) / run.ms));
+  const parallelRatio = parallelRate.median / parallelRawRate.median;
+  const parallelPaired = summarize(parallel.map((run, index) => parallelRaw[index]! / run.ms));
+  const stepsPerTransaction = summarize(parallel.map((run) => STEPS / run.transactions));
   const rawSummary = summarize(raw.map((ms) => (ms * 1000) / STEPS));
   const kernelSummary = summarize(kernel.map((ms) => (ms * 1000) / STEPS));
   const ratio = kernelSummary.median / rawSummary.median;
@@ -105,6 +149,18 @@ export async function benchKernel() {
     pairedRatios: paired,
     target: "kernel step ≤ 2.5× raw commit",
     meetsTarget: ratio <= 2.5,
+    parallel: {
+      tasks: PARALLEL,
+      steps: STEPS,
+      runs: PARALLEL_RUNS,
+      rawCommitsPerSecond: parallelRawRate,
+      kernelStepsPerSecond: parallelRate,
+      ratio: parallelRatio,
+      pairedRatios: parallelPaired,
+      stepsPerTransaction,
+      target: `${PARALLEL} parallel tasks: kernel steps/s ≥ 1× raw single commits/s`,
+      meetsTarget: parallelRatio >= 1,
+    },
   };
   const rows = [
     [
@@ -120,6 +176,13 @@ export async function benchKernel() {
       `${fmt(kernelSummary.min)}–${fmt(kernelSummary.max)}`,
       fmt(1e6 / kernelSummary.median, 0),
       `${fmt(ratio, 2)}× (run by run: median ${fmt(paired.median, 2)}×, ${fmt(paired.min, 2)}–${fmt(paired.max, 2)}×)`,
+    ],
+    [
+      `${PARALLEL} parallel tasks, steps/s (${fmt(stepsPerTransaction.median, 1)} steps per transaction)`,
+      fmt(1e6 / parallelRate.median),
+      `${fmt(1e6 / parallelRate.max)}–${fmt(1e6 / parallelRate.min)}`,
+      fmt(parallelRate.median, 0),
+      `${fmt(parallelRatio, 2)}× raw commits/s (run by run: median ${fmt(parallelPaired.median, 2)}×, ${fmt(parallelPaired.min, 2)}–${fmt(parallelPaired.max, 2)}×)`,
     ],
   ];
   const printed = table([`Node, sqlite-wasm memory, ${STEPS} steps`, "µs/op (median)", "min–max", "ops/s", "ratio"], rows);

@@ -5,6 +5,7 @@ import type { Report } from "../reports.ts";
 import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
+import { GroupOverlay } from "./group.ts";
 import { documentKey, KernelTx, type TxActor } from "./tx.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
@@ -13,11 +14,48 @@ export interface Published {
   reports: readonly Report[];
 }
 
+export interface CommitOptions {
+  /** Admitted after the seal (close's own bookkeeping). */
+  whileSealed?: boolean;
+  /**
+   * May share one storage transaction with the other groupable commits ready in the same turn of the line
+   * (decision 0026): a task's own commits, whose callbacks read only through their `tx`.
+   */
+  group?: boolean;
+}
+
+/**
+ * Commits a group carries at most (decision 0026): one storage transaction, and every one of them waits for
+ * it, so a group stays small enough that its transaction is a short wait.
+ */
+export const GROUP_LIMIT = 128;
+
+/** A commit waiting on the line for its turn. */
+interface Pending {
+  body: (tx: KernelTx) => unknown;
+  actor: TxActor | undefined;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** A commit of a group that passed its callback and checks, waiting for the group's transaction. */
+interface Built {
+  pending: Pending;
+  tx: KernelTx;
+  result: unknown;
+  batch: Batch | undefined;
+}
+
 /**
  * The one mutation line of a harness. Commits run strictly one after another: the callback stages writes on a
  * `KernelTx`, the batch is stored in one transaction, and only then do the in-memory mirrors (live tasks, current
  * documents, open submissions, conversations) change and listeners hear of it. A commit that fails at any
  * point changes nothing, in storage or in memory.
+ *
+ * Group commit (decision 0026): the groupable commits that become ready while the line is busy wait together
+ * and take the next turn as one group — each built on the state the ones before it left, each failing alone,
+ * all stored in one transaction, then published one by one in order. A commit that finds the line idle goes
+ * at once, alone.
  */
 export class Session {
   readonly storage: Storage;
@@ -33,6 +71,10 @@ export class Session {
   damaged: DamagedRow[] = [];
   /** The commit line: commits, recovery and reads on it run one after another. */
   readonly #line = new SerialQueue();
+  /** The group that the line's last queued turn will carry, while that turn has not started. */
+  #open: Pending[] | undefined;
+  /** Storage refused the last transaction: groups go one commit at a time until one is stored. */
+  #refused = false;
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
 
@@ -87,34 +129,91 @@ export class Session {
    * Runs `body` on the line and stores what it staged. `body` must be synchronous. The result is the body's
    * return value, once the commit is durable.
    */
-  commit<T>(body: (tx: KernelTx) => T, actor?: TxActor, admitWhileSealed = false): Promise<T> {
-    if (this.#sealed && !admitWhileSealed) return Promise.reject(new HarnessClosed());
+  commit<T>(body: (tx: KernelTx) => T, actor?: TxActor, options?: CommitOptions): Promise<T> {
+    if (this.#sealed && !options?.whileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
-    const run = async (): Promise<T> => {
-      const tx = new KernelTx(this, actor);
-      const result = body(tx);
-      if (typeof (result as { then?: unknown } | null)?.then === "function") {
-        throw new InvalidCommit(
-          "A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.",
-        );
+    return new Promise<T>((resolve, reject) => {
+      const pending: Pending = { body, actor, resolve: resolve as (value: unknown) => void, reject };
+      if (!options?.group) {
+        this.#turn(() => this.#runGroup([pending]));
+        return;
       }
-      if (tx.hasChecks) await tx.runChecks();
-      const batch = tx.batch();
-      if (batch) {
-        try {
-          await this.storage.apply(batch);
-        } catch (error) {
-          throw markStorageFailure(error);
+      let group = this.#open;
+      if (group === undefined || group.length >= GROUP_LIMIT) {
+        const members: Pending[] = [];
+        group = members;
+        this.#turn(() => this.#runGroup(members));
+        this.#open = members; // after #turn, which closes the group before it
+      }
+      group.push(pending);
+    });
+  }
+
+  /** Queues a turn of the line; a group still open before it closes (commits keep their order). */
+  #turn<T>(work: () => T | Promise<T>): Promise<T> {
+    this.#open = undefined;
+    return this.#line.run(work);
+  }
+
+  /** One turn: the group's commits, in chunks of one after a refusal. Never rejects (each commit settles). */
+  async #runGroup(members: Pending[]): Promise<void> {
+    if (this.#open === members) this.#open = undefined;
+    for (let start = 0; start < members.length; ) {
+      const count = this.#refused ? 1 : members.length - start;
+      await this.#store(members.slice(start, start + count));
+      start += count;
+    }
+  }
+
+  /**
+   * Builds each commit on what the ones before it left, stores the ones that passed in one transaction, then
+   * publishes them in order. A commit whose callback or checks throw fails alone and stages nothing.
+   */
+  async #store(members: Pending[]): Promise<void> {
+    const group = members.length > 1 ? new GroupOverlay(this) : undefined;
+    const built: Built[] = [];
+    for (const pending of members) {
+      try {
+        const tx = new KernelTx(this, pending.actor, group);
+        const result = pending.body(tx);
+        if (typeof (result as { then?: unknown } | null)?.then === "function") {
+          throw new InvalidCommit(
+            "A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.",
+          );
         }
-        this.#publish(batch);
+        if (tx.hasChecks) await tx.runChecks();
+        const batch = tx.batch();
+        if (batch && group) group.stage(batch, documentKey);
+        built.push({ pending, tx, result, batch });
+      } catch (error) {
+        pending.reject(error);
       }
-      for (const listener of this.#listeners) {
-        if (batch || tx.reports.length) listener({ batch: batch ?? emptyBatch, reports: tx.reports });
+    }
+    const batch = group ? (group.size > 0 ? group.batch() : undefined) : built[0]?.batch;
+    if (batch) {
+      try {
+        await this.storage.apply(batch);
+        this.#refused = false;
+      } catch (error) {
+        // Nothing of the group was written: every commit in it is refused, as it would have been alone, and
+        // its caller retries it as before (no commit is stored twice).
+        this.#refused = built.length > 1 || this.#refused;
+        markStorageFailure(error);
+        for (const member of built) member.pending.reject(error);
+        return;
       }
-      for (const callback of tx.callbacks) callback();
-      return result;
-    };
-    return this.#line.run(run);
+    }
+    for (const { pending, tx, result, batch } of built) {
+      try {
+        if (batch) this.#publish(batch);
+        if (batch || tx.reports.length)
+          for (const listener of this.#listeners) listener({ batch: batch ?? emptyBatch, reports: tx.reports });
+        for (const callback of tx.callbacks) callback();
+        pending.resolve(result);
+      } catch (error) {
+        pending.reject(error);
+      }
+    }
   }
 
   /**
@@ -143,13 +242,13 @@ export class Session {
       for (const listener of this.#listeners) listener({ batch, reports: [] });
       return tasks.map((task) => task.id).sort((a, b) => a - b);
     };
-    return this.#line.run(run);
+    return this.#turn(run);
   }
 
   /** Runs `body` on the line without writing (a consistent read of the mirrors). */
   read<T>(body: () => T | Promise<T>): Promise<T> {
     const run = async () => body();
-    return this.#line.run(run);
+    return this.#turn(run);
   }
 
   /** No commit is admitted after this; commits already on the line settle. */
@@ -161,7 +260,7 @@ export class Session {
 
   /** Commits admitted before the seal still run: used by close for its final bookkeeping commit. */
   commitWhileSealing<T>(body: (tx: KernelTx) => T): Promise<T> {
-    return this.commit(body, undefined, true);
+    return this.commit(body, undefined, { whileSealed: true });
   }
 
   #publish(batch: Batch): void {

@@ -12,6 +12,7 @@ import type {
   TaskRecord,
 } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
+import type { GroupOverlay } from "./group.ts";
 import { type IdKind, mirroredKind, notFound } from "./ids.ts";
 
 export interface CreateTaskOptions {
@@ -96,6 +97,8 @@ export interface Tx {
  */
 export class KernelTx implements Tx {
   readonly #session: TxSource;
+  /** The commits before this one in its group (decision 0026), when it is not alone. */
+  readonly #group: GroupOverlay | undefined;
   readonly #tasks = new Map<number, TaskRecord>();
   // The rest are made on first use: most commits (a step) stage one task and nothing else.
   #conversations: Map<number, ConversationRecord> | undefined;
@@ -106,12 +109,15 @@ export class KernelTx implements Tx {
   #reports: Report[] | undefined;
   #afterCommit: Array<() => void> | undefined;
   #nextId: number;
+  readonly #baseNextId: number;
   #rootConversationId: number | undefined;
   actor: TxActor | undefined;
 
-  constructor(session: TxSource, actor?: TxActor) {
+  constructor(session: TxSource, actor?: TxActor, group?: GroupOverlay) {
     this.#session = session;
-    this.#nextId = session.nextId;
+    this.#group = group;
+    this.#baseNextId = group ? group.nextId : session.nextId;
+    this.#nextId = this.#baseNextId;
     this.actor = actor;
   }
 
@@ -127,15 +133,13 @@ export class KernelTx implements Tx {
 
   /** A live task as committed or staged here; terminal tasks are not in memory (use `harness.getTask`). */
   task(id: number): TaskRecord | undefined {
-    return this.#tasks.get(id) ?? this.#session.live.get(id);
+    return this.#tasks.get(id) ?? (this.#group ? this.#group.task(id) : this.#session.live.get(id));
   }
 
   /** Every live task, staged versions first. */
   *liveTasks(): Iterable<TaskRecord> {
-    for (const [id, record] of this.#session.live) {
-      const staged = this.#tasks.get(id);
-      if (staged === undefined) yield record;
-    }
+    const base = this.#group ? this.#group.liveTasks() : this.#session.live.values();
+    for (const record of base) if (!this.#tasks.has(record.id)) yield record;
     for (const record of this.#tasks.values()) if (record.state.status !== "terminal") yield record;
   }
 
@@ -213,7 +217,7 @@ export class KernelTx implements Tx {
   }
 
   conversation(id: number): ConversationRecord | undefined {
-    return this.#conversations?.get(id) ?? this.#session.conversations.get(id);
+    return this.#conversations?.get(id) ?? (this.#group ? this.#group.conversation(id) : this.#session.conversations.get(id));
   }
 
   createConversation(options: { owner?: number; config?: ConversationRecord["config"] } = {}): number {
@@ -260,9 +264,10 @@ export class KernelTx implements Tx {
   }
 
   document(scope: string, key: string): Json | undefined {
-    const staged = this.#documents?.get(documentKey(scope, key));
+    const slot = documentKey(scope, key);
+    const staged = this.#documents?.get(slot);
     if (staged) return staged.value ?? undefined;
-    return this.#session.documents.get(documentKey(scope, key))?.value;
+    return this.#group ? this.#group.document(slot) : this.#session.documents.get(slot)?.value;
   }
 
   setDocument(scope: string, key: string, value: Json): void {
@@ -274,7 +279,7 @@ export class KernelTx implements Tx {
   }
 
   submission(id: number): SubmissionRecord | undefined {
-    return this.#submissions?.get(id) ?? this.#session.openSubmissions.get(id);
+    return this.#submissions?.get(id) ?? (this.#group ? this.#group.submission(id) : this.#session.openSubmissions.get(id));
   }
 
   putSubmission(record: SubmissionRecord): void {
@@ -284,7 +289,8 @@ export class KernelTx implements Tx {
   /** Open (queued or running) submissions of a conversation, staged versions included, in id order. */
   openSubmissions(conversationId: number): SubmissionRecord[] {
     const out = new Map<number, SubmissionRecord>();
-    for (const s of this.#session.openSubmissions.values()) if (s.conversationId === conversationId) out.set(s.id, s);
+    const base = this.#group ? this.#group.submissionsSeen() : this.#session.openSubmissions.values();
+    for (const s of base) if (s.conversationId === conversationId) out.set(s.id, s);
     for (const s of this.#submissions?.values() ?? NONE) if (s.conversationId === conversationId) out.set(s.id, s);
     return [...out.values()].filter((s) => s.status === "queued" || s.status === "running").sort((a, b) => a.id - b.id);
   }
@@ -326,7 +332,7 @@ export class KernelTx implements Tx {
 
   /** @internal The batch to store, or undefined when this transaction wrote nothing. */
   batch(): Batch | undefined {
-    const nextId = this.#nextId !== this.#session.nextId ? this.#nextId : undefined;
+    const nextId = this.#nextId !== this.#baseNextId ? this.#nextId : undefined;
     if (
       nextId === undefined &&
       this.#rootConversationId === undefined &&

@@ -23,6 +23,9 @@ export interface TaskRuntimesOptions {
   readonly closing: () => boolean;
 }
 
+/** A task's own commits read only through their `tx`: they may share a transaction with others (decision 0026). */
+const GROUPED = { group: true } as const;
+
 /** Makes each invocation's `TaskRuntime` (S3): what a phase can do, every call refused once it has ended. */
 export class TaskRuntimes {
   readonly host: TaskRuntimesOptions;
@@ -97,6 +100,7 @@ class InvocationRuntime implements TaskRuntime {
           return body(tx, current);
         },
         { conversationId: this.conversationId, taskId: id },
+        GROUPED,
       )
       .then(
         (result) => {

@@ -54,6 +54,32 @@ const api = {
     return { ms, recordBytes: JSON.stringify(running).length };
   },
 
+  /**
+   * Group commit (decision 0026): `tasks` tasks of `steps / tasks` steps each, created in one commit and stepping
+   * at once; ms from the create to the last terminal record, and the storage transactions that took.
+   */
+  async parallelSteps(tasks: number, steps: number): Promise<{ ms: number; transactions: number }> {
+    const { harness, storage } = await openKernel();
+    const root = await harness.root(ctx);
+    let transactions = 0;
+    const apply = storage.apply.bind(storage);
+    storage.apply = (batch) => {
+      transactions++;
+      return apply(batch);
+    };
+    try {
+      const started = performance.now();
+      const ids = await root.commit((tx) => Array.from({ length: tasks }, () => tx.createTask(stepper, { steps: steps / tasks })), ctx);
+      const done = await Promise.all(ids.map((id) => harness.waitForTask(id, ctx)));
+      const ms = performance.now() - started;
+      if (done.some((task) => task.state.status !== "terminal" || task.state.outcome.status !== "completed"))
+        throw new Error("a parallel bench task did not complete");
+      return { ms, transactions };
+    } finally {
+      storage.apply = apply;
+    }
+  },
+
   /** `steps` single-row UPDATE transactions writing a JSON record as large as the task's; returns ms. */
   async rawCommits(steps: number): Promise<{ ms: number; recordBytes: number }> {
     const db = await openRaw();
