@@ -35,6 +35,8 @@ export class CounterObject extends HarnessObject<CounterEnv> {
     };
     super(state, env, () => ({
       registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
+      // Its pages start counters and read the seed's query (powers an object serves only when asked).
+      powers: ["createTask", "query"],
       ...(env.HEARTBEAT_MS ? { heartbeatMs: Number(env.HEARTBEAT_MS) } : {}),
     }));
     this.#plan = plan;

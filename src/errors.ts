@@ -224,6 +224,16 @@ export class UnknownMethod extends DurableError {
   }
 }
 
+/** `client.call(name)` with a name that is not one of the app's own methods (`serveHarness({ methods })`, an object's `methods`). */
+export class UnknownAppMethod extends DurableError {
+  override name = "UnknownAppMethod";
+  constructor(readonly method: string) {
+    super(
+      `The host has no app method ${JSON.stringify(method)}; add it to the methods it is served with (serveHarness({ methods }), or the object's methods).`,
+    );
+  }
+}
+
 /** A request to a host's transport that is not one (a `POST /rpc` body without a method name, say). */
 export class InvalidRequest extends DurableError {
   override name = "InvalidRequest";
@@ -254,4 +264,26 @@ export class ImageUnavailable extends DurableError {
 /** A view update reached a page-side store before the view's snapshot; subscribe again to get one. */
 export class ViewUpdateOutOfOrder extends DurableError {
   override name = "ViewUpdateOutOfOrder";
+}
+
+/** A host method called with arguments it does not take (a wrong type, a missing or extra one). Nothing ran. */
+export class InvalidArguments extends DurableError {
+  override name = "InvalidArguments";
+  constructor(
+    readonly method: string,
+    problem: string,
+  ) {
+    super(`${method}: ${problem}. Nothing was done; call it as the protocol (HarnessHost) declares it.`);
+  }
+}
+
+/** A call the host's doors refused for this caller: a power the app did not turn on, or its `authorize` said no. Nothing ran. */
+export class NotAuthorized extends DurableError {
+  override name = "NotAuthorized";
+  constructor(
+    readonly method: string,
+    why: string,
+  ) {
+    super(`The host refused ${JSON.stringify(method)} for this caller: ${why} Nothing was done.`);
+  }
 }

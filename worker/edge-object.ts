@@ -5,7 +5,7 @@
  * to the object's console (workerd's output), since an object has no BroadcastChannel to the page.
  */
 import { counterTask } from "../examples/counter-task.ts";
-import { type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
+import { ALL_POWERS, type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, type Harness, type Json, memoryEnvs, NotFound } from "../src/index.ts";
 import { createDemoModels } from "./models.ts";
 import { filesExtension } from "./tools.ts";
@@ -26,6 +26,9 @@ export class DemoObject extends HarnessObject {
         .install(filesExtension("unsafe")),
       models: models.models,
       env: envs,
+      // The demo's page does everything a page can (tasks, SQL, models, files): a demo to run locally. An app on
+      // the internet lists the powers its pages need, and checks its callers (README: "Who may call what").
+      powers: ALL_POWERS,
       methods: {
         "models.list": () => models.list(),
         "models.configure": (_harness, provider) => models.configure(provider),

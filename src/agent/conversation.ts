@@ -7,6 +7,7 @@ import { documentKey, type KernelTx, type Tx } from "../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
 import { addCompactionStatus, CompactionTask } from "./compaction.ts";
 import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
+import { agentChange, draftProblem } from "./drafts.ts";
 import type { AgentKernel } from "./kernel.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
@@ -299,6 +300,8 @@ export function modelRef(model: ModelRef | string): ModelRef {
 }
 
 export function applyChange(current: AgentConfig, change: AgentChange): AgentConfig {
+  const problem = agentChange(change, "the agent change");
+  if (problem) throw new InvalidSetting(`${problem}.`);
   const next: AgentConfig = { ...current };
   if (change.model === null) delete next.model;
   else if (change.model !== undefined) next.model = modelRef(change.model);
@@ -317,20 +320,9 @@ export function applyChange(current: AgentConfig, change: AgentChange): AgentCon
 }
 
 function checkDraft(draft: SubmissionDraft): void {
-  if (draft?.type === "input") {
-    const ok = (typeof draft.content === "string" && draft.content !== "") || (Array.isArray(draft.content) && draft.content.length > 0);
-    if (!ok) throw new InvalidSubmission("An input needs content: a non-empty string or an array of text/image items.");
-    if (draft.whenBusy !== undefined && !["followUp", "steer", "reject"].includes(draft.whenBusy)) {
-      throw new InvalidSubmission(`whenBusy must be "followUp", "steer" or "reject"; got ${JSON.stringify(draft.whenBusy)}.`);
-    }
-  } else if (draft?.type === "write") {
-    if (typeof draft.entry?.kind !== "string" || draft.entry.kind === "") throw new InvalidSubmission("A write needs entry.kind.");
-  } else {
+  const problem = draftProblem(draft);
+  if (problem)
     throw new InvalidSubmission(
-      `A submission is { type: "input", content } or { type: "write", entry }; got type ${JSON.stringify((draft as { type?: unknown })?.type)}.`,
+      `${problem}. A submission is { type: "input", content } (a non-empty string or text/image items) or { type: "write", entry }.`,
     );
-  }
-  if (draft.requestId !== undefined && (typeof draft.requestId !== "string" || draft.requestId === "")) {
-    throw new InvalidSubmission("requestId must be a non-empty string.");
-  }
 }

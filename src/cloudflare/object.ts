@@ -22,13 +22,15 @@
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  */
 import { systemClock } from "../clock.ts";
-import { DurableError, InvalidRequest, MethodNotServed } from "../errors.ts";
+import { DurableError, InvalidRequest, NotAuthorized } from "../errors.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
+import { type Authorize, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { type SerializedError, serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
-import type { HarnessHost } from "../host/protocol.ts";
+import type { HarnessHost, MethodName } from "../host/protocol.ts";
+import type { Json } from "../json.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
 import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
@@ -40,11 +42,27 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   methods?: Record<string, HostMethod>;
   /** Whether a client may arm crash points (test hooks). Default false on an object. */
   crashPoints?: boolean;
+  /**
+   * The power methods (exposure `power` in the protocol's table: `createTask`, `configure`, `query`,
+   * `exportDatabase`, crash points, `call` for app methods, …) served to pages and `POST /rpc`. Default none:
+   * a page may submit, read and subscribe; everything else is refused with `NotAuthorized`.
+   */
+  powers?: readonly MethodName[];
+  /**
+   * Who is calling, from the request that opens a socket or posts to `/rpc` (a header the Worker set after
+   * checking a token, say): the caller's identity as JSON (kept with the socket through hibernation), or
+   * undefined to refuse the request (401). Default: every request is the caller `null`.
+   */
+  authenticate?: (request: Request) => Json | undefined | Promise<Json | undefined>;
+  /** Whether the caller may make this call (after the table allowed it); false refuses it with `NotAuthorized`. */
+  authorize?: Authorize<Json>;
 }
 
 /** What a page's socket carries through a hibernation: the subscriptions it holds on this object. */
 interface Attachment {
   version: 1;
+  /** Who connected (what `authenticate` returned for the upgrade request). */
+  caller?: Json;
   subscriptions?: HeldSubscription[];
   /** They did not fit in an attachment: the page reconnects after a hibernation. */
   overflow?: true;
@@ -61,26 +79,18 @@ const DEFAULT_HEARTBEAT_MS = 30_000;
 const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
 
 /**
- * Host methods a page or an HTTP caller may not call on an object: the object's life is the runtime's, not a
- * page's (a `close` would leave the object serving nothing until its next start).
+ * Why an object serves no page the methods its protocol row marks `servedToPages: false` (`close`,
+ * `requestTakeover`): the object's life is the runtime's, not a page's.
  */
-const NOT_SERVED: Readonly<Record<string, string>> = {
-  close: "a Durable Object's harness lives as long as the object; a page leaves with client.close().",
-  requestTakeover: "a Durable Object has one instance at a time; there is nothing to take over.",
-};
+const NOT_SERVED =
+  "a Durable Object's harness lives as long as the object and has one instance at a time; a page leaves with client.close().";
 
-/** The host's endpoint as pages and `POST /rpc` reach it: without `NOT_SERVED`, and with errors without stacks. */
-function servedToPages(endpoint: HostEndpoint): HostEndpoint {
-  return {
-    call(method, args) {
-      const why = Object.hasOwn(NOT_SERVED, method) ? NOT_SERVED[method] : undefined;
-      if (why) return Promise.reject(new MethodNotServed(method, why));
-      return endpoint.call(method, args);
-    },
-    subscribe: (method, args, emit) => endpoint.subscribe(method, args, emit),
-    unsubscribe: (id) => endpoint.unsubscribe(id),
-  };
-}
+/** The endpoint of a socket whose caller is not known: it refuses everything. */
+const refuseAll: HostEndpoint = {
+  call: (method) => Promise.reject(new NotAuthorized(method, "this socket connected before the object checked callers; reconnect.")),
+  subscribe: (method) => Promise.reject(new NotAuthorized(method, "this socket connected before the object checked callers; reconnect.")),
+  unsubscribe: () => {},
+};
 
 /** A library error for a page: its class, message and details, not the object's stack (bundle paths). */
 function pageError(error: unknown): SerializedError {
@@ -113,6 +123,7 @@ export class HarnessObject<Env = unknown> {
   /** The client API (the same host the browser worker serves). */
   readonly host: HarnessHost;
   readonly #endpoint: HostEndpoint;
+  readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
   readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
   readonly #heartbeatMs: number;
   #started = false;
@@ -126,7 +137,8 @@ export class HarnessObject<Env = unknown> {
   constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
     this.ctx = ctx;
     this.env = env;
-    const { heartbeatMs, methods, crashPoints, onReport, ...harnessOptions } = setup(env, ctx);
+    const { heartbeatMs, methods, crashPoints, onReport, powers, authenticate, authorize, ...harnessOptions } = setup(env, ctx);
+    this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#heartbeatMs = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const served = createHost({
@@ -138,7 +150,7 @@ export class HarnessObject<Env = unknown> {
       now: systemClock.now,
     });
     this.host = served.host;
-    this.#endpoint = servedToPages(hostEndpoint(served.host));
+    this.#endpoint = hostEndpoint(served.host);
     if (onReport) void served.host.onReport(onReport);
     // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every
     // request would open and fail again): requests are answered with it, sockets get the `failed` status.
@@ -196,40 +208,75 @@ export class HarnessObject<Env = unknown> {
   }
 
   async #serveClient(request: Request): Promise<Response> {
-    if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
-      // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
-      const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
-      if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
-      const { 0: page, 1: object } = new Pair();
-      this.ctx.acceptWebSocket(object);
-      return new Response(null, { status: 101, webSocket: page } as ResponseInit);
+    const upgrade = request.headers.get("upgrade")?.toLowerCase() === "websocket";
+    const rpc = request.method === "POST" && new URL(request.url).pathname === "/rpc";
+    if (!upgrade && !rpc) {
+      return Response.json(
+        { error: pageError(new InvalidRequest("Not found: connect a WebSocket, or POST /rpc { method, args }.")) },
+        { status: 404 },
+      );
     }
+    const caller = await this.#authenticate(request);
+    if (caller === undefined) {
+      const refused = new NotAuthorized(upgrade ? "connect" : "rpc", "the object's authenticate hook refused this request.");
+      return Response.json({ error: pageError(refused) }, { status: 401 });
+    }
+    // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
+    if (upgrade) return this.#accept(caller);
     await this.ready; // a failed open answers every request with its error
-    if (request.method === "POST" && new URL(request.url).pathname === "/rpc") {
-      const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
-      if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
-        throw new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.');
-      }
-      return Response.json({ value: (await this.#endpoint.call(body.method, (body.args as unknown[] | undefined) ?? [])) ?? null });
+    const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
+    if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
+      throw new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.');
     }
-    return Response.json(
-      { error: pageError(new InvalidRequest("Not found: connect a WebSocket, or POST /rpc { method, args }.")) },
-      { status: 404 },
-    );
+    const value = await this.#endpointFor(caller).call(body.method, (body.args as unknown[] | undefined) ?? []);
+    return Response.json({ value: value ?? null });
   }
 
   /**
    * The answer to a request that failed with `error`: JSON `{ error: { name, message, details? } }` (no stack),
-   * status 503 when the harness could not open (the object serves nothing until that is fixed), 400 for the
-   * library's other errors (a bad argument, a conflict), 500 for anything else. Subclasses' routes use it too.
+   * status 503 when the harness could not open (the object serves nothing until that is fixed), 403 for a call
+   * the object's doors refused this caller, 400 for the library's other errors (a bad argument, a conflict), 500
+   * for anything else. Subclasses' routes use it too.
    */
   async errorResponse(error: unknown): Promise<Response> {
     const failedOpen = await this.ready.then(
       () => false,
       (cause: unknown) => cause === error,
     );
-    const status = failedOpen ? 503 : error instanceof DurableError ? 400 : 500;
+    const status = failedOpen ? 503 : error instanceof NotAuthorized ? 403 : error instanceof DurableError ? 400 : 500;
     return Response.json({ error: pageError(error) }, { status });
+  }
+
+  /** Who sent `request` (`authenticate`), or undefined when it is refused; `null` when the object checks no one. */
+  async #authenticate(request: Request): Promise<Json | undefined> {
+    const { authenticate } = this.#doors;
+    if (!authenticate) return null;
+    try {
+      return await authenticate(request);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The host as this caller reaches it: every call through the doors of the protocol's table and `authorize`. */
+  #endpointFor(caller: Json): HostEndpoint {
+    return guardEndpoint(this.#endpoint, caller, { ...this.#doors, notServed: NOT_SERVED });
+  }
+
+  #accept(caller: Json): Response {
+    const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
+    if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
+    const { 0: page, 1: object } = new Pair();
+    try {
+      object.serializeAttachment({ version: 1, caller } satisfies Attachment);
+    } catch {
+      return Response.json(
+        { error: pageError(new InvalidRequest("The caller that authenticate returned does not fit in a socket's attachment (2 KB).")) },
+        { status: 400 },
+      );
+    }
+    this.ctx.acceptWebSocket(object);
+    return new Response(null, { status: 101, webSocket: page } as ResponseInit);
   }
 
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
@@ -248,18 +295,24 @@ export class HarnessObject<Env = unknown> {
 
   /** Serves a page's socket; the subscriptions it holds are kept in the socket's attachment. */
   #connect(socket: HibernatableWebSocket): MessageConnection {
+    const caller = this.#attachment(socket)?.caller;
     const connection = serveMessages(
-      this.#endpoint,
+      // A socket without a caller was accepted before the object checked callers: it may call only when none are.
+      caller !== undefined || !this.#doors.authenticate ? this.#endpointFor(caller ?? null) : refuseAll,
       (reply) => send(socket, reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply),
       {
         onSubscriptions: (held) => {
           if (!this.#connections.has(socket)) return; // the page left: nothing to keep
           try {
-            socket.serializeAttachment({ version: 1, subscriptions: held } satisfies Attachment);
+            socket.serializeAttachment({
+              version: 1,
+              ...(caller !== undefined ? { caller } : {}),
+              subscriptions: held,
+            } satisfies Attachment);
           } catch {
             // Larger than an attachment may be (2 KB): after a hibernation this page reconnects instead.
             try {
-              socket.serializeAttachment({ version: 1, overflow: true } satisfies Attachment);
+              socket.serializeAttachment({ version: 1, ...(caller !== undefined ? { caller } : {}), overflow: true } satisfies Attachment);
             } catch {
               // The socket is closing.
             }
@@ -273,18 +326,22 @@ export class HarnessObject<Env = unknown> {
 
   /** A socket that outlived the instance it subscribed on: subscribe again what it held, or have it reconnect. */
   #restore(socket: HibernatableWebSocket): void {
-    let attachment: Attachment | undefined;
-    try {
-      attachment = socket.deserializeAttachment() as Attachment | undefined;
-    } catch {
-      attachment = undefined;
-    }
-    if (attachment && attachment.version === 1 && !attachment.overflow) {
-      this.#connect(socket).restore(attachment.subscriptions ?? []);
-    } else if (attachment) {
+    const attachment = this.#attachment(socket);
+    if (attachment?.subscriptions && !attachment.overflow) {
+      this.#connect(socket).restore(attachment.subscriptions);
+    } else if (attachment?.overflow) {
       socket.close(RESTARTED, "The object started again: reconnect to subscribe again.");
     }
-    // No attachment: the page never subscribed; its next message is served as it comes.
+    // No subscriptions: the page never subscribed; its next message is served as it comes.
+  }
+
+  #attachment(socket: HibernatableWebSocket): Attachment | undefined {
+    try {
+      const attachment = socket.deserializeAttachment() as Attachment | undefined;
+      return attachment?.version === 1 ? attachment : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** The page went away: its subscriptions end. */

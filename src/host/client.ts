@@ -13,12 +13,18 @@ import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
-import { type ErrorShape, type HarnessStatus, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import {
+  type ClientAnswered,
+  type ErrorShape,
+  type HarnessStatus,
+  type MethodName,
+  PROTOCOL,
+  type RemoteHost,
+  type Unsubscribe,
+} from "./protocol.ts";
 
-/** Methods the client answers itself instead of forwarding (the status is kept on the page). */
-const OWN = new Set<MethodName>(["status", "onStatus", "lifeLock", "call", "watchConversation"]);
-
-type Forwarded = Omit<RemoteHost, "status" | "onStatus" | "lifeLock" | "call" | "watchConversation">;
+/** The methods the client forwards as they are; it answers the others itself (`answeredByClient` in PROTOCOL). */
+type Forwarded = Omit<RemoteHost, ClientAnswered>;
 
 // The forwarded methods are added to the class's prototype from PROTOCOL (see the static block).
 export interface HostClient extends Forwarded {}
@@ -34,7 +40,7 @@ export class HostClient {
 
   static {
     for (const name of Object.keys(PROTOCOL) as MethodName[]) {
-      if (OWN.has(name)) continue;
+      if (PROTOCOL[name].answeredByClient) continue;
       Object.defineProperty(HostClient.prototype, name, {
         value(this: HostClient, ...args: unknown[]) {
           return this.#track(() => (this.remote[name] as (...args: unknown[]) => Promise<unknown>)(...args));

@@ -5,8 +5,8 @@
  * back into the typed host. Comlink carries an endpoint directly (src/browser/comlink.ts); a message-based
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
-import { UnknownMethod } from "../errors.ts";
-import { type HarnessHost, isMethod, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import { InvalidArguments, UnknownMethod } from "../errors.ts";
+import { type HarnessHost, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;
@@ -28,16 +28,16 @@ type AnyMethod = (...args: unknown[]) => unknown;
 export function hostEndpoint(host: HarnessHost, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
   const subscriptions = new Map<number, Unsubscribe>();
   let lastId = 0;
-  const method = (name: string, kind: "call" | "subscribe") => {
-    if (!isMethod(name) || PROTOCOL[name] !== kind) throw new UnknownMethod(name);
-    return (host[name] as AnyMethod).bind(host);
+  const method = (name: string, kind: "call" | "subscribe", args: unknown) => {
+    checkCall(name, kind, args);
+    return (host[name as MethodName] as AnyMethod).bind(host);
   };
   return {
     async call(name, args) {
-      return method(name, "call")(...args);
+      return method(name, "call", args)(...args);
     },
     async subscribe(name, args, emit) {
-      const unsubscribe = method(name, "subscribe")(...args, emit) as Unsubscribe;
+      const unsubscribe = method(name, "subscribe", args)(...args, emit) as Unsubscribe;
       const id = ++lastId;
       subscriptions.set(id, () => {
         unsubscribe();
@@ -59,18 +59,28 @@ export function hostEndpoint(host: HarnessHost, options: { dropped?: (emit: (val
   };
 }
 
+/**
+ * Refuses a call before anything runs: a name that is not a method of this kind (own rows of `PROTOCOL` only,
+ * never `constructor` or `__proto__`) is `UnknownMethod`, arguments its schema refuses are `InvalidArguments`.
+ */
+export function checkCall(name: unknown, kind: "call" | "subscribe", args: unknown): asserts name is MethodName {
+  if (typeof name !== "string" || !isMethod(name) || PROTOCOL[name].kind !== kind) throw new UnknownMethod(String(name));
+  const problem = PROTOCOL[name].args(args as readonly unknown[]);
+  if (problem) throw new InvalidArguments(name, problem);
+}
+
 /** The typed host behind an endpoint: one forwarding function per protocol method, derived from `PROTOCOL`. */
 export function remoteHost(endpoint: HostEndpoint): RemoteHost {
   const remote: Record<string, (...args: unknown[]) => Promise<unknown>> = {};
-  for (const [name, kind] of Object.entries(PROTOCOL)) {
+  for (const [name, { kind }] of Object.entries(PROTOCOL)) {
     remote[name] =
       kind === "call"
-        ? (...args) => endpoint.call(name, args)
+        ? (...args) => endpoint.call(name, withoutTrailingUndefined(args))
         : async (...args) => {
             const listener = args.pop() as (value: unknown) => void;
             let subscribed = true;
             // A value the host sent before it heard of the unsubscribe is not delivered.
-            const id = await endpoint.subscribe(name, args, (value) => subscribed && listener(value));
+            const id = await endpoint.subscribe(name, withoutTrailingUndefined(args), (value) => subscribed && listener(value));
             return () => {
               if (!subscribed) return;
               subscribed = false;
@@ -84,4 +94,11 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
           };
   }
   return remote as unknown as RemoteHost;
+}
+
+/** An optional argument left undefined is sent as absent (over JSON it would arrive as null, which is a value). */
+function withoutTrailingUndefined(args: unknown[]): unknown[] {
+  let end = args.length;
+  while (end > 0 && args[end - 1] === undefined) end--;
+  return end === args.length ? args : args.slice(0, end);
 }

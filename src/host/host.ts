@@ -6,7 +6,7 @@
  */
 import { coalesceLiveFrames, type LivePace } from "../agent/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
-import { CrashPointsOff, DurableError, HarnessClosed, UnknownTaskKind } from "../errors.ts";
+import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -291,9 +291,10 @@ export function createHost(options: HostOptions): ServedHost {
       requireHarness().conversation(conversationId).entriesBefore(beforeId, limit, ctx),
     async call(method, ...args) {
       const open = requireHarness();
-      const implementation = options.methods?.[method];
-      if (!implementation)
-        throw new DurableError(`The worker has no method ${JSON.stringify(method)}; add it with serveHarness({ methods }).`);
+      // Own properties only: `constructor`, `toString` or `__proto__` are no app method.
+      const methods = options.methods;
+      const implementation = methods && typeof method === "string" && Object.hasOwn(methods, method) ? methods[method] : undefined;
+      if (typeof implementation !== "function") throw new UnknownAppMethod(String(method));
       return implementation(open, ...args);
     },
   };

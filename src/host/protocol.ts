@@ -1,14 +1,18 @@
 /**
  * The one definition of the protocol between a page and the host that owns a harness (a Web Worker, a Durable
- * Object). `HarnessHost` is what a host implements; `PROTOCOL` says, for each of its methods, how it crosses a
- * transport: a `call` answers once, a `subscribe` takes a listener as its last argument and pushes values until
- * it is unsubscribed. Host endpoints and clients are derived from these two; nothing else lists the methods.
+ * Object). `HarnessHost` is what a host implements; `PROTOCOL` holds one row per method: how it crosses a
+ * transport (a `call` answers once, a `subscribe` takes a listener as its last argument and pushes values until
+ * it is unsubscribed), its argument schema, whether a tab may send it again, its exposure class, and where it
+ * is served. Host endpoints, clients, the tabs' retries and the object's doors read these rows; nothing else
+ * lists the methods.
  */
+import { agentChange, submissionDraft } from "../agent/drafts.ts";
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewUpdate, EntryPage } from "../agent/view.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
+import { type ArgsCheck, args, id, integer, json, none, record, scalar, text } from "../shape.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
 
@@ -110,55 +114,123 @@ export interface HarnessHost {
   call(method: string, ...args: Json[]): Promise<unknown>;
 }
 
-export type MethodKind = "call" | "subscribe";
+/**
+ * Whether a call may be sent again to a new leader tab after the old one went with it in flight: `safe` (it
+ * ends the same however often it runs: reads, waits, settings), `keyed` (a creation that runs again only with
+ * an idempotency key, held at `key`), `never`. A subscription is always subscribed again.
+ */
+export type Retry = "safe" | "keyed" | "never";
 
-/** How each method crosses a transport. The compiler keeps it in step with `HarnessHost`. */
+/**
+ * Who may make a call when the host serves callers it does not trust outright (a Durable Object reached from
+ * the internet): `page` calls are what a page needs for its own conversations (submit, read, subscribe);
+ * `power` calls change or reveal the whole host (configure, query, export, crash points, app methods, task
+ * creation) and are off unless the app turns them on.
+ */
+export type Exposure = "page" | "power";
+
+/** One method's row: how it crosses a transport and what a host and a client do with it. */
+export interface MethodPolicy {
+  /** `call` answers once; `subscribe` takes a listener as its last argument and pushes values. */
+  kind: "call" | "subscribe";
+  /** What is wrong with the arguments (before a subscription's listener), or undefined. */
+  args: ArgsCheck;
+  /** Calls only: whether a follower tab sends it again after its leader went (see `Retry`). */
+  retry: Retry;
+  /** For `retry: "keyed"`: the idempotency key is field `field` of argument `arg` (an object, created if absent). */
+  key?: { arg: number; field: string };
+  /** The exposure class, or one that depends on the arguments (a creation that also configures is a power). */
+  exposure: Exposure | ((args: readonly unknown[]) => Exposure);
+  /** False: a host whose life its runtime owns (a Durable Object) serves it to no page; the runtime ends it. */
+  servedToPages: boolean;
+  /** True: a browser tab always sends it to its own worker, never to the leader tab's. */
+  local: boolean;
+  /** True: the page's client answers it itself (`HostClient`), rather than forwarding it as it is. */
+  answeredByClient: boolean;
+}
+
+type Kind<F> = F extends (...args: never[]) => Unsubscribe ? "subscribe" : "call";
+
+const row = <K extends "call" | "subscribe", const P extends Partial<Omit<MethodPolicy, "kind" | "args">> & Pick<MethodPolicy, "exposure">>(
+  kind: K,
+  check: ArgsCheck,
+  policy: P,
+) =>
+  ({ retry: "never", servedToPages: true, local: false, answeredByClient: false, ...policy, kind, args: check }) as MethodPolicy & {
+    kind: K;
+  } & P;
+
+/** A creation that takes an `AgentChange` configures too: a power then, a page call without one. */
+const configuresWith = (args: readonly unknown[]): Exposure => (args[0] === undefined ? "page" : "power");
+
+const taskOptions = record({}, { conversationId: id, key: text({ max: 200 }) });
+
+/**
+ * Each method's row: the one place a method is listed. Host endpoints and clients are derived from it, and
+ * so are the argument checks at every host, the tabs' retries and what an object serves to which caller.
+ * The compiler keeps it in step with `HarnessHost`.
+ */
 export const PROTOCOL = {
-  status: "call",
-  lifeLock: "call",
-  onStatus: "subscribe",
-  onReport: "subscribe",
-  watchTasks: "subscribe",
-  createTask: "call",
-  getTask: "call",
-  waitForTask: "call",
-  abortTask: "call",
-  inspect: "call",
-  resume: "call",
-  query: "call",
-  exportDatabase: "call",
-  armCrashPoint: "call",
-  disarmCrashPoint: "call",
-  close: "call",
-  requestTakeover: "call",
-  rootConversation: "call",
-  createConversation: "call",
-  listConversations: "call",
-  configure: "call",
-  submit: "call",
-  waitForSubmission: "call",
-  abortConversation: "call",
-  compact: "call",
-  watchConversation: "subscribe",
-  conversationEntries: "call",
-  call: "call",
-} as const satisfies { [K in keyof HarnessHost]: HarnessHost[K] extends (...args: never[]) => Unsubscribe ? "subscribe" : "call" };
+  status: row("call", none, { retry: "safe", exposure: "page", answeredByClient: true }),
+  lifeLock: row("call", none, { exposure: "page", local: true, answeredByClient: true }),
+  onStatus: row("subscribe", none, { exposure: "page", answeredByClient: true }),
+  onReport: row("subscribe", none, { exposure: "page" }),
+  watchTasks: row("subscribe", none, { exposure: "page" }),
+  createTask: row("call", args([text({ max: 200 }), json], [taskOptions]), {
+    retry: "keyed",
+    key: { arg: 2, field: "key" },
+    exposure: "power",
+  }),
+  getTask: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  waitForTask: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  abortTask: row("call", args([id]), { retry: "safe", exposure: "power" }),
+  inspect: row("call", none, { retry: "safe", exposure: "page" }),
+  resume: row("call", none, { retry: "safe", exposure: "power" }),
+  query: row("call", args([text()], [], scalar), { retry: "safe", exposure: "power" }),
+  exportDatabase: row("call", none, { retry: "safe", exposure: "power" }),
+  armCrashPoint: row("call", args([text({ max: 200 })]), { exposure: "power" }),
+  disarmCrashPoint: row("call", none, { retry: "safe", exposure: "power" }),
+  close: row("call", none, { exposure: "page", servedToPages: false, local: true }),
+  requestTakeover: row("call", none, { exposure: "page", servedToPages: false, local: true }),
+  rootConversation: row("call", args([], [agentChange]), { retry: "safe", exposure: configuresWith }),
+  createConversation: row("call", args([], [agentChange]), { exposure: configuresWith }),
+  listConversations: row("call", none, { retry: "safe", exposure: "page" }),
+  configure: row("call", args([id, agentChange]), { retry: "safe", exposure: "power" }),
+  submit: row("call", args([id, submissionDraft]), { retry: "keyed", key: { arg: 1, field: "requestId" }, exposure: "page" }),
+  waitForSubmission: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  abortConversation: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  compact: row("call", args([id], [text({ empty: true, max: 10_000 })]), { exposure: "page" }),
+  watchConversation: row("subscribe", args([id]), { exposure: "page", answeredByClient: true }),
+  conversationEntries: row("call", args([id, id, integer(1, 1000)]), { retry: "safe", exposure: "page" }),
+  call: row("call", args([text({ max: 200 })], [], json), { exposure: "power", answeredByClient: true }),
+} as const satisfies { [K in keyof HarnessHost]: MethodPolicy & { kind: Kind<HarnessHost[K]> } };
 
 export type MethodName = keyof HarnessHost;
-export type CallName = { [K in MethodName]: (typeof PROTOCOL)[K] extends "call" ? K : never }[MethodName];
-export type SubscriptionName = { [K in MethodName]: (typeof PROTOCOL)[K] extends "subscribe" ? K : never }[MethodName];
+export type CallName = { [K in MethodName]: (typeof PROTOCOL)[K]["kind"] extends "call" ? K : never }[MethodName];
+export type SubscriptionName = { [K in MethodName]: (typeof PROTOCOL)[K]["kind"] extends "subscribe" ? K : never }[MethodName];
+/** The methods a page's client answers itself (`answeredByClient`). */
+export type ClientAnswered = { [K in MethodName]: (typeof PROTOCOL)[K]["answeredByClient"] extends true ? K : never }[MethodName];
 
-/** A subscription's arguments before the listener, and the values its listener receives. */
-type Split<F> = F extends (...args: [...infer Args, (value: infer Value) => void]) => Unsubscribe ? { args: Args; value: Value } : never;
-export type SubscriptionArgs<K extends SubscriptionName> = Split<HarnessHost[K]>["args"];
-export type SubscriptionValue<K extends SubscriptionName> = Split<HarnessHost[K]>["value"];
+/**
+ * Every method that is a power, or can be one with some arguments: for a host whose pages may do anything (a
+ * local demo, a test). An app on the internet lists the powers its pages need instead.
+ */
+export const ALL_POWERS: readonly MethodName[] = (Object.keys(PROTOCOL) as MethodName[]).filter(
+  (name) => (PROTOCOL[name] as MethodPolicy).exposure !== "page",
+);
+
+/** The exposure of one call of `method` with these arguments. */
+export function exposureOf(method: MethodName, args: readonly unknown[]): Exposure {
+  const { exposure } = PROTOCOL[method] as MethodPolicy;
+  return typeof exposure === "function" ? exposure(args) : exposure;
+}
 
 /**
  * The host as seen from the other side of a transport: every call answers asynchronously, and a subscription
  * resolves with its unsubscribe function once the host holds the listener (it rejects if the host refused it).
  */
 export type RemoteHost = {
-  [K in keyof HarnessHost]: (typeof PROTOCOL)[K] extends "subscribe"
+  [K in keyof HarnessHost]: (typeof PROTOCOL)[K]["kind"] extends "subscribe"
     ? (...args: Parameters<HarnessHost[K]>) => Promise<Unsubscribe>
     : (...args: Parameters<HarnessHost[K]>) => Promise<Awaited<ReturnType<HarnessHost[K]>>>;
 };

@@ -132,6 +132,7 @@ export class HibernatingObject extends HarnessObject<Env> {
     super(ctx, env, () => ({
       registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
       methods: { instance: () => instance },
+      powers: ["call", "createTask"],
     }));
   }
 }

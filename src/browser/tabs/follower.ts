@@ -5,7 +5,7 @@ import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { isLoss, keyed, OWN_CALLS, RETRIED, withKey } from "./retry.ts";
+import { isLocal, isLoss, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader this tab follows, over its connection's channel. */
@@ -223,7 +223,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
 
   return {
     async call(method, args) {
-      if (OWN_CALLS.has(method)) return own.call(method, args);
+      if (isLocal(method)) return own.call(method, args);
       let sent = args;
       for (let fresh = true; ; fresh = false) {
         const target = await next(fresh);
@@ -235,7 +235,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         } catch (error) {
           if (target === OWN ? !(await ownLost(error)) : !isLoss(error)) throw error;
           if (target !== OWN) lose(target);
-          if (!RETRIED.has(method) || !keyed(method, sent)) throw new ConnectionLost();
+          if (!retried(method, sent)) throw new ConnectionLost();
         }
       }
     },

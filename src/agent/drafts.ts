@@ -1,0 +1,56 @@
+/**
+ * The shapes of what a caller gives the agent — a submission draft, its content items, a config change —
+ * checked before anything is admitted, so nothing malformed is ever committed (a content item the model
+ * provider cannot read would leave every later input of the conversation unanswered). The host's protocol
+ * checks the same shapes at its door (src/host/protocol.ts).
+ */
+import { type Check, either, json, list, literal, nullable, record, text, variant } from "../shape.ts";
+
+/** How many content items one input may carry. */
+const MAX_CONTENT_ITEMS = 1000;
+/** How many tool names a config may list. */
+const MAX_TOOLS = 1000;
+
+/** pi-ai's user content items: text, or an image as base64 `data` with its `mimeType`. */
+export const contentItem: Check = variant("type", {
+  text: record({ type: literal("text"), text: text({ empty: true }) }, { textSignature: text({ empty: true }) }),
+  image: record({ type: literal("image"), data: text(), mimeType: text() }),
+});
+
+/** An input's content: a non-empty string, or a non-empty array of content items. */
+export const userContent: Check = (value, path) => {
+  if (typeof value === "string") return value === "" ? `${path} must not be empty` : undefined;
+  if (Array.isArray(value) && value.length === 0) return `${path} must have at least one item`;
+  return list(contentItem, MAX_CONTENT_ITEMS)(value, path);
+};
+
+/** A message in a written entry: JSON with one of pi-ai's roles (the entry kinds that feed the model need one). */
+const message: Check = variant("role", { user: json, assistant: json, toolResult: json, system: json });
+
+const requestId = text({ max: 200 });
+
+/** A `SubmissionDraft`. */
+export const submissionDraft: Check = variant("type", {
+  input: record({ type: literal("input"), content: userContent }, { requestId, whenBusy: literal("followUp", "steer", "reject") }),
+  write: record({ type: literal("write"), entry: record({ kind: text({ max: 200 }) }, { message, data: json }) }, { requestId }),
+});
+
+/** A model: a `"provider/id"` string, or an object with a `provider` and an `id` (a pi-ai Model has more fields). */
+const model: Check = either(text(), (value, path) => {
+  const problem = json(value, path);
+  if (problem) return problem;
+  const ref = value as { provider?: unknown; id?: unknown } | null;
+  if (typeof ref !== "object" || ref === null || Array.isArray(ref)) return `${path} must be "provider/id" or { provider, id }`;
+  return text()(ref.provider, `${path}.provider`) ?? text()(ref.id, `${path}.id`);
+});
+
+/** An `AgentChange`: each field a new value, null to clear it, absent to keep it. */
+export const agentChange: Check = record(
+  {},
+  { model: nullable(model), instructions: nullable(text({ empty: true })), tools: nullable(list(text(), MAX_TOOLS)) },
+);
+
+/** What is wrong with a draft, for `InvalidSubmission`; undefined when it may be admitted. */
+export function draftProblem(draft: unknown): string | undefined {
+  return submissionDraft(draft, "the draft");
+}

@@ -1,0 +1,64 @@
+/**
+ * The doors of a host that serves callers it does not trust outright (a Durable Object reached from the
+ * internet, a worker serving other origins): each call is checked against its row in `PROTOCOL` before it
+ * reaches the host — a known method with well-formed arguments, served here, of an exposure this host turns
+ * on — then against the app's `authorize` hook, with the caller's identity the transport established (a
+ * request's, or a socket's since it connected). A refused call is a typed error and runs nothing.
+ */
+import { MethodNotServed, NotAuthorized } from "../errors.ts";
+import { checkCall, type HostEndpoint } from "./endpoint.ts";
+import { type Exposure, exposureOf, type MethodName, PROTOCOL } from "./protocol.ts";
+
+/** One call as the `authorize` hook sees it (arguments already checked against the method's schema). */
+export interface CallAtDoor {
+  method: MethodName;
+  kind: "call" | "subscribe";
+  args: readonly unknown[];
+  exposure: Exposure;
+}
+
+/** Whether `caller` may make `call`; false (or a throw) refuses it with `NotAuthorized`. */
+export type Authorize<Caller> = (caller: Caller, call: CallAtDoor) => boolean | Promise<boolean>;
+
+export interface Doors<Caller> {
+  /**
+   * The `power` methods this host serves (see `Exposure` in protocol.ts); `page` ones are always served.
+   * Default: none.
+   */
+  powers?: readonly MethodName[];
+  /** Asked for every call and subscription that passed the table. Default: every caller may. */
+  authorize?: Authorize<Caller>;
+  /** A host whose life its runtime owns: methods with `servedToPages: false` (`close`, …) are not served, and why. */
+  notServed?: string;
+}
+
+/** `endpoint` as one caller reaches it through the doors. */
+export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, doors: Doors<Caller>): HostEndpoint {
+  const powers = new Set<string>(doors.powers ?? []);
+  const admit = async (method: string, kind: "call" | "subscribe", args: unknown[]) => {
+    checkCall(method, kind, args);
+    if (doors.notServed !== undefined && !PROTOCOL[method].servedToPages) throw new MethodNotServed(method, doors.notServed);
+    const exposure = exposureOf(method, args);
+    if (exposure === "power" && !powers.has(method))
+      throw new NotAuthorized(method, `it is a power this host does not turn on (add ${JSON.stringify(method)} to its powers).`);
+    if (!doors.authorize) return;
+    let allowed: boolean;
+    try {
+      allowed = await doors.authorize(caller, { method, kind, args, exposure });
+    } catch (error) {
+      throw new NotAuthorized(method, `its authorize hook failed (${error instanceof Error ? error.message : String(error)}).`);
+    }
+    if (allowed !== true) throw new NotAuthorized(method, "its authorize hook refused this caller.");
+  };
+  return {
+    async call(method, args) {
+      await admit(method, "call", args);
+      return endpoint.call(method, args);
+    },
+    async subscribe(method, args, emit) {
+      await admit(method, "subscribe", args);
+      return endpoint.subscribe(method, args, emit);
+    },
+    unsubscribe: (id) => endpoint.unsubscribe(id),
+  };
+}
