@@ -206,8 +206,6 @@ export const PROTOCOL = {
 } as const satisfies { [K in keyof HarnessHost]: MethodPolicy & { kind: Kind<HarnessHost[K]> } };
 
 export type MethodName = keyof HarnessHost;
-export type CallName = { [K in MethodName]: (typeof PROTOCOL)[K]["kind"] extends "call" ? K : never }[MethodName];
-export type SubscriptionName = { [K in MethodName]: (typeof PROTOCOL)[K]["kind"] extends "subscribe" ? K : never }[MethodName];
 /** The methods a page's client answers itself (`answeredByClient`). */
 export type ClientAnswered = { [K in MethodName]: (typeof PROTOCOL)[K]["answeredByClient"] extends true ? K : never }[MethodName];
 
