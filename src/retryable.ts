@@ -49,6 +49,10 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   MethodNotServed: false,
   ImageUnavailable: false,
   ViewUpdateOutOfOrder: true,
+  InvalidArguments: false,
+  UnknownAppMethod: false,
+  // The caller needs another identity or the app another policy; the same call is refused again.
+  NotAuthorized: false,
 };
 
 /** Whether `error` is one of the library's errors that is worth retrying (see `RETRYABLE`). */
