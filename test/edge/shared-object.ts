@@ -76,7 +76,10 @@ export class SharedObject extends HarnessObject<Env> {
       );
     }
     const print = (line: string) => env.PRINT.fetch("http://print/", { method: "POST", body: `${name}: ${line}` }).then(() => {});
-    super(ctx, env, () => ({ registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })) }));
+    super(ctx, env, () => ({
+      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
+      powers: ["query"], // the test reads the app's table through the harness's read-only query
+    }));
   }
 
   override async fetch(request: Request): Promise<Response> {
