@@ -3,6 +3,7 @@ export { createManualClock, type ManualClock } from "./clock.ts";
 export {
   BUILT_IN_INVARIANTS,
   type BuiltInInvariant,
+  type CrashPoint,
   type CrashScenario,
   type CrashSweepOptions,
   type CrashSweepResult,
