@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ConversationViewState } from "../src/agent/view.ts";
 import type { AssistantEntryPayload, SubmissionOutcome, ToolResultEntryPayload } from "../src/index.ts";
 import type { Report } from "../src/reports.ts";
@@ -9,7 +9,7 @@ import type { EntryRecord } from "../src/storage/records.ts";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { type DemoWorkerConfig, type ModelChoice, OFFLINE_MODEL, PROBE, type ProviderConfig } from "../worker/protocol.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import { armCrashPoint, crashPointHit, openDemo, query } from "./support/demo";
 
 // The demo worker's agent (worker/) in the demo app's production build, in real Chromium on real OPFS: the
@@ -23,15 +23,7 @@ declare global {
   var e2eReports: Report[];
 }
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 const INTERRUPTED = `<harness>\n[error] Tool probe was interrupted and may have partially run\n</harness>`;
 

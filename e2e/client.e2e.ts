@@ -1,17 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { harnessWorker } from "../src/testing/playwright.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import { openDemo, waitForStatus } from "./support/demo.ts";
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 describe("the page client tells a dead worker from a busy one", () => {
   it("a call pending when the worker dies by itself rejects with WorkerGone instead of hanging", async () => {

@@ -1,10 +1,10 @@
 import { mkdir, readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { OFFLINE_MODEL_LABEL, PROBE } from "../worker/protocol.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import {
   applySettings,
   openDemo,
@@ -29,15 +29,7 @@ import {
 // the storage inspector, the settings, offline loading, the layout at two sizes, and model text that must
 // stay text. A reload is the crash. Each test cites the rule it shows where there is one (S1–S12, glossed at the top of the README).
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 /** The harness's note in the interrupted result (shown to the person as a notice, with this as its title). */
 const INTERRUPTED = "[error] Tool probe was interrupted and may have partially run";

@@ -1,10 +1,10 @@
 import { mkdir, readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { OFFLINE_MODEL_LABEL, PROBE } from "../worker/protocol.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import {
   applySettings,
   openDemo,
@@ -29,15 +29,7 @@ import {
 // of each step in .tmp/screenshots/first-minute-*.png. The detailed checks of each part are in
 // demo.e2e.ts; this test is the story in one piece. A reload is the crash.
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 let step = 0;
 async function shot(page: Page, name: string): Promise<void> {

@@ -1,9 +1,9 @@
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SEED_QUERY } from "../examples/counter-task.ts";
 import { crashTab, harnessStatus, waitForReady, waitForTask } from "../src/testing/playwright.ts";
 import "./app/api.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import {
   armCrashPoint,
   crashPointHit,
@@ -24,15 +24,7 @@ import {
 // terminated worker and a renderer crash are the crashes (the README's durability contract); assertions are on what the page
 // shows and on the database through the client's read-only SQL. Each test cites the seed rule it proves.
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 /** The seed's table row of a task (S11), with `memos` parsed. */
 async function seedRow(page: Page, id: number) {

@@ -1,19 +1,11 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import "./app/host-api.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 
 // The worker/page boundary in Chromium (e2e/app/harness-worker.ts serves a harness with serveHarness): errors
 // arrive as the library's own classes, and every subscription can end, leaving the worker no listener.
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 describe("errors cross the worker boundary as the library's classes", () => {
   it("instanceof ReadOnlySession, UnknownTaskKind and QueryNotReadOnly hold on the page, with name, message and fields", async () => {

@@ -2,9 +2,9 @@ import { createHash } from "node:crypto";
 import { cp, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import { build, type Plugin } from "vite";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import { sendMessage, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 import { DEMO_DIST } from "./support/global-setup";
 import { serveStatic } from "./support/server";
@@ -14,15 +14,7 @@ import { serveStatic } from "./support/server";
 // the page offers the update instead of swapping the app under a running tab. Offline loading itself is in
 // demo.e2e.ts and first-minute.e2e.ts.
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 const SERVED = resolve(".tmp/pwa-served");
 const NEXT = resolve(".tmp/pwa-next");

@@ -1,22 +1,14 @@
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { OpenOptions } from "./app/api.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 
 // The opfs-sahpool backend of src/storage/sqlite/wasm.ts in real Chromium on real (on-disk) OPFS, with
 // the page reload, worker.terminate() and a damaged file as the events that matter (docs/decisions/0001).
 
 const DB_PATH = "/pi-durable.sqlite3";
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 /** Opens the database in the page's worker; an open error comes back as `{ name, message }`. */
 async function openDatabase(page: Page, options: OpenOptions = {}) {

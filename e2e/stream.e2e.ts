@@ -1,10 +1,10 @@
 import { mkdir } from "node:fs/promises";
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { PROBE } from "../worker/protocol.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import { openDemo, query, reveal, sendMessage, toolCard, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 
 // The live channel in the demo app with the default settings (persistWithinMs 1000): the partial answer is on
@@ -12,15 +12,7 @@ import { openDemo, query, reveal, sendMessage, toolCard, waitForReply, waitForSt
 // the recovery a person sees: the retry countdown, the aborted partial, the interrupted tool's notice, at
 // 1280×800 and 390×844 (screenshots in .tmp/screenshots/stream-*.png).
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 async function openApp(): Promise<Page> {
   const page = await openDemo(session);

@@ -1,9 +1,9 @@
 import type { Page } from "playwright-core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { crashTab, harnessStatus, waitForReady, waitForTask } from "../src/testing/playwright.ts";
 import { STORY } from "../worker/offline-model.ts";
 import { PROBE } from "../worker/protocol.ts";
-import { type BrowserSession, startBrowser } from "./support/browser";
+import { browserPerTest } from "./support/browser";
 import { openDemo, sendMessage, toolCard, waitForReply, waitForStatus, waitForUserEntry } from "./support/demo";
 
 // Every tab is live (issue 15, decision record 0017): three tabs of the demo app on one database. The tab
@@ -12,15 +12,7 @@ import { openDemo, sendMessage, toolCard, waitForReply, waitForStatus, waitForUs
 // the database and recovers, and the other tabs keep their views. Assertions are on what each page shows and
 // on the database through the client's read-only SQL.
 
-let session: BrowserSession;
-
-beforeEach(async () => {
-  session = await startBrowser();
-});
-
-afterEach(async () => {
-  await session.close();
-});
+const session = browserPerTest();
 
 /** The tab's role as its client reports it (undefined until ready). */
 function role(page: Page): Promise<string | undefined> {

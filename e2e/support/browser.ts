@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
-import { inject, onTestFailed } from "vitest";
+import { afterEach, beforeEach, inject, onTestFailed } from "vitest";
 import { CHROMIUM_ARGS, findChromium } from "../../scripts/find-chromium.mjs";
 
 export interface BrowserSession {
@@ -60,5 +60,36 @@ export async function startBrowser(): Promise<BrowserSession> {
       await context.close();
       await rm(userDataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A fresh browser for every test of the file (started before each, closed after): the returned session
+ * forwards to the current test's browser, so a file declares it once at the top.
+ */
+export function browserPerTest(): BrowserSession {
+  let current: BrowserSession | undefined;
+  beforeEach(async () => {
+    current = await startBrowser();
+  });
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  const now = (): BrowserSession => {
+    if (!current) throw new Error("browserPerTest(): the session exists only while a test runs.");
+    return current;
+  };
+  return {
+    get context() {
+      return now().context;
+    },
+    get logs() {
+      return now().logs;
+    },
+    newPage: (url) => now().newPage(url),
+    track: (page) => now().track(page),
+    reload: (page) => now().reload(page),
+    close: () => now().close(),
   };
 }
