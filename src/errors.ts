@@ -60,11 +60,39 @@ export class DatabaseLocked extends DurableError {
   override name = "DatabaseLocked";
 }
 
-/** A statement passed to `storage.query()` would write. */
+/**
+ * A statement passed to `storage.query()` would write, or change the connection (a PRAGMA that sets
+ * something, transaction control, ATTACH), or is more than one statement. It was not run, and nothing changed.
+ */
 export class QueryNotReadOnly extends DurableError {
   override name = "QueryNotReadOnly";
-  constructor(sql: string) {
-    super(`storage.query() runs read-only SQL only; this statement would write: ${sql.slice(0, 120)}`);
+  constructor(sql: string, why = "this statement would write or change the connection") {
+    super(`storage.query() runs one read-only statement only; ${why}: ${sql.slice(0, 120)}`);
+  }
+}
+
+/** SQLite could not prepare or run a `storage.query()` statement (a typo, an unknown column, a statement too long). Nothing changed. */
+export class QueryFailed extends DurableError {
+  override name = "QueryFailed";
+  constructor(sqliteMessage: string, options?: { cause?: unknown }) {
+    super(`storage.query() failed: ${sqliteMessage}. Fix the statement and run it again; nothing was changed.`, options);
+  }
+}
+
+/** A `storage.query()` statement returned or cost more than its limit (`queryLimits`); it was stopped, nothing changed. */
+export class QueryLimitExceeded extends DurableError {
+  override name = "QueryLimitExceeded";
+  constructor(
+    readonly limit: "maxRows" | "maxBytes" | "maxSteps",
+    readonly value: number,
+  ) {
+    const what = { maxRows: `more than ${value} rows`, maxBytes: `more than ${value} bytes`, maxSteps: `more than ${value} SQLite steps` }[
+      limit
+    ];
+    super(
+      `storage.query() stopped the statement: it would return or take ${what} (queryLimits.${limit}). Add a LIMIT or a ` +
+        `narrower WHERE, or raise queryLimits.${limit} where the storage is opened.`,
+    );
   }
 }
 

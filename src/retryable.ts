@@ -25,6 +25,9 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   StorageQuotaExceeded: false,
   DatabaseLocked: true,
   QueryNotReadOnly: false,
+  QueryFailed: false,
+  // The same statement over the same rows stops at the same limit: narrow it, or raise queryLimits.
+  QueryLimitExceeded: false,
   NotFound: false,
   InvalidCommit: false,
   InvocationEnded: false,

@@ -10,21 +10,33 @@
  * - A transaction body runs in `ctx.storage.transactionSync` (the object refuses BEGIN and SAVEPOINT); a
  *   throwing body rolls back.
  * - Changed-row counts come from `changes()`: the cursor's `rowsWritten` counts index entries too.
- * - The object refuses most PRAGMAs, `query_only` among them. `SqliteStorage.query()` brackets a read-only
- *   query with `PRAGMA query_only = 1 / 0`; here those two statements switch this facade's own guard, and so
- *   does opening it `readOnly`. There is no `sqlite3_stmt_readonly` on an object, so the guard asks SQLite for
- *   the statement's program (`EXPLAIN`) and refuses one that opens a write transaction — what
- *   `sqlite3_stmt_readonly` itself looks at — and it runs the statement inside a transaction that is rolled
- *   back should the cursor report a written row after all.
+ * - The object refuses BEGIN, ATTACH and most PRAGMAs itself. `query()` (the door of `storage.query()`) and a
+ *   database opened `readOnly` decide whether a statement only reads before anything runs
+ *   (docs/decisions/0020): there is no authorizer or `sqlite3_stmt_readonly` on an object, and SQLite applies
+ *   a PRAGMA's value while it *compiles* the PRAGMA (also under `EXPLAIN`), so a PRAGMA is judged from its
+ *   text alone (query-rules.ts: one statement, a read-only name, no argument unless it names a table), and
+ *   any other statement from its program (`EXPLAIN`): one that opens a write transaction is refused, which is
+ *   what `sqlite3_stmt_readonly` itself looks at. It then runs inside a transaction that is rolled back should
+ *   the cursor report a written row after all, and stops at the row and byte caps between rows (the object
+ *   offers no step budget: a single row that takes long is bounded only by the object's CPU limit).
  * - BLOBs come back as `Uint8Array`. Integers beyond ±2^53 cannot be bound (refused); the object binds every
  *   JavaScript number as a REAL (`typeof(?)` is 'real', `json_array(?)` gives `[5.0]`): CAST where that matters.
  */
-import { HarnessClosed, ImageUnavailable, QueryNotReadOnly, ReadOnlySession } from "../errors.ts";
+import {
+  DurableError,
+  HarnessClosed,
+  ImageUnavailable,
+  QueryFailed,
+  QueryLimitExceeded,
+  QueryNotReadOnly,
+  ReadOnlySession,
+} from "../errors.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "../storage/sqlite/database.ts";
+import { pragmaOnlyReads, type QueryLimits, sqlStatements, statementShape, valueBytes } from "../storage/sqlite/query-rules.ts";
 import type { DurableObjectStorage, SqlCursor } from "./types.ts";
 
-/** The PRAGMA `SqliteStorage.query()` wraps a read-only statement in; the object itself refuses it. */
-const QUERY_ONLY = /^\s*pragma\s+query_only\s*=\s*(0|1|on|off|true|false)\s*;?\s*$/i;
+/** The longest statement the object's SQLite compiles (SQLITE_LIMIT_SQL_LENGTH), in UTF-8 bytes. */
+const MAX_STATEMENT_BYTES = 100_000;
 /** Opcodes that make SQLite report a statement as not read-only (besides a write `Transaction`). */
 const WRITING_OPCODES = new Set(["Vacuum", "JournalMode", "Checkpoint", "VUpdate", "VCreate", "VDestroy", "OpenWrite"]);
 
@@ -41,8 +53,6 @@ export class DurableObjectDatabase implements SqliteDatabase {
   /** `storage.sql`, read once: on workerd every read of the property crosses into the runtime. */
   readonly #sql: DurableObjectStorage["sql"];
   #closed = false;
-  /** Set by `PRAGMA query_only = 1` inside a transaction body (see the module comment). */
-  #queryOnly = false;
   readonly #handle: SqliteTransaction;
 
   constructor(storage: DurableObjectStorage, options: DurableObjectDatabaseOptions = {}) {
@@ -76,12 +86,32 @@ export class DurableObjectDatabase implements SqliteDatabase {
   }
 
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T> {
+    return this.#op(() => this.#storage.transactionSync(() => body(this.#handle)));
+  }
+
+  query(sql: string, params: SqlValue[], limits: QueryLimits): Promise<SqlRow[]> {
     return this.#op(() => {
-      try {
-        return this.#storage.transactionSync(() => body(this.#handle));
-      } finally {
-        this.#queryOnly = false;
-      }
+      const bindings = params.map(toBinding);
+      this.#check(sql, bindings, (why) => new QueryNotReadOnly(sql, why));
+      return this.#storage.transactionSync(() => {
+        let cursor: SqlCursor;
+        const rows: SqlRow[] = [];
+        let bytes = 0;
+        try {
+          cursor = this.#sql.exec(sql, ...bindings);
+          // Row by row, so a query past its caps stops there instead of loading every row first.
+          for (const raw of cursor) {
+            if (rows.length === limits.maxRows) throw new QueryLimitExceeded("maxRows", limits.maxRows);
+            for (const key in raw) bytes += valueBytes(raw[key]);
+            if (bytes > limits.maxBytes) throw new QueryLimitExceeded("maxBytes", limits.maxBytes);
+            rows.push(fromRow(raw));
+          }
+        } catch (error) {
+          throw asQueryError(error, sql);
+        }
+        if (cursor.rowsWritten > 0) throw new QueryNotReadOnly(sql); // a write the program check missed: rolled back
+        return rows;
+      });
     });
   }
 
@@ -105,12 +135,6 @@ export class DurableObjectDatabase implements SqliteDatabase {
   }
 
   #run(sql: string, params: SqlValue[]): number {
-    // Only a PRAGMA can be `query_only`: look at the first letter before running the pattern on every write.
-    const pragma = mayBePragma(sql) ? QUERY_ONLY.exec(sql) : null;
-    if (pragma) {
-      this.#queryOnly = /^(1|on|true)$/i.test(pragma[1]!);
-      return 0;
-    }
     this.#execute(sql, params);
     return Number(this.#sql.exec("SELECT changes() AS n").toArray()[0]!.n);
   }
@@ -121,54 +145,72 @@ export class DurableObjectDatabase implements SqliteDatabase {
 
   #execute(sql: string, params: SqlValue[]): Record<string, unknown>[] {
     const bindings = params.map(toBinding);
-    if (!this.#guarded()) return this.#sql.exec(sql, ...bindings).toArray();
+    if (!this.readOnly) return this.#sql.exec(sql, ...bindings).toArray();
     this.#guard(sql, bindings);
     // Should a write get past the program check, the cursor says so and the throw rolls it back.
     return this.#storage.transactionSync(() => {
       const cursor: SqlCursor = this.#sql.exec(sql, ...bindings);
       const rows = cursor.toArray();
-      if (cursor.rowsWritten > 0) throw this.#refusal(sql);
+      if (cursor.rowsWritten > 0) throw new ReadOnlySession("A write");
       return rows;
     });
   }
 
-  #guarded(): boolean {
-    return this.readOnly || this.#queryOnly;
-  }
-
-  /** Refuses a statement that would write while the guard is on. */
+  /** On a database opened `readOnly`: refuses a statement that would write. */
   #guard(sql: string, bindings: unknown[] = []): void {
-    if (!this.#guarded()) return;
-    const text = sql.trim().replace(/;\s*$/, "");
-    // A second statement would run unchecked (exec runs every statement of its text).
-    if (text.includes(";")) throw this.#refusal(sql);
-    if (/^explain\b/i.test(text)) return; // EXPLAIN never runs the statement it describes
-    let program: Record<string, unknown>[];
+    if (!this.readOnly) return;
     try {
-      program = this.#sql.exec(`EXPLAIN ${text}`, ...bindings).toArray();
-    } catch {
-      // Not a statement SQLite can describe (or one the object refuses): run nothing.
-      throw this.#refusal(sql);
-    }
-    for (const op of program) {
-      const opcode = String(op.opcode);
-      if ((opcode === "Transaction" && Number(op.p2) !== 0) || WRITING_OPCODES.has(opcode)) throw this.#refusal(sql);
+      this.#check(sql, bindings, () => new ReadOnlySession("A write"));
+    } catch (error) {
+      // The harness's own statement failed to compile: its own error, not a query's.
+      throw error instanceof QueryFailed && error.cause ? error.cause : error;
     }
   }
 
-  #refusal(sql: string): Error {
-    return this.readOnly ? new ReadOnlySession("A write") : new QueryNotReadOnly(sql);
+  /**
+   * Throws `refuse(why)` unless `sql` is one statement that only reads, deciding without running it: a PRAGMA
+   * from its text, anything else from its program. A statement SQLite cannot compile is `QueryFailed`.
+   */
+  #check(sql: string, bindings: unknown[], refuse: (why?: string) => Error): void {
+    const statements = sqlStatements(sql);
+    if (statements.length === 0) throw new QueryFailed(`there is no statement in ${JSON.stringify(sql.slice(0, 120))}`);
+    // A second statement would run unchecked (exec runs every statement of its text).
+    if (statements.length > 1) throw refuse("it holds more than one statement");
+    const tokens = statements[0]!;
+    const shape = statementShape(tokens);
+    if (shape.pragma !== undefined) {
+      // Never compiled: compiling `PRAGMA case_sensitive_like = 1`, even under EXPLAIN, already applies it.
+      if (shape.pragma === null || !pragmaOnlyReads(shape.pragma.name, shape.pragma.hasArgument)) throw refuse();
+      return;
+    }
+    // The statement's own program, also for `EXPLAIN …` (what it describes must only read too).
+    const program = `EXPLAIN ${sql.slice(tokens[shape.body]!.start, tokens[tokens.length - 1]!.end)}`;
+    if (valueBytes(program) > MAX_STATEMENT_BYTES) {
+      throw new QueryFailed(`statement too long: a query on a Durable Object is at most ${MAX_STATEMENT_BYTES - 8} bytes`);
+    }
+    let opcodes: Record<string, unknown>[];
+    try {
+      opcodes = this.#sql.exec(program, ...bindings).toArray();
+    } catch (error) {
+      const failure = asQueryError(error, sql);
+      throw failure instanceof QueryNotReadOnly ? refuse() : failure;
+    }
+    for (const op of opcodes) {
+      const opcode = String(op.opcode);
+      if ((opcode === "Transaction" && Number(op.p2) !== 0) || WRITING_OPCODES.has(opcode)) throw refuse();
+    }
   }
 }
 
-/** Whether the statement's first non-blank character is a `p` (a cheap filter before the PRAGMA pattern). */
-function mayBePragma(sql: string): boolean {
-  for (let i = 0; i < sql.length; i++) {
-    const code = sql.charCodeAt(i);
-    if (code === 32 || (code >= 9 && code <= 13)) continue;
-    return code === 112 || code === 80;
-  }
-  return false;
+/**
+ * The object's error for a query as one of ours: refused by the object (`SQLITE_AUTH`: ATTACH, most PRAGMAs)
+ * is `QueryNotReadOnly`, any other SQLite error `QueryFailed` with SQLite's words.
+ */
+function asQueryError(error: unknown, sql: string): Error {
+  if (error instanceof DurableError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (/SQLITE_AUTH\b/.test(message)) return new QueryNotReadOnly(sql);
+  return new QueryFailed(message.replace(/^Error: /, "").replace(/: SQLITE_\w+$/, ""), { cause: error });
 }
 
 function toBinding(value: SqlValue): unknown {

@@ -5,7 +5,7 @@
  */
 
 /** The cursor `ctx.storage.sql.exec()` returns. */
-export interface SqlCursor {
+export interface SqlCursor extends Iterable<Record<string, unknown>> {
   toArray(): Record<string, unknown>[];
   /** Rows read and written so far by this statement (index entries included). */
   readonly rowsRead: number;

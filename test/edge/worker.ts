@@ -76,6 +76,23 @@ export class ConformanceObject {
         const { sql, params } = (await request.json()) as { sql: string; params?: Json[] };
         return json({ rows: await storage.query(sql, ...(params ?? [])) });
       }
+      if (url.pathname === "/door") {
+        // Each statement through storage.query(), with the object's settings and every row read after each.
+        const { sqls, queryLimits } = (await request.json()) as { sqls: string[]; queryLimits?: Record<string, number> };
+        const storage = await SqliteStorage.open(new DurableObjectDatabase(this.#ctx.storage), "durable-object", { queryLimits });
+        const before = objectState(this.#ctx);
+        const answers: unknown[] = [];
+        for (const sql of sqls) {
+          let answer: unknown;
+          try {
+            answer = { rows: await storage.query(sql) };
+          } catch (error) {
+            answer = { error: (error as Error).name, message: (error as Error).message };
+          }
+          answers.push({ answer, state: objectState(this.#ctx) });
+        }
+        return json({ before, answers });
+      }
       if (url.pathname === "/apply") {
         const storage = await open();
         await storage.apply((await request.json()) as never);
@@ -107,6 +124,33 @@ export class ConformanceObject {
       return failure(error);
     }
   }
+}
+
+/** The settings of the object's connection a page could change, LIKE's case rule, unordered order, and every row. */
+function objectState(ctx: DurableObjectState): string {
+  const sql = ctx.storage.sql;
+  const settings: Record<string, unknown> = {};
+  for (const name of [
+    "foreign_keys",
+    "defer_foreign_keys",
+    "recursive_triggers",
+    "ignore_check_constraints",
+    "legacy_alter_table",
+    "reverse_unordered_selects",
+  ]) {
+    settings[name] = Object.values(sql.exec(`PRAGMA ${name}`).toArray()[0] ?? {})[0];
+  }
+  settings.like = sql.exec("SELECT 'a' LIKE 'A' AS x").toArray()[0]!.x;
+  settings.order = sql
+    .exec("SELECT key FROM pi_durable_meta")
+    .toArray()
+    .map((row) => row.key)
+    .join();
+  const tables = sql.exec("SELECT type, name, sql FROM sqlite_schema ORDER BY name").toArray();
+  const rows = tables
+    .filter((table) => table.type === "table" && !/^(_cf_|sqlite_)/.test(String(table.name)))
+    .map((table) => [table.name, sql.exec(`SELECT * FROM "${table.name}" ORDER BY 1`).toArray()]);
+  return JSON.stringify({ settings, tables, rows });
 }
 
 function encode(value: unknown): unknown {

@@ -2,6 +2,8 @@
  * The async facade every SQLite backend implements. Operations are serialized: each one starts after the
  * previous one settled, so a transaction never interleaves with another statement.
  */
+import type { QueryLimits } from "./query-rules.ts";
+
 export type SqlValue = null | number | string | bigint | Uint8Array;
 export type SqlRow = Record<string, SqlValue>;
 
@@ -20,10 +22,13 @@ export interface SqliteDatabase {
    */
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T>;
   /**
-   * True when `sql` is one statement that does not write, as SQLite itself decides (`sqlite3_stmt_readonly`).
+   * Runs one read-only statement for `storage.query()` (the door pages reach), deciding before it changes
+   * anything: a statement that would write or change the connection (a PRAGMA that sets something,
+   * transaction control, ATTACH, several statements) rejects with `QueryNotReadOnly`, one SQLite cannot
+   * prepare or run with `QueryFailed`, one past `limits` with `QueryLimitExceeded` (docs/decisions/0020).
    * Optional: without it `storage.query()` falls back to a stricter text check plus `PRAGMA query_only`.
    */
-  statementIsReadOnly?(sql: string): Promise<boolean>;
+  query?(sql: string, params: SqlValue[], limits: QueryLimits): Promise<SqlRow[]>;
   /** True when the database refuses writes (opened read-only). */
   readonly readOnly: boolean;
   /**

@@ -1,4 +1,5 @@
-import { SqliteStorage } from "./storage.ts";
+import { queryLimits } from "./query-rules.ts";
+import { SqliteStorage, type SqliteStorageOptions } from "./storage.ts";
 import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
 
 /**
@@ -6,10 +7,11 @@ import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
  * exported bytes) or `{ vfs: "opfs-sahpool", path }` (a browser worker). Refuses damaged files, non-SQLite
  * bytes and schemas newer than this code, leaving them unmodified.
  */
-export async function openSqliteStorage(options: OpenSqliteOptions): Promise<SqliteStorage> {
+export async function openSqliteStorage(options: OpenSqliteOptions & SqliteStorageOptions): Promise<SqliteStorage> {
+  const limits = queryLimits(options.queryLimits); // a bad limit is refused before the database is touched
   const database = await openSqliteDatabase(options);
   try {
-    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`);
+    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`, { queryLimits: limits });
   } catch (error) {
     await database.close().catch(() => {});
     throw error;

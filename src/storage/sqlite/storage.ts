@@ -1,11 +1,17 @@
-import { DatabaseCorrupt, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
+import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
 import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
 import { parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
+import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, prepareSchema, readMeta } from "./schema-open.ts";
+
+export interface SqliteStorageOptions {
+  /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
+  queryLimits?: Partial<QueryLimits>;
+}
 
 /**
  * Storage on any `SqliteDatabase` (sqlite-wasm in memory or on OPFS, or another driver). One `apply` is one
@@ -23,11 +29,14 @@ export class SqliteStorage implements Storage {
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
+  /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
+  readonly queryLimits: QueryLimits;
 
-  private constructor(db: SqliteDatabase, label: string, meta: MetaTable) {
+  private constructor(db: SqliteDatabase, label: string, meta: MetaTable, limits: QueryLimits) {
     this.#db = db;
     this.label = label;
     this.#meta = meta;
+    this.queryLimits = limits;
   }
 
   get readOnly(): boolean {
@@ -43,8 +52,9 @@ export class SqliteStorage implements Storage {
    * Checks (and on a new or older, writable database creates or migrates) the schema before it writes anything.
    * Refuses newer schemas and files that are not ours (schema-open.ts says how that is told).
    */
-  static async open(db: SqliteDatabase, label = "sqlite"): Promise<SqliteStorage> {
-    return new SqliteStorage(db, label, await prepareSchema(db, label));
+  static async open(db: SqliteDatabase, label = "sqlite", options: SqliteStorageOptions = {}): Promise<SqliteStorage> {
+    const limits = queryLimits(options.queryLimits);
+    return new SqliteStorage(db, label, await prepareSchema(db, label), limits);
   }
 
   async load(): Promise<StoredState> {
@@ -172,28 +182,34 @@ export class SqliteStorage implements Storage {
   }
 
   /**
-   * Read-only SQL for inspectors and tests. The statement must be one statement that SQLite says does not
-   * write (`sqlite3_stmt_readonly`, B10; a database without it gets a strict text check); anything else is
-   * refused before it runs, and the statement runs with `query_only` on as a second guard.
+   * Read-only SQL for inspectors, tests and pages: one statement that only reads, decided before anything
+   * runs (B10; `SqliteDatabase.query`, docs/decisions/0020). A statement that would write or change the
+   * connection is `QueryNotReadOnly`, one SQLite rejects is `QueryFailed`, one past `queryLimits` is
+   * `QueryLimitExceeded`; none of them changes anything.
    */
   async query(sql: string, ...params: Json[]): Promise<Row[]> {
-    const readOnly = this.#db.statementIsReadOnly ? await this.#db.statementIsReadOnly(sql) : isReadOnlyStatement(sql);
-    if (!readOnly) throw new QueryNotReadOnly(sql);
-    const values = params.map((p) => (p === null || typeof p !== "object" ? (typeof p === "boolean" ? Number(p) : p) : JSON.stringify(p)));
+    if (typeof sql !== "string") throw new TypeError("storage.query() takes the SQL text as its first argument.");
+    const values = params.map(toSqlValue);
+    if (this.#db.query) return (await this.#db.query(sql, values, this.queryLimits)) as Row[];
+    // A database without its own door: a strict text check, then the statement under query_only.
+    if (!isReadOnlyStatement(sql)) throw new QueryNotReadOnly(sql);
+    let rows: SqlRow[];
     try {
       // One queued operation: a commit can never slip in while query_only is on (it would be refused).
-      return (await this.#db.transaction((tx) => {
+      rows = await this.#db.transaction((tx) => {
         tx.run("PRAGMA query_only = 1");
         try {
-          return tx.all(sql, ...(values as SqlValue[]));
+          return tx.all(sql, ...values);
         } finally {
           if (!this.readOnly) tx.run("PRAGMA query_only = 0");
         }
-      })) as Row[];
+      });
     } catch (error) {
       if (/readonly|read-only|query_only/i.test(String(error))) throw new QueryNotReadOnly(sql);
       throw error;
     }
+    if (rows.length > this.queryLimits.maxRows) throw new QueryLimitExceeded("maxRows", this.queryLimits.maxRows);
+    return rows as Row[];
   }
 
   exportImage(): Promise<Uint8Array> {
@@ -219,6 +235,11 @@ function parseRecord<T>(row: SqlRow, table: string): T {
 
 function optional<T>(row: SqlRow | undefined, table: string): T | undefined {
   return row === undefined ? undefined : parseRecord<T>(row, table);
+}
+
+function toSqlValue(param: Json): SqlValue {
+  if (param === null || typeof param !== "object") return typeof param === "boolean" ? Number(param) : param;
+  return JSON.stringify(param);
 }
 
 /** The fallback for databases without `statementIsReadOnly`: pragmas that only read, with no value at all. */
