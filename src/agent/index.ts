@@ -36,6 +36,7 @@ export type {
   LiveToolRef,
   LiveView,
   ModelRef,
+  RunFailureEntryPayload,
   SubmissionDraft,
   SubmissionOutcome,
   SystemEntryPayload,

@@ -5,7 +5,16 @@ import type { SubmissionRecord } from "../storage/records.ts";
 import type { TaskKind } from "../tasks/types.ts";
 import { appendEntry, asJson, clearToolProgress, readInbox, readLive, writeInbox, writeLive } from "./documents.ts";
 import { GENERATION_KIND } from "./generation-kind.ts";
-import type { EntryDraft, InboxState, LiveFailure, SubmissionDraft, UnansweredReason, UserContent } from "./types.ts";
+import type {
+  EntryDraft,
+  InboxState,
+  LiveFailure,
+  RunFailureEntryPayload,
+  SubmissionDraft,
+  UnansweredReason,
+  UserContent,
+  UserEntryPayload,
+} from "./types.ts";
 
 /** `SubmissionRecord.payload` of an input. `entryId` is set once the input is placed as a `pi.user` entry. */
 export interface InputPayload {
@@ -83,7 +92,8 @@ export function startRun(tx: KernelTx, conversationId: number, inputs: number[])
 
 /**
  * Ends the run of `taskId` (if it is still the conversation's run): settles its inputs, clears the round,
- * records the failure, then applies the final boundary, which may start the next run from the inbox.
+ * records a failure (in `pi.live.runFailure` until the next run, and for good as a `pi.run-failure` entry),
+ * then applies the final boundary, which may start the next run from the inbox.
  */
 export function endRun(tx: KernelTx, conversationId: number, taskId: number, settlement: RunSettlement): void {
   const live = readLive(tx, conversationId);
@@ -98,6 +108,11 @@ export function endRun(tx: KernelTx, conversationId: number, taskId: number, set
   const runFailure: LiveFailure | undefined =
     settlement.status === "unanswered" ? { taskId, reason: settlement.reason, message: settlement.message, at: tx.now() } : undefined;
   writeLive(tx, conversationId, { ...rest, ...(runFailure ? { runFailure } : {}) });
+  if (settlement.status === "unanswered") {
+    // Before the next input is placed: the failure belongs to the answer it ended.
+    const payload: RunFailureEntryPayload = { taskId, reason: settlement.reason, error: settlement.message, inputs: run.inputs };
+    appendEntry(tx, conversationId, "pi.run-failure", payload);
+  }
   finalBoundary(tx, conversationId);
 }
 
@@ -179,7 +194,12 @@ function placeSelected(tx: KernelTx, conversationId: number, inbox: InboxState, 
 function placeInput(tx: KernelTx, record: SubmissionRecord): void {
   const payload = record.payload as unknown as InputPayload;
   const message: UserMessage = { role: "user", content: payload.content, timestamp: tx.now() };
-  const entryId = appendEntry(tx, record.conversationId, "pi.user", { message, submissionId: record.id });
+  const placed: UserEntryPayload = {
+    message,
+    submissionId: record.id,
+    ...(record.requestId !== undefined ? { requestId: record.requestId } : {}),
+  };
+  const entryId = appendEntry(tx, record.conversationId, "pi.user", placed);
   tx.putSubmission({ ...record, status: "running", payload: asJson({ ...payload, entryId }) });
 }
 

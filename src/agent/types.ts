@@ -34,12 +34,14 @@ export interface AgentChange {
 }
 
 /** Built-in entry kinds (upstream §8.1). Each entry that feeds the model carries `message`. */
-export type BuiltinEntryKind = "pi.user" | "pi.assistant" | "pi.tool-result" | "pi.system" | "pi.compaction";
+export type BuiltinEntryKind = "pi.user" | "pi.assistant" | "pi.tool-result" | "pi.system" | "pi.compaction" | "pi.run-failure";
 
 export interface UserEntryPayload {
   message: UserMessage;
   /** The input submission this entry placed. */
   submissionId?: number;
+  /** That submission's `requestId`, when it had one. */
+  requestId?: string;
 }
 export interface AssistantEntryPayload {
   message: AssistantMessage;
@@ -50,6 +52,19 @@ export interface ToolResultEntryPayload {
   code?: ToolErrorCode;
   /** What the tool streamed with `api.output()` (all of it, or what was persisted before a crash); not sent to the model. */
   output?: string;
+}
+/**
+ * A run that ended without an answer, kept in the transcript (never sent to the model): after any reload and
+ * any later run the answer still reads as failed. Committed with the inputs' `unanswered` settlement.
+ */
+export interface RunFailureEntryPayload {
+  /** The run's generation task. */
+  taskId: number;
+  reason: UnansweredReason;
+  /** What went wrong, for people (the inputs' `unanswered` message). */
+  error: string;
+  /** The input submissions the run answered. */
+  inputs: number[];
 }
 export interface SystemEntryPayload {
   message: SystemMessage;
@@ -175,7 +190,10 @@ export interface LiveState {
   run?: LiveRun;
   generation?: LiveGeneration;
   tools?: LiveToolRef[];
-  /** How the last run ended when it ended without an answer; cleared when the next run starts. */
+  /**
+   * How the last run ended when it ended without an answer; cleared when the next run starts. The transcript
+   * keeps it for good as a `pi.run-failure` entry.
+   */
   runFailure?: LiveFailure;
   compactions?: LiveCompaction[];
   /** How the last compaction failed; cleared when the next one starts. */

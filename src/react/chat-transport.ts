@@ -4,7 +4,7 @@ import type { ConversationViewState } from "../agent/view.ts";
 import type { ConversationView } from "../agent/view-store.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
 import type { ChatClient } from "./client.ts";
-import { liveTurn, type RunFailureData, replyOf, submissionOf, turnsOf } from "./reply.ts";
+import { liveTurn, type RunFailureData, replyOf, submissionOf, type Turn, turnsOf } from "./reply.ts";
 import { ReplyChunks } from "./reply-chunks.ts";
 import { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";
 
@@ -59,8 +59,9 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   ): Promise<ReadableStream<UIMessageChunk> | null> {
     const view = await this.#open();
     const run = view.state.live.run;
-    if (!run) return null;
-    const turn = liveTurn(view.state, turnsOf(view.state.entries));
+    const turns = turnsOf(view.state.entries);
+    if (!run) return this.#failedStream(turns.at(-1), view.state);
+    const turn = liveTurn(view.state, turns);
     const submissionId = (turn && submissionOf(turn)) ?? run.inputs.at(-1);
     return submissionId === undefined ? null : this.#replyStream(view, submissionId, options.abortSignal);
   }
@@ -89,6 +90,22 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       opening.catch(() => this.#view === opening && (this.#view = undefined));
     }
     return this.#view;
+  }
+
+  /**
+   * The last answer when its run ended without one (a `pi.run-failure` entry), replayed with its `error`
+   * chunk: `useChat({ resume: true })` then shows the failure as `error` after a reload too. Null otherwise.
+   */
+  #failedStream(turn: Turn | undefined, state: ConversationViewState): ReadableStream<UIMessageChunk> | null {
+    const reply = turn && replyOf(state, turn, false);
+    if (!reply?.failure) return null;
+    const chunks = new ReplyChunks(reply.id).finish(reply, reply.failure);
+    return new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const chunk of chunks) controller.enqueue(chunk);
+        controller.close();
+      },
+    });
   }
 
   #replyStream(view: ConversationView, submissionId: number, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {

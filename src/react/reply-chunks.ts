@@ -12,8 +12,9 @@ interface EmittedStep {
  * Turns successive states of one reply into the `UIMessageChunk`s that take a `useChat` message from the
  * previous state to the next: text and reasoning as deltas, tool calls once committed, tool output (a running
  * tool's as `preliminary`), data parts by id. Only the last step is open. When its content stops being an
- * extension of what was sent (a crash committed less than the page had streamed, an attempt started over),
- * the step is sent again after a `reset-step`.
+ * extension of what was sent (a crash committed less than the page had streamed, an attempt started over) or
+ * a data part of it is gone (a retry notice once the retry went ahead), the step is sent again after a
+ * `reset-step`, so the live message ends as the transcript shows it after a reload.
  */
 export class ReplyChunks {
   readonly messageId: string;
@@ -34,6 +35,8 @@ export class ReplyChunks {
       this.#started = true;
       out.push({ type: "start", messageId: this.messageId });
     }
+    // The open step's partial is gone (a retry went ahead, its notice with it): the step empties, as a reload shows it.
+    if (reply.steps.length < this.#steps.length) this.#resetOpenStep(out);
     reply.steps.forEach((step, index) => {
       if (index === this.#steps.length) {
         this.#closeStep(out);
@@ -72,13 +75,8 @@ export class ReplyChunks {
 
   #updateContent(index: number, step: ReplyStep, out: UIMessageChunk[]): void {
     const emitted = this.#steps[index]!;
-    if (!extends_(emitted.content, step.content)) {
-      out.push({ type: "reset-step" });
-      for (const item of emitted.content) if (item.type === "tool") this.#tools.delete(item.toolCallId);
-      for (const id of emitted.data) this.#data.delete(id);
-      emitted.content = [];
-      emitted.data = [];
-    }
+    const dataGone = emitted.data.some((id) => !step.data.some((part) => part.id === id));
+    if (!extends_(emitted.content, step.content) || dataGone) this.#resetOpenStep(out);
     step.content.forEach((item, position) => {
       let sent = emitted.content[position];
       if (item.type === "tool") {
@@ -113,6 +111,17 @@ export class ReplyChunks {
       this.#data.set(part.id, json);
       out.push(part as UIMessageChunk);
     }
+  }
+
+  /** Empties the open (last) step on the page: `reset-step` drops its parts; what is still there is sent again. */
+  #resetOpenStep(out: UIMessageChunk[]): void {
+    const open = this.#steps.at(-1);
+    if (!open || (open.content.length === 0 && open.data.length === 0)) return;
+    out.push({ type: "reset-step" });
+    for (const item of open.content) if (item.type === "tool") this.#tools.delete(item.toolCallId);
+    for (const id of open.data) this.#data.delete(id);
+    open.content = [];
+    open.data = [];
   }
 
   #closeStep(out: UIMessageChunk[]): void {

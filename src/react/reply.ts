@@ -1,5 +1,12 @@
 import type { AssistantMessage, ImageContent, TextContent, ToolResultMessage } from "@earendil-works/pi-ai";
-import type { AssistantEntryPayload, LiveRetry, ToolErrorCode, ToolResultEntryPayload, UserEntryPayload } from "../agent/types.ts";
+import type {
+  AssistantEntryPayload,
+  LiveRetry,
+  RunFailureEntryPayload,
+  ToolErrorCode,
+  ToolResultEntryPayload,
+  UserEntryPayload,
+} from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view.ts";
 import type { EntryRecord } from "../storage/records.ts";
 
@@ -61,7 +68,7 @@ export function turnsOf(entries: readonly EntryRecord[]): Turn[] {
   let turn: Turn | undefined;
   for (const entry of entries) {
     if (entry.kind === "pi.user") turns.push((turn = { user: entry, after: [] }));
-    else if (entry.kind === "pi.assistant" || entry.kind === "pi.tool-result") {
+    else if (entry.kind === "pi.assistant" || entry.kind === "pi.tool-result" || entry.kind === "pi.run-failure") {
       if (!turn) turns.push((turn = { after: [] }));
       turn.after.push(entry);
     }
@@ -69,13 +76,19 @@ export function turnsOf(entries: readonly EntryRecord[]): Turn[] {
   return turns;
 }
 
+/**
+ * The user message's id: the `requestId` it was submitted with (useChat's own message id, so the message a tab
+ * sent keeps its id after a reload), else `input-<submissionId>`, else `entry-<entryId>`.
+ */
 export function userMessageId(turn: Turn): string {
-  const submissionId = (turn.user?.payload as unknown as UserEntryPayload | undefined)?.submissionId;
-  return submissionId !== undefined ? `input-${submissionId}` : `entry-${turn.user?.id ?? turn.after[0]?.id}`;
+  const payload = turn.user?.payload as unknown as UserEntryPayload | undefined;
+  if (payload?.requestId !== undefined) return payload.requestId;
+  return payload?.submissionId !== undefined ? `input-${payload.submissionId}` : `entry-${turn.user?.id ?? turn.after[0]?.id}`;
 }
 
 export function replyId(turn: Turn): string {
-  return userMessageId(turn).replace(/^(input|entry)-/, (_match, kind: string) => (kind === "input" ? "reply-" : "reply-entry-"));
+  const submissionId = submissionOf(turn);
+  return submissionId !== undefined ? `reply-${submissionId}` : `reply-entry-${turn.user?.id ?? turn.after[0]?.id}`;
 }
 
 /** The submission id of the turn's input (undefined for a turn no input started). */
@@ -84,8 +97,9 @@ export function submissionOf(turn: Turn): number | undefined {
 }
 
 /**
- * The reply of one turn. `current` says it is the turn `pi.live` speaks of (`liveTurn`): then the persisted
- * or streaming partial answer, a pending retry, running tools' output and a run failure are part of it.
+ * The reply of one turn: its committed answers, tool results and run failure (a `pi.run-failure` entry).
+ * `current` says it is the turn `pi.live` speaks of (`liveTurn`): then the persisted or streaming partial
+ * answer, a pending retry and running tools' output are part of it.
  */
 export function replyOf(state: ConversationViewState, turn: Turn, current: boolean): Reply {
   const reply: Reply = { id: replyId(turn), steps: [], tools: new Map() };
@@ -103,6 +117,11 @@ export function replyOf(state: ConversationViewState, turn: Turn, current: boole
         });
       }
       reply.steps.push(step);
+    } else if (entry.kind === "pi.run-failure") {
+      const { taskId, reason, error } = entry.payload as unknown as RunFailureEntryPayload;
+      reply.failure = { reason, message: error };
+      if (reply.steps.length === 0) reply.steps.push({ content: [], data: [] });
+      reply.steps.at(-1)!.data.push({ type: "data-run-failure", id: `run-failure-${taskId}`, data: reply.failure });
     } else {
       const { message, code } = entry.payload as unknown as ToolResultEntryPayload;
       reply.tools.set(message.toolCallId, outcomeOf(message));
@@ -143,10 +162,6 @@ function addLive(state: ConversationViewState, reply: Reply): void {
       const output = (slot.taskId !== undefined ? streaming?.tools?.[slot.taskId] : undefined) ?? slot.output;
       if (output) reply.tools.set(slot.callId, { output, preliminary: true });
     }
-  } else if (live.runFailure) {
-    reply.failure = { reason: live.runFailure.reason, message: live.runFailure.message };
-    if (reply.steps.length === 0) reply.steps.push({ content: [], data: [] });
-    reply.steps.at(-1)!.data.push({ type: "data-run-failure", id: `run-failure-${live.runFailure.taskId}`, data: reply.failure });
   }
 }
 
@@ -171,13 +186,10 @@ export function contentText(content: readonly (TextContent | ImageContent)[] | s
   return content.map((item) => (item.type === "text" ? item.text : `[${item.mimeType} image]`)).join("\n");
 }
 
-/**
- * The turn `pi.live` speaks of: the last turn whose input the live run answers, or, after a run that ended
- * without an answer (`pi.live.runFailure`, kept until the next run starts), the last turn.
- */
+/** The turn `pi.live` speaks of: the last turn whose input the live run answers (none without a run). */
 export function liveTurn(state: ConversationViewState, turns: readonly Turn[]): Turn | undefined {
   const run = state.live.run;
-  if (!run) return state.live.runFailure ? turns.at(-1) : undefined;
+  if (!run) return undefined;
   for (let index = turns.length - 1; index >= 0; index--) {
     const submissionId = submissionOf(turns[index]!);
     if (submissionId !== undefined && run.inputs.includes(submissionId)) return turns[index];

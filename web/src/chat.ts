@@ -5,6 +5,7 @@ import type {
   EntryRecord,
   LiveFailure,
   LiveView,
+  RunFailureEntryPayload,
   ToolResultEntryPayload,
   ToolSlotView,
   UserEntryPayload,
@@ -272,6 +273,11 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
         ),
       );
     }
+    case "pi.run-failure": {
+      // Durable: the answer stays failed after any reload and any later run.
+      const { reason, error } = entry.payload as unknown as RunFailureEntryPayload;
+      return h("li", { class: "msg notice-entry", ...at }, failureNotice({ reason, message: error }, "run"));
+    }
     default:
       return h("li", { class: "msg system", ...at }, `${entry.kind} ${compactJson(entry.payload)}`);
   }
@@ -292,7 +298,7 @@ function loadOlderButton(): HTMLElement {
 }
 
 // ---- the live part of the run ----------------------------------------------------------------------------
-function failureNotice(failure: LiveFailure, what: "run" | "compaction"): HTMLElement {
+function failureNotice(failure: Pick<LiveFailure, "reason" | "message">, what: "run" | "compaction"): HTMLElement {
   const text =
     what === "compaction"
       ? `Compaction failed (${failure.reason}).`
@@ -358,7 +364,6 @@ function renderLive(view: ConversationViewState): void {
       ),
     );
   tickRetry(generation);
-  if (live.runFailure) parts.push(failureNotice(live.runFailure, "run"));
   if (live.compactions?.length) parts.push(h("div", { class: "notice info" }, "Summarizing earlier messages…"));
   if (live.compactionFailure) parts.push(failureNotice(live.compactionFailure, "compaction"));
   liveArea.replaceChildren(...parts);

@@ -33,7 +33,7 @@ function DurableChat({ conversationId }: { conversationId: number }) {
 }
 
 function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
-  const { messages, sendMessage, status } = useChat<DurableUIMessage>({
+  const { messages, sendMessage, status, error } = useChat<DurableUIMessage>({
     id: `conversation-${transport.conversationId}`,
     transport,
     messages: initial,
@@ -60,11 +60,16 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
         }}
       >
         <input aria-label="message" value={input} onChange={(event) => setInput(event.target.value)} />
-        <button type="submit" disabled={status !== "ready"}>
+        <button type="submit" disabled={status === "submitted" || status === "streaming"}>
           Send
         </button>
       </form>
       <p data-testid="chat-status">{status}</p>
+      {error && (
+        <p role="alert" data-testid="chat-error">
+          {error.message}
+        </p>
+      )}
     </section>
   );
 }

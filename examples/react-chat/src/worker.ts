@@ -33,7 +33,10 @@ const countdown = defineTool<{ ticks: number }>({
   },
 });
 
-/** The offline model: "story" streams a long answer, "countdown" calls the tool; it answers from the request alone. */
+/**
+ * The offline model: "story" streams a long answer, "countdown" calls the tool, "fail" answers with an error;
+ * it answers from the request alone.
+ */
 function offlineModel() {
   const faux = fauxProvider({
     api: "offline-demo",
@@ -69,6 +72,8 @@ function respond(messages: readonly Message[]) {
       stopReason: "toolUse",
     });
   if (/story/i.test(input)) return fauxAssistantMessage(STORY);
+  // Not a transient error (pi-ai's rule), so it is not retried: the run ends without an answer.
+  if (/fail/i.test(input)) return fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 the demo model refuses on purpose" });
   return fauxAssistantMessage(`You said "${input}". Say "story" or "countdown".`);
 }
 

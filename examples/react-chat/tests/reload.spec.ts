@@ -53,3 +53,25 @@ test("S8 a reload mid-tool: useChat shows the interrupted tool, the model's answ
   await expect(assistants(page)).toHaveCount(1);
   await expect(page.getByRole("list", { name: "tasks" })).not.toContainText("pi.tool running");
 });
+
+test("a failed answer stays failed: useChat's error on load, and after a later answer and a reload the failure is still shown", async ({
+  page,
+}) => {
+  await send(page, "please fail");
+  await expect(assistants(page)).toContainText("(no answer: 400 the demo model refuses on purpose)");
+  await expect(page.getByTestId("chat-error")).toHaveText("400 the demo model refuses on purpose");
+
+  await page.reload();
+  await expect(page.getByTestId("status")).toHaveText("ready");
+  await expect(assistants(page)).toContainText("(no answer: 400 the demo model refuses on purpose)");
+  await expect(page.getByTestId("chat-error")).toHaveText("400 the demo model refuses on purpose");
+
+  await send(page, "hello again");
+  await expect(assistants(page).nth(1)).toContainText('You said "hello again"');
+  await expect(page.getByTestId("chat-error")).toHaveCount(0);
+  await page.reload();
+  await expect(page.getByTestId("status")).toHaveText("ready");
+  await expect(assistants(page)).toHaveCount(2);
+  await expect(assistants(page).first()).toContainText("(no answer: 400 the demo model refuses on purpose)");
+  await expect(page.getByTestId("chat-error")).toHaveCount(0);
+});
