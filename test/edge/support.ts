@@ -39,7 +39,7 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating" | "shared";
+export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating" | "shared" | "sweep";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -88,6 +88,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         DEMO: sqliteObject("DemoObject"),
         HIBERNATING: sqliteObject("HibernatingObject"),
         SHARED: sqliteObject("SharedObject"),
+        SWEEP: sqliteObject("SweepObject"),
       },
     });
   let mf = options();

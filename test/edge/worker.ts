@@ -163,6 +163,7 @@ function encode(value: unknown): unknown {
 export { CounterObject } from "../../examples/counter-object.ts";
 export { DemoObject } from "../../worker/edge-object.ts";
 export { SharedObject } from "./shared-object.ts";
+export { SweepObject } from "./sweep-object.ts";
 
 /**
  * The hibernation test's object: its client API names the instance serving it (`client.call("instance")`), and it
