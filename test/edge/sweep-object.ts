@@ -7,8 +7,8 @@
  *
  * What a crash at that instant is: from then on this instance reaches nothing outside it — no transaction
  * (refused), no print but the one that says where it crashed — and the test ends it with `ctx.abort()` on a
- * request (`/abort?after=ms`), a moment later: in this local workerd an abort that comes within some tens of
- * ms of a commit may drop every write of the instance, also ones a print already followed (decision 0010).
+ * request (`/abort?after=ms`), a moment later: an abort at once now and then left the next instance an empty
+ * database in this local workerd (decision 0010).
  */
 import { createModels, fauxAssistantMessage, fauxProvider, fauxText, fauxToolCall } from "@earendil-works/pi-ai";
 import { counterTask } from "../../examples/counter-task.ts";
