@@ -17,6 +17,7 @@ import { createHost, type HostMethod } from "../host/host.ts";
 import { type HarnessHost, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
 import { openSqliteStorage } from "../storage/sqlite/open-storage.ts";
+import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost } from "./comlink.ts";
@@ -35,6 +36,11 @@ export interface ServeHarnessOptions {
   path?: string;
   /** The OPFS directory of the pool (separate apps on one origin keep apart). */
   poolDirectory?: string;
+  /**
+   * Caps on one `client.query()` (rows, bytes, SQLite steps); unset ones keep their defaults (10,000 rows,
+   * 4 MiB, 10 M steps: `DEFAULT_QUERY_LIMITS`). Past one, the query rejects with `QueryLimitExceeded`.
+   */
+  queryLimits?: Partial<QueryLimits>;
   settings?: Settings;
   models?: HarnessOptions["models"];
   env?: HarnessOptions["env"];
@@ -69,7 +75,13 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   for (const extension of options.extensions ?? []) registry.install(extension);
   const { host, ready, listenerCount } = createHost({
     database,
-    openStorage: () => openSqliteStorage({ vfs: "opfs-sahpool", path, poolDirectory: options.poolDirectory }),
+    openStorage: () =>
+      openSqliteStorage({
+        vfs: "opfs-sahpool",
+        path,
+        poolDirectory: options.poolDirectory,
+        ...(options.queryLimits ? { queryLimits: options.queryLimits } : {}),
+      }),
     // A reload carries on by itself: tasks the crash left running are taken again directly.
     harness: { registry, settings: options.settings, models: options.models, env: options.env, resume: options.autoResume !== false },
     ownership: webLocksOwnership(database),

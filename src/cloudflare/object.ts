@@ -31,6 +31,7 @@ import { createHost, type HostMethod } from "../host/host.ts";
 import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
 import type { HarnessHost, MethodName } from "../host/protocol.ts";
 import type { Json } from "../json.ts";
+import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
 import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
@@ -42,6 +43,11 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   methods?: Record<string, HostMethod>;
   /** Whether a client may arm crash points (test hooks). Default false on an object. */
   crashPoints?: boolean;
+  /**
+   * Caps on one `storage.query()` (a page's `client.query()` once `powers` serve it): rows and bytes, stopped
+   * between rows. Defaults 10,000 rows and 4 MiB (`DEFAULT_QUERY_LIMITS`); an object offers no step budget.
+   */
+  queryLimits?: Partial<QueryLimits>;
   /**
    * The power methods (exposure `power` in the protocol's table: `createTask`, `configure`, `query`,
    * `exportDatabase`, crash points, `call` for app methods, …) served to pages and `POST /rpc`. Default none:
@@ -137,13 +143,16 @@ export class HarnessObject<Env = unknown> {
   constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
     this.ctx = ctx;
     this.env = env;
-    const { heartbeatMs, methods, crashPoints, onReport, powers, authenticate, authorize, ...harnessOptions } = setup(env, ctx);
+    const { heartbeatMs, methods, crashPoints, onReport, powers, authenticate, authorize, queryLimits, ...harnessOptions } = setup(
+      env,
+      ctx,
+    );
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#heartbeatMs = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const served = createHost({
       database,
-      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(ctx.storage), database),
+      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(ctx.storage), database, { queryLimits }),
       harness: { ...harnessOptions, clock: systemClock },
       ...(methods ? { methods } : {}),
       crashPoints: crashPoints ?? false,

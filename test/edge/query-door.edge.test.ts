@@ -126,4 +126,16 @@ describe("issue 22 item 7: a query from a page on an object returns a bounded nu
     expect(answers[2]!.rows).toHaveLength(1);
     expect(answers[3]).toMatchObject({ error: "QueryLimitExceeded", message: expect.stringMatching(/1000 bytes.*maxBytes/) });
   });
+
+  it("an object's queryLimits reach its pages: POST /rpc query past maxRows or maxBytes is QueryLimitExceeded", async () => {
+    const rpc = async (...args: unknown[]) =>
+      (await edge.call("limited", "rpc", "/rpc", { method: "POST", body: JSON.stringify({ method: "query", args }) })).json();
+    const rows = (n: number) => `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT ${n}) SELECT x FROM c`;
+    expect(await rpc(rows(5))).toEqual({ value: [{ x: 1 }, { x: 2 }, { x: 3 }, { x: 4 }, { x: 5 }] });
+    expect(await rpc(rows(6))).toMatchObject({ error: { name: "QueryLimitExceeded", details: { limit: "maxRows", value: 5 } } });
+    expect(await rpc("SELECT zeroblob(2001) AS b")).toMatchObject({
+      error: { name: "QueryLimitExceeded", details: { limit: "maxBytes" } },
+    });
+    expect(await rpc("PRAGMA foreign_keys = OFF")).toMatchObject({ error: { name: "QueryNotReadOnly" } });
+  });
 });

@@ -39,7 +39,17 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export type ObjectKind = "conformance" | "counter" | "sleeper" | "crasher" | "agent" | "demo" | "hibernating" | "shared" | "sweep";
+export type ObjectKind =
+  | "conformance"
+  | "counter"
+  | "sleeper"
+  | "crasher"
+  | "agent"
+  | "demo"
+  | "hibernating"
+  | "shared"
+  | "sweep"
+  | "limited";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -89,6 +99,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         HIBERNATING: sqliteObject("HibernatingObject"),
         SHARED: sqliteObject("SharedObject"),
         SWEEP: sqliteObject("SweepObject"),
+        LIMITED: sqliteObject("LimitedObject"),
       },
     });
   let mf = options();

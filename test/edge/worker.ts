@@ -165,6 +165,13 @@ export { DemoObject } from "../../worker/edge-object.ts";
 export { SharedObject } from "./shared-object.ts";
 export { SweepObject } from "./sweep-object.ts";
 
+/** An object whose pages may query, with small caps (issue 22 item 7: `queryLimits` of `HarnessObjectOptions`). */
+export class LimitedObject extends HarnessObject<Env> {
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env, () => ({ registry: createRegistry(), powers: ["query"], queryLimits: { maxRows: 5, maxBytes: 2000 } }));
+  }
+}
+
 /**
  * The hibernation test's object: its client API names the instance serving it (`client.call("instance")`), and it
  * runs the counter, printing as `<name>: tick n`.
