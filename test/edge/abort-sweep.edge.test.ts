@@ -65,7 +65,11 @@ async function runWorld(scenario: string, at: number, side: string, run: number)
     if (finished(scenario, state) && (aborted.has(name) || at === 0 || state.transactions < at)) break;
     await pause(25);
   }
-  if (!finished(scenario, state)) throw new Error(`${name}: never finished: ${JSON.stringify(state)}`);
+  if (!finished(scenario, state)) {
+    // What the object's SQLite holds, besides what the harness says: a world that lost its writes shows which.
+    const raw = await edge.call("sweep", name, "/raw").then((response) => response.text());
+    throw new Error(`${name}: never finished: ${JSON.stringify(state)}; tables ${raw}; printed ${JSON.stringify(lines(name))}`);
+  }
   return { state, printed: lines(name) };
 }
 

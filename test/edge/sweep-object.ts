@@ -136,6 +136,17 @@ export class SweepObject extends HarnessObject<Env> {
     const url = new URL(request.url);
     try {
       return await this.serve(async (harness) => {
+        if (url.pathname === "/raw") {
+          // The tables and rows as the object's SQLite has them, without the harness (for a failing world's message).
+          const sql = this.ctx.storage.sql;
+          const tables = sql
+            .exec("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .toArray()
+            .map((r) => r.name);
+          const tasks = tables.includes("tasks") ? sql.exec("SELECT id, status FROM tasks").toArray() : "no table";
+          const conversations = tables.includes("conversations") ? sql.exec("SELECT id FROM conversations").toArray() : "no table";
+          return Response.json({ instance: this.instance, tables, tasks, conversations });
+        }
         if (url.pathname === "/abort") {
           if (this.#crash.dead) {
             await new Promise((resolve) => setTimeout(resolve, Number(url.searchParams.get("after") ?? 0)));
