@@ -31,7 +31,20 @@ const PER_ROUND = QUICK ? 3 : 2;
 const TRIALS = ROUNDS * PER_ROUND;
 const SIZES = [1, 1000, 10_000];
 const VARIANTS = ["sleeping", "stalled"] as const;
-type Variant = (typeof VARIANTS)[number];
+type Variant = (typeof VARIANTS)[number] | "history";
+/**
+ * Decision 0027: one live task (the hot one) in a database with months of history — finished tasks and
+ * entries the open must not read — at two sizes (about 1 MB and over 100 MB).
+ */
+const HISTORIES = QUICK
+  ? [
+      { finished: 2_000, entries: 500 },
+      { finished: 20_000, entries: 5_000 },
+    ]
+  : [
+      { finished: 2_000, entries: 500 },
+      { finished: 230_000, entries: 60_000 },
+    ];
 
 export interface Row {
   bench: string;
@@ -45,6 +58,7 @@ export interface Row {
 export interface RecoveryFigures {
   live: number;
   variant: Variant;
+  history?: { finished: number; entries: number; bytes: number };
   trials: number;
   /** Navigation start of the new document → the resumed step committed (ms, page clock). */
   firstStepMs: Summary;
@@ -65,8 +79,9 @@ export async function benchBrowser() {
     const kernel = await kernelVsRaw(page, server.url);
     // One live task is the hot one alone: the same for both shapes.
     const configs = VARIANTS.flatMap((variant) =>
-      SIZES.filter((live) => variant === "sleeping" || live > 1).map((live) => ({ variant, live })),
+      SIZES.filter((live) => variant === "sleeping" || live > 1).map((live): RecoveryConfig => ({ variant, live })),
     );
+    for (const history of HISTORIES) configs.push({ variant: "history", live: 1, history });
     const recovery = await recoveries(page, server.url, configs);
     await page.close();
     return report(browser.version, kernel, recovery);
@@ -138,10 +153,12 @@ async function kernelVsRaw(page: Page, baseUrl: string) {
 interface RecoveryConfig {
   variant: Variant;
   live: number;
+  history?: { finished: number; entries: number; bytes?: number };
 }
 
-function configUrl(baseUrl: string, { variant, live }: RecoveryConfig): string {
-  const query = new URLSearchParams({ mode: "harness", path: "/recovery.sqlite3", pool: `pi-bench-recovery-${variant}-${live}` });
+function configUrl(baseUrl: string, { variant, live, history }: RecoveryConfig): string {
+  const pool = `pi-bench-recovery-${variant}-${live}${history ? `-${history.finished}` : ""}`;
+  const query = new URLSearchParams({ mode: "harness", path: "/recovery.sqlite3", pool });
   if (variant === "stalled") query.set("noRestartLimit", "1");
   return `${baseUrl}?${query}`;
 }
@@ -150,7 +167,18 @@ function configUrl(baseUrl: string, { variant, live }: RecoveryConfig): string {
 async function seed(page: Page, baseUrl: string, config: RecoveryConfig): Promise<void> {
   await page.goto(configUrl(baseUrl, config));
   await waitForHarness(page);
-  await page.evaluate(([others, kind]) => window.bench.client!.call("seed", others, kind), [config.live - 1, config.variant] as const);
+  if (config.history) {
+    // Before the hot task: the rows take ids past the live ones (this worker's next id does not know of them,
+    // and mints only the hot task's; the reload reads the largest id).
+    const { finished, entries } = config.history;
+    const { bytes } = await page.evaluate(([f, e]) => window.bench.client!.call<{ bytes: number }>("history", f, e), [
+      finished,
+      entries,
+    ] as const);
+    config.history.bytes = bytes;
+  }
+  const kind = config.variant === "history" ? "sleeping" : config.variant;
+  await page.evaluate(([others, k]) => window.bench.client!.call("seed", others, k), [config.live - 1, kind] as const);
   await waitInPage(page, () => window.bench.firstStepSeen !== undefined);
 }
 
@@ -180,7 +208,10 @@ async function recoveries(page: Page, baseUrl: string, configs: RecoveryConfig[]
     }
     process.stderr.write(`  recovery round ${round + 1}/${ROUNDS}\n`);
   }
-  return configs.map((config, index) => figures(config, timelines[index]!, heaps[index]!, wasm[index]));
+  return configs.map((config, index) => ({
+    ...figures(config, timelines[index]!, heaps[index]!, wasm[index]),
+    ...(config.history ? { history: { ...config.history, bytes: config.history.bytes ?? NaN } } : {}),
+  }));
 }
 
 async function firstResumedStep(page: Page, { variant, live }: RecoveryConfig): Promise<RecoveryTimeline> {
@@ -233,6 +264,8 @@ async function waitForHarness(page: Page): Promise<void> {
 
 function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>>, recovery: RecoveryFigures[]) {
   const baseline = recovery.find((r) => r.live === 1)!;
+  const [smallHistory, largeHistory] = recovery.filter((r) => r.variant === "history");
+  const historyRatio = largeHistory!.firstStepMs.median / smallHistory!.firstStepMs.median;
   const added = Object.fromEntries(
     VARIANTS.map((variant) => {
       const big = recovery.find((r) => r.variant === variant && r.live === 10_000)!;
@@ -257,8 +290,15 @@ function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>
       trials: TRIALS,
       figures: recovery,
       addedBy10kOver1Ms: added,
-      target: "10,000 live tasks add ≤ 300 ms to reload → first resumed step",
-      meetsTarget: { sleeping: added.sleeping <= 300, stalled: added.stalled <= 300 },
+      target: "10,000 live tasks add ≤ 150 ms to reload → first resumed step",
+      meetsTarget: { sleeping: added.sleeping <= 150, stalled: added.stalled <= 150 },
+      history: {
+        small: smallHistory!.history,
+        large: largeHistory!.history,
+        ratio: historyRatio,
+        target: "reload → first resumed step in a ≥ 100 MB database within 1.2× of a 1 MB one",
+        meetsTarget: historyRatio <= 1.2,
+      },
     },
     memory,
   };
@@ -291,6 +331,18 @@ function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>
     },
   ];
   for (const figure of recovery) {
+    if (figure.history) {
+      const large = figure === largeHistory;
+      rows.push({
+        bench: "browser recovery",
+        what: `reload → first resumed step, 1 live task, ${figure.history.finished.toLocaleString("en-US")} finished tasks and ${figure.history.entries.toLocaleString("en-US")} entries (${mb(figure.history.bytes)})`,
+        median: `${fmt(figure.firstStepMs.median, 0)} ms`,
+        range: `${fmt(figure.firstStepMs.min, 0)}–${fmt(figure.firstStepMs.max, 0)} ms`,
+        ratio: large ? `${fmt(historyRatio, 2)}× the ${mb(smallHistory!.history!.bytes)} one` : "baseline",
+        target: large ? `≤ 1.2× ${historyRatio <= 1.2 ? "✅" : "❌"}` : "",
+      });
+      continue;
+    }
     const isBig = figure.live === 10_000;
     const variantLabel = figure.live === 1 ? "" : figure.variant === "sleeping" ? ", others sleeping" : ", all running at the reload";
     rows.push({
@@ -299,7 +351,7 @@ function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>
       median: `${fmt(figure.firstStepMs.median, 0)} ms`,
       range: `${fmt(figure.firstStepMs.min, 0)}–${fmt(figure.firstStepMs.max, 0)} ms`,
       ratio: figure.live === 1 ? "baseline" : signedMs(figure.firstStepMs.median - baseline.firstStepMs.median),
-      target: isBig ? `≤ +300 ms ${figure.firstStepMs.median - baseline.firstStepMs.median <= 300 ? "✅" : "❌"}` : "",
+      target: isBig ? `≤ +150 ms ${figure.firstStepMs.median - baseline.firstStepMs.median <= 150 ? "✅" : "❌"}` : "",
     });
   }
   rows.push({

@@ -8,6 +8,7 @@
 import { serveHarness } from "../../../src/browser/worker.ts";
 import type { HarnessStatus } from "../../../src/host/protocol.ts";
 import { BACKGROUND_CONTEXT as ctx, type Harness } from "../../../src/index.ts";
+import type { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
 import { loadSqlite } from "../../../src/storage/sqlite/wasm.ts";
 import { benchExtension, effectCounts, firstCommittedStep, hot, idle, stall } from "./tasks.ts";
 
@@ -38,12 +39,69 @@ const served = serveHarness({
     /** The wasm heap SQLite uses (not part of the JS heap). */
     wasmBytes: async () => (await loadSqlite()).wasm.heap8u().byteLength,
     liveTasks: (harness: Harness) => harness.session.live.size,
+    /** Adds `finished` terminal tasks and `entries` entries as months of use leave them (decision 0027). */
+    history: async (harness: Harness, finished, entries) => history(harness, Number(finished), Number(entries)),
+    /** The database file's size in bytes. */
+    fileBytes: async (harness: Harness) => {
+      const rows = await harness.storage.query("SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size");
+      return Number(rows[0]?.bytes);
+    },
   },
 });
 
 served.host.onStatus((status) => {
   statusAt[status.kind] ??= now();
 });
+
+/**
+ * History written straight into the tables (the records are what the kernel writes; going through tasks
+ * would take minutes for 200,000 of them): finished tasks of a year of use and the entries of their
+ * conversations, in one transaction, with ids past every live one.
+ */
+async function history(harness: Harness, finished: number, entries: number): Promise<{ bytes: number }> {
+  const storage = harness.storage as SqliteStorage;
+  const root = await harness.root(ctx);
+  const conversationId = root.id;
+  const first = harness.session.nextId + 1000;
+  const text = "a line of a conversation that a user and the model wrote a while ago, ".repeat(5);
+  await storage.database.transaction((tx) => {
+    for (let index = 0; index < finished; index += 1) {
+      const id = first + index;
+      const record = {
+        id,
+        conversationId,
+        kind: "pi.tool",
+        version: 1,
+        input: { callId: `call_${id}`, entryId: id - 1 },
+        background: false,
+        abortRequested: false,
+        startedAt: 1_700_000_000_000 + index,
+        endedAt: 1_700_000_000_100 + index,
+        state: { status: "terminal", outcome: { status: "completed", result: { text: `result ${id}` } } },
+      };
+      tx.run(
+        "INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, 'terminal', ?)",
+        id,
+        conversationId,
+        record.kind,
+        JSON.stringify(record),
+      );
+    }
+    for (let index = 0; index < entries; index += 1) {
+      const id = first + finished + index;
+      const record = { id, conversationId, kind: "pi.user", payload: { text }, at: 1_700_000_000_000 + index };
+      tx.run(
+        "INSERT INTO entries (id, conversation_id, kind, record) VALUES (?, ?, ?, ?)",
+        id,
+        conversationId,
+        record.kind,
+        JSON.stringify(record),
+      );
+    }
+  });
+  const rows = await storage.database.all("SELECT page_count * page_size AS bytes FROM pragma_page_count, pragma_page_size");
+  return { bytes: Number(rows[0]?.bytes) };
+}
 
 async function seed(harness: Harness, others: number, variant: string): Promise<{ live: number; ms: number }> {
   const started = performance.now();

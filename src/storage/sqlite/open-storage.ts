@@ -1,6 +1,14 @@
 import { queryLimits } from "./query-rules.ts";
+import { META_TABLE } from "./schema.ts";
 import { SqliteStorage, type SqliteStorageOptions } from "./storage.ts";
 import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
+
+/**
+ * The tables an open reads whole (decision 0027), checked at every open: the marker (and version 1's, `meta`),
+ * conversations, documents. Tasks, entries and submissions grow with the database's history; the open reads
+ * only their live rows, through partial indexes, and SQLite checks each page it reads.
+ */
+const OPEN_READS_WHOLE = [META_TABLE, "meta", "conversations", "documents"];
 
 /**
  * Opens durable storage on sqlite-wasm: `{ vfs: "memory" }` (Node and browser; `image` opens a copy of
@@ -9,7 +17,7 @@ import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
  */
 export async function openSqliteStorage(options: OpenSqliteOptions & SqliteStorageOptions): Promise<SqliteStorage> {
   const limits = queryLimits(options.queryLimits); // a bad limit is refused before the database is touched
-  const database = await openSqliteDatabase(options);
+  const database = await openSqliteDatabase({ integrityCheck: { tables: OPEN_READS_WHOLE }, ...options });
   try {
     return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`, { queryLimits: limits });
   } catch (error) {

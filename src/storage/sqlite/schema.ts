@@ -72,7 +72,11 @@ export const SQL = {
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
-  liveTasks: `SELECT id, record FROM tasks WHERE status <> 'terminal' ORDER BY id`,
+  /**
+   * Through the partial index, named: without it the planner scans the whole table in id order to spare the
+   * sort, reading every finished row at every open (decision 0027).
+   */
+  liveTasks: `SELECT id, record FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,

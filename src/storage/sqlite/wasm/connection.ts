@@ -158,11 +158,32 @@ export class Connection implements SqliteDatabase {
   // ------------------------------------------------------------------------------------------------------
   // Used while opening (before the connection is handed out), hence not private.
 
-  /** Runs `PRAGMA quick_check`; a database that fails it, or cannot even be read, is `DatabaseCorrupt`. */
-  checkIntegrity(): void {
-    const problems = this.#all("PRAGMA quick_check", []).map((row) => String(Object.values(row)[0]));
-    if (problems.length === 1 && problems[0] === "ok") return;
+  /**
+   * Runs `PRAGMA quick_check` — of the whole file, or with `tables` of those tables (and their indexes) only
+   * (decision 0027). A database that fails it, or cannot even be read, is `DatabaseCorrupt`.
+   */
+  checkIntegrity(tables?: readonly string[]): void {
+    const statements =
+      tables === undefined
+        ? ["PRAGMA quick_check"]
+        : this.#all("SELECT name FROM sqlite_schema WHERE type = 'table'", [])
+            .map((row) => String(row.name))
+            .filter((name) => tables.includes(name))
+            .map((name) => `PRAGMA quick_check("${name.replaceAll('"', '""')}")`);
+    const problems: string[] = [];
+    for (const sql of statements) {
+      const found = this.#all(sql, []).map((row) => String(Object.values(row)[0]));
+      if (!(found.length === 1 && found[0] === "ok")) problems.push(...found);
+    }
+    if (problems.length === 0) return;
     throw integrityFailure(this.#options.label, problems);
+  }
+
+  /** The file's size in bytes, from its header (page count × page size): reads no page but the first. */
+  fileBytes(): number {
+    const pages = Number(this.#get("PRAGMA page_count", [])?.page_count ?? 0);
+    const size = Number(this.#get("PRAGMA page_size", [])?.page_size ?? 0);
+    return pages * size;
   }
 
   setCheckpointOnClose(enabled: boolean): void {

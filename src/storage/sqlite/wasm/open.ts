@@ -29,7 +29,17 @@ export interface OpenSqliteOptions {
    * Default 15000 ms; then the open fails with `DatabaseLocked`.
    */
   maxWaitMs?: number;
+  /**
+   * What the open checks before anything is written (decision 0027). Default: `PRAGMA quick_check` of the
+   * whole file. `{ tables }`: a file of up to `FULL_CHECK_BYTES` still gets the whole check; a larger one only
+   * the named tables (`PRAGMA quick_check(table)`), so the cost of an open does not grow with the rest of the
+   * file. (The pages the open then reads are checked by reading them: SQLite refuses a malformed page.)
+   */
+  integrityCheck?: "full" | { tables: readonly string[] };
 }
+
+/** Files up to this size are checked whole at every open whatever `integrityCheck` says (a few ms). */
+export const FULL_CHECK_BYTES = 4 * 1024 * 1024;
 
 /** Where the durable database lives in the pool unless the caller says otherwise. */
 export const DEFAULT_DATABASE_PATH = "/pi-durable.sqlite3";
@@ -63,7 +73,7 @@ async function openMemory(sqlite3: Sqlite3Static, options: OpenSqliteOptions): P
         capi.SQLITE_DESERIALIZE_FREEONCLOSE | (readOnly ? capi.SQLITE_DESERIALIZE_READONLY : capi.SQLITE_DESERIALIZE_RESIZEABLE);
       const rc = capi.sqlite3_deserialize(db.pointer!, "main", pointer, image.byteLength, image.byteLength, flags);
       if (rc !== 0) throw connection.sqliteError(rc);
-      connection.checkIntegrity();
+      checkIntegrity(connection, options);
     } else if (readOnly) {
       connection.execAll("PRAGMA query_only = 1");
     }
@@ -107,7 +117,7 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     connection.execAll("PRAGMA locking_mode = EXCLUSIVE");
     // Checked before switching to WAL: that switch writes the file header, and a damaged file must stay
     // byte for byte as it was found.
-    connection.checkIntegrity();
+    checkIntegrity(connection, options);
     if (readOnly) connection.execAll("PRAGMA query_only = 1");
     else connection.execAll("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
     if (!readOnly) connection.setCheckpointOnClose(true);
@@ -116,4 +126,12 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     await connection.abandon();
     throw error;
   }
+}
+
+/** The check `options.integrityCheck` asks for (decision 0027). */
+function checkIntegrity(connection: Connection, options: OpenSqliteOptions): void {
+  const scope = options.integrityCheck;
+  // The header is read first in any case: bytes that are not a database fail here, before any table check.
+  const whole = scope === undefined || scope === "full" || connection.fileBytes() <= FULL_CHECK_BYTES;
+  connection.checkIntegrity(whole ? undefined : scope.tables);
 }
