@@ -130,6 +130,9 @@ async function runWorld(call: Call, deaths: Death[], worldSetup: WorldSetup): Pr
       violation: `${call.name}, deaths ${JSON.stringify(deaths)}: ${what}; steps:\n  ${world.steps.join("\n  ")}`,
     });
     if (!settled) return violation("the call was left hanging");
+    // Whoever leads now, tab3's page reaches the database again (as a follower of tab2, or leading itself).
+    if (!(await world.settle(() => world.client.status.kind === "ready")))
+      return violation(`tab3's page never reached the database again (status ${JSON.stringify(world.client.status)})`);
     const applied = await call.applied(world.storage(), root);
     if ("error" in result!) {
       if (call.retried || result.error.name !== "ConnectionLost")
