@@ -1,4 +1,5 @@
 import type { Models } from "@earendil-works/pi-ai";
+import type { PendingApproval } from "./agent/approvals.ts";
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import { Conversation, type Submission } from "./agent/conversation.ts";
 import { AgentHost } from "./agent/host.ts";
@@ -51,6 +52,8 @@ export interface HarnessOptions {
 export interface Inspection {
   scheduling: "paused" | "running" | "closed" | "read-only";
   tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
+  /** Every tool call that waits for a person's decision, with its arguments and age, oldest first. */
+  approvals: PendingApproval[];
   /** What this harness's open recovered. */
   recovery: Recovery;
 }
@@ -248,7 +251,12 @@ export class Harness {
   async inspect(context: Context): Promise<Inspection> {
     throwIfCancelled(context);
     const scheduling = this.#closed ? "closed" : this.readOnly ? "read-only" : this.#scheduler.enabled ? "running" : "paused";
-    return { scheduling, tasks: this.#scheduler.inspect(), recovery: cloneJson(this.recovery) };
+    return {
+      scheduling,
+      tasks: this.#scheduler.inspect(),
+      approvals: this.#agent.pendingApprovals(),
+      recovery: cloneJson(this.recovery),
+    };
   }
 
   /** Starts scheduling. Throws `ReadOnlySession` on a read-only harness. */

@@ -142,6 +142,7 @@ describe("pi-durable-web/react hooks", () => {
       client.tasks({
         scheduling: "running",
         recovery: { stop: "none", tasks: [] },
+        approvals: [],
         tasks: [
           { record: task(1, "app.job"), state: "running" as never },
           { record: task(2, "pi.generation"), state: "running" as never },

@@ -5,6 +5,7 @@ import { cloneJson } from "../json.ts";
 import type { DocumentReader } from "../session/documents.ts";
 import { documentKey, type KernelTx, type Tx } from "../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
+import { type ApprovalRecord, type Decision, decideIn, type PendingApproval, pendingApprovals } from "./approvals.ts";
 import { addCompactionStatus, CompactionTask } from "./compaction.ts";
 import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
 import { agentChange, draftProblem } from "./drafts.ts";
@@ -166,6 +167,50 @@ export class Conversation {
     return taskId;
   }
 
+  /**
+   * Decides a tool call that waits for a person (by its call id, or its tool task's id), in one commit: approved
+   * (the tool then runs once) or denied (the model gets a result that says so, with `reason`). Exactly once: a
+   * second decision rejects with `AlreadyDecided` naming the first; a withdrawn call with `ApprovalWithdrawn`, a
+   * call that does not wait with `NoPendingApproval`, an unknown one with `NotFound`, and a decision given for
+   * other arguments (`argumentsHash` of `pendingApprovals()`) with `ApprovalMismatch`. Starts scheduling.
+   */
+  async decide(call: string | number, decision: Decision, context: Context): Promise<ApprovalRecord> {
+    throwIfCancelled(context);
+    checkDecision(call, decision);
+    const kernel = this.#host.kernel;
+    if (kernel.closed) throw new HarnessClosed();
+    if (kernel.readOnly) throw new ReadOnlySession("decide()");
+    const callId = typeof call === "string" ? call : await waitFor(this.#callIdOf(call), context);
+    const { approved, reason, argumentsHash } = decision;
+    const clean: Decision = {
+      approved,
+      ...(reason !== undefined ? { reason } : {}),
+      ...(argumentsHash !== undefined ? { argumentsHash } : {}),
+    };
+    const decided = await this.#host.commitIn(
+      this.id,
+      (tx) => decideIn(tx, this.id, callId, clean, typeof call === "number" ? call : undefined),
+      context,
+    );
+    kernel.resume();
+    return cloneJson(decided);
+  }
+
+  /** The tool calls of this conversation that wait for a person, oldest first, with their arguments and age. */
+  pendingApprovals(): PendingApproval[] {
+    const session = this.#host.kernel.session;
+    return cloneJson(pendingApprovals(session.live.values(), this.#committed, this.#host.kernel.session.clock.now(), this.id));
+  }
+
+  /** The call id of tool task `taskId` of this conversation. */
+  async #callIdOf(taskId: number): Promise<string> {
+    const session = this.#host.kernel.session;
+    const task = session.live.get(taskId) ?? (await session.storage.getTask(taskId));
+    if (task?.kind !== "pi.tool" || task.conversationId !== this.id)
+      throw new NotFound(`Conversation ${this.id} has no tool call whose task is ${taskId}.`);
+    return (task.input as { callId: string }).callId;
+  }
+
   /** Every committed entry of this conversation, in id order. */
   async entries(context: Context): Promise<EntryRecord[]> {
     throwIfCancelled(context);
@@ -317,6 +362,15 @@ export function applyChange(current: AgentConfig, change: AgentChange): AgentCon
     next.tools = [...change.tools];
   }
   return next;
+}
+
+function checkDecision(call: string | number, decision: Decision): void {
+  if (!(typeof call === "string" ? call !== "" : Number.isSafeInteger(call)))
+    throw new InvalidSubmission(`decide() takes a tool call id (a string) or its task id (an integer); got ${JSON.stringify(call)}.`);
+  if (typeof decision?.approved !== "boolean") throw new InvalidSubmission("A decision is { approved: true | false, reason? }.");
+  if (decision.reason !== undefined && typeof decision.reason !== "string") throw new InvalidSubmission("A decision's reason is a string.");
+  if (decision.argumentsHash !== undefined && typeof decision.argumentsHash !== "string")
+    throw new InvalidSubmission("A decision's argumentsHash is the string pendingApprovals() gives.");
 }
 
 function checkDraft(draft: SubmissionDraft): void {

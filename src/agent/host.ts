@@ -1,11 +1,13 @@
 import { type Context, throwIfCancelled, waitFor } from "../context.ts";
 import { HarnessClosed, ReadOnlySession } from "../errors.ts";
+import { cloneJson } from "../json.ts";
 import { SerialQueue } from "../serial.ts";
 import { mirroredKind, notFound, storedKind } from "../session/ids.ts";
 import type { Published } from "../session/session.ts";
-import type { KernelTx } from "../session/tx.ts";
+import { documentKey, type KernelTx } from "../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import { KeyedWaiters } from "../waiters.ts";
+import { type PendingApproval, pendingApprovals } from "./approvals.ts";
 import { applyChange, Conversation, type ConversationPort, Submission } from "./conversation.ts";
 import { AgentDocument, readLive, scopeOf, writeLive } from "./documents.ts";
 import { convertPartial } from "./generation.ts";
@@ -80,6 +82,18 @@ export class AgentHost implements ConversationPort {
       context,
     );
     return this.conversation(id);
+  }
+
+  /** The harness clock. */
+  now(): number {
+    return this.kernel.session.clock.now();
+  }
+
+  /** Every tool call that waits for a person, in every conversation, oldest first (for `inspect()`). */
+  pendingApprovals(): PendingApproval[] {
+    const session = this.kernel.session;
+    const documents = { document: (scope: string, key: string) => session.documents.get(documentKey(scope, key))?.value };
+    return cloneJson(pendingApprovals(session.live.values(), documents, this.now()));
   }
 
   /** A handle on an existing conversation. */

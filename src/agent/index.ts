@@ -1,4 +1,5 @@
 export type { AgentExtension } from "./agent.ts";
+export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./approvals.ts";
 export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
 export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./compaction.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
@@ -10,6 +11,9 @@ export { coalesceLiveFrames, type LivePace } from "./live-frames.ts";
 export {
   type AgentHooks,
   type AnyTool,
+  type ApprovalRequest,
+  type ApprovalRule,
+  type ApprovalVerdict,
   type BeforeToolDecision,
   defineTool,
   type ToolApi,
@@ -43,6 +47,7 @@ export type {
   ToolErrorCode,
   ToolProgress,
   ToolResultEntryPayload,
+  ToolSlotApproval,
   ToolSlotView,
   UnansweredReason,
   UsageState,

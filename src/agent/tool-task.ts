@@ -1,49 +1,60 @@
-import type { TextContent, Tool, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
+import type { Tool, ToolCall } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../context.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { errorMessage } from "../error-message.ts";
-import { NotFound, ToolCallEnded } from "../errors.ts";
+import { ToolCallEnded } from "../errors.ts";
 import { cloneJson, type Json } from "../json.ts";
-import { commitStored } from "../tasks/commit-stored.ts";
-import type { RunningTask } from "../tasks/types.ts";
-import { type ResolvedAgent, resolveAgent } from "./agent.ts";
-import { toolCallsOf } from "./context.ts";
-import { appendEntry, clearToolProgress, readLive, writeToolProgress } from "./documents.ts";
+import { APPROVAL_PHASE, type ApprovalRecord, writeApproval } from "./approvals.ts";
+import { clearToolProgress, readLive, writeToolProgress } from "./documents.ts";
 import { LazyProgress } from "./progress.ts";
-import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
-import type { AnyTool, BeforeToolDecision, ToolApi, ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
-import type { AssistantEntryPayload, ToolErrorCode } from "./types.ts";
+import { defineAgentTask } from "./runtime.ts";
+import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "./tool.ts";
+import { approvalPhase, approvalRecord, awaitDecision, deny, ruling, withdraw } from "./tool-approval.ts";
+import {
+  callInfo,
+  currentAgent,
+  type Ending,
+  errorResult,
+  normalize,
+  type Runtime,
+  readCall,
+  settle,
+  settleFromProgress,
+  type Task,
+  type ToolCheckpoint,
+  type ToolTaskInput,
+  type ToolTaskResult,
+  textContent,
+} from "./tool-result.ts";
 import type { LiveEvent } from "./view.ts";
+
+export { type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult, toolErrorMessage } from "./tool-result.ts";
 
 /**
  * `pi.tool` (S8): one tool call. `call` resolves the tool, validates the arguments and runs `beforeTool`; the
  * intent commit then records `{ phase: "execute", arguments, replay }` — from here on the call may have
  * touched the world — and the tool runs in the same invocation until the result commit appends the
  * `pi.tool-result` entry and ends the task. `execute` is therefore reached only by recovery.
+ *
+ * A call that needs a person (DESIGN §4c) commits, instead of its intent, `{ phase: "approval", arguments,
+ * replay }` asleep without a deadline (or until its expiry) beside its approval record; the decision's commit
+ * wakes it, and `approval` then commits the intent and runs the tool, or answers with the denial.
  */
-export type ToolTaskInput = { assistant: number; callId: string; name: string };
-export type ToolCheckpoint = { phase: "call" } | { phase: "execute"; arguments: { [key: string]: Json }; replay: "safe" | "unsafe" };
-export type ToolTaskResult = { entryId: number };
-
-type Task = RunningTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>;
-type Runtime = AgentRuntime<ToolCheckpoint, ToolTaskResult>;
-
-/** How a harness-written result ends the task. */
-type Ending =
-  | { status: "completed" }
-  | { status: "failed"; message: string; interrupted?: "interrupted" | "restart_limit" }
-  | { status: "aborted" };
-
 export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>({
   name: "pi.tool",
   version: 1,
   initial: () => ({ phase: "call" }),
   phases: {
     call: (task, runtime, context) => call(task, runtime, context),
+    approval: (task, runtime, context) => approvalPhase(task, runtime, context, start),
     execute: (task, runtime, context) => recover(task, runtime, context),
   },
   abort: async (task, runtime, context) => {
+    if (task.state.checkpoint.phase === APPROVAL_PHASE) {
+      await withdraw(task, runtime, context);
+      return;
+    }
     const message = `Tool ${task.input.name} was aborted`;
     await settleFromProgress(task, runtime, "aborted", message, { status: "aborted" }, context);
   },
@@ -55,11 +66,6 @@ export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskR
     await settleFromProgress(task, runtime, "restart_limit", message, { status: "failed", message, interrupted: "restart_limit" }, context);
   },
 });
-
-/** The text item the harness adds to a result it wrote: `<harness>\n[error] message\n</harness>`. */
-export function toolErrorMessage(message: string): TextContent {
-  return { type: "text", text: `<harness>\n[error] ${message}\n</harness>` };
-}
 
 async function call(task: Task, runtime: Runtime, context: Context): Promise<void> {
   const toolCall = await readCall(task, runtime, context);
@@ -116,10 +122,40 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
   }
   const finalArgs = cloneJson(args) as { [key: string]: Json };
   const replay = tool.replay ?? "unsafe";
+  const verdict = await ruling(tool, callInfo(task, toolCall, args), runtime, context);
+  if (verdict === "user-approval") {
+    await awaitDecision(task, runtime, tool, finalArgs, replay, context);
+    return;
+  }
+  const ruled: ApprovalRecord | undefined = verdict && {
+    ...approvalRecord(task, finalArgs, runtime.now()),
+    status: verdict.approved ? "approved" : "denied",
+    ...(verdict.reason !== undefined ? { reason: verdict.reason } : {}),
+    decidedAt: runtime.now(),
+    by: "rule",
+  };
+  if (ruled?.status === "denied") await deny(task, runtime, toolCall, ruled, context);
+  else await start(task, runtime, toolCall, tool, finalArgs, replay, context, ruled);
+}
+
+/** The intent commit (with a rule's approval record), then the tool. */
+async function start(
+  task: Task,
+  runtime: Runtime,
+  toolCall: ToolCall,
+  tool: AnyTool,
+  args: { [key: string]: Json },
+  replay: "safe" | "unsafe",
+  context: Context,
+  ruled?: ApprovalRecord,
+): Promise<void> {
   // The intent commit: after it, a crash means "the tool may have partially run".
-  await runtime.commit(() => ({ status: "running", checkpoint: { phase: "execute", arguments: finalArgs, replay } }), context);
+  await runtime.commit((tx) => {
+    if (ruled) writeApproval(tx, task.conversationId, ruled);
+    return { status: "running", checkpoint: { phase: "execute", arguments: args, replay } };
+  }, context);
   await runtime.crashPoint("tool:after-intent");
-  await run(task, runtime, toolCall, tool, finalArgs, context);
+  await run(task, runtime, toolCall, tool, args, context);
 }
 
 /**
@@ -230,118 +266,6 @@ async function run(
   await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context, output);
 }
 
-/** A harness-written result built from the committed progress (what a crash left is all there is). */
-async function settleFromProgress(
-  task: Task,
-  runtime: Runtime,
-  code: ToolErrorCode,
-  message: string,
-  ending: Ending,
-  context: Context,
-): Promise<void> {
-  const progress = runtime.toolProgress(task.id);
-  const toolCall: ToolCall = { type: "toolCall", id: task.input.callId, name: task.input.name, arguments: {} };
-  await settle(
-    task,
-    runtime,
-    toolCall,
-    errorResult(textContent(progress?.output ?? ""), message, progress?.details),
-    code,
-    ending,
-    context,
-    progress?.output,
-  );
-}
-
-/**
- * The result commit: one `pi.tool-result` entry, the slot marked done, the task terminal. The entry keeps the
- * tool's streamed `output` beside the result (for a UI after a reload: the progress document goes now).
- */
-async function settle(
-  task: Task,
-  runtime: Runtime,
-  toolCall: ToolCall,
-  result: ToolResultView,
-  code: ToolErrorCode | undefined,
-  ending: Ending,
-  context: Context,
-  output?: string,
-): Promise<void> {
-  const conversationId = task.conversationId;
-  // B9: a refused result commit is retried as a commit; rerunning the step would call it "interrupted".
-  await commitStored(
-    runtime,
-    (tx) => {
-      const message: ToolResultMessage = {
-        role: "toolResult",
-        toolCallId: toolCall.id,
-        toolName: toolCall.name,
-        content: result.content,
-        isError: result.isError,
-        ...(result.details !== undefined ? { details: result.details } : {}),
-        timestamp: tx.now(),
-      } as ToolResultMessage;
-      const entryId = appendEntry(tx, conversationId, "pi.tool-result", {
-        message,
-        ...(code ? { code } : {}),
-        ...(output ? { output } : {}),
-      });
-      clearToolProgress(tx, conversationId, task.id);
-      if (ending.status === "failed" && ending.interrupted) {
-        tx.report({
-          kind: "task_interrupted",
-          taskId: task.id,
-          taskKind: task.kind,
-          conversationId,
-          reason: ending.interrupted,
-          message: ending.message,
-        });
-      }
-      const result_ = { entryId };
-      if (ending.status === "completed") return { status: "terminal", outcome: { status: "completed", result: result_ } };
-      if (ending.status === "aborted")
-        return { status: "terminal", outcome: { status: "aborted", reason: "aborted by request", result: result_ } };
-      return { status: "terminal", outcome: { status: "failed", error: { message: ending.message }, result: result_ } };
-    },
-    context,
-  );
-}
-
-async function readCall(task: Task, runtime: Runtime, context: Context): Promise<ToolCall> {
-  const entry = await runtime.entry(task.input.assistant, context);
-  const message = (entry?.payload as unknown as AssistantEntryPayload | undefined)?.message;
-  const found = message?.role === "assistant" ? toolCallsOf(message).find((candidate) => candidate.id === task.input.callId) : undefined;
-  if (!found) throw new NotFound(`Entry ${task.input.assistant} has no tool call ${task.input.callId}.`);
-  return found;
-}
-
-function currentAgent(_task: Task, runtime: Runtime): ResolvedAgent {
-  return resolveAgent(runtime.registry, runtime.agentConfig());
-}
-
 function validate(tool: AnyTool, toolCall: ToolCall, args: Record<string, unknown>): Record<string, unknown> {
   return validateToolArguments(tool as unknown as Tool, { ...toolCall, arguments: args } as ToolCall) as Record<string, unknown>;
-}
-
-function callInfo(task: Task, toolCall: ToolCall, args: Record<string, unknown>): ToolCallInfo {
-  return { conversationId: task.conversationId, taskId: task.id, callId: toolCall.id, name: toolCall.name, arguments: cloneJson(args) };
-}
-
-function textContent(text: string): ToolContent {
-  return text === "" ? [] : [{ type: "text", text }];
-}
-
-function errorResult(partial: ToolContent, message: string, details?: Json): ToolResultView {
-  return { content: [...partial, toolErrorMessage(message)], isError: true, ...(details !== undefined ? { details } : {}) };
-}
-
-/** A tool's return value as a result: explicit content wins, else the output it streamed. */
-function normalize(returned: ToolResult | string | void, output: string, details: Json | undefined): ToolResultView {
-  if (typeof returned === "string")
-    return { content: textContent(returned), isError: false, ...(details !== undefined ? { details } : {}) };
-  const value = returned ?? {};
-  const content =
-    typeof value.content === "string" ? textContent(value.content) : value.content ? cloneJson(value.content) : textContent(output);
-  const finalDetails = value.details !== undefined ? cloneJson(value.details) : details;
-  return { content, isError: value.isError === true, ...(finalDetails !== undefined ? { details: finalDetails } : {}) };
 }

@@ -3,6 +3,7 @@ import type { Context } from "../context.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { InvalidDefinition } from "../errors.ts";
 import type { Json } from "../json.ts";
+import type { EntryRecord } from "../storage/records.ts";
 
 /** What a tool may return as content. */
 export type ToolContent = (TextContent | ImageContent)[];
@@ -42,6 +43,18 @@ export interface ToolDefinition<A = Record<string, unknown>> {
   /** A JSON Schema for the arguments (validated and coerced by pi-ai's `validateToolArguments`). */
   readonly parameters: Record<string, unknown>;
   readonly replay?: "safe" | "unsafe";
+  /**
+   * Whether a call needs a person's decision before anything of the tool runs: `"never"` (the default),
+   * `"always"`, or a rule over the call and its conversation that approves, denies (with a reason) or asks a
+   * person (`"user-approval"`). A rule runs off the commit line and may run again after a crash: it must be safe
+   * to rerun. A rule that throws denies the call (fails closed).
+   */
+  readonly approval?: "always" | "never" | ApprovalRule;
+  /**
+   * How long a call waits for a decision, on the harness clock, before it is denied with reason `"expired"`.
+   * Default: no expiry (the call waits for days, through every reload).
+   */
+  readonly approvalExpiresAfterMs?: number;
   execute(args: A, api: ToolApi, context: Context): Promise<ToolResult | string | void> | ToolResult | string | void;
 }
 
@@ -59,6 +72,17 @@ export function defineTool<A = Record<string, unknown>>(tool: ToolDefinition<A>)
   if (tool.replay !== undefined && tool.replay !== "safe" && tool.replay !== "unsafe") {
     throw new InvalidDefinition(`Tool ${tool.name}: replay must be "safe" or "unsafe"; got ${JSON.stringify(tool.replay)}.`);
   }
+  if (tool.approval !== undefined && tool.approval !== "always" && tool.approval !== "never" && typeof tool.approval !== "function") {
+    throw new InvalidDefinition(
+      `Tool ${tool.name}: approval must be "always", "never" or a rule function; got ${JSON.stringify(tool.approval)}.`,
+    );
+  }
+  const expiry = tool.approvalExpiresAfterMs;
+  if (expiry !== undefined && !(typeof expiry === "number" && Number.isFinite(expiry) && expiry > 0)) {
+    throw new InvalidDefinition(
+      `Tool ${tool.name}: approvalExpiresAfterMs must be a positive number of milliseconds; got ${String(expiry)}.`,
+    );
+  }
   return Object.freeze({ ...tool });
 }
 
@@ -70,6 +94,17 @@ export interface ToolCallInfo {
   readonly name: string;
   readonly arguments: Record<string, unknown>;
 }
+
+/** What an approval rule sees: the call with its final arguments, and its conversation's transcript on demand. */
+export interface ApprovalRequest extends ToolCallInfo {
+  /** The conversation's committed entries, in id order (read when called). */
+  entries(): Promise<EntryRecord[]>;
+}
+
+/** A rule's verdict: decide now (with a reason the model sees on a denial), or ask a person. */
+export type ApprovalVerdict = "user-approval" | { approved: boolean; reason?: string };
+
+export type ApprovalRule = (call: ApprovalRequest, context: Context) => ApprovalVerdict | Promise<ApprovalVerdict>;
 
 /** The result a tool call ends with, as `afterTool` sees (and may replace) it. */
 export interface ToolResultView {

@@ -8,6 +8,7 @@ import type {
   Usage,
   UserMessage,
 } from "@earendil-works/pi-ai";
+import type { DecisionSummary } from "../errors.ts";
 import type { Json } from "../json.ts";
 
 /** Which model a conversation talks to: a pi-ai provider id and model id. */
@@ -52,6 +53,8 @@ export interface ToolResultEntryPayload {
   code?: ToolErrorCode;
   /** What the tool streamed with `api.output()` (all of it, or what was persisted before a crash); not sent to the model. */
   output?: string;
+  /** How the call was decided, when its tool asked for a decision (a person, its approval rule, or the expiry). */
+  approval?: DecisionSummary;
 }
 /**
  * A run that ended without an answer, kept in the transcript (never sent to the model): after any reload and
@@ -84,7 +87,9 @@ export type ToolErrorCode =
   | "interrupted"
   | "restart_limit"
   | "aborted"
-  | "tool_error";
+  | "tool_error"
+  /** Not run: a person, the tool's approval rule or the approval's expiry denied the call. */
+  | "denied";
 
 /** A user's content: text, or text and images. */
 export type UserContent = string | (TextContent | ImageContent)[];
@@ -166,10 +171,27 @@ export interface ToolProgress {
 
 /** A tool slot as a view shows it. */
 export interface ToolSlotView extends LiveToolRef, ToolProgress {
-  /** `pending` until the intent commit, `running` after it, `done` once the task ended. */
-  status: "pending" | "running" | "done";
+  /**
+   * `pending` until the intent commit, `running` after it, `done` once the task ended; `awaiting-approval`
+   * while the call waits for a person's decision.
+   */
+  status: "pending" | "awaiting-approval" | "running" | "done";
   /** The result entry, once written (absent for a call whose task faulted). */
   entry?: number;
+  /** For a call whose tool asks for decisions: what it waits for, or how it was decided. */
+  approval?: ToolSlotApproval;
+}
+
+/** A call's approval as a view shows it (`arguments` only while it waits: the person decides on those). */
+export interface ToolSlotApproval {
+  status: "awaiting" | "approved" | "denied" | "withdrawn";
+  argumentsHash: string;
+  arguments?: { [key: string]: Json };
+  requestedAt: number;
+  expiresAt?: number;
+  reason?: string;
+  by?: "person" | "rule" | "expiry";
+  decidedAt?: number;
 }
 
 export interface LiveFailure {

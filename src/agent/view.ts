@@ -1,11 +1,22 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../json.ts";
 import { documentKey } from "../session/tx.ts";
-import type { Batch, EntryRecord } from "../storage/records.ts";
+import type { Batch, EntryRecord, TaskRecord } from "../storage/records.ts";
+import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "./approvals.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
 import type { AgentSession } from "./kernel.ts";
 import type { LiveFrame } from "./live-delta.ts";
-import type { AgentConfig, InboxState, LiveState, LiveView, StreamingView, ToolProgress, ToolSlotView, UsageState } from "./types.ts";
+import type {
+  AgentConfig,
+  InboxState,
+  LiveState,
+  LiveView,
+  StreamingView,
+  ToolProgress,
+  ToolSlotApproval,
+  ToolSlotView,
+  UsageState,
+} from "./types.ts";
 
 /** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
 export interface ConversationViewState {
@@ -88,14 +99,16 @@ export function viewDocuments(
     if (ref.taskId === undefined) return { ...ref, status: "pending" };
     const task = session.live.get(ref.taskId);
     const progress = (read(toolKey(ref.taskId)) as ToolProgress | undefined) ?? {};
-    if (task)
-      return {
-        ...ref,
-        ...progress,
-        status: task.state.status === "running" && task.state.checkpoint.phase === "execute" ? "running" : "pending",
-      };
+    const record = read(approvalKey(ref.callId)) as ApprovalRecord | undefined;
+    const approval = record?.taskId === ref.taskId ? slotApproval(record, task) : undefined;
+    const withApproval = approval ? { approval } : {};
+    if (task) {
+      const running = task.state.status === "running" && task.state.checkpoint.phase === "execute";
+      const status = running ? "running" : approval?.status === "awaiting" ? "awaiting-approval" : "pending";
+      return { ...ref, ...progress, status, ...withApproval };
+    }
     const entry = resultOf(ref.taskId);
-    return { ...ref, status: "done", ...(entry !== undefined ? { entry } : {}) };
+    return { ...ref, status: "done", ...(entry !== undefined ? { entry } : {}), ...withApproval };
   };
   const { tools, ...rest } = stored;
   const live: LiveView = { ...rest, ...(tools ? { tools: tools.map(slot) } : {}) };
@@ -106,6 +119,14 @@ export function viewDocuments(
     agent: structuredClone((read(AGENT) as AgentConfig | undefined) ?? {}),
     busy: stored.run !== undefined,
   };
+}
+
+/** An approval record as a tool slot shows it; the arguments come from the waiting task's checkpoint. */
+function slotApproval(record: ApprovalRecord, task: TaskRecord | undefined): ToolSlotApproval {
+  const { taskId: _taskId, callId: _callId, toolName: _toolName, ...rest } = record;
+  const state = task?.state;
+  const waiting = record.status === "awaiting" && state && "checkpoint" in state && state.checkpoint.phase === APPROVAL_PHASE;
+  return { ...rest, ...(waiting ? { arguments: (state.checkpoint as unknown as ApprovalCheckpoint).arguments } : {}) };
 }
 
 /** Tool task id → its `pi.tool-result` entry, for the entries given. */

@@ -411,7 +411,10 @@ export class HarnessObject<Env = unknown> {
       if (!harness.registry.task(task.kind)) continue; // blocked
       const state = task.state;
       if (state.status === "sleeping") {
-        if (task.abortRequested || state.until <= now) busy = true;
+        // A sleep without `until` waits for a person: no alarm, the call that decides wakes the object.
+        if (task.abortRequested) busy = true;
+        else if (state.until === undefined) continue;
+        else if (state.until <= now) busy = true;
         else if (earliest === undefined || state.until < earliest) earliest = state.until;
       } else if (state.status === "waiting") {
         if (task.abortRequested || !state.on.some((member) => live.has(member))) busy = true;

@@ -299,7 +299,8 @@ function taskProblem(task: TaskRecord): string | undefined {
     return `${String(state.status)} without a checkpoint`;
   if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id))))
     return "waiting without task ids";
-  if (state.status === "sleeping" && !(typeof state.until === "number" && Number.isFinite(state.until))) return "sleeping without a time";
+  if (state.status === "sleeping" && state.until !== undefined && !(typeof state.until === "number" && Number.isFinite(state.until)))
+    return "sleeping until no valid time";
   return undefined;
 }
 

@@ -19,12 +19,15 @@ export type BlockedReason = "missing_task" | "task_too_old" | "migration_failed"
 export type Checkpoint = { phase: string } & { [key: string]: Json };
 export type WaitPolicy = "allSettled" | "failFast";
 
-/** S1: the states of a task. `sleeping.until` is on the harness clock. */
+/**
+ * S1: the states of a task. `sleeping.until` is on the harness clock; a sleep without `until` lasts until a
+ * commit wakes the task (a wait for a person: see `wakeSleeper`).
+ */
 export type TaskState<S extends Checkpoint = Checkpoint, R = Json> =
   | { status: "pending"; checkpoint: S }
   | { status: "running"; checkpoint: S }
   | { status: "waiting"; checkpoint: S; on: number[]; policy: WaitPolicy }
-  | { status: "sleeping"; checkpoint: S; until: number }
+  | { status: "sleeping"; checkpoint: S; until?: number }
   | { status: "completing"; outcome: TaskOutcome<R> }
   | { status: "terminal"; outcome: TaskOutcome<R> };
 

@@ -9,7 +9,8 @@ export type TaskInspectionState =
   | { kind: "running" }
   | { kind: "ready"; migrates?: boolean }
   | { kind: "waiting"; on: number[] }
-  | { kind: "sleeping"; until: number }
+  /** Without `until`: until a commit wakes it (a tool call waiting for a person's decision). */
+  | { kind: "sleeping"; until?: number }
   | { kind: "completing" }
   | { kind: "blocked"; reason: BlockedReason; message: string };
 
@@ -36,6 +37,9 @@ export function inspectTask(source: InspectionSource, record: TaskRecord, now: n
     const owned = [...source.index.children(record.id)];
     if (owned.length > 0) return { kind: "waiting", on: owned };
   }
-  if (state.status === "sleeping" && state.until > now) return { kind: "sleeping", until: state.until };
+  if (state.status === "sleeping") {
+    if (state.until === undefined) return { kind: "sleeping" };
+    if (state.until > now) return { kind: "sleeping", until: state.until };
+  }
   return { kind: "ready", ...(record.version !== source.registry.task(record.kind)?.version ? { migrates: true } : {}) };
 }

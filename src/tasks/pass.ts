@@ -66,7 +66,8 @@ export class SchedulingPass {
       if (status === "completing" || status === "terminal") continue;
       if (status === "waiting" && task.state.on.some((member) => isLive(tx, member))) continue;
       // An abort mark does not wait for the sleep (or retry backoff) to end: the abort runs now (B1).
-      if (status === "sleeping" && task.state.until > now && !task.abortRequested) continue;
+      // A sleep without `until` lasts until a commit wakes the task (`wakeSleeper`).
+      if (status === "sleeping" && (task.state.until === undefined || task.state.until > now) && !task.abortRequested) continue;
       const mode: Mode = task.abortRequested ? "abort" : "run";
       if (mode === "abort" && index.hasLiveOwnedWork(tx, id)) continue;
       if (mode === "run" && ownerHasIntent(tx, task)) continue;

@@ -78,7 +78,8 @@ export class SleepTimer {
       if (task?.state.status !== "sleeping" || running(id)) continue;
       // Due (or abort-marked) sleepers were already looked at by a pass; whatever holds them now (owned
       // work, an owner's intent) wakes them with a commit. A timer for them would fire at 0 ms for ever (B8).
-      if (task.abortRequested || task.state.until <= now) continue;
+      // Without `until` a sleep ends only by a commit that wakes it: no timer.
+      if (task.abortRequested || task.state.until === undefined || task.state.until <= now) continue;
       if (earliest === undefined || task.state.until < earliest) earliest = task.state.until;
     }
     if (earliest === this.#at) return;
@@ -94,7 +95,7 @@ export class SleepTimer {
       const now = clock.now();
       for (const id of sleepers) {
         const task = live.get(id);
-        if (task?.state.status === "sleeping" && task.state.until <= now) due.push(id);
+        if (task?.state.status === "sleeping" && task.state.until !== undefined && task.state.until <= now) due.push(id);
       }
       wake(due);
     });

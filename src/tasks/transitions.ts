@@ -100,9 +100,13 @@ export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, n
       state = { status: "running", checkpoint: cloneJson(next.checkpoint) };
       break;
     case "sleeping":
-      if (typeof next.until !== "number" || !Number.isFinite(next.until))
+      // No `until`: a wait with no deadline, ended by a commit that wakes the task (`wakeSleeper`).
+      if (next.until !== undefined && (typeof next.until !== "number" || !Number.isFinite(next.until)))
         throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
-      state = { status: "sleeping", until: next.until, checkpoint: cloneJson(next.checkpoint) };
+      state =
+        next.until === undefined
+          ? { status: "sleeping", checkpoint: cloneJson(next.checkpoint) }
+          : { status: "sleeping", until: next.until, checkpoint: cloneJson(next.checkpoint) };
       break;
     case "waiting": {
       if (mode === "abort") throw new InvalidCommit(`Abort handler of task ${current.id} cannot wait.`);
@@ -153,6 +157,19 @@ function validateWait(tx: KernelTx, waiter: TaskRecord, on: number[], policy: st
       }
     });
   }
+}
+
+/**
+ * Ends the sleep of `task` early, in the commit of someone other than the task (a person's decision): it is
+ * `pending` at the checkpoint it slept at and runs at the next pass. Returns false (and writes nothing) when the
+ * task is not sleeping, or sleeps at another phase than `phase`.
+ */
+export function wakeSleeper(tx: KernelTx, id: number, phase: string): boolean {
+  const task = tx.task(id);
+  if (task?.state.status !== "sleeping" || task.state.checkpoint.phase !== phase) return false;
+  const { restarts: _restarts, ...rest } = task;
+  tx.putTask({ ...rest, state: { status: "pending", checkpoint: task.state.checkpoint } });
+  return true;
 }
 
 /**

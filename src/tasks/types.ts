@@ -11,7 +11,7 @@ import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord, WaitPolicy } fro
 export type NextTaskState<S extends Checkpoint = Checkpoint, R = Json> =
   | { status: "running"; checkpoint: S }
   | { status: "waiting"; checkpoint: S; on: number[]; policy?: WaitPolicy }
-  | { status: "sleeping"; checkpoint: S; until: number }
+  | { status: "sleeping"; checkpoint: S; until?: number }
   | { status: "terminal"; outcome: TaskOutcome<R> };
 
 /** The record a phase sees: its task, running, as committed before the phase started. */

@@ -42,7 +42,7 @@ function stateText(state: TaskInspectionState | undefined): string {
     case "waiting":
       return `waits on ${state.on.map((id) => `#${id}`).join(", ")}`;
     case "sleeping":
-      return `sleeping until ${clock(state.until)}`;
+      return state.until === undefined ? "waiting for a decision" : `sleeping until ${clock(state.until)}`;
     case "completing":
       return "completing";
     case "blocked":

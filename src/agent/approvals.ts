@@ -1,0 +1,212 @@
+import { AlreadyDecided, ApprovalMismatch, ApprovalWithdrawn, type DecisionSummary, NoPendingApproval, NotFound } from "../errors.ts";
+import type { Json } from "../json.ts";
+import type { DocumentReader } from "../session/documents.ts";
+import type { KernelTx, Tx } from "../session/tx.ts";
+import type { TaskRecord } from "../storage/records.ts";
+import { wakeSleeper } from "../tasks/transitions.ts";
+import { asJson, scopeOf } from "./documents.ts";
+
+/**
+ * A person in the loop (DESIGN §4c). A tool call that needs a decision is a `pi.tool` task asleep without a
+ * deadline at checkpoint `approval` (its final arguments in it), next to its approval record: the document
+ * `pi.approval:<callId>` in its conversation's scope. One commit decides it (`decideIn`): the record takes the
+ * decision and the task is woken; every later decision finds the record decided and is refused, naming the
+ * first. The record stays after the call ended, so a late decision is told what happened.
+ */
+export const APPROVAL_PREFIX = "pi.approval:";
+export const APPROVAL_PHASE = "approval";
+export const approvalKey = (callId: string): string => `${APPROVAL_PREFIX}${callId}`;
+
+export interface ApprovalRecord {
+  taskId: number;
+  callId: string;
+  toolName: string;
+  /** Binds a decision to the arguments the person saw (`argumentsHash` of the final arguments). */
+  argumentsHash: string;
+  requestedAt: number;
+  /** Harness clock: no decision by then denies the call with reason "expired". */
+  expiresAt?: number;
+  status: "awaiting" | "approved" | "denied" | "withdrawn";
+  reason?: string;
+  decidedAt?: number;
+  by?: DecisionSummary["by"];
+}
+
+/** A decision as `decide` takes it. `argumentsHash`, when given, must be the one the call waits with. */
+export interface Decision {
+  approved: boolean;
+  reason?: string;
+  argumentsHash?: string;
+}
+
+/** A call waiting for a person, as `inspect()`, `pendingApprovals()` and the view show it. */
+export interface PendingApproval {
+  conversationId: number;
+  taskId: number;
+  callId: string;
+  toolName: string;
+  arguments: { [key: string]: Json };
+  argumentsHash: string;
+  requestedAt: number;
+  expiresAt?: number;
+  /** How long it has waited, on the harness clock, when this was read. */
+  ageMs: number;
+}
+
+/** The `approval` checkpoint of a `pi.tool` task: the call's final arguments, committed before anything ran. */
+export type ApprovalCheckpoint = {
+  phase: "approval";
+  arguments: { [key: string]: Json };
+  replay: "safe" | "unsafe";
+};
+
+export function readApproval(from: DocumentReader, conversationId: number, callId: string): ApprovalRecord | undefined {
+  return from.document(scopeOf(conversationId), approvalKey(callId)) as ApprovalRecord | undefined;
+}
+
+export function writeApproval(tx: Tx, conversationId: number, record: ApprovalRecord): void {
+  tx.setDocument(scopeOf(conversationId), approvalKey(record.callId), asJson(record));
+}
+
+export function summary(record: ApprovalRecord): DecisionSummary {
+  return {
+    approved: record.status === "approved",
+    ...(record.reason !== undefined ? { reason: record.reason } : {}),
+    by: record.by ?? "person",
+    decidedAt: record.decidedAt ?? record.requestedAt,
+  };
+}
+
+/** True when `record` waits and its expiry has come (the decision is then "denied, expired", whoever asks). */
+export function expired(record: ApprovalRecord, now: number): boolean {
+  return record.status === "awaiting" && record.expiresAt !== undefined && now >= record.expiresAt;
+}
+
+/**
+ * The decision commit: exactly one decision per call. Refuses (writing nothing) a call that was decided
+ * (`AlreadyDecided`, naming the first decision; an expired call counts as denied by its expiry), withdrawn
+ * (`ApprovalWithdrawn`), ended or never asked (`NoPendingApproval`), unknown (`NotFound`), or decided for other
+ * arguments (`ApprovalMismatch`).
+ */
+export function decideIn(tx: KernelTx, conversationId: number, callId: string, decision: Decision, taskId?: number): ApprovalRecord {
+  const record = readApproval(tx, conversationId, callId);
+  if (!record || (taskId !== undefined && record.taskId !== taskId)) {
+    if (taskId !== undefined) throw new NoPendingApproval(callId, taskId, "its tool did not ask for a decision");
+    throw new NotFound(`Conversation ${conversationId} has no tool call ${JSON.stringify(callId)} that asked for a decision.`);
+  }
+  const now = tx.now();
+  if (record.status === "approved" || record.status === "denied") throw new AlreadyDecided(callId, record.taskId, summary(record));
+  if (record.status === "withdrawn") throw new ApprovalWithdrawn(callId, record.taskId);
+  if (expired(record, now))
+    throw new AlreadyDecided(callId, record.taskId, { approved: false, reason: "expired", by: "expiry", decidedAt: record.expiresAt! });
+  if (decision.argumentsHash !== undefined && decision.argumentsHash !== record.argumentsHash)
+    throw new ApprovalMismatch(callId, record.taskId, record.argumentsHash, decision.argumentsHash);
+  const task = tx.task(record.taskId);
+  if (!task) throw new NoPendingApproval(callId, record.taskId, "the call has ended");
+  if (task.abortRequested) throw new ApprovalWithdrawn(callId, record.taskId);
+  const decided: ApprovalRecord = {
+    ...record,
+    status: decision.approved ? "approved" : "denied",
+    ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
+    decidedAt: now,
+    by: "person",
+  };
+  writeApproval(tx, conversationId, decided);
+  // Asleep at `approval` (the usual case) it wakes now; otherwise its approval phase is under way and reads the
+  // record in its own commit.
+  wakeSleeper(tx, record.taskId, APPROVAL_PHASE);
+  return decided;
+}
+
+/** The calls of `tasks` that wait for a person, oldest first. */
+export function pendingApprovals(
+  tasks: Iterable<TaskRecord>,
+  documents: DocumentReader,
+  now: number,
+  conversationId?: number,
+): PendingApproval[] {
+  const out: PendingApproval[] = [];
+  for (const task of tasks) {
+    if (task.kind !== "pi.tool" || (conversationId !== undefined && task.conversationId !== conversationId)) continue;
+    const pending = pendingOf(task, documents, now);
+    if (pending) out.push(pending);
+  }
+  return out.sort((a, b) => a.requestedAt - b.requestedAt || a.taskId - b.taskId);
+}
+
+/** The pending approval of one live `pi.tool` task, or undefined when it does not wait for a person. */
+export function pendingOf(task: TaskRecord, documents: DocumentReader, now: number): PendingApproval | undefined {
+  const state = task.state;
+  if (state.status === "completing" || state.status === "terminal" || state.checkpoint.phase !== APPROVAL_PHASE) return undefined;
+  if (task.abortRequested) return undefined;
+  const input = task.input as { callId?: string };
+  if (typeof input.callId !== "string") return undefined;
+  const record = readApproval(documents, task.conversationId, input.callId);
+  if (record?.status !== "awaiting" || record.taskId !== task.id || expired(record, now)) return undefined;
+  const checkpoint = state.checkpoint as unknown as ApprovalCheckpoint;
+  return {
+    conversationId: task.conversationId,
+    taskId: task.id,
+    callId: record.callId,
+    toolName: record.toolName,
+    arguments: checkpoint.arguments,
+    argumentsHash: record.argumentsHash,
+    requestedAt: record.requestedAt,
+    ...(record.expiresAt !== undefined ? { expiresAt: record.expiresAt } : {}),
+    ageMs: Math.max(0, now - record.requestedAt),
+  };
+}
+
+/**
+ * A short, stable hash of JSON arguments (keys in sorted order, so `{a, b}` and `{b, a}` agree): what a
+ * decision is bound to. Not a security boundary — it tells a stale card from the call that waits now.
+ */
+export function argumentsHash(value: Json): string {
+  const text = canonical(value);
+  // cyrb53: two 32-bit lanes, 53 bits in all.
+  let h1 = 0xdeadbeef;
+  let h2 = 0x41c6ce57;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    h1 = Math.imul(h1 ^ code, 2654435761);
+    h2 = Math.imul(h2 ^ code, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0");
+}
+
+/** JSON with object keys sorted, built without recursion (arguments stay off the call stack however deep). */
+function canonical(value: Json): string {
+  const out: string[] = [];
+  const stack: Array<Json | Token> = [value];
+  while (stack.length > 0) {
+    const item = stack.pop()!;
+    if (item instanceof Token) out.push(item.text);
+    else if (Array.isArray(item)) {
+      out.push("[");
+      stack.push(CLOSE_ARRAY);
+      for (let i = item.length - 1; i >= 0; i--) {
+        stack.push(item[i]!);
+        if (i > 0) stack.push(COMMA);
+      }
+    } else if (item !== null && typeof item === "object") {
+      const keys = Object.keys(item).sort();
+      out.push("{");
+      stack.push(CLOSE_OBJECT);
+      for (let i = keys.length - 1; i >= 0; i--) {
+        stack.push(item[keys[i]!]!);
+        stack.push(new Token(`${JSON.stringify(keys[i])}:`));
+        if (i > 0) stack.push(COMMA);
+      }
+    } else out.push(JSON.stringify(item));
+  }
+  return out.join("");
+}
+
+class Token {
+  constructor(readonly text: string) {}
+}
+const COMMA = new Token(",");
+const CLOSE_ARRAY = new Token("]");
+const CLOSE_OBJECT = new Token("}");
