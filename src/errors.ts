@@ -332,10 +332,10 @@ export class AlreadyDecided extends DurableError {
   readonly taskId: number;
   readonly decision: DecisionSummary;
   constructor(callId: string, taskId: number, decision: DecisionSummary) {
-    const who = decision.by === "person" ? "by a person" : decision.by === "rule" ? "by its approval rule" : "by its expiry";
+    const who = decision?.by === "person" ? "by a person" : decision?.by === "rule" ? "by its approval rule" : "by its expiry";
     super(
-      `Tool call ${callId} (task ${taskId}) was already ${decision.approved ? "approved" : "denied"} ${who}` +
-        `${decision.reason ? ` (reason: ${decision.reason})` : ""}; that decision stands and nothing was changed. Show the call's current state instead of deciding again.`,
+      `Tool call ${callId} (task ${taskId}) was already ${decision?.approved ? "approved" : "denied"} ${who}` +
+        `${decision?.reason ? ` (reason: ${decision.reason})` : ""}; that decision stands and nothing was changed. Show the call's current state instead of deciding again.`,
     );
     this.callId = callId;
     this.taskId = taskId;

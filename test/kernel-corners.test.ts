@@ -366,7 +366,8 @@ describe("kernel corners (storage independent)", () => {
     for (const state of [
       { status: "running" },
       { status: "dancing", checkpoint: { phase: "x" } },
-      { status: "sleeping", checkpoint: { phase: "x" } },
+      // A sleep without `until` is a wait for a commit (DESIGN §4c); one until a time that is no time is damaged.
+      { status: "sleeping", checkpoint: { phase: "x" }, until: "soon" },
     ]) {
       const storage = new MemoryStorage();
       await storage.apply({
