@@ -56,6 +56,11 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   UnknownAppMethod: false,
   // The caller needs another identity or the app another policy; the same call is refused again.
   NotAuthorized: false,
+  // A decision is final: once a call was decided, withdrawn or ended, deciding it again gives the same answer.
+  AlreadyDecided: false,
+  ApprovalWithdrawn: false,
+  NoPendingApproval: false,
+  ApprovalMismatch: false,
 };
 
 /** Whether `error` is one of the library's errors that is worth retrying (see `RETRYABLE`). */
