@@ -21,6 +21,7 @@
  *   snapshot). Subscriptions too large for an attachment make that page reconnect instead (code 1012). A crash
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  */
+import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../clock.ts";
 import { DurableError, InvalidRequest, NotAuthorized } from "../errors.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
@@ -34,7 +35,8 @@ import type { Json } from "../json.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { DurableObjectDatabase } from "./database.ts";
-import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
+import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
+import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
 
 export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume" | "crashPoint"> {
   /** How often the alarm comes back while tasks are running or ready to run. Default 30 000 ms. */
@@ -43,6 +45,11 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   methods?: Record<string, HostMethod>;
   /** Whether a client may arm crash points (test hooks). Default false on an object. */
   crashPoints?: boolean;
+  /**
+   * The storage the harness uses: default `ctx.storage`; a wrapper of it for tests that count or cut its
+   * transactions. (Wrap the storage, not `ctx`: the runtime's `DurableObject` accepts only its own `ctx`.)
+   */
+  storage?: DurableObjectStorage;
   /**
    * Caps on one `storage.query()` (a page's `client.query()` once `powers` serve it): rows and bytes, stopped
    * between rows. Defaults 10,000 rows and 4 MiB (`DEFAULT_QUERY_LIMITS`); an object offers no step budget.
@@ -121,9 +128,12 @@ function isSerialized(error: unknown): error is SerializedError {
  * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
  * and bind it in wrangler's `durable_objects` with a `new_sqlite_classes` migration.
  */
-export class HarnessObject<Env = unknown> {
-  readonly ctx: DurableObjectState;
-  readonly env: Env;
+// The RPC methods are added to the class's prototype from RPC_METHODS (see the static block).
+// biome-ignore lint/correctness/noUnusedVariables: a merged declaration repeats the class's type parameters
+export interface HarnessObject<Env = unknown> extends HarnessRpc {}
+
+// biome-ignore lint/suspicious/noUnsafeDeclarationMerging: the interface declares what the static block adds to the prototype
+export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   /** The harness, once the object's storage was opened and recovered. */
   readonly ready: Promise<Harness>;
   /** The client API (the same host the browser worker serves). */
@@ -132,6 +142,8 @@ export class HarnessObject<Env = unknown> {
   readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
   readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
   readonly #heartbeatMs: number;
+  /** `ctx.storage`, or the wrapper the options gave. */
+  readonly #storage: DurableObjectStorage;
   #started = false;
   /** The alarm this instance last set (undefined: none, or not known yet). */
   #alarmAt: number | undefined;
@@ -140,19 +152,39 @@ export class HarnessObject<Env = unknown> {
   #armedBusy = false;
   readonly #idleWaiters = new Set<() => void>();
 
+  static {
+    for (const name of RPC_METHODS) {
+      Object.defineProperty(HarnessObject.prototype, name, {
+        value(this: HarnessObject, ...args: unknown[]) {
+          return this.#rpc(name, args);
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
   constructor(ctx: DurableObjectState, env: Env, setup: HarnessObjectSetup<Env>) {
-    this.ctx = ctx;
-    this.env = env;
-    const { heartbeatMs, methods, crashPoints, onReport, powers, authenticate, authorize, queryLimits, ...harnessOptions } = setup(
-      env,
-      ctx,
-    );
+    super(ctx, env);
+    const {
+      heartbeatMs,
+      methods,
+      crashPoints,
+      onReport,
+      powers,
+      authenticate,
+      authorize,
+      queryLimits,
+      storage = ctx.storage,
+      ...harnessOptions
+    } = setup(env, ctx);
+    this.#storage = storage;
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#heartbeatMs = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const served = createHost({
       database,
-      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(ctx.storage), database, { queryLimits }),
+      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits }),
       harness: { ...harnessOptions, clock: systemClock },
       ...(methods ? { methods } : {}),
       crashPoints: crashPoints ?? false,
@@ -173,7 +205,7 @@ export class HarnessObject<Env = unknown> {
       // Pages still connected from an earlier instance (the object hibernated while they stayed): their
       // subscriptions come back from each socket's attachment, so they go on hearing without reconnecting.
       for (const socket of ctx.getWebSockets?.() ?? []) this.#restore(socket);
-      this.#alarmAt = (await ctx.storage.getAlarm()) ?? undefined;
+      this.#alarmAt = (await storage.getAlarm()) ?? undefined;
       harness.session.subscribe(({ batch }) => {
         // A commit that leaves every task it wrote busy (a checkpoint, say) cannot move an alarm that is already
         // the heartbeat of busy work; look again only after one that may (most commits of a busy object are such
@@ -191,7 +223,7 @@ export class HarnessObject<Env = unknown> {
    * Runs `handle` on the open harness, then starts the work (on the first event of this start) and puts the
    * alarm where the work needs it. Subclasses serve their own routes through it.
    */
-  async serve<T>(handle: (harness: Harness) => Promise<T> | T): Promise<T> {
+  protected async serve<T>(handle: (harness: Harness) => Promise<T> | T): Promise<T> {
     const harness = await this.ready;
     try {
       return await handle(harness);
@@ -247,7 +279,7 @@ export class HarnessObject<Env = unknown> {
    * the object's doors refused this caller, 400 for the library's other errors (a bad argument, a conflict), 500
    * for anything else. Subclasses' routes use it too.
    */
-  async errorResponse(error: unknown): Promise<Response> {
+  protected async errorResponse(error: unknown): Promise<Response> {
     const failedOpen = await this.ready.then(
       () => false,
       (cause: unknown) => cause === error,
@@ -286,6 +318,22 @@ export class HarnessObject<Env = unknown> {
     }
     this.ctx.acceptWebSocket(object);
     return new Response(null, { status: 101, webSocket: page } as ResponseInit);
+  }
+
+  /**
+   * A Worker's RPC call (see rpc.ts): through the same doors as a page's call, as the caller `RPC_CALLER` (the
+   * powers the object turns on, then `authorize`); the work starts as after a request.
+   */
+  async #rpc(method: RpcMethodName, args: unknown[]): Promise<unknown> {
+    const harness = await this.ready.catch(() => undefined);
+    try {
+      if (!harness) await this.ready; // the open's own error, not the host's "not open"
+      return await this.#endpointFor(RPC_CALLER).call(method, args);
+    } catch (error) {
+      throw rpcError(error);
+    } finally {
+      if (harness) this.#start(harness);
+    }
   }
 
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
@@ -433,8 +481,8 @@ export class HarnessObject<Env = unknown> {
     }
     if (earliest === this.#alarmAt) return;
     this.#alarmAt = earliest;
-    if (earliest === undefined) void this.ctx.storage.deleteAlarm();
-    else void this.ctx.storage.setAlarm(earliest);
+    if (earliest === undefined) void this.#storage.deleteAlarm();
+    else void this.#storage.setAlarm(earliest);
   }
 
   /** Resolves once no task is ready to run or running, or after one heartbeat period. */

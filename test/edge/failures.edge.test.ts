@@ -88,3 +88,35 @@ describe("clear failures on a Durable Object", () => {
     expect(refused.error.message).not.toMatch(/terminate/);
   });
 });
+
+describe("typed RPC: a Worker calls the object's client API through its stub, without HTTP", () => {
+  const viaStub = async (object: string, name: string, method: string, ...args: unknown[]) =>
+    (await edge.call("stub" as never, object, `/${name}`, { method: "POST", body: JSON.stringify({ method, args }) })).json();
+
+  it("createTask, waitForTask and query by RPC run the task on the object; the work starts as after a request", async () => {
+    const id = (await viaStub("counter", "rpc", "createTask", "example.counter", { to: 2 })).value;
+    expect(typeof id).toBe("number");
+    expect((await viaStub("counter", "rpc", "waitForTask", id)).value.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: "counted to 2" },
+    });
+    expect((await viaStub("counter", "rpc", "query", "SELECT count(*) AS n FROM tasks")).value).toEqual([{ n: 1 }]);
+    expect((await viaStub("counter", "rpc", "status")).value).toMatchObject({ kind: "ready" });
+  });
+
+  it("RPC errors carry the library's name; what pages may not call is not an RPC method; a failed open is the open's error", async () => {
+    const missing = (await viaStub("counter", "rpc-errors", "waitForTask", 999_999)).error;
+    // workerd carries a thrown error as an Error whose message starts with the error's name.
+    expect(missing.message).toMatch(/^NotFound: Task 999999/);
+    expect((await viaStub("counter", "rpc-errors", "createTask", "no.such.kind", null)).error).toMatchObject({
+      message: expect.stringMatching(/^UnknownTaskKind: /),
+    });
+    // The same doors as a page's call: a power the object does not turn on is refused (the counter's are
+    // createTask and query).
+    expect((await viaStub("counter", "rpc-errors", "abortTask", 1)).error.message).toMatch(/^NotAuthorized: .*powers/);
+    for (const method of ["close", "requestTakeover", "lifeLock"]) {
+      expect((await viaStub("counter", "rpc-errors", method)).error, method).toBeDefined();
+    }
+    expect((await viaStub("shared", "clash-rpc", "inspect")).error.message).toMatch(/^DatabaseCorrupt: .*\(tasks\)/);
+  });
+});

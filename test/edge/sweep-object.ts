@@ -33,8 +33,8 @@ interface Crash {
   dead: boolean;
 }
 
-/** `ctx` with a storage whose transactions are counted, and that crashes the object at the planned one. */
-function crashingState(ctx: DurableObjectState, crash: Crash, die: (where: string) => void): DurableObjectState {
+/** `ctx.storage` with its transactions counted, crashing the object at the planned one. */
+function crashingStorage(ctx: DurableObjectState, crash: Crash, die: (where: string) => void): DurableObjectStorage {
   const inner = ctx.storage;
   const storage: DurableObjectStorage = {
     get sql() {
@@ -56,13 +56,7 @@ function crashingState(ctx: DurableObjectState, crash: Crash, die: (where: strin
     setAlarm: (at) => inner.setAlarm(at),
     deleteAlarm: () => inner.deleteAlarm(),
   };
-  return new Proxy(ctx, {
-    get(target, key) {
-      if (key === "storage") return storage;
-      const value = Reflect.get(target, key, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return storage;
 }
 
 /** The agent turn's objects: a tool with replay "unsafe" (its print is the effect that must not happen twice). */
@@ -123,10 +117,12 @@ export class SweepObject extends HarnessObject<Env> {
       crash.dead = true;
       void print(`crash ${where}`);
     };
-    super(crashingState(ctx, crash, die), env, () =>
+    // The storage is wrapped, not ctx: the runtime's DurableObject takes only its own ctx.
+    const storage = crashingStorage(ctx, crash, die);
+    super(ctx, env, () =>
       scenario === "counter"
-        ? { registry: createRegistry().install(defineExtension({ name: "sweep", tasks: [counterTask(say)] })) }
-        : agentOptions(say),
+        ? { registry: createRegistry().install(defineExtension({ name: "sweep", tasks: [counterTask(say)] })), storage }
+        : { ...agentOptions(say), storage },
     );
     this.#crash = crash;
     this.#scenario = scenario;

@@ -437,6 +437,7 @@ function hang(model: Model<Api>, text: string, onStreamed: () => void): Assistan
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname.startsWith("/stub/")) return viaStub(request, env);
     const [, object, name, ...rest] = url.pathname.split("/");
     const namespace = env[object!.toUpperCase()] as Namespace | undefined;
     if (!namespace || !name) return json({ error: "use /<object>/<name>/<route>" }, 404);
@@ -444,3 +445,23 @@ export default {
     return namespace.get(namespace.idFromName(decodeURIComponent(name))).fetch(new Request(inner, request));
   },
 };
+
+/**
+ * `POST /stub/<object>/<name>` with `{ method, args }`: the Worker calls the object's RPC method through its
+ * stub (no HTTP to the object); answers `{ value }` or `{ error: { name, message } }` as the Worker saw it.
+ */
+async function viaStub(request: Request, env: Env): Promise<Response> {
+  const [, , object, name] = new URL(request.url).pathname.split("/");
+  const namespace = env[object!.toUpperCase()] as Namespace;
+  const stub = namespace.get(namespace.idFromName(decodeURIComponent(name!))) as unknown as Record<
+    string,
+    (...args: unknown[]) => Promise<unknown>
+  >;
+  const { method, args } = (await request.json()) as { method: string; args?: unknown[] };
+  try {
+    return json({ value: (await stub[method]!(...(args ?? []))) ?? null });
+  } catch (error) {
+    const e = error as Error;
+    return json({ error: { name: e?.name, message: e?.message ?? String(error) } });
+  }
+}
