@@ -5,7 +5,13 @@
  */
 import { existsSync, readFileSync, rmSync } from "node:fs";
 
-const FILES = [".tmp/results-unit.json", ".tmp/results-e2e.json", ".tmp/results-playwright.json", ".tmp/results-react-chat.json"];
+const FILES = [
+  ".tmp/results-unit.json",
+  ".tmp/results-wrangler.json",
+  ".tmp/results-e2e.json",
+  ".tmp/results-playwright.json",
+  ".tmp/results-react-chat.json",
+];
 if (process.argv.includes("--reset")) {
   // At the start of `npm test`: results of an earlier run must not count in this one.
   for (const file of FILES) rmSync(file, { force: true });

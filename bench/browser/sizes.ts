@@ -6,6 +6,7 @@
  * The peer: its bench page (durably + Kysely + zod + sqlocal). "Fetched" is what Chromium requested while the
  * page opened its database (service workers blocked, so a precache does not count).
  */
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -61,7 +62,8 @@ export async function benchSizes() {
     sqliteWasm: total(peerFetched.filter(isWasm)),
     fetched: peerFetched,
   };
-  const result = { name: "sizes", gzipLevel: 9, demo, peer };
+  const worker = workerBundle();
+  const result = { name: "sizes", gzipLevel: 9, demo, peer, worker };
   const kb = (bytes: number) => `${fmt(bytes / 1024, 1)} kB`;
   const rows: Row[] = [
     {
@@ -96,8 +98,23 @@ export async function benchSizes() {
       ratio: `ours ${kb(demo.page.gzip + demo.worker.gzip)}`,
       target: "",
     },
+    {
+      bench: "size (gzip)",
+      what: `Worker bundle: examples/worker-app on the packed package (wrangler ${worker.wrangler} deploy --dry-run, no nodejs_compat)`,
+      median: kb(worker.gzip),
+      range: `${kb(worker.bytes)} raw`,
+      ratio: "",
+      target: "≤ 3 MiB (Workers free plan) ✅".replace("✅", worker.gzip <= 3 * 1024 * 1024 ? "✅" : "❌"),
+    },
   ];
   return { result, rows };
+}
+
+/** `wrangler deploy --dry-run` of the example Worker (scripts/test-wrangler.mjs: Node 22 and wrangler from the registry). */
+function workerBundle(): { bytes: number; gzip: number; wrangler: string } {
+  const run = spawnSync("node", [join(ROOT, "scripts", "test-wrangler.mjs"), "--size-only"], { cwd: ROOT, encoding: "utf8" });
+  if (run.status !== 0) throw new Error(`wrangler deploy --dry-run failed: ${run.stdout}${run.stderr}`);
+  return JSON.parse(run.stdout.trim().split("\n").at(-1)!);
 }
 
 /** The JS, CSS and wasm files Chromium fetched while opening `dir`'s page, with their sizes on disk. */
