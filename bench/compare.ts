@@ -41,6 +41,13 @@ const kernel: Bench = {
     { bench: "kernel (Node)", what: "kernel step ÷ raw commit", read: (r) => r.ratio, unit: "×" },
     { bench: "kernel (Node)", what: "kernel step", read: (r) => r.kernelStepMicros.median, unit: " µs" },
     { bench: "kernel (Node)", what: "raw commit", read: (r) => r.rawCommitMicros.median, unit: " µs" },
+    // Group commit (decision 0026); NaN for a baseline from before it.
+    {
+      bench: "kernel (Node)",
+      what: "100 parallel tasks: steps/s ÷ raw commits/s",
+      read: (r) => r.parallel?.ratio ?? Number.NaN,
+      unit: "×",
+    },
   ],
 };
 
@@ -60,6 +67,18 @@ const browser: Bench = {
   output: "bench/results-browser.json",
   figures: [
     { bench: "browser OPFS", what: "kernel step ÷ raw commit", read: (r) => r.kernel.ratio, unit: "×" },
+    {
+      bench: "browser OPFS",
+      what: "100 parallel tasks: steps/s ÷ raw commits/s",
+      read: (r) => r.kernel.parallel?.ratio ?? Number.NaN,
+      unit: "×",
+    },
+    {
+      bench: "browser recovery",
+      what: "over 100 MB of history ÷ 1 MB: the first resumed step",
+      read: (r) => r.recovery.history?.ratio ?? Number.NaN,
+      unit: "×",
+    },
     {
       bench: "browser recovery",
       what: "10,000 sleeping: added to the first resumed step",
