@@ -7,6 +7,7 @@ import { counterTask } from "../examples/counter-task.ts";
 import { retried, withKey } from "../src/browser/tabs/retry.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
+import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 import { ALL_POWERS, PROTOCOL } from "../src/host/protocol.ts";
 import {
   createRegistry,
@@ -20,7 +21,7 @@ import {
 } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, ScriptedModels } from "./agent-support.ts";
-import { ctx, sqliteMemoryBackend } from "./support.ts";
+import { ctx, flush, sqliteMemoryBackend } from "./support.ts";
 
 async function served(models = new ScriptedModels()) {
   const storage: Storage = await sqliteMemoryBackend.create();
@@ -155,6 +156,38 @@ describe("each method's policy is its row in PROTOCOL", () => {
     for (const [name, row] of Object.entries(PROTOCOL)) {
       expect(row.retry === "keyed", name).toBe(row.key !== undefined);
       expect(row.args([..."x".repeat(50)].map(() => ({}))), name).toEqual(expect.any(String));
+    }
+  });
+});
+
+describe("R5: a subscription id names one listener", () => {
+  it("1,000 subscribes under one id hold one listener; none is left after unsubscribe, or after close", async () => {
+    const { host, listenerCount, root } = await served();
+    const base = listenerCount();
+    const subscriptions: Array<[string, unknown[]]> = [
+      ["onStatus", []],
+      ["watchTasks", []],
+      ["watchConversation", [root]],
+      ["onReport", []],
+    ];
+    for (const end of ["unsubscribe", "close"] as const) {
+      for (const [method, args] of subscriptions) {
+        const sent: HostMessage[] = [];
+        const connection = serveMessages(hostEndpoint(host), (message) => void sent.push(message));
+        for (let i = 0; i < 1000; i++) connection.receive({ type: "subscribe", id: 7, method, args });
+        await flush(20);
+        expect(listenerCount(), method).toBe(base + 1);
+        expect(sent.filter((message) => message.type === "error")).toHaveLength(999);
+        expect(sent.find((message) => message.type === "error")).toMatchObject({ error: { name: "InvalidRequest" } });
+        if (end === "unsubscribe") connection.receive({ type: "unsubscribe", id: 7 });
+        connection.close();
+        await flush(20);
+        expect(listenerCount(), `${method} after ${end}`).toBe(base);
+        // A message that arrives after the close holds nothing.
+        connection.receive({ type: "subscribe", id: 8, method, args });
+        await flush(20);
+        expect(listenerCount(), method).toBe(base);
+      }
     }
   });
 });

@@ -138,6 +138,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly ready: Promise<Harness>;
   /** The client API (the same host the browser worker serves). */
   readonly host: HarnessHost;
+  /** How many listeners the host holds for subscriptions (pages that left hold none). */
+  readonly listenerCount: () => number;
   readonly #endpoint: HostEndpoint;
   readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
   readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
@@ -191,6 +193,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       now: systemClock.now,
     });
     this.host = served.host;
+    this.listenerCount = served.listenerCount;
     this.#endpoint = hostEndpoint(served.host);
     if (onReport) void served.host.onReport(onReport);
     // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every

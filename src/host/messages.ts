@@ -66,6 +66,7 @@ export function serveMessages(
   /** The page's subscription ids to the endpoint's (a promise while subscribing). */
   const subscriptions = new Map<number, Promise<number | undefined>>();
   const held = new Map<number, HeldSubscription>();
+  let closed = false;
   const changed = () => options.onSubscriptions?.([...held.values()]);
   const fail = (id: number) => (error: unknown) => send({ type: "error", id, error: serializeError(error) });
   const unsubscribe = (id: number) => {
@@ -95,19 +96,24 @@ export function serveMessages(
   };
   return {
     receive(message) {
+      if (closed) return; // the page is gone: nothing it sent late may hold a listener
       const { id } = message;
       if (message.type === "call") {
         endpoint.call(message.method, message.args).then((value) => send({ type: "result", id, value }), fail(id));
       } else if (message.type === "subscribe") {
-        subscribe({ id, method: message.method, args: message.args }, true);
+        // One listener per id: a second subscribe under a live id would leave the first one held for good.
+        if (subscriptions.has(id)) fail(id)(new InvalidRequest(`Subscription id ${id} is in use; unsubscribe it first, or use a new id.`));
+        else subscribe({ id, method: message.method, args: message.args }, true);
       } else {
         unsubscribe(id);
       }
     },
     close() {
+      closed = true;
       for (const id of [...subscriptions.keys()]) unsubscribe(id);
     },
     restore(earlier) {
+      if (closed) return;
       for (const subscription of earlier) if (!subscriptions.has(subscription.id)) subscribe(subscription, false);
     },
   };

@@ -49,7 +49,9 @@ export type ObjectKind =
   | "hibernating"
   | "shared"
   | "sweep"
-  | "limited";
+  | "limited"
+  | "users"
+  | "signed";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -100,6 +102,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         SHARED: sqliteObject("SharedObject"),
         SWEEP: sqliteObject("SweepObject"),
         LIMITED: sqliteObject("LimitedObject"),
+        USERS: sqliteObject("UserAgent"),
       },
     });
   let mf = options();

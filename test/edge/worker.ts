@@ -15,6 +15,7 @@ import {
   type Context as ModelContext,
 } from "@earendil-works/pi-ai";
 import { counterTask } from "../../examples/counter-task.ts";
+import { routeSigned, type SignedEnv } from "../../examples/signed-callers.ts";
 import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
 import {
   BACKGROUND_CONTEXT as BACKGROUND,
@@ -161,6 +162,7 @@ function encode(value: unknown): unknown {
 }
 
 export { CounterObject } from "../../examples/counter-object.ts";
+export { UserAgent } from "../../examples/signed-callers.ts";
 export { DemoObject } from "../../worker/edge-object.ts";
 export { SharedObject } from "./shared-object.ts";
 export { SweepObject } from "./sweep-object.ts";
@@ -171,6 +173,9 @@ export class LimitedObject extends HarnessObject<Env> {
     super(ctx, env, () => ({ registry: createRegistry(), powers: ["query"], queryLimits: { maxRows: 5, maxBytes: 2000 } }));
   }
 }
+
+/** The HMAC secret of the signed-token recipe's Worker in these tests. */
+const TOKEN_SECRET = "edge-test-secret";
 
 /**
  * The hibernation test's object: its client API names the instance serving it (`client.call("instance")`), and it
@@ -186,6 +191,12 @@ export class HibernatingObject extends HarnessObject<Env> {
       methods: { instance: () => instance },
       powers: ["call", "createTask"],
     }));
+  }
+
+  /** `/listeners`: how many listeners the host holds (a test route; everything else is the client API). */
+  override async fetch(request: Request): Promise<Response> {
+    if (new URL(request.url).pathname === "/listeners") return json({ listeners: this.listenerCount() });
+    return super.fetch(request);
   }
 }
 
@@ -439,6 +450,11 @@ export default {
     const url = new URL(request.url);
     if (url.pathname.startsWith("/stub/")) return viaStub(request, env);
     const [, object, name, ...rest] = url.pathname.split("/");
+    // `/signed/<any>/<route>`: the signed-token recipe's Worker (examples/signed-callers.ts) routes by the token.
+    if (object === "signed") {
+      const inner = new URL(`/${rest.join("/")}${url.search}`, url);
+      return routeSigned(new Request(inner, request), { USERS: env.USERS as SignedEnv["USERS"], TOKEN_SECRET });
+    }
     const namespace = env[object!.toUpperCase()] as Namespace | undefined;
     if (!namespace || !name) return json({ error: "use /<object>/<name>/<route>" }, 404);
     const inner = new URL(`/${rest.join("/")}${url.search}`, url);
