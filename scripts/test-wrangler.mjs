@@ -170,7 +170,7 @@ export async function devSmoke(tools) {
     if (twice.length > 0) fail(`printed twice: tick ${twice.join(", ")} (before the kill ${before}, after ${after})`);
     if (all.sort().join() !== "1,2,3,4") fail(`expected tick 1..4 once each, got before the kill ${before}, after ${after}`);
     if (after.length === 0) fail("nothing resumed after the restart");
-    if (task.task?.outcome !== "completed") fail(`the task did not complete: ${JSON.stringify(task)}`);
+    if (task.task?.state?.outcome?.status !== "completed") fail(`the task did not complete: ${JSON.stringify(task)}`);
     return { before, after, restarts: task.task.restarts ?? 0 };
   } finally {
     await first?.kill();

@@ -1,5 +1,14 @@
 /** JSON values as stored: everything the harness persists must be one of these. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type Json = null | boolean | number | string | JsonArray | JsonObject;
+/**
+ * Json's composites are interfaces, not inline types: a recursive type through interfaces is one TypeScript
+ * can map lazily, so the Workers runtime's RPC types (`Rpc.Stubify`, `Serializable`) type a stub's methods
+ * that take or return Json (`getTask`, `inspect`, `query`) instead of failing with "excessively deep".
+ */
+export interface JsonArray extends Array<Json> {}
+export interface JsonObject {
+  [key: string]: Json;
+}
 
 /** Deep equality of JSON values; key order is ignored, arrays compare by position. */
 export function jsonEqual(a: unknown, b: unknown): boolean {

@@ -4,8 +4,8 @@
  * The object keeps its own note in KV (`ctx.storage.put`) and reads the harness's tables with
  * `ctx.storage.sql.exec(…).one()`, beside the harness, in the same SQLite.
  *
- * Routes: `/<name>/start?to=5` creates the counter, `/<name>/task?id=` reads its status (an app method of the
- * object, by RPC too), `/<name>/note` counts the object's starts in its own KV; anything else goes to the object (the
+ * Routes: `/<name>/start?to=5` creates the counter, `/<name>/task?id=` reads its record, `/<name>/status?id=`
+ * its status from the harness's table (an app method of the object, by RPC too), `/<name>/note` counts the object's starts in its own KV; anything else goes to the object (the
  * client API). The Worker's RPC calls pass the object's doors like a page's: it turns on the powers it uses.
  */
 import { createRegistry, defineExtension, defineTask } from "pi-durable-web";
@@ -72,7 +72,9 @@ export default {
       const id = await object.createTask("app.counter", { to: Number(url.searchParams.get("to") ?? 5) });
       return Response.json({ id });
     }
-    if (route === "task") return Response.json({ task: await object.taskStatus(Number(url.searchParams.get("id"))) });
+    const id = Number(url.searchParams.get("id"));
+    if (route === "task") return Response.json({ task: await object.getTask(id) }); // the client API by RPC, typed
+    if (route === "status") return Response.json(await object.taskStatus(id)); // an app method by RPC
     if (route === "note") return Response.json(await object.note());
     return object.fetch(new Request(new URL(`/${[route, ...rest].join("/")}${url.search}`, url), request));
   },
