@@ -121,6 +121,9 @@ export const scalar: Check = (value, path) =>
     ? undefined
     : `${path} must be a string, a finite number, a boolean or null; ${got(value)}`;
 
+/** true or false. */
+export const flag: Check = (value, path) => (typeof value === "boolean" ? undefined : `${path} must be true or false; ${got(value)}`);
+
 /** One of the given strings. */
 export const literal =
   (...values: readonly string[]): Check =>

@@ -1,3 +1,4 @@
+import type { Models } from "@earendil-works/pi-ai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
@@ -6,8 +7,9 @@ import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import type { Ownership } from "../src/host/ownership.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { createRegistry, type Storage } from "../src/index.ts";
+import { createRegistry, defineExtension, defineTool, type Registry, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { answer, callTool, ScriptedModels } from "./agent-support.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 import { Locks } from "./tabs-support.ts";
 
@@ -35,7 +37,7 @@ afterEach(async () => {
 });
 
 /** A tab's worker: a host on the shared storage, owning it once `grant()` is called (at once for `owner`). */
-function worker(owner: boolean) {
+function worker(owner: boolean, agent: { registry?: Registry; models?: Models } = {}) {
   const lifeLock = `life:${crypto.randomUUID()}`;
   void locks.request(lifeLock, () => new Promise<never>(() => {}));
   let grant!: () => void;
@@ -56,7 +58,7 @@ function worker(owner: boolean) {
   const served = createHost({
     database: DATABASE,
     openStorage: async () => storage,
-    harness: { registry: createRegistry(), clock: createManualClock(1_000), resume: true },
+    harness: { registry: agent.registry ?? createRegistry(), clock: createManualClock(1_000), resume: true, models: agent.models },
     ownership,
     methods: { hang: () => new Promise(() => {}) },
     now: () => 0,
@@ -145,6 +147,54 @@ describe("tabs: a follower over the leader's worker", () => {
     await until(client, role("leader"));
     const id = await submitted;
     expect(await storage.query("SELECT id FROM submissions")).toEqual([{ id }]); // the same submission, once
+  });
+
+  it("§4c: a decision in flight when the leader dies is sent again under its key: decided once, the retry answers with the record", async () => {
+    const runs = { count: 0 };
+    const agent = () => ({
+      registry: createRegistry().install(
+        defineExtension({
+          name: "ask",
+          tools: [
+            defineTool({
+              name: "write_file",
+              description: "Write",
+              parameters: { type: "object", properties: {} },
+              approval: "always",
+              execute: () => {
+                runs.count++;
+                return "written";
+              },
+            }),
+          ],
+        }),
+      ),
+      models: new ScriptedModels([callTool("write_file", {}, "call_1"), answer("done")]).api,
+    });
+    const leader = worker(true, agent());
+    const own = worker(false, agent());
+    await leader.ready;
+    const client = page(own);
+    await until(client, role("follower"));
+    const conversation = await client.rootConversation({ model: "faux/faux-1" });
+    await client.submit(conversation, { type: "input", content: "write it" });
+    await expect.poll(async () => (await client.pendingApprovals(conversation)).length).toBe(1);
+
+    const restore = silenceAnswers();
+    const decided = client.decide(conversation, "call_1", { approved: true });
+    // The leader committed the decision (with the key the follower added) but its answer never left.
+    const stored =
+      "SELECT record ->> '$.value.status' AS status, record ->> '$.value.decisionId' AS id FROM documents WHERE key = 'pi.approval:call_1'";
+    await expect.poll(async () => (await storage.query(stored))[0]?.status).toBe("approved");
+    restore();
+    await leader.die();
+    own.grant();
+    await until(client, role("leader"));
+    const record = await decided;
+    expect(record).toMatchObject({ status: "approved", by: "person", decisionId: expect.stringMatching(/^tab:/) });
+    expect((await storage.query(stored))[0]?.id).toBe(record.decisionId);
+    await expect(client.decide(conversation, "call_1", { approved: false })).rejects.toMatchObject({ name: "AlreadyDecided" });
+    await expect.poll(() => runs.count).toBe(1);
   });
 
   it("a view moves to the new leader: its listener gets the new leader's snapshot", async () => {

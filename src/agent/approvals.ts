@@ -30,6 +30,8 @@ export interface ApprovalRecord {
   reason?: string;
   decidedAt?: number;
   by?: DecisionSummary["by"];
+  /** The key the deciding call carried: the same call sent again (a tab's retry) gets this record back. */
+  decisionId?: string;
 }
 
 /** A decision as `decide` takes it. `argumentsHash`, when given, must be the one the call waits with. */
@@ -37,6 +39,11 @@ export interface Decision {
   approved: boolean;
   reason?: string;
   argumentsHash?: string;
+  /**
+   * An idempotency key: a decision sent again with the same key (after a lost connection, by a follower tab's
+   * retry) returns the record it made instead of `AlreadyDecided`. A follower tab adds one to every decision.
+   */
+  decisionId?: string;
 }
 
 /** A call waiting for a person, as `inspect()`, `pendingApprovals()` and the view show it. */
@@ -95,7 +102,9 @@ export function decideIn(tx: KernelTx, conversationId: number, callId: string, d
     throw new NotFound(`Conversation ${conversationId} has no tool call ${JSON.stringify(callId)} that asked for a decision.`);
   }
   const now = tx.now();
-  if (record.status === "approved" || record.status === "denied") throw new AlreadyDecided(callId, record.taskId, summary(record));
+  const decided = record.status === "approved" || record.status === "denied";
+  if (decided && decision.decisionId !== undefined && record.decisionId === decision.decisionId) return record;
+  if (decided) throw new AlreadyDecided(callId, record.taskId, summary(record));
   if (record.status === "withdrawn") throw new ApprovalWithdrawn(callId, record.taskId);
   if (expired(record, now))
     throw new AlreadyDecided(callId, record.taskId, { approved: false, reason: "expired", by: "expiry", decidedAt: record.expiresAt! });
@@ -104,18 +113,19 @@ export function decideIn(tx: KernelTx, conversationId: number, callId: string, d
   const task = tx.task(record.taskId);
   if (!task) throw new NoPendingApproval(callId, record.taskId, "the call has ended");
   if (task.abortRequested) throw new ApprovalWithdrawn(callId, record.taskId);
-  const decided: ApprovalRecord = {
+  const next: ApprovalRecord = {
     ...record,
     status: decision.approved ? "approved" : "denied",
     ...(decision.reason !== undefined ? { reason: decision.reason } : {}),
     decidedAt: now,
     by: "person",
+    ...(decision.decisionId !== undefined ? { decisionId: decision.decisionId } : {}),
   };
-  writeApproval(tx, conversationId, decided);
+  writeApproval(tx, conversationId, next);
   // Asleep at `approval` (the usual case) it wakes now; otherwise its approval phase is under way and reads the
   // record in its own commit.
   wakeSleeper(tx, record.taskId, APPROVAL_PHASE);
-  return decided;
+  return next;
 }
 
 /** The calls of `tasks` that wait for a person, oldest first. */

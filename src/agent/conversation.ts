@@ -181,11 +181,12 @@ export class Conversation {
     if (kernel.closed) throw new HarnessClosed();
     if (kernel.readOnly) throw new ReadOnlySession("decide()");
     const callId = typeof call === "string" ? call : await waitFor(this.#callIdOf(call), context);
-    const { approved, reason, argumentsHash } = decision;
+    const { approved, reason, argumentsHash, decisionId } = decision;
     const clean: Decision = {
       approved,
       ...(reason !== undefined ? { reason } : {}),
       ...(argumentsHash !== undefined ? { argumentsHash } : {}),
+      ...(decisionId !== undefined ? { decisionId } : {}),
     };
     const decided = await this.#host.commitIn(
       this.id,
@@ -371,6 +372,8 @@ function checkDecision(call: string | number, decision: Decision): void {
   if (decision.reason !== undefined && typeof decision.reason !== "string") throw new InvalidSubmission("A decision's reason is a string.");
   if (decision.argumentsHash !== undefined && typeof decision.argumentsHash !== "string")
     throw new InvalidSubmission("A decision's argumentsHash is the string pendingApprovals() gives.");
+  if (decision.decisionId !== undefined && (typeof decision.decisionId !== "string" || decision.decisionId === ""))
+    throw new InvalidSubmission("A decision's decisionId is a non-empty string.");
 }
 
 function checkDraft(draft: SubmissionDraft): void {

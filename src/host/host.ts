@@ -270,6 +270,8 @@ export function createHost(options: HostOptions): ServedHost {
       return (await requireHarness().submission(submissionId, ctx)).wait(ctx);
     },
     abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
+    decide: async (conversationId, call, decision) => requireHarness().conversation(conversationId).decide(call, decision, ctx),
+    pendingApprovals: async (conversationId) => requireHarness().conversation(conversationId).pendingApprovals(),
     compact: async (conversationId, instructions) =>
       requireHarness()
         .conversation(conversationId)

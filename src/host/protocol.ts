@@ -6,13 +6,14 @@
  * is served. Host endpoints, clients, the tabs' retries and the object's doors read these rows; nothing else
  * lists the methods.
  */
+import type { ApprovalRecord, Decision, PendingApproval } from "../agent/approvals.ts";
 import { agentChange, submissionDraft } from "../agent/drafts.ts";
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewUpdate, EntryPage } from "../agent/view.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
-import { type ArgsCheck, args, id, integer, json, none, record, scalar, text } from "../shape.ts";
+import { type ArgsCheck, args, either, flag, id, integer, json, none, record, scalar, text } from "../shape.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
 
@@ -108,6 +109,14 @@ export interface HarnessHost {
    * tools' output (not durable; at most one per frame where the host has frames).
    */
   watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe;
+  /**
+   * Decides a tool call that waits for a person (by call id or tool task id), exactly once: a second decision
+   * rejects with `AlreadyDecided` naming the first (the same decision sent again with its `decisionId` gets
+   * the record back).
+   */
+  decide(conversationId: number, call: string | number, decision: Decision): Promise<ApprovalRecord>;
+  /** The conversation's tool calls that wait for a person, oldest first, with their arguments and age. */
+  pendingApprovals(conversationId: number): Promise<PendingApproval[]>;
   /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
   conversationEntries(conversationId: number, beforeId: number, limit: number): Promise<EntryPage>;
   /** Extra methods the app added with `serveHarness({ methods })`. */
@@ -165,6 +174,11 @@ const configuresWith = (args: readonly unknown[]): Exposure => (args[0] === unde
 
 const taskOptions = record({}, { conversationId: id, key: text({ max: 200 }) });
 
+const decision = record(
+  { approved: flag },
+  { reason: text({ empty: true, max: 10_000 }), argumentsHash: text({ max: 100 }), decisionId: text({ max: 200 }) },
+);
+
 /**
  * Each method's row: the one place a method is listed. Host endpoints and clients are derived from it, and
  * so are the argument checks at every host, the tabs' retries and what an object serves to which caller.
@@ -202,6 +216,13 @@ export const PROTOCOL = {
   compact: row("call", args([id], [text({ empty: true, max: 10_000 })]), { exposure: "page" }),
   watchConversation: row("subscribe", args([id]), { exposure: "page", answeredByClient: true }),
   conversationEntries: row("call", args([id, id, integer(1, 1000)]), { retry: "safe", exposure: "page" }),
+  // A follower tab keys every decision, so a decision its leader took with it is sent again without a second one.
+  decide: row("call", args([id, either(text({ max: 200 }), id), decision]), {
+    retry: "keyed",
+    key: { arg: 2, field: "decisionId" },
+    exposure: "page",
+  }),
+  pendingApprovals: row("call", args([id]), { retry: "safe", exposure: "page" }),
   call: row("call", args([text({ max: 200 })], [], json), { exposure: "power", answeredByClient: true }),
 } as const satisfies { [K in keyof HarnessHost]: MethodPolicy & { kind: Kind<HarnessHost[K]> } };
 

@@ -227,9 +227,10 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       let sent = args;
       for (let fresh = true; ; fresh = false) {
         const target = await next(fresh);
-        // Keys: every follower call that creates; on this tab's own worker, submissions only (a submission's
-        // key is a column of its row; a task key is a document the harness keeps in memory for good).
-        if (target !== OWN || method === "submit") sent = withKey(method, sent);
+        // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
+        // only (a submission's key is a column of its row, a decision's a field of its approval record; a task
+        // key is a document of its own the harness keeps in memory for good).
+        if (target !== OWN || method === "submit" || method === "decide") sent = withKey(method, sent);
         try {
           return await endpointOf(target).call(method, sent);
         } catch (error) {
