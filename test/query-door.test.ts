@@ -18,6 +18,7 @@ import {
 } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { loadSqlite } from "../src/storage/sqlite/wasm/module.ts";
 import { answerAllowed, doorCase, LONG_SELECT, READS, rowsMatch, SETTING_ATTACKS, WRITE_ATTACKS } from "./query-door-cases.ts";
 import { ctx } from "./support.ts";
 
@@ -206,6 +207,22 @@ describe("issue 22 item 7: a query returns a bounded number of rows and bytes an
     expect(await storage.query("SELECT zeroblob(9000) AS b")).toHaveLength(1);
     await expect(storage.query("SELECT zeroblob(10001) AS b")).rejects.toMatchObject({ limit: "maxBytes", value: 10_000 });
     await expect(storage.query(`SELECT '${"é".repeat(5001)}' AS t`)).rejects.toMatchObject({ limit: "maxBytes" }); // UTF-8 bytes
+  });
+
+  it("a huge value made inside the statement is refused before it is allocated: the wasm memory does not grow", async () => {
+    const storage = await seeded();
+    const { wasm } = await loadSqlite();
+    const before = wasm.heap8u().byteLength;
+    await expect(storage.query("SELECT length(randomblob(900000000)) AS n")).rejects.toMatchObject({
+      name: "QueryLimitExceeded",
+      limit: "maxBytes",
+      value: 4 * 1024 * 1024,
+    });
+    expect(wasm.heap8u().byteLength).toBe(before);
+    // The connection's own limit is back: the harness can still store a value larger than a query's cap.
+    const big = "x".repeat(5 * 1024 * 1024);
+    await storage.database.run("INSERT INTO pi_durable_meta (key, value) VALUES ('big', ?)", big);
+    expect((await storage.database.get("SELECT length(value) AS n FROM pi_durable_meta WHERE key = 'big'"))!.n).toBe(big.length);
   });
 
   it("the defaults are 10,000 rows, 4 MiB and 10 M steps; a bad limit is InvalidSetting before the database is opened", async () => {

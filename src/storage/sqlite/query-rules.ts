@@ -95,7 +95,8 @@ export interface QueryLimits {
   readonly maxRows: number;
   /**
    * Bytes one query may return: UTF-8 bytes of text, bytes of BLOBs, 8 for any other value. Default 4 MiB
-   * (an answer crosses to the page as one message).
+   * (an answer crosses to the page as one message). On sqlite-wasm it also bounds every single text or BLOB the
+   * statement makes or reads (SQLITE_LIMIT_LENGTH), so `randomblob(900000000)` is refused before it allocates.
    */
   readonly maxBytes: number;
   /**

@@ -20,7 +20,12 @@ const READ_ACTIONS = new Set([/* SQLITE_READ */ 20, /* SQLITE_SELECT */ 21, /* S
 /** The progress handler runs every this many virtual-machine steps. */
 const STEPS_PER_TICK = 1000;
 
+/** `sqlite3_limit` id of the largest text or BLOB, and the error of one past it. */
+const SQLITE_LIMIT_LENGTH = 0;
+const SQLITE_TOOBIG = 18;
+
 interface RawHooks extends RawApi {
+  sqlite3_limit(db: number, id: number, value: number): number;
   sqlite3_set_authorizer(db: number, callback: number, userData: number): number;
   sqlite3_progress_handler(db: number, steps: number, callback: number, userData: number): void;
 }
@@ -36,6 +41,8 @@ export class PageQuery {
   #progress = 0;
   #ticks = 0;
   #maxTicks = 0;
+  /** The connection's own SQLITE_LIMIT_LENGTH while a page's query runs with its own. */
+  #lengthLimit = 0;
 
   constructor(sqlite3: Sqlite3Static, db: number, codecs: Codecs, statements: StatementCache, fail: (rc: number) => Error) {
     this.#sqlite3 = sqlite3;
@@ -93,6 +100,7 @@ export class PageQuery {
     if (primary === SQLITE_INTERRUPT && this.#ticks > this.#maxTicks) {
       return new QueryLimitExceeded("maxSteps", this.#maxTicks * STEPS_PER_TICK);
     }
+    if (primary === SQLITE_TOOBIG) return new QueryLimitExceeded("maxBytes", this.#c.sqlite3_limit(this.#db, SQLITE_LIMIT_LENGTH, -1));
     const error = this.#fail(rc);
     // A full disk or a damaged file is what it is; anything else is the statement's own fault.
     return error instanceof DurableError ? error : new QueryFailed(error.message.replace(/^SQLITE_\w+: /, ""), { cause: error });
@@ -108,11 +116,15 @@ export class PageQuery {
     this.#maxTicks = Math.max(1, Math.floor(limits.maxSteps / STEPS_PER_TICK));
     this.#c.sqlite3_set_authorizer(this.#db, this.#authorizer, 0);
     this.#c.sqlite3_progress_handler(this.#db, STEPS_PER_TICK, this.#progress, 0);
+    // No text or BLOB the statement makes or reads may be larger than the answer may be: `randomblob(9e8)`
+    // would otherwise grow the wasm memory, which never shrinks, before any cap could look at the row.
+    this.#lengthLimit = this.#c.sqlite3_limit(this.#db, SQLITE_LIMIT_LENGTH, limits.maxBytes);
   }
 
   #uninstall(): void {
     this.#c.sqlite3_set_authorizer(this.#db, 0, 0);
     this.#c.sqlite3_progress_handler(this.#db, 0, 0, 0);
+    this.#c.sqlite3_limit(this.#db, SQLITE_LIMIT_LENGTH, this.#lengthLimit);
   }
 
   /** SQLITE_OK for what only reads: a SELECT, its tables, functions and recursion, and a PRAGMA that only reads. */
