@@ -113,6 +113,16 @@ export function rowsMatch(rows: Array<Record<string, unknown>>, expected: Array<
   return expected.every((want, i) => want["*"] === "any" || JSON.stringify(rows[i]) === JSON.stringify(want));
 }
 
+/** Statements SQLite cannot prepare: each must be `QueryFailed` with SQLite's words, not a refusal and not a crash. */
+export const BROKEN: Array<[string, RegExp]> = [
+  ["SELECT no_such_column FROM tasks", /no such column: no_such_column/],
+  ["SELECT * FROM no_such_table", /no such table: no_such_table/],
+  ["SELEC 1", /syntax error/],
+  ["EXPLAIN", /incomplete input|syntax error/],
+  ["EXPLAIN QUERY PLAN", /incomplete input|syntax error/],
+  ["SELECT 'unterminated", /unrecognized token|incomplete input/],
+];
+
 /** A SELECT that is longer than any kernel statement: 60 KB of SQL. */
 export const LONG_SELECT = `SELECT length('${"x".repeat(60_000)}') AS n`;
 

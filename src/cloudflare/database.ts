@@ -183,6 +183,7 @@ export class DurableObjectDatabase implements SqliteDatabase {
       if (shape.pragma === null || !pragmaOnlyReads(shape.pragma.name, shape.pragma.hasArgument)) throw refuse();
       return;
     }
+    if (shape.body >= tokens.length) throw new QueryFailed(`incomplete input: ${JSON.stringify(sql.slice(0, 120))}`);
     // The statement's own program, also for `EXPLAIN …` (what it describes must only read too).
     const program = `EXPLAIN ${sql.slice(tokens[shape.body]!.start, tokens[tokens.length - 1]!.end)}`;
     if (valueBytes(program) > MAX_STATEMENT_BYTES) {

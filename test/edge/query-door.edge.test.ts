@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emptyBatch, sampleTask } from "../../src/testing/storage-conformance.ts";
-import { answerAllowed, doorCase, LONG_SELECT, READS, rowsMatch, SETTING_ATTACKS, WRITE_ATTACKS } from "../query-door-cases.ts";
+import { answerAllowed, BROKEN, doorCase, LONG_SELECT, READS, rowsMatch, SETTING_ATTACKS, WRITE_ATTACKS } from "../query-door-cases.ts";
 import { type Edge, startEdge } from "./support.ts";
 
 let edge: Edge;
@@ -73,6 +73,7 @@ describe("B10 on a Durable Object: the door decides without changing the object 
       LONG_SELECT,
       "SELECT no_such_column FROM tasks",
       `SELECT length('${"x".repeat(100_000)}') AS n`,
+      ...BROKEN.map(([sql]) => sql),
     ]);
     READS.forEach(([sql, rows], i) => {
       expect(result.answers[i]!.answer.error, sql).toBeUndefined();
@@ -82,6 +83,12 @@ describe("B10 on a Durable Object: the door decides without changing the object 
     expect(long!.rows).toEqual([{ n: 60_000 }]);
     expect(typo).toMatchObject({ error: "QueryFailed", message: expect.stringMatching(/no such column: no_such_column/) });
     expect(tooLong).toMatchObject({ error: "QueryFailed", message: expect.stringMatching(/too long/) });
+    BROKEN.forEach(([sql, words], i) => {
+      expect(result.answers[READS.length + 3 + i]!.answer, sql).toMatchObject({
+        error: "QueryFailed",
+        message: expect.stringMatching(words),
+      });
+    });
     for (const { state } of result.answers) expect(state).toBe(result.before);
   });
 
