@@ -7,6 +7,8 @@ const executablePath = process.env.CHROMIUM_PATH;
 
 export default defineConfig({
   testDir: "tests",
+  // Two workers: the crash sweep's shards (tests/sweep.spec.ts) run side by side.
+  workers: 2,
   use: {
     baseURL: `http://127.0.0.1:${port}/`,
     ...(executablePath ? { launchOptions: { executablePath } } : {}),

@@ -21,6 +21,7 @@ import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost } from "./comlink.ts";
+import { watchCommits } from "./commit-watch.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -75,13 +76,16 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   for (const extension of options.extensions ?? []) registry.install(extension);
   const { host, ready, listenerCount } = createHost({
     database,
-    openStorage: () =>
-      openSqliteStorage({
+    openStorage: async () => {
+      const storage = await openSqliteStorage({
         vfs: "opfs-sahpool",
         path,
         poolDirectory: options.poolDirectory,
         ...(options.queryLimits ? { queryLimits: options.queryLimits } : {}),
-      }),
+      });
+      // The commit watch is a test hook like the crash points (crashEveryCommit freezes the storage at a commit).
+      return options.crashPoints === false ? storage : watchCommits(storage);
+    },
     // A reload carries on by itself: tasks the crash left running are taken again directly.
     harness: { registry, settings: options.settings, models: options.models, env: options.env, resume: options.autoResume !== false },
     ownership: webLocksOwnership(database),

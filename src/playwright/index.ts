@@ -22,6 +22,7 @@ import type { CrashPointHit, HarnessHost } from "../host/protocol.ts";
 import type { Json } from "../json.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
+import { type BrowserCrashScenario, type BrowserCrashSweepOptions, browserCrashSweep } from "../testing/browser-sweep.ts";
 import {
   type CrashKind,
   crashTab,
@@ -34,6 +35,15 @@ import {
 } from "../testing/playwright.ts";
 
 export { expect } from "@playwright/test";
+export {
+  BROWSER_INVARIANTS,
+  type BrowserCrashScenario,
+  type BrowserCrashSweepOptions,
+  type BrowserCrashSweepResult,
+  type BrowserCrashWorld,
+  type BrowserInvariant,
+  browserCrashSweep,
+} from "../testing/browser-sweep.ts";
 export type { CrashKind, TaskMatch } from "../testing/playwright.ts";
 
 /** A crash point armed in the worker. */
@@ -149,3 +159,44 @@ export const test = base.extend<HarnessFixtureOptions & { harness: HarnessFixtur
     await use(fixture);
   },
 });
+
+export interface CrashEveryCommitOptions extends Omit<BrowserCrashSweepOptions, "shard" | "context"> {
+  /** Tests the worlds are dealt to, run in parallel by Playwright's workers. Default 2. */
+  shards?: number;
+  /** Per test (each shard counts the commits once, then runs its worlds). Default 10 minutes. */
+  testTimeoutMs?: number;
+}
+
+/**
+ * Declares a crash sweep of your scenario as Playwright tests: `shards` tests in a parallel describe block,
+ * each counting the scenario's commits once and then crashing its share of them for real, one fresh context
+ * per commit. A test fails with the first world of its share that breaks an invariant (`CrashSweepViolation`:
+ * the crash, the invariant, the commits before and after).
+ *
+ *   crashEveryCommit("the checklist survives a crash at every commit", {
+ *     run: (page) => page.getByRole("button", { name: "Start" }).click(),
+ *   }, { crash: "reload" });
+ */
+export function crashEveryCommit(title: string, scenario: BrowserCrashScenario, options: CrashEveryCommitOptions = {}): void {
+  const { shards = 2, testTimeoutMs = 600_000, ...sweep } = options;
+  base.describe(title, () => {
+    base.describe.configure({ mode: "parallel" });
+    for (let index = 0; index < shards; index++) {
+      base(`worlds ${index + 1} of ${shards}`, async ({ browser, browserName }, testInfo) => {
+        if (sweep.crash === "renderer") base.skip(browserName !== "chromium", 'crash: "renderer" needs Chromium (CDP Page.crash).');
+        testInfo.setTimeout(testTimeoutMs);
+        const { baseURL } = testInfo.project.use;
+        const result = await browserCrashSweep(
+          browser,
+          { name: title, ...scenario },
+          {
+            ...sweep,
+            shard: { index, count: shards },
+            ...(baseURL !== undefined ? { context: { baseURL } } : {}),
+          },
+        );
+        testInfo.annotations.push({ type: "crash sweep", description: `${result.commits} commits, ${result.worlds} worlds in this shard` });
+      });
+    }
+  });
+}

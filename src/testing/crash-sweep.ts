@@ -65,7 +65,7 @@ function crashPoints(commits: number): CrashPoint[] {
 }
 
 /** `count` items of `list` drawn without replacement by a seeded generator (mulberry32), in list order. */
-function sample<T>(list: readonly T[], count: number, seed: number): T[] {
+export function sample<T>(list: readonly T[], count: number, seed: number): T[] {
   let state = seed >>> 0;
   const random = () => {
     state = (state + 0x6d2b79f5) >>> 0;

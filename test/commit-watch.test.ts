@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { COMMIT_WATCH_HOOK, type CommitWatch, watchCommits } from "../src/browser/commit-watch.ts";
+import { MemoryStorage } from "../src/index.ts";
+import type { Batch } from "../src/storage/records.ts";
+
+const batch = (id: number): Batch => ({
+  tasks: [],
+  conversations: [],
+  entries: [{ id, conversationId: 1, kind: "app.note", payload: { id }, at: 0 }],
+  submissions: [],
+  documents: [],
+});
+const settles = async (promise: Promise<unknown>) =>
+  Promise.race([promise.then(() => true), new Promise((r) => setTimeout(() => r(false), 50))]);
+
+describe("the worker's commit watch (crashEveryCommit's hook)", () => {
+  for (const edge of ["after", "before"] as const) {
+    it(`freezes ${edge} commit 2: that commit is ${edge === "after" ? "stored" : "not stored"}, and no storage call answers again`, async () => {
+      const inner = new MemoryStorage();
+      const storage = watchCommits(inner);
+      const watch = (globalThis as Record<string, unknown>)[COMMIT_WATCH_HOOK] as CommitWatch;
+      await storage.apply(batch(10));
+      const frozen = watch.arm({ commit: 2, edge });
+      expect(await settles(storage.apply(batch(11)))).toBe(false);
+      expect(await frozen).toEqual({ commit: 2, edge });
+      expect(await settles(storage.listEntries(1))).toBe(false);
+      expect((await inner.listEntries(1)).map((entry) => entry.id)).toEqual(edge === "after" ? [10, 11] : [10]);
+      expect(watch.log().map((commit) => commit.line)).toEqual(
+        edge === "after" ? ["entry 10 app.note", "entry 11 app.note"] : ["entry 10 app.note"],
+      );
+    });
+  }
+
+  it("refuses to arm a commit that is already stored", async () => {
+    const storage = watchCommits(new MemoryStorage());
+    const watch = (globalThis as Record<string, unknown>)[COMMIT_WATCH_HOOK] as CommitWatch;
+    await storage.apply(batch(10));
+    await expect(watch.arm({ commit: 1, edge: "after" })).rejects.toThrow("Commit 1 is already stored");
+    expect(watch.count()).toBe(1);
+  });
+});
