@@ -34,6 +34,7 @@ import type { HarnessHost, MethodName } from "../host/protocol.ts";
 import type { Json } from "../json.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
+import { ObjectAlarm } from "./alarm.ts";
 import { DurableObjectDatabase } from "./database.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
@@ -88,8 +89,6 @@ export const RESTARTED = 1012;
 export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
 
 const DEFAULT_HEARTBEAT_MS = 30_000;
-/** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
-const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
 
 /**
  * Why an object serves no page the methods its protocol row marks `servedToPages: false` (`close`,
@@ -143,16 +142,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly #endpoint: HostEndpoint;
   readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
   readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
-  readonly #heartbeatMs: number;
-  /** `ctx.storage`, or the wrapper the options gave. */
-  readonly #storage: DurableObjectStorage;
+  /** The one alarm (alarm.ts). */
+  readonly #alarm: ObjectAlarm;
   #started = false;
-  /** The alarm this instance last set (undefined: none, or not known yet). */
-  #alarmAt: number | undefined;
-  #armQueued = false;
-  /** The last look found work running or ready (so the alarm is a heartbeat, or an earlier sleeper). */
-  #armedBusy = false;
-  readonly #idleWaiters = new Set<() => void>();
 
   static {
     for (const name of RPC_METHODS) {
@@ -180,9 +172,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       storage = ctx.storage,
       ...harnessOptions
     } = setup(env, ctx);
-    this.#storage = storage;
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
-    this.#heartbeatMs = heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const served = createHost({
       database,
@@ -208,14 +199,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       // Pages still connected from an earlier instance (the object hibernated while they stayed): their
       // subscriptions come back from each socket's attachment, so they go on hearing without reconnecting.
       for (const socket of ctx.getWebSockets?.() ?? []) this.#restore(socket);
-      this.#alarmAt = (await storage.getAlarm()) ?? undefined;
-      harness.session.subscribe(({ batch }) => {
-        // A commit that leaves every task it wrote busy (a checkpoint, say) cannot move an alarm that is already
-        // the heartbeat of busy work; look again only after one that may (most commits of a busy object are such
-        // checkpoints, and this check is cheaper than a look at every live task).
-        if (this.#armedBusy && batch.tasks.every((task) => BUSY.has(task.state.status))) return;
-        this.#armSoon(harness);
-      });
+      await this.#alarm.attach(harness);
       return { harness };
     });
     this.ready = opened.then((outcome) => ("error" in outcome ? Promise.reject(outcome.error) : outcome.harness));
@@ -421,11 +405,11 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    */
   async alarm(): Promise<void> {
     const harness = await this.ready;
-    this.#alarmAt = undefined; // a fired alarm is gone
+    this.#alarm.fired();
     if (harness.closed) return; // closed by the app: this instance runs nothing more (the next start does)
     this.#start(harness);
-    await this.#idle(harness);
-    this.#arm(harness);
+    await this.#alarm.idle(harness);
+    this.#alarm.arm(harness);
   }
 
   #start(harness: Harness): void {
@@ -433,73 +417,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       this.#started = true;
       harness.resume();
     }
-    this.#arm(harness);
-  }
-
-  #armSoon(harness: Harness): void {
-    if (this.#armQueued) return;
-    this.#armQueued = true;
-    queueMicrotask(() => {
-      this.#armQueued = false;
-      this.#arm(harness);
-    });
-  }
-
-  /**
-   * Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. Tasks are
-   * told apart as the scheduler would take them: a task whose kind is not installed is blocked (no alarm brings
-   * it on; a deploy that installs it starts the object anyway); a sleeper that is due or marked for abort, and a
-   * waiting task whose members are all done, are work the scheduler takes now (the heartbeat covers a crash
-   * before it does) — an alarm at a past `until` would only fire again and again.
-   */
-  #arm(harness: Harness): void {
-    if (harness.closed) return;
-    const now = systemClock.now();
-    const live = harness.session.live;
-    let earliest: number | undefined;
-    let busy = false;
-    for (const task of live.values()) {
-      if (!harness.registry.task(task.kind)) continue; // blocked
-      const state = task.state;
-      if (state.status === "sleeping") {
-        // A sleep without `until` waits for a person: no alarm, the call that decides wakes the object.
-        if (task.abortRequested) busy = true;
-        else if (state.until === undefined) continue;
-        else if (state.until <= now) busy = true;
-        else if (earliest === undefined || state.until < earliest) earliest = state.until;
-      } else if (state.status === "waiting") {
-        if (task.abortRequested || !state.on.some((member) => live.has(member))) busy = true;
-      } else busy = true; // pending, running, completing
-      if (busy && earliest !== undefined && earliest <= now + this.#heartbeatMs) break;
-    }
-    this.#armedBusy = busy;
-    if (!busy) for (const wake of this.#idleWaiters) wake();
-    if (busy) {
-      // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
-      const beat =
-        this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs
-          ? this.#alarmAt
-          : now + this.#heartbeatMs;
-      earliest = earliest === undefined ? beat : Math.min(earliest, beat);
-    }
-    if (earliest === this.#alarmAt) return;
-    this.#alarmAt = earliest;
-    if (earliest === undefined) void this.#storage.deleteAlarm();
-    else void this.#storage.setAlarm(earliest);
-  }
-
-  /** Resolves once no task is ready to run or running, or after one heartbeat period. */
-  #idle(harness: Harness): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        cancel();
-        this.#idleWaiters.delete(done);
-        resolve();
-      };
-      const cancel = systemClock.setTimer(this.#heartbeatMs, done);
-      this.#idleWaiters.add(done);
-      this.#arm(harness);
-    });
+    this.#alarm.arm(harness);
   }
 }
 

@@ -1,0 +1,117 @@
+/**
+ * The one alarm of a harness object: at the earliest `until` of its sleeping tasks, and every `heartbeatMs`
+ * while work is live, so work goes on after an eviction with no client connected. While the object is in
+ * memory its own timers run the work; the alarm only revives it.
+ */
+import { systemClock } from "../clock.ts";
+import type { Harness } from "../harness.ts";
+import type { Batch } from "../storage/records.ts";
+import type { DurableObjectStorage } from "./types.ts";
+
+/** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
+const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
+
+export class ObjectAlarm {
+  readonly #storage: DurableObjectStorage;
+  readonly #heartbeatMs: number;
+  /** The alarm this instance last set (undefined: none, or not known yet). */
+  #alarmAt: number | undefined;
+  #armQueued = false;
+  /** The last look found work running or ready (so the alarm is a heartbeat, or an earlier sleeper). */
+  #armedBusy = false;
+  readonly #idleWaiters = new Set<() => void>();
+
+  constructor(storage: DurableObjectStorage, heartbeatMs: number) {
+    this.#storage = storage;
+    this.#heartbeatMs = heartbeatMs;
+  }
+
+  /** Reads the alarm the object has (at its start), and looks again after the commits that may move it. */
+  async attach(harness: Harness): Promise<void> {
+    this.#alarmAt = (await this.#storage.getAlarm()) ?? undefined;
+    harness.session.subscribe(({ batch }) => {
+      if (this.#movesNothing(batch)) return;
+      this.#armSoon(harness);
+    });
+  }
+
+  /** The alarm fired: it is gone. */
+  fired(): void {
+    this.#alarmAt = undefined;
+  }
+
+  /**
+   * A commit that leaves every task it wrote busy (a checkpoint, say) cannot move an alarm that is already the
+   * heartbeat of busy work; look again only after one that may (most commits of a busy object are such
+   * checkpoints, and this check is cheaper than a look at every live task).
+   */
+  #movesNothing(batch: Batch): boolean {
+    return this.#armedBusy && batch.tasks.every((task) => BUSY.has(task.state.status));
+  }
+
+  #armSoon(harness: Harness): void {
+    if (this.#armQueued) return;
+    this.#armQueued = true;
+    queueMicrotask(() => {
+      this.#armQueued = false;
+      this.arm(harness);
+    });
+  }
+
+  /**
+   * Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. Tasks are
+   * told apart as the scheduler would take them: a task whose kind is not installed is blocked (no alarm brings
+   * it on; a deploy that installs it starts the object anyway); a sleeper that is due or marked for abort, and a
+   * waiting task whose members are all done, are work the scheduler takes now (the heartbeat covers a crash
+   * before it does) — an alarm at a past `until` would only fire again and again.
+   */
+  arm(harness: Harness): void {
+    if (harness.closed) return;
+    const now = systemClock.now();
+    const live = harness.session.live;
+    let earliest: number | undefined;
+    let busy = false;
+    for (const task of live.values()) {
+      if (!harness.registry.task(task.kind)) continue; // blocked
+      const state = task.state;
+      if (state.status === "sleeping") {
+        // A sleep without `until` waits for a person: no alarm, the call that decides wakes the object.
+        if (task.abortRequested) busy = true;
+        else if (state.until === undefined) continue;
+        else if (state.until <= now) busy = true;
+        else if (earliest === undefined || state.until < earliest) earliest = state.until;
+      } else if (state.status === "waiting") {
+        if (task.abortRequested || !state.on.some((member) => live.has(member))) busy = true;
+      } else busy = true; // pending, running, completing
+      if (busy && earliest !== undefined && earliest <= now + this.#heartbeatMs) break;
+    }
+    this.#armedBusy = busy;
+    if (!busy) for (const wake of this.#idleWaiters) wake();
+    if (busy) {
+      // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
+      const beat =
+        this.#alarmAt !== undefined && this.#alarmAt > now && this.#alarmAt <= now + this.#heartbeatMs
+          ? this.#alarmAt
+          : now + this.#heartbeatMs;
+      earliest = earliest === undefined ? beat : Math.min(earliest, beat);
+    }
+    if (earliest === this.#alarmAt) return;
+    this.#alarmAt = earliest;
+    if (earliest === undefined) void this.#storage.deleteAlarm();
+    else void this.#storage.setAlarm(earliest);
+  }
+
+  /** Resolves once no task is ready to run or running, or after one heartbeat period. */
+  idle(harness: Harness): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        cancel();
+        this.#idleWaiters.delete(done);
+        resolve();
+      };
+      const cancel = systemClock.setTimer(this.#heartbeatMs, done);
+      this.#idleWaiters.add(done);
+      this.arm(harness);
+    });
+  }
+}
