@@ -1,4 +1,4 @@
-import type { Json } from "../json.ts";
+import { deepFreeze, type Json } from "../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 
 /** What a group reads underneath: the session's committed mirrors. */
@@ -42,7 +42,9 @@ export class GroupOverlay {
     this.size++;
     if (batch.nextId !== undefined) this.nextId = batch.nextId;
     if (batch.rootConversationId !== undefined) this.#rootConversationId = batch.rootConversationId;
-    for (const task of batch.tasks) this.tasks.set(task.id, task);
+    // Frozen as the mirror's records are: a later commit of the group reads this one's record through its tx,
+    // and writing into it must fail that commit, as it would alone, not change what this one stores.
+    for (const task of batch.tasks) this.tasks.set(task.id, deepFreeze(task));
     for (const conversation of batch.conversations) this.conversations.set(conversation.id, conversation);
     for (const entry of batch.entries) this.#entries.push(entry);
     for (const submission of batch.submissions) this.submissions.set(submission.id, submission);
