@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Batch, MemoryStorage, type TaskRecord } from "../src/index.ts";
+import { type Batch, type Json, MemoryStorage, type TaskRecord } from "../src/index.ts";
 import { Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { flush } from "./support.ts";
@@ -76,5 +76,63 @@ describe("group commit (decision 0026): a commit of a group cannot reach into an
     await expect(meddling).rejects.toThrow(TypeError);
     expect((await storage.getTask(id))?.memos).toEqual({ a: 1 });
     expect(s.live.get(id)?.memos).toEqual({ a: 1 });
+  });
+
+  it("S3/B9: a commit storage cannot take (a value that is not JSON) fails alone: the other commits of every group it joins are stored", async () => {
+    const storage = holding();
+    const s = await Session.open(storage, createManualClock(1_000), false);
+    const poison = (tx: Parameters<Parameters<Session["commit"]>[0]>[0]) => tx.setDocument("test", "poison", 1n as unknown as Json);
+    const counter = (tx: Parameters<Parameters<Session["commit"]>[0]>[0]) => {
+      const next = ((tx.document("test", "counter") as number | undefined) ?? 0) + 1;
+      tx.setDocument("test", "counter", next);
+      return next;
+    };
+    // Twice: the poisoned commit is retried by its caller and joins the next group too.
+    for (const round of [1, 2]) {
+      const release = storage.hold();
+      const lead = s.commit((tx) => tx.setDocument("test", "lead", round), undefined, { group: true });
+      await flush(1);
+      const before = s.commit(counter, undefined, { group: true });
+      const bad = s.commit(poison, undefined, { group: true });
+      const after = s.commit(counter, undefined, { group: true });
+      release();
+      await lead;
+      await expect(bad).rejects.toThrow(TypeError);
+      expect([await before, await after]).toEqual([2 * round - 1, 2 * round]);
+      expect(await storage.getDocument("test", "counter")).toBe(2 * round);
+    }
+    expect(await storage.getDocument("test", "poison")).toBeUndefined();
+  });
+
+  it("S3: a commit that failed only on what a refused commit of its group staged is decided again without it", async () => {
+    const storage = holding();
+    const s = await Session.open(storage, createManualClock(1_000), false);
+    const release = storage.hold();
+    const lead = s.commit((tx) => tx.setDocument("test", "lead", 1), undefined, { group: true });
+    await flush(1);
+    // The first stages a claim (and a value storage refuses); the second refuses to run once the claim is there.
+    const claim = s.commit(
+      (tx) => {
+        tx.setDocument("test", "claim", "first");
+        tx.setDocument("test", "poison", 1n as unknown as Json);
+      },
+      undefined,
+      { group: true },
+    );
+    const second = s.commit(
+      (tx) => {
+        if (tx.document("test", "claim") !== undefined) throw new Error("claimed already");
+        tx.setDocument("test", "claim", "second");
+        return "second";
+      },
+      undefined,
+      { group: true },
+    );
+    release();
+    await lead;
+    await expect(claim).rejects.toThrow(TypeError);
+    // Alone after the refused claim, the second finds no claim: it is stored.
+    expect(await second).toBe("second");
+    expect(await storage.getDocument("test", "claim")).toBe("second");
   });
 });

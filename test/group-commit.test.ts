@@ -123,13 +123,13 @@ describe("group commit (decision 0026): commits ready in the same turn share one
     expect(s.documents.get(`${COUNTER.scope}\u0000${COUNTER.key}`)?.value).toBe(3);
   });
 
-  it("a refused group refuses every commit in it and writes nothing; each is stored once when retried, one at a time first", async () => {
+  it("a refused group is decided again one commit at a time: a refusal storage repeats refuses each commit alone and writes nothing; each is stored once when retried, one at a time first", async () => {
     const storage = recording();
     const s = await session(storage);
     const release = storage.hold();
     const lead = s.commit(increment, undefined, { group: true });
     await flush(1);
-    storage.refuseNext(1);
+    storage.refuseNext(5); // the group's transaction, then each of its four commits alone
     const group = Array.from({ length: 4 }, () => s.commit(increment, undefined, { group: true }).catch((error: unknown) => error));
     release();
     expect(await lead).toBe(1);
@@ -155,6 +155,21 @@ describe("group commit (decision 0026): commits ready in the same turn share one
     expect(await Promise.all([lead2, ...grouped])).toEqual([6, 7, 8, 9, 10]);
     expect(storage.batches.map((batch) => batch.documents[0]!.value)).toEqual([1, 2, 5, 6, 10]);
     expect(await storage.getDocument(COUNTER.scope, COUNTER.key)).toBe(10);
+  });
+
+  it("a group storage refuses once is stored without a commit refused: its commits are decided again alone, each stored once", async () => {
+    const storage = recording();
+    const s = await session(storage);
+    const release = storage.hold();
+    const lead = s.commit(increment, undefined, { group: true });
+    await flush(1);
+    storage.refuseNext(1);
+    const group = Array.from({ length: 4 }, () => s.commit(increment, undefined, { group: true }));
+    release();
+    expect(await Promise.all([lead, ...group])).toEqual([1, 2, 3, 4, 5]);
+    // The first goes alone after the refusal; once one is stored, the rest go together again.
+    expect(storage.batches.map((batch) => batch.documents[0]!.value)).toEqual([1, 2, 5]);
+    expect(await storage.getDocument(COUNTER.scope, COUNTER.key)).toBe(5);
   });
 
   it("a commit that is not groupable keeps its place: groupable commits after it wait for it", async () => {

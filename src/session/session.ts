@@ -155,23 +155,29 @@ export class Session {
     return this.#line.run(work);
   }
 
-  /** One turn: the group's commits, in chunks of one after a refusal. Never rejects (each commit settles). */
+  /**
+   * One turn: the group's commits. A refused group (more than one commit) settles none of them: they are decided
+   * and stored again one at a time, so a refusal reaches exactly the commits storage refuses alone. After a
+   * refusal the next turns go one at a time too, until one is stored. Never rejects (each commit settles).
+   */
   async #runGroup(members: Pending[]): Promise<void> {
     if (this.#open === members) this.#open = undefined;
     for (let start = 0; start < members.length; ) {
       const count = this.#refused ? 1 : members.length - start;
-      await this.#store(members.slice(start, start + count));
-      start += count;
+      if (await this.#store(members.slice(start, start + count))) start += count;
+      else this.#refused = true;
     }
   }
 
   /**
    * Builds each commit on what the ones before it left, stores the ones that passed in one transaction, then
-   * publishes them in order. A commit whose callback or checks throw fails alone and stages nothing.
+   * settles them all in order: a commit whose callback or checks threw fails alone and stages nothing, the
+   * others are published. Returns false, with nothing settled, when storage refused a group of more than one
+   * commit: what each decided may rest on another one's refused writes.
    */
-  async #store(members: Pending[]): Promise<void> {
+  async #store(members: Pending[]): Promise<boolean> {
     const group = members.length > 1 ? new GroupOverlay(this) : undefined;
-    const built: Built[] = [];
+    const built: Array<Built | { pending: Pending; error: unknown }> = [];
     for (const pending of members) {
       try {
         const tx = new KernelTx(this, pending.actor, group);
@@ -186,24 +192,30 @@ export class Session {
         if (batch && group) group.stage(batch, documentKey);
         built.push({ pending, tx, result, batch });
       } catch (error) {
-        pending.reject(error);
+        built.push({ pending, error });
       }
     }
-    const batch = group ? (group.size > 0 ? group.batch() : undefined) : built[0]?.batch;
+    const only = built[0];
+    const batch = group ? (group.size > 0 ? group.batch() : undefined) : only && "tx" in only ? only.batch : undefined;
     if (batch) {
       try {
         await this.storage.apply(batch);
         this.#refused = false;
       } catch (error) {
-        // Nothing of the group was written: every commit in it is refused, as it would have been alone, and
-        // its caller retries it as before (no commit is stored twice).
-        this.#refused = built.length > 1 || this.#refused;
+        // Nothing was written. Alone, the commit is refused with the storage's error and its caller retries it
+        // as before (no commit is stored twice); a group's commits are decided again, one at a time.
+        if (group) return false;
         markStorageFailure(error);
-        for (const member of built) member.pending.reject(error);
-        return;
+        only!.pending.reject(error);
+        return true;
       }
     }
-    for (const { pending, tx, result, batch } of built) {
+    for (const member of built) {
+      if (!("tx" in member)) {
+        member.pending.reject(member.error);
+        continue;
+      }
+      const { pending, tx, result, batch } = member;
       try {
         if (batch) this.#publish(batch);
         if (batch || tx.reports.length)
@@ -214,6 +226,7 @@ export class Session {
         pending.reject(error);
       }
     }
+    return true;
   }
 
   /**
