@@ -13,6 +13,7 @@
 
 import { createRegistry } from "../agent/builtins.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
+import type { Authorize } from "../host/doors.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HarnessHost, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
@@ -20,13 +21,15 @@ import { openSqliteStorage } from "../storage/sqlite/open-storage.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
-import { exposeHost } from "./comlink.ts";
+import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
 // Files for tools in a browser worker: `serveHarness({ env: opfsEnvs(), … })` (one OPFS directory per conversation).
 export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
+export type { Authorize, CallAtDoor } from "../host/doors.ts";
+export type { WorkerCaller } from "./comlink.ts";
 
 export interface ServeHarnessOptions {
   /** Extensions to install (task definitions, tools, hooks). */
@@ -57,6 +60,13 @@ export interface ServeHarnessOptions {
    * turns both off (`armCrashPoint` then rejects with `CrashPointsOff`).
    */
   crashPoints?: boolean;
+  /**
+   * Whether a caller may make a call: the page that owns this worker (`{ from: "page" }`) or, while this worker
+   * has the database open, another tab of the origin (`{ from: "tab" }`). It sees each call's method, checked
+   * arguments and exposure; false refuses it with `NotAuthorized`. Default: every call (a worker serves every
+   * method to its origin's own code).
+   */
+  authorize?: Authorize<WorkerCaller>;
 }
 
 /** The handle a worker keeps; mostly for the worker's own code and tests. */
@@ -97,9 +107,9 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
-  exposeHost(host);
+  exposeHost(host, undefined, options.authorize);
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
-  serveTabs(host, database);
+  serveTabs(host, database, options.authorize);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessHost })[TEST_HOOK] = host;
   return { ready, host, listenerCount };
 }
