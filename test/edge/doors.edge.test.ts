@@ -139,6 +139,40 @@ describe("who may call what: a signed token checked in the Worker, the object ch
   });
 });
 
+describe("R4/R11 on an object: malformed arguments are refused with a typed error, HTTP 400 or a socket answer, before anything runs", () => {
+  it("createTask(kind, input, null), configure(id, null), query() without SQL, non-array args, content items pi-ai cannot read", async () => {
+    const token = await signToken(SECRET, "bob");
+    const headers = { authorization: `Bearer ${token}` };
+    const root = ((await (await rpc("signed", "-", "rootConversation", [], headers)).json()) as { value: number }).value;
+    const bad = [400, "InvalidArguments"];
+    const malformed: Array<[string, unknown, unknown[]]> = [
+      ["createTask", ["example.counter", { to: 1 }, null], bad],
+      ["configure", [root, null], bad], // checked before the table says configure is a power here
+      ["query", [], bad],
+      ["submit", [root, { type: "input", content: [5] }], bad],
+      ["submit", [root, { type: "input", content: [null] }], bad],
+      ["submit", [root, { type: "input", content: [{ type: "bogus" }] }], bad],
+      ["submit", [root, { type: "input", content: [{ type: "image" }] }], bad],
+      ["getTask", "1", [400, "InvalidRequest"]], // not an argument list: POST /rpc's own check
+      ["call", ["constructor"], [403, "NotAuthorized"]], // well formed, but app methods are off here
+    ];
+    for (const [method, args, expected] of malformed) {
+      const response = await edge.call("signed", "-", "/rpc", { method: "POST", headers, body: JSON.stringify({ method, args }) });
+      const body = (await response.json()) as { error?: { name: string } };
+      expect([response.status, body.error?.name], method).toEqual(expected);
+    }
+    const socket = await rawSocket("signed", "-", `/?token=${encodeURIComponent(token)}`);
+    if (typeof socket === "number") throw new Error(`no socket: ${socket}`);
+    socket.send({ type: "call", id: 1, method: "submit", args: [root, { type: "input", content: [5] }] });
+    socket.send({ type: "subscribe", id: 2, method: "watchConversation", args: ["1"] });
+    await until(() => socket.received.length >= 2, "two answers");
+    expect(socket.received.map((message) => message.error?.name)).toEqual(["InvalidArguments", "InvalidArguments"]);
+    socket.close();
+    const entries = await rpc("signed", "-", "conversationEntries", [root, Number.MAX_SAFE_INTEGER, 100], headers);
+    expect(await entries.json()).toMatchObject({ value: { entries: [] } }); // nothing malformed was committed
+  });
+});
+
 describe("R5: a socket's listeners are bounded", () => {
   const listeners = async (name: string) => ((await edge.json("hibernating", name, "/listeners")) as { listeners: number }).listeners;
 
