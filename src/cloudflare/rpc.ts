@@ -7,7 +7,7 @@
  * Errors cross RPC as the runtime carries them: the caller gets an `Error` whose message starts with the
  * library's error name (`DatabaseCorrupt: …`, `NotFound: …`), so it can tell them apart without a wire format.
  */
-import type { MethodName, RemoteHost } from "../host/protocol.ts";
+import { type MethodName, PROTOCOL, type RemoteHost } from "../host/protocol.ts";
 
 /**
  * Who an RPC call is, to the object's doors: the Worker holding the binding (it checked its user before). The
@@ -15,32 +15,19 @@ import type { MethodName, RemoteHost } from "../host/protocol.ts";
  */
 export const RPC_CALLER = { via: "rpc" } as const;
 
-/** The host's calls a Worker reaches by RPC (all a page may call, except the worker-only `lifeLock`). */
-export const RPC_METHODS = [
-  "status",
-  "createTask",
-  "getTask",
-  "waitForTask",
-  "abortTask",
-  "inspect",
-  "resume",
-  "query",
-  "exportDatabase",
-  "armCrashPoint",
-  "disarmCrashPoint",
-  "rootConversation",
-  "createConversation",
-  "listConversations",
-  "configure",
-  "submit",
-  "waitForSubmission",
-  "abortConversation",
-  "compact",
-  "conversationEntries",
-  "call",
-] as const satisfies readonly MethodName[];
+type Row<K extends MethodName> = (typeof PROTOCOL)[K];
 
-export type RpcMethodName = (typeof RPC_METHODS)[number];
+/**
+ * The host's calls a Worker reaches by RPC: every call its row serves to pages, except those a tab keeps local
+ * (`lifeLock`) — read from PROTOCOL, so a new call is an RPC method too.
+ */
+export type RpcMethodName = {
+  [K in MethodName]: Row<K> extends { kind: "call" } ? (Row<K> extends { servedToPages: false } | { local: true } ? never : K) : never;
+}[MethodName];
+
+export const RPC_METHODS = (Object.keys(PROTOCOL) as MethodName[]).filter(
+  (name) => PROTOCOL[name].kind === "call" && PROTOCOL[name].servedToPages && !PROTOCOL[name].local,
+) as RpcMethodName[];
 
 /** The RPC methods of a `HarnessObject`, as a stub sees them (each answers asynchronously). */
 export type HarnessRpc = { [K in RpcMethodName]: RemoteHost[K] };
