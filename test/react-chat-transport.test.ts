@@ -215,3 +215,80 @@ describe("DurableChatTransport", () => {
     expect(toUIMessages(await opened.root.view(ctx)).map((message) => message.id)).toEqual(messages.map((message) => message.id));
   });
 });
+
+describe("DurableChatTransport: a person in the loop (DESIGN §4c)", () => {
+  function asking(runs: { count: number }) {
+    return defineTool<{ path: string }>({
+      name: "write_file",
+      description: "Write a file",
+      parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+      approval: "always",
+      execute: ({ path }) => {
+        runs.count++;
+        return `wrote ${path}`;
+      },
+    });
+  }
+
+  /** Reads the stream until the AI SDK's assembly shows the call waiting for a decision. */
+  async function untilApprovalRequested(stream: ReadableStream<UIMessageChunk>): Promise<DurableUIMessage> {
+    for await (const message of readUIMessageStream<DurableUIMessage>({ stream })) {
+      if (message.parts.some((part) => "state" in part && part.state === "approval-requested")) return structuredClone(message);
+    }
+    throw new Error("the stream ended without an approval request");
+  }
+
+  /** What `addToolApprovalResponse({ id, approved, reason })` makes of the message. */
+  function responded(message: DurableUIMessage, approved: boolean, reason?: string): DurableUIMessage {
+    return {
+      ...message,
+      parts: message.parts.map((part) =>
+        part.type === "dynamic-tool" && part.state === "approval-requested"
+          ? { ...part, state: "approval-responded", approval: { id: part.approval.id, approved, ...(reason ? { reason } : {}) } }
+          : part,
+      ),
+    } as DurableUIMessage;
+  }
+
+  it("§4c: the tool-approval-request chunk, the approval-requested part after a reload, and addToolApprovalResponse reaching the durable decision once", async () => {
+    const runs = { count: 0 };
+    const models = new ScriptedModels([callTool("write_file", { path: "a.txt" }, "call-1"), answer("Written.")]);
+    const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [asking(runs)] });
+    const transport = transportFor(opened);
+    const user = userMessage("m1", "write a.txt");
+    const live = await untilApprovalRequested(await send(transport, [user]));
+    const [pending] = opened.root.pendingApprovals();
+    const tool = live.parts.find((part) => part.type === "dynamic-tool");
+    expect(tool).toMatchObject({ state: "approval-requested", toolCallId: "call-1", approval: { id: `approval-${pending!.taskId}` } });
+
+    // After a reload: the transcript has the same part in the same state, on its message.
+    const reloaded = await transportFor(opened).loadMessages();
+    expect(comparable(reloaded[1]!)).toEqual(comparable(live));
+    expect(runs.count).toBe(0);
+
+    const final = (await assemble(await send(transport, [user, responded(reloaded[1]!, true)]))).at(-1)!;
+    expect(final.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({ state: "output-available", output: "wrote a.txt" });
+    expect(final.parts.at(-1)).toMatchObject({ type: "text", text: "Written." });
+    expect(runs.count).toBe(1);
+    // The same response sent again (another tab, a second click) is refused: decided once.
+    await expect(send(transport, [user, responded(reloaded[1]!, false)])).rejects.toMatchObject({ name: "AlreadyDecided" });
+  });
+
+  it("§4c: a denial becomes an output-denied part with its reason, live and after a reload; the turn goes on", async () => {
+    const runs = { count: 0 };
+    const models = new ScriptedModels([callTool("write_file", { path: "a.txt" }, "call-1"), answer("Not written.")]);
+    const opened = await openAgent(new MemoryStorage(), { models, world: createWorld(), tools: [asking(runs)] });
+    const transport = transportFor(opened);
+    const user = userMessage("m1", "write a.txt");
+    const live = await untilApprovalRequested(await send(transport, [user]));
+    const final = (await assemble(await send(transport, [user, responded(live, false, "not that file")]))).at(-1)!;
+    expect(final.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({ state: "output-denied" });
+    const reloaded = (await transportFor(opened).loadMessages())[1]!;
+    expect(reloaded.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({
+      state: "output-denied",
+      approval: { approved: false, reason: "not that file" },
+    });
+    expect(reloaded.parts.at(-1)).toMatchObject({ type: "text", text: "Not written." });
+    expect(runs.count).toBe(0);
+  });
+});

@@ -80,6 +80,10 @@ export class FakeClient implements ReactHarnessClient {
     return this.calls.submit.length;
   }
 
+  async decide(): Promise<never> {
+    throw new Error("FakeClient decides nothing: use an in-process harness for approvals.");
+  }
+
   waitForSubmission(): Promise<never> {
     return new Promise(() => {});
   }

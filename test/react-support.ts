@@ -13,6 +13,7 @@ export function inProcessClient(harness: Harness, conversation: Conversation): C
       }),
     submit: async (_id, draft) => (await conversation.submit(draft, ctx)).id,
     waitForSubmission: async (id) => (await harness.submission(id, ctx)).wait(ctx),
+    decide: (_id, call, decision) => conversation.decide(call, decision, ctx),
   };
 }
 

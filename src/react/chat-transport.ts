@@ -4,7 +4,7 @@ import type { ConversationViewState } from "../agent/view.ts";
 import type { ConversationView } from "../agent/view-store.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
 import type { ChatClient } from "./client.ts";
-import { liveTurn, type RunFailureData, replyOf, submissionOf, type Turn, turnsOf } from "./reply.ts";
+import { liveTurn, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";
 import { ReplyChunks } from "./reply-chunks.ts";
 import { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";
 
@@ -46,6 +46,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       );
     }
     const last = options.messages.at(-1);
+    const responses = last?.role === "assistant" ? approvalResponses(last) : [];
+    if (responses.length > 0) return this.#decide(responses, options.abortSignal);
     if (last?.role !== "user")
       throw new UnsupportedChatRequest("The durable transport sends the user's newest message: the last message was not from the user.");
     const content = userContent(last);
@@ -64,6 +66,21 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     const turn = liveTurn(view.state, turns);
     const submissionId = (turn && submissionOf(turn)) ?? run.inputs.at(-1);
     return submissionId === undefined ? null : this.#replyStream(view, submissionId, options.abortSignal);
+  }
+
+  /**
+   * `addToolApprovalResponse({ id, approved, reason })` as the durable decision of the call it names (its tool
+   * task), then the answer as it goes on. A decision another tab made first rejects with `AlreadyDecided`.
+   */
+  async #decide(responses: ApprovalResponse[], signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
+    const view = await this.#open();
+    for (const { taskId, approved, reason } of responses)
+      await this.#client.decide(this.conversationId, taskId, { approved, ...(reason !== undefined ? { reason } : {}) });
+    const run = view.state.live.run;
+    const turn = liveTurn(view.state, turnsOf(view.state.entries));
+    const submissionId = (turn && submissionOf(turn)) ?? run?.inputs.at(-1);
+    if (submissionId === undefined) throw new UnsupportedChatRequest("The decided call's answer is not in this conversation's view.");
+    return this.#replyStream(view, submissionId, signal);
   }
 
   /** The committed transcript (and a run still going, as far as it got), for `useChat({ messages })`. */
@@ -173,6 +190,24 @@ function caughtUp(state: ConversationViewState, submissionId: number, outcome: S
 function failureOf(outcome: SubmissionOutcome, failure: RunFailureData | undefined): RunFailureData | undefined {
   if (outcome.status === "done") return undefined;
   return failure ?? { reason: outcome.reason, message: outcome.message ?? `The input was not answered (${outcome.reason}).` };
+}
+
+interface ApprovalResponse {
+  taskId: number;
+  approved: boolean;
+  reason?: string;
+}
+
+/** The tool parts of an assistant message that a person answered (`approval-responded`) and that ask us. */
+function approvalResponses(message: DurableUIMessage): ApprovalResponse[] {
+  const out: ApprovalResponse[] = [];
+  for (const part of message.parts) {
+    if (!("state" in part) || part.state !== "approval-responded" || !("approval" in part) || !part.approval) continue;
+    const taskId = taskOfApproval(part.approval.id);
+    if (taskId === undefined) continue;
+    out.push({ taskId, approved: part.approval.approved, ...(part.approval.reason !== undefined ? { reason: part.approval.reason } : {}) });
+  }
+  return out;
 }
 
 /** A user message's text and images as the harness's input content. */

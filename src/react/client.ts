@@ -16,9 +16,10 @@ export type ReactHarnessClient = Pick<
   | "openConversation"
   | "submit"
   | "waitForSubmission"
+  | "decide"
   | "close"
   | "terminate"
 >;
 
 /** What the chat transport needs of a client. */
-export type ChatClient = Pick<ReactHarnessClient, "openConversation" | "submit" | "waitForSubmission">;
+export type ChatClient = Pick<ReactHarnessClient, "openConversation" | "submit" | "waitForSubmission" | "decide">;

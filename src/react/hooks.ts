@@ -1,10 +1,12 @@
 import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
+import type { ApprovalRecord, Decision } from "../agent/approvals.ts";
 import type { SubmissionDraft, UserContent } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view.ts";
 import type { ConversationView } from "../agent/view-store.ts";
 import type { HarnessStatus } from "../browser/client.ts";
 import { NotReady } from "../errors.ts";
 import type { Inspection } from "../harness.ts";
+import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { TaskRecord, TaskStatus } from "../storage/records.ts";
 import type { ReactHarnessClient, Unsubscribe } from "./client.ts";
@@ -116,6 +118,60 @@ export function useSubmit(conversationId: number | undefined): (content: UserCon
         ...(options.whenBusy ? { whenBusy: options.whenBusy } : {}),
       };
       return client.submit(conversationId, draft);
+    },
+    [client, conversationId],
+  );
+}
+
+/** A tool call that waits for a person, as a card shows it (from the conversation's view: every tab sees it). */
+export interface ApprovalCard {
+  taskId: number;
+  callId: string;
+  toolName: string;
+  arguments: { [key: string]: Json };
+  /** Pass it with the decision: a card shown for other arguments is then refused (`ApprovalMismatch`). */
+  argumentsHash: string;
+  /** Harness clock, ms. */
+  requestedAt: number;
+  expiresAt?: number;
+}
+
+/**
+ * The conversation's tool calls that wait for a person's decision, in call order; after a reload they are back,
+ * and once one is decided (in any tab) it leaves the list. The same array until the view changes.
+ */
+export function usePendingApprovals(conversationId: number | undefined): ApprovalCard[] {
+  const state = useConversation(conversationId);
+  return useMemo(() => {
+    const cards: ApprovalCard[] = [];
+    for (const slot of state?.live.tools ?? []) {
+      const approval = slot.approval;
+      if (slot.status !== "awaiting-approval" || slot.taskId === undefined || !approval?.arguments) continue;
+      cards.push({
+        taskId: slot.taskId,
+        callId: slot.callId,
+        toolName: slot.name,
+        arguments: approval.arguments,
+        argumentsHash: approval.argumentsHash,
+        requestedAt: approval.requestedAt,
+        ...(approval.expiresAt !== undefined ? { expiresAt: approval.expiresAt } : {}),
+      });
+    }
+    return cards;
+  }, [state?.live.tools]);
+}
+
+/**
+ * A function that decides a waiting tool call (a card's `callId` or `taskId`), once: it resolves with the
+ * approval record, or rejects with `AlreadyDecided` (naming the first decision) when another tab was first.
+ */
+export function useDecide(conversationId: number | undefined): (call: string | number, decision: Decision) => Promise<ApprovalRecord> {
+  const client = useHarnessClient<ReactHarnessClient>();
+  return useCallback(
+    async (call, decision) => {
+      if (!client) throw new NotReady("The harness client is not there yet: decide after useHarnessStatus() says ready.");
+      if (conversationId === undefined) throw new NotReady("useDecide was given no conversation id yet: wait for it before deciding.");
+      return client.decide(conversationId, call, decision);
     },
     [client, conversationId],
   );

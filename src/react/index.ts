@@ -7,13 +7,16 @@ export { NoHarnessProvider, NotReady, UnsupportedChatRequest } from "../errors.t
 export { DurableChatTransport, type DurableChatTransportOptions } from "./chat-transport.ts";
 export type { ChatClient, ReactHarnessClient, Unsubscribe } from "./client.ts";
 export {
+  type ApprovalCard,
   type HarnessStatusResult,
   type SubmitOptions,
   type TaskFilter,
   useConversation,
   useConversationView,
+  useDecide,
   useHarnessStatus,
   useInspection,
+  usePendingApprovals,
   useReports,
   useSubmit,
   useTasks,

@@ -52,6 +52,9 @@ export class ReplyChunks {
       if (sent === undefined || sent === json) continue;
       this.#tools.set(toolCallId, json);
       if ("errorText" in outcome) out.push({ type: "tool-output-error", toolCallId, errorText: outcome.errorText, dynamic: true });
+      else if ("approvalRequested" in outcome)
+        out.push({ type: "tool-approval-request", toolCallId, approvalId: outcome.approvalRequested.approvalId });
+      else if ("denied" in outcome) out.push({ type: "tool-output-denied", toolCallId });
       else
         out.push({
           type: "tool-output-available",

@@ -34,7 +34,23 @@ export type StepContent =
   | { type: "text" | "reasoning"; text: string; done: boolean }
   | { type: "tool"; toolCallId: string; toolName: string; input: unknown };
 
-export type ToolOutcome = { output: string; preliminary: boolean } | { errorText: string };
+/**
+ * How a tool call stands: its output (a running tool's is `preliminary`), its error, waiting for a person's
+ * decision (`approvalId`, what `addToolApprovalResponse({ id })` takes), or denied by one.
+ */
+export type ToolOutcome =
+  | { output: string; preliminary: boolean }
+  | { errorText: string }
+  | { approvalRequested: { approvalId: string } }
+  | { denied: { approvalId: string; reason?: string } };
+
+/** The AI SDK's `approvalId` of a tool call that asked for a decision: its tool task's id. */
+export const approvalIdOf = (taskId: number): string => `approval-${taskId}`;
+/** The tool task id in an `approvalId`, or undefined when it is not one of ours. */
+export function taskOfApproval(approvalId: string): number | undefined {
+  const match = /^approval-(\d+)$/.exec(approvalId);
+  return match ? Number(match[1]) : undefined;
+}
 
 /** The data parts a durable chat adds to a `useChat` message (`message.parts`, `type: "data-…"`). */
 export type DurableDataTypes = {
@@ -123,7 +139,13 @@ export function replyOf(state: ConversationViewState, turn: Turn, current: boole
       if (reply.steps.length === 0) reply.steps.push({ content: [], data: [] });
       reply.steps.at(-1)!.data.push({ type: "data-run-failure", id: `run-failure-${taskId}`, data: reply.failure });
     } else {
-      const { message, code } = entry.payload as unknown as ToolResultEntryPayload;
+      const { message, code, approval } = entry.payload as unknown as ToolResultEntryPayload;
+      if (code === "denied" && entry.byTaskId !== undefined) {
+        // Denied (by a person, a rule or the expiry): the part says so itself, no notice beside it.
+        const approvalId = approvalIdOf(entry.byTaskId);
+        reply.tools.set(message.toolCallId, { denied: { approvalId, ...(approval?.reason ? { reason: approval.reason } : {}) } });
+        continue;
+      }
       reply.tools.set(message.toolCallId, outcomeOf(message));
       if (code) {
         const step = stepOfCall.get(message.toolCallId) ?? reply.steps.at(-1);
@@ -159,6 +181,10 @@ function addLive(state: ConversationViewState, reply: Reply): void {
     if (partial.content.length > 0 || partial.data.length > 0) reply.steps.push(partial);
     for (const slot of live.tools ?? []) {
       if (slot.status === "done" || reply.tools.has(slot.callId)) continue;
+      if (slot.status === "awaiting-approval" && slot.taskId !== undefined) {
+        reply.tools.set(slot.callId, { approvalRequested: { approvalId: approvalIdOf(slot.taskId) } });
+        continue;
+      }
       const output = (slot.taskId !== undefined ? streaming?.tools?.[slot.taskId] : undefined) ?? slot.output;
       if (output) reply.tools.set(slot.callId, { output, preliminary: true });
     }

@@ -48,7 +48,12 @@ export function replyParts(reply: Reply): Part[] {
         const base = { type: "dynamic-tool" as const, toolName: item.toolName, toolCallId: item.toolCallId, input: item.input };
         if (!outcome) parts.push({ ...base, state: "input-available" });
         else if ("errorText" in outcome) parts.push({ ...base, state: "output-error", errorText: outcome.errorText });
-        else
+        else if ("approvalRequested" in outcome)
+          parts.push({ ...base, state: "approval-requested", approval: { id: outcome.approvalRequested.approvalId } });
+        else if ("denied" in outcome) {
+          const { approvalId, reason } = outcome.denied;
+          parts.push({ ...base, state: "output-denied", approval: { id: approvalId, approved: false, ...(reason ? { reason } : {}) } });
+        } else
           parts.push({ ...base, state: "output-available", output: outcome.output, ...(outcome.preliminary ? { preliminary: true } : {}) });
       } else parts.push({ type: item.type, text: item.text, state: item.done ? "done" : "streaming" });
     }
