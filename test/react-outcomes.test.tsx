@@ -140,3 +140,21 @@ describe("useChat: the live message is the reloaded message, part by part, after
     expect(seen.messages).toEqual(await reloaded(opened));
   });
 });
+
+describe("transport.onTranscriptChange (every tab's useChat live)", () => {
+  it("hands over the transcript after a change made elsewhere (another tab's input and its answer), equal to a reload's", async () => {
+    const opened = await openAgent(new MemoryStorage(), { models: new ScriptedModels([answer("Hi, other tab.")]), world: createWorld() });
+    const transport = transportFor(opened);
+    const seen: DurableUIMessage[][] = [];
+    const stop = await transport.onTranscriptChange((messages) => seen.push(messages));
+    const elsewhere = await opened.root.submit({ type: "input", content: "from another tab", requestId: "tab-2-m1" }, ctx);
+    await elsewhere.wait(ctx);
+    await waitFor(() => expect(seen.at(-1)?.map((message) => message.role)).toEqual(["user", "assistant"]));
+    expect(seen.at(-1)![0]!.id).toBe("tab-2-m1");
+    expect(seen.at(-1)).toEqual(await reloaded(opened));
+    stop();
+    const count = seen.length;
+    await (await opened.root.submit({ type: "input", content: "after the stop" }, ctx)).wait(ctx);
+    expect(seen.length).toBe(count);
+  });
+});

@@ -88,6 +88,22 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     return toUIMessages((await this.#open()).state);
   }
 
+  /**
+   * Calls `listener` with the transcript as `useChat` messages now and after every change of the conversation,
+   * whoever made it (another tab, a task, the worker): hand them to `useChat`'s `setMessages` while this tab's
+   * chat is not streaming, and every tab's `useChat` shows what any tab sent or was answered, as it streams.
+   * Resolves with the unsubscribe function.
+   *
+   *   useEffect(() => {
+   *     const stop = transport.onTranscriptChange((messages) => idle.current && setMessages(messages));
+   *     return () => void stop.then((unsubscribe) => unsubscribe());
+   *   }, [transport, setMessages]);
+   */
+  async onTranscriptChange(listener: (messages: DurableUIMessage[]) => void): Promise<() => void> {
+    const view = await this.#open();
+    return view.subscribe((state) => listener(toUIMessages(state)));
+  }
+
   /** Ends the transport's subscription to the conversation (useChat calls it when its chat is disposed). */
   close(): void {
     this.#closed = true;

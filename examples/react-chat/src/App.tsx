@@ -1,6 +1,6 @@
 import { useChat } from "@ai-sdk/react";
 import { DurableChatTransport, type DurableUIMessage, useHarnessClient, useHarnessStatus, useTasks } from "pi-durable-web/react";
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 
 export function App() {
   const { status, requestTakeover } = useHarnessStatus();
@@ -33,13 +33,24 @@ function DurableChat({ conversationId }: { conversationId: number }) {
 }
 
 function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
-  const { messages, sendMessage, status, error } = useChat<DurableUIMessage>({
+  const { messages, sendMessage, status, error, setMessages } = useChat<DurableUIMessage>({
     id: `conversation-${transport.conversationId}`,
     transport,
     messages: initial,
     resume: true,
   });
   const [input, setInput] = useState("");
+  // Every tab live: another tab's messages and answers (as they stream) reach this useChat while it is idle.
+  const idle = useRef(true);
+  idle.current = status === "ready" || status === "error";
+  useEffect(() => {
+    const stop = transport.onTranscriptChange((next) => idle.current && setMessages(next));
+    return () =>
+      void stop.then(
+        (unsubscribe) => unsubscribe(),
+        () => {},
+      );
+  }, [transport, setMessages]);
   return (
     <section>
       <ol aria-label="messages">

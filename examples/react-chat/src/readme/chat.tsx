@@ -1,7 +1,7 @@
 // chat.tsx — the conversation under useChat (App in main.tsx renders it).
 import { useChat } from "@ai-sdk/react";
 import { DurableChatTransport, type DurableUIMessage, useHarnessClient } from "pi-durable-web/react";
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 
 export function DurableChat({ conversationId }: { conversationId: number }) {
   const client = useHarnessClient()!; // rendered once useHarnessStatus() says ready
@@ -14,7 +14,18 @@ export function DurableChat({ conversationId }: { conversationId: number }) {
 }
 
 function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
-  const { messages, sendMessage, error } = useChat<DurableUIMessage>({ transport, messages: initial, resume: true });
+  const { messages, sendMessage, error, setMessages, status } = useChat<DurableUIMessage>({ transport, messages: initial, resume: true });
+  // Every tab live: what another tab sends, and its answer as it streams, while this tab streams nothing itself.
+  const idle = useRef(true);
+  idle.current = status === "ready" || status === "error";
+  useEffect(() => {
+    const stop = transport.onTranscriptChange((next) => idle.current && setMessages(next));
+    return () =>
+      void stop.then(
+        (unsubscribe) => unsubscribe(),
+        () => {},
+      );
+  }, [transport, setMessages]);
   // messages[i].parts render as usual: text, reasoning, dynamic-tool, and the data-* parts below
   return (
     <>
