@@ -134,6 +134,19 @@ export class ConversationBusy extends DurableError {
   }
 }
 
+/**
+ * A value past a limit where it enters the harness (`settings.limits`: nesting depth, serialized size), or
+ * not JSON at all. Nothing was written. `limit` names what refused it: `"maxDepth"`, `"maxBytes"` or `"shape"`.
+ */
+export class InvalidInput extends DurableError {
+  override name = "InvalidInput";
+  readonly limit: string;
+  constructor(message: string, limit: "maxDepth" | "maxBytes" | "shape", options?: { cause?: unknown }) {
+    super(message, options);
+    this.limit = limit;
+  }
+}
+
 /** A `submit()` draft that cannot be admitted (unknown type, empty content, a requestId reused for another type, …). */
 export class InvalidSubmission extends DurableError {
   override name = "InvalidSubmission";

@@ -125,7 +125,7 @@ export class Harness {
     const missing = BUILTIN_TASKS.map((task) => task.name).filter((kind) => !options.registry.task(kind));
     if (missing.length > 0)
       throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
-    const settings = resolveSettings(options.settings);
+    const settings = resolveSettings(options.settings, storage);
     if (options.resume && options.readOnly)
       throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
@@ -147,7 +147,7 @@ export class Harness {
   }
 
   static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
-    const session = await Session.open(storage, clock, options.readOnly === true);
+    const session = await Session.open(storage, clock, options.readOnly === true, settings.limits);
     let live: ((event: Parameters<LiveHandler>[0]) => void) | undefined;
     const scheduler = new Scheduler(session, options.registry, {
       onLive: (event) => live?.(event),

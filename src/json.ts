@@ -10,27 +10,43 @@ export interface JsonObject {
   [key: string]: Json;
 }
 
-/** Deep equality of JSON values; key order is ignored, arrays compare by position. */
+/**
+ * Deep equality of JSON values; key order is ignored, arrays compare by position. Iterative: a stored value
+ * of any depth compares without growing the call stack.
+ */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const other = b as unknown[];
-    return a.length === other.length && a.every((item, index) => jsonEqual(item, other[index]));
+  const pairs: unknown[] = [a, b];
+  while (pairs.length > 0) {
+    const right = pairs.pop();
+    const left = pairs.pop();
+    if (left === right) continue;
+    if (typeof left !== "object" || typeof right !== "object" || left === null || right === null) return false;
+    if (Array.isArray(left) !== Array.isArray(right)) return false;
+    if (Array.isArray(left)) {
+      const other = right as unknown[];
+      if (left.length !== other.length) return false;
+      for (let index = 0; index < left.length; index++) pairs.push(left[index], other[index]);
+      continue;
+    }
+    const l = left as Record<string, unknown>;
+    const r = right as Record<string, unknown>;
+    const keys = Object.keys(l).filter((key) => l[key] !== undefined);
+    if (keys.length !== Object.keys(r).filter((key) => r[key] !== undefined).length) return false;
+    for (const key of keys) {
+      if (!Object.hasOwn(r, key)) return false;
+      pairs.push(l[key], r[key]);
+    }
   }
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  const keys = Object.keys(left).filter((key) => left[key] !== undefined);
-  if (keys.length !== Object.keys(right).filter((key) => right[key] !== undefined).length) return false;
-  return keys.every((key) => Object.hasOwn(right, key) && jsonEqual(left[key], right[key]));
+  return true;
 }
 
 /**
  * A detached copy, equal to `JSON.parse(JSON.stringify(value))`; also proves the value is JSON (throws on
  * cycles, BigInt). Plain data — what checkpoints, memos and documents almost always are — is copied directly
  * (a checkpoint is copied on every step); anything JSON would transform (`toJSON`, a class instance, an
- * `undefined` member, a non-finite number, a `__proto__` key, deep nesting) takes the round trip itself.
+ * `undefined` member, a non-finite number, a `__proto__` key) takes the round trip itself. Deep plain data is
+ * copied without recursion (a stored value of any depth copies; a cycle throws the round trip's TypeError).
  */
 export function cloneJson<T>(value: T): T {
   if (value === undefined) return value;
@@ -50,7 +66,7 @@ function copyPlain(value: unknown, depth: number): unknown {
       return Number.isFinite(value) ? (value === 0 ? 0 : value) : ROUND_TRIP; // -0 becomes 0, as in JSON
     case "object": {
       if (value === null) return null;
-      if (depth > 32) return ROUND_TRIP; // and the round trip throws on a cycle
+      if (depth > 32) return copyDeep(value); // bounded recursion, then an explicit stack
       if (typeof (value as { toJSON?: unknown }).toJSON === "function") return ROUND_TRIP;
       if (Array.isArray(value)) {
         const out: unknown[] = new Array(value.length);
@@ -77,14 +93,72 @@ function copyPlain(value: unknown, depth: number): unknown {
   }
 }
 
+/** One object being copied by `copyDeep`: its source, its copy, and the next member to copy. */
+interface CopyFrame {
+  source: Record<string, unknown>;
+  target: Record<string, unknown>;
+  keys: string[] | undefined;
+  index: number;
+}
+
+/** `copyPlain` with an explicit stack, for what lies below its recursion bound; a cycle throws as JSON does. */
+function copyDeep(value: object): unknown {
+  const path = new Set<object>();
+  const frames: CopyFrame[] = [];
+  const open = (source: object): object | typeof ROUND_TRIP => {
+    if (path.has(source)) throw new TypeError("Converting circular structure to JSON");
+    if (typeof (source as { toJSON?: unknown }).toJSON === "function") return ROUND_TRIP;
+    let keys: string[] | undefined;
+    let target: object;
+    if (Array.isArray(source)) target = new Array(source.length);
+    else {
+      const prototype = Object.getPrototypeOf(source);
+      if (prototype !== Object.prototype && prototype !== null) return ROUND_TRIP;
+      keys = Object.keys(source);
+      if (keys.includes("__proto__")) return ROUND_TRIP;
+      target = {};
+    }
+    path.add(source);
+    frames.push({ source: source as Record<string, unknown>, target: target as Record<string, unknown>, keys, index: 0 });
+    return target;
+  };
+  const root = open(value);
+  if (root === ROUND_TRIP) return ROUND_TRIP;
+  while (frames.length > 0) {
+    const frame = frames[frames.length - 1] as CopyFrame;
+    const length = frame.keys ? frame.keys.length : (frame.source as unknown as unknown[]).length;
+    if (frame.index === length) {
+      frames.pop();
+      path.delete(frame.source);
+      continue;
+    }
+    const key = frame.keys ? (frame.keys[frame.index] as string) : String(frame.index);
+    frame.index++;
+    const item = frame.source[key];
+    const copy = typeof item === "object" && item !== null ? open(item) : copyPlain(item, 0);
+    if (copy === ROUND_TRIP) return ROUND_TRIP;
+    frame.target[key] = copy;
+  }
+  return root;
+}
+
 /**
  * Freezes a JSON value in place, skipping subtrees that are frozen already — records share unchanged parts
  * with their predecessors, so freezing a new record touches only what is new. Committed records are frozen
- * so that phases can be handed the committed record itself instead of a copy.
+ * so that phases can be handed the committed record itself instead of a copy. Iterative: any depth freezes.
  */
 export function deepFreeze<T>(value: T): T {
   if (typeof value !== "object" || value === null || Object.isFrozen(value)) return value;
+  const pending: object[] = [value];
   Object.freeze(value);
-  for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  while (pending.length > 0) {
+    const object = pending.pop() as Record<string, unknown>;
+    for (const key of Object.keys(object)) {
+      const member = object[key];
+      if (typeof member !== "object" || member === null || Object.isFrozen(member)) continue;
+      Object.freeze(member);
+      pending.push(member);
+    }
+  }
   return value;
 }

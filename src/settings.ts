@@ -1,4 +1,5 @@
 import { InvalidSetting } from "./errors.ts";
+import { DEFAULT_MAX_BYTES, DEFAULT_MAX_BYTES_ROW_LIMITED, DEFAULT_MAX_DEPTH, type JsonLimits, MAX_DEPTH_LIMIT } from "./limits.ts";
 
 /** Settings a host may pass in `HarnessOptions.settings`. Every field is optional; defaults are beside it. */
 export interface Settings {
@@ -26,6 +27,22 @@ export interface Settings {
    * (the next open counts a restart, as after a crash) and the phase's later commits are refused.
    */
   closeTimeoutMs?: number;
+  /**
+   * How large a JSON value may be where it enters the harness: a task input (also a child task's), a
+   * submission's content, a tool's arguments and result, a checkpoint, memo, outcome, document or entry
+   * written through a `Tx`, an app method's arguments at the host. Checked before anything commits; past a
+   * limit the call is refused with `InvalidInput` naming it, and nothing is written.
+   */
+  limits?: {
+    /** Levels of nesting (`[[1]]` is 2). Default 64; at most 512 (a stored row must stay within SQLite's JSON depth of 1000). */
+    maxDepth?: number;
+    /**
+     * Bytes of one value serialized as JSON (UTF-8). Default 1 MiB (1,048,576) on storage whose rows are
+     * limited (a Durable Object row holds at most 2 MB, and a task's input and checkpoint share one), 8 MiB
+     * (8,388,608) elsewhere (sqlite-wasm on OPFS or in memory, MemoryStorage).
+     */
+    maxBytes?: number;
+  };
 }
 
 export interface ResolvedSettings {
@@ -34,6 +51,7 @@ export interface ResolvedSettings {
   retry: { enabled: boolean; maxRetries: number; baseDelayMs: number; maxAgentDelayMs: number };
   toolExecution: "parallel" | "sequential";
   closeTimeoutMs: number;
+  limits: JsonLimits;
 }
 
 export const DEFAULT_SETTINGS: ResolvedSettings = Object.freeze({
@@ -42,10 +60,14 @@ export const DEFAULT_SETTINGS: ResolvedSettings = Object.freeze({
   retry: Object.freeze({ enabled: true, maxRetries: 3, baseDelayMs: 2000, maxAgentDelayMs: 60_000 }),
   toolExecution: "parallel",
   closeTimeoutMs: 10_000,
+  limits: Object.freeze({ maxDepth: DEFAULT_MAX_DEPTH, maxBytes: DEFAULT_MAX_BYTES }),
 }) as ResolvedSettings;
 
-/** Fills defaults and rejects bad values with a message that names the setting and what it accepts. */
-export function resolveSettings(settings: Settings | undefined): ResolvedSettings {
+/**
+ * Fills defaults and rejects bad values with a message that names the setting and what it accepts.
+ * `storage.maxRowBytes` (a backend whose rows are limited) lowers the default of `limits.maxBytes`.
+ */
+export function resolveSettings(settings: Settings | undefined, storage?: { maxRowBytes?: number }): ResolvedSettings {
   const s = section("settings", settings, DEFAULT_SETTINGS) as Settings;
   const restartLimit = s.restartLimit ?? DEFAULT_SETTINGS.restartLimit;
   if (restartLimit !== Infinity && !(typeof restartLimit === "number" && Number.isInteger(restartLimit) && restartLimit > 0)) {
@@ -67,7 +89,22 @@ export function resolveSettings(settings: Settings | undefined): ResolvedSetting
   }
   const closeTimeoutMs = s.closeTimeoutMs ?? DEFAULT_SETTINGS.closeTimeoutMs;
   if (closeTimeoutMs !== Infinity) nonNegative("settings.closeTimeoutMs", closeTimeoutMs);
-  return { restartLimit, progress: { persistWithinMs }, retry, toolExecution, closeTimeoutMs };
+  const limits = section("settings.limits", s.limits, DEFAULT_SETTINGS.limits) as NonNullable<Settings["limits"]>;
+  const maxDepth = limits.maxDepth ?? DEFAULT_MAX_DEPTH;
+  if (!(Number.isInteger(maxDepth) && maxDepth >= 1 && maxDepth <= MAX_DEPTH_LIMIT)) {
+    throw new InvalidSetting(`settings.limits.maxDepth must be an integer from 1 to ${MAX_DEPTH_LIMIT}; got ${show(maxDepth)}.`);
+  }
+  const rowLimited = storage?.maxRowBytes !== undefined;
+  const maxBytes = limits.maxBytes ?? (rowLimited ? DEFAULT_MAX_BYTES_ROW_LIMITED : DEFAULT_MAX_BYTES);
+  if (!(Number.isSafeInteger(maxBytes) && maxBytes >= 16)) {
+    throw new InvalidSetting(`settings.limits.maxBytes must be an integer number of bytes ≥ 16; got ${show(maxBytes)}.`);
+  }
+  if (rowLimited && maxBytes > (storage?.maxRowBytes as number)) {
+    throw new InvalidSetting(
+      `settings.limits.maxBytes is ${maxBytes}, but a row of this storage holds at most ${storage?.maxRowBytes} bytes; lower it.`,
+    );
+  }
+  return { restartLimit, progress: { persistWithinMs }, retry, toolExecution, closeTimeoutMs, limits: { maxDepth, maxBytes } };
 }
 
 /** An optional plain object whose keys are all known (a misspelled key is a mistake, not a no-op). */

@@ -71,3 +71,10 @@ export async function openHarness(storage: Storage, options: Partial<HarnessOpti
 export function never(): Promise<never> {
   return new Promise(() => {});
 }
+
+/** An array nested `levels` deep around 1: `nested(2)` is `[[1]]`. */
+export function nested(levels: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < levels; i++) value = [value];
+  return value;
+}

@@ -64,7 +64,7 @@ export function admit(tx: KernelTx, conversationId: number, draft: SubmissionDra
     type: draft.type,
     ...(draft.requestId !== undefined ? { requestId: draft.requestId } : {}),
     status: "queued",
-    payload: asJson(payload),
+    payload: tx.admit(asJson(payload), `The ${draft.type === "input" ? "content" : "entry"} of a submission`),
     createdAt: tx.now(),
   };
   tx.putSubmission(record);

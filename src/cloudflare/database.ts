@@ -49,6 +49,8 @@ export class DurableObjectDatabase implements SqliteDatabase {
   readonly readOnly: boolean;
   /** An object's SQLite is the app's too (its own tables, `ctx.storage.put()`'s `_cf_KV`): the harness shares it. */
   readonly shared = true;
+  /** A Durable Object row or value holds at most 2 MB (local workerd accepts more; Cloudflare does not). */
+  readonly maxRowBytes = 2_000_000;
   readonly #storage: DurableObjectStorage;
   /** `storage.sql`, read once: on workerd every read of the property crosses into the runtime. */
   readonly #sql: DurableObjectStorage["sql"];

@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
 import { deepFreeze } from "../json.ts";
+import type { JsonLimits } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -61,6 +62,8 @@ export class Session {
   readonly storage: Storage;
   readonly clock: Clock;
   readonly readOnly: boolean;
+  /** `settings.limits`: what a value entering through a transaction may be (`KernelTx.admit`). */
+  readonly limits: JsonLimits;
   readonly live = new Map<number, TaskRecord>();
   readonly conversations = new Map<number, ConversationRecord>();
   readonly documents = new Map<string, DocumentRecord>();
@@ -78,14 +81,15 @@ export class Session {
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
 
-  private constructor(storage: Storage, clock: Clock, readOnly: boolean) {
+  private constructor(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits) {
     this.storage = storage;
     this.clock = clock;
     this.readOnly = readOnly;
+    this.limits = limits;
   }
 
-  static async open(storage: Storage, clock: Clock, readOnly: boolean): Promise<Session> {
-    const session = new Session(storage, clock, readOnly || storage.readOnly);
+  static async open(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits): Promise<Session> {
+    const session = new Session(storage, clock, readOnly || storage.readOnly, limits);
     const state = await storage.load();
     // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
     // open refuses them (nothing was changed); a read-only one leaves them out of its mirror, for inspection.

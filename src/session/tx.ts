@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
 import { cloneJson, type Json, jsonEqual } from "../json.ts";
+import { admitJson, type What } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type {
   Batch,
@@ -126,6 +127,14 @@ export class KernelTx implements Tx {
     return this.#session.clock.now();
   }
 
+  /**
+   * The detached copy of a value entering the harness here, refused with `InvalidInput` past
+   * `settings.limits` (depth, size) or when it is not JSON. Nothing is staged when it throws.
+   */
+  admit<T>(value: T, what: What): T {
+    return admitJson(value, this.#session.limits, what);
+  }
+
   /** A fresh id from the one global id space (conversations, entries, tasks, submissions). */
   mintId(): number {
     return this.#nextId++;
@@ -150,8 +159,9 @@ export class KernelTx implements Tx {
 
   /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
   createTask<I>(definition: TaskKind<I>, input: I, options: CreateTaskOptions = {}): number {
+    const admitted = this.admit(input, `The input of a ${definition.name} task`);
     if (options.key !== undefined) {
-      const existing = this.#keyedTask(options.key, definition.name, input);
+      const existing = this.#keyedTask(options.key, definition.name, admitted as Json);
       if (existing !== undefined) return existing;
     }
     const actor = this.actor;
@@ -169,7 +179,7 @@ export class KernelTx implements Tx {
         throw new InvalidCommit(`A child task must live in its owner's conversation (${parent.conversationId}).`);
       }
     }
-    const checkpoint = definition.initial(input);
+    const checkpoint = definition.initial(admitted);
     if (typeof checkpoint !== "object" || checkpoint === null || typeof (checkpoint as { phase?: unknown }).phase !== "string") {
       throw new InvalidCommit(`${definition.name}.initial() must return a checkpoint with a string phase.`);
     }
@@ -179,11 +189,11 @@ export class KernelTx implements Tx {
       conversationId,
       kind: definition.name,
       version: definition.version,
-      input: cloneJson(input) as Json,
+      input: admitted as Json,
       ...(owner !== undefined ? { owner } : {}),
       background,
       abortRequested: false,
-      state: { status: "pending", checkpoint: cloneJson(checkpoint) as Checkpoint },
+      state: { status: "pending", checkpoint: this.admit(checkpoint, `The initial checkpoint of a ${definition.name} task`) as Checkpoint },
     };
     this.#tasks.set(id, record);
     if (options.key !== undefined) this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name });
@@ -191,12 +201,11 @@ export class KernelTx implements Tx {
   }
 
   /** The task `key` names, if any; a `TaskKeyConflict` when it was created with another kind or input. */
-  #keyedTask(key: string, kind: string, input: unknown): number | undefined {
+  #keyedTask(key: string, kind: string, wanted: Json): number | undefined {
     if (typeof key !== "string" || key === "") throw new InvalidCommit("A task key must be a non-empty string.");
     const named = this.document(TASK_KEYS, key) as { taskId: number; kind: string } | undefined;
     if (!named) return undefined;
     if (named.kind !== kind) throw new TaskKeyConflict(key, named.taskId, `kind ${named.kind}, not ${kind}`);
-    const wanted = cloneJson(input);
     const conflict = () => new TaskKeyConflict(key, named.taskId, "the same kind with another input");
     const live = this.task(named.taskId);
     if (live) {
@@ -227,7 +236,7 @@ export class KernelTx implements Tx {
       id,
       createdAt: this.now(),
       ...(options.owner !== undefined ? { owner: options.owner } : {}),
-      ...(options.config ? { config: cloneJson(options.config) } : {}),
+      ...(options.config ? { config: this.admit(options.config, "A conversation's configuration") } : {}),
     });
     return id;
   }
@@ -251,7 +260,7 @@ export class KernelTx implements Tx {
       id,
       conversationId,
       kind: entry.kind,
-      payload: entry.payload,
+      payload: this.admit(entry.payload, () => `The payload of a ${entry.kind} entry`),
       ...(this.actor?.taskId !== undefined ? { byTaskId: this.actor.taskId } : {}),
       at: this.now(),
     });
@@ -271,7 +280,8 @@ export class KernelTx implements Tx {
   }
 
   setDocument(scope: string, key: string, value: Json): void {
-    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value });
+    const admitted = this.admit(value, () => `Document ${scope}/${key}`);
+    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: admitted });
   }
 
   deleteDocument(scope: string, key: string): void {

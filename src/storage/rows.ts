@@ -1,4 +1,5 @@
 import { DatabaseCorrupt } from "../errors.ts";
+import { depthExceeds, STORED_DEPTH_LIMIT } from "../limits.ts";
 import type { DamagedRow } from "./storage.ts";
 
 /** Why a stored record text is not a record of `table` (B4), or undefined when it parses. */
@@ -10,11 +11,20 @@ function problemOf(table: string, value: unknown): string | undefined {
 }
 
 function parse(text: unknown): { value: unknown } | { problem: string } {
+  const source = String(text);
+  let value: unknown;
   try {
-    return { value: JSON.parse(String(text)) };
+    value = JSON.parse(source);
   } catch {
     return { problem: "the record is not valid JSON" };
   }
+  // Nothing the harness writes nests this deep (settings.limits.maxDepth is at most 512); such a row would
+  // break the kernel's copies and SQLite's own JSON functions. Each level takes two characters, so only a
+  // long row can be that deep and the walk is skipped for the rest.
+  if (source.length > 2 * STORED_DEPTH_LIMIT && depthExceeds(value, STORED_DEPTH_LIMIT)) {
+    return { problem: `the record is nested deeper than ${STORED_DEPTH_LIMIT} levels` };
+  }
+  return { value };
 }
 
 /** Parses one stored record; a damaged one is a `DatabaseCorrupt` that names the row, never a SyntaxError. */

@@ -42,6 +42,11 @@ export interface Storage {
   readonly readOnly: boolean;
   /** A short label for messages ("memory", "sqlite:opfs-sahpool:/pi.sqlite3"). */
   readonly label: string;
+  /**
+   * The most bytes one stored row holds, on a backend that limits it (a Durable Object: 2 MB); undefined
+   * where rows are limited only by memory. It lowers the default of `settings.limits.maxBytes`.
+   */
+  readonly maxRowBytes?: number;
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
   getTask(id: number): Promise<TaskRecord | undefined>;

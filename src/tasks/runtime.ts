@@ -156,7 +156,7 @@ class InvocationRuntime implements TaskRuntime {
     const writing = this.#gated((tx, current) => {
       const memos = current.memos ?? {};
       if (Object.hasOwn(memos, name)) return cloneJson(memos[name]) as Json;
-      tx.putTask({ ...current, memos: { ...memos, [name]: cloneJson(value) } });
+      tx.putTask({ ...current, memos: { ...memos, [name]: tx.admit(value, () => `Memo ${JSON.stringify(name)} of task ${current.id}`) } });
       return value;
     });
     // Like commit: the invocation's own context needs no extra wait (its end rejects the write on the line).

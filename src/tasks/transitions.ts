@@ -92,12 +92,14 @@ export function parkRunning(tx: KernelTx, except: ReadonlySet<number>): void {
   }
 }
 
+const checkpointOf = (task: TaskRecord) => () => `The checkpoint of task ${task.id} (${task.kind})`;
+
 /** Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress). */
 export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, next: NextTaskState, mode: Mode, stored: StoredTask): void {
   let state: TaskState;
   switch (next.status) {
     case "running":
-      state = { status: "running", checkpoint: cloneJson(next.checkpoint) };
+      state = { status: "running", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) };
       break;
     case "sleeping":
       // No `until`: a wait with no deadline, ended by a commit that wakes the task (`wakeSleeper`).
@@ -105,19 +107,19 @@ export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, n
         throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
       state =
         next.until === undefined
-          ? { status: "sleeping", checkpoint: cloneJson(next.checkpoint) }
-          : { status: "sleeping", until: next.until, checkpoint: cloneJson(next.checkpoint) };
+          ? { status: "sleeping", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) }
+          : { status: "sleeping", until: next.until, checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) };
       break;
     case "waiting": {
       if (mode === "abort") throw new InvalidCommit(`Abort handler of task ${current.id} cannot wait.`);
       const on = [...new Set(next.on)];
       const policy = next.policy ?? "allSettled";
       validateWait(tx, current, on, policy, stored);
-      state = { status: "waiting", checkpoint: cloneJson(next.checkpoint), on, policy };
+      state = { status: "waiting", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)), on, policy };
       break;
     }
     case "terminal": {
-      const outcome = cloneJson(next.outcome);
+      const outcome = tx.admit(next.outcome, () => `The outcome of task ${current.id} (${current.kind})`);
       if (!["completed", "failed", "aborted"].includes(outcome.status)) {
         throw new InvalidCommit(`A task may end completed, failed or aborted; "${outcome.status}" is the scheduler's to write.`);
       }

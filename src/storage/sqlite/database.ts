@@ -37,6 +37,8 @@ export interface SqliteDatabase {
    * damage. Absent: the file is the harness's alone, and tables that are not ours make it foreign.
    */
   readonly shared?: boolean;
+  /** The most bytes one row holds, where the platform limits it (a Durable Object: 2 MB). */
+  readonly maxRowBytes?: number;
   /** The bytes of the whole database (for copies, downloads and crash simulation). */
   exportImage(): Promise<Uint8Array>;
   close(): Promise<void>;

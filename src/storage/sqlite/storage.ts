@@ -43,6 +43,10 @@ export class SqliteStorage implements Storage {
     return this.#db.readOnly;
   }
 
+  get maxRowBytes(): number | undefined {
+    return this.#db.maxRowBytes;
+  }
+
   /** The database underneath (for benchmarks and diagnostics). */
   get database(): SqliteDatabase {
     return this.#db;

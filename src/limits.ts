@@ -1,0 +1,186 @@
+import { InvalidInput } from "./errors.ts";
+import { cloneJson, type Json } from "./json.ts";
+
+/**
+ * How large a JSON value may be where it enters the harness (a task input, a submission's content, a tool's
+ * arguments or result, a checkpoint, memo, document or entry written through a `Tx`, an app method's
+ * arguments). Checked before anything commits; a value past a limit is an `InvalidInput` naming the limit.
+ */
+export interface JsonLimits {
+  /** Levels of nesting: `1` is 0 levels, `[1]` is 1, `{ a: [1] }` is 2. */
+  maxDepth: number;
+  /** Bytes of the value serialized as JSON (UTF-8). */
+  maxBytes: number;
+}
+
+/** The default nesting limit: far more than data needs, far less than any call stack or SQLite's JSON (1000). */
+export const DEFAULT_MAX_DEPTH = 64;
+/** The highest `maxDepth` a harness accepts: a stored row stays within SQLite's JSON depth of 1000. */
+export const MAX_DEPTH_LIMIT = 512;
+/** A stored row nested deeper than this is damaged (SQLite's own JSON functions refuse it too). */
+export const STORED_DEPTH_LIMIT = 1000;
+/** The default size limit on a Durable Object: a row holds at most 2 MB, and a task's input and checkpoint share one. */
+export const DEFAULT_MAX_BYTES_ROW_LIMITED = 1 << 20;
+/** The default size limit elsewhere (sqlite-wasm, memory): room for an image or a long file in one value. */
+export const DEFAULT_MAX_BYTES = 8 << 20;
+
+/** What a value is, for the message ("The input of a demo.count task"); a function is called only for a refusal. */
+export type What = string | (() => string);
+
+const named = (what: What) => (typeof what === "function" ? what() : what);
+
+/** The most bytes one JavaScript number takes as JSON (`-1.2345678901234567e-308`). */
+const NUMBER_BYTES = 24;
+
+/**
+ * Refuses a value that is not plain JSON or is past `limits`, with an `InvalidInput` that names `what` and
+ * the limit. Plain JSON: null, booleans, finite numbers, strings, arrays, and objects whose prototype is
+ * `Object.prototype` or null (an `undefined` member is allowed: JSON drops it). Iterative: a value of any
+ * depth (or a cycle) is refused without growing the call stack, after at most `maxBytes` members.
+ */
+export function checkJson(value: unknown, limits: JsonLimits, what: What = "A value"): void {
+  // Serialized size between `low` and `high` bytes; the exact size is measured only when that decides.
+  let low = 0;
+  let high = 0;
+  const values: unknown[] = [value];
+  const depths: number[] = [0];
+  while (values.length > 0) {
+    const item = values.pop();
+    const depth = depths.pop() as number;
+    switch (typeof item) {
+      case "string":
+        low += item.length + 2;
+        high += item.length * 6 + 2; // a control character is \u00XX
+        break;
+      case "boolean":
+        low += 4;
+        high += 5;
+        break;
+      case "number":
+        if (!Number.isFinite(item)) throw notJson(what, `the number ${String(item)}`);
+        low += 1;
+        high += NUMBER_BYTES;
+        break;
+      case "object": {
+        if (item === null) {
+          low += 4;
+          high += 4;
+          break;
+        }
+        if (depth >= limits.maxDepth) throw tooDeep(what, limits.maxDepth);
+        if (Array.isArray(item)) {
+          if (typeof (item as { toJSON?: unknown }).toJSON === "function") throw notJson(what, "an array with a toJSON method");
+          low += 1 + Math.max(item.length, 1);
+          high += 1 + Math.max(item.length, 1);
+          for (let index = 0; index < item.length; index++) {
+            const member = item[index];
+            if (member === undefined) throw notJson(what, "undefined in an array");
+            values.push(member);
+            depths.push(depth + 1);
+          }
+          break;
+        }
+        const prototype = Object.getPrototypeOf(item);
+        if (prototype !== Object.prototype && prototype !== null) throw notJson(what, `a ${className(item)}`);
+        low += 1; // {} is 2 bytes, and n members have n - 1 commas: counting one per member, start at 1
+        high += 2;
+        for (const key of Object.keys(item)) {
+          const member = (item as Record<string, unknown>)[key];
+          if (member === undefined) continue;
+          low += key.length + 4; // "key": and a comma
+          high += key.length * 6 + 4;
+          values.push(member);
+          depths.push(depth + 1);
+        }
+        break;
+      }
+      default:
+        throw notJson(what, typeof item === "undefined" ? "undefined" : `a ${typeof item}`);
+    }
+    if (low > limits.maxBytes) throw tooLarge(what, limits.maxBytes, `over ${limits.maxBytes}`);
+  }
+  if (high <= limits.maxBytes) return;
+  // Rare: close to the limit. Safe to serialize now: the value is plain JSON within maxDepth.
+  const bytes = utf8Length(JSON.stringify(value));
+  if (bytes > limits.maxBytes) throw tooLarge(what, limits.maxBytes, String(bytes));
+}
+
+/**
+ * The detached copy `cloneJson` makes, refused (as `InvalidInput`) when it is past `limits` or not JSON at
+ * all. What every kernel boundary stores. The value is copied first (`toJSON`, dropped members), then checked.
+ */
+export function admitJson<T>(value: T, limits: JsonLimits, what: What): T {
+  let copy: T;
+  try {
+    copy = cloneJson(value);
+  } catch (error) {
+    // A cycle (TypeError), a BigInt, or a value with toJSON too deep for the round trip (RangeError).
+    const reason = error instanceof RangeError ? `nested deeper than the call stack allows` : (error as Error).message;
+    throw new InvalidInput(`${named(what)} is not JSON (${reason}); nothing was written.`, "shape", { cause: error });
+  }
+  if (copy !== undefined) checkJson(copy, limits, what);
+  return copy;
+}
+
+/** True when a parsed stored value nests more than `limit` levels; without recursion. */
+export function depthExceeds(value: unknown, limit: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const values: unknown[] = [value];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const item = values.pop() as Record<string, unknown>;
+    const depth = depths.pop() as number;
+    if (depth > limit) return true;
+    const members = Array.isArray(item) ? item : Object.values(item);
+    for (const member of members) {
+      if (typeof member === "object" && member !== null) {
+        values.push(member);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return false;
+}
+
+/** UTF-8 bytes of a string as `TextEncoder` would encode it (a lone surrogate is U+FFFD, 3 bytes). */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (code < 0x80) continue;
+    if (code < 0x800) bytes += 1;
+    else if (code >= 0xd800 && code <= 0xdbff && index + 1 < text.length) {
+      const next = text.charCodeAt(index + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 2; // 4 bytes for the two units
+        index++;
+      } else bytes += 2;
+    } else bytes += 2;
+  }
+  return bytes;
+}
+
+function tooDeep(what: What, maxDepth: number): InvalidInput {
+  return new InvalidInput(
+    `${named(what)} is nested deeper than ${maxDepth} levels (limits.maxDepth); nothing was written. Flatten it, or raise settings.limits.maxDepth (at most ${MAX_DEPTH_LIMIT}).`,
+    "maxDepth",
+  );
+}
+
+function tooLarge(what: What, maxBytes: number, size: string): InvalidInput {
+  return new InvalidInput(
+    `${named(what)} is ${size} bytes as JSON, over ${maxBytes} (limits.maxBytes); nothing was written. Keep large data out of it (a file in the environment, a reference), or raise settings.limits.maxBytes.`,
+    "maxBytes",
+  );
+}
+
+function notJson(what: What, found: string): InvalidInput {
+  return new InvalidInput(`${named(what)} is not JSON: it holds ${found}; nothing was written. Pass plain JSON data.`, "shape");
+}
+
+function className(value: object): string {
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === "string" && name !== "" ? name : "object with a prototype";
+}
+
+export type { Json };

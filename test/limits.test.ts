@@ -1,0 +1,256 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  createRegistry,
+  DatabaseCorrupt,
+  defineExtension,
+  defineTask,
+  Harness,
+  InvalidInput,
+  InvalidSetting,
+  type Json,
+  MemoryStorage,
+  type Storage,
+} from "../src/index.ts";
+import { cloneJson, deepFreeze, jsonEqual } from "../src/json.ts";
+import { checkJson, utf8Length } from "../src/limits.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { backends, ctx, nested, openHarness } from "./support.ts";
+
+const done = defineTask<unknown, { phase: "go" }, string>({
+  name: "test.done",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (_t, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
+  },
+  abort: async () => {},
+});
+/** Commits the checkpoint, outcome or memo its input asks for, `levels` deep. */
+const writer = defineTask<{ write: "checkpoint" | "outcome" | "memo"; levels: number }, { phase: "go" | "next"; deep?: Json }, Json>({
+  name: "test.writer",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (task, runtime, context) => {
+      const deep = nested(task.input.levels) as Json;
+      if (task.input.write === "memo") await runtime.memo("deep", deep, context);
+      await runtime.commit(
+        () =>
+          task.input.write === "checkpoint"
+            ? { status: "running", checkpoint: { phase: "next", deep } }
+            : { status: "terminal", outcome: { status: "completed", result: task.input.write === "outcome" ? deep : "ok" } },
+        context,
+      );
+    },
+    next: async (_t, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "next" } }), context),
+  },
+  abort: async () => {},
+});
+const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [done, writer] }));
+
+/** The harness still works: a normal task runs to its end, `inspect()` answers, a copy of the database reopens. */
+async function stillWorks(harness: Harness, storage: Storage, fromImage: (bytes: Uint8Array) => Promise<Storage>): Promise<void> {
+  const id = await (await harness.root(ctx)).commit((tx) => tx.createTask(done, { n: 1 }), ctx);
+  expect((await harness.waitForTask(id, ctx)).state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+  await harness.inspect(ctx);
+  const copy = await Harness.open(await fromImage(await storage.exportImage()), { registry: registry() }, ctx);
+  await copy.inspect(ctx);
+  await copy.close(ctx);
+}
+
+describe("json: the kernel's JSON helpers never recurse on a value's depth", () => {
+  it("cloneJson, deepFreeze and jsonEqual handle a 100,000-deep value; a deep cycle still throws TypeError", () => {
+    const deep = nested(100_000);
+    const copy = cloneJson(deep);
+    expect(jsonEqual(copy, deep)).toBe(true);
+    expect(jsonEqual(copy, nested(99_999))).toBe(false);
+    deepFreeze(copy);
+    let inner = copy as unknown[];
+    for (let i = 0; i < 100_000 - 1; i++) inner = inner[0] as unknown[];
+    expect(Object.isFrozen(inner)).toBe(true);
+    const cycle: unknown[] = [];
+    let tip = cycle;
+    for (let i = 0; i < 50; i++) tip = tip[0] = [] as unknown[];
+    tip.push(cycle);
+    expect(() => cloneJson(cycle)).toThrow(TypeError);
+  });
+});
+
+describe("checkJson: depth, size and shape without recursion", () => {
+  const sized = fc.letrec((tie) => ({
+    any: fc.oneof({ depthSize: "small" }, fc.jsonValue(), fc.string({ unit: "binary" }), tie("array"), tie("object")),
+    array: fc.array(tie("any"), { maxLength: 5 }),
+    object: fc.dictionary(fc.string({ unit: "binary" }), tie("any"), { maxKeys: 5 }),
+  })).any;
+
+  it("refuses exactly what serializes to more than maxBytes UTF-8 bytes (any strings, surrogates included)", () => {
+    fc.assert(
+      fc.property(sized, fc.integer({ min: 0, max: 40 }), (value, slack) => {
+        const bytes = new TextEncoder().encode(JSON.stringify(value)).length;
+        expect(utf8Length(JSON.stringify(value))).toBe(bytes);
+        const maxBytes = Math.max(16, bytes - 20 + slack);
+        const refused = (() => {
+          try {
+            checkJson(value, { maxDepth: 512, maxBytes });
+            return undefined;
+          } catch (error) {
+            return error;
+          }
+        })();
+        if (bytes <= maxBytes) expect(refused).toBeUndefined();
+        else expect(refused).toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("counts levels of nesting: maxDepth levels pass, one more is refused; a cycle is refused, not a stack overflow", () => {
+    for (const depth of [1, 2, 64, 512]) {
+      expect(() => checkJson(nested(depth), { maxDepth: depth, maxBytes: 1 << 20 })).not.toThrow();
+      expect(() => checkJson(nested(depth + 1), { maxDepth: depth, maxBytes: 1 << 20 })).toThrow(InvalidInput);
+      expect(() => checkJson({ a: nested(depth) }, { maxDepth: depth, maxBytes: 1 << 20 })).toThrow(/limits.maxDepth/);
+    }
+    const cycle: Record<string, unknown> = {};
+    cycle.self = [cycle];
+    expect(() => checkJson(cycle, { maxDepth: 64, maxBytes: 1 << 20 })).toThrow(InvalidInput);
+  });
+
+  it("refuses what is not JSON with limit 'shape'", () => {
+    for (const value of [
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      undefined,
+      () => 1,
+      1n,
+      Symbol("s"),
+      new Date(0),
+      new Map(),
+      [undefined],
+      { a: [1, new Uint8Array(2)] },
+    ]) {
+      expect(() => checkJson(value, { maxDepth: 64, maxBytes: 1 << 20 }), String(value)).toThrow(
+        expect.objectContaining({ name: "InvalidInput", limit: "shape" }),
+      );
+    }
+    expect(() => checkJson({ a: undefined, b: Object.create(null) }, { maxDepth: 64, maxBytes: 1 << 20 })).not.toThrow();
+  });
+});
+
+describe("settings.limits", () => {
+  it("defaults: 64 levels; 8 MiB, or 1 MiB on storage whose rows are limited; bad values are InvalidSetting", async () => {
+    const harness = await Harness.open(new MemoryStorage(), { registry: registry() }, ctx);
+    expect(harness.settings.limits).toEqual({ maxDepth: 64, maxBytes: 8 * 1024 * 1024 });
+    const limited = Object.assign(new MemoryStorage(), { maxRowBytes: 2_000_000 });
+    expect((await Harness.open(limited, { registry: registry() }, ctx)).settings.limits).toEqual({ maxDepth: 64, maxBytes: 1024 * 1024 });
+    for (const limits of [{ maxDepth: 0 }, { maxDepth: 513 }, { maxDepth: 1.5 }, { maxBytes: -1 }, { maxBytes: "1" }, { depth: 3 }]) {
+      await expect(Harness.open(new MemoryStorage(), { registry: registry(), settings: { limits } as never }, ctx)).rejects.toBeInstanceOf(
+        InvalidSetting,
+      );
+    }
+    await expect(
+      Harness.open(
+        Object.assign(new MemoryStorage(), { maxRowBytes: 2_000_000 }),
+        { registry: registry(), settings: { limits: { maxBytes: 3_000_000 } } },
+        ctx,
+      ),
+    ).rejects.toThrow(/holds at most 2000000 bytes/);
+  });
+});
+
+for (const backend of backends) {
+  describe(`R9: limits at every kernel boundary on ${backend.name}`, () => {
+    it("R9: a 4,000-deep task input is refused with InvalidInput before anything is written; the harness keeps working", async () => {
+      const storage = await backend.create();
+      const { harness } = await openHarness(storage, { registry: registry(), resume: true });
+      const root = await harness.root(ctx);
+      const before = await storage.exportImage();
+      const error = await root.commit((tx) => tx.createTask(done, nested(4000)), ctx).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidInput);
+      expect(error).toMatchObject({ limit: "maxDepth", message: expect.stringMatching(/input of a test.done task.*64 levels/) });
+      expect(await storage.exportImage()).toEqual(before);
+      await stillWorks(harness, storage, (bytes) => backend.fromImage(bytes));
+    });
+
+    it("R9: a value over maxBytes is refused at createTask, setDocument, appendEntry and submit; at the limit it is accepted", async () => {
+      const storage = await backend.create();
+      const { harness } = await openHarness(storage, { registry: registry(), resume: true, settings: { limits: { maxBytes: 1000 } } });
+      const root = await harness.root(ctx);
+      const exactly = "x".repeat(1000 - 2); // "xxx…" is 1000 bytes as JSON
+      const over = "é".repeat(500); // 1002 bytes as UTF-8 JSON
+      await harness.waitForTask(await root.commit((tx) => tx.createTask(done, exactly), ctx), ctx);
+      const before = await storage.exportImage();
+      for (const [what, write] of [
+        ["input", () => root.commit((tx) => tx.createTask(done, over), ctx)],
+        ["Document", () => root.commit((tx) => tx.setDocument("app", "big", over), ctx)],
+        ["entry", () => root.commit((tx) => tx.appendEntry({ kind: "app.note", payload: over }), ctx)],
+        ["submission", () => root.submit({ type: "input", content: over }, ctx)],
+      ] as const) {
+        const error = await write().catch((e: unknown) => e);
+        expect(error, what).toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
+        expect((error as Error).message).toContain(what);
+      }
+      expect(await storage.exportImage()).toEqual(before);
+      await stillWorks(harness, storage, (bytes) => backend.fromImage(bytes));
+    });
+
+    for (const write of ["checkpoint", "outcome", "memo"] as const) {
+      it(`R9: a phase committing a too-deep ${write} gets InvalidInput; the task ends faulted with it instead of wedging`, async () => {
+        const storage = await backend.create();
+        const { harness } = await openHarness(storage, { registry: registry(), resume: true });
+        const id = await (await harness.root(ctx)).commit((tx) => tx.createTask(writer, { write, levels: 3000 }), ctx);
+        const ended = await harness.waitForTask(id, ctx);
+        expect(ended.state).toMatchObject({
+          status: "terminal",
+          outcome: { status: "faulted", error: { message: expect.stringContaining("limits.maxDepth") } },
+        });
+        await stillWorks(harness, storage, (bytes) => backend.fromImage(bytes));
+      });
+    }
+  });
+}
+
+describe("R9: a stored row nested deeper than 1000 levels is damaged, not a wedge or a brick", () => {
+  it("S11/B4: sqlite-wasm: a writable open is refused with DatabaseCorrupt, a read-only open inspects the rest", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const harness = await Harness.open(storage, { registry: registry() }, ctx);
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(done, 1), ctx);
+    await root.commit((tx) => tx.createTask(done, 2), ctx);
+    await harness.close(ctx);
+    const deep = `${"[".repeat(5000)}1${"]".repeat(5000)}`;
+    await (storage as SqliteStorage).database.exec(
+      `UPDATE tasks SET record = substr(record, 1, instr(record, '"input":') + 7) || '${deep}' || substr(record, instr(record, '"input":') + 9) WHERE id = ${id}`,
+    );
+    const image = await storage.exportImage();
+    const error = await Harness.open(await openSqliteStorage({ vfs: "memory", image }), { registry: registry() }, ctx).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DatabaseCorrupt);
+    expect((error as Error).message).toMatch(new RegExp(`task ${id}: the record is nested deeper than 1000 levels`));
+    const reader = await Harness.open(
+      await openSqliteStorage({ vfs: "memory", image, readOnly: true }),
+      { registry: registry(), readOnly: true },
+      ctx,
+    );
+    expect((await reader.inspect(ctx)).tasks.map((task) => task.record.id)).toEqual([id + 1]);
+    await expect(reader.getTask(id, ctx)).rejects.toBeInstanceOf(DatabaseCorrupt);
+  });
+
+  it("S11/B4: MemoryStorage: the same", async () => {
+    const storage = new MemoryStorage();
+    const harness = await Harness.open(storage, { registry: registry() }, ctx);
+    const id = await (await harness.root(ctx)).commit((tx) => tx.createTask(done, 1), ctx);
+    await harness.close(ctx);
+    const image = JSON.parse(new TextDecoder().decode(await storage.exportImage()));
+    const record = JSON.parse(image.tasks[String(id)]);
+    image.tasks[String(id)] = JSON.stringify(record).replace('"input":1', `"input":${"[".repeat(5000)}1${"]".repeat(5000)}`);
+    const bytes = new TextEncoder().encode(JSON.stringify(image));
+    await expect(Harness.open(MemoryStorage.fromImage(bytes), { registry: registry() }, ctx)).rejects.toBeInstanceOf(DatabaseCorrupt);
+    const reader = await Harness.open(MemoryStorage.fromImage(bytes, { readOnly: true }), { registry: registry(), readOnly: true }, ctx);
+    expect((await reader.inspect(ctx)).tasks).toEqual([]);
+  });
+});
