@@ -108,6 +108,26 @@ for (const backend of backends) {
   });
 
   describe(`recovery you can see on ${backend.name}`, () => {
+    it("R8: a key is scoped to its conversation: the same key in another conversation is a TaskKeyConflict, live or ended", async () => {
+      const storage = await backend.create();
+      const { harness } = await openHarness(storage, { registry: registry() });
+      const root = await harness.root(ctx);
+      const second = await root.commit((tx) => tx.createConversation(), ctx);
+      const id = await root.commit((tx) => tx.createTask(stepper, { steps: 1 }, { key: "k" }), ctx);
+      const image = await storage.exportImage();
+      const elsewhere = () => root.commit((tx) => tx.createTask(stepper, { steps: 1 }, { key: "k", conversationId: second }), ctx);
+      const live = await elsewhere().catch((e: unknown) => e);
+      expect(live).toBeInstanceOf(TaskKeyConflict);
+      expect((live as Error).message).toMatch(new RegExp(`task ${id} \\(in conversation ${root.id}, not ${second}\\)`));
+      expect(await storage.exportImage()).toEqual(image);
+      harness.resume();
+      await harness.waitForTask(id, ctx);
+      const ended = await storage.exportImage();
+      await expect(elsewhere()).rejects.toBeInstanceOf(TaskKeyConflict);
+      expect(await storage.exportImage()).toEqual(ended);
+      expect(await root.commit((tx) => tx.createTask(stepper, { steps: 1 }, { key: "k" }), ctx)).toBe(id);
+    });
+
     it("S4: open tells how the last harness stopped (none, close, crash) and which tasks a crash cut off, with their restarts", async () => {
       const storage = await backend.create();
       const first = (await openHarness(storage, { registry: registry() })).harness;

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
 import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
-import { cloneJson, type Json, jsonEqual } from "../json.ts";
+import { type Json, jsonEqual } from "../json.ts";
 import { admitJson, type What } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type {
@@ -24,7 +24,8 @@ export interface CreateTaskOptions {
   /**
    * Creates the task once. A later create with the same key returns the same task instead of a new one —
    * also after a reload, and also once the task has ended; the same key with another kind or input is a
-   * `TaskKeyConflict` (nothing written). Keys are unique in the database and kept for its whole life.
+   * `TaskKeyConflict` (nothing written), and so is a key already used in another conversation. Keys are
+   * unique in the database and kept for its whole life.
    */
   key?: string;
 }
@@ -160,13 +161,13 @@ export class KernelTx implements Tx {
   /** Creates a task from `definition` (installed or not: an uninstalled kind waits, blocked, until it is). */
   createTask<I>(definition: TaskKind<I>, input: I, options: CreateTaskOptions = {}): number {
     const admitted = this.admit(input, `The input of a ${definition.name} task`);
-    if (options.key !== undefined) {
-      const existing = this.#keyedTask(options.key, definition.name, admitted as Json);
-      if (existing !== undefined) return existing;
-    }
     const actor = this.actor;
     const conversationId = options.conversationId ?? actor?.conversationId;
     if (conversationId === undefined) throw new InvalidCommit("createTask needs a conversation: commit through a conversation or a task.");
+    if (options.key !== undefined) {
+      const existing = this.#keyedTask(options.key, definition.name, admitted as Json, conversationId);
+      if (existing !== undefined) return existing;
+    }
     if (!this.conversation(conversationId)) throw notFound("conversation", conversationId, this.#kindOf(conversationId));
     const background = options.background ?? false;
     const owner = background ? undefined : actor?.taskId;
@@ -200,21 +201,30 @@ export class KernelTx implements Tx {
     return id;
   }
 
-  /** The task `key` names, if any; a `TaskKeyConflict` when it was created with another kind or input. */
-  #keyedTask(key: string, kind: string, wanted: Json): number | undefined {
+  /**
+   * The task `key` names, if any; a `TaskKeyConflict` when it was created with another kind or input, or in
+   * another conversation (a key is scoped to its conversation: one conversation never gets another's task).
+   */
+  #keyedTask(key: string, kind: string, wanted: Json, conversationId: number): number | undefined {
     if (typeof key !== "string" || key === "") throw new InvalidCommit("A task key must be a non-empty string.");
     const named = this.document(TASK_KEYS, key) as { taskId: number; kind: string } | undefined;
     if (!named) return undefined;
     if (named.kind !== kind) throw new TaskKeyConflict(key, named.taskId, `kind ${named.kind}, not ${kind}`);
-    const conflict = () => new TaskKeyConflict(key, named.taskId, "the same kind with another input");
+    const conflict = (task: TaskRecord | undefined) =>
+      task && task.conversationId !== conversationId
+        ? new TaskKeyConflict(key, named.taskId, `in conversation ${task.conversationId}, not ${conversationId}`)
+        : !task || !jsonEqual(task.input, wanted)
+          ? new TaskKeyConflict(key, named.taskId, "the same kind with another input")
+          : undefined;
     const live = this.task(named.taskId);
     if (live) {
-      if (!jsonEqual(live.input, wanted)) throw conflict();
+      const error = conflict(live);
+      if (error) throw error;
     } else {
       // Ended: its record is in storage only. The check runs before anything of this commit is stored.
       this.check(async () => {
-        const stored = await this.#session.storage.getTask(named.taskId);
-        if (!stored || !jsonEqual(stored.input, wanted)) throw conflict();
+        const error = conflict(await this.#session.storage.getTask(named.taskId));
+        if (error) throw error;
       });
     }
     return named.taskId;
