@@ -1,14 +1,17 @@
 import type { Models } from "@earendil-works/pi-ai";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
+import { RESEND_WINDOW_MS } from "../src/browser/tabs/retry.ts";
+import { ConnectionLost } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import type { Ownership } from "../src/host/ownership.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { createRegistry, defineExtension, defineTool, type Registry, type Storage } from "../src/index.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { createRegistry, defineExtension, defineTask, defineTool, type Registry, type Storage } from "../src/index.ts";
+import { HANDOVER_KEY_TTL_MS } from "../src/session/tx.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, ScriptedModels } from "./agent-support.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 import { Locks } from "./tabs-support.ts";
@@ -36,8 +39,19 @@ afterEach(async () => {
   closeLater = [];
 });
 
+const quick = defineTask<unknown, { phase: "go" }, string>({
+  name: "test.quick",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (_t, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
+  },
+  abort: async () => {},
+});
+
 /** A tab's worker: a host on the shared storage, owning it once `grant()` is called (at once for `owner`). */
-function worker(owner: boolean, agent: { registry?: Registry; models?: Models } = {}) {
+function worker(owner: boolean, agent: { registry?: Registry; models?: Models; clock?: ManualClock } = {}) {
   const lifeLock = `life:${crypto.randomUUID()}`;
   void locks.request(lifeLock, () => new Promise<never>(() => {}));
   let grant!: () => void;
@@ -58,7 +72,12 @@ function worker(owner: boolean, agent: { registry?: Registry; models?: Models } 
   const served = createHost({
     database: DATABASE,
     openStorage: async () => storage,
-    harness: { registry: agent.registry ?? createRegistry(), clock: createManualClock(1_000), resume: true, models: agent.models },
+    harness: {
+      registry: agent.registry ?? createRegistry().install(defineExtension({ name: "test", tasks: [quick] })),
+      clock: agent.clock ?? createManualClock(1_000),
+      resume: true,
+      models: agent.models,
+    },
     ownership,
     methods: { hang: () => new Promise(() => {}) },
     now: () => 0,
@@ -112,7 +131,7 @@ describe("tabs: a follower over the leader's worker", () => {
     expect(own.host.status().kind).toBe("waiting-for-lock"); // its own worker still waits for the database
     const conversation = await client.rootConversation();
     await client.submit(conversation, { type: "write", entry: { kind: "note", data: "from a follower" } });
-    const rows = await leader.host.query("SELECT count(*) AS n FROM submissions WHERE request_id LIKE 'tab:%'");
+    const rows = await leader.host.query("SELECT count(*) AS n FROM submissions WHERE request_id LIKE 'pi.handover:%'");
     expect(rows).toEqual([{ n: 1 }]); // with the key the follower added
     await leader.die();
   });
@@ -191,11 +210,58 @@ describe("tabs: a follower over the leader's worker", () => {
     own.grant();
     await until(client, role("leader"));
     const record = await decided;
-    expect(record).toMatchObject({ status: "approved", by: "person", decisionId: expect.stringMatching(/^tab:/) });
+    expect(record).toMatchObject({ status: "approved", by: "person", decisionId: expect.stringMatching(/^pi\.handover:/) });
     expect((await storage.query(stored))[0]?.id).toBe(record.decisionId);
     await expect(client.decide(conversation, "call_1", { approved: false })).rejects.toMatchObject({ name: "AlreadyDecided" });
     await expect.poll(() => runs.count).toBe(1);
   });
+
+  it("R7: 10,000 createTask calls from a follower leave only the hand-over keys of the last five minutes", async () => {
+    const clock = createManualClock(1_000);
+    const leader = worker(true, { clock });
+    const own = worker(false);
+    await leader.ready;
+    const client = page(own);
+    await until(client, role("follower"));
+    const keys = async () => (await leader.host.query("SELECT count(*) AS n FROM documents WHERE scope = 'pi.task-keys'"))[0]?.n;
+    const secondsApart = 1;
+    for (let i = 0; i < 10_000; i++) {
+      await client.createTask("test.quick", i);
+      clock.advance(secondsApart * 1000);
+    }
+    // Each call made a key (its task's creation is safe to send again), kept five minutes on the harness clock.
+    const bound = HANDOVER_KEY_TTL_MS / 1000 / secondsApart;
+    expect(await keys()).toBeLessThanOrEqual(bound + 1);
+    expect(await keys()).toBeGreaterThanOrEqual(bound - 1);
+    expect(await leader.host.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: 10_000 }]);
+    await leader.die();
+  }, 240_000);
+
+  for (const late of [false, true]) {
+    it(`R7: a createTask in flight when the leader dies ${late ? "is not sent again past the resend window (ConnectionLost)" : "runs again under its hand-over key: one task"}`, async () => {
+      const leader = worker(true);
+      const own = worker(false);
+      await leader.ready;
+      const client = page(own);
+      await until(client, role("follower"));
+      const restore = silenceAnswers();
+      const created = client.createTask("test.quick", "in flight");
+      await expect.poll(async () => (await storage.query("SELECT count(*) AS n FROM tasks"))[0]?.n).toBe(1);
+      restore();
+      const start = Date.now();
+      const clock = vi.spyOn(Date, "now").mockImplementation(() => start + (late ? RESEND_WINDOW_MS + 1 : 0));
+      try {
+        await leader.die();
+        own.grant();
+        if (late) await expect(created).rejects.toThrow(ConnectionLost);
+        else expect(await created).toBe((await storage.query("SELECT id FROM tasks"))[0]?.id);
+        await until(client, role("leader"));
+        expect(await storage.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: 1 }]);
+      } finally {
+        clock.mockRestore();
+      }
+    });
+  }
 
   it("a view moves to the new leader: its listener gets the new leader's snapshot", async () => {
     const leader = worker(true);

@@ -7,7 +7,7 @@ import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import { GroupOverlay } from "./group.ts";
-import { documentKey, KernelTx, type TxActor } from "./tx.ts";
+import { documentKey, HANDOVER_KEY_PREFIX, KernelTx, TASK_KEYS, type TxActor } from "./tx.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
 export interface Published {
@@ -68,6 +68,8 @@ export class Session {
   readonly conversations = new Map<number, ConversationRecord>();
   readonly documents = new Map<string, DocumentRecord>();
   readonly openSubmissions = new Map<number, SubmissionRecord>();
+  /** Hand-over task keys (a follower tab's) and when each expires: the ones `KernelTx` deletes when due. */
+  readonly handoverKeys = new Map<string, number>();
   nextId = 1;
   rootConversationId: number | undefined;
   /** Rows a read-only open left out because they are damaged (a writable open refuses them). */
@@ -114,7 +116,10 @@ export class Session {
     session.rootConversationId = state.rootConversationId;
     for (const task of liveTasks) session.live.set(task.id, deepFreeze(task));
     for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
-    for (const document of state.documents) session.documents.set(documentKey(document.scope, document.key), document);
+    for (const document of state.documents) {
+      session.documents.set(documentKey(document.scope, document.key), document);
+      session.#indexHandover(document.scope, document.key, document.value);
+    }
     for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
     return session;
   }
@@ -280,6 +285,13 @@ export class Session {
     return this.commit(body, undefined, { whileSealed: true });
   }
 
+  #indexHandover(scope: string, key: string, value: unknown): void {
+    if (scope !== TASK_KEYS || !key.startsWith(HANDOVER_KEY_PREFIX)) return;
+    const expiresAt = (value as { expiresAt?: unknown } | null)?.expiresAt;
+    if (typeof expiresAt === "number") this.handoverKeys.set(key, expiresAt);
+    else this.handoverKeys.delete(key);
+  }
+
   #publish(batch: Batch): void {
     if (batch.nextId !== undefined) this.nextId = batch.nextId;
     if (batch.rootConversationId !== undefined) this.rootConversationId = batch.rootConversationId;
@@ -293,6 +305,7 @@ export class Session {
       const key = documentKey(document.scope, document.key);
       if (document.value === null) this.documents.delete(key);
       else this.documents.set(key, { scope: document.scope, key: document.key, value: document.value });
+      if (document.scope === TASK_KEYS) this.#indexHandover(document.scope, document.key, document.value);
     }
     for (const submission of batch.submissions) {
       if (submission.status === "queued" || submission.status === "running") this.openSubmissions.set(submission.id, submission);

@@ -30,8 +30,18 @@ export interface CreateTaskOptions {
   key?: string;
 }
 
-/** The document scope of task keys: key → `{ taskId, kind }`. */
+/** The document scope of task keys: key → `{ taskId, kind }` (and `expiresAt` for a hand-over key). */
 export const TASK_KEYS = "pi.task-keys";
+/**
+ * Task keys that start with this exist only to make a follower tab's call safe to send again to the next
+ * leader (src/browser/tabs/retry.ts). They expire `HANDOVER_KEY_TTL_MS` after their task's creation, on the
+ * harness clock, well after any resend (decision 0022); apps must not use the prefix for their own keys.
+ */
+export const HANDOVER_KEY_PREFIX = "pi.handover:";
+/** How long a hand-over key is kept: five times the longest a follower keeps resending a call (60 s). */
+export const HANDOVER_KEY_TTL_MS = 5 * 60_000;
+/** At most this many expired hand-over keys are deleted by one commit (the rest by the next ones). */
+const EXPIRED_PER_COMMIT = 100;
 
 /** Who is committing: a conversation (host code) or a task (its runtime). Sets defaults for new records. */
 export interface TxActor {
@@ -197,8 +207,22 @@ export class KernelTx implements Tx {
       state: { status: "pending", checkpoint: this.admit(checkpoint, `The initial checkpoint of a ${definition.name} task`) as Checkpoint },
     };
     this.#tasks.set(id, record);
-    if (options.key !== undefined) this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name });
+    if (options.key?.startsWith(HANDOVER_KEY_PREFIX)) {
+      this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name, expiresAt: this.now() + HANDOVER_KEY_TTL_MS });
+      this.#expireHandoverKeys();
+    } else if (options.key !== undefined) this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name });
     return id;
+  }
+
+  /** Deletes hand-over keys past their time (a few per commit: each follower creation adds one). */
+  #expireHandoverKeys(): void {
+    const now = this.now();
+    let deleted = 0;
+    for (const [key, expiresAt] of this.#session.handoverKeys) {
+      if (expiresAt > now) continue;
+      this.deleteDocument(TASK_KEYS, key);
+      if (++deleted === EXPIRED_PER_COMMIT) return;
+    }
   }
 
   /**

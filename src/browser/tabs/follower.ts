@@ -5,7 +5,7 @@ import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { isLocal, isLoss, retried, withKey } from "./retry.ts";
+import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader this tab follows, over its connection's channel. */
@@ -225,11 +225,14 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     async call(method, args) {
       if (isLocal(method)) return own.call(method, args);
       let sent = args;
+      const started = Date.now();
       for (let fresh = true; ; fresh = false) {
         const target = await next(fresh);
+        // Past the window the harness may have let the call's hand-over key expire (decision 0022).
+        if (!fresh && Date.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
         // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
         // only (a submission's key is a column of its row, a decision's a field of its approval record; a task
-        // key is a document of its own the harness keeps in memory for good).
+        // key is a document of its own, kept five minutes for a follower, decision 0022).
         if (target !== OWN || method === "submit" || method === "decide") sent = withKey(method, sent);
         try {
           return await endpointOf(target).call(method, sent);

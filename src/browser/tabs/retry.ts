@@ -4,6 +4,13 @@
  */
 import { ConnectionLost } from "../../errors.ts";
 import { isMethod, type MethodPolicy, PROTOCOL } from "../../host/protocol.ts";
+import { HANDOVER_KEY_PREFIX } from "../../session/tx.ts";
+
+/**
+ * A follower stops sending a call again this long after it first sent it (then the call rejects with
+ * `ConnectionLost`): the harness keeps a hand-over key five times as long (decision 0022).
+ */
+export const RESEND_WINDOW_MS = 60_000;
 
 const policy = (method: string): MethodPolicy | undefined => (isMethod(method) ? PROTOCOL[method] : undefined);
 
@@ -18,7 +25,7 @@ export function withKey(method: string, args: unknown[]): unknown[] {
   if (typeof holder !== "object" || holder[key.field] !== undefined) return args; // the host refuses a malformed one
   const keyed = [...args];
   while (keyed.length < key.arg) keyed.push(undefined);
-  keyed[key.arg] = { ...holder, [key.field]: `tab:${crypto.randomUUID()}` };
+  keyed[key.arg] = { ...holder, [key.field]: `${HANDOVER_KEY_PREFIX}${crypto.randomUUID()}` };
   return keyed;
 }
 
