@@ -49,29 +49,65 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
  * copied without recursion (a stored value of any depth copies; a cycle throws the round trip's TypeError).
  */
 export function cloneJson<T>(value: T): T {
+  return measuredClone(value, { depth: 0, low: 0, high: 0 });
+}
+
+/**
+ * What `measuredClone` learns while it copies: levels of nesting, and a lower and an upper bound of the
+ * value's size as UTF-8 JSON (a string of n units is n + 2 to 6n + 2 bytes). `depth` is -1 when the copy
+ * took the round trip (then nothing was measured).
+ */
+export interface CopySize {
+  depth: number;
+  low: number;
+  high: number;
+}
+
+/** `cloneJson`, measuring the value into `size` on the way (the limits check of every boundary, src/limits.ts). */
+export function measuredClone<T>(value: T, size: CopySize): T {
   if (value === undefined) return value;
-  const copy = copyPlain(value, 0);
-  return (copy === ROUND_TRIP ? JSON.parse(JSON.stringify(value)) : copy) as T;
+  const copy = copyPlain(value, 0, size);
+  if (copy !== ROUND_TRIP) return copy as T;
+  const result = JSON.parse(JSON.stringify(value));
+  size.depth = -1;
+  return result;
 }
 
 /** Returned by `copyPlain` where only the JSON round trip gives the exact answer. */
 const ROUND_TRIP: unique symbol = Symbol("round trip");
 
-function copyPlain(value: unknown, depth: number): unknown {
+/** The most bytes one JavaScript number takes as JSON (`-1.2345678901234567e-308`). */
+const NUMBER_BYTES = 24;
+
+function copyPlain(value: unknown, depth: number, size: CopySize): unknown {
   switch (typeof value) {
     case "string":
+      size.low += value.length + 2;
+      size.high += value.length * 6 + 2; // a control character is \u00XX
+      return value;
     case "boolean":
+      size.low += 4;
+      size.high += 5;
       return value;
     case "number":
+      size.low += 1;
+      size.high += NUMBER_BYTES;
       return Number.isFinite(value) ? (value === 0 ? 0 : value) : ROUND_TRIP; // -0 becomes 0, as in JSON
     case "object": {
-      if (value === null) return null;
-      if (depth > 32) return copyDeep(value); // bounded recursion, then an explicit stack
+      if (value === null) {
+        size.low += 4;
+        size.high += 4;
+        return null;
+      }
+      if (depth > 32) return copyDeep(value, depth, size); // bounded recursion, then an explicit stack
       if (typeof (value as { toJSON?: unknown }).toJSON === "function") return ROUND_TRIP;
+      if (depth >= size.depth) size.depth = depth + 1;
       if (Array.isArray(value)) {
         const out: unknown[] = new Array(value.length);
+        size.low += value.length + (value.length === 0 ? 2 : 1); // brackets and commas
+        size.high += value.length + (value.length === 0 ? 2 : 1);
         for (let index = 0; index < value.length; index++) {
-          const item = copyPlain(value[index], depth + 1);
+          const item = copyPlain(value[index], depth + 1, size);
           if (item === ROUND_TRIP) return ROUND_TRIP;
           out[index] = item;
         }
@@ -80,9 +116,13 @@ function copyPlain(value: unknown, depth: number): unknown {
       const prototype = Object.getPrototypeOf(value);
       if (prototype !== Object.prototype && prototype !== null) return ROUND_TRIP;
       const out: Record<string, unknown> = {};
+      size.low += 1; // {} is 2 bytes and n members have n - 1 commas: counting 4 per member, start at 1
+      size.high += 2;
       for (const key of Object.keys(value)) {
         if (key === "__proto__") return ROUND_TRIP;
-        const item = copyPlain((value as Record<string, unknown>)[key], depth + 1);
+        size.low += key.length + 4;
+        size.high += key.length * 6 + 4;
+        const item = copyPlain((value as Record<string, unknown>)[key], depth + 1, size);
         if (item === ROUND_TRIP) return ROUND_TRIP;
         out[key] = item;
       }
@@ -99,30 +139,41 @@ interface CopyFrame {
   target: Record<string, unknown>;
   keys: string[] | undefined;
   index: number;
+  depth: number;
 }
 
 /** `copyPlain` with an explicit stack, for what lies below its recursion bound; a cycle throws as JSON does. */
-function copyDeep(value: object): unknown {
+function copyDeep(value: object, depth: number, size: CopySize): unknown {
   const path = new Set<object>();
   const frames: CopyFrame[] = [];
-  const open = (source: object): object | typeof ROUND_TRIP => {
+  const open = (source: object, depth: number): object | typeof ROUND_TRIP => {
     if (path.has(source)) throw new TypeError("Converting circular structure to JSON");
     if (typeof (source as { toJSON?: unknown }).toJSON === "function") return ROUND_TRIP;
     let keys: string[] | undefined;
     let target: object;
-    if (Array.isArray(source)) target = new Array(source.length);
-    else {
+    if (Array.isArray(source)) {
+      target = new Array(source.length);
+      size.low += source.length + (source.length === 0 ? 2 : 1);
+      size.high += source.length + (source.length === 0 ? 2 : 1);
+    } else {
       const prototype = Object.getPrototypeOf(source);
       if (prototype !== Object.prototype && prototype !== null) return ROUND_TRIP;
       keys = Object.keys(source);
       if (keys.includes("__proto__")) return ROUND_TRIP;
       target = {};
+      size.low += 1;
+      size.high += 2;
+      for (const key of keys) {
+        size.low += key.length + 4;
+        size.high += key.length * 6 + 4;
+      }
     }
+    if (depth >= size.depth) size.depth = depth + 1;
     path.add(source);
-    frames.push({ source: source as Record<string, unknown>, target: target as Record<string, unknown>, keys, index: 0 });
+    frames.push({ source: source as Record<string, unknown>, target: target as Record<string, unknown>, keys, index: 0, depth });
     return target;
   };
-  const root = open(value);
+  const root = open(value, depth);
   if (root === ROUND_TRIP) return ROUND_TRIP;
   while (frames.length > 0) {
     const frame = frames[frames.length - 1] as CopyFrame;
@@ -135,7 +186,7 @@ function copyDeep(value: object): unknown {
     const key = frame.keys ? (frame.keys[frame.index] as string) : String(frame.index);
     frame.index++;
     const item = frame.source[key];
-    const copy = typeof item === "object" && item !== null ? open(item) : copyPlain(item, 0);
+    const copy = typeof item === "object" && item !== null ? open(item, frame.depth + 1) : copyPlain(item, 0, size);
     if (copy === ROUND_TRIP) return ROUND_TRIP;
     frame.target[key] = copy;
   }

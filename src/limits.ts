@@ -1,5 +1,5 @@
 import { InvalidInput } from "./errors.ts";
-import { cloneJson, type Json } from "./json.ts";
+import { type CopySize, type Json, measuredClone } from "./json.ts";
 
 /**
  * How large a JSON value may be where it enters the harness (a task input, a submission's content, a tool's
@@ -110,15 +110,25 @@ export function checkJson(value: unknown, limits: JsonLimits, what: What = "A va
  * all. What every kernel boundary stores. The value is copied first (`toJSON`, dropped members), then checked.
  */
 export function admitJson<T>(value: T, limits: JsonLimits, what: What): T {
+  const size: CopySize = { depth: 0, low: 0, high: 0 };
   let copy: T;
   try {
-    copy = cloneJson(value);
+    copy = measuredClone(value, size);
   } catch (error) {
     // A cycle (TypeError), a BigInt, or a value with toJSON too deep for the round trip (RangeError).
     const reason = error instanceof RangeError ? `nested deeper than the call stack allows` : (error as Error).message;
     throw new InvalidInput(`${named(what)} is not JSON (${reason}); nothing was written.`, "shape", { cause: error });
   }
-  if (copy !== undefined) checkJson(copy, limits, what);
+  if (size.depth < 0) {
+    if (copy !== undefined) checkJson(copy, limits, what); // the round trip's result, not measured on the way
+    return copy;
+  }
+  // Measured while copying: plain JSON, so the fast path needs no second walk.
+  if (size.depth > limits.maxDepth) throw tooDeep(what, limits.maxDepth);
+  if (size.high <= limits.maxBytes) return copy;
+  const bytes = size.low > limits.maxBytes ? size.low : utf8Length(JSON.stringify(copy));
+  if (bytes > limits.maxBytes)
+    throw tooLarge(what, limits.maxBytes, size.low > limits.maxBytes ? `over ${limits.maxBytes}` : String(bytes));
   return copy;
 }
 

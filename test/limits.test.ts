@@ -13,7 +13,7 @@ import {
   type Storage,
 } from "../src/index.ts";
 import { cloneJson, deepFreeze, jsonEqual } from "../src/json.ts";
-import { checkJson, utf8Length } from "../src/limits.ts";
+import { admitJson, checkJson, utf8Length } from "../src/limits.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { backends, ctx, nested, openHarness } from "./support.ts";
@@ -101,15 +101,27 @@ describe("checkJson: depth, size and shape without recursion", () => {
             return error;
           }
         })();
-        if (bytes <= maxBytes) expect(refused).toBeUndefined();
-        else expect(refused).toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
+        const admitted = (() => {
+          try {
+            admitJson(value, { maxDepth: 512, maxBytes }, "A value");
+            return undefined;
+          } catch (error) {
+            return error;
+          }
+        })();
+        for (const outcome of [refused, admitted]) {
+          if (bytes <= maxBytes) expect(outcome).toBeUndefined();
+          else expect(outcome).toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
+        }
       }),
       { numRuns: 1000 },
     );
   });
 
   it("counts levels of nesting: maxDepth levels pass, one more is refused; a cycle is refused, not a stack overflow", () => {
-    for (const depth of [1, 2, 64, 512]) {
+    for (const depth of [1, 2, 32, 33, 34, 64, 512]) {
+      expect(() => admitJson(nested(depth), { maxDepth: depth, maxBytes: 1 << 20 }, "A value")).not.toThrow();
+      expect(() => admitJson({ a: nested(depth + 1) }, { maxDepth: depth + 1, maxBytes: 1 << 20 }, "A value")).toThrow(InvalidInput);
       expect(() => checkJson(nested(depth), { maxDepth: depth, maxBytes: 1 << 20 })).not.toThrow();
       expect(() => checkJson(nested(depth + 1), { maxDepth: depth, maxBytes: 1 << 20 })).toThrow(InvalidInput);
       expect(() => checkJson({ a: nested(depth) }, { maxDepth: depth, maxBytes: 1 << 20 })).toThrow(/limits.maxDepth/);
