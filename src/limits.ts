@@ -1,5 +1,5 @@
 import { InvalidInput } from "./errors.ts";
-import { type CopySize, type Json, measuredClone } from "./json.ts";
+import { type CopySize, measuredClone } from "./json.ts";
 
 /**
  * How large a JSON value may be where it enters the harness (a task input, a submission's content, a tool's
@@ -192,5 +192,3 @@ function className(value: object): string {
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
   return typeof name === "string" && name !== "" ? name : "object with a prototype";
 }
-
-export type { Json };

@@ -35,6 +35,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   StorageUnavailable: true,
   ConversationBusy: true,
   InvalidSubmission: false,
+  // Past settings.limits or not JSON: the same value is refused again.
+  InvalidInput: false,
   FileNotFound: false,
   InvalidPath: false,
   WorkerGone: true,

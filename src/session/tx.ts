@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
 import { type Json, jsonEqual } from "../json.ts";
-import { admitJson, type What } from "../limits.ts";
+import { admitJson, type JsonLimits, type What } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type {
   Batch,
@@ -58,6 +58,10 @@ export interface TxSource {
   readonly documents: ReadonlyMap<string, DocumentRecord>;
   readonly openSubmissions: ReadonlyMap<number, SubmissionRecord>;
   readonly nextId: number;
+  /** `settings.limits`: what a value entering through a transaction may be. */
+  readonly limits: JsonLimits;
+  /** Hand-over task keys and when each expires. */
+  readonly handoverKeys: ReadonlyMap<string, number>;
 }
 
 /** What creating a task needs of its definition: the kind, its version and the first checkpoint. */
