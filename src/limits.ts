@@ -132,6 +132,20 @@ export function admitJson<T>(value: T, limits: JsonLimits, what: What): T {
   return copy;
 }
 
+/**
+ * Refuses, on the page, a call whose arguments nest deeper than any harness accepts (`MAX_DEPTH_LIMIT`):
+ * such a value could not even be sent (structured clone and JSON overflow the stack on it), and would be
+ * refused by the host anyway. Nothing is sent.
+ */
+export function refuseUnsendable(method: string, args: readonly unknown[]): void {
+  if (depthExceeds(args, MAX_DEPTH_LIMIT + 1)) {
+    throw new InvalidInput(
+      `The arguments of ${method} nest deeper than ${MAX_DEPTH_LIMIT} levels, more than any harness accepts (settings.limits.maxDepth); nothing was sent. Flatten the value.`,
+      "maxDepth",
+    );
+  }
+}
+
 /** True when a parsed stored value nests more than `limit` levels; without recursion. */
 export function depthExceeds(value: unknown, limit: number): boolean {
   if (typeof value !== "object" || value === null) return false;

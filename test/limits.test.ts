@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { HostClient } from "../src/host/client.ts";
 import {
   createRegistry,
   DatabaseCorrupt,
@@ -149,6 +150,22 @@ describe("checkJson: depth, size and shape without recursion", () => {
       );
     }
     expect(() => checkJson({ a: undefined, b: Object.create(null) }, { maxDepth: 64, maxBytes: 1 << 20 })).not.toThrow();
+  });
+});
+
+describe("the page's client", () => {
+  it("R9: refuses arguments deeper than any harness accepts (they could not even be sent) with InvalidInput, sending nothing", async () => {
+    const sent: string[] = [];
+    const client = new HostClient({
+      call: async (method) => void sent.push(method),
+      subscribe: async () => 1,
+      unsubscribe: () => {},
+    });
+    await expect(client.createTask("app.kind", nested(4000) as Json)).rejects.toMatchObject({ name: "InvalidInput", limit: "maxDepth" });
+    await expect(client.call("appMethod", nested(600) as Json)).rejects.toBeInstanceOf(InvalidInput);
+    expect(sent).toEqual([]);
+    await client.createTask("app.kind", nested(500) as Json); // the host decides below its own limit
+    expect(sent).toEqual(["createTask"]);
   });
 });
 

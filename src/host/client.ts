@@ -11,6 +11,7 @@ import { ConversationView } from "../agent/view-store.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
+import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
 import {
@@ -43,7 +44,10 @@ export class HostClient {
       if (PROTOCOL[name].answeredByClient) continue;
       Object.defineProperty(HostClient.prototype, name, {
         value(this: HostClient, ...args: unknown[]) {
-          return this.#track(() => (this.remote[name] as (...args: unknown[]) => Promise<unknown>)(...args));
+          return this.#track(async () => {
+            refuseUnsendable(name, args);
+            return (this.remote[name] as (...args: unknown[]) => Promise<unknown>)(...args);
+          });
         },
         writable: true,
         configurable: true,
@@ -126,7 +130,10 @@ export class HostClient {
 
   /** Calls a method the app's worker added with `serveHarness({ methods })`. */
   call<T = unknown>(method: string, ...args: Json[]): Promise<T> {
-    return this.#track(() => this.remote.call(method, ...args) as Promise<T>);
+    return this.#track(async () => {
+      refuseUnsendable(method, args);
+      return this.remote.call(method, ...args) as Promise<T>;
+    });
   }
 
   /** The transport tells that the host is gone: pending and later calls reject with `WorkerGone(message)`. */
