@@ -133,17 +133,22 @@ export function admitJson<T>(value: T, limits: JsonLimits, what: What): T {
 }
 
 /**
- * Refuses, on the page, a call whose arguments nest deeper than any harness accepts (`MAX_DEPTH_LIMIT`):
- * such a value could not even be sent (structured clone and JSON overflow the stack on it), and would be
- * refused by the host anyway. Nothing is sent.
+ * Refuses a value nested deeper than any harness accepts (`MAX_DEPTH_LIMIT`) with `InvalidInput` (maxDepth):
+ * on the page before a call is sent (structured clone and JSON overflow the stack on such a value) and at
+ * the host before its arguments are checked further. Without recursion; a cycle counts as too deep.
  */
-export function refuseUnsendable(method: string, args: readonly unknown[]): void {
-  if (depthExceeds(args, MAX_DEPTH_LIMIT + 1)) {
+export function refuseTooDeep(value: unknown, what: What): void {
+  if (depthExceeds(value, MAX_DEPTH_LIMIT)) {
     throw new InvalidInput(
-      `The arguments of ${method} nest deeper than ${MAX_DEPTH_LIMIT} levels, more than any harness accepts (settings.limits.maxDepth); nothing was sent. Flatten the value.`,
+      `${named(what)} nests deeper than ${MAX_DEPTH_LIMIT} levels, more than any harness accepts (settings.limits.maxDepth); nothing was sent or written. Flatten the value.`,
       "maxDepth",
     );
   }
+}
+
+/** `refuseTooDeep` for each argument of a call the page is about to send. */
+export function refuseUnsendable(method: string, args: readonly unknown[]): void {
+  for (let index = 0; index < args.length; index++) refuseTooDeep(args[index], () => `Argument ${index + 1} of ${method}`);
 }
 
 /** True when a parsed stored value nests more than `limit` levels; without recursion. */

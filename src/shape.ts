@@ -6,8 +6,13 @@
  * overflow the stack. Hand-written so the edge bundle carries no schema library.
  */
 
-/** How deep a JSON value from a caller may nest (arrays and objects). */
-export const MAX_JSON_DEPTH = 128;
+import { MAX_DEPTH_LIMIT, refuseTooDeep } from "./limits.ts";
+
+/**
+ * How deep a JSON value from a caller may nest (arrays and objects): as deep as any harness accepts
+ * (`settings.limits.maxDepth` is at most this); below it the harness's own limits decide (`InvalidInput`).
+ */
+export const MAX_JSON_DEPTH = MAX_DEPTH_LIMIT;
 
 /** A short description of a value for an error message (never the value itself: it may be huge). */
 export function describeValue(value: unknown): string {
@@ -112,8 +117,14 @@ export const text =
     return undefined;
   };
 
-/** Any JSON value (depth and shape bounded by `jsonProblem`). */
-export const json: Check = (value, path) => jsonProblem(value, path);
+/**
+ * Any JSON value (shape bounded by `jsonProblem`). Deeper than any harness accepts is not a wrong argument
+ * but one past the limit: `InvalidInput` (maxDepth), as the harness itself would refuse it.
+ */
+export const json: Check = (value, path) => {
+  refuseTooDeep(value, () => path);
+  return jsonProblem(value, path);
+};
 
 /** A JSON scalar: what an SQL parameter can be. */
 export const scalar: Check = (value, path) =>

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { type Batch, DurableError, defineExtension, defineTask, MemoryStorage, type Storage, StorageQuotaExceeded } from "../src/index.ts";
+import {
+  type Batch,
+  DEFAULT_SETTINGS,
+  DurableError,
+  defineExtension,
+  defineTask,
+  MemoryStorage,
+  type Storage,
+  StorageQuotaExceeded,
+} from "../src/index.ts";
 import { GROUP_LIMIT, isStorageFailure, Session } from "../src/session/session.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -45,7 +54,7 @@ const increment = (tx: KernelTx) => {
 };
 
 async function session(storage: Storage = recording()) {
-  return Session.open(storage, createManualClock(1_000), false);
+  return Session.open(storage, createManualClock(1_000), false, DEFAULT_SETTINGS.limits);
 }
 
 describe("group commit (decision 0026): commits ready in the same turn share one transaction", () => {

@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { HostClient } from "../src/host/client.ts";
+import { hostEndpoint } from "../src/host/endpoint.ts";
+import { createHost } from "../src/host/host.ts";
 import {
   createRegistry,
   DatabaseCorrupt,
@@ -166,6 +168,30 @@ describe("the page's client", () => {
     expect(sent).toEqual([]);
     await client.createTask("app.kind", nested(500) as Json); // the host decides below its own limit
     expect(sent).toEqual(["createTask"]);
+  });
+});
+
+describe("the host", () => {
+  it("R9: an app method's arguments past settings.limits are InvalidInput and never reach the method; deeper than any harness, too", async () => {
+    const seen: unknown[] = [];
+    const served = createHost({
+      database: "limits",
+      openStorage: async () => new MemoryStorage(),
+      harness: { registry: registry(), settings: { limits: { maxBytes: 1000 } } },
+      methods: { echo: (_harness, ...args) => void seen.push(args) },
+      now: () => 0,
+    });
+    await served.ready;
+    const endpoint = hostEndpoint(served.host);
+    await expect(endpoint.call("call", ["echo", "x".repeat(2000)])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
+    await expect(endpoint.call("call", ["echo", nested(70)])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxDepth" });
+    await expect(endpoint.call("createTask", ["test.done", nested(4000)])).rejects.toMatchObject({
+      name: "InvalidInput",
+      limit: "maxDepth",
+    });
+    expect(seen).toEqual([]);
+    await endpoint.call("call", ["echo", "small"]);
+    expect(seen).toEqual([["small"]]);
   });
 });
 

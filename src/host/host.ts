@@ -9,6 +9,7 @@ import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import type { Json } from "../json.ts";
+import { checkJson } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type { Storage } from "../storage/storage.ts";
 import { serializeError } from "./error-wire.ts";
@@ -297,6 +298,7 @@ export function createHost(options: HostOptions): ServedHost {
       const methods = options.methods;
       const implementation = methods && typeof method === "string" && Object.hasOwn(methods, method) ? methods[method] : undefined;
       if (typeof implementation !== "function") throw new UnknownAppMethod(String(method));
+      checkJson(args, open.settings.limits, () => `The argument list of ${method}`);
       return implementation(open, ...args);
     },
   };
