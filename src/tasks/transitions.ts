@@ -5,7 +5,7 @@
  * runtime's commits; nothing else writes a task's state (creation is `tx.createTask`, recovery the session's).
  */
 import { InvalidCommit, NotFound } from "../errors.ts";
-import { cloneJson, jsonEqual } from "../json.ts";
+import { jsonEqual } from "../json.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Mode } from "./invocation.ts";
