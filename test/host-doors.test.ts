@@ -99,8 +99,9 @@ describe("arguments are checked at the host before anything runs", () => {
     const { endpoint } = await served();
     let deep: unknown = 1;
     for (let level = 0; level < 20_000; level++) deep = [deep];
-    await expect(endpoint.call("createTask", ["example.counter", deep])).rejects.toBeInstanceOf(InvalidArguments);
-    await expect(endpoint.call("call", ["echo", deep])).rejects.toBeInstanceOf(InvalidArguments);
+    // Past what any harness accepts (settings.limits.maxDepth is at most 512): the limit's error (decision 0022).
+    await expect(endpoint.call("createTask", ["example.counter", deep])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxDepth" });
+    await expect(endpoint.call("call", ["echo", deep])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxDepth" });
   });
 
   it("well-formed calls still run: optional arguments absent or undefined, an own app method", async () => {
@@ -137,10 +138,10 @@ describe("R6: names are looked up as own properties only", () => {
 describe("each method's policy is its row in PROTOCOL", () => {
   it("a follower's key goes where the row says, and only safe or keyed calls are sent again", () => {
     const task = withKey("createTask", ["example.counter", { to: 1 }]);
-    expect(task[2]).toEqual({ key: expect.stringMatching(/^tab:/) });
+    expect(task[2]).toEqual({ key: expect.stringMatching(/^pi\.handover:/) });
     expect(withKey("createTask", ["example.counter", 1, { key: "mine" }])[2]).toEqual({ key: "mine" });
     const submission = withKey("submit", [1, { type: "input", content: "x" }]);
-    expect(submission[1]).toEqual({ type: "input", content: "x", requestId: expect.stringMatching(/^tab:/) });
+    expect(submission[1]).toEqual({ type: "input", content: "x", requestId: expect.stringMatching(/^pi\.handover:/) });
     expect(retried("createTask", ["k", 1])).toBe(false);
     expect(retried("createTask", task)).toBe(true);
     expect(retried("getTask", [1])).toBe(true);
