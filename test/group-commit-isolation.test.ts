@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Batch, type Json, MemoryStorage, type TaskRecord } from "../src/index.ts";
+import { type Batch, type ConversationRecord, DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
 import { Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { flush } from "./support.ts";
@@ -27,7 +27,7 @@ function holding(): MemoryStorage & { hold(): () => void } {
 describe("group commit (decision 0026): a commit of a group cannot reach into another one's writes", () => {
   it("S3: a later commit that mutates the record an earlier commit of its group staged fails as it would alone, and the earlier commit is stored as it wrote it", async () => {
     const storage = holding();
-    const s = await Session.open(storage, createManualClock(1_000), false);
+    const s = await Session.open(storage, createManualClock(1_000), false, DEFAULT_SETTINGS.limits);
     const conversationId = await s.commit((tx) => tx.createConversation());
     const id = await s.commit((tx) => {
       const taskId = tx.mintId();
@@ -80,8 +80,11 @@ describe("group commit (decision 0026): a commit of a group cannot reach into an
 
   it("S3/B9: a commit storage cannot take (a value that is not JSON) fails alone: the other commits of every group it joins are stored", async () => {
     const storage = holding();
-    const s = await Session.open(storage, createManualClock(1_000), false);
-    const poison = (tx: Parameters<Parameters<Session["commit"]>[0]>[0]) => tx.setDocument("test", "poison", 1n as unknown as Json);
+    const s = await Session.open(storage, createManualClock(1_000), false, DEFAULT_SETTINGS.limits);
+    // A raw record write (setDocument now refuses a BigInt itself, as InvalidInput: decision 0022), so that
+    // it is storage that cannot take it.
+    const poison = (tx: Parameters<Parameters<Session["commit"]>[0]>[0]) =>
+      tx.putConversation({ id: 10_000, createdAt: 0, poison: 1n } as unknown as ConversationRecord);
     const counter = (tx: Parameters<Parameters<Session["commit"]>[0]>[0]) => {
       const next = ((tx.document("test", "counter") as number | undefined) ?? 0) + 1;
       tx.setDocument("test", "counter", next);
@@ -101,12 +104,12 @@ describe("group commit (decision 0026): a commit of a group cannot reach into an
       expect([await before, await after]).toEqual([2 * round - 1, 2 * round]);
       expect(await storage.getDocument("test", "counter")).toBe(2 * round);
     }
-    expect(await storage.getDocument("test", "poison")).toBeUndefined();
+    expect(await storage.getConversation(10_000)).toBeUndefined();
   });
 
   it("S3: a commit that failed only on what a refused commit of its group staged is decided again without it", async () => {
     const storage = holding();
-    const s = await Session.open(storage, createManualClock(1_000), false);
+    const s = await Session.open(storage, createManualClock(1_000), false, DEFAULT_SETTINGS.limits);
     const release = storage.hold();
     const lead = s.commit((tx) => tx.setDocument("test", "lead", 1), undefined, { group: true });
     await flush(1);
@@ -114,7 +117,7 @@ describe("group commit (decision 0026): a commit of a group cannot reach into an
     const claim = s.commit(
       (tx) => {
         tx.setDocument("test", "claim", "first");
-        tx.setDocument("test", "poison", 1n as unknown as Json);
+        tx.putConversation({ id: 10_000, createdAt: 0, poison: 1n } as unknown as ConversationRecord);
       },
       undefined,
       { group: true },
