@@ -95,6 +95,39 @@ describe("arguments are checked at the host before anything runs", () => {
     expect(await image()).toBe(before);
   });
 
+  it("R4 (review2): a written entry the agent's context cannot read, or one of the agent's own kinds, is refused; the conversation still answers", async () => {
+    const { endpoint, harness, root, image, models } = await served(new ScriptedModels([answer("still here")]));
+    const before = await image();
+    const forged: unknown[] = [
+      { kind: "note", message: { role: "assistant" } },
+      { kind: "note", message: { role: "assistant", content: [{ type: "toolCall" }] } },
+      { kind: "note", message: { role: "user", content: [5] } },
+      { kind: "note", message: { role: "toolResult", content: "x" } },
+      { kind: "note", message: { role: "system", content: 7 } },
+      { kind: "pi.compaction", data: {} },
+      { kind: "pi.compaction" },
+      { kind: "pi.user", message: { role: "user", content: "x" } },
+    ];
+    for (const entry of forged) {
+      await expect(endpoint.call("submit", [root, { type: "write", entry }]), JSON.stringify(entry)).rejects.toBeInstanceOf(
+        InvalidArguments,
+      );
+      await expect(harness.conversation(root).submit({ type: "write", entry } as never, ctx)).rejects.toBeInstanceOf(InvalidSubmission);
+    }
+    expect(await image()).toBe(before);
+    // An app's own entry, with or without a readable message, is still written.
+    for (const entry of [
+      { kind: "app.note", data: { x: 1 } },
+      { kind: "app.note", message: { role: "user", content: "noted", timestamp: 1 } },
+    ]) {
+      const written = (await endpoint.call("submit", [root, { type: "write", entry }])) as number;
+      expect(await endpoint.call("waitForSubmission", [written])).toMatchObject({ status: "done" });
+    }
+    const id = (await endpoint.call("submit", [root, { type: "input", content: "hi" }])) as number;
+    expect(await endpoint.call("waitForSubmission", [id])).toMatchObject({ status: "done", answer: { text: "still here" } });
+    expect(models.requests).toHaveLength(1);
+  });
+
   it("a JSON value nested deeper than the bound is refused, without a RangeError", async () => {
     const { endpoint } = await served();
     let deep: unknown = 1;

@@ -24,15 +24,53 @@ export const userContent: Check = (value, path) => {
   return list(contentItem, MAX_CONTENT_ITEMS)(value, path);
 };
 
-/** A message in a written entry: JSON with one of pi-ai's roles (the entry kinds that feed the model need one). */
-const message: Check = variant("role", { user: json, assistant: json, toolResult: json, system: json });
+/**
+ * A content block of a written message: an object whose `type` is one `types` names, with the fields the
+ * agent's context reads (a tool call's `id`, `name` and `arguments`); the rest is JSON.
+ */
+const blocks =
+  (...types: readonly string[]): Check =>
+  (value, path) =>
+    list((block, at) => {
+      const problem = json(block, at) ?? variant("type", Object.fromEntries(types.map((type) => [type, json])))(block, at);
+      if (problem || (block as { type: string }).type !== "toolCall") return problem;
+      const call = block as { id?: unknown; name?: unknown; arguments?: unknown };
+      const args = call.arguments;
+      return (
+        text()(call.id, `${at}.id`) ??
+        text()(call.name, `${at}.name`) ??
+        (typeof args === "object" && args !== null && !Array.isArray(args) ? undefined : `${at}.arguments must be an object`)
+      );
+    }, MAX_CONTENT_ITEMS)(value, path);
+
+/** A message's `content`: a string where its role allows one, else blocks of its role's types. */
+const withContent =
+  (content: Check): Check =>
+  (value, path) =>
+    json(value, path) ?? content((value as { content?: unknown }).content, `${path}.content`);
+
+/**
+ * A message in a written entry: one of pi-ai's roles with content the model provider can read (a message the
+ * agent's context cannot derive would leave every later input of the conversation unanswered).
+ */
+const message: Check = variant("role", {
+  user: withContent(userContent),
+  assistant: withContent(blocks("text", "thinking", "toolCall")),
+  toolResult: withContent(blocks("text", "image")),
+  system: withContent(either(text({ empty: true }), blocks("text"))),
+});
+
+/** A written entry's kind: the app's own; `pi.` kinds are the agent's (a forged compaction would cut the context). */
+const entryKind: Check = (value, path) =>
+  text({ max: 200 })(value, path) ??
+  ((value as string).startsWith("pi.") ? `${path} must not start with "pi." (the agent's own entry kinds)` : undefined);
 
 const requestId = text({ max: 200 });
 
 /** A `SubmissionDraft`. */
 export const submissionDraft: Check = variant("type", {
   input: record({ type: literal("input"), content: userContent }, { requestId, whenBusy: literal("followUp", "steer", "reject") }),
-  write: record({ type: literal("write"), entry: record({ kind: text({ max: 200 }) }, { message, data: json }) }, { requestId }),
+  write: record({ type: literal("write"), entry: record({ kind: entryKind }, { message, data: json }) }, { requestId }),
 });
 
 /** A model: a `"provider/id"` string, or an object with a `provider` and an `id` (a pi-ai Model has more fields). */
