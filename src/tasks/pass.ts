@@ -15,6 +15,8 @@ export interface PassOptions {
   readonly resolver: DefinitionResolver;
   /** The invocations running now; a pass adds the ones it reserves. */
   readonly invocations: Map<number, Invocation>;
+  /** Where a pass notes the sleepers it found due, with their `until` (the sleep timer skips them). */
+  readonly seenDue: Map<number, number>;
   readonly clock: Clock;
   readonly settings: ResolvedSettings;
 }
@@ -39,7 +41,7 @@ export class SchedulingPass {
 
   /** Runs a pass over `ids` (and the deferred ones), `failed` the failed outcomes seen; fills `started`. */
   run(tx: KernelTx, ids: number[], failed: number[], started: Invocation[]): void {
-    const { index, resolver, invocations, clock, settings } = this.#options;
+    const { index, resolver, invocations, seenDue, clock, settings } = this.#options;
     const candidates = new Set(ids);
     this.#reconcile(tx, candidates, failed);
     const now = clock.now();
@@ -67,6 +69,10 @@ export class SchedulingPass {
       if (status === "waiting" && task.state.on.some((member) => isLive(tx, member))) continue;
       // An abort mark does not wait for the sleep (or retry backoff) to end: the abort runs now (B1).
       // A sleep without `until` lasts until a commit wakes the task (`wakeSleeper`).
+      if (status === "sleeping" && task.state.until !== undefined) {
+        if (task.state.until > now) seenDue.delete(id);
+        else seenDue.set(id, task.state.until);
+      }
       if (status === "sleeping" && (task.state.until === undefined || task.state.until > now) && !task.abortRequested) continue;
       const mode: Mode = task.abortRequested ? "abort" : "run";
       if (mode === "abort" && index.hasLiveOwnedWork(tx, id)) continue;

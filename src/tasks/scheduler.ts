@@ -41,6 +41,8 @@ export class Scheduler {
   readonly #pass: SchedulingPass;
   readonly #runtimes: TaskRuntimes;
   readonly #timer: SleepTimer;
+  /** Sleepers the last pass that looked at them found due, with that `until` (pass.ts writes, timers.ts reads). */
+  readonly #seenDue = new Map<number, number>();
   /** Consecutive storage failures of scheduler commits, and the wait before the next try. */
   readonly #backoff: Backoff;
   readonly #invokeHost: InvokeHost;
@@ -67,6 +69,7 @@ export class Scheduler {
       index: this.#index,
       resolver: this.#resolver,
       invocations: this.#invocations,
+      seenDue: this.#seenDue,
       clock: options.clock,
       settings: options.settings,
     });
@@ -76,6 +79,7 @@ export class Scheduler {
       sleepers: this.#index.sleepers,
       live: session.live,
       running: (id) => this.#invocations.has(id),
+      seenDue: this.#seenDue,
       wake: (due) => {
         for (const id of due) this.#dirty.add(id);
         if (this.#dirty.size > 0) this.#kick();

@@ -54,6 +54,8 @@ export interface SleepTimerOptions {
   readonly live: ReadonlyMap<number, TaskRecord>;
   /** Whether task `id` has an invocation (its sleep is its own business). */
   readonly running: (id: number) => boolean;
+  /** The sleepers a pass found due, with the `until` it found due (written by the pass, pruned here). */
+  readonly seenDue: Map<number, number>;
   /** Called when the timer fires, with the sleepers now due. */
   readonly wake: (due: number[]) => void;
 }
@@ -70,16 +72,21 @@ export class SleepTimer {
 
   /** Sets the timer for the earliest sleeper (or clears it when there is none). */
   arm(): void {
-    const { clock, sleepers, live, running, wake } = this.#options;
+    const { clock, sleepers, live, running, seenDue, wake } = this.#options;
+    for (const [id, until] of seenDue) {
+      const task = live.get(id);
+      if (task?.state.status !== "sleeping" || task.state.until !== until) seenDue.delete(id);
+    }
     let earliest: number | undefined;
-    const now = clock.now();
     for (const id of sleepers) {
       const task = live.get(id);
       if (task?.state.status !== "sleeping" || running(id)) continue;
-      // Due (or abort-marked) sleepers were already looked at by a pass; whatever holds them now (owned
-      // work, an owner's intent) wakes them with a commit. A timer for them would fire at 0 ms for ever (B8).
-      // Without `until` a sleep ends only by a commit that wakes it: no timer.
-      if (task.abortRequested || task.state.until === undefined || task.state.until <= now) continue;
+      // Sleepers a pass found due (and abort-marked ones, which a pass looks at at once) are held by something
+      // that wakes them with a commit (owned work, an owner's intent). A timer for them would fire at 0 ms for
+      // ever (B8). Without `until` a sleep ends only by a commit that wakes it: no timer.
+      // A sleeper past its `until` that no pass found due keeps its timer (it fires at once): its time may have
+      // passed after the pass read the clock, or while its timer's callback waited on a busy event loop.
+      if (task.abortRequested || task.state.until === undefined || seenDue.get(id) === task.state.until) continue;
       if (earliest === undefined || task.state.until < earliest) earliest = task.state.until;
     }
     if (earliest === this.#at) return;
