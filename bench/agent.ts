@@ -82,7 +82,7 @@ async function agentRun(): Promise<AgentRun> {
   };
   let roundStart = 0;
   let lastResult = 0;
-  harness.session.subscribe(({ batch }) => {
+  harness.onCommit(({ batch }) => {
     for (const task of batch.tasks) {
       if (task.kind !== "pi.tool") continue;
       if (task.state.status === "pending" && roundStart === 0) roundStart = performance.now();

@@ -9,17 +9,18 @@ import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
 import type { EnvFactory } from "./env/types.ts";
 import { DatabaseLocked, HarnessClosed, InvalidSetting, ReadOnlySession } from "./errors.ts";
-import { cloneJson } from "./json.ts";
+import { cloneJson, type Json } from "./json.ts";
 import { deliver, type ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
 import { documentKey } from "./session/tx.ts";
 import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
-import type { TaskRecord } from "./storage/records.ts";
-import type { Storage } from "./storage/storage.ts";
+import type { Batch, TaskRecord } from "./storage/records.ts";
+import type { Row, Storage } from "./storage/storage.ts";
 import type { TaskInspectionState } from "./tasks/inspect.ts";
 import type { CrashPointHandler, LiveHandler } from "./tasks/options.ts";
 import { Registry } from "./tasks/registry.ts";
 import { Scheduler } from "./tasks/scheduler.ts";
+import { type NextWake, nextWake } from "./tasks/wake.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
@@ -91,7 +92,7 @@ export { Conversation as ConversationHandle };
  * agent layer, which it reaches only through the `AgentHost` it builds at open over a narrow `AgentKernel`.
  */
 export class Harness {
-  readonly session: Session;
+  readonly #session: Session;
   readonly registry: Registry;
   readonly readOnly: boolean;
   readonly #scheduler: Scheduler;
@@ -105,7 +106,7 @@ export class Harness {
   readonly recovery: Recovery;
 
   private constructor(session: Session, scheduler: Scheduler, options: HarnessOptions, recovery: Recovery) {
-    this.session = session;
+    this.#session = session;
     this.#scheduler = scheduler;
     this.registry = options.registry;
     this.readOnly = session.readOnly;
@@ -181,7 +182,7 @@ export class Harness {
   }
 
   get storage(): Storage {
-    return this.session.storage;
+    return this.#session.storage;
   }
 
   get settings(): ResolvedSettings {
@@ -230,7 +231,7 @@ export class Harness {
   async getTask(id: number, context: Context): Promise<TaskRecord | undefined> {
     throwIfCancelled(context);
     this.#assertOpen();
-    const live = this.session.live.get(id);
+    const live = this.#session.live.get(id);
     return live ? cloneJson(live) : waitFor(this.storage.getTask(id), context);
   }
 
@@ -259,6 +260,43 @@ export class Harness {
     };
   }
 
+  /**
+   * Hears every commit once it is stored, with its batch (what it wrote), in commit order; returns the
+   * function that stops listening. For hosts that show or mirror commits; the listener must not throw.
+   */
+  onCommit(listener: (commit: { readonly batch: Batch }) => void): () => void {
+    return this.#session.subscribe(listener);
+  }
+
+  /** The ids of every conversation, in creation order. */
+  conversationIds(): number[] {
+    return [...this.#session.conversations.keys()];
+  }
+
+  /** The root conversation's id, or undefined before `root()` first created it. */
+  get rootConversationId(): number | undefined {
+    return this.#session.rootConversationId;
+  }
+
+  /** True when no task is live and no submission is open: nothing is left to do. */
+  get quiet(): boolean {
+    return this.#session.live.size === 0 && this.#session.openSubmissions.size === 0;
+  }
+
+  /**
+   * When the kernel next has work (see `NextWake`): what a host that must wake its process asks (a Durable
+   * Object's alarm). `horizon`: stop looking once busy with a wake-up at or before it.
+   */
+  nextWake(horizon?: number): NextWake {
+    return nextWake(this.#session.live, (kind) => this.registry.task(kind) !== undefined, this.#session.clock.now(), horizon);
+  }
+
+  /** Read-only SQL (see `Storage.query`) on the commit line, so it sees every commit made before it. */
+  query(sql: string, ...params: Json[]): Promise<Row[]> {
+    this.#assertOpen();
+    return this.#session.read(() => this.#session.storage.query(sql, ...params));
+  }
+
   /** Starts scheduling. Throws `ReadOnlySession` on a read-only harness. */
   resume(): void {
     this.#assertOpen();
@@ -278,7 +316,7 @@ export class Harness {
       .then(async () => {
         if (this.readOnly) return;
         // Best effort: if it cannot be written (a full quota), the next open reports a crash, which loses nothing.
-        await this.session.commitWhileSealing((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "closed" })).catch(() => {});
+        await this.#session.commitWhileSealing((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "closed" })).catch(() => {});
       })
       .finally(() => {
         if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
@@ -298,7 +336,7 @@ export class Harness {
   #agentKernel(): AgentKernel {
     const harness = this;
     return {
-      session: this.session,
+      session: this.#session,
       readOnly: this.readOnly,
       get closed() {
         return harness.closed;

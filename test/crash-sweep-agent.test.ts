@@ -112,8 +112,8 @@ function agentScenario(
       harness.resume();
     },
     done: async (harness, world) => {
-      if (options.abortWhen && !world.state.aborted && harness.session.rootConversationId !== undefined) {
-        const root = harness.conversation(harness.session.rootConversationId);
+      if (options.abortWhen && !world.state.aborted && harness.rootConversationId !== undefined) {
+        const root = harness.conversation(harness.rootConversationId);
         const live = (await root.view(ctx)).live as { tools?: unknown[]; generation?: { requestedAt?: number } };
         const entries = (await root.entries(ctx)).length;
         if (options.abortWhen({ tools: (live.tools?.length ?? 0) > 0, requested: live.generation?.requestedAt !== undefined, entries })) {
@@ -121,7 +121,7 @@ function agentScenario(
           await root.abort(ctx);
         }
       }
-      return harness.session.live.size === 0 && harness.session.openSubmissions.size === 0;
+      return harness.quiet;
     },
     invariants: [
       async ({ storage }) => {

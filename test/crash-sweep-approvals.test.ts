@@ -87,7 +87,7 @@ function approvalScenario(name: string, person: { approved: boolean } | "never",
       harness.resume();
     },
     done: (harness, world) => {
-      const rootId = harness.session.rootConversationId;
+      const rootId = harness.rootConversationId;
       if (rootId !== undefined && person !== "never") {
         // The person answers what the card shows; not awaited, so a crash at the decision's commit freezes only it.
         const root = harness.conversation(rootId);
@@ -98,7 +98,7 @@ function approvalScenario(name: string, person: { approved: boolean } | "never",
           });
         }
       }
-      return harness.session.live.size === 0 && harness.session.openSubmissions.size === 0;
+      return harness.quiet;
     },
     invariants: [
       ({ state }) => (state.errors.length > 0 ? `a decision failed: ${state.errors.join("; ")}` : undefined),

@@ -97,7 +97,7 @@ describe("decision 0027: the open checks what it reads, not the whole file", () 
     const damaged = damagePage(image, await tasksLeaf(image, pageSize, "middle"), pageSize);
     const storage = await openSqliteStorage({ vfs: "memory", image: damaged });
     const harness = await Harness.open(storage, { registry: registry() }, ctx);
-    expect(harness.session.live.size).toBe(1);
+    expect((await harness.inspect(ctx)).tasks).toHaveLength(1);
     const reads = await Promise.allSettled(
       Array.from({ length: finished[1]! - finished[0]! + 1 }, (_, index) => storage.getTask(finished[0]! + index)),
     );

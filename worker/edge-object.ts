@@ -15,7 +15,7 @@ export class DemoObject extends HarnessObject {
     const models = createDemoModels();
     const envs = memoryEnvs();
     const files = (harness: Harness, conversationId: Json) => {
-      if (typeof conversationId !== "number" || !harness.session.conversations.has(conversationId)) {
+      if (typeof conversationId !== "number" || !harness.conversationIds().includes(conversationId)) {
         throw new NotFound(`There is no conversation ${JSON.stringify(conversationId)}.`);
       }
       return envs(conversationId);

@@ -30,7 +30,7 @@ function demoMethods(
   envs: ReturnType<typeof opfsEnvs>,
 ): Record<keyof DemoMethods, (harness: Harness, ...args: Json[]) => unknown> {
   const files = (harness: Harness, conversationId: Json) => {
-    if (typeof conversationId !== "number" || !harness.session.conversations.has(conversationId)) {
+    if (typeof conversationId !== "number" || !harness.conversationIds().includes(conversationId)) {
       throw new NotFound(`There is no conversation ${JSON.stringify(conversationId)}.`);
     }
     return envs(conversationId);

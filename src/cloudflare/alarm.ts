@@ -29,7 +29,7 @@ export class ObjectAlarm {
   /** Reads the alarm the object has (at its start), and looks again after the commits that may move it. */
   async attach(harness: Harness): Promise<void> {
     this.#alarmAt = (await this.#storage.getAlarm()) ?? undefined;
-    harness.session.subscribe(({ batch }) => {
+    harness.onCommit(({ batch }) => {
       if (this.#movesNothing(batch)) return;
       this.#armSoon(harness);
     });
@@ -59,32 +59,15 @@ export class ObjectAlarm {
   }
 
   /**
-   * Puts the one alarm on the earliest sleeping task's `until`, or the heartbeat while work is live. Tasks are
-   * told apart as the scheduler would take them: a task whose kind is not installed is blocked (no alarm brings
-   * it on; a deploy that installs it starts the object anyway); a sleeper that is due or marked for abort, and a
-   * waiting task whose members are all done, are work the scheduler takes now (the heartbeat covers a crash
-   * before it does) — an alarm at a past `until` would only fire again and again.
+   * Puts the one alarm on the kernel's next wake-up (`harness.nextWake`: the earliest sleeper not yet due), or
+   * the heartbeat while work is live. A due sleeper is work the scheduler takes now (the heartbeat covers a
+   * crash before it does): an alarm at a past `until` would only fire again and again.
    */
   arm(harness: Harness): void {
     if (harness.closed) return;
     const now = systemClock.now();
-    const live = harness.session.live;
-    let earliest: number | undefined;
-    let busy = false;
-    for (const task of live.values()) {
-      if (!harness.registry.task(task.kind)) continue; // blocked
-      const state = task.state;
-      if (state.status === "sleeping") {
-        // A sleep without `until` waits for a person: no alarm, the call that decides wakes the object.
-        if (task.abortRequested) busy = true;
-        else if (state.until === undefined) continue;
-        else if (state.until <= now) busy = true;
-        else if (earliest === undefined || state.until < earliest) earliest = state.until;
-      } else if (state.status === "waiting") {
-        if (task.abortRequested || !state.on.some((member) => live.has(member))) busy = true;
-      } else busy = true; // pending, running, completing
-      if (busy && earliest !== undefined && earliest <= now + this.#heartbeatMs) break;
-    }
+    const { busy, at } = harness.nextWake(now + this.#heartbeatMs);
+    let earliest = at;
     this.#armedBusy = busy;
     if (!busy) for (const wake of this.#idleWaiters) wake();
     if (busy) {

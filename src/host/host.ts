@@ -103,7 +103,7 @@ export function createHost(options: HostOptions): ServedHost {
     setStatus({ kind: "recovering", database });
     const started = options.now();
     harness = await Harness.open(storage, { ...options.harness, onReport, crashPoint: stopAtCrashPoint }, ctx);
-    harness.session.subscribe(({ batch }) => {
+    harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
     });
     setStatus({ kind: "ready", database, recovered: [...harness.recovered], recovery: harness.recovery, openMs: options.now() - started });
@@ -232,7 +232,7 @@ export function createHost(options: HostOptions): ServedHost {
     resume: () => requireHarness().resume(),
     // On the commit line: storage.query() switches the connection to query_only around the statement, and a
     // commit that slipped in between would fail with SQLITE_READONLY.
-    query: async (sql, ...params) => requireHarness().session.read(() => storage!.query(sql, ...params)),
+    query: async (sql, ...params) => requireHarness().query(sql, ...params),
     async exportDatabase() {
       requireHarness();
       return storage!.exportImage();
@@ -256,7 +256,8 @@ export function createHost(options: HostOptions): ServedHost {
     },
     async listConversations() {
       const open = requireHarness();
-      return [...open.session.conversations.keys()]
+      return open
+        .conversationIds()
         .sort((a, b) => a - b)
         .map((id) => {
           const conversation = open.conversation(id);

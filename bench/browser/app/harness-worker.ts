@@ -38,7 +38,7 @@ const served = serveHarness({
     effects: (_harness: Harness, tag, steps) => effectCounts(String(tag), Number(steps)),
     /** The wasm heap SQLite uses (not part of the JS heap). */
     wasmBytes: async () => (await loadSqlite()).wasm.heap8u().byteLength,
-    liveTasks: (harness: Harness) => harness.session.live.size,
+    liveTasks: async (harness: Harness) => (await harness.inspect(ctx)).tasks.length,
     /** Adds `finished` terminal tasks and `entries` entries as months of use leave them (decision 0027). */
     history: async (harness: Harness, finished, entries) => history(harness, Number(finished), Number(entries)),
     /** The database file's size in bytes. */
@@ -62,7 +62,11 @@ async function history(harness: Harness, finished: number, entries: number): Pro
   const storage = harness.storage as SqliteStorage;
   const root = await harness.root(ctx);
   const conversationId = root.id;
-  const first = harness.session.nextId + 1000;
+  // Past every id stored so far, with room for what this harness mints before the reload.
+  const [top] = await harness.query(
+    "SELECT max(m) AS m FROM (SELECT max(id) AS m FROM tasks UNION ALL SELECT max(id) FROM entries UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)",
+  );
+  const first = Number(top?.m ?? 0) + 1000;
   const text = "a line of a conversation that a user and the model wrote a while ago, ".repeat(5);
   await storage.database.transaction((tx) => {
     for (let index = 0; index < finished; index += 1) {
@@ -121,5 +125,6 @@ async function seed(harness: Harness, others: number, variant: string): Promise<
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   await root.commit((tx) => tx.createTask(hot, {}), ctx);
-  return { live: harness.session.live.size, ms: performance.now() - started };
+  const ms = performance.now() - started;
+  return { live: (await harness.inspect(ctx)).tasks.length, ms };
 }

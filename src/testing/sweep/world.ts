@@ -207,5 +207,5 @@ export async function runWorld<W>(
 
 async function isDone<W>(scenario: CrashScenario<W>, harness: Harness, world: SweepWorld<W>): Promise<boolean> {
   if (scenario.done) return scenario.done(harness, world);
-  return harness.session.live.size === 0 && harness.session.openSubmissions.size === 0;
+  return harness.quiet;
 }
