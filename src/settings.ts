@@ -67,7 +67,7 @@ export const DEFAULT_SETTINGS: ResolvedSettings = Object.freeze({
  * Fills defaults and rejects bad values with a message that names the setting and what it accepts.
  * `storage.maxRowBytes` (a backend whose rows are limited) lowers the default of `limits.maxBytes`.
  */
-export function resolveSettings(settings: Settings | undefined, storage?: { maxRowBytes?: number }): ResolvedSettings {
+export function resolveSettings(settings: Settings | undefined, storage?: { maxRowBytes?: number | undefined }): ResolvedSettings {
   const s = section("settings", settings, DEFAULT_SETTINGS) as Settings;
   const restartLimit = s.restartLimit ?? DEFAULT_SETTINGS.restartLimit;
   if (restartLimit !== Infinity && !(typeof restartLimit === "number" && Number.isInteger(restartLimit) && restartLimit > 0)) {

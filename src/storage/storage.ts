@@ -46,7 +46,7 @@ export interface Storage {
    * The most bytes one stored row holds, on a backend that limits it (a Durable Object: 2 MB); undefined
    * where rows are limited only by memory. It lowers the default of `settings.limits.maxBytes`.
    */
-  readonly maxRowBytes?: number;
+  readonly maxRowBytes?: number | undefined;
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
   getTask(id: number): Promise<TaskRecord | undefined>;
