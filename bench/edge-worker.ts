@@ -9,30 +9,12 @@
 
 import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, type Harness } from "../src/index.ts";
+import { stepper } from "./stepper.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
   BENCH: { idFromName(name: string): unknown; get(id: unknown): { fetch(request: Request): Promise<Response> } };
 }
-
-const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "bench.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-    },
-  },
-  abort: async () => {},
-});
 
 /** The baselines' row: a JSON record as large as the stepper task's own at step `n`. */
 function taskRecordText(steps: number, n: number): string {

@@ -7,11 +7,12 @@
  * beside it: on a shared machine whose speed drifts during a run, the run-by-run median moves less.
  */
 import { writeFileSync } from "node:fs";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness } from "../src/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../src/storage/sqlite/wasm.ts";
 import { fmt, summarize, table } from "./stats.ts";
+import { stepper } from "./stepper.ts";
 
 const STEPS = 5000;
 const QUICK = process.env.BENCH_QUICK === "1";
@@ -19,25 +20,6 @@ const RUNS = QUICK ? 3 : 15;
 /** Group commit (decision 0026): PARALLEL tasks stepping at once, STEPS steps in all. */
 const PARALLEL = 100;
 const PARALLEL_RUNS = QUICK ? 3 : 7;
-
-const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "bench.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-    },
-  },
-  abort: async () => {},
-});
 
 /**
  * The floor: what an app pays to commit the same bytes itself — one single-row UPDATE transaction per step,

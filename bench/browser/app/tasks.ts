@@ -35,24 +35,9 @@ function stepCommitted(taskId: number, kind: string, step: number): void {
   channel?.postMessage({ type: "first-step", ...firstStep });
 }
 
-export const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "bench.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-    },
-  },
-  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
-});
+import { stepper } from "../../stepper.ts";
+
+export { stepper };
 
 export const hot = defineTask<Record<string, never>, { phase: "step"; n: number }, number>({
   name: "bench.hot",
