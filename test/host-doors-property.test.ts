@@ -5,15 +5,12 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { counterTask } from "../examples/counter-task.ts";
-import { hostEndpoint } from "../src/host/endpoint.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { createHost } from "../src/host/host.ts";
 import { type MethodName, PROTOCOL } from "../src/host/protocol.ts";
-import { createRegistry, DurableError, defineExtension, type Storage } from "../src/index.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { DurableError } from "../src/index.ts";
 import { answer, ScriptedModels } from "./agent-support.ts";
-import { flush, sqliteMemoryBackend } from "./support.ts";
+import { served } from "./doors-support.ts";
+import { flush } from "./support.ts";
 
 /** `close` ends the host for good when its arguments are right; every other method is driven. */
 const METHODS = (Object.keys(PROTOCOL) as MethodName[]).filter((name) => name !== "close");
@@ -86,25 +83,9 @@ describe("property: random arguments for every protocol method", () => {
     let refused = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(command, { minLength: 5, maxLength: 30 }), async (commands) => {
-        const storage: Storage = await sqliteMemoryBackend.create();
         const models = new ScriptedModels(Array.from({ length: 60 }, () => answer("still here")));
-        const served = createHost({
-          database: "property",
-          openStorage: async () => storage,
-          harness: {
-            registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] })),
-            models: models.api,
-            clock: createManualClock(1_000),
-            resume: true,
-          },
-          methods: { echo: (_harness, echoed) => echoed },
-          crashPoints: false,
-          now: () => 0,
-        });
-        await served.ready;
-        const endpoint = hostEndpoint(served.host);
-        const root = await served.host.rootConversation({ model: "faux/faux-1" });
-        const image = async () => (await storage.exportImage()).join(",");
+        const host = await served(models);
+        const { endpoint, root, image } = host;
         for (const { method, subscribe, args } of commands) {
           const kind = subscribe ? "subscribe" : PROTOCOL[method].kind;
           const before = await image();
@@ -132,10 +113,10 @@ describe("property: random arguments for every protocol method", () => {
           }
         }
         // Whatever was accepted (a config change, an abort), the conversation still answers a well-formed input.
-        await served.host.configure(root, { model: "faux/faux-1", tools: null, instructions: null });
-        const id = await served.host.submit(root, { type: "input", content: [{ type: "text", text: "are you there?" }] });
-        expect(await served.host.waitForSubmission(id)).toMatchObject({ status: "done" });
-        await served.host.close();
+        await host.host.configure(root, { model: "faux/faux-1", tools: null, instructions: null });
+        const id = await host.host.submit(root, { type: "input", content: [{ type: "text", text: "are you there?" }] });
+        expect(await host.host.waitForSubmission(id)).toMatchObject({ status: "done" });
+        await host.host.close();
       }),
       { numRuns: 30, seed: 212 },
     );

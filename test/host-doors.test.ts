@@ -3,46 +3,14 @@
  * R4, R11), names looked up as own properties only (R6), and the policy the tabs and the client read.
  */
 import { describe, expect, it } from "vitest";
-import { counterTask } from "../examples/counter-task.ts";
 import { retried, withKey } from "../src/browser/tabs/retry.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
-import { createHost } from "../src/host/host.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 import { ALL_POWERS, PROTOCOL } from "../src/host/protocol.ts";
-import {
-  createRegistry,
-  DurableError,
-  defineExtension,
-  InvalidArguments,
-  InvalidSubmission,
-  type Storage,
-  UnknownAppMethod,
-  UnknownMethod,
-} from "../src/index.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { DurableError, InvalidArguments, InvalidSubmission, UnknownAppMethod, UnknownMethod } from "../src/index.ts";
 import { answer, ScriptedModels } from "./agent-support.ts";
-import { ctx, flush, sqliteMemoryBackend } from "./support.ts";
-
-async function served(models = new ScriptedModels()) {
-  const storage: Storage = await sqliteMemoryBackend.create();
-  const host = createHost({
-    database: "doors",
-    openStorage: async () => storage,
-    harness: {
-      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] })),
-      models: models.api,
-      clock: createManualClock(1_000),
-      resume: true,
-    },
-    methods: { echo: (_harness, value) => value },
-    crashPoints: false,
-    now: () => 0,
-  });
-  const harness = await host.ready;
-  const root = await host.host.rootConversation({ model: "faux/faux-1" });
-  const image = async () => (await storage.exportImage()).join(",");
-  return { ...host, harness, root, storage, image, endpoint: hostEndpoint(host.host), models };
-}
+import { served } from "./doors-support.ts";
+import { ctx, flush } from "./support.ts";
 
 const BAD_CONTENT: unknown[] = [[5], [null], [{ type: "bogus" }], [{ type: "image" }], [{ type: "text" }], [], ""];
 
