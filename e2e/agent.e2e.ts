@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Page } from "playwright-core";
 import { describe, expect, it } from "vitest";
-import type { ConversationViewState } from "../src/agent/view.ts";
+import type { ConversationViewState } from "../src/agent/view/view.ts";
 import type { AssistantEntryPayload, SubmissionOutcome, ToolResultEntryPayload } from "../src/index.ts";
 import type { Report } from "../src/reports.ts";
 import type { EntryRecord } from "../src/storage/records.ts";

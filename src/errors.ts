@@ -314,7 +314,7 @@ export class InvalidArguments extends DurableError {
     readonly method: string,
     problem: string,
   ) {
-    super(`${method}: ${problem}. Nothing was done; call it as the protocol (HarnessHost) declares it.`);
+    super(`${method}: ${problem}. Nothing was done; call it as the protocol (HarnessService) declares it.`);
   }
 }
 

@@ -1,9 +1,9 @@
 import type { Models } from "@earendil-works/pi-ai";
-import type { PendingApproval } from "./agent/approvals.ts";
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
-import { Conversation, type Submission } from "./agent/conversation.ts";
-import { AgentHost } from "./agent/host.ts";
+import { Conversation, type Submission } from "./agent/conversation/conversation.ts";
+import { Conversations } from "./agent/conversation/conversations.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
+import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./context.ts";
@@ -89,7 +89,7 @@ export { Conversation as ConversationHandle };
 /**
  * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
  * until `resume()` or a call that starts work. It composes the kernel (session, scheduler, registry) with the
- * agent layer, which it reaches only through the `AgentHost` it builds at open over a narrow `AgentKernel`.
+ * agent layer, which it reaches only through the `Conversations` it builds at open over a narrow `AgentKernel`.
  */
 export class Harness {
   readonly #session: Session;
@@ -98,7 +98,7 @@ export class Harness {
   readonly #scheduler: Scheduler;
   readonly #options: HarnessOptions;
   /** The agent layer of this harness (conversations, submissions, views); built at the end of `open`. */
-  #agent!: AgentHost;
+  #agent!: Conversations;
   #closed: Promise<void> | undefined;
   /** Ids of tasks that open found running (a crash left them); informational. */
   readonly recovered: readonly number[];
@@ -173,7 +173,7 @@ export class Harness {
       await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
     const harness = new Harness(session, scheduler, options, recovery);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
-    const host = new AgentHost(harness.#agentKernel());
+    const host = new Conversations(harness.#agentKernel());
     harness.#agent = host;
     live = (event) => host.live(event);
     if (!session.readOnly) await host.sweep();

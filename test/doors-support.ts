@@ -23,7 +23,7 @@ export async function served(models = new ScriptedModels()) {
     now: () => 0,
   });
   const harness = await host.ready;
-  const root = await host.host.rootConversation({ model: "faux/faux-1" });
+  const root = await host.service.rootConversation({ model: "faux/faux-1" });
   const image = async () => (await storage.exportImage()).join(",");
-  return { ...host, harness, root, storage, image, endpoint: hostEndpoint(host.host), models };
+  return { ...host, harness, root, storage, image, endpoint: hostEndpoint(host.service), models };
 }

@@ -35,7 +35,7 @@ function connected() {
   });
   const channel = new MessageChannel();
   channels.push(channel);
-  const endpoint = exposeHost(served.host, channel.port1 as never);
+  const endpoint = exposeHost(served.service, channel.port1 as never);
   const client = new HostClient(wrapHost(channel.port2 as never));
   return { served, endpoint, client };
 }

@@ -113,10 +113,10 @@ describe("property: random arguments for every protocol method", () => {
           }
         }
         // Whatever was accepted (a config change, an abort), the conversation still answers a well-formed input.
-        await host.host.configure(root, { model: "faux/faux-1", tools: null, instructions: null });
-        const id = await host.host.submit(root, { type: "input", content: [{ type: "text", text: "are you there?" }] });
-        expect(await host.host.waitForSubmission(id)).toMatchObject({ status: "done" });
-        await host.host.close();
+        await host.service.configure(root, { model: "faux/faux-1", tools: null, instructions: null });
+        const id = await host.service.submit(root, { type: "input", content: [{ type: "text", text: "are you there?" }] });
+        expect(await host.service.waitForSubmission(id)).toMatchObject({ status: "done" });
+        await host.service.close();
       }),
       { numRuns: 30, seed: 212 },
     );

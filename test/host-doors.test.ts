@@ -126,11 +126,11 @@ describe("R6: names are looked up as own properties only", () => {
   });
 
   it("an app method that is a prototype member is UnknownAppMethod, never the harness", async () => {
-    const { endpoint, host } = await served();
+    const { endpoint, service } = await served();
     for (const name of names) {
       const error = await endpoint.call("call", [name]).catch((caught: unknown) => caught);
       expect(error, name).toBeInstanceOf(UnknownAppMethod);
-      await expect(host.call(name)).rejects.toBeInstanceOf(UnknownAppMethod);
+      await expect(service.call(name)).rejects.toBeInstanceOf(UnknownAppMethod);
     }
     await expect(endpoint.call("call", ["missing"])).rejects.toBeInstanceOf(DurableError);
   });
@@ -164,7 +164,7 @@ describe("each method's policy is its row in PROTOCOL", () => {
 
 describe("R5: a subscription id names one listener", () => {
   it("1,000 subscribes under one id hold one listener; none is left after unsubscribe, or after close", async () => {
-    const { host, listenerCount, root } = await served();
+    const { service, listenerCount, root } = await served();
     const base = listenerCount();
     const subscriptions: Array<[string, unknown[]]> = [
       ["onStatus", []],
@@ -175,7 +175,7 @@ describe("R5: a subscription id names one listener", () => {
     for (const end of ["unsubscribe", "close"] as const) {
       for (const [method, args] of subscriptions) {
         const sent: HostMessage[] = [];
-        const connection = serveMessages(hostEndpoint(host), (message) => void sent.push(message));
+        const connection = serveMessages(hostEndpoint(service), (message) => void sent.push(message));
         for (let i = 0; i < 1000; i++) connection.receive({ type: "subscribe", id: 7, method, args });
         await flush(20);
         expect(listenerCount(), method).toBe(base + 1);

@@ -42,7 +42,7 @@ function serve(options: Partial<HostOptions> = {}, storage?: Storage) {
 /** A page-side endpoint connected to `served` by messages, as over a WebSocket (structured clone stands in for JSON). */
 function pageEndpoint(served: ReturnType<typeof serve>): HostEndpoint {
   let toPage: (message: HostMessage) => void = () => {};
-  const connection = serveMessages(hostEndpoint(served.host), (message) => queueMicrotask(() => toPage(structuredClone(message))));
+  const connection = serveMessages(hostEndpoint(served.service), (message) => queueMicrotask(() => toPage(structuredClone(message))));
   const page = messageEndpoint((message: ClientMessage) => queueMicrotask(() => connection.receive(structuredClone(message))));
   toPage = page.receive;
   return page.endpoint;
@@ -50,7 +50,7 @@ function pageEndpoint(served: ReturnType<typeof serve>): HostEndpoint {
 
 /** A page and a host connected by messages, as over a WebSocket (structured clone stands in for JSON). */
 function overMessages(served: ReturnType<typeof serve>): { remote: RemoteHost; close(): void } {
-  const endpoint = hostEndpoint(served.host);
+  const endpoint = hostEndpoint(served.service);
   let toPage: (message: HostMessage) => void = () => {};
   const connection = serveMessages(endpoint, (message) => queueMicrotask(() => toPage(structuredClone(message))));
   const page = messageEndpoint((message: ClientMessage) => queueMicrotask(() => connection.receive(structuredClone(message))));
@@ -96,7 +96,7 @@ describe("the runtime-neutral host over a message transport", () => {
   });
 
   it("an unknown method is an UnknownMethod error, not a crash of the host", async () => {
-    const endpoint = hostEndpoint(serve().host);
+    const endpoint = hostEndpoint(serve().service);
     await expect(endpoint.call("dropDatabase", [])).rejects.toBeInstanceOf(UnknownMethod);
     await expect(endpoint.call("watchTasks", [])).rejects.toBeInstanceOf(UnknownMethod);
     await expect(endpoint.subscribe("createTask", [], () => {})).rejects.toBeInstanceOf(UnknownMethod);
@@ -104,7 +104,7 @@ describe("the runtime-neutral host over a message transport", () => {
 
   it("leaves no listener after 1,000 subscribe/unsubscribe cycles of every subscription", async () => {
     const served = serve();
-    const endpoint = hostEndpoint(served.host);
+    const endpoint = hostEndpoint(served.service);
     const { remote } = overMessages(served);
     await served.ready;
     const conversation = await remote.rootConversation();
@@ -160,14 +160,14 @@ describe("crash points and ownership", () => {
   it("armCrashPoint resolves when the point is reached; crashPoints: false refuses with CrashPointsOff", async () => {
     const served = serve();
     await served.ready;
-    const hit = served.host.armCrashPoint("counter:after-tick-1");
-    const id = await served.host.createTask("example.counter", { to: 1 });
+    const hit = served.service.armCrashPoint("counter:after-tick-1");
+    const id = await served.service.createTask("example.counter", { to: 1 });
     expect(await hit).toMatchObject({ name: "counter:after-tick-1", taskId: id, taskKind: "example.counter" });
-    await served.host.close(); // ends the stopped phase
+    await served.service.close(); // ends the stopped phase
 
     const off = serve({ crashPoints: false });
     await off.ready;
-    const refused = await off.host.armCrashPoint("counter:after-tick-1").catch((error: unknown) => error);
+    const refused = await off.service.armCrashPoint("counter:after-tick-1").catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(CrashPointsOff);
     expect(refused).toMatchObject({ crashPoint: "counter:after-tick-1" });
   });
@@ -188,9 +188,9 @@ describe("crash points and ownership", () => {
     };
     const served = serve({ ownership });
     const statuses: HarnessStatus["kind"][] = [];
-    served.host.onStatus((status) => statuses.push(status.kind));
+    served.service.onStatus((status) => statuses.push(status.kind));
     await flush();
-    expect(served.host.status().kind).toBe("waiting-for-lock");
+    expect(served.service.status().kind).toBe("waiting-for-lock");
     grant();
     await served.ready;
     takeover();
@@ -199,9 +199,9 @@ describe("crash points and ownership", () => {
     expect(released).toBe(1);
     // The tab that took over lets go in turn: this one opens again (its page was a follower meanwhile).
     grant();
-    await expect.poll(() => served.host.status().kind).toBe("ready");
-    await served.host.close();
-    expect(served.host.status()).toEqual({ kind: "closed", reason: "close" });
+    await expect.poll(() => served.service.status().kind).toBe("ready");
+    await served.service.close();
+    expect(served.service.status()).toEqual({ kind: "closed", reason: "close" });
     expect(statuses.slice(6)).toEqual(["opening", "recovering", "ready", "closed"]);
     expect(released).toBe(2);
   });

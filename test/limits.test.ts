@@ -182,7 +182,7 @@ describe("the host", () => {
       now: () => 0,
     });
     await served.ready;
-    const endpoint = hostEndpoint(served.host);
+    const endpoint = hostEndpoint(served.service);
     await expect(endpoint.call("call", ["echo", "x".repeat(2000)])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxBytes" });
     await expect(endpoint.call("call", ["echo", nested(70)])).rejects.toMatchObject({ name: "InvalidInput", limit: "maxDepth" });
     await expect(endpoint.call("createTask", ["test.done", nested(4000)])).rejects.toMatchObject({

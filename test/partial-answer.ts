@@ -5,7 +5,7 @@ import {
   createAssistantMessageEventStream,
   type Model,
 } from "@earendil-works/pi-ai";
-import { zeroUsage } from "../src/agent/documents.ts";
+import { zeroUsage } from "../src/agent/conversation/documents.ts";
 
 /**
  * A model request that streams `text` and then stays in flight: in a microtask it pushes the start and the

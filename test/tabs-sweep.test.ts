@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { HostClient } from "../src/host/client.ts";
-import type { HarnessHost } from "../src/host/protocol.ts";
+import type { HarnessService } from "../src/host/protocol.ts";
 import type { SubmissionDraft } from "../src/index.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, type Harness, type Storage } from "../src/index.ts";
 import { type Death, SweepChannel, World, type WorldSetup } from "./tabs-world.ts";
@@ -187,7 +187,7 @@ describe("tab hand-over sweep", () => {
   }
 
   it("the sweep catches a leader that ignores the follower's idempotency keys: a submission applied twice", async () => {
-    const forgetful = (host: HarnessHost): HarnessHost =>
+    const forgetful = (host: HarnessService): HarnessService =>
       new Proxy(host, {
         get(target, name, receiver) {
           if (name === "submit")

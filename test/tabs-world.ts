@@ -19,7 +19,7 @@ import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost, type HostMethod } from "../src/host/host.ts";
 import type { Ownership } from "../src/host/ownership.ts";
-import type { HarnessHost, HarnessStatus } from "../src/host/protocol.ts";
+import type { HarnessService, HarnessStatus } from "../src/host/protocol.ts";
 import { MemoryStorage, type Registry, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { Locks } from "./tabs-support.ts";
@@ -42,7 +42,7 @@ export interface Death {
 /** One tab's worker: its host, and what the sweep needs to kill it. */
 export interface Worker {
   process: Process;
-  host: HarnessHost;
+  host: HarnessService;
   /** The database is this worker's now (the lock's queue moved to it). */
   grant(): void;
   lifeLock: string;
@@ -54,7 +54,7 @@ export interface WorldSetup {
   /** How many tabs' workers, in the lock's queue order; the last one's tab is the follower whose page calls. */
   workers: number;
   /** A planted fault: what the leaders serve to other tabs instead of their host (to show the sweep catches it). */
-  served?: (host: HarnessHost) => HarnessHost;
+  served?: (host: HarnessService) => HarnessService;
 }
 
 let current: World | undefined;
@@ -259,8 +259,8 @@ export class World {
         methods: this.setup.methods,
         now: () => 0,
       });
-      serveTabs(this.setup.served?.(served.host) ?? served.host, this.database);
-      return served.host;
+      serveTabs(this.setup.served?.(served.service) ?? served.service, this.database);
+      return served.service;
     });
     return { process, host, grant, lifeLock };
   }

@@ -82,7 +82,7 @@ function worker(owner: boolean, agent: { registry?: Registry; models?: Models; c
     methods: { hang: () => new Promise(() => {}) },
     now: () => 0,
   });
-  serveTabs(served.host, DATABASE);
+  serveTabs(served.service, DATABASE);
   // A worker that dies leaves the database as committed: the next worker opens a copy of it (the dead one's
   // harness still holds the old storage, as a crashed worker's handles would be released with it).
   const die = async () => {
@@ -94,7 +94,7 @@ function worker(owner: boolean, agent: { registry?: Registry; models?: Models; c
 
 /** A follower tab's page: its client over its own worker and, through the broker, the leader's. */
 function page(own: ReturnType<typeof worker>) {
-  const endpoint = tabsEndpoint(hostEndpoint(own.host));
+  const endpoint = tabsEndpoint(hostEndpoint(own.service));
   closeLater.push(() => endpoint.close());
   return new HostClient(endpoint);
 }
@@ -128,10 +128,10 @@ describe("tabs: a follower over the leader's worker", () => {
     const client = page(own);
     const status = await until(client, role("follower"));
     expect(status).toMatchObject({ kind: "ready", database: DATABASE, role: "follower" });
-    expect(own.host.status().kind).toBe("waiting-for-lock"); // its own worker still waits for the database
+    expect(own.service.status().kind).toBe("waiting-for-lock"); // its own worker still waits for the database
     const conversation = await client.rootConversation();
     await client.submit(conversation, { type: "write", entry: { kind: "note", data: "from a follower" } });
-    const rows = await leader.host.query("SELECT count(*) AS n FROM submissions WHERE request_id LIKE 'pi.handover:%'");
+    const rows = await leader.service.query("SELECT count(*) AS n FROM submissions WHERE request_id LIKE 'pi.handover:%'");
     expect(rows).toEqual([{ n: 1 }]); // with the key the follower added
     await leader.die();
   });
@@ -223,7 +223,7 @@ describe("tabs: a follower over the leader's worker", () => {
     await leader.ready;
     const client = page(own);
     await until(client, role("follower"));
-    const keys = async () => (await leader.host.query("SELECT count(*) AS n FROM documents WHERE scope = 'pi.task-keys'"))[0]?.n;
+    const keys = async () => (await leader.service.query("SELECT count(*) AS n FROM documents WHERE scope = 'pi.task-keys'"))[0]?.n;
     const secondsApart = 1;
     for (let i = 0; i < 10_000; i++) {
       await client.createTask("test.quick", i);
@@ -233,7 +233,7 @@ describe("tabs: a follower over the leader's worker", () => {
     const bound = HANDOVER_KEY_TTL_MS / 1000 / secondsApart;
     expect(await keys()).toBeLessThanOrEqual(bound + 1);
     expect(await keys()).toBeGreaterThanOrEqual(bound - 1);
-    expect(await leader.host.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: 10_000 }]);
+    expect(await leader.service.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: 10_000 }]);
     await leader.die();
   }, 240_000);
 

@@ -35,7 +35,7 @@ it("the worker's authorize sees the page's calls with their exposure; what it re
   const channel = new MessageChannel();
   channels.push(channel);
   // This app lets its page read, but not create tasks or subscribe to reports.
-  exposeHost(served.host, channel.port1 as never, (caller, call) => {
+  exposeHost(served.service, channel.port1 as never, (caller, call) => {
     seen.push([caller, call]);
     return call.method !== "createTask" && call.method !== "onReport";
   });
@@ -56,7 +56,7 @@ it("the worker's authorize sees the page's calls with their exposure; what it re
   // Without an authorize hook the worker serves every call as before.
   const open = new MessageChannel();
   channels.push(open);
-  exposeHost(served.host, open.port1 as never);
+  exposeHost(served.service, open.port1 as never);
   const page = new HostClient(wrapHost(open.port2 as never));
   expect(await page.createTask("example.counter", { to: 1 })).toEqual(expect.any(Number));
 });

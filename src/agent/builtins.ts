@@ -1,7 +1,7 @@
 import { defineExtension, Registry } from "../tasks/registry.ts";
-import { CompactionTask } from "./compaction.ts";
-import { GenerationTask } from "./generation.ts";
-import { ToolTask } from "./tool-task.ts";
+import { CompactionTask } from "./tasks/compaction.ts";
+import { GenerationTask } from "./tasks/generation.ts";
+import { ToolTask } from "./tasks/tool-task.ts";
 
 /** The agent's built-in tasks: every registry a harness runs on has them (`Harness.open` checks). */
 export const BUILTIN_TASKS = Object.freeze([GenerationTask, ToolTask, CompactionTask] as const);

@@ -1,13 +1,12 @@
 export type { AgentExtension } from "./agent.ts";
-export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./approvals.ts";
 export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
-export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./compaction.ts";
-export { deriveContext, MISSING_RESULT_TEXT } from "./context.ts";
-export { Conversation, Submission } from "./conversation.ts";
-export { scopeOf as conversationScope } from "./documents.ts";
-export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./generation.ts";
-export type { AnswerDelta, LiveFrame, ToolFrame } from "./live-delta.ts";
-export { coalesceLiveFrames, type LivePace } from "./live-frames.ts";
+export { Conversation, Submission } from "./conversation/conversation.ts";
+export { scopeOf as conversationScope } from "./conversation/documents.ts";
+export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts";
+export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./tasks/approvals.ts";
+export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./tasks/compaction.ts";
+export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./tasks/generation.ts";
+export { type ToolCheckpoint, ToolTask, type ToolTaskInput, type ToolTaskResult } from "./tasks/tool-task.ts";
 export {
   type AgentHooks,
   type AnyTool,
@@ -23,7 +22,6 @@ export {
   type ToolResult,
   type ToolResultView,
 } from "./tool.ts";
-export { type ToolCheckpoint, ToolTask, type ToolTaskInput, type ToolTaskResult } from "./tool-task.ts";
 export type {
   AgentChange,
   AgentConfig,
@@ -54,6 +52,8 @@ export type {
   UserContent,
   UserEntryPayload,
 } from "./types.ts";
+export type { AnswerDelta, LiveFrame, ToolFrame } from "./view/live-delta.ts";
+export { coalesceLiveFrames, type LivePace } from "./view/live-frames.ts";
 export {
   type ConversationViewState,
   type ConversationViewUpdate,
@@ -65,7 +65,7 @@ export {
   type ViewDocuments,
   type ViewListener,
   type ViewUpdateListener,
-} from "./view.ts";
+} from "./view/view.ts";
 export {
   applyViewUpdate,
   ConversationView,
@@ -73,4 +73,4 @@ export {
   prependEntries,
   type ViewSource,
   type ViewStateListener,
-} from "./view-store.ts";
+} from "./view/view-store.ts";

@@ -14,7 +14,7 @@ export type AgentSession = Pick<
 
 /**
  * Everything the agent layer needs of the kernel. `Harness.open` builds one and hands it to the agent's host
- * (`AgentHost`); the agent never sees the harness itself.
+ * (`Conversations`); the agent never sees the harness itself.
  */
 export interface AgentKernel {
   readonly session: AgentSession;

@@ -5,9 +5,9 @@ import type { Report } from "../reports.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
-import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./documents.ts";
+import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./conversation/documents.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
-import type { LiveEvent } from "./view.ts";
+import type { LiveEvent } from "./view/view.ts";
 
 /**
  * A task runtime as the agent's tasks see it: the kernel's runtime, with its live events typed as the

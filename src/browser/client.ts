@@ -32,7 +32,7 @@ export interface StorageEstimateResult {
   /** Whether the browser keeps this origin's storage under pressure (see `persistStorage()`). */
   persisted: boolean;
 }
-export { applyViewUpdate, ConversationView, ConversationViewStore } from "../agent/view-store.ts";
+export { applyViewUpdate, ConversationView, ConversationViewStore } from "../agent/view/view-store.ts";
 
 export class HarnessClient extends HostClient {
   /** The worker that owns the database (undefined for a Durable Object reached by URL). */

@@ -8,7 +8,7 @@ import * as Comlink from "comlink";
 import { type Authorize, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
-import { ALL_POWERS, type HarnessHost } from "../host/protocol.ts";
+import { ALL_POWERS, type HarnessService } from "../host/protocol.ts";
 
 /** Who calls a browser worker's host: the page that owns the worker, or another tab of the origin (a follower). */
 export interface WorkerCaller {
@@ -41,7 +41,7 @@ Comlink.transferHandlers.set("throw", {
 });
 
 /** Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). */
-export function exposeHost(host: HarnessHost, endpoint?: Comlink.Endpoint, authorize?: Authorize<WorkerCaller>): ServedEndpoint {
+export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, authorize?: Authorize<WorkerCaller>): ServedEndpoint {
   const served = hostEndpoint(host, {
     // The page's listener is a proxy holding a MessagePort; release it with the subscription.
     dropped: (emit) => (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.(),

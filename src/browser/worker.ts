@@ -15,7 +15,7 @@ import { createRegistry } from "../agent/builtins.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import type { Authorize } from "../host/doors.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
-import { type HarnessHost, TEST_HOOK } from "../host/protocol.ts";
+import { type HarnessService, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
 import { openSqliteStorage } from "../storage/sqlite/open-storage.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
@@ -73,8 +73,8 @@ export interface ServeHarnessOptions {
 export interface ServedHarness {
   /** Resolves with the harness once the database is open (rejects if opening failed). */
   ready: Promise<Harness>;
-  /** The host the page talks to, for the worker's own code (for example `host.onStatus(...)`). */
-  host: HarnessHost;
+  /** The service the page talks to, for the worker's own code (for example `service.onStatus(...)`). */
+  service: HarnessService;
   /** How many listeners the host holds for subscriptions (a page that unsubscribes leaves none). */
   listenerCount(): number;
 }
@@ -84,7 +84,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const database = `${options.poolDirectory ?? "default pool"}:${path}`;
   const registry = options.registry ?? createRegistry();
   for (const extension of options.extensions ?? []) registry.install(extension);
-  const { host, ready, listenerCount } = createHost({
+  const { service, ready, listenerCount } = createHost({
     database,
     openStorage: async () => {
       const storage = await openSqliteStorage({
@@ -107,9 +107,9 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
-  exposeHost(host, undefined, options.authorize);
+  exposeHost(service, undefined, options.authorize);
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
-  serveTabs(host, database, options.authorize);
-  if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessHost })[TEST_HOOK] = host;
-  return { ready, host, listenerCount };
+  serveTabs(service, database, options.authorize);
+  if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;
+  return { ready, service, listenerCount };
 }

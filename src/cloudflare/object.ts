@@ -30,7 +30,7 @@ import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { type SerializedError, serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
-import type { HarnessHost, MethodName } from "../host/protocol.ts";
+import type { HarnessService, MethodName } from "../host/protocol.ts";
 import type { Json } from "../json.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
@@ -135,8 +135,8 @@ export interface HarnessObject<Env = unknown> extends HarnessRpc {}
 export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   /** The harness, once the object's storage was opened and recovered. */
   readonly ready: Promise<Harness>;
-  /** The client API (the same host the browser worker serves). */
-  readonly host: HarnessHost;
+  /** The client API (the same service the browser worker serves). */
+  readonly service: HarnessService;
   /** How many listeners the host holds for subscriptions (pages that left hold none). */
   readonly listenerCount: () => number;
   readonly #endpoint: HostEndpoint;
@@ -183,10 +183,10 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       crashPoints: crashPoints ?? false,
       now: systemClock.now,
     });
-    this.host = served.host;
+    this.service = served.service;
     this.listenerCount = served.listenerCount;
-    this.#endpoint = hostEndpoint(served.host);
-    if (onReport) void served.host.onReport(onReport);
+    this.#endpoint = hostEndpoint(served.service);
+    if (onReport) void served.service.onReport(onReport);
     // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every
     // request would open and fail again): requests are answered with it, sockets get the `failed` status.
     const opened = ctx.blockConcurrencyWhile(async (): Promise<{ harness: Harness } | { error: unknown }> => {

@@ -6,8 +6,8 @@
  * `WorkerGone` instead of hanging.
  */
 
-import type { ConversationViewState, ConversationViewUpdate } from "../agent/view.ts";
-import { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState, ConversationViewUpdate } from "../agent/view/view.ts";
+import { ConversationView } from "../agent/view/view-store.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";

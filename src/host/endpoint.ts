@@ -6,7 +6,7 @@
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
 import { InvalidArguments, UnknownMethod } from "../errors.ts";
-import { type HarnessHost, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;
@@ -25,7 +25,7 @@ export interface ServedEndpoint extends HostEndpoint {
 
 type AnyMethod = (...args: unknown[]) => unknown;
 
-export function hostEndpoint(host: HarnessHost, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
+export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
   const subscriptions = new Map<number, Unsubscribe>();
   let lastId = 0;
   const method = (name: string, kind: "call" | "subscribe", args: unknown) => {

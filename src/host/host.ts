@@ -1,10 +1,10 @@
 /**
- * The runtime-neutral host: given storage it can open, it owns one harness and serves `HarnessHost` — status,
+ * The runtime-neutral host: given storage it can open, it owns one harness and serves `HarnessService` — status,
  * tasks, conversations, views, reports, read-only SQL, crash points and the app's extra methods. It imports
  * no DOM, Worker or Node API; a runtime adapter (the browser worker, a Durable Object) hands it the storage,
  * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
  */
-import { coalesceLiveFrames, type LivePace } from "../agent/live-frames.ts";
+import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
@@ -15,7 +15,7 @@ import type { Storage } from "../storage/storage.ts";
 import { serializeError } from "./error-wire.ts";
 import { Listeners, safely } from "./listeners.ts";
 import type { Ownership } from "./ownership.ts";
-import type { CrashPointHit, ErrorShape, HarnessHost, HarnessStatus } from "./protocol.ts";
+import type { CrashPointHit, ErrorShape, HarnessService, HarnessStatus } from "./protocol.ts";
 
 /** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
 export type HostMethod = (harness: Harness, ...args: Json[]) => unknown;
@@ -49,7 +49,7 @@ export interface HostOptions {
 
 /** A host and its life. */
 export interface ServedHost {
-  host: HarnessHost;
+  service: HarnessService;
   /** Resolves with the harness once it is open (rejects if opening failed). */
   ready: Promise<Harness>;
   /** How many listeners the host holds for subscriptions (status, reports, tasks, conversation views). */
@@ -188,7 +188,7 @@ export function createHost(options: HostOptions): ServedHost {
     return harness;
   };
 
-  const host: HarnessHost = {
+  const host: HarnessService = {
     status: () => status,
     lifeLock: () => ownership?.lifeLock() ?? Promise.resolve(undefined),
     onStatus(listener) {
@@ -304,7 +304,7 @@ export function createHost(options: HostOptions): ServedHost {
     },
   };
 
-  return { host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views };
+  return { service: host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views };
 }
 
 /** An error for a status or a report: its serialized form without the stack (statuses and reports are kept). */

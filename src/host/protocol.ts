@@ -1,15 +1,16 @@
 /**
  * The one definition of the protocol between a page and the host that owns a harness (a Web Worker, a Durable
- * Object). `HarnessHost` is what a host implements; `PROTOCOL` holds one row per method: how it crosses a
+ * Object). `HarnessService` is what a host implements; `PROTOCOL` holds one row per method: how it crosses a
  * transport (a `call` answers once, a `subscribe` takes a listener as its last argument and pushes values until
  * it is unsubscribed), its argument schema, whether a tab may send it again, its exposure class, and where it
  * is served. Host endpoints, clients, the tabs' retries and the object's doors read these rows; nothing else
  * lists the methods.
  */
-import type { ApprovalRecord, Decision, PendingApproval } from "../agent/approvals.ts";
-import { agentChange, submissionDraft } from "../agent/drafts.ts";
+
+import { agentChange, submissionDraft } from "../agent/conversation/drafts.ts";
+import type { ApprovalRecord, Decision, PendingApproval } from "../agent/tasks/approvals.ts";
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
-import type { ConversationViewUpdate, EntryPage } from "../agent/view.ts";
+import type { ConversationViewUpdate, EntryPage } from "../agent/view/view.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
@@ -60,7 +61,7 @@ export interface CrashPointHit {
 export type Unsubscribe = () => void;
 
 /** What a host serves. A subscription's listener is its last parameter; it returns the unsubscribe function. */
-export interface HarnessHost {
+export interface HarnessService {
   status(): HarnessStatus;
   /** The name of a Web Lock the worker holds for its whole life (undefined where there is none). */
   lifeLock(): Promise<string | undefined>;
@@ -182,7 +183,7 @@ const decision = record(
 /**
  * Each method's row: the one place a method is listed. Host endpoints and clients are derived from it, and
  * so are the argument checks at every host, the tabs' retries and what an object serves to which caller.
- * The compiler keeps it in step with `HarnessHost`.
+ * The compiler keeps it in step with `HarnessService`.
  */
 export const PROTOCOL = {
   status: row("call", none, { retry: "safe", exposure: "page", answeredByClient: true }),
@@ -224,9 +225,9 @@ export const PROTOCOL = {
   }),
   pendingApprovals: row("call", args([id]), { retry: "safe", exposure: "page" }),
   call: row("call", args([text({ max: 200 })], [], json), { exposure: "power", answeredByClient: true }),
-} as const satisfies { [K in keyof HarnessHost]: MethodPolicy & { kind: Kind<HarnessHost[K]> } };
+} as const satisfies { [K in keyof HarnessService]: MethodPolicy & { kind: Kind<HarnessService[K]> } };
 
-export type MethodName = keyof HarnessHost;
+export type MethodName = keyof HarnessService;
 /** The methods a page's client answers itself (`answeredByClient`). */
 export type ClientAnswered = { [K in MethodName]: (typeof PROTOCOL)[K]["answeredByClient"] extends true ? K : never }[MethodName];
 
@@ -249,9 +250,9 @@ export function exposureOf(method: MethodName, args: readonly unknown[]): Exposu
  * resolves with its unsubscribe function once the host holds the listener (it rejects if the host refused it).
  */
 export type RemoteHost = {
-  [K in keyof HarnessHost]: (typeof PROTOCOL)[K]["kind"] extends "subscribe"
-    ? (...args: Parameters<HarnessHost[K]>) => Promise<Unsubscribe>
-    : (...args: Parameters<HarnessHost[K]>) => Promise<Awaited<ReturnType<HarnessHost[K]>>>;
+  [K in keyof HarnessService]: (typeof PROTOCOL)[K]["kind"] extends "subscribe"
+    ? (...args: Parameters<HarnessService[K]>) => Promise<Unsubscribe>
+    : (...args: Parameters<HarnessService[K]>) => Promise<Awaited<ReturnType<HarnessService[K]>>>;
 };
 
 export function isMethod(name: string): name is MethodName {

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, test as base, type Page } from "@playwright/test";
 import type { Recovery } from "../harness.ts";
-import type { CrashPointHit, HarnessHost } from "../host/protocol.ts";
+import type { CrashPointHit, HarnessService } from "../host/protocol.ts";
 import type { Json } from "../json.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
@@ -87,7 +87,7 @@ export interface HarnessFixtureOptions {
   persistentContext: boolean;
 }
 
-type Hooked = { __piDurableHost: HarnessHost };
+type Hooked = { __piDurableHost: HarnessService };
 
 export const test = base.extend<HarnessFixtureOptions & { harness: HarnessFixture }>({
   persistentContext: [false, { option: true }],

@@ -1,7 +1,7 @@
 import type { ChatTransport, UIMessageChunk } from "ai";
 import type { SubmissionOutcome, UserContent } from "../agent/types.ts";
-import type { ConversationViewState } from "../agent/view.ts";
-import type { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState } from "../agent/view/view.ts";
+import type { ConversationView } from "../agent/view/view-store.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
 import type { ChatClient } from "./client.ts";
 import { liveTurn, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";

@@ -1,8 +1,8 @@
 import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
-import type { ApprovalRecord, Decision } from "../agent/approvals.ts";
+import type { ApprovalRecord, Decision } from "../agent/tasks/approvals.ts";
 import type { SubmissionDraft, UserContent } from "../agent/types.ts";
-import type { ConversationViewState } from "../agent/view.ts";
-import type { ConversationView } from "../agent/view-store.ts";
+import type { ConversationViewState } from "../agent/view/view.ts";
+import type { ConversationView } from "../agent/view/view-store.ts";
 import type { HarnessStatus } from "../browser/client.ts";
 import { NotReady } from "../errors.ts";
 import type { Inspection } from "../harness.ts";

@@ -7,7 +7,7 @@ import type {
   ToolResultEntryPayload,
   UserEntryPayload,
 } from "../agent/types.ts";
-import type { ConversationViewState } from "../agent/view.ts";
+import type { ConversationViewState } from "../agent/view/view.ts";
 import type { EntryRecord } from "../storage/records.ts";
 
 /**

@@ -1,6 +1,6 @@
 import type { UIMessage } from "ai";
 import type { UserEntryPayload } from "../agent/types.ts";
-import type { ConversationViewState } from "../agent/view.ts";
+import type { ConversationViewState } from "../agent/view/view.ts";
 import { type DurableDataTypes, liveTurn, type Reply, replyOf, turnsOf, userMessageId } from "./reply.ts";
 
 /** A `useChat` message of a durable conversation: its data parts are `DurableDataTypes`. */

@@ -10,7 +10,7 @@ import type { Registry } from "./registry.ts";
 import { type FaultReason, fault } from "./transitions.ts";
 import type { RunningTask, TaskRuntime } from "./types.ts";
 
-export interface InvokeHost {
+export interface SchedulerPort {
   readonly session: Session;
   readonly registry: Registry;
   readonly index: LiveIndex;
@@ -27,7 +27,7 @@ export interface InvokeHost {
  * durable progress), or the abort / restart-limit handler once. A failure, a phase without progress or a
  * handler that leaves its task running ends the task `faulted`, in one commit.
  */
-export async function invoke(host: InvokeHost, invocation: Invocation, runtime: TaskRuntime): Promise<void> {
+export async function invoke(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime): Promise<void> {
   const id = invocation.taskId;
   try {
     if (invocation.mode !== "run") {
@@ -81,7 +81,7 @@ export async function invoke(host: InvokeHost, invocation: Invocation, runtime: 
 }
 
 /** An abort handler or a restart-limit handler: runs once and must leave the task terminal. */
-async function invokeOnce(host: InvokeHost, invocation: Invocation, runtime: TaskRuntime): Promise<void> {
+async function invokeOnce(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime): Promise<void> {
   const current = host.session.live.get(invocation.taskId);
   if (current?.state.status !== "running" || host.closing()) return;
   const handler = invocation.mode === "abort" ? invocation.definition.abort : invocation.definition.onRestartLimit;
@@ -105,7 +105,7 @@ async function invokeOnce(host: InvokeHost, invocation: Invocation, runtime: Tas
 }
 
 /** Ends the invocation's task `faulted`, unless it is no longer running here or an abort mark came first. */
-async function commitFault(host: InvokeHost, invocation: Invocation, reason: FaultReason, message: string): Promise<void> {
+async function commitFault(host: SchedulerPort, invocation: Invocation, reason: FaultReason, message: string): Promise<void> {
   try {
     await host.session.commit((tx) => {
       const task = tx.task(invocation.taskId);

@@ -28,7 +28,7 @@ const GROUPED = { group: true } as const;
 
 /** Makes each invocation's `TaskRuntime` (S3): what a phase can do, every call refused once it has ended. */
 export class TaskRuntimes {
-  readonly host: TaskRuntimesOptions;
+  readonly kernel: TaskRuntimesOptions;
   /**
    * Recently read entries (frozen; entries never change), shared by concurrent readers: the tool tasks of one
    * round all read the same assistant entry.
@@ -36,10 +36,10 @@ export class TaskRuntimes {
   readonly entries = new Map<number, Promise<EntryRecord | undefined>>();
 
   /** Reads a stored (terminal) task, for the checks of a commit (a wait on tasks it does not hold live). */
-  readonly stored = (member: number): Promise<TaskRecord | undefined> => this.host.session.storage.getTask(member);
+  readonly stored = (member: number): Promise<TaskRecord | undefined> => this.kernel.session.storage.getTask(member);
 
   constructor(host: TaskRuntimesOptions) {
-    this.host = host;
+    this.kernel = host;
   }
 
   create(invocation: Invocation): TaskRuntime {
@@ -61,11 +61,11 @@ class InvocationRuntime implements TaskRuntime {
   readonly #kind: string;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
-    const first = runtimes.host.session.live.get(invocation.taskId)!;
+    const first = runtimes.kernel.session.live.get(invocation.taskId)!;
     this.taskId = invocation.taskId;
     this.conversationId = first.conversationId;
-    this.models = runtimes.host.options.models;
-    this.registry = runtimes.host.registry;
+    this.models = runtimes.kernel.options.models;
+    this.registry = runtimes.kernel.registry;
     this.#runtimes = runtimes;
     this.#invocation = invocation;
     this.#kind = first.kind;
@@ -76,7 +76,7 @@ class InvocationRuntime implements TaskRuntime {
   }
 
   get settings(): TaskRuntime["settings"] {
-    return this.#runtimes.host.options.settings;
+    return this.#runtimes.kernel.options.settings;
   }
 
   #check(): void {
@@ -85,7 +85,7 @@ class InvocationRuntime implements TaskRuntime {
 
   /** Commits `body` for this running task, on the line; a storage refusal is remembered as the invocation's. */
   #gated<T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> {
-    const { session, closing } = this.#runtimes.host;
+    const { session, closing } = this.#runtimes.kernel;
     const invocation = this.#invocation;
     const id = this.taskId;
     return session
@@ -117,7 +117,7 @@ class InvocationRuntime implements TaskRuntime {
   async commit(change: Parameters<TaskRuntime["commit"]>[0], context: Context): Promise<void> {
     this.#check();
     throwIfCancelled(context);
-    const { index, options } = this.#runtimes.host;
+    const { index, options } = this.#runtimes.kernel;
     const stored = this.#runtimes.stored;
     const invocation = this.#invocation;
     const id = this.taskId;
@@ -138,7 +138,7 @@ class InvocationRuntime implements TaskRuntime {
 
   async crashPoint(name: string): Promise<void> {
     this.#check();
-    const handler = this.#runtimes.host.options.crashPoint;
+    const handler = this.#runtimes.kernel.options.crashPoint;
     if (handler) await handler(name, { taskId: this.taskId, taskKind: this.#kind, conversationId: this.conversationId });
   }
 
@@ -146,7 +146,7 @@ class InvocationRuntime implements TaskRuntime {
   memo(name: string, value: Json, context: Context): Promise<Json>;
   async memo(name: string, ...rest: unknown[]): Promise<Json | undefined> {
     this.#check();
-    const { session, options } = this.#runtimes.host;
+    const { session, options } = this.#runtimes.kernel;
     if (rest.length < 2) {
       const memos = session.live.get(this.taskId)?.memos;
       return memos && Object.hasOwn(memos, name) ? memos[name] : undefined;
@@ -171,13 +171,13 @@ class InvocationRuntime implements TaskRuntime {
 
   now(): number {
     this.#check();
-    return this.#runtimes.host.options.clock.now();
+    return this.#runtimes.kernel.options.clock.now();
   }
 
   async outcomes(ids: readonly number[], context: Context): Promise<TaskOutcome[]> {
     this.#check();
     throwIfCancelled(context);
-    const { session } = this.#runtimes.host;
+    const { session } = this.#runtimes.kernel;
     const out: TaskOutcome[] = [];
     for (const member of ids) {
       if (session.live.has(member)) throw new InvalidCommit(`Task ${member} is not terminal.`);
@@ -192,24 +192,24 @@ class InvocationRuntime implements TaskRuntime {
   async getTask(taskId: number, context: Context): Promise<TaskRecord | undefined> {
     this.#check();
     throwIfCancelled(context);
-    const { session } = this.#runtimes.host;
+    const { session } = this.#runtimes.kernel;
     return session.live.get(taskId) ?? session.storage.getTask(taskId);
   }
 
   report(report: Report): void {
     this.#check();
-    deliver(this.#runtimes.host.options.onReport, report);
+    deliver(this.#runtimes.kernel.options.onReport, report);
   }
 
   live(event: unknown): void {
     if (this.#invocation.ended) return; // a late event of an ended invocation shows nothing
-    this.#runtimes.host.options.onLive?.({ taskId: this.taskId, conversationId: this.conversationId, event });
+    this.#runtimes.kernel.options.onLive?.({ taskId: this.taskId, conversationId: this.conversationId, event });
   }
 
   async env<E extends ExecutionEnv>(context: Context): Promise<E> {
     this.#check();
     throwIfCancelled(context);
-    const { options } = this.#runtimes.host;
+    const { options } = this.#runtimes.kernel;
     if (!options.env) throw new DurableError("No execution environment: pass HarnessOptions.env to give tasks one.");
     return (await options.env(this.conversationId, context)) as E;
   }
@@ -217,7 +217,7 @@ class InvocationRuntime implements TaskRuntime {
   async entries(query: { conversationId?: number; afterId?: number }, context: Context): Promise<EntryRecord[]> {
     this.#check();
     throwIfCancelled(context);
-    const { session } = this.#runtimes.host;
+    const { session } = this.#runtimes.kernel;
     const conversationId = query.conversationId ?? this.conversationId;
     // A wrong id would list nothing, silently: say what it is instead.
     if (!session.conversations.has(conversationId))
@@ -231,7 +231,7 @@ class InvocationRuntime implements TaskRuntime {
     const entries = this.#runtimes.entries;
     let read = entries.get(entryId);
     if (!read) {
-      read = this.#runtimes.host.session.storage.getEntry(entryId).then((entry) => {
+      read = this.#runtimes.kernel.session.storage.getEntry(entryId).then((entry) => {
         if (!entry) entries.delete(entryId); // not committed (yet): do not remember the miss
         return entry === undefined ? undefined : deepFreeze(entry);
       });
@@ -244,7 +244,7 @@ class InvocationRuntime implements TaskRuntime {
 
   document(scope: string, key: string): Json | undefined {
     this.#check();
-    return cloneJson(this.#runtimes.host.session.documents.get(documentKey(scope, key))?.value);
+    return cloneJson(this.#runtimes.kernel.session.documents.get(documentKey(scope, key))?.value);
   }
 
   setTimer(delayMs: number, fire: () => void): () => void {
@@ -257,7 +257,7 @@ class InvocationRuntime implements TaskRuntime {
       cancelTimer = undefined;
       invocation.cancellation.forget(cancel);
     };
-    cancelTimer = this.#runtimes.host.options.clock.setTimer(delayMs, () => {
+    cancelTimer = this.#runtimes.kernel.options.clock.setTimer(delayMs, () => {
       cancelTimer = undefined;
       invocation.cancellation.forget(cancel);
       if (!invocation.ended) fire();

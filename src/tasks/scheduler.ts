@@ -9,7 +9,7 @@ import type { TaskRecord } from "../storage/records.ts";
 import { KeyedWaiters } from "../waiters.ts";
 import { inspectTask, type TaskInspectionState } from "./inspect.ts";
 import type { Invocation } from "./invocation.ts";
-import { type InvokeHost, invoke } from "./invoke.ts";
+import { invoke, type SchedulerPort } from "./invoke.ts";
 import { LiveIndex } from "./live-index.ts";
 import type { SchedulerOptions } from "./options.ts";
 import { SchedulingPass } from "./pass.ts";
@@ -45,7 +45,7 @@ export class Scheduler {
   readonly #seenDue = new Map<number, number>();
   /** Consecutive storage failures of scheduler commits, and the wait before the next try. */
   readonly #backoff: Backoff;
-  readonly #invokeHost: InvokeHost;
+  readonly #schedulerPort: SchedulerPort;
   /** The invocations the pass in progress reserved (started only once its commit is stored). */
   #reserving: Invocation[] = [];
   /** Task ids whose situation changed since the last pass. */
@@ -87,7 +87,7 @@ export class Scheduler {
       },
     });
     this.#backoff = new Backoff(options.clock, () => this.#kick());
-    this.#invokeHost = {
+    this.#schedulerPort = {
       session,
       registry,
       index: this.#index,
@@ -381,7 +381,7 @@ export class Scheduler {
   }
 
   #run(invocation: Invocation): Promise<void> {
-    return invoke(this.#invokeHost, invocation, this.#runtimes.create(invocation));
+    return invoke(this.#schedulerPort, invocation, this.#runtimes.create(invocation));
   }
 
   /** After a storage failure: report it, and retry after a backoff on the harness clock. */

@@ -8,7 +8,7 @@
  *   const task = await waitForTask(page, (t) => t.kind === "example.counter" && t.state.status === "terminal");
  */
 import type { Page, Worker as PlaywrightWorker } from "playwright-core";
-import type { HarnessHost, HarnessStatus } from "../host/protocol.ts";
+import type { HarnessService, HarnessStatus } from "../host/protocol.ts";
 import { PAGE_TEST_HOOK } from "../host/protocol.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
@@ -33,7 +33,7 @@ export async function harnessWorker(page: Page, timeoutMs = 15_000): Promise<Pla
 /** The harness status inside the page's worker. */
 export async function harnessStatus(page: Page): Promise<HarnessStatus> {
   const worker = await harnessWorker(page);
-  return worker.evaluate(() => (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost.status());
+  return worker.evaluate(() => (globalThis as unknown as { __piDurableHost: HarnessService }).__piDurableHost.status());
 }
 
 /**
@@ -141,7 +141,7 @@ export async function waitForTask(page: Page, match: TaskMatch, timeoutMs = 30_0
       : worker
         ? await worker
             .evaluate(async () => {
-              const host = (globalThis as unknown as { __piDurableHost: HarnessHost }).__piDurableHost;
+              const host = (globalThis as unknown as { __piDurableHost: HarnessService }).__piDurableHost;
               if (host.status().kind !== "ready") return [] as string[];
               return (await host.query("SELECT record FROM tasks ORDER BY id")).map((row) => String(row.record));
             })

@@ -156,7 +156,7 @@ export class SweepObject extends HarnessObject<Env> {
           // Keyed, so a start the crash cut off can be asked again: it returns what the first one made.
           const id =
             this.#scenario === "counter"
-              ? await this.host.createTask("example.counter", { to: 5 }, { key: "sweep" })
+              ? await this.service.createTask("example.counter", { to: 5 }, { key: "sweep" })
               : (await root.submit({ type: "input", content: "append hello", requestId: "sweep" }, BACKGROUND)).id;
           return Response.json({ id, instance: this.instance });
         }

@@ -49,7 +49,7 @@ const served = serveHarness({
   },
 });
 
-served.host.onStatus((status) => {
+served.service.onStatus((status) => {
   statusAt[status.kind] ??= now();
 });
 

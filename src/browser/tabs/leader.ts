@@ -4,12 +4,12 @@ import { ConnectionLost, HarnessClosed } from "../../errors.ts";
 import type { Authorize } from "../../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
 import { serveMessages } from "../../host/messages.ts";
-import type { HarnessHost } from "../../host/protocol.ts";
+import type { HarnessService } from "../../host/protocol.ts";
 import { type WorkerCaller, workerDoor } from "../comlink.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
-export function serveTabs(host: HarnessHost, database: string, authorize?: Authorize<WorkerCaller>): void {
+export function serveTabs(host: HarnessService, database: string, authorize?: Authorize<WorkerCaller>): void {
   const locks = broker();
   if (!locks) return; // no broker: the other tabs wait for the database (and may take it over)
   const id = crypto.randomUUID();
@@ -56,7 +56,7 @@ export function serveTabs(host: HarnessHost, database: string, authorize?: Autho
  * The host's endpoint for followers: a call that fails because this leader is closing (its harness closed, its
  * status no longer ready) fails with `ConnectionLost`, which the follower answers like the leader's death.
  */
-function leaderEndpoint(host: HarnessHost): HostEndpoint {
+function leaderEndpoint(host: HarnessService): HostEndpoint {
   const served = hostEndpoint(host);
   const leaving = (error: unknown) => {
     throw error instanceof HarnessClosed || host.status().kind !== "ready" ? new ConnectionLost() : error;

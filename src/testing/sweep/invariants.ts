@@ -1,4 +1,4 @@
-import { LIVE, scopeOf } from "../../agent/documents.ts";
+import { LIVE, scopeOf } from "../../agent/conversation/documents.ts";
 import type { Batch, EntryRecord, SubmissionRecord, TaskRecord } from "../../storage/records.ts";
 import type { Storage } from "../../storage/storage.ts";
 import type { BuiltInInvariant, CrashWorldView } from "./types.ts";

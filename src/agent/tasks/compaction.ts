@@ -1,14 +1,14 @@
 import type { AssistantMessage, Message, UserMessage } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
-import type { Context } from "../context.ts";
-import { errorMessage } from "../error-message.ts";
-import type { Tx } from "../session/tx.ts";
-import type { RunningTask } from "../tasks/types.ts";
-import { activeEntries, deriveContext, messageOf, toolCallsOf } from "./context.ts";
-import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "./documents.ts";
-import { findModel } from "./models.ts";
-import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
-import type { LiveFailure, ModelRef } from "./types.ts";
+import type { Context } from "../../context.ts";
+import { errorMessage } from "../../error-message.ts";
+import type { Tx } from "../../session/tx.ts";
+import type { RunningTask } from "../../tasks/types.ts";
+import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
+import { activeEntries, deriveContext, messageOf, toolCallsOf } from "../conversation/transcript.ts";
+import { findModel } from "../models.ts";
+import { type AgentRuntime, defineAgentTask } from "../runtime.ts";
+import type { LiveFailure, ModelRef } from "../types.ts";
 
 /**
  * `pi.compaction` (S10): `conversation.compact()` summarizes the entries before the newest user input through

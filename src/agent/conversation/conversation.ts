@@ -1,18 +1,15 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import { type Context, throwIfCancelled, waitFor } from "../context.ts";
-import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../errors.ts";
-import { cloneJson } from "../json.ts";
-import type { DocumentReader } from "../session/documents.ts";
-import { documentKey, type KernelTx, type Tx } from "../session/tx.ts";
-import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../storage/records.ts";
-import { type ApprovalRecord, type Decision, decideIn, type PendingApproval, pendingApprovals } from "./approvals.ts";
-import { addCompactionStatus, CompactionTask } from "./compaction.ts";
-import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
-import { agentChange, draftProblem } from "./drafts.ts";
-import type { AgentKernel } from "./kernel.ts";
-import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
-import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "./types.ts";
-import type { ConversationFeed } from "./view.ts";
+import { type Context, throwIfCancelled, waitFor } from "../../context.ts";
+import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../../errors.ts";
+import { cloneJson } from "../../json.ts";
+import type { DocumentReader } from "../../session/documents.ts";
+import { documentKey, type KernelTx, type Tx } from "../../session/tx.ts";
+import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../storage/records.ts";
+import type { AgentKernel } from "../kernel.ts";
+import { type ApprovalRecord, type Decision, decideIn, type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
+import { addCompactionStatus, CompactionTask } from "../tasks/compaction.ts";
+import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "../types.ts";
+import type { ConversationFeed } from "../view/view.ts";
 import {
   type ConversationViewState,
   DEFAULT_VIEW_PAGE,
@@ -21,11 +18,14 @@ import {
   type ViewListener,
   type ViewUpdateListener,
   viewDocuments,
-} from "./view.ts";
-import { ConversationViewStore } from "./view-store.ts";
+} from "../view/view.ts";
+import { ConversationViewStore } from "../view/view-store.ts";
+import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
+import { agentChange, draftProblem } from "./drafts.ts";
+import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
 
 /**
- * What conversations and submissions need of the agent that made them (the `AgentHost` is the one
+ * What conversations and submissions need of the agent that made them (the `Conversations` is the one
  * implementation): the kernel, commits in a conversation, the admission line, settlement, shared feeds.
  */
 export interface ConversationPort {

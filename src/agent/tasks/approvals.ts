@@ -1,10 +1,10 @@
-import { AlreadyDecided, ApprovalMismatch, ApprovalWithdrawn, type DecisionSummary, NoPendingApproval, NotFound } from "../errors.ts";
-import type { Json } from "../json.ts";
-import type { DocumentReader } from "../session/documents.ts";
-import type { KernelTx, Tx } from "../session/tx.ts";
-import type { TaskRecord } from "../storage/records.ts";
-import { wakeSleeper } from "../tasks/transitions.ts";
-import { asJson, scopeOf } from "./documents.ts";
+import { AlreadyDecided, ApprovalMismatch, ApprovalWithdrawn, type DecisionSummary, NoPendingApproval, NotFound } from "../../errors.ts";
+import type { Json } from "../../json.ts";
+import type { DocumentReader } from "../../session/documents.ts";
+import type { KernelTx, Tx } from "../../session/tx.ts";
+import type { TaskRecord } from "../../storage/records.ts";
+import { wakeSleeper } from "../../tasks/transitions.ts";
+import { asJson, scopeOf } from "../conversation/documents.ts";
 
 /**
  * A person in the loop (DESIGN §4c). A tool call that needs a decision is a `pi.tool` task asleep without a

@@ -1,10 +1,9 @@
 import type { UserMessage } from "@earendil-works/pi-ai";
-import { ConversationBusy } from "../errors.ts";
-import type { KernelTx } from "../session/tx.ts";
-import type { SubmissionRecord } from "../storage/records.ts";
-import type { TaskKind } from "../tasks/types.ts";
-import { appendEntry, asJson, clearToolProgress, readInbox, readLive, writeInbox, writeLive } from "./documents.ts";
-import { GENERATION_KIND } from "./generation-kind.ts";
+import { ConversationBusy } from "../../errors.ts";
+import type { KernelTx } from "../../session/tx.ts";
+import type { SubmissionRecord } from "../../storage/records.ts";
+import type { TaskKind } from "../../tasks/types.ts";
+import { GENERATION_KIND } from "../tasks/generation-kind.ts";
 import type {
   EntryDraft,
   InboxState,
@@ -14,7 +13,8 @@ import type {
   UnansweredReason,
   UserContent,
   UserEntryPayload,
-} from "./types.ts";
+} from "../types.ts";
+import { appendEntry, asJson, clearToolProgress, readInbox, readLive, writeInbox, writeLive } from "./documents.ts";
 
 /** `SubmissionRecord.payload` of an input. `entryId` is set once the input is placed as a `pi.user` entry. */
 export interface InputPayload {

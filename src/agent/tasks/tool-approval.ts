@@ -1,7 +1,8 @@
 import type { ToolCall } from "@earendil-works/pi-ai";
-import type { Context } from "../context.ts";
-import { errorMessage } from "../error-message.ts";
-import type { Json } from "../json.ts";
+import type { Context } from "../../context.ts";
+import { errorMessage } from "../../error-message.ts";
+import type { Json } from "../../json.ts";
+import type { AnyTool, ApprovalVerdict, ToolCallInfo } from "../tool.ts";
 import {
   APPROVAL_PHASE,
   type ApprovalCheckpoint,
@@ -11,7 +12,6 @@ import {
   readApproval,
   writeApproval,
 } from "./approvals.ts";
-import type { AnyTool, ApprovalVerdict, ToolCallInfo } from "./tool.ts";
 import { currentAgent, errorResult, type Runtime, readCall, settle, type Task } from "./tool-result.ts";
 
 /**

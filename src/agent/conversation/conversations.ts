@@ -1,20 +1,20 @@
-import { type Context, throwIfCancelled, waitFor } from "../context.ts";
-import { HarnessClosed, ReadOnlySession } from "../errors.ts";
-import { cloneJson } from "../json.ts";
-import { SerialQueue } from "../serial.ts";
-import { mirroredKind, notFound, storedKind } from "../session/ids.ts";
-import type { Published } from "../session/session.ts";
-import { documentKey, type KernelTx } from "../session/tx.ts";
-import type { SubmissionRecord, TaskRecord } from "../storage/records.ts";
-import { KeyedWaiters } from "../waiters.ts";
-import { type PendingApproval, pendingApprovals } from "./approvals.ts";
+import { type Context, throwIfCancelled, waitFor } from "../../context.ts";
+import { HarnessClosed, ReadOnlySession } from "../../errors.ts";
+import { cloneJson } from "../../json.ts";
+import { SerialQueue } from "../../serial.ts";
+import { mirroredKind, notFound, storedKind } from "../../session/ids.ts";
+import type { Published } from "../../session/session.ts";
+import { documentKey, type KernelTx } from "../../session/tx.ts";
+import type { SubmissionRecord, TaskRecord } from "../../storage/records.ts";
+import { KeyedWaiters } from "../../waiters.ts";
+import type { AgentKernel } from "../kernel.ts";
+import { type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
+import { convertPartial } from "../tasks/generation.ts";
+import type { AgentChange } from "../types.ts";
+import { ConversationFeed, type LiveEvent } from "../view/view.ts";
 import { applyChange, Conversation, type ConversationPort, Submission } from "./conversation.ts";
 import { AgentDocument, readLive, scopeOf, writeLive } from "./documents.ts";
-import { convertPartial } from "./generation.ts";
-import type { AgentKernel } from "./kernel.ts";
 import { endRun } from "./runs.ts";
-import type { AgentChange } from "./types.ts";
-import { ConversationFeed, type LiveEvent } from "./view.ts";
 
 /**
  * The agent's per-harness state, built by `Harness.open` over the kernel it is given (`AgentKernel`): the
@@ -23,7 +23,7 @@ import { ConversationFeed, type LiveEvent } from "./view.ts";
  * `pi.live` honest when the scheduler ends a built-in task itself (a fault or an orphan writes no visible
  * result of its own).
  */
-export class AgentHost implements ConversationPort {
+export class Conversations implements ConversationPort {
   readonly kernel: AgentKernel;
   readonly #waiters = new KeyedWaiters<number, SubmissionRecord>();
   /** Views by conversation and page size (`${conversationId}/${page}`). */

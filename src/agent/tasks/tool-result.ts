@@ -1,17 +1,17 @@
 import type { TextContent, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
-import type { Context } from "../context.ts";
-import { NotFound } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
-import type { KernelTx } from "../session/tx.ts";
-import { commitStored } from "../tasks/commit-stored.ts";
-import type { RunningTask } from "../tasks/types.ts";
-import { type ResolvedAgent, resolveAgent } from "./agent.ts";
+import type { Context } from "../../context.ts";
+import { NotFound } from "../../errors.ts";
+import { cloneJson, type Json } from "../../json.ts";
+import type { KernelTx } from "../../session/tx.ts";
+import { commitStored } from "../../tasks/commit-stored.ts";
+import type { RunningTask } from "../../tasks/types.ts";
+import { type ResolvedAgent, resolveAgent } from "../agent.ts";
+import { appendEntry, clearToolProgress } from "../conversation/documents.ts";
+import { toolCallsOf } from "../conversation/transcript.ts";
+import type { AgentRuntime } from "../runtime.ts";
+import type { ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "../tool.ts";
+import type { AssistantEntryPayload, ToolErrorCode } from "../types.ts";
 import { type ApprovalCheckpoint, readApproval, summary } from "./approvals.ts";
-import { toolCallsOf } from "./context.ts";
-import { appendEntry, clearToolProgress } from "./documents.ts";
-import type { AgentRuntime } from "./runtime.ts";
-import type { ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "./tool.ts";
-import type { AssistantEntryPayload, ToolErrorCode } from "./types.ts";
 
 /** `pi.tool`'s records (S8) and the result commit every way of ending a call goes through. */
 export type ToolTaskInput = { assistant: number; callId: string; name: string };

@@ -1,4 +1,4 @@
-import type { ModelRef } from "./types.ts";
+import type { ModelRef } from "../types.ts";
 
 /**
  * `pi.generation` (S9): one run of the conversation, turn by turn. A turn is `prepare` (prompt, tools, the

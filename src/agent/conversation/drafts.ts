@@ -4,7 +4,7 @@
  * provider cannot read would leave every later input of the conversation unanswered). The host's protocol
  * checks the same shapes at its door (src/host/protocol.ts).
  */
-import { type Check, either, json, list, literal, nullable, record, text, variant } from "../shape.ts";
+import { type Check, either, json, list, literal, nullable, record, text, variant } from "../../shape.ts";
 
 /** How many content items one input may carry. */
 const MAX_CONTENT_ITEMS = 1000;

@@ -1,15 +1,16 @@
 import type { Tool, ToolCall } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
-import type { Context } from "../context.ts";
-import type { ExecutionEnv } from "../env/types.ts";
-import { errorMessage } from "../error-message.ts";
-import { ToolCallEnded } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
+import type { Context } from "../../context.ts";
+import type { ExecutionEnv } from "../../env/types.ts";
+import { errorMessage } from "../../error-message.ts";
+import { ToolCallEnded } from "../../errors.ts";
+import { cloneJson, type Json } from "../../json.ts";
+import { clearToolProgress, readLive, writeToolProgress } from "../conversation/documents.ts";
+import { defineAgentTask } from "../runtime.ts";
+import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "../tool.ts";
+import type { LiveEvent } from "../view/view.ts";
 import { APPROVAL_PHASE, type ApprovalRecord, writeApproval } from "./approvals.ts";
-import { clearToolProgress, readLive, writeToolProgress } from "./documents.ts";
 import { LazyProgress } from "./progress.ts";
-import { defineAgentTask } from "./runtime.ts";
-import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "./tool.ts";
 import { approvalPhase, approvalRecord, awaitDecision, deny, ruling, withdraw } from "./tool-approval.ts";
 import {
   callInfo,
@@ -27,7 +28,6 @@ import {
   type ToolTaskResult,
   textContent,
 } from "./tool-result.ts";
-import type { LiveEvent } from "./view.ts";
 
 export { type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult, toolErrorMessage } from "./tool-result.ts";
 

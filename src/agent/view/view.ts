@@ -1,11 +1,10 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import type { Json } from "../json.ts";
-import { documentKey } from "../session/tx.ts";
-import type { Batch, EntryRecord, TaskRecord } from "../storage/records.ts";
-import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "./approvals.ts";
-import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "./documents.ts";
-import type { AgentSession } from "./kernel.ts";
-import type { LiveFrame } from "./live-delta.ts";
+import type { Json } from "../../json.ts";
+import { documentKey } from "../../session/tx.ts";
+import type { Batch, EntryRecord, TaskRecord } from "../../storage/records.ts";
+import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "../conversation/documents.ts";
+import type { AgentSession } from "../kernel.ts";
+import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "../tasks/approvals.ts";
 import type {
   AgentConfig,
   InboxState,
@@ -16,7 +15,8 @@ import type {
   ToolSlotApproval,
   ToolSlotView,
   UsageState,
-} from "./types.ts";
+} from "../types.ts";
+import type { LiveFrame } from "./live-delta.ts";
 
 /** What a UI shows of a conversation: committed entries and documents, and (marked apart) live text. */
 export interface ConversationViewState {
@@ -44,7 +44,7 @@ export interface ConversationViewState {
 
 export type ViewListener = (view: ConversationViewState) => void;
 
-export type { StreamingAnswer, StreamingView } from "./types.ts";
+export type { StreamingAnswer, StreamingView } from "../types.ts";
 
 /** `next` laid over `previous`: its answer replaces the earlier one, its tools' output replaces theirs. */
 export function mergeStreaming(previous: StreamingView | undefined, next: StreamingView): StreamingView {

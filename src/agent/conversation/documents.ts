@@ -1,8 +1,8 @@
 import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
-import { cloneJson, type Json } from "../json.ts";
-import { type DocumentReader, defineDocument } from "../session/documents.ts";
-import type { Tx } from "../session/tx.ts";
-import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "./types.ts";
+import { cloneJson, type Json } from "../../json.ts";
+import { type DocumentReader, defineDocument } from "../../session/documents.ts";
+import type { Tx } from "../../session/tx.ts";
+import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "../types.ts";
 
 /**
  * Where the agent keeps its documents: one scope per conversation. `pi.live` holds the run; each tool call's

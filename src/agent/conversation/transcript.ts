@@ -1,7 +1,7 @@
 import type { AssistantMessage, Message, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
-import type { EntryRecord } from "../storage/records.ts";
-import type { CompactionEntryPayload } from "./types.ts";
+import type { EntryRecord } from "../../storage/records.ts";
+import type { CompactionEntryPayload } from "../types.ts";
 
 /** The text of a result that context derivation adds for a call whose result never arrived (upstream §5.3). */
 export const MISSING_RESULT_TEXT = "Tool result unavailable: history ends before this call completed.";

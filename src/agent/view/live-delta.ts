@@ -1,5 +1,5 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import type { LiveView, StreamingAnswer, StreamingView } from "./types.ts";
+import type { LiveView, StreamingAnswer, StreamingView } from "../types.ts";
 
 type Block = AssistantMessage["content"][number];
 

@@ -1,7 +1,7 @@
-import type { Context } from "../context.ts";
-import { SerialQueue } from "../serial.ts";
-import type { Tx } from "../session/tx.ts";
-import type { TaskRuntime } from "../tasks/types.ts";
+import type { Context } from "../../context.ts";
+import { SerialQueue } from "../../serial.ts";
+import type { Tx } from "../../session/tx.ts";
+import type { TaskRuntime } from "../../tasks/types.ts";
 
 /** The part of a task runtime progress needs (any task's runtime fits). */
 export interface ProgressRuntime {

@@ -1,22 +1,22 @@
 import type { Api, AssistantMessage, Model } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
-import type { Context } from "../context.ts";
-import { errorMessage } from "../error-message.ts";
-import type { Tx } from "../session/tx.ts";
-import { commitStored } from "../tasks/commit-stored.ts";
-import type { RunningTask } from "../tasks/types.ts";
-import { planSystemMessage, resolveAgent } from "./agent.ts";
-import { deriveContext, toolCallsOf } from "./context.ts";
-import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "./documents.ts";
+import type { Context } from "../../context.ts";
+import { errorMessage } from "../../error-message.ts";
+import type { Tx } from "../../session/tx.ts";
+import { commitStored } from "../../tasks/commit-stored.ts";
+import type { RunningTask } from "../../tasks/types.ts";
+import { planSystemMessage, resolveAgent } from "../agent.ts";
+import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
+import { clearRound, endRun, postToolsBoundary } from "../conversation/runs.ts";
+import { deriveContext, toolCallsOf } from "../conversation/transcript.ts";
+import { findModel } from "../models.ts";
+import { type AgentRuntime, defineAgentTask } from "../runtime.ts";
+import type { LiveToolRef, UnansweredReason } from "../types.ts";
+import type { LiveEvent } from "../view/view.ts";
 import { GENERATION_KIND, type GenerationCheckpoint, type GenerationResult } from "./generation-kind.ts";
-import { findModel } from "./models.ts";
 import { LazyProgress } from "./progress.ts";
-import { clearRound, endRun, postToolsBoundary } from "./runs.ts";
-import { type AgentRuntime, defineAgentTask } from "./runtime.ts";
 import { ToolTask, toolErrorMessage } from "./tool-task.ts";
-import type { LiveToolRef, UnansweredReason } from "./types.ts";
-import type { LiveEvent } from "./view.ts";
 
 export type { GenerationCheckpoint, GenerationResult };
 
