@@ -3,6 +3,7 @@ import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import { Conversation, type Submission } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
+import type { AgentLayer } from "./agent/runtime.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./clock.ts";
@@ -25,7 +26,7 @@ import { type NextWake, nextWake } from "./tasks/wake.ts";
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
   registry: Registry;
-  /** The models (pi-ai `createModels()`), handed to tasks as `runtime.models`. */
+  /** The models (pi-ai `createModels()`), handed to the agent's tasks (the kernel never sees them). */
   models?: Models;
   settings?: Settings;
   /** The harness clock in ms. Default `Date.now`. */
@@ -155,7 +156,7 @@ export class Harness {
       settings,
       clock,
       onReport: options.onReport,
-      models: options.models,
+      layer: { models: options.models } satisfies AgentLayer,
       env: options.env,
       crashPoint: options.crashPoint,
     });
@@ -187,14 +188,6 @@ export class Harness {
 
   get settings(): ResolvedSettings {
     return this.#scheduler.settings;
-  }
-
-  get models(): Models | undefined {
-    return this.#options.models;
-  }
-
-  get options(): HarnessOptions {
-    return this.#options;
   }
 
   /**

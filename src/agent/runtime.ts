@@ -1,3 +1,4 @@
+import type { Models } from "@earendil-works/pi-ai";
 import type { Context } from "../context.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import type { Json } from "../json.ts";
@@ -14,6 +15,8 @@ import type { LiveEvent } from "./view/view.ts";
  * agent's, its commits given the kernel's transaction, and the agent's documents read typed.
  */
 export interface AgentRuntime<S extends Checkpoint = Checkpoint, R = Json> extends TaskRuntime<S, R> {
+  /** `HarnessOptions.models` (a pi-ai `Models` catalogue), as given, or undefined. */
+  readonly models: Models | undefined;
   /**
    * `TaskRuntime.commit` with the kernel's transaction: the agent settles submissions in the same commit
    * as its task's next state (`putSubmission`), which the public `Tx` does not offer.
@@ -43,6 +46,15 @@ export interface AgentTaskDefinition<I, S extends Checkpoint, R>
   onRestartLimit?: AgentHandler<I, S, R>;
 }
 
+/** What the agent gives its own tasks through the kernel (`SchedulerOptions.layer`), which never reads it. */
+export interface AgentLayer {
+  readonly models?: Models | undefined;
+}
+
+function agentLayer(layer: unknown): AgentLayer {
+  return typeof layer === "object" && layer !== null ? (layer as AgentLayer) : {};
+}
+
 /** The agent's view of `runtime`. */
 export function agentRuntime<S extends Checkpoint, R>(runtime: TaskRuntime<S, R>): AgentRuntime<S, R> {
   return new AgentTaskRuntime(runtime);
@@ -57,7 +69,8 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
   readonly #scope: string;
   readonly taskId: number;
   readonly conversationId: number;
-  readonly models: TaskRuntime<S, R>["models"];
+  readonly models: Models | undefined;
+  readonly layer: unknown;
   readonly registry: TaskRuntime<S, R>["registry"];
 
   constructor(runtime: TaskRuntime<S, R>) {
@@ -65,7 +78,8 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
     this.#scope = scopeOf(runtime.conversationId);
     this.taskId = runtime.taskId;
     this.conversationId = runtime.conversationId;
-    this.models = runtime.models;
+    this.layer = runtime.layer;
+    this.models = agentLayer(runtime.layer).models;
     this.registry = runtime.registry;
   }
 

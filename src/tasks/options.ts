@@ -1,4 +1,3 @@
-import type { Models } from "@earendil-works/pi-ai";
 import type { Clock } from "../clock.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { ReportHandler } from "../reports.ts";
@@ -8,7 +7,11 @@ export interface SchedulerOptions {
   settings: ResolvedSettings;
   clock: Clock;
   onReport?: ReportHandler;
-  models?: Models;
+  /**
+   * What the layer above the kernel gives its own tasks (the agent keeps its models here). The kernel passes
+   * it on untouched, as `TaskRuntime.layer`, and never reads it.
+   */
+  layer?: unknown;
   env?: EnvFactory;
   crashPoint?: CrashPointHandler;
   /** Receives what running tasks show live (`runtime.live`): not stored, gone in a crash. */

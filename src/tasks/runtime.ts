@@ -54,7 +54,7 @@ export class TaskRuntimes {
 class InvocationRuntime implements TaskRuntime {
   readonly taskId: number;
   readonly conversationId: number;
-  readonly models: TaskRuntime["models"];
+  readonly layer: unknown;
   readonly registry: Registry;
   readonly #runtimes: TaskRuntimes;
   readonly #invocation: Invocation;
@@ -64,7 +64,7 @@ class InvocationRuntime implements TaskRuntime {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
     this.taskId = invocation.taskId;
     this.conversationId = first.conversationId;
-    this.models = runtimes.kernel.options.models;
+    this.layer = runtimes.kernel.options.layer;
     this.registry = runtimes.kernel.registry;
     this.#runtimes = runtimes;
     this.#invocation = invocation;

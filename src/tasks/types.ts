@@ -1,4 +1,3 @@
-import type { Models } from "@earendil-works/pi-ai";
 import type { Context } from "../context.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import type { Json } from "../json.ts";
@@ -30,8 +29,8 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   readonly signal: AbortSignal;
   /** The resolved settings, read fresh at each access. */
   readonly settings: ResolvedSettings;
-  /** `HarnessOptions.models` (a pi-ai `Models` catalogue), as given, or undefined. */
-  readonly models: Models | undefined;
+  /** What the layer above the kernel gave its tasks (`SchedulerOptions.layer`); the kernel never reads it. */
+  readonly layer: unknown;
   /**
    * Commits `change(tx, current)` atomically with everything written through `tx`. Returning a state replaces
    * the task's state (running with a new checkpoint, waiting, sleeping, terminal); `undefined` keeps it.
