@@ -1,16 +1,16 @@
 import type { Models } from "@earendil-works/pi-ai";
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
-import { Conversation, type Submission } from "./agent/conversation/conversation.ts";
+import type { Conversation, Submission } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { AgentChange } from "./agent/types.ts";
-import { type Clock, systemClock } from "./clock.ts";
-import { type Context, throwIfCancelled, waitFor } from "./context.ts";
+import { type Clock, systemClock } from "./base/clock.ts";
+import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
+import { cloneJson, type Json } from "./base/json.ts";
 import type { EnvFactory } from "./env/types.ts";
 import { DatabaseLocked, HarnessClosed, InvalidSetting, ReadOnlySession } from "./errors.ts";
-import { cloneJson, type Json } from "./json.ts";
 import { deliver, type ReportHandler } from "./reports.ts";
 import { Session } from "./session/session.ts";
 import { documentKey } from "./session/tx.ts";
@@ -84,9 +84,6 @@ export interface Recovery {
 /** Whether the harness on a storage is open or was closed cleanly (document `pi.harness` / `lifecycle`). */
 const LIFECYCLE = { scope: "pi.harness", key: "lifecycle" } as const;
 
-/** The kernel's name for a conversation handle; the agent layer's `Conversation` is it. */
-export { Conversation as ConversationHandle };
-
 /**
  * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
  * until `resume()` or a call that starts work. It composes the kernel (session, scheduler, registry) with the
@@ -101,8 +98,6 @@ export class Harness {
   /** The agent layer of this harness (conversations, submissions, views); built at the end of `open`. */
   #agent!: Conversations;
   #closed: Promise<void> | undefined;
-  /** Ids of tasks that open found running (a crash left them); informational. */
-  readonly recovered: readonly number[];
   /** What this open recovered: how the last harness stopped, and the tasks a crash cut off. */
   readonly recovery: Recovery;
 
@@ -113,7 +108,6 @@ export class Harness {
     this.readOnly = session.readOnly;
     this.#options = options;
     this.recovery = recovery;
-    this.recovered = recovery.tasks.map((task) => task.id);
   }
 
   /**

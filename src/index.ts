@@ -1,12 +1,12 @@
 export * from "./agent/index.ts";
-export type { Clock } from "./clock.ts";
-export type { Context } from "./context.ts";
-export { BACKGROUND_CONTEXT } from "./context.ts";
+export type { Clock } from "./base/clock.ts";
+export type { Context } from "./base/context.ts";
+export { BACKGROUND_CONTEXT } from "./base/context.ts";
+export type { Json } from "./base/json.ts";
 export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
 export type { ExecutionEnv } from "./env/types.ts";
 export * from "./errors.ts";
-export { ConversationHandle, Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
-export type { Json } from "./json.ts";
+export { Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
 export type { Report, ReportHandler } from "./reports.ts";
 export { isRetryable, RETRYABLE } from "./retryable.ts";
 export { type DocumentDefinition, type DocumentReader, defineDocument } from "./session/documents.ts";

@@ -1,5 +1,5 @@
+import { type CopySize, measuredClone } from "./base/json.ts";
 import { InvalidInput } from "./errors.ts";
-import { type CopySize, measuredClone } from "./json.ts";
 
 /**
  * How large a JSON value may be where it enters the harness (a task input, a submission's content, a tool's

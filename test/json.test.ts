@@ -1,7 +1,7 @@
 import { inspect } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { cloneJson } from "../src/json.ts";
+import { cloneJson } from "../src/base/json.ts";
 
 // cloneJson copies plain data itself (every step copies a checkpoint) and must give exactly what the JSON round
 // trip gives, for any value: the same result (key order, -0, dropped and nulled members) or the same error.

@@ -312,7 +312,7 @@ describe("many tasks", () => {
     holding = false;
     runs = 0;
     const second = await openHarness(MemoryStorage.fromImage(image), { registry });
-    expect(second.harness.recovered).toHaveLength(1000);
+    expect(second.harness.recovery.tasks).toHaveLength(1000);
     const ended = await Promise.all(ids.map((id) => second.harness.waitForTask(id, ctx)));
     expect(ended.every((t) => t.state.status === "terminal" && t.state.outcome.status === "completed")).toBe(true);
     expect(runs).toBe(1000);

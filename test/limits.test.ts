@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { cloneJson, deepFreeze, jsonEqual } from "../src/base/json.ts";
 import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
@@ -15,7 +16,6 @@ import {
   MemoryStorage,
   type Storage,
 } from "../src/index.ts";
-import { cloneJson, deepFreeze, jsonEqual } from "../src/json.ts";
 import { admitJson, checkJson, utf8Length } from "../src/limits.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";

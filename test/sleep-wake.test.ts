@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Clock } from "../src/clock.ts";
+import type { Clock } from "../src/base/clock.ts";
 import { createRegistry, defineExtension, defineTask, Harness, type TaskRecord } from "../src/index.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { backends, ctx, flush } from "./support.ts";

@@ -1,7 +1,7 @@
 import type { Page } from "playwright-core";
 import { expect, inject } from "vitest";
+import type { Json } from "../../src/base/json.ts";
 import type { CrashPointHit, HarnessClient } from "../../src/browser/client.ts";
-import type { Json } from "../../src/json.ts";
 import type { TaskRecord } from "../../src/storage/records.ts";
 import type { Row } from "../../src/storage/storage.ts";
 import type { BrowserSession } from "./browser";

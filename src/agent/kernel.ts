@@ -1,4 +1,4 @@
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
 import type { Report } from "../reports.ts";
 import type { Session } from "../session/session.ts";
 import type { TaskRecord } from "../storage/records.ts";

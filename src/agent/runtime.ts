@@ -1,7 +1,7 @@
 import type { Models } from "@earendil-works/pi-ai";
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
-import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";

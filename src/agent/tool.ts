@@ -1,8 +1,8 @@
 import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { InvalidDefinition } from "../errors.ts";
-import type { Json } from "../json.ts";
 import type { EntryRecord } from "../storage/records.ts";
 
 /** What a tool may return as content. */

@@ -8,8 +8,8 @@ import type {
   Usage,
   UserMessage,
 } from "@earendil-works/pi-ai";
+import type { Json } from "../base/json.ts";
 import type { DecisionSummary } from "../errors.ts";
-import type { Json } from "../json.ts";
 
 /** Which model a conversation talks to: a pi-ai provider id and model id. */
 export type ModelRef = { provider: string; id: string };

@@ -3,7 +3,7 @@
  * while work is live, so work goes on after an eviction with no client connected. While the object is in
  * memory its own timers run the work; the alarm only revives it.
  */
-import { systemClock } from "../clock.ts";
+import { systemClock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
 import type { Batch } from "../storage/records.ts";
 import type { DurableObjectStorage } from "./types.ts";

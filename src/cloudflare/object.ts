@@ -22,7 +22,8 @@
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  */
 import { DurableObject } from "cloudflare:workers";
-import { systemClock } from "../clock.ts";
+import { systemClock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
 import { DurableError, InvalidRequest, NotAuthorized } from "../errors.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import { type Authorize, guardEndpoint } from "../host/doors.ts";
@@ -31,7 +32,6 @@ import { type SerializedError, serializeError } from "../host/error-wire.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
 import type { HarnessService, MethodName } from "../host/protocol.ts";
-import type { Json } from "../json.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";

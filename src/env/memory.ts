@@ -1,4 +1,4 @@
-import { type Context, throwIfCancelled } from "../context.ts";
+import { type Context, throwIfCancelled } from "../base/context.ts";
 import { FileNotFound, InvalidPath } from "../errors.ts";
 import { normalizePath } from "./paths.ts";
 import type { ExecutionEnv } from "./types.ts";

@@ -4,7 +4,7 @@
  *
  *   serveHarness({ env: opfsEnvs(), extensions: [defineExtension({ name: "files", tools: fileTools })] });
  */
-import { type Context, throwIfCancelled } from "../context.ts";
+import { type Context, throwIfCancelled } from "../base/context.ts";
 import { FileNotFound, InvalidPath, StorageQuotaExceeded, StorageUnavailable } from "../errors.ts";
 import { normalizePath } from "./paths.ts";
 import type { ExecutionEnv } from "./types.ts";

@@ -1,4 +1,4 @@
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
 
 /**
  * Where a conversation's tools touch the world: files under one root. Paths are relative to the root and use

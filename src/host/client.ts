@@ -8,9 +8,9 @@
 
 import type { ConversationViewState, ConversationViewUpdate } from "../agent/view/view.ts";
 import { ConversationView } from "../agent/view/view-store.ts";
+import type { Json } from "../base/json.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
-import type { Json } from "../json.ts";
 import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";

@@ -5,9 +5,10 @@
  * the page. Comlink uses it through a transfer handler (src/browser/comlink.ts); a message transport sends
  * the serialized form as it is.
  */
+
+import { cloneJson, type Json } from "../base/json.ts";
 import * as errors from "../errors.ts";
 import { DurableError } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
 import type { ErrorShape } from "./protocol.ts";
 
 export interface SerializedError extends ErrorShape {

@@ -5,10 +5,10 @@
  * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
  */
 import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
-import { BACKGROUND_CONTEXT as ctx } from "../context.ts";
+import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
-import type { Json } from "../json.ts";
 import { checkJson } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type { Storage } from "../storage/storage.ts";
@@ -106,7 +106,13 @@ export function createHost(options: HostOptions): ServedHost {
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
     });
-    setStatus({ kind: "ready", database, recovered: [...harness.recovered], recovery: harness.recovery, openMs: options.now() - started });
+    setStatus({
+      kind: "ready",
+      database,
+      recovered: harness.recovery.tasks.map((task) => task.id),
+      recovery: harness.recovery,
+      openMs: options.now() - started,
+    });
     await options.onReady?.(harness);
     return harness;
   };

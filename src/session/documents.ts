@@ -1,4 +1,4 @@
-import type { Json } from "../json.ts";
+import type { Json } from "../base/json.ts";
 import type { Tx } from "./tx.ts";
 
 /** Anything documents can be read from: a `Tx` (committed plus staged) or a task runtime (committed). */

@@ -1,4 +1,4 @@
-import { deepFreeze, type Json } from "../json.ts";
+import { deepFreeze, type Json } from "../base/json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 
 /** What a group reads underneath: the session's committed mirrors. */

@@ -1,9 +1,9 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
+import { deepFreeze } from "../base/json.ts";
+import { SerialQueue } from "../base/serial.ts";
 import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
-import { deepFreeze } from "../json.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Report } from "../reports.ts";
-import { SerialQueue } from "../serial.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import { GroupOverlay } from "./group.ts";

@@ -1,6 +1,6 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
+import { type Json, jsonEqual } from "../base/json.ts";
 import { InvalidCommit, TaskKeyConflict } from "../errors.ts";
-import { type Json, jsonEqual } from "../json.ts";
 import { admitJson, type JsonLimits, type What } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type {

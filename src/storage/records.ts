@@ -1,4 +1,4 @@
-import type { Json } from "../json.ts";
+import type { Json } from "../base/json.ts";
 
 /** S1: a task outcome. `completed`/`failed` come from task code, `aborted` from its abort handler, the rest from the scheduler. */
 export type TaskOutcome<R = Json> =

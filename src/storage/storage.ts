@@ -1,4 +1,4 @@
-import type { Json } from "../json.ts";
+import type { Json } from "../base/json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
 
 /** What a harness reads at open: enough to rebuild its in-memory mirror of live work. */

@@ -1,5 +1,5 @@
-import type { Context } from "../context.ts";
-import type { Json } from "../json.ts";
+import type { Context } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
 import { isStorageFailure } from "../session/session.ts";
 import type { Tx } from "../session/tx.ts";
 import type { Checkpoint, TaskRecord } from "../storage/records.ts";

@@ -1,5 +1,5 @@
 import type { ContextKey } from "@earendil-works/chord";
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { AnyTaskDefinition } from "./types.ts";
 

@@ -1,6 +1,6 @@
-import { errorMessage } from "../error-message.ts";
+import { errorMessage } from "../base/error-message.ts";
+import { jsonEqual } from "../base/json.ts";
 import { DurableError } from "../errors.ts";
-import { jsonEqual } from "../json.ts";
 import { deliver, type ReportHandler } from "../reports.ts";
 import type { Session } from "../session/session.ts";
 import type { Checkpoint } from "../storage/records.ts";

@@ -1,4 +1,4 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { ReportHandler } from "../reports.ts";
 import type { ResolvedSettings } from "../settings.ts";

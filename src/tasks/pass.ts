@@ -1,4 +1,4 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { Checkpoint } from "../storage/records.ts";

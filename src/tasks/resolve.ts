@@ -1,6 +1,6 @@
-import { errorMessage } from "../error-message.ts";
+import { errorMessage } from "../base/error-message.ts";
+import { cloneJson, type Json } from "../base/json.ts";
 import { DurableError } from "../errors.ts";
-import { cloneJson, type Json } from "../json.ts";
 import { deliver, type ReportHandler } from "../reports.ts";
 import type { BlockedReason, Checkpoint, TaskRecord } from "../storage/records.ts";
 import type { Registry } from "./registry.ts";

@@ -1,7 +1,7 @@
-import { type Context, throwIfCancelled, waitFor } from "../context.ts";
+import { type Context, throwIfCancelled, waitFor } from "../base/context.ts";
+import { cloneJson, deepFreeze, type Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded } from "../errors.ts";
-import { cloneJson, deepFreeze, type Json } from "../json.ts";
 import { deliver, type Report } from "../reports.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import { isStorageFailure, type Session } from "../session/session.ts";

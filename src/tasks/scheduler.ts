@@ -1,12 +1,12 @@
-import { type Context, throwIfCancelled, waitFor } from "../context.ts";
+import { type Context, throwIfCancelled, waitFor } from "../base/context.ts";
+import { cloneJson } from "../base/json.ts";
+import { KeyedWaiters } from "../base/waiters.ts";
 import { DurableError, HarnessClosed, InvocationEnded } from "../errors.ts";
-import { cloneJson } from "../json.ts";
 import { deliver } from "../reports.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import type { Published, Session } from "../session/session.ts";
 import type { ResolvedSettings } from "../settings.ts";
 import type { TaskRecord } from "../storage/records.ts";
-import { KeyedWaiters } from "../waiters.ts";
 import { inspectTask, type TaskInspectionState } from "./inspect.ts";
 import type { Invocation } from "./invocation.ts";
 import { invoke, type SchedulerPort } from "./invoke.ts";

@@ -1,4 +1,4 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
 /** The wait before retry number `failures + 1` after storage refused a commit: 100 ms doubling up to 30 s. */

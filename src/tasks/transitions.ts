@@ -4,8 +4,9 @@
  * else, so a transition is stored whole or not at all. The scheduler calls them from its passes and the task
  * runtime's commits; nothing else writes a task's state (creation is `tx.createTask`, recovery the session's).
  */
+
+import { jsonEqual } from "../base/json.ts";
 import { InvalidCommit, NotFound } from "../errors.ts";
-import { jsonEqual } from "../json.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Mode } from "./invocation.ts";

@@ -1,6 +1,6 @@
-import type { Context } from "../context.ts";
+import type { Context } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
-import type { Json } from "../json.ts";
 import type { Report } from "../reports.ts";
 import type { Tx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";

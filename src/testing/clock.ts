@@ -1,4 +1,4 @@
-import type { Clock } from "../clock.ts";
+import type { Clock } from "../base/clock.ts";
 
 /** A clock for tests: time moves only when the test says so, and due timers fire in time order. */
 export interface ManualClock extends Clock {

@@ -5,7 +5,7 @@
  *
  *   for (const test of storageConformance({ create: () => new MemoryStorage() })) it(test.name, test.run);
  */
-import { jsonEqual } from "../json.ts";
+import { jsonEqual } from "../base/json.ts";
 import type { Batch, TaskRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 

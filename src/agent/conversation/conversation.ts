@@ -1,7 +1,7 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import { type Context, throwIfCancelled, waitFor } from "../../context.ts";
+import { type Context, throwIfCancelled, waitFor } from "../../base/context.ts";
+import { cloneJson } from "../../base/json.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../../errors.ts";
-import { cloneJson } from "../../json.ts";
 import type { DocumentReader } from "../../session/documents.ts";
 import { documentKey, type KernelTx, type Tx } from "../../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../storage/records.ts";

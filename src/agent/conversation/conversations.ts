@@ -1,12 +1,12 @@
-import { type Context, throwIfCancelled, waitFor } from "../../context.ts";
+import { type Context, throwIfCancelled, waitFor } from "../../base/context.ts";
+import { cloneJson } from "../../base/json.ts";
+import { SerialQueue } from "../../base/serial.ts";
+import { KeyedWaiters } from "../../base/waiters.ts";
 import { HarnessClosed, ReadOnlySession } from "../../errors.ts";
-import { cloneJson } from "../../json.ts";
-import { SerialQueue } from "../../serial.ts";
 import { mirroredKind, notFound, storedKind } from "../../session/ids.ts";
 import type { Published } from "../../session/session.ts";
 import { documentKey, type KernelTx } from "../../session/tx.ts";
 import type { SubmissionRecord, TaskRecord } from "../../storage/records.ts";
-import { KeyedWaiters } from "../../waiters.ts";
 import type { AgentKernel } from "../kernel.ts";
 import { type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
 import { convertPartial } from "../tasks/generation.ts";

@@ -1,5 +1,5 @@
 import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
-import { cloneJson, type Json } from "../../json.ts";
+import { cloneJson, type Json } from "../../base/json.ts";
 import { type DocumentReader, defineDocument } from "../../session/documents.ts";
 import type { Tx } from "../../session/tx.ts";
 import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "../types.ts";

@@ -1,5 +1,5 @@
+import type { Json } from "../../base/json.ts";
 import { AlreadyDecided, ApprovalMismatch, ApprovalWithdrawn, type DecisionSummary, NoPendingApproval, NotFound } from "../../errors.ts";
-import type { Json } from "../../json.ts";
 import type { DocumentReader } from "../../session/documents.ts";
 import type { KernelTx, Tx } from "../../session/tx.ts";
 import type { TaskRecord } from "../../storage/records.ts";

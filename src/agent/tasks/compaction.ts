@@ -1,7 +1,7 @@
 import type { AssistantMessage, Message, UserMessage } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
-import type { Context } from "../../context.ts";
-import { errorMessage } from "../../error-message.ts";
+import type { Context } from "../../base/context.ts";
+import { errorMessage } from "../../base/error-message.ts";
 import type { Tx } from "../../session/tx.ts";
 import type { RunningTask } from "../../tasks/types.ts";
 import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";

@@ -1,8 +1,8 @@
 import type { Api, AssistantMessage, Model } from "@earendil-works/pi-ai";
 import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
-import type { Context } from "../../context.ts";
-import { errorMessage } from "../../error-message.ts";
+import type { Context } from "../../base/context.ts";
+import { errorMessage } from "../../base/error-message.ts";
 import type { Tx } from "../../session/tx.ts";
 import { commitStored } from "../../tasks/commit-stored.ts";
 import type { RunningTask } from "../../tasks/types.ts";

@@ -1,5 +1,5 @@
-import type { Context } from "../../context.ts";
-import { SerialQueue } from "../../serial.ts";
+import type { Context } from "../../base/context.ts";
+import { SerialQueue } from "../../base/serial.ts";
 import type { Tx } from "../../session/tx.ts";
 import type { TaskRuntime } from "../../tasks/types.ts";
 

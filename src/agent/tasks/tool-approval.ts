@@ -1,7 +1,7 @@
 import type { ToolCall } from "@earendil-works/pi-ai";
-import type { Context } from "../../context.ts";
-import { errorMessage } from "../../error-message.ts";
-import type { Json } from "../../json.ts";
+import type { Context } from "../../base/context.ts";
+import { errorMessage } from "../../base/error-message.ts";
+import type { Json } from "../../base/json.ts";
 import type { AnyTool, ApprovalVerdict, ToolCallInfo } from "../tool.ts";
 import {
   APPROVAL_PHASE,

@@ -1,7 +1,7 @@
 import type { TextContent, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
-import type { Context } from "../../context.ts";
+import type { Context } from "../../base/context.ts";
+import { cloneJson, type Json } from "../../base/json.ts";
 import { NotFound } from "../../errors.ts";
-import { cloneJson, type Json } from "../../json.ts";
 import type { KernelTx } from "../../session/tx.ts";
 import { commitStored } from "../../tasks/commit-stored.ts";
 import type { RunningTask } from "../../tasks/types.ts";

@@ -1,10 +1,10 @@
 import type { Tool, ToolCall } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
-import type { Context } from "../../context.ts";
+import type { Context } from "../../base/context.ts";
+import { errorMessage } from "../../base/error-message.ts";
+import { cloneJson, type Json } from "../../base/json.ts";
 import type { ExecutionEnv } from "../../env/types.ts";
-import { errorMessage } from "../../error-message.ts";
 import { ToolCallEnded } from "../../errors.ts";
-import { cloneJson, type Json } from "../../json.ts";
 import { clearToolProgress, readLive, writeToolProgress } from "../conversation/documents.ts";
 import { defineAgentTask } from "../runtime.ts";
 import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "../tool.ts";

@@ -1,5 +1,5 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
-import type { Json } from "../../json.ts";
+import type { Json } from "../../base/json.ts";
 import { documentKey } from "../../session/tx.ts";
 import type { Batch, EntryRecord, TaskRecord } from "../../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "../conversation/documents.ts";

@@ -1,5 +1,5 @@
+import type { Json } from "../../base/json.ts";
 import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
-import type { Json } from "../../json.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
 import { parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";

@@ -1,5 +1,5 @@
 import type { AnyTool } from "../../agent/tool.ts";
-import { BACKGROUND_CONTEXT } from "../../context.ts";
+import { BACKGROUND_CONTEXT } from "../../base/context.ts";
 import { CrashSweepViolation } from "../../errors.ts";
 import type { Harness } from "../../harness.ts";
 import { MemoryStorage } from "../../storage/memory.ts";

@@ -1,6 +1,6 @@
 import type { Sqlite3Static } from "@sqlite.org/sqlite-wasm";
+import { SerialQueue } from "../../../base/serial.ts";
 import { HarnessClosed } from "../../../errors.ts";
-import { SerialQueue } from "../../../serial.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "../database.ts";
 import type { QueryLimits } from "../query-rules.ts";
 import { asRollbackImage, type RawApi, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, SQLITE_DONE, SQLITE_ROW, type WrappedApi } from "./capi.ts";

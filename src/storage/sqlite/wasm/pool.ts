@@ -1,6 +1,6 @@
 import type { SAHPoolUtil, Sqlite3Static } from "@sqlite.org/sqlite-wasm";
+import { SerialQueue } from "../../../base/serial.ts";
 import { DatabaseLocked, StorageUnavailable } from "../../../errors.ts";
-import { SerialQueue } from "../../../serial.ts";
 import { describe, isHandleContention } from "./errors.ts";
 import { loadSqlite, whileAcquiringPool } from "./module.ts";
 
