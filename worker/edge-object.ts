@@ -6,7 +6,8 @@
  */
 import { counterTask } from "../examples/counter-task.ts";
 import { ALL_POWERS, type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, type Harness, type Json, memoryEnvs, NotFound } from "../src/index.ts";
+import { createRegistry, defineExtension, memoryEnvs } from "../src/index.ts";
+import { demoMethods } from "./methods.ts";
 import { createDemoModels } from "./models.ts";
 import { filesExtension } from "./tools.ts";
 
@@ -14,12 +15,6 @@ export class DemoObject extends HarnessObject {
   constructor(state: DurableObjectState, env: unknown) {
     const models = createDemoModels();
     const envs = memoryEnvs();
-    const files = (harness: Harness, conversationId: Json) => {
-      if (typeof conversationId !== "number" || !harness.conversationIds().includes(conversationId)) {
-        throw new NotFound(`There is no conversation ${JSON.stringify(conversationId)}.`);
-      }
-      return envs(conversationId);
-    };
     super(state, env, () => ({
       registry: createRegistry()
         .install(defineExtension({ name: "demo", tasks: [counterTask((line) => console.log(line))] }))
@@ -29,12 +24,7 @@ export class DemoObject extends HarnessObject {
       // The demo's page does everything a page can (tasks, SQL, models, files): a demo to run locally. An app on
       // the internet lists the powers its pages need, and checks its callers (README: "Who may call what").
       powers: ALL_POWERS,
-      methods: {
-        "models.list": () => models.list(),
-        "models.configure": (_harness, provider) => models.configure(provider),
-        "files.list": (harness, conversationId) => files(harness, conversationId).list(undefined, ctx),
-        "files.read": (harness, conversationId, path) => files(harness, conversationId).read(String(path), ctx),
-      },
+      methods: demoMethods(models, envs),
     }));
   }
 }
