@@ -11,8 +11,9 @@ import {
 } from "../src/index.ts";
 import { createDemoModels } from "../worker/models.ts";
 import { STORY } from "../worker/offline-model.ts";
-import { OFFLINE_COMMANDS, OFFLINE_MODEL, PROBE } from "../worker/protocol.ts";
+import { ASK_BEFORE_WRITING, askBeforeWriting, OFFLINE_COMMANDS, OFFLINE_MODEL, PROBE } from "../worker/protocol.ts";
 import { filesExtension } from "../worker/tools.ts";
+import { until } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
 // The demo worker's offline model (a scripted agent on pi-ai's faux provider) over the demo's file tools,
@@ -184,5 +185,54 @@ describe("the demo's model choices", () => {
       api: "openai-completions",
       baseUrl: "http://127.0.0.1:11434/v1",
     });
+  });
+});
+
+describe("ask before writing files (the demo's approval rule on its file tools)", () => {
+  it("off, a note is written at once (the rule approves); on, the append waits for a person with its arguments and writes nothing until decided; a denial's reason reaches the answer; an approval writes once", async () => {
+    const { root, envs } = await openDemoAgent();
+    const flip = async (on: boolean) =>
+      (await root.submit({ type: "write", entry: { kind: ASK_BEFORE_WRITING.kind, data: { on } } }, ctx)).wait(ctx);
+    const notes = () => envs(root.id).read(PROBE.path, ctx);
+    const waiting = async (content: string) => {
+      const submission = await root.submit({ type: "input", content }, ctx);
+      await until(() => root.pendingApprovals().length === 1, "the append waits for a decision");
+      return { submission, pending: root.pendingApprovals()[0]! };
+    };
+
+    expect((await say(root, "note one")).text).toBe('Added "one" to notes.txt.');
+    expect(root.pendingApprovals()).toEqual([]);
+    await flip(true);
+
+    const denied = await waiting("note two");
+    expect(denied.pending).toMatchObject({ toolName: "append", arguments: { path: PROBE.path, text: "two\n" } });
+    expect(await notes()).toBe("one\n");
+    await root.decide(denied.pending.callId, { approved: false, reason: "not now" }, ctx);
+    expect(await denied.submission.wait(ctx)).toMatchObject({
+      status: "done",
+      answer: { text: `I did not run append: the person denied it (reason: not now). ${PROBE.path} is as it was.` },
+    });
+    expect(await notes()).toBe("one\n");
+
+    const approved = await waiting("note three");
+    await root.decide(approved.pending.callId, { approved: true, argumentsHash: approved.pending.argumentsHash }, ctx);
+    expect(await approved.submission.wait(ctx)).toMatchObject({ status: "done", answer: { text: 'Added "three" to notes.txt.' } });
+    expect(await notes()).toBe("one\nthree\n");
+
+    await flip(false);
+    expect((await say(root, "note four")).text).toBe('Added "four" to notes.txt.');
+    expect(await notes()).toBe("one\nthree\nfour\n");
+  });
+
+  it("the switch is the last switch entry; reading notes never asks", async () => {
+    const entry = (on: boolean | string) => ({ kind: ASK_BEFORE_WRITING.kind, payload: { data: { on } } });
+    expect(askBeforeWriting([])).toBe(false);
+    expect(askBeforeWriting([entry(true)])).toBe(true);
+    expect(askBeforeWriting([entry(true), { kind: "pi.user", payload: {} }, entry(false)])).toBe(false);
+    expect(askBeforeWriting([entry("yes")])).toBe(false);
+    const { root } = await openDemoAgent();
+    await (await root.submit({ type: "write", entry: { kind: ASK_BEFORE_WRITING.kind, data: { on: true } } }, ctx)).wait(ctx);
+    expect((await say(root, "read notes")).text).toBe(`There is no ${PROBE.path} yet. Add a line with "note <text>".`);
+    expect(root.pendingApprovals()).toEqual([]);
   });
 });

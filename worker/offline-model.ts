@@ -160,6 +160,9 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
       );
     }
     if (harness?.includes("No file")) return `There is no ${path} yet. Add a line with "note <text>".`;
+    // A denial (a person, the approval rule or the expiry): the tool never ran, and the turn goes on.
+    const denied = harness === undefined ? undefined : /^Tool \S+ was not run: ([\s\S]*)$/.exec(harness)?.[1];
+    if (denied !== undefined) return `I did not run ${name}: ${denied}. ${path} is as it was.`;
     return `The ${name} call failed: ${harness ?? output}`;
   }
   switch (name) {

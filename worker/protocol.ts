@@ -4,6 +4,7 @@
  * `serveHarness({ methods })`, called from the page as `client.call("models.list")` etc.
  */
 import type { Settings } from "../src/settings.ts";
+import type { EntryRecord } from "../src/storage/records.ts";
 
 /**
  * JSON in the worker's `name`: known before the database opens. The page passes the same config on every
@@ -54,6 +55,23 @@ export interface DemoMethods {
   "files.list"(conversationId: number): string[];
   /** A file's text; rejects with `FileNotFound` when there is none. */
   "files.read"(conversationId: number, path: string): string;
+}
+
+/**
+ * The "ask before writing files" switch: an entry the page writes (`submit({ type: "write", entry })`) each
+ * time the person flips it, `data: { on }`. The last one counts; none means off. An entry is durable and in
+ * every tab's view, and the tools' approval rule reads the same entries (tools.ts), so the switch and the
+ * rule cannot disagree. It is not part of the model's context (no `message`).
+ */
+export const ASK_BEFORE_WRITING = { kind: "demo.ask-before-writing" } as const;
+export interface AskBeforeWritingData {
+  on: boolean;
+}
+
+/** Whether the "ask before writing files" switch is on after `entries`: the last switch entry says so. */
+export function askBeforeWriting(entries: readonly Pick<EntryRecord, "kind" | "payload">[]): boolean {
+  const last = entries.findLast((entry) => entry.kind === ASK_BEFORE_WRITING.kind);
+  return (last?.payload as { data?: Partial<AskBeforeWritingData> } | null | undefined)?.data?.on === true;
 }
 
 /** The offline demo model (pi-ai faux provider). */

@@ -1,5 +1,6 @@
 import {
   type AnyTool,
+  type ApprovalRule,
   appendFileTool,
   defineExtension,
   defineTool,
@@ -10,7 +11,7 @@ import {
   removeFileTool,
   writeFileTool,
 } from "../src/index.ts";
-import { PROBE } from "./protocol.ts";
+import { askBeforeWriting, PROBE } from "./protocol.ts";
 
 /**
  * The seed's probe tool, as the demo's `probe`: it appends the text, reports `working\n`, and takes a few
@@ -42,11 +43,27 @@ export function probeTool(replay: "safe" | "unsafe", waitMs: number = PROBE.wait
   });
 }
 
-/** The agent's tools over the conversation's OPFS files: the library's, and the seed's probe. */
+/**
+ * The approval rule of every tool that changes a file: a person decides while the switch is on, otherwise the
+ * rule approves. It reads only committed entries, so running it again after a crash gives the same verdict.
+ */
+export const askBeforeWritingRule: ApprovalRule = async (call) =>
+  askBeforeWriting(await call.entries()) ? "user-approval" : { approved: true, reason: "ask before writing files is off" };
+
+/** `tool`, asking before it writes while the switch is on. */
+function asking(tool: AnyTool): AnyTool {
+  return defineTool({ ...tool, approval: askBeforeWritingRule });
+}
+
+/** The agent's tools over the conversation's OPFS files: the library's, and the seed's probe; the ones that write ask first when told to. */
 export function filesExtension(probeReplay: "safe" | "unsafe", probeWaitMs: number = PROBE.waitMs) {
   return defineExtension({
     name: "demo-files",
-    tools: [readFileTool, listFilesTool, writeFileTool, editFileTool, appendFileTool, removeFileTool, probeTool(probeReplay, probeWaitMs)],
+    tools: [
+      readFileTool,
+      listFilesTool,
+      ...[writeFileTool, editFileTool, appendFileTool, removeFileTool, probeTool(probeReplay, probeWaitMs)].map(asking),
+    ],
     instructions:
       "You are a small agent running in a browser tab. Each conversation has its own files; use the tools read, ls, " +
       "write, edit, append and rm on them (probe is the seed's slow append, for reload demos). A tool result that says a call was interrupted means the tab reloaded " +

@@ -1,6 +1,7 @@
 import type { ConversationViewState } from "pi-durable-web";
 import type { HarnessClient } from "pi-durable-web/client";
 import { app } from "./app.ts";
+import { renderAskSwitch } from "./chat/ask-switch.ts";
 import { clearComposer, renderComposer } from "./chat/composer.ts";
 import { clearLive, renderLive } from "./chat/live.ts";
 import { clearTranscript, renderEntries } from "./chat/transcript.ts";
@@ -9,8 +10,8 @@ import { byId } from "./dom.ts";
 
 /**
  * The chat, one view at a time: the committed transcript (chat/transcript.ts, with the tool cards of
- * chat/tool-cards.ts), the live part of the run (chat/live.ts) and the composer with its queue
- * (chat/composer.ts). The transcript's work is done per commit; the live area's per view.
+ * chat/tool-cards.ts and their approval cards), the live part of the run (chat/live.ts), the composer with its
+ * queue (chat/composer.ts) and the "ask before writing files" switch (chat/ask-switch.ts). The transcript's work is done per commit; the live area's per view.
  */
 const scroller = byId("chat-scroll");
 const empty = byId("chat-empty");
@@ -37,6 +38,7 @@ function render(view: ConversationViewState, client: HarnessClient): void {
     renderEntries(view);
   }
   renderLive(view);
+  renderAskSwitch(view, client);
   renderComposer(view, client);
   empty.hidden = view.entries.length > 0 || view.busy;
   if (stick) scroller.scrollTop = scroller.scrollHeight;

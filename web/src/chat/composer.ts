@@ -17,6 +17,7 @@ const whenBusyLabel = byId("when-busy-label");
 const whenBusy = byId<HTMLSelectElement>("when-busy");
 const inbox = byId("inbox");
 const inboxList = byId<HTMLOListElement>("inbox-list");
+const inboxHeading = byId("inbox-heading");
 
 /** Texts of inputs this page submitted, by submission id (queued ones are shown before they become entries). */
 const drafts = new Map<number, string>();
@@ -69,6 +70,10 @@ export function renderComposer(view: ConversationViewState, client: HarnessClien
   // unchanged document's object, so identity tells).
   if (view.inbox !== renderedInbox) renderInbox(view, client);
   renderedInbox = view.inbox;
+  // One intent, one approval: what is queued is answered after the decision, never beside it.
+  inboxHeading.textContent = view.live.tools?.some((slot) => slot.status === "awaiting-approval")
+    ? "Queued behind the call that waits for your decision"
+    : "Queued";
   busy = view.busy;
   stopButton.hidden = !busy;
   whenBusyLabel.hidden = !busy;

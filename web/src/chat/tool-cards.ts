@@ -1,11 +1,12 @@
 import type { ToolResultEntryPayload, ToolSlotView } from "pi-durable-web";
 import { h } from "../dom.ts";
+import { showApproval, showResultDecision } from "./approval-card.ts";
 import { compactJson, textOf } from "./text.ts";
 
 /**
  * Tool cards: one per call id, placed on the assistant message that made the call. A card follows its live
  * slot (waiting, running with its streamed output) until its result entry arrives; from then on the result
- * entry is what it shows.
+ * entry is what it shows. A call that waits for a person carries its approval card (approval-card.ts).
  */
 const toolCards = new Map<string, HTMLElement>();
 
@@ -17,6 +18,7 @@ const TOOL_CODES: Record<string, string> = {
   invalid_arguments: "invalid arguments",
   blocked: "blocked",
   tool_error: "error",
+  denied: "denied — not run",
 };
 
 /** A harness-written part of a result: `<harness>\n[error] message\n</harness>` (the model gets it as is). */
@@ -86,8 +88,15 @@ export function applySlot(slot: ToolSlotView, streamed: string | undefined): voi
   setToolStatus(
     card,
     slot.status === "done" ? "pending" : slot.status,
-    slot.status === "running" ? "running" : slot.status === "pending" ? "waiting" : "finishing",
+    slot.status === "running"
+      ? "running"
+      : slot.status === "pending"
+        ? "waiting"
+        : slot.status === "awaiting-approval"
+          ? "needs your approval"
+          : "finishing",
   );
+  showApproval(card, slot);
   const output = streamed ?? slot.output;
   if (output) {
     const section = card.querySelector<HTMLElement>(".tool-output-section")!;
@@ -104,6 +113,7 @@ export function applyResult(card: HTMLElement, payload: ToolResultEntryPayload):
   if (code) card.dataset.code = code;
   card.classList.toggle("is-error", message.isError);
   setToolStatus(card, "done", code ? (TOOL_CODES[code] ?? code) : message.isError ? "error" : "done");
+  showResultDecision(card, payload.approval);
   const section = card.querySelector<HTMLElement>(".tool-result-section")!;
   section.hidden = false;
   const parts = typeof message.content === "string" ? [{ type: "text" as const, text: message.content }] : message.content;

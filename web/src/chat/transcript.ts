@@ -7,6 +7,7 @@ import type {
   ToolResultEntryPayload,
   UserEntryPayload,
 } from "pi-durable-web";
+import { ASK_BEFORE_WRITING, askBeforeWriting } from "../../../worker/protocol.ts";
 import { app } from "../app.ts";
 import { conversation } from "../conversation.ts";
 import { byId, h } from "../dom.ts";
@@ -98,6 +99,14 @@ function renderEntry(entry: EntryRecord): HTMLElement | undefined {
       const { reason, error } = entry.payload as unknown as RunFailureEntryPayload;
       return h("li", { class: "msg notice-entry", ...at }, failureNotice({ reason, message: error }, "run"));
     }
+    case ASK_BEFORE_WRITING.kind:
+      return h(
+        "li",
+        { class: "msg system switch-entry", ...at },
+        askBeforeWriting([entry])
+          ? "Ask before writing files: on. From here on a call that writes, edits or deletes a file waits for your decision."
+          : "Ask before writing files: off. The agent writes files without asking.",
+      );
     default:
       return h("li", { class: "msg system", ...at }, `${entry.kind} ${compactJson(entry.payload)}`);
   }
