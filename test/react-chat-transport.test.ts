@@ -14,9 +14,14 @@ function send(transport: DurableChatTransport, messages: DurableUIMessage[]) {
 }
 
 /** Every message state the AI SDK's own assembly builds from the stream; the last is what useChat shows. */
-async function assemble(stream: ReadableStream<UIMessageChunk>, errors: unknown[] = []): Promise<DurableUIMessage[]> {
+async function assemble(
+  stream: ReadableStream<UIMessageChunk>,
+  errors: unknown[] = [],
+  message?: DurableUIMessage,
+): Promise<DurableUIMessage[]> {
   const states: DurableUIMessage[] = [];
-  for await (const message of readUIMessageStream<DurableUIMessage>({ stream, onError: (error) => errors.push(error) }))
+  const from = message ? { message: structuredClone(message) } : {};
+  for await (const message of readUIMessageStream<DurableUIMessage>({ stream, onError: (error) => errors.push(error), ...from }))
     states.push(structuredClone(message));
   return states;
 }
@@ -230,12 +235,21 @@ describe("DurableChatTransport: a person in the loop (DESIGN §4c)", () => {
     });
   }
 
-  /** Reads the stream until the AI SDK's assembly shows the call waiting for a decision. */
+  /**
+   * Reads the stream to its end, which comes at the approval request (as the AI SDK's own stream ends there, so
+   * useChat is `ready` and `sendAutomaticallyWhen` sends the response): the message as assembled then.
+   */
   async function untilApprovalRequested(stream: ReadableStream<UIMessageChunk>): Promise<DurableUIMessage> {
-    for await (const message of readUIMessageStream<DurableUIMessage>({ stream })) {
-      if (message.parts.some((part) => "state" in part && part.state === "approval-requested")) return structuredClone(message);
-    }
-    throw new Error("the stream ended without an approval request");
+    const chunks: UIMessageChunk[] = [];
+    const [mine, sdk] = stream.tee();
+    const reading = (async () => {
+      for await (const chunk of mine) chunks.push(chunk);
+    })();
+    const final = (await assemble(sdk)).at(-1)!;
+    await reading;
+    expect(chunks.at(-1)).toEqual({ type: "finish", finishReason: "tool-calls" });
+    expect(final.parts.some((part) => "state" in part && part.state === "approval-requested")).toBe(true);
+    return final;
   }
 
   /** What `addToolApprovalResponse({ id, approved, reason })` makes of the message. */
@@ -266,7 +280,10 @@ describe("DurableChatTransport: a person in the loop (DESIGN §4c)", () => {
     expect(comparable(reloaded[1]!)).toEqual(comparable(live));
     expect(runs.count).toBe(0);
 
-    const final = (await assemble(await send(transport, [user, responded(reloaded[1]!, true)]))).at(-1)!;
+    // useChat goes on from the message it has: the stream sends what follows it, not the whole answer again.
+    const approved = responded(reloaded[1]!, true);
+    const final = (await assemble(await send(transport, [user, approved]), [], approved)).at(-1)!;
+    expect(final.parts.map((part) => part.type)).toEqual(["step-start", "dynamic-tool", "step-start", "text"]);
     expect(final.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({ state: "output-available", output: "wrote a.txt" });
     expect(final.parts.at(-1)).toMatchObject({ type: "text", text: "Written." });
     expect(runs.count).toBe(1);
@@ -281,7 +298,8 @@ describe("DurableChatTransport: a person in the loop (DESIGN §4c)", () => {
     const transport = transportFor(opened);
     const user = userMessage("m1", "write a.txt");
     const live = await untilApprovalRequested(await send(transport, [user]));
-    const final = (await assemble(await send(transport, [user, responded(live, false, "not that file")]))).at(-1)!;
+    const denied = responded(live, false, "not that file");
+    const final = (await assemble(await send(transport, [user, denied]), [], denied)).at(-1)!;
     expect(final.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({ state: "output-denied" });
     const reloaded = (await transportFor(opened).loadMessages())[1]!;
     expect(reloaded.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({

@@ -1,10 +1,10 @@
 import type { ChatTransport, UIMessageChunk } from "ai";
-import type { SubmissionOutcome, UserContent } from "../agent/types.ts";
+import type { SubmissionOutcome, ToolSlotView, UserContent } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view/view.ts";
 import type { ConversationView } from "../agent/view/view-store.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
 import type { ChatClient } from "./client.ts";
-import { liveTurn, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";
+import { liveTurn, type Reply, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";
 import { ReplyChunks } from "./reply-chunks.ts";
 import { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";
 
@@ -22,6 +22,11 @@ export interface DurableChatTransportOptions {
  *
  *   const transport = new DurableChatTransport({ client, conversationId });
  *   const { messages, sendMessage } = useChat({ transport, messages: await transport.loadMessages(), resume: true });
+ *
+ * A tool that asks a person: the stream ends at the approval request (the part `approval-requested`), and
+ * `useChat`'s documented wiring decides it durably —
+ * `useChat({ …, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses })`, then
+ * `addToolApprovalResponse({ id: part.approval.id, approved, reason })` — after a reload too.
  *
  * Ending a stream (`stop()`, an unmount) detaches the page; the run goes on. To stop the run itself call
  * `client.abortConversation(conversationId)`.
@@ -74,13 +79,15 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
    */
   async #decide(responses: ApprovalResponse[], signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
     const view = await this.#open();
+    // What the page shows of the answer now (useChat goes on from its message): the stream sends what follows.
+    const turn = liveTurn(view.state, turnsOf(view.state.entries));
+    const submissionId = (turn && submissionOf(turn)) ?? view.state.live.run?.inputs.at(-1);
+    const shown = turn && replyOf(view.state, turn, true);
     for (const { taskId, approved, reason } of responses)
       await this.#client.decide(this.conversationId, taskId, { approved, ...(reason !== undefined ? { reason } : {}) });
-    const run = view.state.live.run;
-    const turn = liveTurn(view.state, turnsOf(view.state.entries));
-    const submissionId = (turn && submissionOf(turn)) ?? run?.inputs.at(-1);
     if (submissionId === undefined) throw new UnsupportedChatRequest("The decided call's answer is not in this conversation's view.");
-    return this.#replyStream(view, submissionId, signal);
+    const decided = new Set(responses.map((response) => response.taskId));
+    return this.#replyStream(view, submissionId, signal, { ...(shown ? { shown } : {}), decided });
   }
 
   /** The committed transcript (and a run still going, as far as it got), for `useChat({ messages })`. */
@@ -141,8 +148,21 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     });
   }
 
-  #replyStream(view: ConversationView, submissionId: number, signal: AbortSignal | undefined): ReadableStream<UIMessageChunk> {
+  /**
+   * The answer to `submissionId` as chunks, until the submission settles — or until the run waits for a person
+   * (every call of its tool round asks for a decision, none of them one this request just `decided`): then the
+   * stream finishes, as the AI SDK's own does at an approval request, and `addToolApprovalResponse` with
+   * `sendAutomaticallyWhen` sends the decision as the next request. `shown`: the reply as the page has it
+   * already (that request goes on from its message), so only what follows is sent.
+   */
+  #replyStream(
+    view: ConversationView,
+    submissionId: number,
+    signal: AbortSignal | undefined,
+    from: { shown?: Reply; decided?: ReadonlySet<number> } = {},
+  ): ReadableStream<UIMessageChunk> {
     const chunks = new ReplyChunks(`reply-${submissionId}`);
+    if (from.shown) chunks.update(from.shown);
     let outcome: SubmissionOutcome | undefined;
     let ended = false;
     let unsubscribe: (() => void) | undefined;
@@ -164,9 +184,16 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       const turn = turns.findLast((candidate) => submissionOf(candidate) === submissionId);
       const settled = outcome !== undefined && caughtUp(state, submissionId, outcome);
       if (turn) {
-        const reply = replyOf(state, turn, turn === liveTurn(state, turns));
-        const sent = settled ? chunks.finish(reply, failureOf(outcome!, reply.failure)) : chunks.update(reply);
+        const current = turn === liveTurn(state, turns);
+        const reply = replyOf(state, turn, current);
+        const asking = !settled && current && waitsForPerson(state, from.decided);
+        const sent = settled
+          ? chunks.finish(reply, failureOf(outcome!, reply.failure))
+          : asking
+            ? chunks.finish(reply, undefined, "tool-calls")
+            : chunks.update(reply);
         for (const chunk of sent) controller.enqueue(chunk);
+        if (asking) return end();
       } else if (settled) {
         for (const chunk of chunks.finish({ id: chunks.messageId, steps: [], tools: new Map() }, failureOf(outcome!, undefined)))
           controller.enqueue(chunk);
@@ -194,6 +221,19 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       cancel: end,
     });
   }
+}
+
+/**
+ * The run waits for a person: its tool round has a call that asks for a decision (not one in `decided`), and
+ * every other call is done or waits behind it (a sequential round's later call has no task yet).
+ */
+function waitsForPerson(state: ConversationViewState, decided: ReadonlySet<number> | undefined): boolean {
+  const slots = state.live.tools ?? [];
+  const asking = (slot: ToolSlotView) => slot.status === "awaiting-approval" && slot.taskId !== undefined && !decided?.has(slot.taskId);
+  return (
+    slots.some(asking) &&
+    slots.every((slot) => asking(slot) || slot.status === "done" || (slot.status === "pending" && slot.taskId === undefined))
+  );
 }
 
 /** The view shows the submission's end: no live run answers it, and a committed answer is in. */

@@ -67,12 +67,15 @@ export class ReplyChunks {
     return out;
   }
 
-  /** The last chunks: open parts ended, then `error` for a run that ended without an answer, then `finish`. */
-  finish(reply: Reply, failure: RunFailureData | undefined): UIMessageChunk[] {
+  /**
+   * The last chunks: open parts ended, then `error` for a run that ended without an answer, then `finish`
+   * (`tool-calls` when the answer stops to wait for a person's decision).
+   */
+  finish(reply: Reply, failure: RunFailureData | undefined, reason: "stop" | "tool-calls" = "stop"): UIMessageChunk[] {
     const out = this.update(reply);
     this.#closeStep(out);
     if (failure) out.push({ type: "error", errorText: failure.message });
-    out.push({ type: "finish", ...(failure ? {} : { finishReason: "stop" as const }) });
+    out.push({ type: "finish", ...(failure ? {} : { finishReason: reason }) });
     return out;
   }
 
