@@ -51,7 +51,8 @@ export type ObjectKind =
   | "sweep"
   | "limited"
   | "users"
-  | "signed";
+  | "signed"
+  | "approval";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -103,6 +104,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         SWEEP: sqliteObject("SweepObject"),
         LIMITED: sqliteObject("LimitedObject"),
         USERS: sqliteObject("UserAgent"),
+        APPROVAL: sqliteObject("ApprovalObject"),
       },
     });
   let mf = options();

@@ -164,6 +164,7 @@ function encode(value: unknown): unknown {
 export { CounterObject } from "../../examples/counter-object.ts";
 export { UserAgent } from "../../examples/signed-callers.ts";
 export { DemoObject } from "../../worker/edge-object.ts";
+export { ApprovalObject } from "./approval-object.ts";
 export { SharedObject } from "./shared-object.ts";
 export { SweepObject } from "./sweep-object.ts";
 
