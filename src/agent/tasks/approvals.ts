@@ -11,11 +11,19 @@ import { asJson, scopeOf } from "../conversation/documents.ts";
  * deadline at checkpoint `approval` (its final arguments in it), next to its approval record: the document
  * `pi.approval:<callId>` in its conversation's scope. One commit decides it (`decideIn`): the record takes the
  * decision and the task is woken; every later decision finds the record decided and is refused, naming the
- * first. The record stays after the call ended, so a late decision is told what happened.
+ * first. The record stays after the call ended, so a late decision is told what happened — for the
+ * conversation's last `KEPT_DECISIONS` ended calls that asked (`endApproval`); older records are let go.
  */
 export const APPROVAL_PREFIX = "pi.approval:";
 export const APPROVAL_PHASE = "approval";
 export const approvalKey = (callId: string): string => `${APPROVAL_PREFIX}${callId}`;
+/**
+ * How many ended calls of one conversation keep their approval record, so that a late decision (an offline
+ * tab, a second person) is told the first one (decision 0024). A record past that is deleted.
+ */
+export const KEPT_DECISIONS = 64;
+/** The conversation's ended calls that still have a record, oldest first: `[callId, taskId]` pairs. */
+const ENDED_KEY = "pi.approvals.ended";
 
 export interface ApprovalRecord {
   taskId: number;
@@ -75,6 +83,22 @@ export function writeApproval(tx: Tx, conversationId: number, record: ApprovalRe
   tx.setDocument(scopeOf(conversationId), approvalKey(record.callId), asJson(record));
 }
 
+/**
+ * In the commit that ends the call `callId` of task `taskId` (its result): its record joins the conversation's
+ * ended calls, and the oldest one past `KEPT_DECISIONS` is deleted (only if it is still that call's: a model
+ * may give a later call the same id). Keeps what an app's memory and storage hold of decisions bounded.
+ */
+export function endApproval(tx: Tx, conversationId: number, callId: string, taskId: number): void {
+  const scope = scopeOf(conversationId);
+  const ended = ((tx.document(scope, ENDED_KEY) as Array<[string, number]> | undefined) ?? []).filter(([, id]) => id !== taskId);
+  ended.push([callId, taskId]);
+  while (ended.length > KEPT_DECISIONS) {
+    const [oldCall, oldTask] = ended.shift()!;
+    if (readApproval(tx, conversationId, oldCall)?.taskId === oldTask) tx.deleteDocument(scope, approvalKey(oldCall));
+  }
+  tx.setDocument(scope, ENDED_KEY, ended);
+}
+
 export function summary(record: ApprovalRecord): DecisionSummary {
   return {
     approved: record.status === "approved",
@@ -98,8 +122,9 @@ export function expired(record: ApprovalRecord, now: number): boolean {
 export function decideIn(tx: KernelTx, conversationId: number, callId: string, decision: Decision, taskId?: number): ApprovalRecord {
   const record = readApproval(tx, conversationId, callId);
   if (!record || (taskId !== undefined && record.taskId !== taskId)) {
-    if (taskId !== undefined) throw new NoPendingApproval(callId, taskId, "its tool did not ask for a decision");
-    throw new NotFound(`Conversation ${conversationId} has no tool call ${JSON.stringify(callId)} that asked for a decision.`);
+    const why = `its tool never asked, or the call ended before the conversation's last ${KEPT_DECISIONS} that did (its tool result in the transcript says how it was decided)`;
+    if (taskId !== undefined) throw new NoPendingApproval(callId, taskId, `it holds no decision record: ${why}`);
+    throw new NotFound(`Conversation ${conversationId} has no decision record for tool call ${JSON.stringify(callId)}: ${why}.`);
   }
   const now = tx.now();
   const decided = record.status === "approved" || record.status === "denied";

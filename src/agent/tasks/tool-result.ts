@@ -11,7 +11,7 @@ import { toolCallsOf } from "../conversation/transcript.ts";
 import type { AgentRuntime } from "../runtime.ts";
 import type { ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "../tool.ts";
 import type { AssistantEntryPayload, ToolErrorCode } from "../types.ts";
-import { type ApprovalCheckpoint, readApproval, summary } from "./approvals.ts";
+import { type ApprovalCheckpoint, endApproval, readApproval, summary } from "./approvals.ts";
 
 /** `pi.tool`'s records (S8) and the result commit every way of ending a call goes through. */
 export type ToolTaskInput = { assistant: number; callId: string; name: string };
@@ -83,6 +83,7 @@ export async function settle(
       const record = readApproval(tx, conversationId, task.input.callId);
       const decided = record?.taskId === task.id && (record.status === "approved" || record.status === "denied");
       const approval = decided ? summary(record) : undefined;
+      if (record?.taskId === task.id) endApproval(tx, conversationId, task.input.callId, task.id);
       const message: ToolResultMessage = {
         role: "toolResult",
         toolCallId: toolCall.id,
