@@ -1,4 +1,5 @@
 import { useChat } from "@ai-sdk/react";
+import { lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 import { DurableChatTransport, type DurableUIMessage, useHarnessClient, useHarnessStatus, useTasks } from "pi-durable-web/react";
 import { useEffect, useMemo, useRef, useState } from "react";
 
@@ -33,11 +34,14 @@ function DurableChat({ conversationId }: { conversationId: number }) {
 }
 
 function Chat({ transport, initial }: { transport: DurableChatTransport; initial: DurableUIMessage[] }) {
-  const { messages, sendMessage, status, error, setMessages } = useChat<DurableUIMessage>({
+  const { messages, sendMessage, status, error, setMessages, addToolApprovalResponse } = useChat<DurableUIMessage>({
     id: `conversation-${transport.conversationId}`,
     transport,
     messages: initial,
     resume: true,
+    // The AI SDK's approval flow: once every call of the last step is approved or denied, useChat sends the
+    // responses (the transport turns each into the durable decision of its call).
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
   const [input, setInput] = useState("");
   // Every tab live: another tab's messages and answers (as they stream) reach this useChat while it is idle.
@@ -58,7 +62,7 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
           <li key={message.id} data-role={message.role}>
             {message.parts.map((part, index) => (
               // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts have no ids and only ever grow at the end
-              <Part key={index} part={part} />
+              <Part key={index} part={part} respond={addToolApprovalResponse} />
             ))}
           </li>
         ))}
@@ -85,7 +89,9 @@ function Chat({ transport, initial }: { transport: DurableChatTransport; initial
   );
 }
 
-function Part({ part }: { part: DurableUIMessage["parts"][number] }) {
+type Respond = ReturnType<typeof useChat<DurableUIMessage>>["addToolApprovalResponse"];
+
+function Part({ part, respond }: { part: DurableUIMessage["parts"][number]; respond: Respond }) {
   switch (part.type) {
     case "text":
       return <p className="text">{part.text}</p>;
@@ -93,9 +99,21 @@ function Part({ part }: { part: DurableUIMessage["parts"][number] }) {
       return <p className="reasoning">{part.text}</p>;
     case "dynamic-tool":
       return (
-        <pre className="tool" data-state={part.state}>
-          {part.toolName}: {part.state === "output-error" ? part.errorText : part.state === "output-available" ? String(part.output) : "…"}
-        </pre>
+        <div>
+          <pre className="tool" data-state={part.state}>
+            {part.toolName}: {toolText(part)}
+          </pre>
+          {part.state === "approval-requested" && (
+            <p className="approval">
+              <button type="button" onClick={() => void respond({ id: part.approval.id, approved: true })}>
+                Approve
+              </button>
+              <button type="button" onClick={() => void respond({ id: part.approval.id, approved: false, reason: "not now" })}>
+                Deny
+              </button>
+            </p>
+          )}
+        </div>
       );
     case "data-aborted":
       return <p className="notice">(cut off: {part.data.errorMessage ?? part.data.stopReason})</p>;
@@ -111,6 +129,21 @@ function Part({ part }: { part: DurableUIMessage["parts"][number] }) {
       return <p className="notice">(no answer: {part.data.message})</p>;
     default:
       return null;
+  }
+}
+
+function toolText(part: Extract<DurableUIMessage["parts"][number], { type: "dynamic-tool" }>): string {
+  switch (part.state) {
+    case "output-available":
+      return String(part.output);
+    case "output-error":
+      return part.errorText;
+    case "approval-requested":
+      return `${JSON.stringify(part.input)} waits for your decision`;
+    case "output-denied":
+      return `denied${part.approval.reason ? ` (${part.approval.reason})` : ""}`;
+    default:
+      return "…";
   }
 }
 

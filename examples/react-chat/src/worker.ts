@@ -9,8 +9,8 @@ import {
   fauxToolCall,
   type Message,
 } from "@earendil-works/pi-ai";
-import { defineExtension, defineTool } from "pi-durable-web";
-import { serveHarness } from "pi-durable-web/worker";
+import { defineExtension, defineTool, type ExecutionEnv } from "pi-durable-web";
+import { opfsEnvs, serveHarness } from "pi-durable-web/worker";
 
 export const STORY =
   "Once a lighthouse kept a ledger of every turn of its lamp. When a storm cut the power mid-turn, the lamp " +
@@ -34,8 +34,24 @@ const countdown = defineTool<{ ticks: number }>({
 });
 
 /**
- * The offline model: "story" streams a long answer, "countdown" calls the tool, "fail" answers with an error;
- * it answers from the request alone.
+ * A tool that asks the person first (`approval: "always"`, the AI SDK's `needsApproval`): it appends a line to
+ * notes.txt in the conversation's OPFS directory and answers with the whole file, so a second run would show.
+ */
+const addNote = defineTool<{ text: string }>({
+  name: "add_note",
+  description: "Appends a line to notes.txt",
+  parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  approval: "always",
+  async execute({ text }, api, context) {
+    const env = await api.env<ExecutionEnv>();
+    await env.append("notes.txt", `${text}\n`, context);
+    return `notes.txt reads: ${JSON.stringify(await env.read("notes.txt", context))}`;
+  },
+});
+
+/**
+ * The offline model: "story" streams a long answer, "countdown" calls the tool, "note" asks to add a note,
+ * "fail" answers with an error; it answers from the request alone.
  */
 function offlineModel() {
   const faux = fauxProvider({
@@ -59,6 +75,7 @@ function respond(messages: readonly Message[]) {
   const last = messages.at(-1);
   if (last?.role === "toolResult") {
     const text = last.content.map((item) => (item.type === "text" ? item.text : "")).join("");
+    if (last.toolName === "add_note") return fauxAssistantMessage(last.isError ? `No note: ${text}` : `Noted. ${text}`);
     return fauxAssistantMessage(last.isError ? `The countdown was cut off: ${text}` : `The countdown said: ${text}`);
   }
   const input =
@@ -71,15 +88,20 @@ function respond(messages: readonly Message[]) {
     return fauxAssistantMessage([fauxText("Counting down."), fauxToolCall("countdown", { ticks: 8 }, { id: "call_1" })], {
       stopReason: "toolUse",
     });
+  if (/note/i.test(input))
+    return fauxAssistantMessage([fauxText("I will ask you first."), fauxToolCall("add_note", { text: "buy milk" }, { id: "call_note" })], {
+      stopReason: "toolUse",
+    });
   if (/story/i.test(input)) return fauxAssistantMessage(STORY);
   // Not a transient error (pi-ai's rule), so it is not retried: the run ends without an answer.
   if (/fail/i.test(input)) return fauxAssistantMessage([], { stopReason: "error", errorMessage: "400 the demo model refuses on purpose" });
-  return fauxAssistantMessage(`You said "${input}". Say "story" or "countdown".`);
+  return fauxAssistantMessage(`You said "${input}". Say "story", "countdown" or "note".`);
 }
 
 serveHarness({
   path: "/react-chat.sqlite3",
-  extensions: [defineExtension({ name: "react-chat", tools: [countdown] })],
+  extensions: [defineExtension({ name: "react-chat", tools: [countdown, addNote] })],
+  env: opfsEnvs(),
   models: offlineModel(),
   settings: { retry: { baseDelayMs: 300 } },
 });
