@@ -5,7 +5,7 @@
  * answers again (the phase that committed stays stopped), as if the process had died at that instant; the
  * test then crashes the tab for real. Off with `serveHarness({ crashPoints: false })`.
  */
-import { TASK_KEYS } from "../session/tx.ts";
+import { TASK_KEYS } from "../session/keys.ts";
 import type { Batch } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 

@@ -7,7 +7,8 @@ import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import { GroupOverlay } from "./group.ts";
-import { documentKey, HANDOVER_KEY_PREFIX, KernelTx, TASK_KEYS, type TxActor } from "./tx.ts";
+import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
+import { KernelTx, type TxActor } from "./tx.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
 export interface Published {

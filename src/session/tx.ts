@@ -15,6 +15,7 @@ import type {
 import type { Storage } from "../storage/storage.ts";
 import type { GroupOverlay } from "./group.ts";
 import { type IdKind, mirroredKind, notFound } from "./ids.ts";
+import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
 
 export interface CreateTaskOptions {
   /** Defaults to the committing task's conversation, or the conversation whose `commit` this is. */
@@ -30,14 +31,6 @@ export interface CreateTaskOptions {
   key?: string;
 }
 
-/** The document scope of task keys: key → `{ taskId, kind }` (and `expiresAt` for a hand-over key). */
-export const TASK_KEYS = "pi.task-keys";
-/**
- * Task keys that start with this exist only to make a follower tab's call safe to send again to the next
- * leader (src/browser/tabs/retry.ts). They expire `HANDOVER_KEY_TTL_MS` after their task's creation, on the
- * harness clock, well after any resend (decision 0022); apps must not use the prefix for their own keys.
- */
-export const HANDOVER_KEY_PREFIX = "pi.handover:";
 /** How long a hand-over key is kept: five times the longest a follower keeps resending a call (60 s). */
 export const HANDOVER_KEY_TTL_MS = 5 * 60_000;
 /** At most this many expired hand-over keys are deleted by one commit (the rest by the next ones). */
@@ -408,9 +401,5 @@ export class KernelTx implements Tx {
 
 /** The empty list a transaction answers with before it staged anything of a kind. */
 const NONE: readonly never[] = Object.freeze([]);
-
-export function documentKey(scope: string, key: string): string {
-  return `${scope}\u0000${key}`;
-}
 
 export type { DocumentRecord };

@@ -1,6 +1,6 @@
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../../base/json.ts";
-import { documentKey } from "../../session/tx.ts";
+import { documentKey } from "../../session/keys.ts";
 import type { Batch, EntryRecord, TaskRecord } from "../../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "../conversation/documents.ts";
 import type { AgentSession } from "../kernel.ts";

@@ -4,7 +4,7 @@
  */
 import { ConnectionLost } from "../../errors.ts";
 import { isMethod, type MethodPolicy, PROTOCOL } from "../../host/protocol.ts";
-import { HANDOVER_KEY_PREFIX } from "../../session/tx.ts";
+import { HANDOVER_KEY_PREFIX } from "../../session/keys.ts";
 
 /**
  * A follower stops sending a call again this long after it first sent it (then the call rejects with
