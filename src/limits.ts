@@ -29,24 +29,69 @@ export type What = string | (() => string);
 
 const named = (what: What) => (typeof what === "function" ? what() : what);
 
+/**
+ * What keeps a value from being plain JSON within a walk's bounds (`walkJson`), and where it is: the keys and
+ * indexes from the root (`path`) and the value found there.
+ * - `depth`: a container `maxDepth` levels down;
+ * - `bytes`: more than `maxBytes` as JSON (known before the walk ends);
+ * - `members`: more than `maxMembers` containers (a value shared widely rather than deep);
+ * - `cycle`: a container inside itself;
+ * - `toJSON`: a container with a `toJSON` method (JSON would call it);
+ * - `class`: an object whose prototype is neither `Object.prototype` nor null;
+ * - `undefined`: `undefined` in an array (JSON makes it null);
+ * - `value`: a non-finite number, a function, a symbol, a BigInt, or `undefined` itself.
+ */
+export interface JsonFault {
+  kind: "depth" | "bytes" | "members" | "cycle" | "toJSON" | "class" | "undefined" | "value";
+  path: Array<string | number>;
+  value: unknown;
+}
+
+/** How far `walkJson` goes: levels of nesting, and optionally bytes as JSON and containers visited. */
+export interface JsonBounds {
+  maxDepth: number;
+  maxBytes?: number;
+  maxMembers?: number;
+}
+
+/** A value on `walkJson`'s stack, with the way back to the root (read only to name a fault's place). */
+interface Frame {
+  value: unknown;
+  depth: number;
+  parent: Frame | undefined;
+  key: string | number;
+}
+
 /** The most bytes one JavaScript number takes as JSON (`-1.2345678901234567e-308`). */
 const NUMBER_BYTES = 24;
 
 /**
- * Refuses a value that is not plain JSON or is past `limits`, with an `InvalidInput` that names `what` and
- * the limit. Plain JSON: null, booleans, finite numbers, strings, arrays, and objects whose prototype is
- * `Object.prototype` or null (an `undefined` member is allowed: JSON drops it). Iterative: a value of any
- * depth (or a cycle) is refused without growing the call stack, after at most `maxBytes` members.
+ * The one walk of a caller's JSON: the first fault found in `value` (see `JsonFault`), and an
+ * upper bound of its size as UTF-8 JSON (`high`; the exact size lies between the lower bound, checked
+ * against `maxBytes` on the way, and this). Plain JSON: null, booleans, finite numbers, strings, arrays, and
+ * objects whose prototype is `Object.prototype` or null (an `undefined` member is allowed: JSON drops it).
+ * Iterative: a value of any depth, width or sharing is answered without growing the call stack.
  */
-export function checkJson(value: unknown, limits: JsonLimits, what: What = "A value"): void {
-  // Serialized size between `low` and `high` bytes; the exact size is measured only when that decides.
+export function walkJson(value: unknown, bounds: JsonBounds): { fault: JsonFault | undefined; high: number } {
+  const { maxDepth, maxBytes = Number.POSITIVE_INFINITY, maxMembers = Number.POSITIVE_INFINITY } = bounds;
+  // `leave` marks the end of a container's members: it is no longer an ancestor (a value shared by two
+  // members is JSON; a value inside itself is a cycle).
+  const stack: Array<Frame | { leave: object }> = [{ value, depth: 0, parent: undefined, key: "" }];
+  const open = new Set<object>();
+  let members = 0;
   let low = 0;
   let high = 0;
-  const values: unknown[] = [value];
-  const depths: number[] = [0];
-  while (values.length > 0) {
-    const item = values.pop();
-    const depth = depths.pop() as number;
+  const fault = (kind: JsonFault["kind"], frame: Frame | undefined, found: unknown = frame?.value) => ({
+    fault: { kind, path: pathOf(frame), value: found },
+    high,
+  });
+  while (stack.length > 0) {
+    const frame = stack.pop()!;
+    if ("leave" in frame) {
+      open.delete(frame.leave);
+      continue;
+    }
+    const item = frame.value;
     switch (typeof item) {
       case "string":
         low += item.length + 2;
@@ -57,7 +102,7 @@ export function checkJson(value: unknown, limits: JsonLimits, what: What = "A va
         high += 5;
         break;
       case "number":
-        if (!Number.isFinite(item)) throw notJson(what, `the number ${String(item)}`);
+        if (!Number.isFinite(item)) return fault("value", frame);
         low += 1;
         high += NUMBER_BYTES;
         break;
@@ -67,42 +112,89 @@ export function checkJson(value: unknown, limits: JsonLimits, what: What = "A va
           high += 4;
           break;
         }
-        if (depth >= limits.maxDepth) throw tooDeep(what, limits.maxDepth);
-        if (Array.isArray(item)) {
-          if (typeof (item as { toJSON?: unknown }).toJSON === "function") throw notJson(what, "an array with a toJSON method");
-          low += 1 + Math.max(item.length, 1);
+        if (frame.depth >= maxDepth) return fault("depth", frame);
+        if (open.has(item)) return fault("cycle", frame);
+        if (++members > maxMembers) return fault("members", undefined, value);
+        const array = Array.isArray(item);
+        if (!array) {
+          const prototype = Object.getPrototypeOf(item);
+          if (prototype !== Object.prototype && prototype !== null) return fault("class", frame);
+        }
+        if (typeof (item as { toJSON?: unknown }).toJSON === "function") return fault("toJSON", frame);
+        open.add(item);
+        stack.push({ leave: item });
+        if (array) {
+          low += 1 + Math.max(item.length, 1); // brackets and commas
           high += 1 + Math.max(item.length, 1);
-          for (let index = 0; index < item.length; index++) {
+          for (let index = item.length - 1; index >= 0; index--) {
             const member = item[index];
-            if (member === undefined) throw notJson(what, "undefined in an array");
-            values.push(member);
-            depths.push(depth + 1);
+            if (member === undefined) return fault("undefined", { value: member, depth: frame.depth + 1, parent: frame, key: index });
+            stack.push({ value: member, depth: frame.depth + 1, parent: frame, key: index });
           }
           break;
         }
-        const prototype = Object.getPrototypeOf(item);
-        if (prototype !== Object.prototype && prototype !== null) throw notJson(what, `a ${className(item)}`);
         low += 1; // {} is 2 bytes, and n members have n - 1 commas: counting one per member, start at 1
         high += 2;
-        for (const key of Object.keys(item)) {
+        const keys = Object.keys(item);
+        for (let index = keys.length - 1; index >= 0; index--) {
+          const key = keys[index]!;
           const member = (item as Record<string, unknown>)[key];
           if (member === undefined) continue;
           low += key.length + 4; // "key": and a comma
           high += key.length * 6 + 4;
-          values.push(member);
-          depths.push(depth + 1);
+          stack.push({ value: member, depth: frame.depth + 1, parent: frame, key });
         }
         break;
       }
       default:
-        throw notJson(what, typeof item === "undefined" ? "undefined" : `a ${typeof item}`);
+        return fault("value", frame);
     }
-    if (low > limits.maxBytes) throw tooLarge(what, limits.maxBytes, `over ${limits.maxBytes}`);
+    if (low > maxBytes) return fault("bytes", undefined, value);
+  }
+  return { fault: undefined, high };
+}
+
+/** The keys and indexes from the root to `frame` (empty for the root). */
+function pathOf(frame: Frame | undefined): Array<string | number> {
+  const path: Array<string | number> = [];
+  for (let at = frame; at?.parent; at = at.parent) path.push(at.key);
+  return path.reverse();
+}
+
+/**
+ * Refuses a value that is not plain JSON or is past `limits`, with an `InvalidInput` that names `what` and
+ * the limit (`walkJson`). A value of any depth (or a cycle) is refused without growing the call stack,
+ * after at most `maxBytes` members.
+ */
+export function checkJson(value: unknown, limits: JsonLimits, what: What = "A value"): void {
+  const { fault, high } = walkJson(value, limits);
+  if (fault) {
+    if (fault.kind === "depth") throw tooDeep(what, limits.maxDepth);
+    if (fault.kind === "bytes") throw tooLarge(what, limits.maxBytes, `over ${limits.maxBytes}`);
+    throw notJson(what, holds(fault));
   }
   if (high <= limits.maxBytes) return;
   // Rare: close to the limit. Safe to serialize now: the value is plain JSON within maxDepth.
   const bytes = utf8Length(JSON.stringify(value));
   if (bytes > limits.maxBytes) throw tooLarge(what, limits.maxBytes, String(bytes));
+}
+
+/** What a value that is not JSON holds, for `notJson`'s message. */
+function holds(fault: JsonFault): string {
+  const found = fault.value;
+  switch (fault.kind) {
+    case "cycle":
+      return "a reference to itself";
+    case "toJSON":
+      return Array.isArray(found) ? "an array with a toJSON method" : "an object with a toJSON method";
+    case "class":
+      return `a ${className(found as object)}`;
+    case "undefined":
+      return "undefined in an array";
+    default:
+      if (typeof found === "number") return `the number ${String(found)}`;
+      return typeof found === "undefined" ? "undefined" : `a ${typeof found}`;
+  }
 }
 
 /**

@@ -6,7 +6,7 @@
  * overflow the stack. Hand-written so the edge bundle carries no schema library.
  */
 
-import { MAX_DEPTH_LIMIT, refuseTooDeep } from "./limits.ts";
+import { MAX_DEPTH_LIMIT, refuseTooDeep, walkJson } from "./limits.ts";
 
 /**
  * How deep a JSON value from a caller may nest (arrays and objects): as deep as any harness accepts
@@ -34,57 +34,22 @@ export function describeValue(value: unknown): string {
  * or undefined. An object member that is `undefined` is allowed (JSON leaves it out, as the harness does).
  */
 export function jsonProblem(value: unknown, path: string, maxDepth = MAX_JSON_DEPTH): string | undefined {
-  // `leave` marks the end of an object's members: it is no longer an ancestor (a value shared by two members
-  // is JSON; a value inside itself is a cycle).
-  const stack: Array<{ value: unknown; path: string; depth: number } | { leave: object }> = [{ value, path, depth: 0 }];
-  const open = new Set<object>();
-  let visited = 0;
-  while (stack.length > 0) {
-    const item = stack.pop()!;
-    if ("leave" in item) {
-      open.delete(item.leave);
-      continue;
-    }
-    const current = item.value;
-    switch (typeof current) {
-      case "string":
-      case "boolean":
-        continue;
-      case "number":
-        if (Number.isFinite(current)) continue;
-        return `${item.path} must be JSON; got ${describeValue(current)}`;
-      case "object": {
-        if (current === null) continue;
-        if (item.depth >= maxDepth) return `${item.path} nests deeper than ${maxDepth} levels`;
-        if (open.has(current)) return `${item.path} must be JSON; it refers to itself`;
-        open.add(current);
-        // Cheap insurance against a value that is wide and shared rather than deep (a DAG counted per path).
-        if (++visited > 1_000_000) return `${path} has more than 1,000,000 members`;
-        stack.push({ leave: current });
-        if (Array.isArray(current)) {
-          for (let index = current.length - 1; index >= 0; index--) {
-            if (current[index] === undefined) return `${item.path}[${index}] must be JSON; got undefined`;
-            stack.push({ value: current[index], path: `${item.path}[${index}]`, depth: item.depth + 1 });
-          }
-          continue;
-        }
-        const prototype = Object.getPrototypeOf(current);
-        if (prototype !== Object.prototype && prototype !== null) return `${item.path} must be JSON; got ${describeValue(current)}`;
-        if (typeof (current as { toJSON?: unknown }).toJSON === "function") return `${item.path} must be JSON; it has its own toJSON`;
-        const keys = Object.keys(current);
-        for (let index = keys.length - 1; index >= 0; index--) {
-          const key = keys[index]!;
-          const member = (current as Record<string, unknown>)[key];
-          if (member === undefined) continue;
-          stack.push({ value: member, path: `${item.path}.${key}`, depth: item.depth + 1 });
-        }
-        continue;
-      }
-      default:
-        return `${item.path} must be JSON; got ${describeValue(current)}`;
-    }
+  // Cheap insurance against a value that is wide and shared rather than deep (a DAG counted per path).
+  const { fault } = walkJson(value, { maxDepth, maxMembers: 1_000_000 });
+  if (!fault) return undefined;
+  const at = path + fault.path.map((key) => (typeof key === "number" ? `[${key}]` : `.${key}`)).join("");
+  switch (fault.kind) {
+    case "depth":
+      return `${at} nests deeper than ${maxDepth} levels`;
+    case "members":
+      return `${path} has more than 1,000,000 members`;
+    case "cycle":
+      return `${at} must be JSON; it refers to itself`;
+    case "toJSON":
+      return `${at} must be JSON; it has its own toJSON`;
+    default:
+      return `${at} must be JSON; got ${describeValue(fault.value)}`;
   }
-  return undefined;
 }
 
 /** What is wrong with `value`, named at `path` ("argument 2", "options.key"), or undefined when it is well formed. */

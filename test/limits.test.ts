@@ -17,6 +17,7 @@ import {
   type Storage,
 } from "../src/index.ts";
 import { admitJson, checkJson, utf8Length } from "../src/limits.ts";
+import { jsonProblem } from "../src/shape.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { backends, ctx, nested, openHarness } from "./support.ts";
@@ -152,6 +153,59 @@ describe("checkJson: depth, size and shape without recursion", () => {
       );
     }
     expect(() => checkJson({ a: undefined, b: Object.create(null) }, { maxDepth: 64, maxBytes: 1 << 20 })).not.toThrow();
+  });
+});
+
+describe("one JSON walk (walkJson) behind the host's argument shapes and the harness's limits", () => {
+  /** Values JSON and not: plain data, deep nests, and what JSON would drop, null or call (toJSON, own or inherited). */
+  const odd = fc.constantFrom<unknown>(
+    Number.NaN,
+    Number.NEGATIVE_INFINITY,
+    () => 1,
+    1n,
+    Symbol("s"),
+    new Date(0),
+    new Map(),
+    new Uint8Array(1),
+    Object.assign([1], { toJSON: () => "an array's own toJSON" }),
+    { toJSON: () => 1 },
+  );
+  const value = fc.letrec((tie) => ({
+    any: fc.oneof({ depthSize: "small" }, fc.jsonValue({ maxDepth: 2 }), odd, tie("array"), tie("object"), tie("deep")),
+    array: fc.array(fc.oneof(tie("any"), fc.constant(undefined)), { maxLength: 4 }),
+    object: fc.dictionary(fc.string({ maxLength: 3 }), fc.oneof(tie("any"), fc.constant(undefined)), { maxKeys: 4 }),
+    deep: fc.tuple(fc.integer({ min: 0, max: 12 }), tie("any")).map(([levels, inner]) => (levels === 0 ? inner : [nested(levels), inner])),
+  })).any;
+
+  it("jsonProblem (the host's json shape) and checkJson (the harness's limits) refuse the same values at the same depth", () => {
+    fc.assert(
+      fc.property(value, fc.integer({ min: 1, max: 12 }), fc.boolean(), (generated, maxDepth, cyclic) => {
+        const input: unknown = cyclic ? { generated } : generated;
+        if (cyclic) (input as Record<string, unknown>).self = [input];
+        const problem = jsonProblem(input, "argument 1", maxDepth);
+        let refusal: unknown;
+        try {
+          checkJson(input, { maxDepth, maxBytes: 1 << 30 });
+        } catch (error) {
+          refusal = error;
+        }
+        expect(refusal === undefined, `${problem} / ${refusal}`).toBe(problem === undefined);
+        if (refusal) expect(refusal).toMatchObject({ name: "InvalidInput", limit: /nests deeper/.test(problem!) ? "maxDepth" : "shape" });
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("a problem names where it is; a cycle is refused as not JSON, not as too deep", () => {
+    expect(jsonProblem({ a: [1, { b: Number.NaN }] }, "argument 2")).toBe("argument 2.a[1].b must be JSON; got NaN");
+    expect(jsonProblem([0, [undefined]], "x")).toBe("x[1][0] must be JSON; got undefined");
+    expect(jsonProblem({ a: nested(5) }, "x", 4)).toBe("x.a[0][0][0] nests deeper than 4 levels");
+    const cycle: Record<string, unknown> = {};
+    cycle.self = [cycle];
+    expect(jsonProblem(cycle, "x")).toBe("x.self[0] must be JSON; it refers to itself");
+    expect(() => checkJson(cycle, { maxDepth: 64, maxBytes: 1 << 20 })).toThrow(
+      expect.objectContaining({ limit: "shape", message: expect.stringMatching(/a reference to itself/) }),
+    );
   });
 });
 
