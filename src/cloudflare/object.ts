@@ -14,81 +14,30 @@
  *   with no client connected. While the object is in memory its own timers run the work; the alarm only
  *   revives it.
  * - It serves the same client API as the browser worker — the runtime-neutral host of src/host/ — over a
- *   WebSocket (the hibernation API: the object may sleep while pages stay connected) and over HTTP
- *   (`POST /rpc` with `{ method, args }`). Each socket's subscriptions are kept in its attachment, so when the
- *   object wakes from hibernation (a page's message, the alarm) they are subscribed again and the page goes on
- *   hearing without reconnecting; each sends its current value first (a status, a task graph, a view
- *   snapshot). Subscriptions too large for an attachment make that page reconnect instead (code 1012). A crash
+ *   WebSocket (the hibernation API, sockets.ts: pages stay subscribed while the object sleeps), over HTTP
+ *   (`POST /rpc` with `{ method, args }`) and as RPC methods (rpc.ts), each call through the same doors. A crash
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
+ *
+ * Its parts: options.ts (what the app sets), alarm.ts (the one alarm), sockets.ts (the pages' sockets),
+ * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`).
  */
 import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
-import { DurableError, InvalidRequest, NotAuthorized } from "../errors.ts";
-import type { Harness, HarnessOptions } from "../harness.ts";
-import { type Authorize, guardEndpoint } from "../host/doors.ts";
+import { InvalidRequest, NotAuthorized } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
-import { type SerializedError, serializeError } from "../host/error-wire.ts";
-import { createHost, type HostMethod } from "../host/host.ts";
-import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
-import type { HarnessService, MethodName } from "../host/protocol.ts";
-import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
+import { createHost } from "../host/host.ts";
+import type { HarnessService } from "../host/protocol.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
+import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
+import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
-import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
-
-export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume" | "crashPoint"> {
-  /** How often the alarm comes back while tasks are running or ready to run. Default 30 000 ms. */
-  heartbeatMs?: number;
-  /** Extra methods for `client.call(name, ...args)`. */
-  methods?: Record<string, HostMethod>;
-  /** Whether a client may arm crash points (test hooks). Default false on an object. */
-  crashPoints?: boolean;
-  /**
-   * The storage the harness uses: default `ctx.storage`; a wrapper of it for tests that count or cut its
-   * transactions. (Wrap the storage, not `ctx`: the runtime's `DurableObject` accepts only its own `ctx`.)
-   */
-  storage?: DurableObjectStorage;
-  /**
-   * Caps on one `storage.query()` (a page's `client.query()` once `powers` serve it): rows and bytes, stopped
-   * between rows. Defaults 10,000 rows and 4 MiB (`DEFAULT_QUERY_LIMITS`); an object offers no step budget.
-   */
-  queryLimits?: Partial<QueryLimits>;
-  /**
-   * The power methods (exposure `power` in the protocol's table: `createTask`, `configure`, `query`,
-   * `exportDatabase`, crash points, `call` for app methods, …) served to pages and `POST /rpc`. Default none:
-   * a page may submit, read and subscribe; everything else is refused with `NotAuthorized`.
-   */
-  powers?: readonly MethodName[];
-  /**
-   * Who is calling, from the request that opens a socket or posts to `/rpc` (a header the Worker set after
-   * checking a token, say): the caller's identity as JSON (kept with the socket through hibernation), or
-   * undefined to refuse the request (401). Default: every request is the caller `null`.
-   */
-  authenticate?: (request: Request) => Json | undefined | Promise<Json | undefined>;
-  /** Whether the caller may make this call (after the table allowed it); false refuses it with `NotAuthorized`. */
-  authorize?: Authorize<Json>;
-}
-
-/** What a page's socket carries through a hibernation: the subscriptions it holds on this object. */
-interface Attachment {
-  version: 1;
-  /** Who connected (what `authenticate` returned for the upgrade request). */
-  caller?: Json;
-  subscriptions?: HeldSubscription[];
-  /** They did not fit in an attachment: the page reconnects after a hibernation. */
-  overflow?: true;
-}
-
-/** The WebSocket close code that tells a page the object started again and it should reconnect. */
-export const RESTARTED = 1012;
-
-/** Builds the harness options of one object from its environment (bindings, secrets) and state. */
-export type HarnessObjectSetup<Env> = (env: Env, ctx: DurableObjectState) => HarnessObjectOptions;
-
-const DEFAULT_HEARTBEAT_MS = 30_000;
+import { ObjectSockets } from "./sockets.ts";
+import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
 
 /**
  * Why an object serves no page the methods its protocol row marks `servedToPages: false` (`close`,
@@ -96,32 +45,6 @@ const DEFAULT_HEARTBEAT_MS = 30_000;
  */
 const NOT_SERVED =
   "a Durable Object's harness lives as long as the object and has one instance at a time; a page leaves with client.close().";
-
-/** The endpoint of a socket whose caller is not known: it refuses everything. */
-const refuseAll: HostEndpoint = {
-  call: (method) => Promise.reject(new NotAuthorized(method, "this socket connected before the object checked callers; reconnect.")),
-  subscribe: (method) => Promise.reject(new NotAuthorized(method, "this socket connected before the object checked callers; reconnect.")),
-  unsubscribe: () => {},
-};
-
-/** A library error for a page: its class, message and details, not the object's stack (bundle paths). */
-function pageError(error: unknown): SerializedError {
-  const { stack: _stack, ...shape } = isSerialized(error) ? error : serializeError(error);
-  return shape;
-}
-
-/** Sends a frame to a page; a page that is gone hears nothing (its subscriptions end with the close). */
-function send(socket: HibernatableWebSocket, frame: object): void {
-  try {
-    socket.send(JSON.stringify(frame));
-  } catch {
-    // The socket is closed or closing.
-  }
-}
-
-function isSerialized(error: unknown): error is SerializedError {
-  return !(error instanceof Error) && typeof (error as SerializedError | undefined)?.name === "string";
-}
 
 /**
  * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
@@ -141,7 +64,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly listenerCount: () => number;
   readonly #endpoint: HostEndpoint;
   readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
-  readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
+  /** The pages' sockets (sockets.ts). */
+  readonly #sockets: ObjectSockets;
   /** The one alarm (alarm.ts). */
   readonly #alarm: ObjectAlarm;
   #started = false;
@@ -174,6 +98,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     } = setup(env, ctx);
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
+    this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const served = createHost({
       database,
@@ -196,9 +121,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       } catch (error) {
         return { error };
       }
-      // Pages still connected from an earlier instance (the object hibernated while they stayed): their
-      // subscriptions come back from each socket's attachment, so they go on hearing without reconnecting.
-      for (const socket of ctx.getWebSockets?.() ?? []) this.#restore(socket);
+      this.#sockets.restoreAll();
       await this.#alarm.attach(harness);
       return { harness };
     });
@@ -250,7 +173,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       return Response.json({ error: pageError(refused) }, { status: 401 });
     }
     // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
-    if (upgrade) return this.#accept(caller);
+    if (upgrade) return this.#sockets.accept(caller);
     await this.ready; // a failed open answers every request with its error
     const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
     if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
@@ -261,18 +184,16 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   }
 
   /**
-   * The answer to a request that failed with `error`: JSON `{ error: { name, message, details? } }` (no stack),
-   * status 503 when the harness could not open (the object serves nothing until that is fixed), 403 for a call
-   * the object's doors refused this caller, 400 for the library's other errors (a bad argument, a conflict), 500
-   * for anything else. Subclasses' routes use it too.
+   * The answer to a request that failed with `error` (answers.ts): JSON `{ error: { name, message, details? } }`
+   * (no stack), status 503 when the harness could not open, 403 for a call the object's doors refused this
+   * caller, 400 for the library's other errors, 500 for anything else. Subclasses' routes use it too.
    */
   protected async errorResponse(error: unknown): Promise<Response> {
     const failedOpen = await this.ready.then(
       () => false,
       (cause: unknown) => cause === error,
     );
-    const status = failedOpen ? 503 : error instanceof NotAuthorized ? 403 : error instanceof DurableError ? 400 : 500;
-    return Response.json({ error: pageError(error) }, { status });
+    return errorAnswer(error, failedOpen);
   }
 
   /** Who sent `request` (`authenticate`), or undefined when it is refused; `null` when the object checks no one. */
@@ -289,22 +210,6 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   /** The host as this caller reaches it: every call through the doors of the protocol's table and `authorize`. */
   #endpointFor(caller: Json): HostEndpoint {
     return guardEndpoint(this.#endpoint, caller, { ...this.#doors, notServed: NOT_SERVED });
-  }
-
-  #accept(caller: Json): Response {
-    const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
-    if (!Pair || !this.ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
-    const { 0: page, 1: object } = new Pair();
-    try {
-      object.serializeAttachment({ version: 1, caller } satisfies Attachment);
-    } catch {
-      return Response.json(
-        { error: pageError(new InvalidRequest("The caller that authenticate returned does not fit in a socket's attachment (2 KB).")) },
-        { status: 400 },
-      );
-    }
-    this.ctx.acceptWebSocket(object);
-    return new Response(null, { status: 101, webSocket: page } as ResponseInit);
   }
 
   /**
@@ -328,71 +233,15 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     // Served also when the open failed: the host answers each call and the status with the open's error.
     const harness = await this.ready.catch(() => undefined);
     try {
-      const connection = this.#connections.get(socket) ?? this.#connect(socket);
-      const parsed = parseClientMessage(typeof message === "string" ? message : new TextDecoder().decode(message));
-      if ("message" in parsed) connection.receive(parsed.message);
-      else send(socket, { type: "error", id: parsed.id, error: pageError(parsed.error) });
+      this.#sockets.receive(socket, message);
     } finally {
       if (harness) this.#start(harness);
     }
   }
 
-  /** Serves a page's socket; the subscriptions it holds are kept in the socket's attachment. */
-  #connect(socket: HibernatableWebSocket): MessageConnection {
-    const caller = this.#attachment(socket)?.caller;
-    const connection = serveMessages(
-      // A socket without a caller was accepted before the object checked callers: it may call only when none are.
-      caller !== undefined || !this.#doors.authenticate ? this.#endpointFor(caller ?? null) : refuseAll,
-      (reply) => send(socket, reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply),
-      {
-        onSubscriptions: (held) => {
-          if (!this.#connections.has(socket)) return; // the page left: nothing to keep
-          try {
-            socket.serializeAttachment({
-              version: 1,
-              ...(caller !== undefined ? { caller } : {}),
-              subscriptions: held,
-            } satisfies Attachment);
-          } catch {
-            // Larger than an attachment may be (2 KB): after a hibernation this page reconnects instead.
-            try {
-              socket.serializeAttachment({ version: 1, ...(caller !== undefined ? { caller } : {}), overflow: true } satisfies Attachment);
-            } catch {
-              // The socket is closing.
-            }
-          }
-        },
-      },
-    );
-    this.#connections.set(socket, connection);
-    return connection;
-  }
-
-  /** A socket that outlived the instance it subscribed on: subscribe again what it held, or have it reconnect. */
-  #restore(socket: HibernatableWebSocket): void {
-    const attachment = this.#attachment(socket);
-    if (attachment?.subscriptions && !attachment.overflow) {
-      this.#connect(socket).restore(attachment.subscriptions);
-    } else if (attachment?.overflow) {
-      socket.close(RESTARTED, "The object started again: reconnect to subscribe again.");
-    }
-    // No subscriptions: the page never subscribed; its next message is served as it comes.
-  }
-
-  #attachment(socket: HibernatableWebSocket): Attachment | undefined {
-    try {
-      const attachment = socket.deserializeAttachment() as Attachment | undefined;
-      return attachment?.version === 1 ? attachment : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
   /** The page went away: its subscriptions end. */
   async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
-    const connection = this.#connections.get(socket);
-    this.#connections.delete(socket);
-    connection?.close();
+    this.#sockets.close(socket);
   }
 
   async webSocketError(socket: HibernatableWebSocket): Promise<void> {
