@@ -136,12 +136,14 @@ export class ConversationBusy extends DurableError {
 
 /**
  * A value past a limit where it enters the harness (`settings.limits`: nesting depth, serialized size), or
- * not JSON at all. Nothing was written. `limit` names what refused it: `"maxDepth"`, `"maxBytes"` or `"shape"`.
+ * not JSON at all, or a commit whose row would be larger than one row of the storage holds
+ * (`Storage.maxRowBytes`: a Durable Object's 2 MB). Nothing was written. `limit` names what refused it:
+ * `"maxDepth"`, `"maxBytes"`, `"shape"` or `"maxRowBytes"`.
  */
 export class InvalidInput extends DurableError {
   override name = "InvalidInput";
   readonly limit: string;
-  constructor(message: string, limit: "maxDepth" | "maxBytes" | "shape", options?: { cause?: unknown }) {
+  constructor(message: string, limit: "maxDepth" | "maxBytes" | "shape" | "maxRowBytes", options?: { cause?: unknown }) {
     super(message, options);
     this.limit = limit;
   }

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { type Batch, type ConversationRecord, DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
-import { Session } from "../src/session/session.ts";
+import { isStorageFailure, Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { flush } from "./support.ts";
 
 /** A MemoryStorage whose transactions can be held in flight, so that the commits queued behind one form a group. */
-function holding(): MemoryStorage & { hold(): () => void } {
-  const storage = new MemoryStorage() as MemoryStorage & { hold(): () => void };
+function holding(options: { maxRowBytes?: number } = {}): MemoryStorage & { hold(): () => void } {
+  const storage = new MemoryStorage(options) as MemoryStorage & { hold(): () => void };
   const apply = storage.apply.bind(storage);
   let gate: Promise<void> | undefined;
   storage.hold = () => {
@@ -105,6 +105,28 @@ describe("group commit (decision 0026): a commit of a group cannot reach into an
       expect(await storage.getDocument("test", "counter")).toBe(2 * round);
     }
     expect(await storage.getConversation(10_000)).toBeUndefined();
+  });
+
+  it("S3/R9: a commit whose row is larger than storage holds (Storage.maxRowBytes) fails alone with InvalidInput, not as a storage failure; the rest of its group is stored", async () => {
+    const storage = holding({ maxRowBytes: 2000 });
+    const s = await Session.open(storage, createManualClock(1_000), false, { maxDepth: 64, maxBytes: 2000 });
+    const release = storage.hold();
+    const lead = s.commit((tx) => tx.setDocument("test", "lead", 1), undefined, { group: true });
+    await flush(1);
+    const before = s.commit((tx) => tx.setDocument("test", "before", 1), undefined, { group: true });
+    // The value is within maxBytes (1,992 bytes as JSON); its row holds it with its scope and key: over 2,000.
+    const large = s.commit((tx) => tx.setDocument("test", "large", "x".repeat(1990)), undefined, { group: true });
+    const after = s.commit((tx) => tx.setDocument("test", "after", 2), undefined, { group: true });
+    release();
+    await lead;
+    const refused = await large.catch((error: unknown) => error);
+    expect(refused).toMatchObject({ name: "InvalidInput", limit: "maxRowBytes" });
+    expect(isStorageFailure(refused)).toBe(false); // a runtime's commitStored would retry a storage failure for ever
+    await before;
+    await after;
+    expect([await storage.getDocument("test", "before"), await storage.getDocument("test", "after")]).toEqual([1, 2]);
+    expect(await storage.getDocument("test", "large")).toBeUndefined();
+    expect([...s.documents.values()].some((d) => d.key === "large")).toBe(false); // nor in the mirror
   });
 
   it("S3: a commit that failed only on what a refused commit of its group staged is decided again without it", async () => {

@@ -1,7 +1,7 @@
 import type { Clock } from "../base/clock.ts";
 import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { DatabaseCorrupt, HarnessClosed, InvalidCommit, ReadOnlySession } from "../errors.ts";
+import { DatabaseCorrupt, HarnessClosed, InvalidCommit, InvalidInput, ReadOnlySession } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -338,7 +338,9 @@ function taskProblem(task: TaskRecord): string | undefined {
 const storageFailures = new WeakSet<object>();
 
 function markStorageFailure(error: unknown): unknown {
-  if (typeof error === "object" && error !== null) storageFailures.add(error);
+  // A row larger than storage holds (`InvalidInput`, limit maxRowBytes) is the commit's own refusal, as a
+  // value past settings.limits is: the same commit would be refused again, so it is not retried.
+  if (typeof error === "object" && error !== null && !(error instanceof InvalidInput)) storageFailures.add(error);
   return error;
 }
 

@@ -1,8 +1,17 @@
 import type { Json } from "../base/json.ts";
 import { DurableError, HarnessClosed, ReadOnlySession } from "../errors.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
-import { parseAll, parseStored } from "./rows.ts";
+import { columnBytes, parseAll, parseStored, refuseLargeRow } from "./rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "./storage.ts";
+
+export interface MemoryStorageOptions {
+  readOnly?: boolean;
+  /**
+   * Rows of at most this many bytes, as on a Durable Object (2_000_000): a commit with a larger row is refused
+   * with `InvalidInput` (limit `maxRowBytes`), as there. Default: unlimited.
+   */
+  maxRowBytes?: number;
+}
 
 interface Image {
   format: "pi-durable-memory/1";
@@ -25,13 +34,16 @@ export class MemoryStorage implements Storage {
   #image: Image;
   #closed = false;
 
-  constructor(options: { readOnly?: boolean } = {}) {
+  constructor(options: MemoryStorageOptions = {}) {
     this.readOnly = options.readOnly ?? false;
+    this.maxRowBytes = options.maxRowBytes;
     this.#image = { format: "pi-durable-memory/1", nextId: 1, tasks: {}, conversations: {}, entries: {}, submissions: {}, documents: {} };
   }
   readonly readOnly: boolean;
+  /** The most bytes one row holds: undefined (rows are limited by memory) unless `options.maxRowBytes` says. */
+  readonly maxRowBytes: number | undefined;
 
-  static fromImage(bytes: Uint8Array, options: { readOnly?: boolean } = {}): MemoryStorage {
+  static fromImage(bytes: Uint8Array, options: MemoryStorageOptions = {}): MemoryStorage {
     let image: Image;
     try {
       image = JSON.parse(new TextDecoder().decode(bytes)) as Image;
@@ -81,6 +93,18 @@ export class MemoryStorage implements Storage {
     const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
     const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
     const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
+    if (this.maxRowBytes !== undefined) {
+      const max = this.maxRowBytes;
+      for (const [table, rows] of [
+        ["tasks", tasks],
+        ["conversations", conversations],
+        ["entries", entries],
+        ["submissions", submissions],
+        ["documents", documents],
+      ] as const) {
+        for (const [id, text] of rows) if (text !== null) refuseLargeRow(max, table, id, text, columnBytes(id));
+      }
+    }
     for (const [id, text] of tasks) image.tasks[id] = text;
     for (const [id, text] of conversations) image.conversations[id] = text;
     for (const [id, text] of entries) image.entries[id] = text;

@@ -1,5 +1,5 @@
-import { DatabaseCorrupt } from "../errors.ts";
-import { depthExceeds, STORED_DEPTH_LIMIT } from "../limits.ts";
+import { DatabaseCorrupt, InvalidInput } from "../errors.ts";
+import { depthExceeds, STORED_DEPTH_LIMIT, utf8Length } from "../limits.ts";
 import type { DamagedRow } from "./storage.ts";
 
 /** Why a stored record text is not a record of `table` (B4), or undefined when it parses. */
@@ -45,4 +45,40 @@ export function parseAll<T>(table: string, rows: Iterable<readonly [id: number |
     else out.push(parsed.value as T);
   }
   return out;
+}
+
+/** What a row is called in a message, by its table. */
+const ROW_NAMES: Record<string, string> = {
+  tasks: "task",
+  conversations: "conversation",
+  entries: "entry",
+  submissions: "submission",
+  documents: "document",
+};
+
+/**
+ * Refuses a row of `table` larger than `maxRowBytes` (undefined: rows are unlimited): its serialized `record`
+ * as UTF-8 plus `columns`, the bytes of its other columns (ids, keys, status). Called on every row of a
+ * batch before its transaction, so a refused batch writes nothing. Each value of a row is checked where it
+ * enters the harness (`settings.limits.maxBytes`), but a row holds several (a task's input, checkpoint, memos
+ * and outcome): together they may be more than a Durable Object's row holds (2 MB), and this refusal is then
+ * the commit's own, an `InvalidInput` (limit `maxRowBytes`) instead of an error from the SQL layer.
+ */
+export function refuseLargeRow(maxRowBytes: number | undefined, table: string, id: number | string, record: string, columns: number): void {
+  // Three UTF-8 bytes at most per UTF-16 unit: most rows are decided without counting.
+  if (maxRowBytes === undefined || record.length * 3 + columns <= maxRowBytes) return;
+  const bytes = utf8Length(record) + columns;
+  if (bytes <= maxRowBytes) return;
+  const name = ROW_NAMES[table] ?? table;
+  throw new InvalidInput(
+    `The ${name} row ${id} would be ${bytes} bytes, over the ${maxRowBytes} one row of this storage holds (Storage.maxRowBytes); nothing was written. Its values were each within settings.limits.maxBytes but not together (a task's input, checkpoint, memos and outcome share one row): keep large data out of them (a file in the environment, a document of its own), or lower settings.limits.maxBytes.`,
+    "maxRowBytes",
+  );
+}
+
+/** Bytes of a row's columns other than its record: 8 per integer, UTF-8 for text. */
+export function columnBytes(...values: ReadonlyArray<string | number | null | undefined>): number {
+  let bytes = 0;
+  for (const value of values) bytes += typeof value === "string" ? utf8Length(value) : value == null ? 0 : 8;
+  return bytes;
 }

@@ -168,10 +168,36 @@ export { ApprovalObject } from "./approval-object.ts";
 export { SharedObject } from "./shared-object.ts";
 export { SweepObject } from "./sweep-object.ts";
 
-/** An object whose pages may query, with small caps (issue 22 item 7: `queryLimits` of `HarnessObjectOptions`). */
+/**
+ * A task whose row grows past what a Durable Object's row holds while each value stays within the limits: it
+ * memoizes its input's `pad`, then commits a checkpoint that carries it too (issue 22 item 1, the whole row).
+ */
+const grower = defineTask<{ pad: string }, { phase: "grow" | "done"; pad?: string }, string>({
+  name: "limit.grower",
+  version: 1,
+  initial: () => ({ phase: "grow" }),
+  phases: {
+    grow: async (task, runtime, context) => {
+      await runtime.memo("pad", task.input.pad, context);
+      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "done", pad: task.input.pad } }), context);
+    },
+    done: async (_task, runtime, context) =>
+      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "grown" } }), context),
+  },
+  abort: async () => {},
+});
+
+/**
+ * An object whose pages may query, with small caps (issue 22 item 7: `queryLimits` of `HarnessObjectOptions`),
+ * and create `limit.grower` tasks.
+ */
 export class LimitedObject extends HarnessObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
-    super(ctx, env, () => ({ registry: createRegistry(), powers: ["query"], queryLimits: { maxRows: 5, maxBytes: 2000 } }));
+    super(ctx, env, () => ({
+      registry: createRegistry().install(defineExtension({ name: "limit", tasks: [grower] })),
+      powers: ["query", "createTask"],
+      queryLimits: { maxRows: 5, maxBytes: 2000 },
+    }));
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Json } from "../../base/json.ts";
 import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
-import { parseAll, parseStored } from "../rows.ts";
+import { columnBytes, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
@@ -99,6 +99,27 @@ export class SqliteStorage implements Storage {
     const documents = batch.documents.map((d) =>
       d.value === null ? ([d.scope, d.key] as SqlValue[]) : ([d.scope, d.key, JSON.stringify(d)] as SqlValue[]),
     );
+    const max = this.#db.maxRowBytes;
+    if (max !== undefined) {
+      // A row larger than the platform's (a Durable Object's 2 MB) is the commit's InvalidInput, not an SQL error.
+      for (const { task, record } of tasks)
+        refuseLargeRow(max, "tasks", task.id, record, columnBytes(task.id, task.conversationId, task.kind, task.state.status));
+      for (const [id, owner, record] of conversations)
+        refuseLargeRow(max, "conversations", id as number, record as string, columnBytes(id as number, owner as number | null));
+      for (const [id, conversationId, kind, record] of entries)
+        refuseLargeRow(max, "entries", id as number, record as string, columnBytes(id as number, conversationId as number, kind as string));
+      for (const [id, conversationId, requestId, status, record] of submissions)
+        refuseLargeRow(
+          max,
+          "submissions",
+          id as number,
+          record as string,
+          columnBytes(id as number, conversationId as number, requestId as string | null, status as string),
+        );
+      for (const [scope, key, record] of documents)
+        if (record !== undefined)
+          refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
+    }
     await this.#db.transaction((tx) => {
       for (const { task, record } of tasks) {
         const status = task.state.status;
