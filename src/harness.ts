@@ -10,12 +10,14 @@ import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
 import type { EnvFactory } from "./env/types.ts";
-import { DatabaseLocked, HarnessClosed, InvalidSetting, ReadOnlySession } from "./errors.ts";
+import { DatabaseLocked, HarnessClosed, InvalidSetting, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import type { LeaseArbiter } from "./follow/arbiter.ts";
 import { deliver, type ReportHandler } from "./reports.ts";
+import { Fence } from "./session/fence.ts";
 import { documentKey } from "./session/keys.ts";
 import { Session } from "./session/session.ts";
 import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
-import type { Batch, TaskRecord } from "./storage/records.ts";
+import type { Batch, LogMark, TaskRecord } from "./storage/records.ts";
 import type { Row, Storage } from "./storage/storage.ts";
 import type { TaskInspectionState } from "./tasks/inspect.ts";
 import type { CrashPointHandler, LiveHandler } from "./tasks/options.ts";
@@ -49,6 +51,18 @@ export interface HarnessOptions {
   env?: EnvFactory;
   /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
   crashPoint?: CrashPointHandler;
+  /**
+   * Writes only under a lease from `arbiter` (docs/decisions/0029): every transaction gets the next log position
+   * and the lease's epoch; when another place holds the lease the harness opens read-only; when the lease is lost
+   * (expired on the harness clock, superseded, handed over) it stops as after a crash. Absent: one place, no log.
+   */
+  lease?: LeaseOptions;
+}
+
+export interface LeaseOptions {
+  /** This place's name ("tab", "object"): who the arbiter grants the lease to. */
+  place: string;
+  arbiter: LeaseArbiter;
 }
 
 export interface Inspection {
@@ -98,6 +112,7 @@ export class Harness {
   /** The agent layer of this harness (conversations, submissions, views); built at the end of `open`. */
   #agent!: Conversations;
   #closed: Promise<void> | undefined;
+  #cancelRenewal: (() => void) | undefined;
   /** What this open recovered: how the last harness stopped, and the tasks a crash cut off. */
   readonly recovery: Recovery;
 
@@ -143,7 +158,26 @@ export class Harness {
   }
 
   static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
-    const session = await Session.open(storage, clock, options.readOnly === true, settings.limits);
+    const lease = options.lease;
+    let ttlMs = Infinity;
+    const session = await Session.open(
+      storage,
+      clock,
+      options.readOnly === true,
+      settings.limits,
+      lease &&
+        (async (head) => {
+          const askedAt = clock.now();
+          try {
+            const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0);
+            ttlMs = grant.ttlMs;
+            return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs);
+          } catch (error) {
+            if (error instanceof LeaseNotHeld) return undefined; // another place writes: this one reads
+            throw error;
+          }
+        }),
+    );
     let live: ((event: Parameters<LiveHandler>[0]) => void) | undefined;
     const scheduler = new Scheduler(session, options.registry, {
       onLive: (event) => live?.(event),
@@ -167,6 +201,7 @@ export class Harness {
     if (!session.readOnly && lifecycle?.state !== "open")
       await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
     const harness = new Harness(session, scheduler, options, recovery);
+    if (session.fence) harness.#hold(session.fence, ttlMs);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = new Conversations(harness.#agentKernel());
     harness.#agent = host;
@@ -178,6 +213,79 @@ export class Harness {
 
   get storage(): Storage {
     return this.#session.storage;
+  }
+
+  /** The lease this harness writes under and the log's head (its last stored position), when it holds one. */
+  get lease(): (LogMark & { place: string }) | undefined {
+    const fence = this.#session.fence;
+    return fence && { place: fence.place, ...fence.mark };
+  }
+
+  /**
+   * Hears each stored transaction of a harness that holds a lease, stamped with its `fence` (epoch and position),
+   * in log order: what a place pushes to the next one. Returns the function that stops listening.
+   */
+  onLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
+    return this.#session.subscribeLog(listener);
+  }
+
+  /**
+   * The first step of a hand-over (decision 0029): stops scheduling, signals and joins every running phase
+   * (at most `settings.closeTimeoutMs`), writes nothing more, and gives up writing at the log position it
+   * returns. Tasks that ran stay `running`: the next holder recovers them as after a crash. The caller then pushes
+   * everything up to that position to the next place and releases the lease there. The harness is closed after.
+   */
+  handOver(context: Context): Promise<LogMark> {
+    throwIfCancelled(context);
+    const fence = this.#session.fence;
+    if (!fence) return Promise.reject(new LeaseNotHeld(this.#options.lease?.place ?? this.storage.label, "it was opened without one"));
+    const stopped = this.#stop();
+    return waitFor(
+      stopped.then(() => {
+        const mark = fence.mark;
+        fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
+        return mark;
+      }),
+      context,
+    );
+  }
+
+  /** Keeps the lease: renews it every third of its time on the harness clock; stops the harness when it is lost. */
+  #hold(fence: Fence, ttlMs: number): void {
+    const lease = this.#options.lease!;
+    const clock = this.#session.clock;
+    this.#session.onFenceLost = (reason) => {
+      deliver(this.#options.onReport, { kind: "error", error: reason });
+      void this.#stop();
+    };
+    if (!Number.isFinite(ttlMs)) return;
+    const arm = () => {
+      if (this.#closed) return;
+      this.#cancelRenewal = clock.setTimer(ttlMs / 3, () => {
+        const askedAt = clock.now();
+        lease.arbiter.renew(lease.place, fence.epoch).then(
+          (grant) => {
+            fence.renewed(askedAt, grant.ttlMs);
+            arm();
+          },
+          (error: unknown) => {
+            if (!(error instanceof LeaseNotHeld || error instanceof StaleEpoch)) return arm(); // unreachable: try again
+            this.#session.loseFence(error);
+          },
+        );
+      });
+    };
+    arm();
+  }
+
+  /** Stops as a crash does, without one: nothing more is written, what ran stays `running`. */
+  #stop(): Promise<void> {
+    this.#agent.close();
+    this.#cancelRenewal?.();
+    this.#closed ??= this.#scheduler.close(false).finally(() => {
+      if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
+    });
+    return this.#closed;
   }
 
   get settings(): ResolvedSettings {
@@ -298,6 +406,7 @@ export class Harness {
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
     this.#agent.close();
+    this.#cancelRenewal?.();
     this.#closed ??= this.#scheduler
       .close()
       .then(async () => {

@@ -63,6 +63,12 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   ApprovalWithdrawn: false,
   NoPendingApproval: false,
   ApprovalMismatch: false,
+  // Another place holds a newer epoch: the same commit is refused again; take the lease again first.
+  StaleEpoch: false,
+  // The lease must be taken (or its arbiter reached) before a write can succeed.
+  LeaseNotHeld: false,
+  // The same position is refused again: send the one after the stored head.
+  LogOutOfOrder: false,
 };
 
 /** Whether `error` is one of the library's errors that is worth retrying (see `RETRYABLE`). */

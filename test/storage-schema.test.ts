@@ -36,11 +36,19 @@ function shared(db: SqliteDatabase): SqliteDatabase {
   };
 }
 
-describe("S11: schema version 1 migrates to version 2", () => {
+describe("S11: schema version 1 migrates to version 3", () => {
   it("S11/S12: a version-1 image opens writable, its marker becomes pi_durable_meta, and the counter goes on from tick 3", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: V1_IMAGE });
     const db = storage.database;
-    expect(await tableNames(db)).toEqual(["conversations", "documents", "entries", "pi_durable_meta", "submissions", "tasks"]);
+    expect(await tableNames(db)).toEqual([
+      "conversations",
+      "documents",
+      "entries",
+      "pi_durable_epochs",
+      "pi_durable_meta",
+      "submissions",
+      "tasks",
+    ]);
     expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: String(SCHEMA_VERSION) });
     expect(await storage.query(SEED_QUERY)).toEqual([
       { id: 2, status: "running", n: 2, memos: '{"printed-1":true,"printed-2":true}', restarts: null },
@@ -106,6 +114,53 @@ describe("S11: a file of the harness's own (the browser) keeps telling foreign a
   });
 });
 
+describe("S11: schema version 2 migrates to version 3 (the fenced log, decision 0029)", () => {
+  /** A version-2 image: today's schema without the log's table, its marker saying 2, one live task. */
+  async function v2Image(): Promise<Uint8Array> {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    await storage.apply({
+      tasks: [
+        {
+          id: 1,
+          conversationId: 1,
+          kind: "k",
+          version: 1,
+          input: null,
+          background: false,
+          abortRequested: false,
+          state: { status: "running", checkpoint: { phase: "p" } },
+        },
+      ],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [],
+      nextId: 2,
+    });
+    await storage.database.exec("DROP TABLE pi_durable_epochs; UPDATE pi_durable_meta SET value = '2' WHERE key = 'schema_version';");
+    return storage.exportImage();
+  }
+
+  it("S11: a writable open adds the log's table and says version 3; the rows stay, and the first fenced commit starts the log", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory", image: await v2Image() });
+    expect(await tableNames(storage.database)).toContain("pi_durable_epochs");
+    expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "3" });
+    expect((await storage.load()).liveTasks.map((task) => task.id)).toEqual([1]);
+    expect((await storage.load()).log).toBeUndefined();
+    await storage.apply({ tasks: [], conversations: [], entries: [], submissions: [], documents: [], fence: { epoch: 1, position: 1 } });
+    expect((await storage.load()).log).toEqual({ epoch: 1, position: 1 });
+  });
+
+  it("S5/S11: a read-only open of a version-2 image reads it without a log and leaves it unmodified", async () => {
+    const image = await v2Image();
+    const storage = await openSqliteStorage({ vfs: "memory", image, readOnly: true });
+    const state = await storage.load();
+    expect(state.liveTasks.map((task) => task.id)).toEqual([1]);
+    expect(state.log).toBeUndefined();
+    expect(await storage.exportImage()).toEqual(image);
+  });
+});
+
 describe("S11: a database shared with an app (as an object's SQLite is)", () => {
   it("S11: the app's tables first, then the harness: created beside them, the app's rows untouched, and again on reopen", async () => {
     const raw = await openSqliteDatabase({ vfs: "memory" });
@@ -117,6 +172,7 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
       "entries",
       "meta",
       "notes",
+      "pi_durable_epochs",
       "pi_durable_meta",
       "submissions",
       "tasks",
@@ -124,7 +180,7 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
     expect(await raw.all("SELECT name FROM meta")).toEqual([{ name: "the app's" }]);
     expect(await storage.query(SEED_QUERY)).toEqual([]);
     await SqliteStorage.open(shared(raw), "shared"); // ours now: opens again as it is
-    expect(await tableNames(raw)).toHaveLength(8);
+    expect(await tableNames(raw)).toHaveLength(9);
   });
 
   it("S11: an app table with one of our names (tasks) is refused with DatabaseCorrupt saying what to rename, unmodified", async () => {

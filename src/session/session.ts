@@ -1,11 +1,12 @@
 import type { Clock } from "../base/clock.ts";
 import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { DatabaseCorrupt, HarnessClosed, InvalidCommit, InvalidInput, ReadOnlySession } from "../errors.ts";
+import { DatabaseCorrupt, HarnessClosed, InvalidCommit, InvalidInput, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Report } from "../reports.ts";
-import type { Batch, ConversationRecord, DocumentRecord, SubmissionRecord, TaskRecord } from "../storage/records.ts";
+import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
+import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
 import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
@@ -83,17 +84,39 @@ export class Session {
   #refused = false;
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
+  /**
+   * The lease this place writes under (decision 0029), or undefined in the single-place default, where no
+   * transaction carries a position and nothing about commits changes.
+   */
+  readonly fence: Fence | undefined;
+  /** Hears each stored transaction of a fenced session with its position: the log, in order. */
+  readonly #logListeners = new Set<(batch: Batch & { fence: LogMark }) => void>();
+  /** Called once, when the fence is found lost (the harness then stops as after a crash). */
+  onFenceLost: ((reason: Error) => void) | undefined;
 
-  private constructor(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits) {
+  private constructor(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits, fence: Fence | undefined) {
     this.storage = storage;
     this.clock = clock;
     this.readOnly = readOnly;
     this.limits = limits;
+    this.fence = fence;
   }
 
-  static async open(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits): Promise<Session> {
-    const session = new Session(storage, clock, readOnly || storage.readOnly, limits);
+  /**
+   * Loads the mirrors from `storage`. With `lease`, the place takes its lease knowing the log's stored head: a
+   * fence to write under, or undefined when another place holds it (the session then opens read-only).
+   */
+  static async open(
+    storage: Storage,
+    clock: Clock,
+    readOnly: boolean,
+    limits: JsonLimits,
+    lease?: (head: LogMark | undefined) => Promise<Fence | undefined>,
+  ): Promise<Session> {
     const state = await storage.load();
+    const writer = !readOnly && !storage.readOnly;
+    const fence = lease && writer ? await lease(state.log) : undefined;
+    const session = new Session(storage, clock, !writer || (lease !== undefined && fence === undefined), limits, fence);
     // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
     // open refuses them (nothing was changed); a read-only one leaves them out of its mirror, for inspection.
     const damaged = [...(state.damaged ?? [])];
@@ -209,16 +232,26 @@ export class Session {
     const batch = group ? (group.size > 0 ? group.batch() : undefined) : only && "tx" in only ? only.batch : undefined;
     if (batch) {
       try {
+        this.#stamp(batch);
+      } catch (lost) {
+        // The lease no longer holds: nothing of this turn is stored, every commit of it is refused with the reason.
+        for (const member of built) member.pending.reject("tx" in member ? lost : member.error);
+        return true;
+      }
+      try {
         await this.storage.apply(batch);
         this.#refused = false;
       } catch (error) {
         // Nothing was written. Alone, the commit is refused with the storage's error and its caller retries it
         // as before (no commit is stored twice); a group's commits are decided again, one at a time.
-        if (group) return false;
-        markStorageFailure(error);
-        only!.pending.reject(error);
-        return true;
+        if (this.#fenceRefused(error) || !group) {
+          if (!isFenceError(error)) markStorageFailure(error);
+          for (const member of built) member.pending.reject("tx" in member ? error : member.error);
+          return true;
+        }
+        return false;
       }
+      this.#logged(batch);
     }
     for (const member of built) {
       if (!("tx" in member)) {
@@ -254,13 +287,17 @@ export class Session {
         const state = keepRunning ? task.state : { status: "pending" as const, checkpoint: task.state.checkpoint };
         tasks.push({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
       }
-      if (tasks.length === 0) return [];
-      const batch = { ...emptyBatch, tasks };
+      // Under a lease the open's recovery is the new epoch's first transaction even when it recovers nothing:
+      // taking the epoch and recovering are one commit (decision 0029).
+      if (tasks.length === 0 && !this.fence) return [];
+      const batch: Batch = { ...emptyBatch, tasks };
+      this.#stamp(batch);
       try {
         await this.storage.apply(batch);
       } catch (error) {
-        throw markStorageFailure(error);
+        throw this.#fenceRefused(error) ? error : markStorageFailure(error);
       }
+      this.#logged(batch);
       this.#publish(batch);
       for (const listener of this.#listeners) listener({ batch, reports: [] });
       return tasks.map((task) => task.id).sort((a, b) => a - b);
@@ -284,6 +321,51 @@ export class Session {
   /** Commits admitted before the seal still run: used by close for its final bookkeeping commit. */
   commitWhileSealing<T>(body: (tx: KernelTx) => T): Promise<T> {
     return this.commit(body, undefined, { whileSealed: true });
+  }
+
+  /** Listens to the log: each stored transaction of a fenced session, stamped with its position, in order. */
+  subscribeLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
+    this.#logListeners.add(listener);
+    return () => this.#logListeners.delete(listener);
+  }
+
+  /** Gives a fenced session's batch its position; throws (and reports the loss once) when the lease is gone. */
+  #stamp(batch: Batch): void {
+    const fence = this.fence;
+    if (!fence) return;
+    try {
+      fence.stamp(batch, this.clock.now());
+    } catch (lost) {
+      this.#lost(lost as Error);
+      throw lost;
+    }
+  }
+
+  /** True (and the fence lost) when storage refused a batch by the log's rule: another writer moved it on. */
+  #fenceRefused(error: unknown): boolean {
+    if (!this.fence || !isFenceError(error)) return false;
+    this.fence.lose(error as Error);
+    this.#lost(error as Error);
+    return true;
+  }
+
+  /** The lease is gone for `reason` (a refused renewal): nothing more is written, the loss is reported once. */
+  loseFence(reason: Error): void {
+    this.fence?.lose(reason);
+    this.#lost(reason);
+  }
+
+  #lost(reason: Error): void {
+    const notify = this.onFenceLost;
+    this.onFenceLost = undefined;
+    notify?.(reason);
+  }
+
+  #logged(batch: Batch): void {
+    const fence = this.fence;
+    if (!fence) return;
+    fence.stored(batch);
+    for (const listener of this.#logListeners) listener(batch as Batch & { fence: LogMark });
   }
 
   #indexHandover(scope: string, key: string, value: unknown): void {
@@ -333,6 +415,10 @@ function taskProblem(task: TaskRecord): string | undefined {
   if (state.status === "sleeping" && state.until !== undefined && !(typeof state.until === "number" && Number.isFinite(state.until)))
     return "sleeping until no valid time";
   return undefined;
+}
+
+function isFenceError(error: unknown): boolean {
+  return error instanceof StaleEpoch || error instanceof LogOutOfOrder;
 }
 
 const storageFailures = new WeakSet<object>();

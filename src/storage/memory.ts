@@ -1,6 +1,16 @@
 import type { Json } from "../base/json.ts";
 import { DurableError, HarnessClosed, ReadOnlySession } from "../errors.ts";
-import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
+import { continuesLog } from "./log.ts";
+import type {
+  Batch,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  LogMark,
+  SubmissionRecord,
+  TaskRecord,
+  TaskStatus,
+} from "./records.ts";
 import { columnBytes, parseAll, parseStored, refuseLargeRow } from "./rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "./storage.ts";
 
@@ -22,6 +32,9 @@ interface Image {
   entries: Record<string, string>;
   submissions: Record<string, string>;
   documents: Record<string, string>;
+  /** The fenced log's head and where each epoch's stretch begins (decision 0029); absent before a fenced commit. */
+  log?: LogMark;
+  epochs?: Record<string, number>;
 }
 
 /**
@@ -80,6 +93,7 @@ export class MemoryStorage implements Storage {
       conversations: byId(parseAll<ConversationRecord>("conversations", rows("conversations"), damaged)),
       documents,
       openSubmissions,
+      ...(image.log ? { log: { ...image.log } } : {}),
       ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
@@ -93,17 +107,10 @@ export class MemoryStorage implements Storage {
     const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
     const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
     const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
-    if (this.maxRowBytes !== undefined) {
-      const max = this.maxRowBytes;
-      for (const [table, rows] of [
-        ["tasks", tasks],
-        ["conversations", conversations],
-        ["entries", entries],
-        ["submissions", submissions],
-        ["documents", documents],
-      ] as const) {
-        for (const [id, text] of rows) if (text !== null) refuseLargeRow(max, table, id, text, columnBytes(id));
-      }
+    const fence = batch.fence;
+    if (fence) {
+      if (continuesLog(image.log, fence, this.label)) (image.epochs ??= {})[String(fence.epoch)] = fence.position;
+      image.log = { epoch: fence.epoch, position: fence.position };
     }
     for (const [id, text] of tasks) image.tasks[id] = text;
     for (const [id, text] of conversations) image.conversations[id] = text;

@@ -92,8 +92,23 @@ export interface DocumentRecord {
   value: Json;
 }
 
+/**
+ * A place in the fenced log (docs/decisions/0029): the `position` of one stored transaction (1, 2, …; a group of
+ * commits shares one) and the lease `epoch` under which it was made.
+ */
+export interface LogMark {
+  epoch: number;
+  position: number;
+}
+
 /** Everything one harness commit writes; storage applies it in one transaction or not at all. */
 export interface Batch {
+  /**
+   * Set only on a harness that holds a lease: storage writes the batch only if `position` is its head + 1 and
+   * `epoch` is not older than the head's (else `LogOutOfOrder` / `StaleEpoch`, nothing written), and records
+   * both in the same transaction. Absent (the single-place default): no log, as before.
+   */
+  fence?: LogMark;
   nextId?: number;
   rootConversationId?: number;
   tasks: TaskRecord[];

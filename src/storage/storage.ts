@@ -1,5 +1,14 @@
 import type { Json } from "../base/json.ts";
-import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "./records.ts";
+import type {
+  Batch,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  LogMark,
+  SubmissionRecord,
+  TaskRecord,
+  TaskStatus,
+} from "./records.ts";
 
 /** What a harness reads at open: enough to rebuild its in-memory mirror of live work. */
 export interface StoredState {
@@ -12,6 +21,8 @@ export interface StoredState {
   documents: DocumentRecord[];
   /** Submissions that are not settled yet. */
   openSubmissions: SubmissionRecord[];
+  /** The head of the fenced log (its last position and that commit's epoch); absent before any fenced commit. */
+  log?: LogMark;
   /**
    * Rows that could not be parsed (bad JSON, `null`, no `state`), left out of the lists above. A writable
    * open refuses the database with `DatabaseCorrupt`; a read-only one opens it for inspection.

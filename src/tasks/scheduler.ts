@@ -199,8 +199,12 @@ export class Scheduler {
       .map((record) => ({ record: cloneJson(record), state: inspectTask(source, record, now) }));
   }
 
-  /** Stops scheduling, signals and joins every invocation, then parks the tasks it ran as `pending` (S4). */
-  async close(): Promise<void> {
+  /**
+   * Stops scheduling, signals and joins every invocation, then parks the tasks it ran as `pending` (S4). With
+   * `park: false` (a hand-over, a lost lease) it writes nothing: what ran stays `running`, and whoever opens the
+   * log next counts the restarts, as after a crash.
+   */
+  async close(park = true): Promise<void> {
     if (this.#closing) return;
     this.#closing = true;
     this.#enabled = false;
@@ -213,7 +217,7 @@ export class Scheduler {
     const abandoned = await this.#joinInvocations();
     await this.#draining;
     await sealed;
-    if (this.#session.readOnly) return;
+    if (this.#session.readOnly || !park) return;
     // A task whose phase ignored its signal past closeTimeoutMs stays running: the next open counts it, as
     // after a crash.
     await this.#session.commitWhileSealing((tx) => parkRunning(tx, abandoned));

@@ -238,6 +238,34 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       },
     },
     {
+      name: "the fenced log (decision 0029): a batch continues it at head + 1 under an epoch no older than the head's, or nothing is written",
+      async run() {
+        const storage = await seeded(backend);
+        equal((await storage.load()).log, undefined, "the log before any fenced batch");
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 1, position: 1 }, tasks: [sampleTask(4, "pending")] });
+        equal((await storage.load()).log, { epoch: 1, position: 1 }, "the head after position 1");
+        const refused = async (fence: { epoch: number; position: number }, name: string, what: string) => {
+          const error = await storage.apply({ ...emptyBatch(), fence, tasks: [sampleTask(5, "pending")] }).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          if (!(error instanceof Error) || error.name !== name) throw new Error(`${what}: expected ${name}, got ${String(error)}`);
+        };
+        await refused({ epoch: 1, position: 1 }, "LogOutOfOrder", "a position already taken");
+        await refused({ epoch: 1, position: 3 }, "LogOutOfOrder", "a gap");
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 3, position: 2 }, tasks: [sampleTask(6, "pending")] });
+        await refused({ epoch: 2, position: 3 }, "StaleEpoch", "an epoch older than the head's");
+        equal(
+          (await storage.load()).liveTasks.map((t) => t.id),
+          [2, 3, 4, 6],
+          "live tasks: nothing of a refused batch was written",
+        );
+        equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after the refusals");
+        await storage.apply({ ...emptyBatch(), tasks: [sampleTask(7, "pending")] });
+        equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after a batch without a fence");
+      },
+    },
+    {
       name: "S11: an exported image opens as an independent copy",
       async run() {
         const storage = await seeded(backend);

@@ -1,7 +1,8 @@
 /**
  * What a database holds, decided before anything is written, and the schema made ready for this version:
  *
- * - our marker (`pi_durable_meta`): ours, at its version (a newer one is refused);
+ * - our marker (`pi_durable_meta`): ours, at its version (a newer one is refused; version 2 gets version 3's log
+ *   table at a writable open);
  * - the marker of version 1 (`meta` with a `schema_version`) beside our tables: ours, migrated on a writable
  *   open (renamed to the new marker), read as it is on a read-only one;
  * - nothing at all, or — in a database shared with an app (`SqliteDatabase.shared`, a Durable Object's SQLite
@@ -12,7 +13,7 @@
  */
 import { DatabaseCorrupt, SchemaTooNew } from "../../errors.ts";
 import type { SqliteDatabase } from "./database.ts";
-import { DATA_TABLES, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
+import { DATA_TABLES, EPOCHS_TABLE, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
 /** Version 1's marker table. */
 const LEGACY_META = "meta";
@@ -20,25 +21,30 @@ const LEGACY_META = "meta";
 /** Where this database's metadata is read (version 1's marker stays in place on a read-only open). */
 export type MetaTable = typeof META_TABLE | typeof LEGACY_META;
 
-/** Makes the schema ready on `db` (creating or migrating it when writable); returns where its metadata is. */
-export async function prepareSchema(db: SqliteDatabase, label: string): Promise<MetaTable> {
+/** What `prepareSchema` found: where the metadata is, and whether the fenced log's table exists. */
+export interface PreparedSchema {
+  meta: MetaTable;
+  /** False only on a read-only open of a database older than version 3 (it has no log: nothing fenced wrote it). */
+  log: boolean;
+}
+
+/** Makes the schema ready on `db` (creating or migrating it when writable); says where its metadata is. */
+export async function prepareSchema(db: SqliteDatabase, label: string): Promise<PreparedSchema> {
   const tables = new Set((await db.all(SQL.tableNames)).map((row) => String(row.name)));
   const ours = DATA_TABLES.filter((name) => tables.has(name));
   if (tables.has(META_TABLE)) {
-    await checkVersion(db, label, META_TABLE);
+    const version = await checkVersion(db, label, META_TABLE);
     checkTables(tables, label);
-    return META_TABLE;
+    if (version < SCHEMA_VERSION && !db.readOnly) await migrate(db);
+    return { meta: META_TABLE, log: !db.readOnly || tables.has(EPOCHS_TABLE) };
   }
   const legacy = tables.has(LEGACY_META) && ours.length > 0 ? await legacyVersion(db) : undefined;
   if (legacy !== undefined) {
     await checkVersion(db, label, LEGACY_META);
     checkTables(tables, label);
-    if (db.readOnly) return LEGACY_META;
-    await db.transaction((tx) => {
-      tx.run(`ALTER TABLE ${LEGACY_META} RENAME TO ${META_TABLE}`);
-      tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
-    });
-    return META_TABLE;
+    if (db.readOnly) return { meta: LEGACY_META, log: false };
+    await migrate(db, `ALTER TABLE ${LEGACY_META} RENAME TO ${META_TABLE}`);
+    return { meta: META_TABLE, log: true };
   }
   if (tables.size === 0 || (db.shared && ours.length === 0)) {
     if (db.readOnly) throw new DatabaseCorrupt(`${label} has no pi-durable database in it to open read-only.`);
@@ -47,7 +53,7 @@ export async function prepareSchema(db: SqliteDatabase, label: string): Promise<
       tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
       tx.run(SQL.writeMeta, "next_id", "1");
     });
-    return META_TABLE;
+    return { meta: META_TABLE, log: true };
   }
   if (db.shared) {
     throw new DatabaseCorrupt(
@@ -59,6 +65,18 @@ export async function prepareSchema(db: SqliteDatabase, label: string): Promise<
   throw new DatabaseCorrupt(`${label} is a SQLite database but not a pi-durable one (${why}). It was left unmodified.`);
 }
 
+/**
+ * Brings an older schema of ours to this version in one transaction: `first` (version 1's rename of its marker),
+ * then every table and index this version has that the database lacks (version 3's log), then the version row.
+ */
+async function migrate(db: SqliteDatabase, first?: string): Promise<void> {
+  await db.transaction((tx) => {
+    if (first) tx.run(first);
+    for (const statement of splitStatements(SCHEMA)) tx.run(statement);
+    tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
+  });
+}
+
 /** The `schema_version` in version 1's `meta`, or undefined when that table is not ours. */
 async function legacyVersion(db: SqliteDatabase): Promise<string | undefined> {
   try {
@@ -68,7 +86,7 @@ async function legacyVersion(db: SqliteDatabase): Promise<string | undefined> {
   }
 }
 
-async function checkVersion(db: SqliteDatabase, label: string, table: MetaTable): Promise<void> {
+async function checkVersion(db: SqliteDatabase, label: string, table: MetaTable): Promise<number> {
   let meta: Map<string, string>;
   try {
     meta = await readMeta(db, table);
@@ -78,6 +96,7 @@ async function checkVersion(db: SqliteDatabase, label: string, table: MetaTable)
   const version = Number(meta.get("schema_version"));
   if (!Number.isInteger(version)) throw new DatabaseCorrupt(`${label} has no valid schema version. It was left unmodified.`);
   if (version > SCHEMA_VERSION) throw new SchemaTooNew(version, SCHEMA_VERSION);
+  return version;
 }
 
 function checkTables(tables: ReadonlySet<string>, label: string): void {

@@ -6,12 +6,16 @@
  * hand-written SQL uses; in a database shared with an app (a Durable Object's SQLite) every other table is the
  * app's and is left alone (see schema-open.ts).
  *
- * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides).
+ * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides);
+ * 3 added the fenced log (`pi_durable_epochs`, and `log_position` in the marker; decision 0029).
  */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** The marker table: its `schema_version` row says which schema the rest is. */
 export const META_TABLE = "pi_durable_meta";
+
+/** The fenced log's epochs (version 3). */
+export const EPOCHS_TABLE = "pi_durable_epochs";
 
 /** The tables besides the marker, as hand-written SQL names them. */
 export const DATA_TABLES = ["conversations", "tasks", "entries", "submissions", "documents"] as const;
@@ -21,6 +25,13 @@ CREATE TABLE IF NOT EXISTS pi_durable_meta (
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
 ) WITHOUT ROWID;
+
+-- The fenced log (decision 0029), written only by a harness that holds a lease: the head's position is the
+-- marker's log_position; each lease epoch that wrote is one row, with the position where its stretch begins.
+CREATE TABLE IF NOT EXISTS pi_durable_epochs (
+  epoch INTEGER PRIMARY KEY,
+  start INTEGER NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS conversations (
   id     INTEGER PRIMARY KEY,
@@ -72,6 +83,9 @@ export const SQL = {
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  logHead: `SELECT (SELECT value FROM pi_durable_meta WHERE key = 'log_position') AS position,
+    (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,
+  startEpoch: `INSERT INTO pi_durable_epochs (epoch, start) VALUES (?, ?)`,
   /**
    * Through the partial index, named: without it the planner scans the whole table in id order to spare the
    * sort, reading every finished row at every open (decision 0027).

@@ -1,12 +1,22 @@
 import type { Json } from "../../base/json.ts";
 import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
-import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord, TaskStatus } from "../records.ts";
+import { continuesLog } from "../log.ts";
+import type {
+  Batch,
+  ConversationRecord,
+  DocumentRecord,
+  EntryRecord,
+  LogMark,
+  SubmissionRecord,
+  TaskRecord,
+  TaskStatus,
+} from "../records.ts";
 import { columnBytes, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { SQL } from "./schema.ts";
-import { type MetaTable, prepareSchema, readMeta } from "./schema-open.ts";
+import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
 
 export interface SqliteStorageOptions {
   /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
@@ -29,13 +39,16 @@ export class SqliteStorage implements Storage {
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
+  /** Whether the fenced log's table exists (not on a read-only open of a version 2 database). */
+  readonly #log: boolean;
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
 
-  private constructor(db: SqliteDatabase, label: string, meta: MetaTable, limits: QueryLimits) {
+  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits) {
     this.#db = db;
     this.label = label;
-    this.#meta = meta;
+    this.#meta = schema.meta;
+    this.#log = schema.log;
     this.queryLimits = limits;
   }
 
@@ -70,6 +83,7 @@ export class SqliteStorage implements Storage {
     const largest = Number((await this.#db.get(SQL.largestId))?.id ?? 0);
     const nextId = Math.max(floor, largest + 1);
     const root = meta.get("root_conversation");
+    const log = this.#log ? logHead(await this.#db.get(SQL.logHead)) : undefined;
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
@@ -83,6 +97,7 @@ export class SqliteStorage implements Storage {
       conversations: parseAll<ConversationRecord>("conversations", await rows(SQL.listConversations), damaged),
       documents: parseAll<DocumentRecord>("documents", await rows(SQL.allDocuments), damaged),
       openSubmissions: parseAll<SubmissionRecord>("submissions", await rows(SQL.openSubmissions), damaged),
+      ...(log ? { log } : {}),
       ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
@@ -120,7 +135,13 @@ export class SqliteStorage implements Storage {
         if (record !== undefined)
           refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
     }
+    const fence = batch.fence;
     await this.#db.transaction((tx) => {
+      // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
+      if (fence) {
+        if (continuesLog(logHead(tx.get(SQL.logHead)), fence, this.label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
+        tx.run(SQL.writeMeta, "log_position", String(fence.position));
+      }
       for (const { task, record } of tasks) {
         const status = task.state.status;
         if (this.#liveStatus.get(task.id) === status) {
@@ -244,6 +265,12 @@ export class SqliteStorage implements Storage {
   close(): Promise<void> {
     return this.#db.close();
   }
+}
+
+/** The log's head from `SQL.logHead`'s row, or undefined before the first fenced commit. */
+function logHead(row: SqlRow | undefined): LogMark | undefined {
+  if (row?.position === null || row?.position === undefined) return undefined;
+  return { position: Number(row.position), epoch: Number(row.epoch ?? 0) };
 }
 
 function largestRowId(batch: Batch): number {

@@ -1,0 +1,110 @@
+import type { Clock } from "../base/clock.ts";
+import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
+
+/** What an arbiter grants: the epoch to write under, and for how long on the arbiter's clock (Infinity: pinned). */
+export interface LeaseGrant {
+  epoch: number;
+  ttlMs: number;
+}
+
+/**
+ * The one place that mints lease epochs for a log (docs/decisions/0029; a conversation's Durable Object is the
+ * natural one). Every call is judged on the arbiter's own clock and record, so two places can never both be
+ * granted the same epoch, and an epoch is never granted twice.
+ */
+export interface LeaseArbiter {
+  /**
+   * Grants `place`, which holds the log up to position `head`, the next epoch: when the lease is free (released at
+   * a position no later than `head`), expired, or `place`'s own (a restarted place takes a new epoch, so its dead
+   * incarnation's commits are stale). Otherwise `LeaseNotHeld`, saying who holds it or what `place` lacks.
+   */
+  acquire(place: string, head: number): Promise<LeaseGrant>;
+  /** Extends `place`'s lease of `epoch`; `StaleEpoch` or `LeaseNotHeld` when it is no longer its own. */
+  renew(place: string, epoch: number): Promise<LeaseGrant>;
+  /**
+   * `place` gives up its lease of `epoch` having pushed everything up to `position`: the next holder must hold
+   * the log up to there. Sending it again is harmless; `StaleEpoch` when `epoch` is not the current one.
+   */
+  release(place: string, epoch: number, position: number): Promise<void>;
+}
+
+/** What an arbiter keeps durably: the last epoch minted, its holder and until when, or where it was released. */
+export interface LeaseRecord {
+  epoch: number;
+  holder?: string;
+  /** On the arbiter's clock. */
+  expiresAt?: number;
+  /** The position the last holder released at (the lease is free). */
+  releasedAt?: number;
+}
+
+/**
+ * The arbiter's rules over a record it stores itself: `load`/`save` must be atomic (the object keeps it in its own
+ * storage; tests in memory). Calls are serialized by the caller's single thread: each reads, decides and saves
+ * without yielding.
+ */
+export class LeaseBook implements LeaseArbiter {
+  readonly #clock: Pick<Clock, "now">;
+  readonly #ttlMs: number;
+  readonly #load: () => LeaseRecord;
+  readonly #save: (record: LeaseRecord) => void;
+
+  constructor(options: { clock: Pick<Clock, "now">; ttlMs: number; load(): LeaseRecord; save(record: LeaseRecord): void }) {
+    this.#clock = options.clock;
+    this.#ttlMs = options.ttlMs;
+    this.#load = options.load;
+    this.#save = options.save;
+  }
+
+  /** The record as it stands (for tests and diagnostics). */
+  get record(): LeaseRecord {
+    return { ...this.#load() };
+  }
+
+  async acquire(place: string, head: number): Promise<LeaseGrant> {
+    const record = this.#load();
+    const now = this.#clock.now();
+    const held = record.holder !== undefined && record.holder !== place && now < (record.expiresAt ?? Infinity);
+    if (held) throw new LeaseNotHeld(place, `${record.holder} holds it, epoch ${record.epoch}, until ${record.expiresAt}`);
+    if (record.holder === undefined && record.releasedAt !== undefined && head < record.releasedAt) {
+      throw new LeaseNotHeld(place, `it was released at log position ${record.releasedAt} and this place holds only up to ${head}`);
+    }
+    const epoch = record.epoch + 1;
+    this.#save({ epoch, holder: place, expiresAt: now + this.#ttlMs });
+    return { epoch, ttlMs: this.#ttlMs };
+  }
+
+  async renew(place: string, epoch: number): Promise<LeaseGrant> {
+    const record = this.#load();
+    if (epoch !== record.epoch) throw new StaleEpoch(epoch, record.epoch, "the lease's arbiter");
+    const now = this.#clock.now();
+    if (record.holder !== place || now >= (record.expiresAt ?? Infinity))
+      throw new LeaseNotHeld(place, `its lease of epoch ${epoch} ended`);
+    this.#save({ ...record, expiresAt: now + this.#ttlMs });
+    return { epoch, ttlMs: this.#ttlMs };
+  }
+
+  async release(place: string, epoch: number, position: number): Promise<void> {
+    const record = this.#load();
+    if (epoch !== record.epoch) throw new StaleEpoch(epoch, record.epoch, "the lease's arbiter");
+    if (record.holder === undefined && record.releasedAt === position) return; // the same release again
+    if (record.holder !== place) throw new LeaseNotHeld(place, `epoch ${epoch} is not its own`);
+    this.#save({ epoch, releasedAt: position });
+  }
+}
+
+/** An arbiter whose record lives in memory (for tests, and for both places of one process). */
+export function memoryArbiter(options: { clock: Pick<Clock, "now">; ttlMs?: number; record?: LeaseRecord }): LeaseBook {
+  let record: LeaseRecord = options.record ?? { epoch: 0 };
+  return new LeaseBook({
+    clock: options.clock,
+    ttlMs: options.ttlMs ?? DEFAULT_LEASE_TTL_MS,
+    load: () => record,
+    save: (next) => {
+      record = next;
+    },
+  });
+}
+
+/** How long a lease lasts unless renewed: 30 s on the arbiter's clock (renewed every third of it). */
+export const DEFAULT_LEASE_TTL_MS = 30_000;

@@ -1,0 +1,65 @@
+import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import type { Batch, LogMark } from "../storage/records.ts";
+
+/**
+ * The lease a place holds, as its session sees it (docs/decisions/0029): the epoch every transaction of this
+ * place is stamped with, the log's head, and until when the lease holds on the harness clock. A transaction gets
+ * the next position only while the lease holds; once it is lost (expired, handed over, superseded) every later
+ * one is refused with the reason, and nothing is written.
+ */
+export class Fence {
+  readonly place: string;
+  readonly epoch: number;
+  /** The last position stored under this lease (or before it, at open). */
+  #head: number;
+  /** Harness-clock time at which this place stops writing; counted from before it asked, so never after the arbiter's. */
+  #expiresAt: number;
+  #lost: Error | undefined;
+
+  constructor(place: string, epoch: number, head: LogMark | undefined, expiresAt: number) {
+    if (head && epoch < head.epoch) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
+    this.place = place;
+    this.epoch = epoch;
+    this.#head = head?.position ?? 0;
+    this.#expiresAt = expiresAt;
+  }
+
+  /** Where the log stands: this epoch and the last position stored. */
+  get mark(): LogMark {
+    return { epoch: this.epoch, position: this.#head };
+  }
+
+  get expiresAt(): number {
+    return this.#expiresAt;
+  }
+
+  /** Why this place may no longer write, once it may not (undefined while it holds the lease at `now`). */
+  lost(now: number): Error | undefined {
+    if (this.#lost === undefined && now >= this.#expiresAt) {
+      this.#lost = new LeaseNotHeld(this.place, `its lease of epoch ${this.epoch} expired at ${this.#expiresAt} on the harness clock`);
+    }
+    return this.#lost;
+  }
+
+  /** Gives `batch` the next position under this epoch; throws why when the lease no longer holds. */
+  stamp(batch: Batch, now: number): void {
+    const lost = this.lost(now);
+    if (lost) throw lost;
+    batch.fence = { epoch: this.epoch, position: this.#head + 1 };
+  }
+
+  /** The stamped batch was stored: the head moves to it. */
+  stored(batch: Batch): void {
+    if (batch.fence) this.#head = batch.fence.position;
+  }
+
+  /** The arbiter renewed the lease, asked at `askedAt` for `ttlMs`. */
+  renewed(askedAt: number, ttlMs: number): void {
+    if (this.#lost === undefined) this.#expiresAt = Math.max(this.#expiresAt, askedAt + ttlMs);
+  }
+
+  /** From now on nothing is written here, for `reason` (the first reason stays). */
+  lose(reason: Error): void {
+    this.#lost ??= reason;
+  }
+}
