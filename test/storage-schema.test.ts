@@ -45,6 +45,7 @@ describe("S11: schema version 1 migrates to version 3", () => {
       "documents",
       "entries",
       "pi_durable_epochs",
+      "pi_durable_log",
       "pi_durable_meta",
       "submissions",
       "tasks",
@@ -137,13 +138,15 @@ describe("S11: schema version 2 migrates to version 3 (the fenced log, decision 
       documents: [],
       nextId: 2,
     });
-    await storage.database.exec("DROP TABLE pi_durable_epochs; UPDATE pi_durable_meta SET value = '2' WHERE key = 'schema_version';");
+    await storage.database.exec(
+      "DROP TABLE pi_durable_epochs; DROP TABLE pi_durable_log; UPDATE pi_durable_meta SET value = '2' WHERE key = 'schema_version';",
+    );
     return storage.exportImage();
   }
 
   it("S11: a writable open adds the log's table and says version 3; the rows stay, and the first fenced commit starts the log", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: await v2Image() });
-    expect(await tableNames(storage.database)).toContain("pi_durable_epochs");
+    expect(await tableNames(storage.database)).toEqual(expect.arrayContaining(["pi_durable_epochs", "pi_durable_log"]));
     expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "3" });
     expect((await storage.load()).liveTasks.map((task) => task.id)).toEqual([1]);
     expect((await storage.load()).log).toBeUndefined();
@@ -173,6 +176,7 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
       "meta",
       "notes",
       "pi_durable_epochs",
+      "pi_durable_log",
       "pi_durable_meta",
       "submissions",
       "tasks",
@@ -180,7 +184,7 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
     expect(await raw.all("SELECT name FROM meta")).toEqual([{ name: "the app's" }]);
     expect(await storage.query(SEED_QUERY)).toEqual([]);
     await SqliteStorage.open(shared(raw), "shared"); // ours now: opens again as it is
-    expect(await tableNames(raw)).toHaveLength(9);
+    expect(await tableNames(raw)).toHaveLength(10);
   });
 
   it("S11: an app table with one of our names (tasks) is refused with DatabaseCorrupt saying what to rename, unmodified", async () => {

@@ -35,6 +35,8 @@ interface Image {
   /** The fenced log's head and where each epoch's stretch begins (decision 0029); absent before a fenced commit. */
   log?: LogMark;
   epochs?: Record<string, number>;
+  /** The log's tail: each fenced batch by position, until trimmed. */
+  tail?: Record<string, string>;
 }
 
 /**
@@ -111,6 +113,7 @@ export class MemoryStorage implements Storage {
     if (fence) {
       if (continuesLog(image.log, fence, this.label)) (image.epochs ??= {})[String(fence.epoch)] = fence.position;
       image.log = { epoch: fence.epoch, position: fence.position };
+      (image.tail ??= {})[String(fence.position)] = JSON.stringify(batch);
     }
     for (const [id, text] of tasks) image.tasks[id] = text;
     for (const [id, text] of conversations) image.conversations[id] = text;
@@ -122,6 +125,20 @@ export class MemoryStorage implements Storage {
     }
     if (batch.nextId !== undefined) image.nextId = batch.nextId;
     if (batch.rootConversationId !== undefined) image.rootConversationId = batch.rootConversationId;
+  }
+
+  async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
+    return Object.entries(this.#open().tail ?? {})
+      .filter(([position]) => Number(position) > after)
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .slice(0, limit)
+      .map(([position, text]) => parseStored<Batch & { fence: LogMark }>("memory", "log", position, text));
+  }
+
+  async trimLog(through: number): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("Trimming the log");
+    for (const position of Object.keys(image.tail ?? {})) if (Number(position) <= through) delete image.tail![position];
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {

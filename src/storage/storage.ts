@@ -60,6 +60,13 @@ export interface Storage {
   readonly maxRowBytes?: number | undefined;
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
+  /**
+   * The log's tail (decision 0029): the fenced transactions after position `after`, at most `limit`, in order, as
+   * they were stored. Kept until `trimLog` drops them. Absent on a storage that keeps no log.
+   */
+  readLog?(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>>;
+  /** Drops the log's tail up to and including `through` (the other place acknowledged it). */
+  trimLog?(through: number): Promise<void>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;

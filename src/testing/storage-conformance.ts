@@ -263,6 +263,22 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after the refusals");
         await storage.apply({ ...emptyBatch(), tasks: [sampleTask(7, "pending")] });
         equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after a batch without a fence");
+        if (!storage.readLog || !storage.trimLog) return;
+        const tail = await storage.readLog(0, 10);
+        equal(
+          tail.map((batch) => [batch.fence, batch.tasks.map((t) => t.id)]),
+          [
+            [{ epoch: 1, position: 1 }, [4]],
+            [{ epoch: 3, position: 2 }, [6]],
+          ],
+          "the log's tail: each fenced batch as stored",
+        );
+        await storage.trimLog(1);
+        equal(
+          (await storage.readLog(0, 10)).map((batch) => batch.fence.position),
+          [2],
+          "the tail after trimming through 1",
+        );
       },
     },
     {

@@ -7,7 +7,7 @@
  * app's and is left alone (see schema-open.ts).
  *
  * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides);
- * 3 added the fenced log (`pi_durable_epochs`, and `log_position` in the marker; decision 0029).
+ * 3 added the fenced log (`pi_durable_epochs`, `pi_durable_log`, and `log_position` in the marker; decision 0029).
  */
 export const SCHEMA_VERSION = 3;
 
@@ -31,6 +31,12 @@ CREATE TABLE IF NOT EXISTS pi_durable_meta (
 CREATE TABLE IF NOT EXISTS pi_durable_epochs (
   epoch INTEGER PRIMARY KEY,
   start INTEGER NOT NULL
+);
+-- The log's tail: each fenced transaction's batch, kept until the place it is pushed to acknowledged it.
+CREATE TABLE IF NOT EXISTS pi_durable_log (
+  position INTEGER PRIMARY KEY,
+  epoch    INTEGER NOT NULL,
+  batch    TEXT NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS conversations (
@@ -86,6 +92,9 @@ export const SQL = {
   logHead: `SELECT (SELECT value FROM pi_durable_meta WHERE key = 'log_position') AS position,
     (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,
   startEpoch: `INSERT INTO pi_durable_epochs (epoch, start) VALUES (?, ?)`,
+  appendLog: `INSERT INTO pi_durable_log (position, epoch, batch) VALUES (?, ?, ?)`,
+  readLog: `SELECT batch FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?`,
+  trimLog: `DELETE FROM pi_durable_log WHERE position <= ?`,
   /**
    * Through the partial index, named: without it the planner scans the whole table in id order to spare the
    * sort, reading every finished row at every open (decision 0027).

@@ -136,11 +136,13 @@ export class SqliteStorage implements Storage {
           refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
     }
     const fence = batch.fence;
+    const logged = fence ? JSON.stringify(batch) : undefined;
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) {
         if (continuesLog(logHead(tx.get(SQL.logHead)), fence, this.label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
         tx.run(SQL.writeMeta, "log_position", String(fence.position));
+        tx.run(SQL.appendLog, fence.position, fence.epoch, logged!);
       }
       for (const { task, record } of tasks) {
         const status = task.state.status;
@@ -165,6 +167,16 @@ export class SqliteStorage implements Storage {
       if (task.state.status === "terminal") this.#liveStatus.delete(task.id);
       else this.#liveStatus.set(task.id, task.state.status);
     }
+  }
+
+  async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
+    if (!this.#log) return [];
+    return (await this.#db.all(SQL.readLog, after, limit)).map((row) => parseStored("sqlite", "pi_durable_log", "?", row.batch));
+  }
+
+  async trimLog(through: number): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("Trimming the log");
+    await this.#db.run(SQL.trimLog, through);
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {

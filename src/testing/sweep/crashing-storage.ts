@@ -65,6 +65,8 @@ export function crashingStorage(
         () => inner.apply(batch),
         batch,
       ),
+    ...(inner.readLog ? { readLog: read(inner.readLog) } : {}),
+    ...(inner.trimLog ? { trimLog: read(inner.trimLog) } : {}),
     getTask: read(inner.getTask),
     listTasks: read(inner.listTasks),
     getConversation: read(inner.getConversation),

@@ -1,0 +1,49 @@
+/**
+ * A message link between named places, as unreliable as a network: a message sent is only in flight until the
+ * test decides, one step at a time, to deliver it (in any order), drop it or deliver a duplicate of it. Messages
+ * are copied when sent (nothing is shared between places) and go to whichever handler the place has when they
+ * are delivered (a restarted place gets what was sent to its dead incarnation).
+ */
+export type LinkAction = "deliver" | "drop" | "duplicate";
+
+export interface InFlight<M> {
+  readonly to: string;
+  readonly message: M;
+}
+
+export class Link<M> {
+  readonly #inFlight: Array<InFlight<M>> = [];
+  readonly #handlers = new Map<string, (message: M) => Promise<void> | void>();
+  /** Every delivery, in order, for messages: `to: type`. */
+  readonly delivered: string[] = [];
+
+  /** Sets (or replaces, after a restart) the handler of `place`; `undefined` while the place is down. */
+  attach(place: string, handler: ((message: M) => Promise<void> | void) | undefined): void {
+    if (handler) this.#handlers.set(place, handler);
+    else this.#handlers.delete(place);
+  }
+
+  send(to: string, message: M): void {
+    this.#inFlight.push({ to, message: JSON.parse(JSON.stringify(message)) as M });
+  }
+
+  get inFlight(): readonly InFlight<M>[] {
+    return this.#inFlight;
+  }
+
+  /**
+   * Acts on the in-flight message at `pick` (taken modulo how many there are): delivers it, drops it, or delivers
+   * it and keeps a copy in flight. A message for a place that is down is lost. Returns false when nothing is in flight.
+   */
+  async step(pick: number, action: LinkAction): Promise<boolean> {
+    if (this.#inFlight.length === 0) return false;
+    const index = pick % this.#inFlight.length;
+    const [item] = action === "duplicate" ? [this.#inFlight[index]!] : this.#inFlight.splice(index, 1);
+    if (action === "drop") return true;
+    const handler = this.#handlers.get(item!.to);
+    if (!handler) return true;
+    this.delivered.push(`${item!.to}: ${(item!.message as { type?: string }).type ?? "?"}`);
+    await handler(JSON.parse(JSON.stringify(item!.message)) as M);
+    return true;
+  }
+}
