@@ -1,13 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
-import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { Arrival, Departure, type HandOverMessage } from "../src/follow/handover.ts";
+import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { type LinkAction, Link } from "../src/testing/two-places/link.ts";
+import { Link, type LinkAction } from "../src/testing/two-places/link.ts";
 import { ctx, flush } from "./support.ts";
 
 // Issue 27 item 3's core (decision 0029): the tab hands its lease to the object at a position, over a link that
@@ -38,7 +38,14 @@ async function handOverWorld(schedule: readonly Step[], options: { dropReleases?
   const objectStorage = await openSqliteStorage({ vfs: "memory" });
   const tab = await Harness.open(tabStorage, { registry: registry("tab"), clock, lease: { place: "tab", arbiter } }, ctx);
   const root = await tab.root(ctx);
-  const taskId = await root.commit((tx) => tx.createTask(counterTask(() => {}), { to: 5 }), ctx);
+  const taskId = await root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to: 5 },
+      ),
+    ctx,
+  );
   const object = await Arrival.start({
     place: "object",
     storage: objectStorage,
@@ -85,7 +92,10 @@ describe("the hand-over in memory (issue 27 item 3, decision 0029)", () => {
   it("S4/S12: drain, push, release at P; the object holds 1..P, takes epoch 2 at P + 1 with the recovery (restarts counted), and counts on", async () => {
     const world = await handOverWorld([]);
     const { harness, taskId, printed } = world;
-    expect((await harness.getTask(taskId, ctx))?.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "counted to 5" } });
+    expect((await harness.getTask(taskId, ctx))?.state).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: "counted to 5" },
+    });
     expect(printed).toEqual([
       ["tab", "tick 1"],
       ["tab", "tick 2"],
@@ -122,10 +132,13 @@ describe("the hand-over in memory (issue 27 item 3, decision 0029)", () => {
   it("property: whatever the link loses, duplicates or reorders, every tick is printed once, the log has one transaction per position, and the object ends it", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ pick: fc.nat(7), action: fc.constantFrom<LinkAction>("deliver", "deliver", "deliver", "drop", "duplicate") }), {
-          minLength: 1,
-          maxLength: 40,
-        }),
+        fc.array(
+          fc.record({ pick: fc.nat(7), action: fc.constantFrom<LinkAction>("deliver", "deliver", "deliver", "drop", "duplicate") }),
+          {
+            minLength: 1,
+            maxLength: 40,
+          },
+        ),
         async (schedule) => {
           const world = await handOverWorld(schedule);
           expect((await world.harness.getTask(world.taskId, ctx))?.state.status).toBe("terminal");
