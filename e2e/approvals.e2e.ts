@@ -215,4 +215,20 @@ describe("ask before writing files", () => {
     expect(await page.locator('#chat-log .tool[data-tool="append"]').count()).toBe(1);
     expect(await notes(page)).toBe(WRITTEN);
   });
+
+  it("Stop while a call waits withdraws it: the card says so, no decision is asked again, and the file is never written", async () => {
+    const page = await openTab("leader");
+    await askBeforeWriting(page);
+    await sendMessage(page, NOTE);
+    const card = await waitingCard(page);
+    await page.click("#stop");
+    await card.and(page.locator('[data-status="done"]')).waitFor({ timeout: 30_000 });
+    expect(await card.getAttribute("data-code")).toBe("aborted");
+    expect(await card.locator(".tool-notice").textContent()).toBe("Stopped: the run was aborted.");
+    expect(await card.locator(".approval").count()).toBe(0);
+    await page.locator('.run-failure[data-reason="aborted"]').waitFor();
+    expect(await approvalRecords(page)).toEqual([{ key: `pi.approval:${await card.getAttribute("data-call-id")}`, status: "withdrawn" }]);
+    expect(await page.evaluate(async () => pi.client.pendingApprovals(await pi.client.rootConversation()))).toEqual([]);
+    expect(await notes(page)).toBeNull();
+  });
 });
