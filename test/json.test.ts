@@ -1,7 +1,7 @@
 import { inspect } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { cloneJson } from "../src/base/json.ts";
+import { cloneJson, deepFreeze, jsonEqual } from "../src/base/json.ts";
 
 // cloneJson copies plain data itself (every step copies a checkpoint) and must give exactly what the JSON round
 // trip gives, for any value: the same result (key order, -0, dropped and nulled members) or the same error.
@@ -66,5 +66,56 @@ describe("cloneJson", () => {
     cycle.self = cycle;
     expect(() => cloneJson(cycle)).toThrow(TypeError);
     expect(() => cloneJson({ deep: [{ n: 1n }] })).toThrow(TypeError);
+  });
+});
+
+/** A JSON value's text with every object's keys sorted and undefined members dropped: equal texts, equal values. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, member: unknown) =>
+    typeof member === "object" && member !== null && !Array.isArray(member)
+      ? Object.fromEntries(Object.entries(member).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : member,
+  );
+}
+
+describe("jsonEqual and deepFreeze", () => {
+  // The no-progress check compares two checkpoints after every phase with jsonEqual.
+  const value = fc.jsonValue({ maxDepth: 4 });
+  const withUndefined = fc.dictionary(fc.string({ maxLength: 3 }), fc.option(fc.jsonValue({ maxDepth: 2 }), { nil: undefined }));
+
+  it("jsonEqual says equal exactly when the canonical texts are equal (key order and undefined members ignored)", () => {
+    fc.assert(
+      fc.property(fc.oneof(value, withUndefined), fc.oneof(value, withUndefined), (a, b) => {
+        expect(jsonEqual(a, b)).toBe(canonical(a) === canonical(b));
+        expect(jsonEqual(a, cloneJson(a))).toBe(true);
+        const reversed = typeof a === "object" && a !== null && !Array.isArray(a) ? Object.fromEntries(Object.entries(a).reverse()) : a;
+        expect(jsonEqual(reversed, a)).toBe(true);
+      }),
+      { seed: 25, numRuns: 400 },
+    );
+    expect(jsonEqual({ a: 1, b: undefined }, { a: 1 })).toBe(true);
+    expect(jsonEqual({ a: 1 }, { a: 1, b: 2 })).toBe(false);
+    expect(jsonEqual({ a: undefined }, { b: undefined })).toBe(true);
+    expect(jsonEqual({ a: 1, b: undefined }, { a: 1, c: 3 })).toBe(false);
+  });
+
+  it("deepFreeze freezes every object and array of a value at any depth, and leaves frozen parts shared", () => {
+    fc.assert(
+      fc.property(value, (generated) => {
+        const shared = Object.freeze({ kept: [1] });
+        const record = { generated: cloneJson(generated), shared, list: [{ deep: { deeper: [generated] } }] };
+        deepFreeze(record);
+        const stack: unknown[] = [record];
+        while (stack.length > 0) {
+          const item = stack.pop();
+          if (typeof item !== "object" || item === null) continue;
+          if (item !== shared.kept) expect(Object.isFrozen(item)).toBe(true);
+          stack.push(...Object.values(item));
+        }
+        expect(record.shared).toBe(shared);
+        expect(Object.isFrozen(shared.kept)).toBe(false); // a frozen subtree is not walked again
+      }),
+      { seed: 25, numRuns: 200 },
+    );
   });
 });

@@ -31,14 +31,25 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
     }
     const l = left as Record<string, unknown>;
     const r = right as Record<string, unknown>;
-    const keys = Object.keys(l).filter((key) => l[key] !== undefined);
-    if (keys.length !== Object.keys(r).filter((key) => r[key] !== undefined).length) return false;
-    for (const key of keys) {
+    // Members that are undefined do not count (JSON drops them). Counted, not filtered into new arrays: the
+    // no-progress check compares two checkpoints after every phase.
+    let defined = 0;
+    for (const key of Object.keys(l)) {
+      const value = l[key];
+      if (value === undefined) continue;
       if (!Object.hasOwn(r, key)) return false;
-      pairs.push(l[key], r[key]);
+      defined++;
+      pairs.push(value, r[key]);
     }
+    if (defined !== definedMembers(r)) return false;
   }
   return true;
+}
+
+function definedMembers(object: Record<string, unknown>): number {
+  let count = 0;
+  for (const key of Object.keys(object)) if (object[key] !== undefined) count++;
+  return count;
 }
 
 /**
@@ -200,16 +211,16 @@ function copyDeep(value: object, depth: number, size: CopySize): unknown {
  */
 export function deepFreeze<T>(value: T): T {
   if (typeof value !== "object" || value === null || Object.isFrozen(value)) return value;
-  const pending: object[] = [value];
   Object.freeze(value);
-  while (pending.length > 0) {
-    const object = pending.pop() as Record<string, unknown>;
+  // A stack only below the first level: a new record usually brings one or two new objects (its state).
+  let pending: object[] | undefined;
+  for (let object = value as Record<string, unknown>; ; object = pending.pop() as Record<string, unknown>) {
     for (const key of Object.keys(object)) {
       const member = object[key];
       if (typeof member !== "object" || member === null || Object.isFrozen(member)) continue;
       Object.freeze(member);
-      pending.push(member);
+      (pending ??= []).push(member);
     }
+    if (pending === undefined || pending.length === 0) return value;
   }
-  return value;
 }

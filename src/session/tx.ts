@@ -160,6 +160,16 @@ export class KernelTx implements Tx {
     for (const record of this.#tasks.values()) if (record.state.status !== "terminal") yield record;
   }
 
+  /**
+   * The task records staged before the committed mirror, terminal ones included: by the commits before this
+   * one in its group, then by this one. With the live index (in step with the mirror) this is every live
+   * task a transition must consider, without walking the whole live set.
+   */
+  *stagedTasks(): Iterable<TaskRecord> {
+    if (this.#group) yield* this.#group.tasks.values();
+    yield* this.#tasks.values();
+  }
+
   /** What `id` names here (staged or committed), for the messages of `NotFound`. */
   #kindOf(id: number): IdKind | undefined {
     return this.task(id) ? "task" : mirroredKind(this.#session, id);

@@ -60,10 +60,14 @@ export class LiveIndex {
     return this.#children.get(id) ?? [];
   }
 
-  /** The live children of `id`, committed or staged in `tx`. */
+  /**
+   * The live children of `id`, committed or staged in `tx`. The committed ones are this index's (it is in step
+   * with the mirror); only the staged records are looked through, not the whole live set — a task's last step
+   * in a group of a hundred would otherwise walk every live task.
+   */
   liveChildren(tx: KernelTx, id: number): number[] {
     const out = new Set(this.#children.get(id) ?? []);
-    for (const task of tx.liveTasks()) if (task.owner === id && !task.background) out.add(task.id);
+    for (const task of tx.stagedTasks()) if (task.owner === id && !task.background) out.add(task.id);
     return [...out].filter((child) => isLive(tx, child));
   }
 

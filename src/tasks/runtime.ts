@@ -6,7 +6,7 @@ import { deliver, type Report } from "../reports.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import { documentKey } from "../session/keys.ts";
 import { isStorageFailure, type Session } from "../session/session.ts";
-import type { KernelTx } from "../session/tx.ts";
+import type { KernelTx, TxActor } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import type { Invocation } from "./invocation.ts";
 import type { LiveIndex } from "./live-index.ts";
@@ -60,6 +60,8 @@ class InvocationRuntime implements TaskRuntime {
   readonly #runtimes: TaskRuntimes;
   readonly #invocation: Invocation;
   readonly #kind: string;
+  /** Who this invocation's commits are by: one object for all of them (a commit reads it, never changes it). */
+  readonly #actor: TxActor;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
@@ -70,6 +72,7 @@ class InvocationRuntime implements TaskRuntime {
     this.#runtimes = runtimes;
     this.#invocation = invocation;
     this.#kind = first.kind;
+    this.#actor = Object.freeze({ conversationId: first.conversationId, taskId: invocation.taskId });
   }
 
   get signal(): AbortSignal {
@@ -84,35 +87,42 @@ class InvocationRuntime implements TaskRuntime {
     if (this.#invocation.ended) throw new InvocationEnded(this.taskId);
   }
 
-  /** Commits `body` for this running task, on the line; a storage refusal is remembered as the invocation's. */
+  /** Commits `body` for this running task, on the line (groupable: it reads only through its `tx`). */
   #gated<T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> {
     const { session, closing } = this.#runtimes.kernel;
     const invocation = this.#invocation;
     const id = this.taskId;
-    return session
-      .commit(
-        (tx) => {
-          if (invocation.ended) throw new InvocationEnded(id);
-          if (closing()) throw new HarnessClosed();
-          const current = tx.task(id);
-          if (!current) throw new InvalidCommit(`Task ${id} is terminal.`);
-          if (current.state.status !== "running") throw new InvalidCommit(`Task ${id} is ${current.state.status}.`);
-          if (invocation.mode === "run" && current.abortRequested) throw new InvalidCommit(`Task ${id} has a durable abort mark.`);
-          return body(tx, current);
-        },
-        { conversationId: this.conversationId, taskId: id },
-        GROUPED,
-      )
-      .then(
-        (result) => {
-          invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
-          return result;
-        },
-        (error: unknown) => {
-          if (isStorageFailure(error)) invocation.storageFailure = error;
-          throw error;
-        },
-      );
+    return session.commit(
+      (tx) => {
+        if (invocation.ended) throw new InvocationEnded(id);
+        if (closing()) throw new HarnessClosed();
+        const current = tx.task(id);
+        if (!current) throw new InvalidCommit(`Task ${id} is terminal.`);
+        if (current.state.status !== "running") throw new InvalidCommit(`Task ${id} is ${current.state.status}.`);
+        if (invocation.mode === "run" && current.abortRequested) throw new InvalidCommit(`Task ${id} has a durable abort mark.`);
+        return body(tx, current);
+      },
+      this.#actor,
+      GROUPED,
+    );
+  }
+
+  /**
+   * Waits for a commit of this task under `context`; a storage refusal is remembered as the invocation's when
+   * the commit settles. The invocation's own context needs no extra wait: its end already rejects the commit on
+   * the line, so the commit is awaited directly (one promise less on every step).
+   */
+  async #settled<T>(committed: Promise<T>, context: Context): Promise<T> {
+    const invocation = this.#invocation;
+    if (context !== invocation.context) return waitFor(committed.then(remembered(invocation), refused(invocation)), context);
+    try {
+      const result = await committed;
+      invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
+      return result;
+    } catch (error) {
+      if (isStorageFailure(error)) invocation.storageFailure = error;
+      throw error;
+    }
   }
 
   async commit(change: Parameters<TaskRuntime["commit"]>[0], context: Context): Promise<void> {
@@ -132,8 +142,7 @@ class InvocationRuntime implements TaskRuntime {
       }
       if (next !== undefined) applyNext(tx, index, current, next, invocation.mode, stored);
     });
-    // The invocation's own context needs no extra wait: its end already rejects the commit on the line.
-    await (context === invocation.context ? committed : waitFor(committed, context));
+    await this.#settled(committed, context);
     if (options.crashPoint) await this.crashPoint("task:after-commit");
   }
 
@@ -160,8 +169,7 @@ class InvocationRuntime implements TaskRuntime {
       tx.putTask({ ...current, memos: { ...memos, [name]: tx.admit(value, () => `Memo ${JSON.stringify(name)} of task ${current.id}`) } });
       return value;
     });
-    // Like commit: the invocation's own context needs no extra wait (its end rejects the write on the line).
-    const written = await (context === this.#invocation.context ? writing : waitFor(writing, context));
+    const written = await this.#settled(writing, context);
     if (options.crashPoint) await this.crashPoint("memo:after-write");
     return written;
   }
@@ -266,4 +274,20 @@ class InvocationRuntime implements TaskRuntime {
     invocation.cancellation.onAbort(cancel);
     return cancel;
   }
+}
+
+/** A commit's result: it was stored, so a refusal the phase retried is no longer the invocation's failure. */
+function remembered(invocation: Invocation): <T>(result: T) => T {
+  return (result) => {
+    invocation.storageFailure = undefined;
+    return result;
+  };
+}
+
+/** A commit's refusal: a storage failure is remembered as the invocation's (the scheduler backs off). */
+function refused(invocation: Invocation): (error: unknown) => never {
+  return (error) => {
+    if (isStorageFailure(error)) invocation.storageFailure = error;
+    throw error;
+  };
 }
