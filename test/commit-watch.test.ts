@@ -38,4 +38,20 @@ describe("the worker's commit watch (crashEveryCommit's hook)", () => {
     await expect(watch.arm({ commit: 1, edge: "after" })).rejects.toThrow("Commit 1 is already stored");
     expect(watch.count()).toBe(1);
   });
+
+  it("logs every stored commit once, in order, whenever the log is read, and keeps the newest 2,000", async () => {
+    const storage = watchCommits(new MemoryStorage());
+    const watch = (globalThis as Record<string, unknown>)[COMMIT_WATCH_HOOK] as CommitWatch;
+    const lines = (from?: number) => watch.log(from).map((commit) => `${commit.commit}: ${commit.line}`);
+    await storage.apply(batch(1));
+    expect(lines()).toEqual(["1: entry 1 app.note"]); // read before the next commit: summarized on the read
+    for (let id = 2; id <= 100; id++) await storage.apply(batch(id));
+    expect(lines(98)).toEqual(["98: entry 98 app.note", "99: entry 99 app.note", "100: entry 100 app.note"]);
+    for (let id = 101; id <= 2_130; id++) await storage.apply(batch(id));
+    const log = watch.log();
+    expect(watch.count()).toBe(2_130);
+    expect(log.length).toBe(2_000);
+    expect(log.map((commit) => commit.commit)).toEqual(Array.from({ length: 2_000 }, (_, index) => 131 + index));
+    expect(log.at(-1)!.line).toBe("entry 2130 app.note");
+  });
 });
