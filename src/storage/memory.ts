@@ -109,6 +109,18 @@ export class MemoryStorage implements Storage {
     const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
     const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
     const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
+    if (this.maxRowBytes !== undefined) {
+      const max = this.maxRowBytes;
+      for (const [table, rows] of [
+        ["tasks", tasks],
+        ["conversations", conversations],
+        ["entries", entries],
+        ["submissions", submissions],
+        ["documents", documents],
+      ] as const) {
+        for (const [id, text] of rows) if (text !== null) refuseLargeRow(max, table, id, text, columnBytes(id));
+      }
+    }
     const fence = batch.fence;
     if (fence) {
       if (continuesLog(image.log, fence, this.label)) (image.epochs ??= {})[String(fence.epoch)] = fence.position;
