@@ -4,7 +4,9 @@
  * (scripts/ensure-wrangler.mjs, cached), examples/worker-app copied into .tmp/worker-app with the packed
  * tarball installed (run scripts/test-package.mjs first), then
  *
- * 1. `wrangler types`, and the Worker type-checked under the Workers types it wrote (skipLibCheck off);
+ * 1. `wrangler types`, and the Worker type-checked under the Workers types it wrote with skipLibCheck off,
+ *    so the package's .d.ts are checked too; a program that reaches Node's types (@types/node, through
+ *    pi-ai's provider SDKs, as the package's .d.ts once did) fails, naming who imports them;
  * 2. `wrangler deploy --dry-run --outdir`: the bundle's size, raw and gzip -9, into .tmp/wrangler-size.json
  *    (the bench's size table reads it);
  * 3. `wrangler dev` on a free loopback port with `--persist-to` a temporary directory: a counter to 4 starts,
@@ -193,13 +195,21 @@ if (import.meta.url === `file://${process.argv[1]}` && process.argv.includes("--
   if (!/COUNTER: DurableObjectNamespace<import\("\.\/src\/index"\)\.CounterObject>/.test(generated)) {
     fail("wrangler types did not type COUNTER as the CounterObject namespace.");
   }
-  run(join(app, "node_modules", ".bin", "tsc"), ["-p", "tsconfig.json"]);
+  // Node's globals clash with the Workers types: none of the package's .d.ts may bring them in.
+  const tsc = join(app, "node_modules", ".bin", "tsc");
+  if (/node_modules\/@types\/node\//.test(run(tsc, ["-p", "tsconfig.json", "--listFilesOnly"]))) {
+    const why = spawnSync(tsc, ["-p", "tsconfig.json", "--explainFiles", "--noEmit"], { cwd: app, encoding: "utf8" }).stdout ?? "";
+    const lines = why.split("\n");
+    const at = lines.findIndex((line) => /node_modules\/@types\/node\//.test(line));
+    fail(`the Worker's program reaches @types/node (Node's globals clash with the Workers types):\n${lines.slice(at, at + 6).join("\n")}`);
+  }
+  run(tsc, ["-p", "tsconfig.json"]);
   const size = dryRunSize(tools);
   const smoke = await devSmoke(tools);
   // Three checks (types + strict typecheck, the dry run, the dev smoke) for the closing line of `npm test`.
   writeFileSync(join(root, ".tmp", "results-wrangler.json"), `${JSON.stringify({ numPassedTests: 3, numFailedTests: 0 })}\n`);
   console.log(
-    `wrangler ${WRANGLER_VERSION} on Node ${NODE_VERSION}: types + typecheck (strict; skipLibCheck on, see its tsconfig) clean; deploy --dry-run ${(size.bytes / 1024).toFixed(1)} KiB, ` +
+    `wrangler ${WRANGLER_VERSION} on Node ${NODE_VERSION}: types + typecheck (strict, skipLibCheck off, no @types/node in the program) clean; deploy --dry-run ${(size.bytes / 1024).toFixed(1)} KiB, ` +
       `${(size.gzip / 1024).toFixed(1)} KiB gzip; dev smoke: SIGKILL after tick ${smoke.before.join(", ")}, restarted, the alarm printed ` +
       `tick ${smoke.after.join(", ")} with no request (each line once)`,
   );

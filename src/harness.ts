@@ -1,8 +1,8 @@
-import type { Models } from "@earendil-works/pi-ai";
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import type { Conversation, Submission } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
+import type { ModelCatalog } from "./agent/model-types.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { AgentChange } from "./agent/types.ts";
@@ -29,7 +29,7 @@ export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
   registry: Registry;
   /** The models (pi-ai `createModels()`), handed to the agent's tasks (the kernel never sees them). */
-  models?: Models;
+  models?: ModelCatalog;
   settings?: Settings;
   /** The harness clock in ms. Default `Date.now`. */
   now?: () => number;

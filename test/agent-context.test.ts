@@ -1,6 +1,7 @@
 import type { AssistantMessage, Message } from "@earendil-works/pi-ai";
 import { describe, expect, it } from "vitest";
-import { planSystemMessage, resolveAgent } from "../src/agent/agent.ts";
+import { resolveAgent } from "../src/agent/agent.ts";
+import { planSystemMessage } from "../src/agent/pi-calls.ts";
 import { createRegistry, defineExtension, defineTool, deriveContext, type EntryRecord, MISSING_RESULT_TEXT } from "../src/index.ts";
 
 let nextId = 1;

@@ -1,5 +1,3 @@
-import type { SystemMessage, Tool } from "@earendil-works/pi-ai";
-import { getToolStateChanges, toToolDeclaration } from "@earendil-works/pi-ai/utils/transcript";
 import type { Extension, InstalledExtensions } from "../tasks/types.ts";
 import type { AgentHooks, AnyTool } from "./tool.ts";
 import type { AgentConfig } from "./types.ts";
@@ -46,29 +44,4 @@ export function resolveAgent(registry: InstalledExtensions, config: AgentConfig)
     for (const [name, tool] of installed) offered.set(name, tool);
   }
   return { config, installed, offered, hooks, sections };
-}
-
-/**
- * The `pi.system` entry that brings the transcript's system prompt and tool declarations up to the agent's,
- * or undefined when they already match. It carries only the change: changed sections (null = removed) and
- * added/removed tools, so the transcript records when the prompt changed.
- */
-export function planSystemMessage(current: SystemMessage | undefined, agent: ResolvedAgent, now: number): SystemMessage | undefined {
-  const currentSections = current?.sections ?? {};
-  const patch: Record<string, string | null> = {};
-  for (const [key, text] of Object.entries(agent.sections)) if (currentSections[key] !== text) patch[key] = text;
-  for (const key of Object.keys(currentSections)) if (!(key in agent.sections)) patch[key] = null;
-  const declared: Tool[] = current?.toolsAdded ?? [];
-  const wanted = [...agent.offered.values()].map((tool) => toToolDeclaration(tool as unknown as Tool));
-  const { toolsAdded, toolsRemoved } = getToolStateChanges(declared, wanted);
-  const sectionsChanged = Object.keys(patch).length > 0;
-  if (!sectionsChanged && toolsAdded.length === 0 && toolsRemoved.length === 0) return undefined;
-  return {
-    role: "system",
-    content: "",
-    ...(sectionsChanged ? { sections: patch } : {}),
-    ...(toolsAdded.length > 0 ? { toolsAdded } : {}),
-    ...(toolsRemoved.length > 0 ? { toolsRemoved } : {}),
-    timestamp: now,
-  };
 }

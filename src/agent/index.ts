@@ -1,5 +1,6 @@
 export type { AgentExtension } from "./agent.ts";
 export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
+export type { AnswerEvent, AnswerStream, ModelCatalog, ModelRequest } from "./model-types.ts";
 export { Conversation, Submission } from "./conversation/conversation.ts";
 export { scopeOf as conversationScope } from "./conversation/documents.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts";

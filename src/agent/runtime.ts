@@ -1,4 +1,3 @@
-import type { Models } from "@earendil-works/pi-ai";
 import type { Context } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
@@ -7,6 +6,7 @@ import type { KernelTx } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
 import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./conversation/documents.ts";
+import type { ModelCatalog } from "./model-types.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
 import type { LiveEvent } from "./view/view.ts";
 
@@ -15,8 +15,8 @@ import type { LiveEvent } from "./view/view.ts";
  * agent's, its commits given the kernel's transaction, and the agent's documents read typed.
  */
 export interface AgentRuntime<S extends Checkpoint = Checkpoint, R = Json> extends TaskRuntime<S, R> {
-  /** `HarnessOptions.models` (a pi-ai `Models` catalogue), as given, or undefined. */
-  readonly models: Models | undefined;
+  /** `HarnessOptions.models` (a pi-ai `ModelCatalog` catalogue), as given, or undefined. */
+  readonly models: ModelCatalog | undefined;
   /**
    * `TaskRuntime.commit` with the kernel's transaction: the agent settles submissions in the same commit
    * as its task's next state (`putSubmission`), which the public `Tx` does not offer.
@@ -48,7 +48,7 @@ export interface AgentTaskDefinition<I, S extends Checkpoint, R>
 
 /** What the agent gives its own tasks through the kernel (`SchedulerOptions.layer`), which never reads it. */
 export interface AgentLayer {
-  readonly models?: Models | undefined;
+  readonly models?: ModelCatalog | undefined;
 }
 
 function agentLayer(layer: unknown): AgentLayer {
@@ -69,7 +69,7 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
   readonly #scope: string;
   readonly taskId: number;
   readonly conversationId: number;
-  readonly models: Models | undefined;
+  readonly models: ModelCatalog | undefined;
   readonly layer: unknown;
   readonly registry: TaskRuntime<S, R>["registry"];
 

@@ -1,9 +1,9 @@
-import type { ImageContent, TextContent } from "@earendil-works/pi-ai";
 import type { Context } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { InvalidDefinition } from "../errors.ts";
 import type { EntryRecord } from "../storage/records.ts";
+import type { ImageContent, TextContent } from "./model-types.ts";
 
 /** What a tool may return as content. */
 export type ToolContent = (TextContent | ImageContent)[];

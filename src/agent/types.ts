@@ -1,3 +1,5 @@
+import type { Json } from "../base/json.ts";
+import type { DecisionSummary } from "../errors.ts";
 import type {
   AssistantMessage,
   ImageContent,
@@ -7,9 +9,7 @@ import type {
   ToolResultMessage,
   Usage,
   UserMessage,
-} from "@earendil-works/pi-ai";
-import type { Json } from "../base/json.ts";
-import type { DecisionSummary } from "../errors.ts";
+} from "./model-types.ts";
 
 /** Which model a conversation talks to: a pi-ai provider id and model id. */
 export type ModelRef = { provider: string; id: string };

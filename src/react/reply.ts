@@ -1,4 +1,4 @@
-import type { AssistantMessage, ImageContent, TextContent, ToolResultMessage } from "@earendil-works/pi-ai";
+import type { AssistantMessage, ImageContent, TextContent, ToolResultMessage } from "../agent/model-types.ts";
 import type {
   AssistantEntryPayload,
   LiveRetry,

@@ -1,4 +1,3 @@
-import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { type Context, throwIfCancelled, waitFor } from "../../base/context.ts";
 import { cloneJson } from "../../base/json.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../../errors.ts";
@@ -7,6 +6,7 @@ import { documentKey } from "../../session/keys.ts";
 import type { KernelTx, Tx } from "../../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../storage/records.ts";
 import type { AgentKernel } from "../kernel.ts";
+import type { AssistantMessage } from "../model-types.ts";
 import { type ApprovalRecord, type Decision, decideIn, type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
 import { addCompactionStatus, CompactionTask } from "../tasks/compaction.ts";
 import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "../types.ts";

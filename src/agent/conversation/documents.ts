@@ -1,7 +1,7 @@
-import type { AssistantMessage, Usage } from "@earendil-works/pi-ai";
 import { cloneJson, type Json } from "../../base/json.ts";
 import { type DocumentReader, defineDocument } from "../../session/documents.ts";
 import type { Tx } from "../../session/tx.ts";
+import type { AssistantMessage, Usage } from "../model-types.ts";
 import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "../types.ts";
 
 /**

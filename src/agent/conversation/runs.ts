@@ -1,8 +1,8 @@
-import type { UserMessage } from "@earendil-works/pi-ai";
 import { ConversationBusy } from "../../errors.ts";
 import type { KernelTx } from "../../session/tx.ts";
 import type { SubmissionRecord } from "../../storage/records.ts";
 import type { TaskKind } from "../../tasks/types.ts";
+import type { UserMessage } from "../model-types.ts";
 import { GENERATION_KIND } from "../tasks/generation-kind.ts";
 import type {
   EntryDraft,

@@ -1,6 +1,6 @@
-import type { AssistantMessage, Message, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
-import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { EntryRecord } from "../../storage/records.ts";
+import type { AssistantMessage, Message, ToolCall, ToolResultMessage } from "../model-types.ts";
+import { currentSystemMessage } from "../pi-calls.ts";
 import type { CompactionEntryPayload } from "../types.ts";
 
 /** The text of a result that context derivation adds for a call whose result never arrived (upstream §5.3). */
@@ -40,7 +40,7 @@ export function deriveContext(entries: readonly EntryRecord[], through?: number)
   const { head, before, kept } = activeEntries(entries, through);
   const flat: Message[] = [];
   if (head) {
-    const system = getCurrentSystemMessage(before.map(messageOf).filter((m): m is Message => m?.role === "system"));
+    const system = currentSystemMessage(before.map(messageOf).filter((m): m is Message => m?.role === "system"));
     if (system) flat.push(system);
     flat.push((head.payload as unknown as CompactionEntryPayload).message);
   }

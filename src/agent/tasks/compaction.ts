@@ -1,12 +1,12 @@
-import type { AssistantMessage, Message, UserMessage } from "@earendil-works/pi-ai";
-import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
 import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
 import type { Tx } from "../../session/tx.ts";
 import type { RunningTask } from "../../tasks/types.ts";
 import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "../conversation/transcript.ts";
+import type { AssistantMessage, Message, UserMessage } from "../model-types.ts";
 import { findModel } from "../models.ts";
+import { isRetryableAnswer } from "../pi-calls.ts";
 import { type AgentRuntime, defineAgentTask } from "../runtime.ts";
 import type { LiveFailure, ModelRef } from "../types.ts";
 
@@ -168,7 +168,7 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
         : `Summarization failed: ${response.errorMessage ?? response.stopReason}`;
   const policy = runtime.settings.retry;
   const retriesUsed = checkpoint.attempt - 1;
-  if (response.stopReason === "error" && isRetryableAssistantError(response) && policy.enabled && retriesUsed < policy.maxRetries) {
+  if (response.stopReason === "error" && isRetryableAnswer(response) && policy.enabled && retriesUsed < policy.maxRetries) {
     const delay = Math.min(policy.baseDelayMs * 2 ** retriesUsed, policy.maxAgentDelayMs);
     await runtime.commit((tx) => {
       addUsage(tx, conversationId, usageKey, response.usage);

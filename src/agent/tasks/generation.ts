@@ -1,16 +1,15 @@
-import type { Api, AssistantMessage, Model } from "@earendil-works/pi-ai";
-import { isRetryableAssistantError } from "@earendil-works/pi-ai/utils/retry";
-import { getCurrentSystemMessage } from "@earendil-works/pi-ai/utils/transcript";
 import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
 import type { Tx } from "../../session/tx.ts";
 import { commitStored } from "../../tasks/commit-stored.ts";
 import type { RunningTask } from "../../tasks/types.ts";
-import { planSystemMessage, resolveAgent } from "../agent.ts";
+import { resolveAgent } from "../agent.ts";
 import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
 import { clearRound, endRun, postToolsBoundary } from "../conversation/runs.ts";
 import { deriveContext, toolCallsOf } from "../conversation/transcript.ts";
+import type { AssistantMessage, Model } from "../model-types.ts";
 import { findModel } from "../models.ts";
+import { currentSystemMessage, isRetryableAnswer, planSystemMessage } from "../pi-calls.ts";
 import { type AgentRuntime, defineAgentTask } from "../runtime.ts";
 import type { LiveToolRef, UnansweredReason } from "../types.ts";
 import type { LiveEvent } from "../view/view.ts";
@@ -90,7 +89,7 @@ async function prepare(task: Task, runtime: Runtime, context: Context): Promise<
   }
   const agent = resolveAgent(runtime.registry, config);
   const entries = await runtime.entries({}, context);
-  const current = getCurrentSystemMessage(deriveContext(entries));
+  const current = currentSystemMessage(deriveContext(entries));
   const planned = planSystemMessage(current, agent, runtime.now());
   const model = config.model;
   await runtime.commit((tx) => {
@@ -149,7 +148,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
   try {
     const stream = catalog.streamSimple(model, { messages }, { signal: runtime.signal });
     for await (const event of stream) {
-      if (event.type === "done" || event.type === "error" || event.partial.content.length === 0) continue;
+      if (event.type === "done" || event.type === "error" || !event.partial || event.partial.content.length === 0) continue;
       latest = event.partial;
       progress.touch();
       runtime.live({ kind: "answer", attempt, message: latest } satisfies LiveEvent); // shown now, stored within persistWithinMs
@@ -187,7 +186,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     {
       reason: "model_error",
       message: failure,
-      retryable: message.stopReason === "error" && isRetryableAssistantError(message),
+      retryable: message.stopReason === "error" && isRetryableAnswer(message),
       response: message,
     },
     context,
@@ -331,7 +330,7 @@ export function convertPartial(tx: Tx, conversationId: number): void {
   writeLive(tx, conversationId, { ...live, generation });
 }
 
-function failedMessage(model: Model<Api>, text: string, now: number): AssistantMessage {
+function failedMessage(model: Model, text: string, now: number): AssistantMessage {
   return {
     role: "assistant",
     content: [],

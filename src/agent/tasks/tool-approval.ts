@@ -1,7 +1,7 @@
-import type { ToolCall } from "@earendil-works/pi-ai";
 import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
 import type { Json } from "../../base/json.ts";
+import type { ToolCall } from "../model-types.ts";
 import type { AnyTool, ApprovalVerdict, ToolCallInfo } from "../tool.ts";
 import {
   APPROVAL_PHASE,

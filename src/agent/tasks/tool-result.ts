@@ -1,4 +1,3 @@
-import type { TextContent, ToolCall, ToolResultMessage } from "@earendil-works/pi-ai";
 import type { Context } from "../../base/context.ts";
 import { cloneJson, type Json } from "../../base/json.ts";
 import { NotFound } from "../../errors.ts";
@@ -8,6 +7,7 @@ import type { RunningTask } from "../../tasks/types.ts";
 import { type ResolvedAgent, resolveAgent } from "../agent.ts";
 import { appendEntry, clearToolProgress } from "../conversation/documents.ts";
 import { toolCallsOf } from "../conversation/transcript.ts";
+import type { TextContent, ToolCall, ToolResultMessage } from "../model-types.ts";
 import type { AgentRuntime } from "../runtime.ts";
 import type { ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "../tool.ts";
 import type { AssistantEntryPayload, ToolErrorCode } from "../types.ts";

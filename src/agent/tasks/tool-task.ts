@@ -1,4 +1,4 @@
-import type { Tool, ToolCall } from "@earendil-works/pi-ai";
+import type { Tool } from "@earendil-works/pi-ai";
 import { validateToolArguments } from "@earendil-works/pi-ai/utils/validation";
 import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
@@ -6,6 +6,7 @@ import { cloneJson, type Json } from "../../base/json.ts";
 import type { ExecutionEnv } from "../../env/types.ts";
 import { ToolCallEnded } from "../../errors.ts";
 import { clearToolProgress, readLive, writeToolProgress } from "../conversation/documents.ts";
+import type { ToolCall } from "../model-types.ts";
 import { defineAgentTask } from "../runtime.ts";
 import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "../tool.ts";
 import type { LiveEvent } from "../view/view.ts";

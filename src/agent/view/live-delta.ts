@@ -1,4 +1,4 @@
-import type { AssistantMessage } from "@earendil-works/pi-ai";
+import type { AssistantMessage } from "../model-types.ts";
 import type { LiveView, StreamingAnswer, StreamingView } from "../types.ts";
 
 type Block = AssistantMessage["content"][number];

@@ -1,6 +1,6 @@
-import type { AssistantMessage } from "@earendil-works/pi-ai";
 import { ViewUpdateOutOfOrder } from "../../errors.ts";
 import type { EntryRecord } from "../../storage/records.ts";
+import type { AssistantMessage } from "../model-types.ts";
 import { LiveFrameDecoder } from "./live-delta.ts";
 import {
   type ConversationViewState,

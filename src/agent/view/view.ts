@@ -1,9 +1,9 @@
-import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { Json } from "../../base/json.ts";
 import { documentKey } from "../../session/keys.ts";
 import type { Batch, EntryRecord, TaskRecord } from "../../storage/records.ts";
 import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "../conversation/documents.ts";
 import type { AgentSession } from "../kernel.ts";
+import type { AssistantMessage } from "../model-types.ts";
 import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "../tasks/approvals.ts";
 import type {
   AgentConfig,
