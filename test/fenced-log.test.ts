@@ -191,7 +191,9 @@ describe("hand-over at a position (decision 0029)", () => {
     const mark = await harness.handOver(ctx);
     expect(mark).toEqual({ epoch: 1, position: (await storage.load()).log!.position });
     expect(harness.closed).toBe(true);
-    await arbiter.release("tab", mark.epoch, mark.position);
+    await arbiter.release("tab", mark.epoch, mark.position, "object");
+    // Handed to the object: no other place may take the lease in between, not even the tab that released it.
+    await expect(arbiter.acquire("tab", mark.position)).rejects.toThrow(LeaseNotHeld);
     const next = await openHarness(await sqliteMemoryBackend.fromImage(await storage.exportImage()), {
       registry: registry(),
       clock,

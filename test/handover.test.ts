@@ -80,7 +80,8 @@ async function handOverWorld(schedule: readonly Step[], options: { dropReleases?
     if (harness && (await harness.getTask(taskId, ctx))?.state.status === "terminal") break;
     // The schedule's turns first; then the network heals (everything in flight is delivered in order).
     const next = schedule[step++] ?? { pick: 0, action: "deliver" as const };
-    if (!(await link.step(next.pick, next.action))) clock.next();
+    if (!link.step(next.pick, next.action)) clock.next();
+    await link.handled;
   }
   const harness = await object.harness!;
   return { clock, arbiter, printed, tab, tabStorage, objectStorage, harness, taskId, departure, link };

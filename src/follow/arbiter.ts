@@ -22,10 +22,11 @@ export interface LeaseArbiter {
   /** Extends `place`'s lease of `epoch`; `StaleEpoch` or `LeaseNotHeld` when it is no longer its own. */
   renew(place: string, epoch: number): Promise<LeaseGrant>;
   /**
-   * `place` gives up its lease of `epoch` having pushed everything up to `position`: the next holder must hold
-   * the log up to there. Sending it again is harmless; `StaleEpoch` when `epoch` is not the current one.
+   * `place` gives up its lease of `epoch` having pushed everything up to `position` (to `heir`, when it hands the
+   * lease to that place: then only the heir may take it): the next holder must hold the log up to there. Sending it
+   * again is harmless; `StaleEpoch` when `epoch` is not the current one.
    */
-  release(place: string, epoch: number, position: number): Promise<void>;
+  release(place: string, epoch: number, position: number, heir?: string): Promise<void>;
 }
 
 /** What an arbiter keeps durably: the last epoch minted, its holder and until when, or where it was released. */
@@ -36,6 +37,8 @@ export interface LeaseRecord {
   expiresAt?: number;
   /** The position the last holder released at (the lease is free). */
   releasedAt?: number;
+  /** The place it was released to: only that place may take it. */
+  heir?: string;
 }
 
 /**
@@ -66,6 +69,9 @@ export class LeaseBook implements LeaseArbiter {
     const now = this.#clock.now();
     const held = record.holder !== undefined && record.holder !== place && now < (record.expiresAt ?? Infinity);
     if (held) throw new LeaseNotHeld(place, `${record.holder} holds it, epoch ${record.epoch}, until ${record.expiresAt}`);
+    if (record.holder === undefined && record.heir !== undefined && record.heir !== place) {
+      throw new LeaseNotHeld(place, `it was handed over to ${record.heir} at log position ${record.releasedAt}`);
+    }
     if (record.holder === undefined && record.releasedAt !== undefined && head < record.releasedAt) {
       throw new LeaseNotHeld(place, `it was released at log position ${record.releasedAt} and this place holds only up to ${head}`);
     }
@@ -84,12 +90,12 @@ export class LeaseBook implements LeaseArbiter {
     return { epoch, ttlMs: this.#ttlMs };
   }
 
-  async release(place: string, epoch: number, position: number): Promise<void> {
+  async release(place: string, epoch: number, position: number, heir?: string): Promise<void> {
     const record = this.#load();
     if (epoch !== record.epoch) throw new StaleEpoch(epoch, record.epoch, "the lease's arbiter");
     if (record.holder === undefined && record.releasedAt === position) return; // the same release again
     if (record.holder !== place) throw new LeaseNotHeld(place, `epoch ${epoch} is not its own`);
-    this.#save({ epoch, releasedAt: position });
+    this.#save(heir === undefined ? { epoch, releasedAt: position } : { epoch, releasedAt: position, heir });
   }
 }
 

@@ -6,7 +6,8 @@
  * - The leaving place stops (`harness.handOver()`: nothing more is written, its head is position P), pushes every
  *   transaction of its log the other side lacks, and once the other side acknowledged P sends `release` at P.
  * - The taking place applies pushed transactions in log order into its copy; at `release` it checks it holds the
- *   log up to P, records the release with its arbiter, and opens its harness under the next epoch: that open's
+ *   log up to P, records the release to itself with its arbiter (no other place may take the lease then), and
+ *   opens its harness under the next epoch: that open's
  *   recovery (restarts counted, as after a crash) is the new epoch's first transaction.
  * - A lost release is covered by the lease's expiry: the taking place takes the lease once the arbiter's clock
  *   passes it, from what it holds (everything up to P was acknowledged before any release was sent).
@@ -166,7 +167,11 @@ export class Arrival {
     const head = (await options.storage.load()).log?.position ?? 0;
     const arrival = new Arrival(options, head);
     const record = options.arbiter.record;
-    const released = record.holder === undefined && record.releasedAt !== undefined && head >= record.releasedAt;
+    const released =
+      record.holder === undefined &&
+      record.releasedAt !== undefined &&
+      head >= record.releasedAt &&
+      (record.heir === undefined || record.heir === options.place);
     if (record.holder === options.place || released) await arrival.#take();
     else arrival.#watch();
     return arrival;
@@ -204,7 +209,7 @@ export class Arrival {
       return;
     }
     try {
-      await this.#arbiter.release(message.from, message.epoch, message.position);
+      await this.#arbiter.release(message.from, message.epoch, message.position, this.#place);
     } catch (error) {
       if (!(error instanceof StaleEpoch || error instanceof LeaseNotHeld)) throw error;
       return; // a release of an epoch that is not current: nothing to take

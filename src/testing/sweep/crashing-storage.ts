@@ -12,7 +12,7 @@ export function crashingStorage(
   crash: CrashPoint | undefined,
   onCommit: (what: string, batch?: Batch) => void,
   onCrash: (image: Uint8Array) => void,
-): Storage & { readonly busy: number; disarm(): void } {
+): Storage & { readonly busy: number; disarm(): void; crash(): Promise<Uint8Array> } {
   let commits = 0;
   let frozen = false;
   /** Storage calls started and not yet answered (frozen ones excluded): the process is not idle. */
@@ -47,6 +47,11 @@ export function crashingStorage(
   return {
     get busy() {
       return busy;
+    },
+    /** Crashes now, between commits (a crash at a message): the image of this instant; nothing answers again. */
+    async crash() {
+      frozen = true;
+      return tracked(() => inner.exportImage());
     },
     /** No crash from here on (the process finished first; its close is bookkeeping, not a crash point). */
     disarm() {

@@ -34,7 +34,7 @@ export async function backendOf(storage: CrashSweepOptions["storage"]): Promise<
   return storage;
 }
 
-class Recorder<W> {
+export class Recorder<W> {
   readonly effects = new Map<string, number>();
   readonly lines: string[] = [];
   readonly toolRuns = new Map<string, { replay: "safe" | "unsafe"; runs: number }>();

@@ -16,6 +16,10 @@ export class Link<M> {
   readonly #handlers = new Map<string, (message: M) => Promise<void> | void>();
   /** Every delivery, in order, for messages: `to: type`. */
   readonly delivered: string[] = [];
+  /** What the handlers threw. */
+  readonly errors: unknown[] = [];
+  /** Settles when the handler of the last delivered message returned. */
+  handled: Promise<void> = Promise.resolve();
 
   /** Sets (or replaces, after a restart) the handler of `place`; `undefined` while the place is down. */
   attach(place: string, handler: ((message: M) => Promise<void> | void) | undefined): void {
@@ -35,7 +39,7 @@ export class Link<M> {
    * Acts on the in-flight message at `pick` (taken modulo how many there are): delivers it, drops it, or delivers
    * it and keeps a copy in flight. A message for a place that is down is lost. Returns false when nothing is in flight.
    */
-  async step(pick: number, action: LinkAction): Promise<boolean> {
+  step(pick: number, action: LinkAction): boolean {
     if (this.#inFlight.length === 0) return false;
     const index = pick % this.#inFlight.length;
     const [item] = action === "duplicate" ? [this.#inFlight[index]!] : this.#inFlight.splice(index, 1);
@@ -43,7 +47,10 @@ export class Link<M> {
     const handler = this.#handlers.get(item!.to);
     if (!handler) return true;
     this.delivered.push(`${item!.to}: ${(item!.message as { type?: string }).type ?? "?"}`);
-    await handler(JSON.parse(JSON.stringify(item!.message)) as M);
+    // Not awaited: a place that dies while it handles a message never finishes handling it.
+    this.handled = Promise.resolve()
+      .then(() => handler(JSON.parse(JSON.stringify(item!.message)) as M))
+      .catch((error: unknown) => void this.errors.push(error));
     return true;
   }
 }
