@@ -45,6 +45,7 @@ export interface HarnessOptions {
    * Open and `resume()` in one step. Tasks a crash left `running` then stay `running` (restarts + 1) and
    * are taken again directly — one rewrite fewer per task than a pending park, which is most of recovery
    * after a crash with thousands of running tasks. Without it (the default) open parks them as `pending`.
+   * Under a `lease` another place holds, the harness opens read-only and does not resume.
    */
   resume?: boolean;
   /** The execution environment of a conversation (files for tools), built on demand. */
@@ -207,7 +208,8 @@ export class Harness {
     harness.#agent = host;
     live = (event) => host.live(event);
     if (!session.readOnly) await host.sweep();
-    if (options.resume) harness.resume();
+    // With a lease held elsewhere the harness opened read-only: it follows, it does not run.
+    if (options.resume && !(options.lease && !session.fence)) harness.resume();
     return harness;
   }
 

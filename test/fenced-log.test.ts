@@ -112,6 +112,15 @@ for (const backend of backends) {
       expect(() => harness.resume()).toThrow(ReadOnlySession);
       await expect(harness.root(ctx)).rejects.toThrow(ReadOnlySession);
       expect(arbiter.record).toEqual({ epoch: 4, holder: "object", expiresAt: 60_000 });
+      // `resume: true` does not make it run: it follows (before, the open threw ReadOnlySession).
+      const resumed = await openHarness(await backend.create(), {
+        registry: registry(),
+        clock,
+        resume: true,
+        lease: { place: "tab", arbiter },
+      });
+      expect(resumed.harness.readOnly).toBe(true);
+      expect((await resumed.harness.inspect(ctx)).scheduling).toBe("read-only");
     });
 
     it("a lease renewed on the harness clock keeps the place writing; once it expires unrenewed, the next commit is refused and the place stops", async () => {

@@ -13,6 +13,8 @@
  *   passes it, from what it holds (everything up to P was acknowledged before any release was sent).
  */
 import type { Clock } from "../base/clock.ts";
+import { BACKGROUND_CONTEXT } from "../base/context.ts";
+import { SerialQueue } from "../base/serial.ts";
 import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { Batch, LogMark } from "../storage/records.ts";
@@ -127,7 +129,10 @@ export interface ArrivalOptions {
   arbiter: LeaseBook;
   clock: Clock;
   send(message: HandOverMessage): void;
-  /** Opens this place's harness on its copy under `lease` (the app's options: registry, models, …). */
+  /**
+   * Opens this place's harness on its copy under `lease` (the app's options: registry, models, …) and starts it
+   * unless it opened read-only (another place took the lease first).
+   */
   open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
 }
 
@@ -145,8 +150,8 @@ export class Arrival {
   #head: number;
   #harness: Promise<Harness> | undefined;
   #cancel: (() => void) | undefined;
-  /** Messages handled one at a time: each reads and writes the copy. */
-  #queue: Promise<void> = Promise.resolve();
+  /** Messages and takeovers one at a time: each reads and writes the copy. */
+  readonly #line = new SerialQueue();
 
   private constructor(options: ArrivalOptions, head: number) {
     this.#place = options.place;
@@ -187,9 +192,7 @@ export class Arrival {
   }
 
   receive(message: HandOverMessage): Promise<void> {
-    const run = this.#queue.then(() => this.#handle(message));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#line.run(() => this.#handle(message));
   }
 
   async #handle(message: HandOverMessage): Promise<void> {
@@ -214,8 +217,8 @@ export class Arrival {
       if (!(error instanceof StaleEpoch || error instanceof LeaseNotHeld)) throw error;
       return; // a release of an epoch that is not current: nothing to take
     }
-    await this.#take();
-    this.#send({ type: "taken", epoch: (await this.#harness!).lease?.epoch ?? 0 });
+    const taken = await this.#take();
+    if (taken) this.#send({ type: "taken", epoch: taken.lease?.epoch ?? 0 });
   }
 
   /** Checks the lease's expiry on the harness clock; takes the lease once it passed (a lost release). */
@@ -224,15 +227,22 @@ export class Arrival {
       const record = this.#arbiter.record;
       const expired = record.holder !== undefined && this.#clock.now() >= (record.expiresAt ?? Infinity);
       if (!expired || this.#harness) return this.#watch();
-      void this.receive({ type: "ack", head: this.#head }).then(() => (this.#harness ? undefined : this.#take()));
+      void this.#line.run(() => this.#take());
     });
   }
 
-  async #take(): Promise<void> {
+  /** Opens the harness under the lease; when another place took it first (it opened read-only), follows on. */
+  async #take(): Promise<Harness | undefined> {
     this.#cancel?.();
-    if (this.#harness) return;
-    this.#harness = this.#open(this.#storage, { place: this.#place, arbiter: this.#arbiter });
-    await this.#harness;
+    if (this.#harness) return this.#harness;
+    const opening = this.#open(this.#storage, { place: this.#place, arbiter: this.#arbiter });
+    this.#harness = opening;
+    const harness = await opening;
+    if (!harness.readOnly) return harness;
+    this.#harness = undefined;
+    await harness.close(BACKGROUND_CONTEXT);
+    this.#watch();
+    return undefined;
   }
 }
 

@@ -163,7 +163,7 @@ export async function runTwoPlaceWorld<W>(
         open: async (storage, lease) => {
           const harness = await scenario.open("object", storage, pclock, lease, world);
           process.harness = harness;
-          harness.resume();
+          if (!harness.readOnly) harness.resume();
           return harness;
         },
       });
