@@ -446,3 +446,58 @@ export class LogOutOfOrder extends DurableError {
     super(`${where} is at log position ${head} and was given position ${position}: send position ${head + 1} next. Nothing was written.`);
   }
 }
+
+/** A claim on a page tool call that another page claimed first: this page must not run it. */
+export class PageCallTaken extends DurableError {
+  override name = "PageCallTaken";
+  readonly callId: string;
+  readonly taskId: number;
+  readonly claimedAt: number;
+  constructor(callId: string, taskId: number, claimedAt: number) {
+    super(
+      `Page tool call ${callId} (task ${taskId}) was claimed by another page first (at ${claimedAt} on the harness clock); ` +
+        "that page runs it. Do not run the tool here: show the call's state instead.",
+    );
+    this.callId = callId;
+    this.taskId = taskId;
+    this.claimedAt = claimedAt;
+  }
+}
+
+/** A claim or a result for a page tool call that has ended (its result is in, or it was interrupted or withdrawn). */
+export class PageCallEnded extends DurableError {
+  override name = "PageCallEnded";
+  readonly callId: string;
+  readonly taskId: number;
+  readonly ended: "result" | "interrupted" | "withdrawn";
+  constructor(callId: string, taskId: number, ended: "result" | "interrupted" | "withdrawn") {
+    const why =
+      ended === "result"
+        ? "its result was already committed (a call has one result)"
+        : ended === "interrupted"
+          ? "it was interrupted while a page ran it (its replay policy is unsafe) and the model was told so"
+          : "it was withdrawn when its conversation was aborted";
+    super(`Page tool call ${callId} (task ${taskId}) has ended: ${why}. Nothing was changed; show the call's state instead.`);
+    this.callId = callId;
+    this.taskId = taskId;
+    this.ended = ended;
+  }
+}
+
+/**
+ * A result for a page tool call under a claim it no longer holds: the claim was released (the harness restarted,
+ * or the page that held it went) and the call followed its replay policy. The result was not committed.
+ */
+export class PageClaimLost extends DurableError {
+  override name = "PageClaimLost";
+  readonly callId: string;
+  readonly taskId: number;
+  constructor(callId: string, taskId: number) {
+    super(
+      `Page tool call ${callId} (task ${taskId}) is no longer claimed by this page: the claim was released (the harness restarted or ` +
+        "the claiming page went) and the call followed its replay policy. This result was not committed; do not send it again.",
+    );
+    this.callId = callId;
+    this.taskId = taskId;
+  }
+}

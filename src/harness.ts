@@ -5,6 +5,7 @@ import type { AgentKernel } from "./agent/kernel.ts";
 import type { ModelCatalog } from "./agent/model-types.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
+import type { PendingPageCall } from "./agent/tasks/page-calls.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
@@ -71,6 +72,8 @@ export interface Inspection {
   tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
   /** Every tool call that waits for a person's decision, with its arguments and age, oldest first. */
   approvals: PendingApproval[];
+  /** Every page tool call that waits for a page or that a page runs, oldest first (decision 0028). */
+  pageCalls: PendingPageCall[];
   /** What this harness's open recovered. */
   recovery: Recovery;
 }
@@ -353,8 +356,19 @@ export class Harness {
       scheduling,
       tasks: this.#scheduler.inspect(),
       approvals: this.#agent.pendingApprovals(),
+      pageCalls: this.#agent.pendingPageCalls(),
       recovery: cloneJson(this.recovery),
     };
+  }
+
+  /**
+   * Releases the page tool calls page `pageId` claimed, for a host that saw that page go (a closed tab, a
+   * dropped socket): each follows its replay policy (safe: waits for the next page; unsafe: interrupted).
+   * Resolves with how many it released.
+   */
+  releasePage(pageId: string, context: Context): Promise<number> {
+    this.#assertOpen();
+    return this.#agent.releasePage(pageId, context);
   }
 
   /**

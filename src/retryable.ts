@@ -69,6 +69,10 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   LeaseNotHeld: false,
   // The same position is refused again: send the one after the stored head.
   LogOutOfOrder: false,
+  // A page tool call is claimed once and answered once: the same claim or result is refused again.
+  PageCallTaken: false,
+  PageCallEnded: false,
+  PageClaimLost: false,
 };
 
 /** Whether `error` is one of the library's errors that is worth retrying (see `RETRYABLE`). */

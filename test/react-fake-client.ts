@@ -84,6 +84,18 @@ export class FakeClient implements ReactHarnessClient {
     throw new Error("FakeClient decides nothing: use an in-process harness for approvals.");
   }
 
+  async providePageTools(): Promise<never> {
+    throw new Error("FakeClient provides no page tools: use an in-process harness for page tools.");
+  }
+
+  async claimPageCall(): Promise<never> {
+    throw new Error("FakeClient claims nothing: use an in-process harness for page tools.");
+  }
+
+  async answerPageCall(): Promise<never> {
+    throw new Error("FakeClient answers nothing: use an in-process harness for page tools.");
+  }
+
   waitForSubmission(): Promise<never> {
     return new Promise(() => {});
   }

@@ -143,6 +143,7 @@ describe("pi-durable-web/react hooks", () => {
         scheduling: "running",
         recovery: { stop: "none", tasks: [] },
         approvals: [],
+        pageCalls: [],
         tasks: [
           { record: task(1, "app.job"), state: "running" as never },
           { record: task(2, "pi.generation"), state: "running" as never },

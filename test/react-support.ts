@@ -14,6 +14,8 @@ export function inProcessClient(harness: Harness, conversation: Conversation): C
     submit: async (_id, draft) => (await conversation.submit(draft, ctx)).id,
     waitForSubmission: async (id) => (await harness.submission(id, ctx)).wait(ctx),
     decide: (_id, call, decision) => conversation.decide(call, decision, ctx),
+    claimPageCall: (_id, callId, claim) => conversation.claimPageCall(callId, claim, ctx),
+    answerPageCall: (_id, callId, claimId, result) => conversation.answerPageCall(callId, claimId, result, ctx),
   };
 }
 

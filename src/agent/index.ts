@@ -7,6 +7,7 @@ export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts
 export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./tasks/approvals.ts";
 export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./tasks/compaction.ts";
 export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./tasks/generation.ts";
+export type { PageCallClaimed, PageCallRecord, PageToolResult, PendingPageCall } from "./tasks/page-calls.ts";
 export { type ToolCheckpoint, ToolTask, type ToolTaskInput, type ToolTaskResult } from "./tasks/tool-task.ts";
 export {
   type AgentHooks,
@@ -15,7 +16,9 @@ export {
   type ApprovalRule,
   type ApprovalVerdict,
   type BeforeToolDecision,
+  definePageTool,
   defineTool,
+  type PageToolDefinition,
   type ToolApi,
   type ToolCallInfo,
   type ToolContent,
@@ -47,6 +50,7 @@ export type {
   ToolProgress,
   ToolResultEntryPayload,
   ToolSlotApproval,
+  ToolSlotPage,
   ToolSlotView,
   UnansweredReason,
   UsageState,

@@ -55,6 +55,11 @@ export interface ToolDefinition<A = Record<string, unknown>> {
    * Default: no expiry (the call waits for days, through every reload).
    */
   readonly approvalExpiresAfterMs?: number;
+  /**
+   * `"page"`: the tool runs in a page that provides it (`definePageTool`; DESIGN §4c, decision 0028), not here:
+   * a call waits durably until a page claims it, and its result is what that page sends. `execute` is not called.
+   */
+  readonly runsOn?: "harness" | "page";
   execute(args: A, api: ToolApi, context: Context): Promise<ToolResult | string | void> | ToolResult | string | void;
 }
 
@@ -83,7 +88,29 @@ export function defineTool<A = Record<string, unknown>>(tool: ToolDefinition<A>)
       `Tool ${tool.name}: approvalExpiresAfterMs must be a positive number of milliseconds; got ${String(expiry)}.`,
     );
   }
+  if (tool.runsOn !== undefined && tool.runsOn !== "harness" && tool.runsOn !== "page")
+    throw new InvalidDefinition(`Tool ${tool.name}: runsOn must be "harness" or "page"; got ${JSON.stringify(tool.runsOn)}.`);
   return Object.freeze({ ...tool });
+}
+
+/** A page tool as the worker or object declares it: everything of a tool but its implementation. */
+export type PageToolDefinition = Omit<ToolDefinition, "execute" | "runsOn">;
+
+/**
+ * Declares a tool that a page implements (DESIGN §4c, decision 0028): its name, schema and replay policy live
+ * here, with the other tools; a page provides the implementation (`client.providePageTool`, `usePageTool`).
+ * A call commits as waiting for a page and waits durably until a page that provides the tool claims it; one
+ * page runs it, its result is committed once. `replay` says what a reload or a closed tab while it runs does:
+ * `"unsafe"` (the default) ends the call with an interrupted result, `"safe"` runs it again in the next page.
+ */
+export function definePageTool(tool: PageToolDefinition): ToolDefinition {
+  return defineTool({
+    ...tool,
+    runsOn: "page",
+    execute() {
+      throw new InvalidDefinition(`Tool ${tool.name} runs in a page: a page that provides it runs it (providePageTool).`);
+    },
+  });
 }
 
 /** A tool call as hooks see it. */

@@ -173,13 +173,26 @@ export interface ToolProgress {
 export interface ToolSlotView extends LiveToolRef, ToolProgress {
   /**
    * `pending` until the intent commit, `running` after it, `done` once the task ended; `awaiting-approval`
-   * while the call waits for a person's decision.
+   * while the call waits for a person's decision; `awaiting-page` while a page tool's call waits for a page
+   * to claim it (`running` once one did).
    */
-  status: "pending" | "awaiting-approval" | "running" | "done";
+  status: "pending" | "awaiting-approval" | "awaiting-page" | "running" | "done";
   /** The result entry, once written (absent for a call whose task faulted). */
   entry?: number;
   /** For a call whose tool asks for decisions: what it waits for, or how it was decided. */
   approval?: ToolSlotApproval;
+  /** For a page tool's call (decision 0028): whether it waits for a page, runs in one, or how it ended. */
+  page?: ToolSlotPage;
+}
+
+/** A page tool's call as a view shows it (`arguments` while it waits for a page or runs in one). */
+export interface ToolSlotPage {
+  status: "waiting" | "claimed" | "answered" | "released" | "done" | "interrupted" | "withdrawn";
+  arguments?: { [key: string]: Json };
+  requestedAt: number;
+  attempts: number;
+  claimedAt?: number;
+  endedAt?: number;
 }
 
 /** A call's approval as a view shows it (`arguments` only while it waits: the person decides on those). */

@@ -22,6 +22,7 @@ import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
 export { ConnectionLost } from "../errors.ts";
 export type { Recovery } from "../harness.ts";
+export type { PageToolCall, PageToolImplementation, ProvidePageToolsOptions } from "../host/page-tools.ts";
 export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";
 export type { SocketLike } from "./socket.ts";
 
@@ -50,7 +51,7 @@ export class HarnessClient extends HostClient {
             this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs });
         },
       });
-      super(socket);
+      super(socket, `page-${crypto.randomUUID()}`);
       this.worker = undefined;
       this.#socket = socket;
       this.#tabs = undefined;
@@ -59,7 +60,7 @@ export class HarnessClient extends HostClient {
     const worker = target;
     // This tab's worker while it has the database open, the leader tab's worker while another tab has it.
     const tabs = tabsEndpoint(wrapHost(worker));
-    super(tabs);
+    super(tabs, `page-${crypto.randomUUID()}`);
     this.worker = worker;
     this.#socket = undefined;
     this.#tabs = tabs;

@@ -14,6 +14,7 @@ import type { Recovery } from "../harness.ts";
 import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
+import { type PageToolImplementation, type ProvidePageToolsOptions, providePageTools } from "./page-tools.ts";
 import {
   type ClientAnswered,
   type ErrorShape,
@@ -55,8 +56,12 @@ export class HostClient {
     }
   }
 
-  constructor(endpoint: HostEndpoint) {
+  /** This page load's id: the page tool calls it claims carry it (`providePageTools`). */
+  readonly pageId: string;
+
+  constructor(endpoint: HostEndpoint, pageId = `page-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`) {
     this.remote = remoteHost(endpoint);
+    this.pageId = pageId;
     void this.#track(() =>
       this.remote.onStatus((status: HarnessStatus) => {
         if (this.#gone) return; // the page decided: whatever arrives after is stale
@@ -126,6 +131,24 @@ export class HostClient {
   /** The view's raw updates (snapshot, commit deltas, live frames), for a `ConversationViewStore` of your own. */
   watchConversationUpdates(conversationId: number, listener: (update: ConversationViewUpdate) => void): Promise<Unsubscribe> {
     return this.#track(() => this.remote.watchConversation(conversationId, listener));
+  }
+
+  /**
+   * Provides the page tools `tools` (implementations of tools the worker or object declared with
+   * `definePageTool`) to conversation `conversationId` until the returned function is called (decision 0028):
+   * a waiting call is claimed for this page — one commit, the first page wins — and only then run here; its
+   * result is committed once. A reload or a closed tab while it runs follows the tool's replay policy.
+   *
+   *   const stop = await client.providePageTools(conversationId, {
+   *     ask_person: async ({ question }) => prompt(String(question)) ?? "(no answer)",
+   *   });
+   */
+  providePageTools(
+    conversationId: number,
+    tools: Readonly<Record<string, PageToolImplementation>>,
+    options?: ProvidePageToolsOptions,
+  ): Promise<Unsubscribe> {
+    return this.#track(() => providePageTools(this, this.pageId, conversationId, tools, options));
   }
 
   /** Calls a method the app's worker added with `serveHarness({ methods })`. */

@@ -15,6 +15,7 @@ import type { Storage } from "../storage/storage.ts";
 import { serializeError } from "./error-wire.ts";
 import { Listeners, safely } from "./listeners.ts";
 import type { Ownership } from "./ownership.ts";
+import { pageCallMethods } from "./page-calls.ts";
 import type { CrashPointHit, ErrorShape, HarnessService, HarnessStatus } from "./protocol.ts";
 
 /** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
@@ -280,6 +281,7 @@ export function createHost(options: HostOptions): ServedHost {
     abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
     decide: async (conversationId, call, decision) => requireHarness().conversation(conversationId).decide(call, decision, ctx),
     pendingApprovals: async (conversationId) => requireHarness().conversation(conversationId).pendingApprovals(),
+    ...pageCallMethods(requireHarness),
     compact: async (conversationId, instructions) =>
       requireHarness()
         .conversation(conversationId)

@@ -9,12 +9,19 @@
 
 import { agentChange, submissionDraft } from "../agent/conversation/drafts.ts";
 import type { ApprovalRecord, Decision, PendingApproval } from "../agent/tasks/approvals.ts";
+import {
+  type PageCallClaimed,
+  type PageCallRecord,
+  type PageToolResult,
+  type PendingPageCall,
+  pageToolResult,
+} from "../agent/tasks/page-calls.ts";
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewUpdate, EntryPage } from "../agent/view/view.ts";
 import type { Json } from "../base/json.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Report } from "../reports.ts";
-import { type ArgsCheck, args, either, flag, id, integer, json, none, record, scalar, text } from "../shape.ts";
+import { type ArgsCheck, args, either, flag, id, integer, json, list, none, record, scalar, text } from "../shape.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
 
@@ -55,6 +62,14 @@ export interface CrashPointHit {
   taskId: number;
   taskKind: string;
   conversationId: number;
+}
+
+/** Which page watches for calls of which page tools (`watchPageCalls`). */
+export interface PageToolsWatch {
+  /** The page's id for this page load: the claims it makes carry it. */
+  pageId: string;
+  /** The names of the page tools it provides. */
+  tools: string[];
 }
 
 /** Stops a subscription; the host drops the listener. Calling it again does nothing. */
@@ -118,6 +133,17 @@ export interface HarnessService {
   decide(conversationId: number, call: string | number, decision: Decision): Promise<ApprovalRecord>;
   /** The conversation's tool calls that wait for a person, oldest first, with their arguments and age. */
   pendingApprovals(conversationId: number): Promise<PendingApproval[]>;
+  /**
+   * The conversation's calls of the page tools `page.tools` that wait for a page or that a page runs, now and
+   * after every change (decision 0028). The page `page.pageId` provides those tools while it watches: when its
+   * last watch ends (it unsubscribed, its tab closed, its socket dropped), the calls it claimed are released
+   * and follow their replay policy.
+   */
+  watchPageCalls(conversationId: number, page: PageToolsWatch, listener: (calls: PendingPageCall[]) => void): Unsubscribe;
+  /** Claims a waiting page tool call for this page, once: another page's claim was first is `PageCallTaken`. */
+  claimPageCall(conversationId: number, callId: string, claim: { claimId: string; pageId?: string }): Promise<PageCallClaimed>;
+  /** Commits a claimed page tool call's result under its claim, once (a second is `PageCallEnded`). */
+  answerPageCall(conversationId: number, callId: string, claimId: string, result: PageToolResult): Promise<PageCallRecord>;
   /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
   conversationEntries(conversationId: number, beforeId: number, limit: number): Promise<EntryPage>;
   /** Extra methods the app added with `serveHarness({ methods })`. */
@@ -180,6 +206,9 @@ const decision = record(
   { reason: text({ empty: true, max: 10_000 }), argumentsHash: text({ max: 100 }), decisionId: text({ max: 200 }) },
 );
 
+const pageWatch = record({ pageId: text({ max: 200 }), tools: list(text({ max: 64 }), 1000) });
+const pageClaim = record({ claimId: text({ max: 200 }) }, { pageId: text({ max: 200 }) });
+
 /**
  * Each method's row: the one place a method is listed. Host endpoints and clients are derived from it, and
  * so are the argument checks at every host, the tabs' retries and what an object serves to which caller.
@@ -224,6 +253,15 @@ export const PROTOCOL = {
     exposure: "page",
   }),
   pendingApprovals: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  // Page tools (decision 0028): per conversation, like decide, so `authorize` checks the conversation. A claim
+  // made through a leader that went is released by the next harness; the same claimId again is harmless.
+  watchPageCalls: row("subscribe", args([id, pageWatch]), { exposure: "page" }),
+  claimPageCall: row("call", args([id, text({ max: 200 }), pageClaim]), {
+    retry: "keyed",
+    key: { arg: 2, field: "claimId" },
+    exposure: "page",
+  }),
+  answerPageCall: row("call", args([id, text({ max: 200 }), text({ max: 200 }), pageToolResult]), { exposure: "page" }),
   call: row("call", args([text({ max: 200 })], [], json), { exposure: "power", answeredByClient: true }),
 } as const satisfies { [K in keyof HarnessService]: MethodPolicy & { kind: Kind<HarnessService[K]> } };
 

@@ -17,9 +17,15 @@ export type ReactHarnessClient = Pick<
   | "submit"
   | "waitForSubmission"
   | "decide"
+  | "providePageTools"
+  | "claimPageCall"
+  | "answerPageCall"
   | "close"
   | "terminate"
 >;
 
 /** What the chat transport needs of a client. */
-export type ChatClient = Pick<ReactHarnessClient, "openConversation" | "submit" | "waitForSubmission" | "decide">;
+export type ChatClient = Pick<
+  ReactHarnessClient,
+  "openConversation" | "submit" | "waitForSubmission" | "decide" | "claimPageCall" | "answerPageCall"
+>;

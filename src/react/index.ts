@@ -21,6 +21,7 @@ export {
   useSubmit,
   useTasks,
 } from "./hooks.ts";
+export { type PageToolRequest, usePageTool } from "./page-tool.ts";
 export { HarnessProvider, type HarnessProviderProps, useHarnessClient } from "./provider.ts";
 export type { DurableDataTypes, RunFailureData } from "./reply.ts";
 export { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";

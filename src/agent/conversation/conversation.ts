@@ -7,8 +7,17 @@ import type { KernelTx, Tx } from "../../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../storage/records.ts";
 import type { AgentKernel } from "../kernel.ts";
 import type { AssistantMessage } from "../model-types.ts";
-import { type ApprovalRecord, type Decision, decideIn, type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
+import { type ApprovalRecord, checkDecision, type Decision, decideIn, type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
 import { addCompactionStatus, CompactionTask } from "../tasks/compaction.ts";
+import {
+  answerIn,
+  claimIn,
+  type PageCallClaimed,
+  type PageCallRecord,
+  type PageToolResult,
+  type PendingPageCall,
+  pendingPageCalls,
+} from "../tasks/page-calls.ts";
 import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "../types.ts";
 import type { ConversationFeed } from "../view/view.ts";
 import {
@@ -176,11 +185,9 @@ export class Conversation {
    * other arguments (`argumentsHash` of `pendingApprovals()`) with `ApprovalMismatch`. Starts scheduling.
    */
   async decide(call: string | number, decision: Decision, context: Context): Promise<ApprovalRecord> {
-    throwIfCancelled(context);
     checkDecision(call, decision);
+    this.#writable("decide()", context);
     const kernel = this.#host.kernel;
-    if (kernel.closed) throw new HarnessClosed();
-    if (kernel.readOnly) throw new ReadOnlySession("decide()");
     const callId = typeof call === "string" ? call : await waitFor(this.#callIdOf(call), context);
     const { approved, reason, argumentsHash, decisionId } = decision;
     const clean: Decision = {
@@ -202,6 +209,38 @@ export class Conversation {
   pendingApprovals(): PendingApproval[] {
     const session = this.#host.kernel.session;
     return cloneJson(pendingApprovals(session.live.values(), this.#committed, this.#host.kernel.session.clock.now(), this.id));
+  }
+
+  /**
+   * Claims a page tool call for the page that will run it, in one commit (decision 0028): the first claim
+   * wins, another page's is `PageCallTaken`, the same `claimId` again gets the claim back. Run the tool only
+   * with a claim; send its result with `answerPageCall` under the same `claimId`.
+   */
+  async claimPageCall(callId: string, claim: { claimId: string; pageId?: string }, context: Context): Promise<PageCallClaimed> {
+    this.#writable("claimPageCall()", context);
+    return cloneJson(await this.#host.commitIn(this.id, (tx) => claimIn(tx, this.id, callId, claim), context));
+  }
+
+  /**
+   * Commits a claimed page tool call's result (once: a second one is `PageCallEnded`; under a released claim
+   * `PageClaimLost`; malformed `InvalidArguments`, past `settings.limits` `InvalidInput`), and the turn goes on.
+   */
+  async answerPageCall(callId: string, claimId: string, result: PageToolResult, context: Context): Promise<PageCallRecord> {
+    this.#writable("answerPageCall()", context);
+    const answered = await this.#host.commitIn(this.id, (tx) => answerIn(tx, this.id, callId, claimId, result), context);
+    this.#host.kernel.resume();
+    return cloneJson(answered);
+  }
+
+  /** The page tool calls of this conversation that wait for a page or that a page runs, oldest first. */
+  pendingPageCalls(): PendingPageCall[] {
+    return cloneJson(pendingPageCalls(this.#host.kernel.session.live.values(), this.#committed, this.id));
+  }
+
+  #writable(what: string, context: Context): void {
+    throwIfCancelled(context);
+    if (this.#host.kernel.closed) throw new HarnessClosed();
+    if (this.#host.kernel.readOnly) throw new ReadOnlySession(what);
   }
 
   /** The call id of tool task `taskId` of this conversation. */
@@ -364,17 +403,6 @@ export function applyChange(current: AgentConfig, change: AgentChange): AgentCon
     next.tools = [...change.tools];
   }
   return next;
-}
-
-function checkDecision(call: string | number, decision: Decision): void {
-  if (!(typeof call === "string" ? call !== "" : Number.isSafeInteger(call)))
-    throw new InvalidSubmission(`decide() takes a tool call id (a string) or its task id (an integer); got ${JSON.stringify(call)}.`);
-  if (typeof decision?.approved !== "boolean") throw new InvalidSubmission("A decision is { approved: true | false, reason? }.");
-  if (decision.reason !== undefined && typeof decision.reason !== "string") throw new InvalidSubmission("A decision's reason is a string.");
-  if (decision.argumentsHash !== undefined && typeof decision.argumentsHash !== "string")
-    throw new InvalidSubmission("A decision's argumentsHash is the string pendingApprovals() gives.");
-  if (decision.decisionId !== undefined && (typeof decision.decisionId !== "string" || decision.decisionId === ""))
-    throw new InvalidSubmission("A decision's decisionId is a non-empty string.");
 }
 
 function checkDraft(draft: SubmissionDraft): void {

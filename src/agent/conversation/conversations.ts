@@ -11,6 +11,7 @@ import type { SubmissionRecord, TaskRecord } from "../../storage/records.ts";
 import type { AgentKernel } from "../kernel.ts";
 import { type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
 import { convertPartial } from "../tasks/generation.ts";
+import { type PendingPageCall, pendingPageCalls, releaseIn } from "../tasks/page-calls.ts";
 import type { AgentChange } from "../types.ts";
 import { ConversationFeed, type LiveEvent } from "../view/view.ts";
 import { applyChange, Conversation, type ConversationPort, Submission } from "./conversation.ts";
@@ -97,6 +98,28 @@ export class Conversations implements ConversationPort {
     return cloneJson(pendingApprovals(session.live.values(), documents, this.now()));
   }
 
+  /**
+   * Releases the page tool calls page `pageId` claimed (the host saw it go: a closed tab, a dropped socket);
+   * their tasks follow their replay policy. Resolves with how many it released.
+   */
+  async releasePage(pageId: string, context: Context): Promise<number> {
+    const session = this.kernel.session;
+    if (this.kernel.readOnly || this.kernel.closed) return 0;
+    const released = await waitFor(
+      session.commit((tx) => releaseIn(tx, session.live.values(), pageId)),
+      context,
+    );
+    if (released > 0) this.kernel.resume();
+    return released;
+  }
+
+  /** Every page tool call that waits for a page or that a page runs, in every conversation (for `inspect()`). */
+  pendingPageCalls(): PendingPageCall[] {
+    const session = this.kernel.session;
+    const documents = { document: (scope: string, key: string) => session.documents.get(documentKey(scope, key))?.value };
+    return cloneJson(pendingPageCalls(session.live.values(), documents));
+  }
+
   /** A handle on an existing conversation. */
   conversation(id: number): Conversation {
     if (!this.kernel.session.conversations.has(id)) throw notFound("conversation", id, mirroredKind(this.kernel.session, id));
@@ -166,6 +189,8 @@ export class Conversations implements ConversationPort {
   async sweep(): Promise<void> {
     const session = this.kernel.session;
     await session.commit((tx) => {
+      // No page holds a claim of this harness yet: a claim from before the open was cut off with it (0028).
+      releaseIn(tx, session.live.values());
       for (const conversationId of session.conversations.keys()) {
         const live = readLive(tx, conversationId);
         if (live.run && !tx.task(live.run.taskId)) {

@@ -1,5 +1,13 @@
 import type { Json } from "../../base/json.ts";
-import { AlreadyDecided, ApprovalMismatch, ApprovalWithdrawn, type DecisionSummary, NoPendingApproval, NotFound } from "../../errors.ts";
+import {
+  AlreadyDecided,
+  ApprovalMismatch,
+  ApprovalWithdrawn,
+  type DecisionSummary,
+  InvalidSubmission,
+  NoPendingApproval,
+  NotFound,
+} from "../../errors.ts";
 import type { DocumentReader } from "../../session/documents.ts";
 import type { KernelTx, Tx } from "../../session/tx.ts";
 import type { TaskRecord } from "../../storage/records.ts";
@@ -151,6 +159,18 @@ export function decideIn(tx: KernelTx, conversationId: number, callId: string, d
   // record in its own commit.
   wakeSleeper(tx, record.taskId, APPROVAL_PHASE);
   return next;
+}
+
+/** Refuses a malformed `decide()` call before anything is read. */
+export function checkDecision(call: string | number, decision: Decision): void {
+  if (!(typeof call === "string" ? call !== "" : Number.isSafeInteger(call)))
+    throw new InvalidSubmission(`decide() takes a tool call id (a string) or its task id (an integer); got ${JSON.stringify(call)}.`);
+  if (typeof decision?.approved !== "boolean") throw new InvalidSubmission("A decision is { approved: true | false, reason? }.");
+  if (decision.reason !== undefined && typeof decision.reason !== "string") throw new InvalidSubmission("A decision's reason is a string.");
+  if (decision.argumentsHash !== undefined && typeof decision.argumentsHash !== "string")
+    throw new InvalidSubmission("A decision's argumentsHash is the string pendingApprovals() gives.");
+  if (decision.decisionId !== undefined && (typeof decision.decisionId !== "string" || decision.decisionId === ""))
+    throw new InvalidSubmission("A decision's decisionId is a non-empty string.");
 }
 
 /** The calls of `tasks` that wait for a person, oldest first. */

@@ -12,12 +12,14 @@ import type { AgentRuntime } from "../runtime.ts";
 import type { ToolCallInfo, ToolContent, ToolResult, ToolResultView } from "../tool.ts";
 import type { AssistantEntryPayload, ToolErrorCode } from "../types.ts";
 import { type ApprovalCheckpoint, endApproval, readApproval, summary } from "./approvals.ts";
+import type { PageCheckpoint } from "./page-calls.ts";
 
 /** `pi.tool`'s records (S8) and the result commit every way of ending a call goes through. */
 export type ToolTaskInput = { assistant: number; callId: string; name: string };
 export type ToolCheckpoint =
   | { phase: "call" }
   | ApprovalCheckpoint
+  | PageCheckpoint
   | { phase: "execute"; arguments: { [key: string]: Json }; replay: "safe" | "unsafe" };
 export type ToolTaskResult = { entryId: number };
 

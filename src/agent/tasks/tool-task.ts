@@ -11,8 +11,10 @@ import { defineAgentTask } from "../runtime.ts";
 import type { AnyTool, BeforeToolDecision, ToolApi, ToolResultView } from "../tool.ts";
 import type { LiveEvent } from "../view/view.ts";
 import { APPROVAL_PHASE, type ApprovalRecord, writeApproval } from "./approvals.ts";
+import { PAGE_PHASE } from "./page-calls.ts";
 import { LazyProgress } from "./progress.ts";
 import { approvalPhase, approvalRecord, awaitDecision, deny, ruling, withdraw } from "./tool-approval.ts";
+import { awaitPage, pagePhase, withdrawPage } from "./tool-page.ts";
 import {
   callInfo,
   currentAgent,
@@ -49,11 +51,16 @@ export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskR
   phases: {
     call: (task, runtime, context) => call(task, runtime, context),
     approval: (task, runtime, context) => approvalPhase(task, runtime, context, start),
+    page: (task, runtime, context) => pagePhase(task, runtime, context, afterHooks),
     execute: (task, runtime, context) => recover(task, runtime, context),
   },
   abort: async (task, runtime, context) => {
     if (task.state.checkpoint.phase === APPROVAL_PHASE) {
       await withdraw(task, runtime, context);
+      return;
+    }
+    if (task.state.checkpoint.phase === PAGE_PHASE) {
+      await withdrawPage(task, runtime, context);
       return;
     }
     const message = `Tool ${task.input.name} was aborted`;
@@ -139,7 +146,7 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
   else await start(task, runtime, toolCall, tool, finalArgs, replay, context, ruled);
 }
 
-/** The intent commit (with a rule's approval record), then the tool. */
+/** The intent commit (with a rule's approval record), then the tool; a page tool's call waits for a page instead. */
 async function start(
   task: Task,
   runtime: Runtime,
@@ -150,6 +157,10 @@ async function start(
   context: Context,
   ruled?: ApprovalRecord,
 ): Promise<void> {
+  if (tool.runsOn === "page") {
+    await awaitPage(task, runtime, args, replay, context, ruled);
+    return;
+  }
   // The intent commit: after it, a crash means "the tool may have partially run".
   await runtime.commit((tx) => {
     if (ruled) writeApproval(tx, task.conversationId, ruled);
@@ -246,6 +257,23 @@ async function run(
   // Closed or abort-marked while running: recovery or the abort handler writes the result.
   if (runtime.signal.aborted) return;
   await runtime.crashPoint("tool:before-result");
+  result = (await afterHooks(task, runtime, toolCall, args, result, context)) ?? result;
+  if (runtime.signal.aborted) return;
+  const ending: Ending =
+    thrown === undefined ? { status: "completed" } : { status: "failed", message: `Tool ${toolCall.name} threw: ${thrown}` };
+  await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context, output);
+}
+
+/** The `afterTool` hooks over a result: the result they leave (undefined once the task was stopped). */
+async function afterHooks(
+  task: Task,
+  runtime: Runtime,
+  toolCall: ToolCall,
+  args: { [key: string]: Json },
+  given: ToolResultView,
+  context: Context,
+): Promise<ToolResultView | undefined> {
+  let result = given;
   const info = callInfo(task, toolCall, args);
   for (const { hooks } of currentAgent(task, runtime).hooks) {
     if (!hooks.afterTool) continue;
@@ -258,13 +286,11 @@ async function run(
           ...(replaced.details !== undefined ? { details: replaced.details } : {}),
         };
     } catch (error) {
-      if (runtime.signal.aborted) return;
+      if (runtime.signal.aborted) return undefined;
       runtime.report({ kind: "error", error, taskId: task.id });
     }
   }
-  const ending: Ending =
-    thrown === undefined ? { status: "completed" } : { status: "failed", message: `Tool ${toolCall.name} threw: ${thrown}` };
-  await settle(task, runtime, toolCall, result, thrown === undefined ? undefined : "tool_error", ending, context, output);
+  return result;
 }
 
 function validate(tool: AnyTool, toolCall: ToolCall, args: Record<string, unknown>): Record<string, unknown> {

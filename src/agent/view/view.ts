@@ -5,6 +5,7 @@ import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE
 import type { AgentSession } from "../kernel.ts";
 import type { AssistantMessage } from "../model-types.ts";
 import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "../tasks/approvals.ts";
+import { PAGE_CALL_PREFIX, PAGE_PHASE, type PageCallRecord, type PageCheckpoint, pageCallKey } from "../tasks/page-calls.ts";
 import type {
   AgentConfig,
   InboxState,
@@ -13,6 +14,7 @@ import type {
   StreamingView,
   ToolProgress,
   ToolSlotApproval,
+  ToolSlotPage,
   ToolSlotView,
   UsageState,
 } from "../types.ts";
@@ -101,10 +103,18 @@ export function viewDocuments(
     const progress = (read(toolKey(ref.taskId)) as ToolProgress | undefined) ?? {};
     const record = read(approvalKey(ref.callId)) as ApprovalRecord | undefined;
     const approval = record?.taskId === ref.taskId ? slotApproval(record, task) : undefined;
-    const withApproval = approval ? { approval } : {};
+    const pageRecord = read(pageCallKey(ref.callId)) as PageCallRecord | undefined;
+    const page = pageRecord?.taskId === ref.taskId ? slotPage(pageRecord, task) : undefined;
+    const withApproval = { ...(approval ? { approval } : {}), ...(page ? { page } : {}) };
     if (task) {
-      const running = task.state.status === "running" && task.state.checkpoint.phase === "execute";
-      const status = running ? "running" : approval?.status === "awaiting" ? "awaiting-approval" : "pending";
+      const running = (task.state.status === "running" && task.state.checkpoint.phase === "execute") || page?.status === "claimed";
+      const status = running
+        ? "running"
+        : approval?.status === "awaiting"
+          ? "awaiting-approval"
+          : page?.status === "waiting"
+            ? "awaiting-page"
+            : "pending";
       return { ...ref, ...progress, status, ...withApproval };
     }
     const entry = resultOf(ref.taskId);
@@ -127,6 +137,21 @@ function slotApproval(record: ApprovalRecord, task: TaskRecord | undefined): Too
   const state = task?.state;
   const waiting = record.status === "awaiting" && state && "checkpoint" in state && state.checkpoint.phase === APPROVAL_PHASE;
   return { ...rest, ...(waiting ? { arguments: (state.checkpoint as unknown as ApprovalCheckpoint).arguments } : {}) };
+}
+
+/** A page-call record as a tool slot shows it; the arguments (for the page that runs it) while it waits or runs. */
+function slotPage(record: PageCallRecord, task: TaskRecord | undefined): ToolSlotPage {
+  const state = task?.state;
+  const open = (record.status === "waiting" || record.status === "claimed") && state && "checkpoint" in state;
+  const checkpoint = open ? (state.checkpoint as unknown as PageCheckpoint) : undefined;
+  return {
+    status: record.status,
+    requestedAt: record.requestedAt,
+    attempts: record.attempts,
+    ...(record.status === "claimed" && record.claim ? { claimedAt: record.claim.at } : {}),
+    ...(checkpoint?.phase === PAGE_PHASE ? { arguments: checkpoint.arguments } : {}),
+    ...(record.endedAt !== undefined ? { endedAt: record.endedAt } : {}),
+  };
 }
 
 /** Tool task id → its `pi.tool-result` entry, for the entries given. */
@@ -186,7 +211,7 @@ export class ConversationFeed {
     const entries = batch.entries.filter((entry) => entry.conversationId === this.conversationId);
     const keys = new Set(batch.documents.filter((document) => document.scope === scope).map((document) => document.key));
     const liveChanged =
-      [...keys].some((key) => key === LIVE || key.startsWith(TOOL_PREFIX)) ||
+      [...keys].some((key) => key === LIVE || key.startsWith(TOOL_PREFIX) || key.startsWith(PAGE_CALL_PREFIX)) ||
       batch.tasks.some((task) => task.conversationId === this.conversationId) ||
       entries.some((entry) => entry.kind === "pi.tool-result");
     if (entries.length === 0 && !liveChanged && !keys.has(INBOX) && !keys.has(USAGE) && !keys.has(AGENT)) return;

@@ -1,0 +1,112 @@
+/**
+ * The page side of page tools (decision 0028): a page provides implementations of tools the worker or object
+ * declared (`definePageTool`). It watches the conversation's calls of those tools; a waiting call is claimed
+ * (one commit: the first page wins) and only then run here; its result is sent under the claim. A call this
+ * page claimed that ends otherwise (aborted, released) has its `signal` aborted.
+ */
+import type { PageCallClaimed, PageToolResult, PendingPageCall } from "../agent/tasks/page-calls.ts";
+import { errorMessage } from "../base/error-message.ts";
+import type { Json } from "../base/json.ts";
+import type { RemoteHost, Unsubscribe } from "./protocol.ts";
+
+/** What a page tool's implementation is given besides its arguments. */
+export interface PageToolCall {
+  conversationId: number;
+  callId: string;
+  toolName: string;
+  /** 1 for the first run; more when a safe tool runs again after a reload cut the last run off. */
+  attempt: number;
+  /** Aborted when the call ended without this run's result (its conversation was aborted, its claim released). */
+  signal: AbortSignal;
+}
+
+/**
+ * A page tool's implementation: returns its result (text, or `{ content, isError?, details? }`); a throw
+ * becomes an error result the model reads. It runs once per claim: do not run side effects elsewhere.
+ */
+export type PageToolImplementation = (args: { [key: string]: Json }, call: PageToolCall) => PageToolResult | Promise<PageToolResult>;
+
+export interface ProvidePageToolsOptions {
+  /** Told of a claim or result that failed for another reason than another page or the call's end. */
+  onError?: (error: unknown, call: PendingPageCall) => void;
+}
+
+type PageHost = Pick<RemoteHost, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
+
+/** Errors that only say another page runs the call, or that it ended: nothing to report. */
+const EXPECTED = new Set(["PageCallTaken", "PageCallEnded", "PageClaimLost", "WorkerGone", "HarnessClosed"]);
+
+/** Provides `tools` to conversation `conversationId` from page `pageId`, until the returned function is called. */
+export async function providePageTools(
+  host: PageHost,
+  pageId: string,
+  conversationId: number,
+  tools: Readonly<Record<string, PageToolImplementation>>,
+  options: ProvidePageToolsOptions = {},
+): Promise<Unsubscribe> {
+  /** The runs of this page by call id, with the attempt each claims. */
+  const running = new Map<string, { controller: AbortController; attempt: number }>();
+  let stopped = false;
+  const report = (error: unknown, call: PendingPageCall) => {
+    if (!(error instanceof Error && EXPECTED.has(error.name))) options.onError?.(error, call);
+  };
+  const done = (callId: string, controller: AbortController) => {
+    if (running.get(callId)?.controller === controller) running.delete(callId);
+  };
+  const run = async (call: PendingPageCall, implementation: PageToolImplementation, controller: AbortController) => {
+    const claimId = `${pageId}:${call.callId}:${call.attempts + 1}`;
+    let claimed: PageCallClaimed;
+    try {
+      claimed = await host.claimPageCall(conversationId, call.callId, { claimId, pageId });
+    } catch (error) {
+      done(call.callId, controller);
+      report(error, call);
+      return;
+    }
+    let result: PageToolResult;
+    try {
+      result = await implementation(claimed.arguments, {
+        conversationId,
+        callId: call.callId,
+        toolName: call.toolName,
+        attempt: claimed.attempt,
+        signal: controller.signal,
+      });
+    } catch (error) {
+      result = { content: `Tool ${call.toolName} failed in the page: ${errorMessage(error)}`, isError: true };
+    }
+    try {
+      if (!controller.signal.aborted) await host.answerPageCall(conversationId, call.callId, claimId, result ?? "");
+    } catch (error) {
+      report(error, call);
+    } finally {
+      done(call.callId, controller);
+    }
+  };
+  const unsubscribe = await host.watchPageCalls(conversationId, { pageId, tools: Object.keys(tools) }, (calls) => {
+    if (stopped) return;
+    const listed = new Map(calls.map((call) => [call.callId, call]));
+    for (const [callId, { controller, attempt }] of running) {
+      const call = listed.get(callId);
+      // Ended, or released and waiting for its next claim: this run's result would not be committed.
+      if (!call || (call.status === "waiting" && call.attempts >= attempt)) {
+        controller.abort();
+        running.delete(callId);
+      }
+    }
+    for (const call of calls) {
+      const implementation = Object.hasOwn(tools, call.toolName) ? tools[call.toolName] : undefined;
+      if (call.status !== "waiting" || !implementation || running.has(call.callId)) continue;
+      const controller = new AbortController();
+      running.set(call.callId, { controller, attempt: call.attempts + 1 });
+      void run(call, implementation, controller);
+    }
+  });
+  return () => {
+    if (stopped) return;
+    stopped = true;
+    for (const { controller } of running.values()) controller.abort();
+    running.clear();
+    unsubscribe();
+  };
+}
