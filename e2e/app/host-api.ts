@@ -6,6 +6,8 @@ import type * as errors from "../../src/errors.ts";
 export interface HostE2e {
   connect(options?: { crashPoints?: boolean }): HarnessClient;
   errors: typeof errors;
+  /** A client of the page-tools worker (ask_unsafe, ask_safe declared there; e2e/page-tools.e2e.ts). */
+  connectPageTools(): HarnessClient;
 }
 
 declare global {

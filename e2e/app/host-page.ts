@@ -6,4 +6,5 @@ window.hostE2e = {
   connect: (options = {}) =>
     connectHarness(new Worker(new URL("./harness-worker.ts", import.meta.url), { type: "module", name: JSON.stringify(options) })),
   errors,
+  connectPageTools: () => connectHarness(new Worker(new URL("./page-tools-worker.ts", import.meta.url), { type: "module" })),
 };
