@@ -84,6 +84,12 @@ export class FakeClient implements ReactHarnessClient {
     throw new Error("FakeClient decides nothing: use an in-process harness for approvals.");
   }
 
+  readonly pageId = "fake-page";
+
+  async watchPageCalls(): Promise<() => void> {
+    return () => {};
+  }
+
   async providePageTools(): Promise<never> {
     throw new Error("FakeClient provides no page tools: use an in-process harness for page tools.");
   }

@@ -4,8 +4,11 @@ import type { AgentOpened } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
 /** A page-side client of an in-process harness: the same view store a worker's client feeds, over direct calls. */
-export function inProcessClient(harness: Harness, conversation: Conversation): ChatClient {
+export function inProcessClient(harness: Harness, conversation: Conversation, pageId = "page-1"): ChatClient {
   return {
+    pageId,
+    // A page in the same process never goes while its harness lives: nothing to release.
+    watchPageCalls: async () => () => {},
     openConversation: () =>
       ConversationView.open({
         watch: async (listener) => conversation.watch(listener),
@@ -19,6 +22,10 @@ export function inProcessClient(harness: Harness, conversation: Conversation): C
   };
 }
 
-export function transportFor(opened: AgentOpened): DurableChatTransport {
-  return new DurableChatTransport({ client: inProcessClient(opened.harness, opened.root), conversationId: opened.root.id });
+export function transportFor(opened: AgentOpened, options: { pageTools?: string[]; pageId?: string } = {}): DurableChatTransport {
+  return new DurableChatTransport({
+    client: inProcessClient(opened.harness, opened.root, options.pageId),
+    conversationId: opened.root.id,
+    ...(options.pageTools ? { pageTools: options.pageTools } : {}),
+  });
 }

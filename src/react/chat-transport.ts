@@ -4,14 +4,21 @@ import type { ConversationViewState } from "../agent/view/view.ts";
 import type { ConversationView } from "../agent/view/view-store.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
 import type { ChatClient } from "./client.ts";
+import { PageChat } from "./page-chat.ts";
 import { liveTurn, type Reply, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";
-import { ReplyChunks } from "./reply-chunks.ts";
+import { ReplyChunks, type ToolMode } from "./reply-chunks.ts";
 import { type DurableUIMessage, toUIMessages } from "./ui-messages.ts";
 
 export interface DurableChatTransportOptions {
   /** The page's harness client (`connectHarness(worker)`, or `useHarnessClient()` under a provider). */
   client: ChatClient;
   conversationId: number;
+  /**
+   * Page tools (declared in the worker with `definePageTool`) this chat runs through the AI SDK's client-side
+   * tool flow: `onToolCall` gets each call this tab claimed, `addToolOutput` with
+   * `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls` commits its result (decision 0028).
+   */
+  pageTools?: readonly string[];
 }
 
 /**
@@ -38,10 +45,12 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   readonly #client: ChatClient;
   #view: Promise<ConversationView> | undefined;
   #closed = false;
+  readonly #pages: PageChat;
 
   constructor(options: DurableChatTransportOptions) {
     this.#client = options.client;
     this.conversationId = options.conversationId;
+    this.#pages = new PageChat(options.client, options.conversationId, options.pageTools ?? []);
   }
 
   async sendMessages(options: Parameters<ChatTransport<DurableUIMessage>["sendMessages"]>[0]): Promise<ReadableStream<UIMessageChunk>> {
@@ -52,7 +61,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     }
     const last = options.messages.at(-1);
     const responses = last?.role === "assistant" ? approvalResponses(last) : [];
-    if (responses.length > 0) return this.#decide(responses, options.abortSignal);
+    const outputs = last?.role === "assistant" ? this.#pages.outputs(last) : [];
+    if (responses.length > 0 || outputs.length > 0) return this.#decide(responses, outputs, options.abortSignal);
     if (last?.role !== "user")
       throw new UnsupportedChatRequest("The durable transport sends the user's newest message: the last message was not from the user.");
     const content = userContent(last);
@@ -77,7 +87,11 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
    * `addToolApprovalResponse({ id, approved, reason })` as the durable decision of the call it names (its tool
    * task), then the answer as it goes on. A decision another tab made first rejects with `AlreadyDecided`.
    */
-  async #decide(responses: ApprovalResponse[], signal: AbortSignal | undefined): Promise<ReadableStream<UIMessageChunk>> {
+  async #decide(
+    responses: ApprovalResponse[],
+    outputs: ReturnType<PageChat["outputs"]>,
+    signal: AbortSignal | undefined,
+  ): Promise<ReadableStream<UIMessageChunk>> {
     const view = await this.#open();
     // What the page shows of the answer now (useChat goes on from its message): the stream sends what follows.
     const turn = liveTurn(view.state, turnsOf(view.state.entries));
@@ -85,6 +99,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     const shown = turn && replyOf(view.state, turn, true);
     for (const { taskId, approved, reason } of responses)
       await this.#client.decide(this.conversationId, taskId, { approved, ...(reason !== undefined ? { reason } : {}) });
+    // `addToolOutput` for a page tool call this tab claimed: its durable result, once.
+    await this.#pages.answer(outputs);
     if (submissionId === undefined) throw new UnsupportedChatRequest("The decided call's answer is not in this conversation's view.");
     const decided = new Set(responses.map((response) => response.taskId));
     return this.#replyStream(view, submissionId, signal, { ...(shown ? { shown } : {}), decided });
@@ -92,7 +108,7 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
 
   /** The committed transcript (and a run still going, as far as it got), for `useChat({ messages })`. */
   async loadMessages(): Promise<DurableUIMessage[]> {
-    return toUIMessages((await this.#open()).state);
+    return this.#pages.mark(toUIMessages((await this.#open()).state));
   }
 
   /**
@@ -108,12 +124,13 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
    */
   async onTranscriptChange(listener: (messages: DurableUIMessage[]) => void): Promise<() => void> {
     const view = await this.#open();
-    return view.subscribe((state) => listener(toUIMessages(state)));
+    return view.subscribe((state) => listener(this.#pages.mark(toUIMessages(state))));
   }
 
   /** Ends the transport's subscription to the conversation (useChat calls it when its chat is disposed). */
   close(): void {
     this.#closed = true;
+    this.#pages.close();
     void this.#view?.then(
       (view) => view.close(),
       () => {},
@@ -126,6 +143,7 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     if (!this.#view) {
       const opening = this.#client.openConversation(this.conversationId);
       this.#view = opening;
+      this.#pages.watch();
       // A failed open is not kept: the next request tries again (the worker may have been starting).
       opening.catch(() => this.#view === opening && (this.#view = undefined));
     }
@@ -161,7 +179,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     signal: AbortSignal | undefined,
     from: { shown?: Reply; decided?: ReadonlySet<number> } = {},
   ): ReadableStream<UIMessageChunk> {
-    const chunks = new ReplyChunks(`reply-${submissionId}`);
+    let toolMode: ToolMode | undefined;
+    const chunks = new ReplyChunks(`reply-${submissionId}`, (toolCallId, toolName) => toolMode?.(toolCallId, toolName));
     if (from.shown) chunks.update(from.shown);
     let outcome: SubmissionOutcome | undefined;
     let ended = false;
@@ -186,7 +205,10 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       if (turn) {
         const current = turn === liveTurn(state, turns);
         const reply = replyOf(state, turn, current);
-        const asking = !settled && current && waitsForPerson(state, from.decided);
+        toolMode = this.#pages.mode(state, reply);
+        if (!settled) this.#pages.claim(state, () => onState(view.state));
+        // Only a person's decision or this page's tool calls are left: the stream ends so that useChat sends them.
+        const asking = !settled && current && (waitsForPerson(state, from.decided) || this.#pages.waitsForThisPage(reply, toolMode));
         const sent = settled
           ? chunks.finish(reply, failureOf(outcome!, reply.failure))
           : asking

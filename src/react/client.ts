@@ -17,7 +17,9 @@ export type ReactHarnessClient = Pick<
   | "submit"
   | "waitForSubmission"
   | "decide"
+  | "pageId"
   | "providePageTools"
+  | "watchPageCalls"
   | "claimPageCall"
   | "answerPageCall"
   | "close"
@@ -27,5 +29,5 @@ export type ReactHarnessClient = Pick<
 /** What the chat transport needs of a client. */
 export type ChatClient = Pick<
   ReactHarnessClient,
-  "openConversation" | "submit" | "waitForSubmission" | "decide" | "claimPageCall" | "answerPageCall"
+  "openConversation" | "submit" | "waitForSubmission" | "decide" | "pageId" | "watchPageCalls" | "claimPageCall" | "answerPageCall"
 >;

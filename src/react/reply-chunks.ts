@@ -1,6 +1,13 @@
 import type { UIMessageChunk } from "ai";
 import type { Reply, ReplyStep, RunFailureData, StepContent } from "./reply.ts";
 
+/**
+ * How a tool call's part is sent: `hold` (not yet: the rest of its step waits), `client` (this page runs it:
+ * `onToolCall` fires), `provider` (another page ran or runs it: `providerExecuted`, no `onToolCall`), or
+ * undefined (a tool that runs in the worker).
+ */
+export type ToolMode = (toolCallId: string, toolName: string) => "hold" | "client" | "provider" | undefined;
+
 type Emitted = { type: "text" | "reasoning"; id: string; text: string; ended: boolean } | { type: "tool"; toolCallId: string };
 
 interface EmittedStep {
@@ -25,8 +32,12 @@ export class ReplyChunks {
   /** Tool call id → the JSON of the outcome last sent ("" for none yet). */
   readonly #tools = new Map<string, string>();
 
-  constructor(messageId: string) {
+  readonly #toolMode: ToolMode | undefined;
+
+  /** `toolMode` says how a tool call goes to the page (page tools under useChat, ./page-chat.ts); default as a worker's. */
+  constructor(messageId: string, toolMode?: ToolMode) {
     this.messageId = messageId;
+    this.#toolMode = toolMode;
   }
 
   update(reply: Reply): UIMessageChunk[] {
@@ -83,21 +94,31 @@ export class ReplyChunks {
     const emitted = this.#steps[index]!;
     const dataGone = emitted.data.some((id) => !step.data.some((part) => part.id === id));
     if (!extends_(emitted.content, step.content) || dataGone) this.#resetOpenStep(out);
-    step.content.forEach((item, position) => {
+    for (const [position, item] of step.content.entries()) {
       let sent = emitted.content[position];
       if (item.type === "tool") {
-        if (sent) return;
-        out.push({ type: "tool-input-available", toolCallId: item.toolCallId, toolName: item.toolName, input: item.input, dynamic: true });
+        if (sent) continue;
+        const mode = this.#toolMode?.(item.toolCallId, item.toolName);
+        if (mode === "hold") return; // its step goes on once the page's part is decided
+        const executed = mode === "client" ? { providerExecuted: false } : mode === "provider" ? { providerExecuted: true } : {};
+        out.push({
+          type: "tool-input-available",
+          toolCallId: item.toolCallId,
+          toolName: item.toolName,
+          input: item.input,
+          dynamic: true,
+          ...executed,
+        });
         emitted.content.push({ type: "tool", toolCallId: item.toolCallId });
         this.#tools.set(item.toolCallId, "");
-        return;
+        continue;
       }
       if (!sent) {
         sent = { type: item.type, id: `${index}-${position}`, text: "", ended: false };
         emitted.content.push(sent);
         out.push({ type: `${item.type}-start`, id: sent.id });
       }
-      if (sent.type === "tool") return;
+      if (sent.type === "tool") continue;
       if (item.text.length > sent.text.length) {
         out.push({ type: `${item.type}-delta`, id: sent.id, delta: item.text.slice(sent.text.length) });
         sent.text = item.text;
@@ -106,7 +127,7 @@ export class ReplyChunks {
         sent.ended = true;
         out.push({ type: `${item.type}-end`, id: sent.id });
       }
-    });
+    }
   }
 
   #updateData(emitted: EmittedStep, step: ReplyStep, out: UIMessageChunk[]): void {
