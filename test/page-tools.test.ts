@@ -4,6 +4,7 @@ import {
   definePageTool,
   InvalidArguments,
   InvalidInput,
+  NotFound,
   PageCallEnded,
   type PageCallRecord,
   PageCallTaken,
@@ -11,7 +12,18 @@ import {
   type ToolResultEntryPayload,
 } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { type AgentOpened, answer, callTool, createWorld, openAgent, ScriptedModels, settle, texts, until } from "./agent-support.ts";
+import {
+  type AgentOpened,
+  answer,
+  callTool,
+  callTools,
+  createWorld,
+  openAgent,
+  ScriptedModels,
+  settle,
+  texts,
+  until,
+} from "./agent-support.ts";
 import { backends, ctx } from "./support.ts";
 
 // DESIGN §4c, S8, decision 0028: a tool declared here and run by a page waits durably for a page, is claimed
@@ -204,6 +216,29 @@ describe("page tools (DESIGN §4c, S8, decision 0028)", () => {
     await opened.root.answerPageCall("call_1", "c1", "green", ctx);
     expect(await submission.wait(ctx)).toMatchObject({ status: "done" });
     expect((await resultOf(opened)).approval).toMatchObject({ approved: true, by: "person" });
+  });
+
+  it("§4c: page-call records stay bounded: the conversation keeps its last 64 ended calls' records; an older one's late result is NotFound", async () => {
+    const world = createWorld();
+    const calls = Array.from(
+      { length: 66 },
+      (_, i) => ["ask_person", { question: `q${i}` }, `call_${i}`] as [string, Record<string, unknown>, string],
+    );
+    const models = new ScriptedModels([callTools(calls), answer("thanks")]);
+    const opened = await openAgent(await backends[0]!.create(), { models, world, tools: [ask()] });
+    const submission = await opened.root.submit({ type: "input", content: "ask me a lot" }, ctx);
+    await until(() => opened.root.pendingPageCalls().length === 66, "every call waits");
+    for (const call of opened.root.pendingPageCalls()) {
+      await opened.root.claimPageCall(call.callId, { claimId: `c-${call.callId}` }, ctx);
+      await opened.root.answerPageCall(call.callId, `c-${call.callId}`, "ok", ctx);
+    }
+    expect(await submission.wait(ctx)).toMatchObject({ status: "done" });
+    const scope = conversationScope(opened.root.id);
+    const kept = await Promise.all(calls.map(([, , id]) => opened.storage.getDocument(scope, `pi.page-call:${id}`)));
+    expect(kept.filter((record) => record !== undefined)).toHaveLength(64);
+    await expect(opened.root.answerPageCall(calls[0]![2], `c-${calls[0]![2]}`, "late", ctx)).rejects.toBeInstanceOf(NotFound);
+    await expect(opened.root.answerPageCall(calls[65]![2], `c-${calls[65]![2]}`, "late", ctx)).rejects.toBeInstanceOf(PageCallEnded);
+    expect((await opened.root.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result")).toHaveLength(66);
   });
 
   it("S4 on SQLite: the waiting call, its claim and its result survive the database round trip", async () => {

@@ -126,6 +126,8 @@ describe("page tools in React (decision 0028)", () => {
     const agent = await opened();
     const client = {
       pageId: "tab-a",
+      status: { kind: "ready" },
+      onStatus: () => () => {},
       providePageTools: (conversationId: number, tools: Record<string, never>) =>
         import("../src/host/page-tools.ts").then(({ providePageTools }) =>
           providePageTools(

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { PageToolResult } from "../agent/tasks/page-calls.ts";
 import type { Json } from "../base/json.ts";
 import type { PageToolCall, PageToolImplementation } from "../host/page-tools.ts";
@@ -31,12 +31,17 @@ export interface PageToolRequest {
  */
 export function usePageTool(conversationId: number | undefined, name: string, implementation?: PageToolImplementation): PageToolRequest[] {
   const client = useHarnessClient<ReactHarnessClient>();
+  // The host serves page tool calls once the database is open (and again after a takeover or a reconnect).
+  const ready = useSyncExternalStore(
+    client ? (onChange) => client.onStatus(onChange) : () => () => {},
+    () => client?.status.kind === "ready",
+  );
   const latest = useRef(implementation);
   latest.current = implementation;
   const [requests, setRequests] = useState<PageToolRequest[]>([]);
   const remove = useCallback((callId: string) => setRequests((all) => all.filter((request) => request.callId !== callId)), []);
   useEffect(() => {
-    if (!client || conversationId === undefined) return;
+    if (!client || !ready || conversationId === undefined) return;
     let stop: (() => void) | undefined;
     let unmounted = false;
     const run: PageToolImplementation = (args, call: PageToolCall) => {
@@ -66,6 +71,6 @@ export function usePageTool(conversationId: number | undefined, name: string, im
       stop?.();
       setRequests([]);
     };
-  }, [client, conversationId, name, remove]);
+  }, [client, ready, conversationId, name, remove]);
   return requests;
 }

@@ -82,6 +82,25 @@ export interface PageCallClaimed {
   attempt: number;
 }
 
+/** How many ended page calls' records a conversation keeps (a late claim or result is told how its call ended). */
+export const KEPT_PAGE_CALLS = 64;
+const ENDED_KEY = "pi.page-calls.ended";
+
+/**
+ * The ending commit's part: the call joins its conversation's list of ended page calls and the record of the
+ * oldest past `KEPT_PAGE_CALLS` is deleted (if it is still that call's), so records stay bounded.
+ */
+export function endPageCall(tx: Tx, conversationId: number, record: PageCallRecord): void {
+  const scope = scopeOf(conversationId);
+  const ended = ((tx.document(scope, ENDED_KEY) as Array<[string, number]> | undefined) ?? []).filter(([, id]) => id !== record.taskId);
+  ended.push([record.callId, record.taskId]);
+  while (ended.length > KEPT_PAGE_CALLS) {
+    const [oldCall, oldTask] = ended.shift()!;
+    if (readPageCall(tx, conversationId, oldCall)?.taskId === oldTask) tx.deleteDocument(scope, pageCallKey(oldCall));
+  }
+  tx.setDocument(scope, ENDED_KEY, ended);
+}
+
 export function readPageCall(from: DocumentReader, conversationId: number, callId: string): PageCallRecord | undefined {
   return from.document(scopeOf(conversationId), pageCallKey(callId)) as PageCallRecord | undefined;
 }
@@ -107,7 +126,10 @@ const ended = (record: PageCallRecord): "result" | "interrupted" | "withdrawn" |
 
 function liveRecord(tx: KernelTx, conversationId: number, callId: string): { record: PageCallRecord; task: TaskRecord | undefined } {
   const record = readPageCall(tx, conversationId, callId);
-  if (!record) throw new NotFound(`Conversation ${conversationId} has no page tool call ${JSON.stringify(callId)}.`);
+  if (!record)
+    throw new NotFound(
+      `Conversation ${conversationId} has no page tool call ${JSON.stringify(callId)} (or it ended before the conversation's last ${KEPT_PAGE_CALLS} page calls; its tool result in the transcript says how).`,
+    );
   return { record, task: tx.task(record.taskId) };
 }
 

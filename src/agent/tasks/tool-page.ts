@@ -3,7 +3,15 @@ import type { Context } from "../../base/context.ts";
 import type { Json } from "../../base/json.ts";
 import type { ToolResultView } from "../tool.ts";
 import { type ApprovalRecord, writeApproval } from "./approvals.ts";
-import { PAGE_PHASE, type PageCallRecord, type PageCheckpoint, type PageToolResult, readPageCall, writePageCall } from "./page-calls.ts";
+import {
+  endPageCall,
+  PAGE_PHASE,
+  type PageCallRecord,
+  type PageCheckpoint,
+  type PageToolResult,
+  readPageCall,
+  writePageCall,
+} from "./page-calls.ts";
 import { currentAgent, type Ending, errorResult, normalize, type Runtime, readCall, settle, type Task } from "./tool-result.ts";
 
 /**
@@ -127,7 +135,9 @@ function end(
     const record = readPageCall(tx, task.conversationId, task.input.callId);
     if (record?.taskId !== task.id) return;
     const { result: _result, ...rest } = record;
-    writePageCall(tx, task.conversationId, { ...rest, status, endedAt: tx.now() });
+    const ended: PageCallRecord = { ...rest, status, endedAt: tx.now() };
+    writePageCall(tx, task.conversationId, ended);
+    endPageCall(tx, task.conversationId, ended);
   });
 }
 
@@ -139,6 +149,8 @@ export async function withdrawPage(task: Task, runtime: Runtime, context: Contex
     const record = readPageCall(tx, task.conversationId, task.input.callId);
     if (record?.taskId !== task.id || record.status === "done" || record.status === "interrupted") return;
     const { result: _result, ...rest } = record;
-    writePageCall(tx, task.conversationId, { ...rest, status: "withdrawn", endedAt: tx.now() });
+    const ended: PageCallRecord = { ...rest, status: "withdrawn", endedAt: tx.now() };
+    writePageCall(tx, task.conversationId, ended);
+    endPageCall(tx, task.conversationId, ended);
   });
 }
