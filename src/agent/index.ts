@@ -1,9 +1,9 @@
 export type { AgentExtension } from "./agent.ts";
 export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
-export type { AnswerEvent, AnswerStream, ModelCatalog, ModelRequest } from "./model-types.ts";
 export { Conversation, Submission } from "./conversation/conversation.ts";
 export { scopeOf as conversationScope } from "./conversation/documents.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts";
+export type { AnswerEvent, AnswerStream, ModelCatalog, ModelRequest } from "./model-types.ts";
 export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./tasks/approvals.ts";
 export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./tasks/compaction.ts";
 export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./tasks/generation.ts";

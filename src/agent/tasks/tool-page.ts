@@ -1,6 +1,6 @@
-import type { ToolCall } from "@earendil-works/pi-ai";
 import type { Context } from "../../base/context.ts";
 import type { Json } from "../../base/json.ts";
+import type { ToolCall } from "../model-types.ts";
 import type { ToolResultView } from "../tool.ts";
 import { type ApprovalRecord, writeApproval } from "./approvals.ts";
 import {
