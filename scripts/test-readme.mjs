@@ -29,13 +29,14 @@ const CONTEXT = `// Names the README's earlier blocks define, for the blocks tha
 import type { Context } from "@earendil-works/chord/context";
 import type { Models } from "@earendil-works/pi-ai";
 import type { Page } from "@playwright/test";
-import type { Registry } from "pi-durable-web";
+import type { Harness, Registry } from "pi-durable-web";
 import type { HarnessClient } from "pi-durable-web/client";
 import type { SqliteStorage } from "pi-durable-web/storage/sqlite";
 
 declare global {
   const ctx: Context;
   const storage: SqliteStorage;
+  const harness: Harness;
   const registry: Registry;
   const models: Models;
   const client: HarnessClient;
