@@ -155,6 +155,16 @@ describe("submissions and the busy conversation", () => {
     expect((await opened.root.view(ctx)).live.runFailure).toMatchObject({ reason: "no_model" });
   });
 
+  it("a model the harness does not have: unanswered (no_model), the message names the models it has and what to do", async () => {
+    const opened = await openAgent(new MemoryStorage(), { models: new ScriptedModels(), world: createWorld() });
+    await opened.root.configure({ model: "faux/faux-9" }, ctx);
+    const settled = await (await opened.root.submit({ type: "input", content: "hello" }, ctx)).wait(ctx);
+    expect(settled).toMatchObject({ status: "unanswered", reason: "no_model" });
+    const message = settled.status === "unanswered" ? settled.message : "";
+    expect(message).toContain("faux/faux-9 is not in HarnessOptions.models (it has faux/faux-1)");
+    expect(message).toContain("Configure the conversation with one it has, or set the provider that has faux/faux-9.");
+  });
+
   it("abort ends the run: the running tool's result is aborted, inputs unanswered (aborted), queued inputs withdrawn", async () => {
     const gate = gateTool();
     const models = new ScriptedModels([callTool("wait", {}, "c1")]);

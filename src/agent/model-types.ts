@@ -150,6 +150,8 @@ export interface ModelRequest {
  */
 export interface ModelCatalog {
   getModel(provider: string, id: string): Model | undefined;
+  /** Every model it has (pi-ai's has it): named in the message when a conversation's model is not found. */
+  getModels?(): readonly Model[];
   streamSimple(model: Model, request: ModelRequest, options?: { signal?: AbortSignal }): AnswerStream;
   completeSimple(model: Model, request: ModelRequest, options?: { signal?: AbortSignal }): Promise<AssistantMessage>;
 }

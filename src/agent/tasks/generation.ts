@@ -77,7 +77,7 @@ async function prepare(task: Task, runtime: Runtime, context: Context): Promise<
       task,
       runtime,
       "no_model",
-      "No model is configured: configure the conversation with a model, then submit again.",
+      "No model is configured: give the conversation one (conversation.configure({ model }), or the agent of root()/createConversation(); a page: client.rootConversation({ model })), then submit again.",
       context,
     );
     return;
