@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { COMMIT_WATCH_HOOK, type CommitWatch, watchCommits } from "../src/browser/commit-watch.ts";
 import { MemoryStorage } from "../src/index.ts";
 import type { Batch } from "../src/storage/records.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { Storage } from "../src/storage/storage.ts";
 
 const batch = (id: number): Batch => ({
   tasks: [],
@@ -53,5 +55,13 @@ describe("the worker's commit watch (crashEveryCommit's hook)", () => {
     expect(log.length).toBe(2_000);
     expect(log.map((commit) => commit.commit)).toEqual(Array.from({ length: 2_000 }, (_, index) => 131 + index));
     expect(log.at(-1)!.line).toBe("entry 2130 app.note");
+  });
+
+  it("leaves a SqliteStorage's database reachable (benchmarks and diagnostics write around the kernel with it)", async () => {
+    const inner = await openSqliteStorage({ vfs: "memory" });
+    const storage = watchCommits(inner) as Storage & { database?: unknown };
+    expect(storage.database).toBe(inner.database);
+    expect("database" in watchCommits(new MemoryStorage())).toBe(false);
+    await inner.close();
   });
 });

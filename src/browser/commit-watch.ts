@@ -96,7 +96,7 @@ export function watchCommits(storage: Storage): Storage {
     <A extends unknown[], T>(method: (...args: A) => Promise<T>) =>
     (...args: A): Promise<T> =>
       frozen ? never : method.apply(storage, args);
-  return {
+  const watched: Storage = {
     get readOnly() {
       return storage.readOnly;
     },
@@ -129,6 +129,9 @@ export function watchCommits(storage: Storage): Storage {
     exportImage: gate(storage.exportImage),
     close: gate(storage.close),
   };
+  // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
+  if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });
+  return watched;
 }
 
 function summarize(commit: number, batch: Batch): CommitSummary {
