@@ -5,8 +5,7 @@
  * released and follow their replay policy. (A page whose worker went with it is covered by the next open.)
  */
 
-import { scopeOf } from "../agent/conversation/documents.ts";
-import { PAGE_CALL_PREFIX } from "../agent/tasks/page-calls.ts";
+import { PAGE_CALL_PREFIX, scopeOf } from "../agent/conversation/documents.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Harness } from "../harness.ts";
 import { safely } from "./listeners.ts";

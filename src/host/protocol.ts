@@ -7,15 +7,9 @@
  * lists the methods.
  */
 
-import { agentChange, submissionDraft } from "../agent/conversation/drafts.ts";
+import { agentChange, pageToolResult, submissionDraft } from "../agent/conversation/drafts.ts";
 import type { ApprovalRecord, Decision, PendingApproval } from "../agent/tasks/approvals.ts";
-import {
-  type PageCallClaimed,
-  type PageCallRecord,
-  type PageToolResult,
-  type PendingPageCall,
-  pageToolResult,
-} from "../agent/tasks/page-calls.ts";
+import type { PageCallClaimed, PageCallRecord, PageToolResult, PendingPageCall } from "../agent/tasks/page-calls.ts";
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewUpdate, EntryPage } from "../agent/view/view.ts";
 import type { Json } from "../base/json.ts";

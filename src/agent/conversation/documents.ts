@@ -16,6 +16,14 @@ export const USAGE = "pi.usage";
 export const AGENT = "pi.agent";
 export const TOOL_PREFIX = "pi.live.tool:";
 export const toolKey = (taskId: number): string => `${TOOL_PREFIX}${taskId}`;
+/** A tool call that asks a person: its record's key, and the phase its task sleeps at until the decision. */
+export const APPROVAL_PREFIX = "pi.approval:";
+export const APPROVAL_PHASE = "approval";
+export const approvalKey = (callId: string): string => `${APPROVAL_PREFIX}${callId}`;
+/** A page tool's call: its record's key, and the phase its task sleeps at until a page answers. */
+export const PAGE_CALL_PREFIX = "pi.page-call:";
+export const PAGE_PHASE = "page";
+export const pageCallKey = (callId: string): string => `${PAGE_CALL_PREFIX}${callId}`;
 
 /** Anything stored is JSON; these typed documents are, by construction. */
 export function asJson<T>(value: T): Json {

@@ -4,7 +4,7 @@
  * provider cannot read would leave every later input of the conversation unanswered). The host's protocol
  * checks the same shapes at its door (src/host/protocol.ts).
  */
-import { type Check, either, json, list, literal, nullable, record, text, variant } from "../../shape.ts";
+import { type Check, either, flag, json, list, literal, nullable, record, text, variant } from "../../shape.ts";
 
 /** How many content items one input may carry. */
 const MAX_CONTENT_ITEMS = 1000;
@@ -92,3 +92,9 @@ export const agentChange: Check = record(
 export function draftProblem(draft: unknown): string | undefined {
   return submissionDraft(draft, "the draft");
 }
+
+/** The shape of a page tool's result (its size and depth are `settings.limits`', checked when it is committed). */
+export const pageToolResult: Check = either(
+  text({ empty: true }),
+  record({}, { content: either(text({ empty: true }), list(contentItem, 1000)), isError: flag, details: json }),
+);

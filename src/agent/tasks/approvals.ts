@@ -12,7 +12,7 @@ import type { DocumentReader } from "../../session/documents.ts";
 import type { KernelTx, Tx } from "../../session/tx.ts";
 import type { TaskRecord } from "../../storage/records.ts";
 import { wakeSleeper } from "../../tasks/transitions.ts";
-import { asJson, scopeOf } from "../conversation/documents.ts";
+import { APPROVAL_PHASE, approvalKey, asJson, scopeOf } from "../conversation/documents.ts";
 
 /**
  * A person in the loop (DESIGN §4c). A tool call that needs a decision is a `pi.tool` task asleep without a
@@ -22,9 +22,6 @@ import { asJson, scopeOf } from "../conversation/documents.ts";
  * first. The record stays after the call ended, so a late decision is told what happened — for the
  * conversation's last `KEPT_DECISIONS` ended calls that asked (`endApproval`); older records are let go.
  */
-export const APPROVAL_PREFIX = "pi.approval:";
-export const APPROVAL_PHASE = "approval";
-export const approvalKey = (callId: string): string => `${APPROVAL_PREFIX}${callId}`;
 /**
  * How many ended calls of one conversation keep their approval record, so that a late decision (an offline
  * tab, a second person) is told the first one (decision 0024). A record past that is deleted.

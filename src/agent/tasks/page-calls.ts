@@ -2,11 +2,10 @@ import type { Json } from "../../base/json.ts";
 import { InvalidArguments, NotFound, PageCallEnded, PageCallTaken, PageClaimLost } from "../../errors.ts";
 import type { DocumentReader } from "../../session/documents.ts";
 import type { KernelTx, Tx } from "../../session/tx.ts";
-import { type Check, either, flag, json, list, record, text } from "../../shape.ts";
 import type { TaskRecord } from "../../storage/records.ts";
 import { wakeSleeper } from "../../tasks/transitions.ts";
-import { asJson, scopeOf } from "../conversation/documents.ts";
-import { contentItem } from "../conversation/drafts.ts";
+import { asJson, PAGE_PHASE, pageCallKey, scopeOf } from "../conversation/documents.ts";
+import { pageToolResult } from "../conversation/drafts.ts";
 import type { ToolContent } from "../tool.ts";
 
 /**
@@ -18,9 +17,6 @@ import type { ToolContent } from "../tool.ts";
  * lives as long as the harness that granted it and the page that holds it: at open, and when a host sees the
  * claiming page go, a claim is released and the woken task follows its replay policy.
  */
-export const PAGE_CALL_PREFIX = "pi.page-call:";
-export const PAGE_PHASE = "page";
-export const pageCallKey = (callId: string): string => `${PAGE_CALL_PREFIX}${callId}`;
 
 /** What a page sends as a page tool's result: text, or content items with an error flag and details. */
 export type PageToolResult = string | { content?: string | ToolContent; isError?: boolean; details?: Json };
@@ -108,12 +104,6 @@ export function readPageCall(from: DocumentReader, conversationId: number, callI
 export function writePageCall(tx: Tx, conversationId: number, record: PageCallRecord): void {
   tx.setDocument(scopeOf(conversationId), pageCallKey(record.callId), asJson(record));
 }
-
-/** The shape of a page tool's result (its size and depth are `settings.limits`', checked when it is committed). */
-export const pageToolResult: Check = either(
-  text({ empty: true }),
-  record({}, { content: either(text({ empty: true }), list(contentItem, 1000)), isError: flag, details: json }),
-);
 
 const ended = (record: PageCallRecord): "result" | "interrupted" | "withdrawn" | undefined =>
   record.status === "answered" || record.status === "done"

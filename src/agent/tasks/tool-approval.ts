@@ -1,17 +1,10 @@
 import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
 import type { Json } from "../../base/json.ts";
+import { APPROVAL_PHASE } from "../conversation/documents.ts";
 import type { ToolCall } from "../model-types.ts";
 import type { AnyTool, ApprovalVerdict, ToolCallInfo } from "../tool.ts";
-import {
-  APPROVAL_PHASE,
-  type ApprovalCheckpoint,
-  type ApprovalRecord,
-  argumentsHash,
-  expired,
-  readApproval,
-  writeApproval,
-} from "./approvals.ts";
+import { type ApprovalCheckpoint, type ApprovalRecord, argumentsHash, expired, readApproval, writeApproval } from "./approvals.ts";
 import { currentAgent, errorResult, type Runtime, readCall, settle, type Task } from "./tool-result.ts";
 
 /**

@@ -1,17 +1,10 @@
 import type { Context } from "../../base/context.ts";
 import type { Json } from "../../base/json.ts";
+import { PAGE_PHASE } from "../conversation/documents.ts";
 import type { ToolCall } from "../model-types.ts";
 import type { ToolResultView } from "../tool.ts";
 import { type ApprovalRecord, writeApproval } from "./approvals.ts";
-import {
-  endPageCall,
-  PAGE_PHASE,
-  type PageCallRecord,
-  type PageCheckpoint,
-  type PageToolResult,
-  readPageCall,
-  writePageCall,
-} from "./page-calls.ts";
+import { endPageCall, type PageCallRecord, type PageCheckpoint, type PageToolResult, readPageCall, writePageCall } from "./page-calls.ts";
 import { currentAgent, type Ending, errorResult, normalize, type Runtime, readCall, settle, type Task } from "./tool-result.ts";
 
 /**

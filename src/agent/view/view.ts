@@ -1,11 +1,25 @@
 import type { Json } from "../../base/json.ts";
 import { documentKey } from "../../session/keys.ts";
 import type { Batch, EntryRecord, TaskRecord } from "../../storage/records.ts";
-import { AGENT, dropUndefined, INBOX, LIVE, scopeOf, TOOL_PREFIX, toolKey, USAGE } from "../conversation/documents.ts";
+import {
+  AGENT,
+  APPROVAL_PHASE,
+  approvalKey,
+  dropUndefined,
+  INBOX,
+  LIVE,
+  PAGE_CALL_PREFIX,
+  PAGE_PHASE,
+  pageCallKey,
+  scopeOf,
+  TOOL_PREFIX,
+  toolKey,
+  USAGE,
+} from "../conversation/documents.ts";
 import type { AgentSession } from "../kernel.ts";
 import type { AssistantMessage } from "../model-types.ts";
-import { APPROVAL_PHASE, type ApprovalCheckpoint, type ApprovalRecord, approvalKey } from "../tasks/approvals.ts";
-import { PAGE_CALL_PREFIX, PAGE_PHASE, type PageCallRecord, type PageCheckpoint, pageCallKey } from "../tasks/page-calls.ts";
+import type { ApprovalCheckpoint, ApprovalRecord } from "../tasks/approvals.ts";
+import type { PageCallRecord, PageCheckpoint } from "../tasks/page-calls.ts";
 import type {
   AgentConfig,
   InboxState,
