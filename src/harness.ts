@@ -49,6 +49,12 @@ export interface HarnessOptions {
    * Under a `lease` another place holds, the harness opens read-only and does not resume.
    */
   resume?: boolean;
+  /**
+   * Pages still connected across this open, by page id: their page tool claims survive it (decision 0028).
+   * A Durable Object passes the pages whose hibernatable sockets outlived its last instance; every other
+   * claim from before the open was cut off with it and is released.
+   */
+  connectedPages?: readonly string[];
   /** The execution environment of a conversation (files for tools), built on demand. */
   env?: EnvFactory;
   /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
@@ -210,7 +216,7 @@ export class Harness {
     const host = new Conversations(harness.#agentKernel());
     harness.#agent = host;
     live = (event) => host.live(event);
-    if (!session.readOnly) await host.sweep();
+    if (!session.readOnly) await host.sweep(new Set(options.connectedPages ?? []));
     // With a lease held elsewhere the harness opened read-only: it follows, it does not run.
     if (options.resume && !(options.lease && !session.fence)) harness.resume();
     return harness;

@@ -147,6 +147,7 @@ export async function openAgent(
     clock?: ManualClock;
     instructions?: string;
     crashPoint?: CrashPointHandler;
+    connectedPages?: string[];
   },
 ): Promise<AgentOpened> {
   const clock = options.clock ?? createManualClock(1_000);
@@ -164,6 +165,7 @@ export async function openAgent(
       env: (conversationId) => options.world.envs(conversationId),
       onReport: (report) => reports.push(report),
       ...(options.crashPoint ? { crashPoint: options.crashPoint } : {}),
+      ...(options.connectedPages ? { connectedPages: options.connectedPages } : {}),
     },
     ctx,
   );

@@ -59,7 +59,12 @@ async function recordOf(opened: AgentOpened): Promise<PageCallRecord> {
   return (await opened.storage.getDocument(conversationScope(opened.root.id), "pi.page-call:call_1")) as unknown as PageCallRecord;
 }
 
-async function reopen(opened: AgentOpened, replay: "safe" | "unsafe", models = new ScriptedModels([answer("thanks")])) {
+async function reopen(
+  opened: AgentOpened,
+  replay: "safe" | "unsafe",
+  models = new ScriptedModels([answer("thanks")]),
+  connectedPages?: string[],
+) {
   const image = await opened.storage.exportImage(); // the tab reloads here
   const world = createWorld();
   const next = await openAgent(await backends[0]!.fromImage(image), {
@@ -67,6 +72,7 @@ async function reopen(opened: AgentOpened, replay: "safe" | "unsafe", models = n
     world,
     tools: [ask(replay)],
     clock: createManualClock(opened.clock.now() + 60_000),
+    ...(connectedPages ? { connectedPages } : {}),
   });
   next.harness.resume();
   return { next, models };
@@ -143,6 +149,24 @@ describe("page tools (DESIGN §4c, S8, decision 0028)", () => {
     });
     await until(() => !next.root.busy, "the run ends");
     expect(await recordOf(next)).toMatchObject({ status: "interrupted", attempts: 1 });
+  });
+
+  it("S8 §4c: an open that names the claiming page still connected (a Durable Object's hibernated socket) keeps its claim: its result is the call's, nothing interrupted; other pages' claims are released", async () => {
+    const { opened } = await waitingTurn({ replay: "unsafe" });
+    await opened.root.claimPageCall("call_1", { claimId: "c1", pageId: "tab-a" }, ctx);
+    const { next } = await reopen(opened, "unsafe", undefined, ["tab-a"]);
+    expect(next.root.pendingPageCalls()[0]).toMatchObject({ status: "claimed", attempts: 1 });
+    await next.root.answerPageCall("call_1", "c1", "green", ctx);
+    await until(() => !next.root.busy, "the run ends");
+    expect((await resultOf(next)).code).toBeUndefined();
+    expect(texts((await resultOf(next)).message)).toEqual(["green"]);
+    expect(await recordOf(next)).toMatchObject({ attempts: 1 });
+
+    const other = await waitingTurn({ replay: "unsafe" });
+    await other.opened.root.claimPageCall("call_1", { claimId: "c1", pageId: "tab-a" }, ctx);
+    const { next: elsewhere } = await reopen(other.opened, "unsafe", undefined, ["tab-b"]);
+    await until(async () => (await elsewhere.root.entries(ctx)).some((entry) => entry.kind === "pi.tool-result"), "the interrupted result");
+    expect((await resultOf(elsewhere)).code).toBe("interrupted");
   });
 
   it("S8 §4c: a reload while a page runs a safe page tool makes it wait again for the next page; the old claim is PageClaimLost", async () => {

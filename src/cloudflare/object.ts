@@ -103,7 +103,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     const served = createHost({
       database,
       openStorage: () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits }),
-      harness: { ...harnessOptions, clock: systemClock },
+      // Pages whose sockets outlived a hibernation keep the page tool calls they are running (decision 0028).
+      harness: { ...harnessOptions, clock: systemClock, connectedPages: this.#sockets.connectedPages() },
       ...(methods ? { methods } : {}),
       crashPoints: crashPoints ?? false,
       now: systemClock.now,

@@ -106,6 +106,23 @@ export class ObjectSockets {
     }
   }
 
+  /**
+   * The pages still connected from an earlier instance that watch page tool calls (`watchPageCalls` in their
+   * attachment): their claims survive the open, and `restoreAll` subscribes them again.
+   */
+  connectedPages(): string[] {
+    const pages = new Set<string>();
+    for (const socket of this.#ctx.getWebSockets?.() ?? []) {
+      const attachment = attachmentOf(socket);
+      if (!attachment?.subscriptions || attachment.overflow) continue;
+      for (const held of attachment.subscriptions) {
+        const options = held.method === "watchPageCalls" ? (held.args[1] as { pageId?: unknown } | undefined) : undefined;
+        if (typeof options?.pageId === "string") pages.add(options.pageId);
+      }
+    }
+    return [...pages];
+  }
+
   /** The page went away: its subscriptions end. */
   close(socket: HibernatableWebSocket): void {
     const connection = this.#connections.get(socket);

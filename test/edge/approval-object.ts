@@ -18,7 +18,7 @@ import {
   type Message,
 } from "@earendil-works/pi-ai";
 import { ALL_POWERS, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
-import { BACKGROUND_CONTEXT as BACKGROUND, createRegistry, defineExtension, defineTool } from "../../src/index.ts";
+import { BACKGROUND_CONTEXT as BACKGROUND, createRegistry, defineExtension, definePageTool, defineTool } from "../../src/index.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
@@ -44,6 +44,12 @@ export class ApprovalObject extends HarnessObject<Env> {
         return `wrote ${path}`;
       },
     });
+    const askPerson = definePageTool({
+      name: "ask_person",
+      description: "Ask the person in the page",
+      parameters: { type: "object", properties: { question: { type: "string" } }, required: ["question"] },
+      replay: "unsafe",
+    });
     const faux = fauxProvider({ api: "faux", provider: "faux" });
     const models = createModels();
     models.setProvider(faux.provider);
@@ -54,7 +60,11 @@ export class ApprovalObject extends HarnessObject<Env> {
         const text = last.content.map((item) => (item.type === "text" ? item.text : "")).join("");
         return fauxAssistantMessage(fauxText(`noted: ${text}`));
       }
-      return fauxAssistantMessage([fauxToolCall("write_file", { path: "a.txt" }, { id: "call_1" })], { stopReason: "toolUse" });
+      // Objects named `page-…` ask the person in the page (`ask_person`, a page tool) instead.
+      const call = name.startsWith("page-")
+        ? fauxToolCall("ask_person", { question: "colour?" }, { id: "call_1" })
+        : fauxToolCall("write_file", { path: "a.txt" }, { id: "call_1" });
+      return fauxAssistantMessage([call], { stopReason: "toolUse" });
     };
     const brain: FauxResponseFactory = (context) => {
       faux.appendResponses([brain]);
@@ -62,7 +72,7 @@ export class ApprovalObject extends HarnessObject<Env> {
     };
     faux.setResponses([brain]);
     super(ctx, env, () => ({
-      registry: createRegistry().install(defineExtension({ name: "approvals", tools: [writeFile] })),
+      registry: createRegistry().install(defineExtension({ name: "approvals", tools: [writeFile, askPerson] })),
       models,
       methods: { instance: () => instance },
       powers: ALL_POWERS,

@@ -150,6 +150,37 @@ describe("§4c a pending approval on a Durable Object outlives the object and is
     await client.close();
   }, 90_000);
 
+  it("S8 §4c: a page tool the page runs while the object hibernates: the page's socket outlives the instance, so does its claim; its answer is the call's result, nothing interrupted (decision 0028)", async () => {
+    const name = "page-hibernated";
+    const { client, opened } = page(name);
+    await client.ready();
+    const conversation = await client.rootConversation({ model: "faux/faux-1" });
+    let answer: ((choice: string) => void) | undefined;
+    const running = new Promise<void>((started) => {
+      void client.providePageTools(conversation, {
+        ask_person: () =>
+          new Promise<string>((resolve) => {
+            answer = resolve;
+            started();
+          }),
+      });
+    });
+    const submission = await client.submit(conversation, { type: "input", content: "ask me" });
+    await running; // claimed: the page runs the tool now
+    const first = (await client.call("instance")) as string;
+    let woken = first;
+    for (let round = 0; round < 4 && woken === first; round++) {
+      await pause(11_000);
+      woken = (await client.call("instance")) as string;
+    }
+    expect(woken).not.toBe(first);
+    expect(opened.sockets).toBe(1); // the socket outlived the instance
+    answer!("green");
+    expect(await client.waitForSubmission(submission)).toMatchObject({ status: "done" });
+    expect(answers((await state(name)).entries)).toEqual(["call ask_person", "noted: green"]);
+    await client.close();
+  }, 90_000);
+
   it("an expiry fails closed: the one alarm is at the expiry, it wakes the aborted object with no request, the call is denied 'expired' and never runs", async () => {
     const name = "expiring-call";
     const { client } = page(name);

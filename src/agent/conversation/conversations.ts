@@ -186,11 +186,11 @@ export class Conversations implements ConversationPort {
    * At open: a run (or compaction status) whose task is no longer live was left by a crash between the
    * scheduler's fault and its cleanup; clean it now, in one commit.
    */
-  async sweep(): Promise<void> {
+  async sweep(connectedPages: ReadonlySet<string> = new Set()): Promise<void> {
     const session = this.kernel.session;
     await session.commit((tx) => {
-      // No page holds a claim of this harness yet: a claim from before the open was cut off with it (0028).
-      releaseIn(tx, session.live.values());
+      // A claim from before the open was cut off with it (0028), unless its page is still connected.
+      releaseIn(tx, session.live.values(), undefined, connectedPages);
       for (const conversationId of session.conversations.keys()) {
         const live = readLive(tx, conversationId);
         if (live.run && !tx.task(live.run.taskId)) {

@@ -206,10 +206,10 @@ function resultEntryOf(record: PageCallRecord, result: PageToolResult, now: numb
 }
 
 /**
- * Releases claims (at open: every claim, since no page holds one of this harness yet; when a host sees a page
- * go: that page's) and wakes their tasks, which apply the replay policy. Returns how many it released.
+ * Releases claims (at open: every claim but those of `keep`, the pages still connected across the open; when a
+ * host sees a page go: that page's) and wakes their tasks, which apply the replay policy. Returns how many it released.
  */
-export function releaseIn(tx: KernelTx, tasks: Iterable<TaskRecord>, pageId?: string): number {
+export function releaseIn(tx: KernelTx, tasks: Iterable<TaskRecord>, pageId?: string, keep?: ReadonlySet<string>): number {
   let released = 0;
   for (const task of tasks) {
     if (task.kind !== "pi.tool" || task.state.status !== "sleeping" || task.state.checkpoint.phase !== PAGE_PHASE) continue;
@@ -218,6 +218,7 @@ export function releaseIn(tx: KernelTx, tasks: Iterable<TaskRecord>, pageId?: st
     const record = readPageCall(tx, task.conversationId, callId);
     if (record?.status !== "claimed" || record.taskId !== task.id) continue;
     if (pageId !== undefined && record.claim?.pageId !== pageId) continue;
+    if (record.claim?.pageId !== undefined && keep?.has(record.claim.pageId)) continue;
     writePageCall(tx, task.conversationId, { ...record, status: "released" });
     wakeSleeper(tx, task.id, PAGE_PHASE);
     released++;
