@@ -11,8 +11,8 @@ import {
 } from "../src/index.ts";
 import { createDemoModels } from "../worker/models.ts";
 import { STORY } from "../worker/offline-model.ts";
-import { ASK_BEFORE_WRITING, askBeforeWriting, OFFLINE_COMMANDS, OFFLINE_MODEL, PROBE } from "../worker/protocol.ts";
-import { filesExtension } from "../worker/tools.ts";
+import { ASK_BEFORE_WRITING, ASK_PERSON, askBeforeWriting, OFFLINE_COMMANDS, OFFLINE_MODEL, PROBE } from "../worker/protocol.ts";
+import { filesExtension, pageToolsExtension } from "../worker/tools.ts";
 import { until } from "./agent-support.ts";
 import { ctx } from "./support.ts";
 
@@ -29,7 +29,7 @@ afterEach(async () => {
 
 async function openDemoAgent(options: { tools?: string[] } = {}) {
   const envs = memoryEnvs();
-  const registry = createRegistry().install(filesExtension("unsafe", 0));
+  const registry = createRegistry().install(filesExtension("unsafe", 0)).install(pageToolsExtension);
   const models = createDemoModels({ tokensPerSecond: 0 });
   harness = await Harness.open(new MemoryStorage(), { registry, models: models.models, env: envs }, ctx);
   const root = await harness.root(ctx, {
@@ -234,5 +234,22 @@ describe("ask before writing files (the demo's approval rule on its file tools)"
     await (await root.submit({ type: "write", entry: { kind: ASK_BEFORE_WRITING.kind, data: { on: true } } }, ctx)).wait(ctx);
     expect((await say(root, "read notes")).text).toBe(`There is no ${PROBE.path} yet. Add a line with "note <text>".`);
     expect(root.pendingApprovals()).toEqual([]);
+  });
+});
+
+describe("ask the person (the demo's page tool)", () => {
+  it("ask me calls ask_person with the question and its choices, waits for a page, and answers with the pick", async () => {
+    const { root } = await openDemoAgent();
+    const submission = await root.submit({ type: "input", content: ASK_PERSON.input }, ctx);
+    await until(() => root.pendingPageCalls().length === 1, "the call waits for a page");
+    const [call] = root.pendingPageCalls();
+    expect(call).toMatchObject({
+      toolName: ASK_PERSON.tool,
+      status: "waiting",
+      arguments: { question: ASK_PERSON.question, choices: [...ASK_PERSON.choices] },
+    });
+    await root.claimPageCall(call!.callId, { claimId: "test" }, ctx);
+    await root.answerPageCall(call!.callId, "test", "green", ctx);
+    expect(await submission.wait(ctx)).toMatchObject({ status: "done", answer: { text: "You chose green." } });
   });
 });

@@ -9,7 +9,7 @@ import { ALL_POWERS, type DurableObjectState, HarnessObject } from "../src/cloud
 import { createRegistry, defineExtension, memoryEnvs } from "../src/index.ts";
 import { demoMethods } from "./methods.ts";
 import { createDemoModels } from "./models.ts";
-import { filesExtension } from "./tools.ts";
+import { filesExtension, pageToolsExtension } from "./tools.ts";
 
 export class DemoObject extends HarnessObject {
   constructor(state: DurableObjectState, env: unknown) {
@@ -18,7 +18,8 @@ export class DemoObject extends HarnessObject {
     super(state, env, () => ({
       registry: createRegistry()
         .install(defineExtension({ name: "demo", tasks: [counterTask((line) => console.log(line))] }))
-        .install(filesExtension("unsafe")),
+        .install(filesExtension("unsafe"))
+        .install(pageToolsExtension),
       models: models.models,
       env: envs,
       // The demo's page does everything a page can (tasks, SQL, models, files): a demo to run locally. An app on

@@ -7,7 +7,7 @@ import { workerConfig } from "./config.ts";
 import { demoExtension } from "./demo-tasks.ts";
 import { demoMethods } from "./methods.ts";
 import { createDemoModels } from "./models.ts";
-import { filesExtension } from "./tools.ts";
+import { filesExtension, pageToolsExtension } from "./tools.ts";
 
 // The page passes its DemoWorkerConfig as the worker's name: it must be known before the database opens.
 const config = workerConfig();
@@ -15,7 +15,7 @@ const models = createDemoModels();
 const envs = opfsEnvs();
 
 serveHarness({
-  extensions: [demoExtension, filesExtension(config.probeReplay === "safe" ? "safe" : "unsafe")],
+  extensions: [demoExtension, filesExtension(config.probeReplay === "safe" ? "safe" : "unsafe"), pageToolsExtension],
   models: models.models,
   env: envs,
   settings: config.settings,

@@ -11,7 +11,7 @@ import {
   type ToolCall,
   type ToolResultMessage,
 } from "@earendil-works/pi-ai";
-import { OFFLINE_COMMANDS, OFFLINE_MODEL, OFFLINE_MODEL_LABEL, PROBE } from "./protocol.ts";
+import { ASK_PERSON, OFFLINE_COMMANDS, OFFLINE_MODEL, OFFLINE_MODEL_LABEL, PROBE } from "./protocol.ts";
 
 /**
  * The offline demo model: pi-ai's faux provider driving a small scripted agent over the file tools. Every
@@ -81,6 +81,8 @@ function onInput(input: string, messages: readonly Message[]): AssistantMessage 
   if (command === "list files" || command === "ls" || command === "files") return call(messages, "Listing the files.", "ls", {});
   if (/^(?:forget|clear)(?: my| the)? notes?(?:\.txt)?$/.test(command))
     return call(messages, `Deleting ${PROBE.path}.`, "rm", { path: PROBE.path });
+  if (command === ASK_PERSON.input || command === "choose")
+    return call(messages, "Let me ask you.", ASK_PERSON.tool, { question: ASK_PERSON.question, choices: [...ASK_PERSON.choices] });
   if (command === "story" || command === "slow" || command.startsWith("tell me a story")) return fauxAssistantMessage(STORY);
   if (command === "help" || command === "") return fauxAssistantMessage(help());
   return fauxAssistantMessage(`You said ${JSON.stringify(input)}. ${help()}`);
@@ -94,7 +96,7 @@ function help(): string {
 }
 
 /** A tool call with a deterministic id: `call_<n>`, one more than the highest in the request. */
-function call(messages: readonly Message[], preface: string, name: string, args: Record<string, string>): AssistantMessage {
+function call(messages: readonly Message[], preface: string, name: string, args: Record<string, string | string[]>): AssistantMessage {
   const offered = offeredTools(messages);
   if (!offered.has(name)) {
     const available = offered.size > 0 ? [...offered].sort().join(", ") : "none";
@@ -176,6 +178,8 @@ function describe(result: ToolResultMessage, toolCall: ToolCall | undefined): st
       return output === "(no files)" ? "There are no files yet." : `The files:\n${output}`;
     case "rm":
       return `Deleted ${path}.`;
+    case ASK_PERSON.tool:
+      return `You chose ${output}.`;
     default:
       return `${name} answered: ${output}`;
   }

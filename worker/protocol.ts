@@ -91,7 +91,20 @@ export const OFFLINE_COMMANDS: ReadonlyArray<{ say: string; does: string }> = [
   { say: "forget notes", does: "deletes notes.txt (also: clear notes)" },
   { say: "probe", does: "the seed's tool probe: appends hello to notes.txt, then takes 4 s; reload while it runs" },
   { say: "story", does: "a long answer streamed slowly enough to reload in the middle (also: slow)" },
+  { say: "ask me", does: "asks you to pick a colour on its card: a page tool, run by one tab (also: choose)" },
 ];
+
+/**
+ * "Ask the person", the demo's page tool (decision 0028): declared in the worker, run by a tab that provides it
+ * (web/src/chat/ask-person.ts): its card shows the question and a button per choice; the pick is the result.
+ * Its replay is `unsafe` (the default): a reload while it asks ends it interrupted, and the model says so.
+ */
+export const ASK_PERSON = {
+  input: "ask me",
+  tool: "ask_person",
+  question: "Which colour should the lighthouse shine tonight?",
+  choices: ["white", "red", "green"],
+} as const;
 
 /**
  * The seed's tool probe. The demo's `probe` tool appends `text` to `path`, reports `output` through

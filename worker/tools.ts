@@ -3,6 +3,7 @@ import {
   type ApprovalRule,
   appendFileTool,
   defineExtension,
+  definePageTool,
   defineTool,
   type ExecutionEnv,
   editFileTool,
@@ -11,7 +12,7 @@ import {
   removeFileTool,
   writeFileTool,
 } from "../src/index.ts";
-import { askBeforeWriting, PROBE } from "./protocol.ts";
+import { ASK_PERSON, askBeforeWriting, PROBE } from "./protocol.ts";
 
 /**
  * The seed's probe tool, as the demo's `probe`: it appends the text, reports `working\n`, and takes a few
@@ -86,3 +87,18 @@ function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/** "Ask the person": declared here, run by a tab (web/src/chat/ask-person.ts). */
+export const askPersonTool = definePageTool({
+  name: ASK_PERSON.tool,
+  description: "Asks the person a question with a few choices, in their tab; returns the choice they picked.",
+  parameters: {
+    type: "object",
+    properties: { question: { type: "string" }, choices: { type: "array", items: { type: "string" }, minItems: 1 } },
+    required: ["question", "choices"],
+    additionalProperties: false,
+  },
+});
+
+/** The demo's page tools. */
+export const pageToolsExtension = defineExtension({ name: "demo-page-tools", tools: [askPersonTool] });

@@ -1,12 +1,14 @@
 import type { ToolResultEntryPayload, ToolSlotView } from "pi-durable-web";
 import { h } from "../dom.ts";
 import { showApproval, showResultDecision } from "./approval-card.ts";
+import { showAsk } from "./ask-person.ts";
 import { compactJson, textOf } from "./text.ts";
 
 /**
  * Tool cards: one per call id, placed on the assistant message that made the call. A card follows its live
  * slot (waiting, running with its streamed output) until its result entry arrives; from then on the result
- * entry is what it shows. A call that waits for a person carries its approval card (approval-card.ts).
+ * entry is what it shows. A call that waits for a person carries its approval card (approval-card.ts); a call
+ * of the page tool "ask the person" its question, in the tab that asks (ask-person.ts).
  */
 const toolCards = new Map<string, HTMLElement>();
 
@@ -94,9 +96,12 @@ export function applySlot(slot: ToolSlotView, streamed: string | undefined): voi
         ? "waiting"
         : slot.status === "awaiting-approval"
           ? "needs your approval"
-          : "finishing",
+          : slot.status === "awaiting-page"
+            ? "waiting for a tab"
+            : "finishing",
   );
   showApproval(card, slot);
+  showAsk(card, slot);
   const output = streamed ?? slot.output;
   if (output) {
     const section = card.querySelector<HTMLElement>(".tool-output-section")!;
