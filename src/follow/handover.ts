@@ -198,6 +198,10 @@ export class Arrival {
   async #handle(message: HandOverMessage): Promise<void> {
     if (message.type === "push") {
       if (this.#harness) return; // a holder's copy is its harness's; a late push is of a superseded epoch
+      // The holder is handing over and is heard from: its lease holds until the release, however many pushes the
+      // rest of its log takes (an expiry now would take over from part of it).
+      const record = this.#arbiter.record;
+      if (record.holder === message.from) await this.#arbiter.renew(message.from, record.epoch).catch(() => {});
       this.#head = await applyPushed(this.#storage, this.#head, message.batches);
       this.#send({ type: "ack", head: this.#head });
       return;

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { memoryArbiter } from "../src/follow/arbiter.ts";
+import { Arrival, Departure, type HandOverMessage } from "../src/follow/handover.ts";
+import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { Link } from "../src/testing/two-places/link.ts";
+import { ctx, flush } from "./support.ts";
+
+// Review of decision 0029's hand-over: what the leaving place committed before it handed over must reach the
+// taking place, however slowly the link carries it, as long as the leaving place is heard from.
+
+describe("the hand-over keeps what the leaving place committed (decision 0029)", () => {
+  it("S11: a hand-over longer than the lease's rest (more than one push, acknowledgements lost) does not let the object take over from part of the log", async () => {
+    const clock = createManualClock(1_000);
+    const arbiter = memoryArbiter({ clock, ttlMs: 3_000 });
+    const link = new Link<HandOverMessage>();
+    const tabStorage = new MemoryStorage();
+    const tab = await Harness.open(tabStorage, { registry: createRegistry(), clock, lease: { place: "tab", arbiter } }, ctx);
+    const root = await tab.root(ctx);
+    // More transactions than one push carries (64).
+    for (let n = 0; n < 100; n++) await root.commit((tx) => tx.setDocument("notes", `note-${n}`, n), ctx);
+    const object = await Arrival.start({
+      place: "object",
+      storage: new MemoryStorage(),
+      arbiter,
+      clock,
+      send: (message) => link.send("tab", message),
+      open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+    });
+    link.attach("object", (message) => object.receive(message));
+    const mark = await tab.handOver(ctx);
+    const departure = new Departure({ place: "tab", storage: tabStorage, mark, clock, send: (message) => link.send("object", message) });
+    link.attach("tab", (message) => departure.receive(message));
+    await departure.start();
+    // For 4 s of the harness clock every push arrives (resent every 200 ms) but every answer to the tab is lost.
+    const healAt = clock.now() + 4_000;
+    for (let round = 0; round < 2_000 && !departure.done; round++) {
+      await flush(2);
+      const next = link.inFlight[0];
+      if (!next) clock.next();
+      else await link.step(0, next.to === "tab" && clock.now() < healAt ? "drop" : "deliver");
+    }
+    expect(departure.done).toBe(true);
+    const harness = (await object.harness)!;
+    // The tab's whole stretch is in the object's copy, and the object's epoch begins after it.
+    expect(harness.lease).toMatchObject({ place: "object", epoch: 2 });
+    const notes = await harness.storage.listDocuments("notes");
+    expect(notes).toHaveLength(100);
+    await harness.close(ctx);
+  });
+});
