@@ -17,7 +17,8 @@ export class Fence {
   #lost: Error | undefined;
 
   constructor(place: string, epoch: number, head: LogMark | undefined, expiresAt: number) {
-    if (head && epoch < head.epoch) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
+    // An acquire mints a new epoch: one the copy already holds was minted twice (the arbiter lost its record).
+    if (head && epoch <= head.epoch) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
     this.place = place;
     this.epoch = epoch;
     this.#head = head?.position ?? 0;

@@ -1,7 +1,16 @@
 import type { Clock } from "../base/clock.ts";
 import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { DatabaseCorrupt, HarnessClosed, InvalidCommit, InvalidInput, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
+import {
+  DatabaseCorrupt,
+  HarnessClosed,
+  InvalidCommit,
+  InvalidInput,
+  LeaseNotHeld,
+  LogOutOfOrder,
+  ReadOnlySession,
+  StaleEpoch,
+} from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
@@ -115,6 +124,12 @@ export class Session {
   ): Promise<Session> {
     const state = await storage.load();
     const writer = !readOnly && !storage.readOnly;
+    // A log's every transaction is in it: one written here without a position would never be pushed to the next place.
+    if (writer && !lease && state.log)
+      throw new LeaseNotHeld(
+        storage.label,
+        `its log was written under a lease up to position ${state.log.position}: open it with HarnessOptions.lease, or readOnly`,
+      );
     const fence = lease && writer ? await lease(state.log) : undefined;
     const session = new Session(storage, clock, !writer || (lease !== undefined && fence === undefined), limits, fence);
     // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
