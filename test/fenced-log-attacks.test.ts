@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
-import { createRegistry, LeaseNotHeld, StaleEpoch } from "../src/index.ts";
+import { type Batch, createRegistry, DEFAULT_SETTINGS, InvalidInput, LeaseNotHeld, MemoryStorage, StaleEpoch } from "../src/index.ts";
+import { Fence } from "../src/session/fence.ts";
+import { Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { backends, ctx, openHarness } from "./support.ts";
+import { backends, ctx, flush, openHarness } from "./support.ts";
 
 // Review of decision 0029's fenced log: every stored transaction of a log is in it, and no epoch is written by
 // two leases.
@@ -51,3 +53,35 @@ for (const backend of backends) {
     });
   });
 }
+
+describe("a group under a lease where one commit fails (decisions 0026, 0029)", () => {
+  it("S3: the refused commit fails alone and takes no position; the others are stored at contiguous positions, the fence's head is storage's", async () => {
+    const storage = new MemoryStorage({ maxRowBytes: 2_000 });
+    const apply = storage.apply.bind(storage);
+    let gate: Promise<void> | undefined;
+    storage.apply = async (batch: Batch) => {
+      if (gate) await gate;
+      return apply(batch);
+    };
+    const clock = createManualClock(1_000);
+    const session = await Session.open(storage, clock, false, DEFAULT_SETTINGS.limits, async (head) => new Fence("tab", 1, head, Infinity));
+    await session.commit((tx) => tx.setDocument("test", "first", 1));
+    let open!: () => void;
+    gate = new Promise<void>((resolve) => (open = resolve));
+    const held = session.commit((tx) => tx.setDocument("test", "held", 1), undefined, { group: true });
+    await flush(1);
+    const before = session.commit((tx) => tx.setDocument("test", "before", 1), undefined, { group: true });
+    const large = session.commit((tx) => tx.setDocument("test", "large", "x".repeat(3_000)), undefined, { group: true });
+    const after = session.commit((tx) => tx.setDocument("test", "after", 1), undefined, { group: true });
+    gate = undefined;
+    open();
+    await Promise.all([held, before, after]);
+    await expect(large).rejects.toThrow(InvalidInput);
+    const log = await storage.readLog(0, 100);
+    expect(log.map((batch) => batch.fence.position)).toEqual(log.map((_, index) => index + 1));
+    expect(log.flatMap((batch) => batch.documents.map((document) => document.key))).toEqual(["first", "held", "before", "after"]);
+    expect((await storage.load()).log).toEqual(session.fence!.mark);
+    await session.commit((tx) => tx.setDocument("test", "next", 1));
+    expect((await storage.load()).log).toEqual({ epoch: 1, position: log.length + 1 });
+  });
+});
