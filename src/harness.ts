@@ -431,6 +431,11 @@ export class Harness {
     this.#cancelRenewal?.();
     this.#closed ??= this.#scheduler
       .close()
+      .catch((error: unknown) => {
+        // The lease was lost (expired unnoticed, superseded) before the tasks could be parked: the place stops as
+        // after a crash, what ran stays running, and whoever holds the log next counts the restarts.
+        if (!(error instanceof LeaseNotHeld || error instanceof StaleEpoch)) throw error;
+      })
       .then(async () => {
         if (this.readOnly) return;
         // Best effort: if it cannot be written (a full quota), the next open reports a crash, which loses nothing.

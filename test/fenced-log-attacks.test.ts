@@ -1,10 +1,33 @@
 import { describe, expect, it } from "vitest";
-import { memoryArbiter } from "../src/follow/arbiter.ts";
-import { type Batch, createRegistry, DEFAULT_SETTINGS, InvalidInput, LeaseNotHeld, MemoryStorage, StaleEpoch } from "../src/index.ts";
+import { waitFor } from "../src/base/context.ts";
+import { type LeaseArbiter, memoryArbiter } from "../src/follow/arbiter.ts";
+import {
+  type Batch,
+  createRegistry,
+  DEFAULT_SETTINGS,
+  DurableError,
+  defineExtension,
+  defineTask,
+  InvalidInput,
+  LeaseNotHeld,
+  MemoryStorage,
+  StaleEpoch,
+} from "../src/index.ts";
 import { Fence } from "../src/session/fence.ts";
 import { Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { backends, ctx, flush, openHarness } from "./support.ts";
+import { backends, ctx, flush, openHarness, runUntil } from "./support.ts";
+
+/** A task whose phase runs until it is signalled: it is `running` whenever its place stops. */
+const waiter = defineTask<null, { phase: "wait" }, null>({
+  name: "test.waiter",
+  version: 1,
+  initial: () => ({ phase: "wait" }),
+  phases: { wait: (_task, _runtime, context) => waitFor(new Promise<never>(() => {}), context) },
+  abort: async (_task, runtime, context) => {
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context);
+  },
+});
 
 // Review of decision 0029's fenced log: every stored transaction of a log is in it, and no epoch is written by
 // two leases.
@@ -31,6 +54,28 @@ for (const backend of backends) {
       const reader = await openHarness(reopened, { registry: createRegistry(), clock, readOnly: true });
       expect(reader.harness.readOnly).toBe(true);
       await reader.harness.close(ctx);
+    });
+
+    it("S4: close() after the lease expired unnoticed (renewals unreachable) with a task running resolves, writes nothing, and leaves the task running for the next holder to count", async () => {
+      const storage = await backend.create();
+      const clock = createManualClock(1_000);
+      const book = memoryArbiter({ clock, ttlMs: 3_000 });
+      const arbiter: LeaseArbiter = {
+        acquire: (place, head) => book.acquire(place, head),
+        renew: () => Promise.reject(new DurableError("the link is down")),
+        release: (place, epoch, position) => book.release(place, epoch, position),
+      };
+      const registry = createRegistry().install(defineExtension({ name: "test", tasks: [waiter] }));
+      const { harness } = await openHarness(storage, { registry, clock, lease: { place: "tab", arbiter } });
+      const id = await (await harness.root(ctx)).commit((tx) => tx.createTask(waiter, null), ctx);
+      harness.resume();
+      await runUntil(clock, async () => (await storage.getTask(id))?.state.status === "running");
+      const log = (await storage.load()).log;
+      clock.advance(3_000);
+      await flush(2);
+      await expect(harness.close(ctx)).resolves.toBeUndefined();
+      expect((await storage.load()).log).toEqual(log);
+      expect((await storage.getTask(id))?.state.status).toBe("running");
     });
 
     it("S11: an arbiter that grants an epoch the copy already holds (its record was lost) is refused at open: an epoch is never written under two leases", async () => {
