@@ -1,0 +1,50 @@
+/** The fenced log and its lease (decision 0029). */
+import { DurableError } from "./base.ts";
+
+/**
+ * A commit (or a push of one) made under a lease epoch that a newer one has superseded: another place took the
+ * lease. Nothing was written. The place that made it no longer holds the lease: open read-only and follow the
+ * holder, or take the lease back through the arbiter (docs/decisions/0029).
+ */
+export class StaleEpoch extends DurableError {
+  override name = "StaleEpoch";
+  constructor(
+    readonly epoch: number,
+    readonly current: number,
+    where: string,
+  ) {
+    super(
+      `A commit of lease epoch ${epoch} was refused by ${where}: epoch ${current} has superseded it (another place holds the lease). ` +
+        "Nothing was written; reopen read-only and follow the holder, or take the lease again.",
+    );
+  }
+}
+
+/**
+ * A write at a place that does not hold the lease (never took it, handed it over, or let it expire on the harness
+ * clock). Nothing was written; take the lease (open the harness with its arbiter again) or open read-only.
+ */
+export class LeaseNotHeld extends DurableError {
+  override name = "LeaseNotHeld";
+  constructor(
+    readonly place: string,
+    why: string,
+  ) {
+    super(`${place} does not hold the lease (${why}), so it may not write. Nothing was written; take the lease again or open read-only.`);
+  }
+}
+
+/**
+ * A commit that does not continue the log where it stands: its position is not the stored head + 1 (a gap, or a
+ * position already taken). Nothing was written; send the commits after the stored head, in order.
+ */
+export class LogOutOfOrder extends DurableError {
+  override name = "LogOutOfOrder";
+  constructor(
+    readonly position: number,
+    readonly head: number,
+    where: string,
+  ) {
+    super(`${where} is at log position ${head} and was given position ${position}: send position ${head + 1} next. Nothing was written.`);
+  }
+}
