@@ -2,87 +2,26 @@ import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import type { Conversation, Submission } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
-import type { ModelCatalog } from "./agent/model-types.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
-import type { PendingApproval } from "./agent/tasks/approvals.ts";
-import type { PendingPageCall } from "./agent/tasks/page-calls.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import type { EnvFactory } from "./env/types.ts";
 import { DatabaseLocked, HarnessClosed, InvalidSetting, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
-import type { LeaseArbiter } from "./follow/arbiter.ts";
-import { deliver, type ReportHandler } from "./reports.ts";
+import type { HarnessOptions, Inspection, Recovery } from "./harness-types.ts";
+import { deliver } from "./reports.ts";
 import { Fence } from "./session/fence.ts";
 import { documentKey } from "./session/keys.ts";
 import { Session } from "./session/session.ts";
-import { type ResolvedSettings, resolveSettings, type Settings } from "./settings.ts";
+import { type ResolvedSettings, resolveSettings } from "./settings.ts";
 import type { Batch, LogMark, TaskRecord } from "./storage/records.ts";
 import type { Row, Storage } from "./storage/storage.ts";
-import type { TaskInspectionState } from "./tasks/inspect.ts";
-import type { CrashPointHandler, LiveHandler } from "./tasks/options.ts";
+import type { LiveHandler } from "./tasks/options.ts";
 import { Registry } from "./tasks/registry.ts";
 import { Scheduler } from "./tasks/scheduler.ts";
 import { type NextWake, nextWake } from "./tasks/wake.ts";
 
-export interface HarnessOptions {
-  /** Installed extensions; create it with `createRegistry()`. */
-  registry: Registry;
-  /** The models (pi-ai `createModels()`), handed to the agent's tasks (the kernel never sees them). */
-  models?: ModelCatalog;
-  settings?: Settings;
-  /** The harness clock in ms. Default `Date.now`. */
-  now?: () => number;
-  /** The timer that goes with `now`. Default `setTimeout`. Pass both (or `clock`) to control time in tests. */
-  timer?: Clock["setTimer"];
-  /** Clock and timer together; wins over `now`/`timer`. */
-  clock?: Clock;
-  /** S7: typed reports (faults, interruptions, extension errors). Never throws into the harness. */
-  onReport?: ReportHandler;
-  /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
-  readOnly?: boolean;
-  /**
-   * Open and `resume()` in one step. Tasks a crash left `running` then stay `running` (restarts + 1) and
-   * are taken again directly — one rewrite fewer per task than a pending park, which is most of recovery
-   * after a crash with thousands of running tasks. Without it (the default) open parks them as `pending`.
-   * Under a `lease` another place holds, the harness opens read-only and does not resume.
-   */
-  resume?: boolean;
-  /**
-   * Pages still connected across this open, by page id: their page tool claims survive it (decision 0028).
-   * A Durable Object passes the pages whose hibernatable sockets outlived its last instance; every other
-   * claim from before the open was cut off with it and is released.
-   */
-  connectedPages?: readonly string[];
-  /** The execution environment of a conversation (files for tools), built on demand. */
-  env?: EnvFactory;
-  /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
-  crashPoint?: CrashPointHandler;
-  /**
-   * Writes only under a lease from `arbiter` (docs/decisions/0029): every transaction gets the next log position
-   * and the lease's epoch; when another place holds the lease the harness opens read-only; when the lease is lost
-   * (expired on the harness clock, superseded, handed over) it stops as after a crash. Absent: one place, no log.
-   */
-  lease?: LeaseOptions;
-}
-
-export interface LeaseOptions {
-  /** This place's name ("tab", "object"): who the arbiter grants the lease to. */
-  place: string;
-  arbiter: LeaseArbiter;
-}
-
-export interface Inspection {
-  scheduling: "paused" | "running" | "closed" | "read-only";
-  tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
-  /** Every tool call that waits for a person's decision, with its arguments and age, oldest first. */
-  approvals: PendingApproval[];
-  /** Every page tool call that waits for a page or that a page runs, oldest first (decision 0028). */
-  pageCalls: PendingPageCall[];
-  /** What this harness's open recovered. */
-  recovery: Recovery;
-}
+export type { HarnessOptions, Inspection, LeaseOptions, Recovery } from "./harness-types.ts";
 
 /**
  * The writable harness that holds each storage (B5): from the start of `open` until its `close()` has finished.
@@ -90,20 +29,6 @@ export interface Inspection {
  * dead process keeps nothing — tests reopen a copy of the image instead.
  */
 const holders = new WeakMap<Storage, object>();
-
-/**
- * What an open found and recovered (S4). A task's `restarts` is cleared by its next progress, so this is where
- * a reload's restarts stay visible.
- */
-export interface Recovery {
-  /**
-   * How the harness before this open stopped: `crash` (cut off — a reload, a terminated worker, a killed
-   * process), `close` (a clean `close()`), or `none` (no earlier open is recorded: a new database).
-   */
-  stop: "crash" | "close" | "none";
-  /** The tasks a crash left running; each was counted a restart (`restarts`: its count after this open). */
-  tasks: Array<{ id: number; kind: string; restarts: number }>;
-}
 
 /** Whether the harness on a storage is open or was closed cleanly (document `pi.harness` / `lifecycle`). */
 const LIFECYCLE = { scope: "pi.harness", key: "lifecycle" } as const;

@@ -1,0 +1,84 @@
+import type { ModelCatalog } from "./agent/model-types.ts";
+import type { PendingApproval } from "./agent/tasks/approvals.ts";
+import type { PendingPageCall } from "./agent/tasks/page-calls.ts";
+import type { Clock } from "./base/clock.ts";
+import type { EnvFactory } from "./env/types.ts";
+import type { LeaseArbiter } from "./follow/arbiter.ts";
+import type { ReportHandler } from "./reports.ts";
+import type { Settings } from "./settings.ts";
+import type { TaskRecord } from "./storage/records.ts";
+import type { TaskInspectionState } from "./tasks/inspect.ts";
+import type { CrashPointHandler } from "./tasks/options.ts";
+import type { Registry } from "./tasks/registry.ts";
+
+export interface HarnessOptions {
+  /** Installed extensions; create it with `createRegistry()`. */
+  registry: Registry;
+  /** The models (pi-ai `createModels()`), handed to the agent's tasks (the kernel never sees them). */
+  models?: ModelCatalog;
+  settings?: Settings;
+  /** The harness clock in ms. Default `Date.now`. */
+  now?: () => number;
+  /** The timer that goes with `now`. Default `setTimeout`. Pass both (or `clock`) to control time in tests. */
+  timer?: Clock["setTimer"];
+  /** Clock and timer together; wins over `now`/`timer`. */
+  clock?: Clock;
+  /** S7: typed reports (faults, interruptions, extension errors). Never throws into the harness. */
+  onReport?: ReportHandler;
+  /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
+  readOnly?: boolean;
+  /**
+   * Open and `resume()` in one step. Tasks a crash left `running` then stay `running` (restarts + 1) and
+   * are taken again directly — one rewrite fewer per task than a pending park, which is most of recovery
+   * after a crash with thousands of running tasks. Without it (the default) open parks them as `pending`.
+   * Under a `lease` another place holds, the harness opens read-only and does not resume.
+   */
+  resume?: boolean;
+  /**
+   * Pages still connected across this open, by page id: their page tool claims survive it (decision 0028).
+   * A Durable Object passes the pages whose hibernatable sockets outlived its last instance; every other
+   * claim from before the open was cut off with it and is released.
+   */
+  connectedPages?: readonly string[];
+  /** The execution environment of a conversation (files for tools), built on demand. */
+  env?: EnvFactory;
+  /** Named crash points for tests (`"memo:after-write"`, `"task:after-commit"`, `"tool:after-intent"`, …). */
+  crashPoint?: CrashPointHandler;
+  /**
+   * Writes only under a lease from `arbiter` (docs/decisions/0029): every transaction gets the next log position
+   * and the lease's epoch; when another place holds the lease the harness opens read-only; when the lease is lost
+   * (expired on the harness clock, superseded, handed over) it stops as after a crash. Absent: one place, no log.
+   */
+  lease?: LeaseOptions;
+}
+
+export interface LeaseOptions {
+  /** This place's name ("tab", "object"): who the arbiter grants the lease to. */
+  place: string;
+  arbiter: LeaseArbiter;
+}
+
+export interface Inspection {
+  scheduling: "paused" | "running" | "closed" | "read-only";
+  tasks: Array<{ record: TaskRecord; state: TaskInspectionState }>;
+  /** Every tool call that waits for a person's decision, with its arguments and age, oldest first. */
+  approvals: PendingApproval[];
+  /** Every page tool call that waits for a page or that a page runs, oldest first (decision 0028). */
+  pageCalls: PendingPageCall[];
+  /** What this harness's open recovered. */
+  recovery: Recovery;
+}
+
+/**
+ * What an open found and recovered (S4). A task's `restarts` is cleared by its next progress, so this is where
+ * a reload's restarts stay visible.
+ */
+export interface Recovery {
+  /**
+   * How the harness before this open stopped: `crash` (cut off — a reload, a terminated worker, a killed
+   * process), `close` (a clean `close()`), or `none` (no earlier open is recorded: a new database).
+   */
+  stop: "crash" | "close" | "none";
+  /** The tasks a crash left running; each was counted a restart (`restarts`: its count after this open). */
+  tasks: Array<{ id: number; kind: string; restarts: number }>;
+}
