@@ -1,6 +1,7 @@
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
-import type { Conversation, Submission } from "./agent/conversation/conversation.ts";
+import type { Conversation } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
+import type { Submission } from "./agent/conversation/submission.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
 import type { AgentChange } from "./agent/types.ts";

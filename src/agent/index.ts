@@ -1,7 +1,8 @@
 export type { AgentExtension } from "./agent.ts";
 export { BUILTIN_TASKS, createRegistry } from "./builtins.ts";
-export { Conversation, Submission } from "./conversation/conversation.ts";
+export { Conversation } from "./conversation/conversation.ts";
 export { scopeOf as conversationScope } from "./conversation/documents.ts";
+export { Submission } from "./conversation/submission.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts";
 export type { AnswerEvent, AnswerStream, ModelCatalog, ModelRequest } from "./model-types.ts";
 export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./tasks/approvals.ts";

@@ -3,10 +3,8 @@ import { cloneJson } from "../../base/json.ts";
 import { HarnessClosed, InvalidSetting, InvalidSubmission, NotFound, ReadOnlySession } from "../../errors.ts";
 import type { DocumentReader } from "../../session/documents.ts";
 import { documentKey } from "../../session/keys.ts";
-import type { KernelTx, Tx } from "../../session/tx.ts";
+import type { Tx } from "../../session/tx.ts";
 import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../storage/records.ts";
-import type { AgentKernel } from "../kernel.ts";
-import type { AssistantMessage } from "../model-types.ts";
 import { type ApprovalRecord, checkDecision, type Decision, decideIn, type PendingApproval, pendingApprovals } from "../tasks/approvals.ts";
 import { addCompactionStatus, CompactionTask } from "../tasks/compaction.ts";
 import {
@@ -18,8 +16,7 @@ import {
   type PendingPageCall,
   pendingPageCalls,
 } from "../tasks/page-calls.ts";
-import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft, SubmissionOutcome, UnansweredReason } from "../types.ts";
-import type { ConversationFeed } from "../view/view.ts";
+import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft } from "../types.ts";
 import {
   type ConversationViewState,
   DEFAULT_VIEW_PAGE,
@@ -32,25 +29,9 @@ import {
 import { ConversationViewStore } from "../view/view-store.ts";
 import { AgentDocument, readAgentConfig, readLive, scopeOf } from "./documents.ts";
 import { agentChange, draftProblem } from "./drafts.ts";
+import type { ConversationPort } from "./port.ts";
 import { admit, createConversationTask, withdrawInputs } from "./runs.ts";
-
-/**
- * What conversations and submissions need of the agent that made them (the `Conversations` is the one
- * implementation): the kernel, commits in a conversation, the admission line, settlement, shared feeds.
- */
-export interface ConversationPort {
-  readonly kernel: AgentKernel;
-  /** Commits `body` in conversation `conversationId` (its new tasks and entries belong there). */
-  commitIn<T>(conversationId: number, body: (tx: KernelTx) => T, context: Context): Promise<T>;
-  /** Runs `work` after every earlier admission has been stored. */
-  exclusive<T>(work: () => Promise<T>): Promise<T>;
-  /** Resolves once submission `id` is settled (`done` or `unanswered`). */
-  settled(id: number, check: () => Promise<SubmissionRecord | undefined>): Promise<SubmissionRecord | undefined>;
-  /** The shared view of a conversation that opens on its last `page` entries, created on first use. */
-  feed(conversationId: number, page: number): ConversationFeed;
-  /** Forgets a view nobody listens to. */
-  release(feed: ConversationFeed): void;
-}
+import { Submission } from "./submission.ts";
 
 /**
  * A conversation: its entries, its documents (`pi.agent`, `pi.live`, `pi.inbox`, `pi.usage`) and the runs that
@@ -314,62 +295,6 @@ export class Conversation {
     const hasOlder = loaded.length > limit;
     return { entries: hasOlder ? loaded.slice(1) : loaded, hasOlder };
   }
-}
-
-/** An admitted submission. Reacquire it after a reopen with `harness.submission(id, ctx)`. */
-export class Submission {
-  readonly id: number;
-  readonly conversationId: number;
-  readonly #host: ConversationPort;
-
-  /** @internal Submissions come from `Conversation.submit` and `Harness.submission`. */
-  constructor(host: ConversationPort, id: number, conversationId: number) {
-    this.#host = host;
-    this.id = id;
-    this.conversationId = conversationId;
-  }
-
-  /** The stored record (status `queued`, `running`, `done` or `unanswered`). */
-  async record(context: Context): Promise<SubmissionRecord> {
-    throwIfCancelled(context);
-    const session = this.#host.kernel.session;
-    const record = session.openSubmissions.get(this.id) ?? (await waitFor(session.storage.getSubmission(this.id), context));
-    if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
-    return cloneJson(record);
-  }
-
-  /**
-   * Resolves once the submission is settled: `done` (with the answer for an input) or `unanswered` with a
-   * reason. Starts scheduling (unless read-only). Cancelling the context cancels only this wait.
-   */
-  async wait(context: Context): Promise<SubmissionOutcome> {
-    throwIfCancelled(context);
-    const kernel = this.#host.kernel;
-    if (!kernel.readOnly) kernel.resume();
-    const session = kernel.session;
-    const settled = this.#host.settled(
-      this.id,
-      async () => session.openSubmissions.get(this.id) ?? (await session.storage.getSubmission(this.id)),
-    );
-    const record = await waitFor(settled, context);
-    if (!record) throw new NotFound(`Submission ${this.id} does not exist.`);
-    return outcomeOf(record, (id) => session.storage.getEntry(id));
-  }
-}
-
-async function outcomeOf(record: SubmissionRecord, entry: (id: number) => Promise<EntryRecord | undefined>): Promise<SubmissionOutcome> {
-  const result = (record.result ?? {}) as { answer?: number; entryId?: number; reason?: UnansweredReason; message?: string };
-  if (record.status === "unanswered")
-    return { status: "unanswered", reason: result.reason ?? "faulted", ...(result.message ? { message: result.message } : {}) };
-  if (result.answer === undefined) return { status: "done", ...(result.entryId !== undefined ? { entryId: result.entryId } : {}) };
-  const answer = await entry(result.answer);
-  const message = (answer?.payload as { message?: AssistantMessage } | undefined)?.message;
-  if (!message) return { status: "done" };
-  const text = message.content
-    .filter((block) => block.type === "text")
-    .map((block) => block.text)
-    .join("");
-  return { status: "done", answer: { entryId: result.answer, text, message } };
 }
 
 /** `"provider/id"` or anything with `provider` and `id` (a pi-ai `Model`). */

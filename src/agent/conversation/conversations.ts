@@ -14,9 +14,11 @@ import { convertPartial } from "../tasks/generation.ts";
 import { type PendingPageCall, pendingPageCalls, releaseIn } from "../tasks/page-calls.ts";
 import type { AgentChange } from "../types.ts";
 import { ConversationFeed, type LiveEvent } from "../view/view.ts";
-import { applyChange, Conversation, type ConversationPort, Submission } from "./conversation.ts";
+import { applyChange, Conversation } from "./conversation.ts";
 import { AgentDocument, readLive, scopeOf, writeLive } from "./documents.ts";
+import type { ConversationPort } from "./port.ts";
 import { endRun } from "./runs.ts";
+import { Submission } from "./submission.ts";
 
 /**
  * The agent's per-harness state, built by `Harness.open` over the kernel it is given (`AgentKernel`): the
