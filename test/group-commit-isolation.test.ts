@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type Batch, type ConversationRecord, DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
-import { isStorageFailure, Session } from "../src/session/session.ts";
+import { Session } from "../src/session/session.ts";
+import { isStorageFailure } from "../src/session/storage-failure.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { flush } from "./support.ts";
 

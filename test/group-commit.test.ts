@@ -9,7 +9,8 @@ import {
   type Storage,
   StorageQuotaExceeded,
 } from "../src/index.ts";
-import { GROUP_LIMIT, isStorageFailure, Session } from "../src/session/session.ts";
+import { GROUP_LIMIT, Session } from "../src/session/session.ts";
+import { isStorageFailure } from "../src/session/storage-failure.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { ctx, flush, openHarness, runUntil } from "./support.ts";

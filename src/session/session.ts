@@ -1,40 +1,19 @@
 import type { Clock } from "../base/clock.ts";
 import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import {
-  DatabaseCorrupt,
-  HarnessClosed,
-  InvalidCommit,
-  InvalidInput,
-  LeaseNotHeld,
-  LogOutOfOrder,
-  ReadOnlySession,
-  StaleEpoch,
-} from "../errors.ts";
+import { DatabaseCorrupt, HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
-import type { Report } from "../reports.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
+import type { CommitOptions, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
 import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
+import { markStorageFailure } from "./storage-failure.ts";
+import { taskProblem } from "./task-shape.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
 
-/** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
-export interface Published {
-  batch: Batch;
-  reports: readonly Report[];
-}
-
-export interface CommitOptions {
-  /** Admitted after the seal (close's own bookkeeping). */
-  whileSealed?: boolean;
-  /**
-   * May share one storage transaction with the other groupable commits ready in the same turn of the line
-   * (decision 0026): a task's own commits, whose callbacks read only through their `tx`.
-   */
-  group?: boolean;
-}
+export type { CommitOptions, Published } from "./commit-types.ts";
 
 /**
  * Commits a group carries at most (decision 0026): one storage transaction, and every one of them waits for
@@ -412,42 +391,8 @@ export class Session {
   }
 }
 
-const LIVE_STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing"]);
-
-/** What makes a live task record unrunnable (B3), or undefined when its shape is sound. */
-function taskProblem(task: TaskRecord): string | undefined {
-  const state = task.state as unknown as Record<string, unknown> | undefined;
-  if (typeof task.kind !== "string" || !Number.isSafeInteger(task.conversationId)) return "no kind or conversation";
-  if (typeof state !== "object" || state === null) return "no state";
-  if (!LIVE_STATUSES.has(state.status as string)) return `unknown status ${JSON.stringify(state.status)}`;
-  if (state.status === "completing")
-    return typeof state.outcome === "object" && state.outcome !== null ? undefined : "completing without an outcome";
-  const checkpoint = state.checkpoint as { phase?: unknown } | undefined;
-  if (typeof checkpoint !== "object" || checkpoint === null || typeof checkpoint.phase !== "string")
-    return `${String(state.status)} without a checkpoint`;
-  if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id))))
-    return "waiting without task ids";
-  if (state.status === "sleeping" && state.until !== undefined && !(typeof state.until === "number" && Number.isFinite(state.until)))
-    return "sleeping until no valid time";
-  return undefined;
-}
-
 function isFenceError(error: unknown): boolean {
   return error instanceof StaleEpoch || error instanceof LogOutOfOrder;
-}
-
-const storageFailures = new WeakSet<object>();
-
-function markStorageFailure(error: unknown): unknown {
-  // A row larger than storage holds (`InvalidInput`, limit maxRowBytes) is the commit's own refusal, as a
-  // value past settings.limits is: the same commit would be refused again, so it is not retried.
-  if (typeof error === "object" && error !== null && !(error instanceof InvalidInput)) storageFailures.add(error);
-  return error;
-}
-
-/** True for an error that storage threw while applying a commit (full quota, I/O error): nothing was written. */
-export function isStorageFailure(error: unknown): boolean {
-  return typeof error === "object" && error !== null && storageFailures.has(error);
 }
 
 const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };

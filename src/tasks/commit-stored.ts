@@ -1,6 +1,6 @@
 import type { Context } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { isStorageFailure } from "../session/session.ts";
+import { isStorageFailure } from "../session/storage-failure.ts";
 import type { Tx } from "../session/tx.ts";
 import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import { retryDelay } from "./timers.ts";

@@ -5,7 +5,8 @@ import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded } from "../
 import { deliver, type Report } from "../reports.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import { documentKey } from "../session/keys.ts";
-import { isStorageFailure, type Session } from "../session/session.ts";
+import type { Session } from "../session/session.ts";
+import { isStorageFailure } from "../session/storage-failure.ts";
 import type { KernelTx, TxActor } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
 import type { Invocation } from "./invocation.ts";

@@ -1,0 +1,18 @@
+import type { Report } from "../reports.ts";
+import type { Batch } from "../storage/records.ts";
+
+/** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
+export interface Published {
+  batch: Batch;
+  reports: readonly Report[];
+}
+
+export interface CommitOptions {
+  /** Admitted after the seal (close's own bookkeeping). */
+  whileSealed?: boolean;
+  /**
+   * May share one storage transaction with the other groupable commits ready in the same turn of the line
+   * (decision 0026): a task's own commits, whose callbacks read only through their `tx`.
+   */
+  group?: boolean;
+}

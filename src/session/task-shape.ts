@@ -1,0 +1,21 @@
+import type { TaskRecord } from "../storage/records.ts";
+
+const LIVE_STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing"]);
+
+/** What makes a live task record unrunnable (B3), or undefined when its shape is sound. */
+export function taskProblem(task: TaskRecord): string | undefined {
+  const state = task.state as unknown as Record<string, unknown> | undefined;
+  if (typeof task.kind !== "string" || !Number.isSafeInteger(task.conversationId)) return "no kind or conversation";
+  if (typeof state !== "object" || state === null) return "no state";
+  if (!LIVE_STATUSES.has(state.status as string)) return `unknown status ${JSON.stringify(state.status)}`;
+  if (state.status === "completing")
+    return typeof state.outcome === "object" && state.outcome !== null ? undefined : "completing without an outcome";
+  const checkpoint = state.checkpoint as { phase?: unknown } | undefined;
+  if (typeof checkpoint !== "object" || checkpoint === null || typeof checkpoint.phase !== "string")
+    return `${String(state.status)} without a checkpoint`;
+  if (state.status === "waiting" && !(Array.isArray(state.on) && state.on.every((id) => Number.isSafeInteger(id))))
+    return "waiting without task ids";
+  if (state.status === "sleeping" && state.until !== undefined && !(typeof state.until === "number" && Number.isFinite(state.until)))
+    return "sleeping until no valid time";
+  return undefined;
+}
