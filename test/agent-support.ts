@@ -20,7 +20,9 @@ import {
   type CrashPointHandler,
   createRegistry,
   defineExtension,
+  defineTool,
   type EntryRecord,
+  type ExecutionEnv,
   Harness,
   type LiveView,
   memoryEnvs,
@@ -223,3 +225,17 @@ export function untilAborted(signal: AbortSignal | undefined): Promise<void> {
 }
 
 export const INTERRUPTED = (name: string) => `<harness>\n[error] Tool ${name} was interrupted and may have partially run\n</harness>`;
+
+/** The sweeps' safe reading tool: `look` answers notes.txt of the conversation's env, or "(empty)". */
+export function lookTool(): AnyTool {
+  return defineTool({
+    name: "look",
+    description: "Read notes.txt",
+    parameters: { type: "object", properties: {} },
+    replay: "safe",
+    async execute(_args, api, context) {
+      const env = await api.env<ExecutionEnv>();
+      return env.read("notes.txt", context).catch(() => "(empty)");
+    },
+  });
+}

@@ -11,7 +11,7 @@ import {
   type Settings,
 } from "../src/index.ts";
 import { type CrashScenario, type CrashSweepResult, crashSweep, type SweepWorld } from "../src/testing/index.ts";
-import { answer, callTools, ScriptedModels } from "./agent-support.ts";
+import { answer, callTools, lookTool, ScriptedModels } from "./agent-support.ts";
 
 // The agent swept at every commit boundary (issue 9): single crashes everywhere, double crashes sampled.
 
@@ -63,18 +63,7 @@ function agentScenario(
         },
       }),
     ),
-    world.track(
-      defineTool({
-        name: "look",
-        description: "Read notes.txt",
-        parameters: { type: "object", properties: {} },
-        replay: "safe",
-        async execute(_args, api, context) {
-          const env = await api.env<ExecutionEnv>();
-          return env.read("notes.txt", context).catch(() => "(empty)");
-        },
-      }),
-    ),
+    world.track(lookTool()),
   ];
   const inputs = options.inputs ?? [{ requestId: "q1" }];
   return {

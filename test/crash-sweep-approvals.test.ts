@@ -13,7 +13,7 @@ import {
   type ToolResultEntryPayload,
 } from "../src/index.ts";
 import { type CrashScenario, type CrashSweepResult, crashSweep, type SweepWorld } from "../src/testing/index.ts";
-import { answer, callTools, ScriptedModels } from "./agent-support.ts";
+import { answer, callTools, lookTool, ScriptedModels } from "./agent-support.ts";
 
 // DESIGN §4c and S8 swept at every commit boundary: awaiting, decided, started, result.
 
@@ -53,18 +53,7 @@ function approvalScenario(name: string, person: { approved: boolean } | "never",
         },
       }),
     ),
-    world.track(
-      defineTool({
-        name: "look",
-        description: "Read notes.txt",
-        parameters: { type: "object", properties: {} },
-        replay: "safe",
-        async execute(_args, api, context) {
-          const env = await api.env<ExecutionEnv>();
-          return env.read("notes.txt", context).catch(() => "(empty)");
-        },
-      }),
-    ),
+    world.track(lookTool()),
   ];
   return {
     name,

@@ -11,7 +11,7 @@ import {
 } from "../src/index.ts";
 import type { SweepWorld } from "../src/testing/index.ts";
 import type { TwoPlaceScenario } from "../src/testing/two-places/sweep.ts";
-import { answer, callTools, ScriptedModels } from "./agent-support.ts";
+import { answer, callTools, lookTool, ScriptedModels } from "./agent-support.ts";
 
 /**
  * An agent turn with an unsafe tool (note) and a safe one (look) that starts in the tab, which closes (hands over)
@@ -58,18 +58,7 @@ export const toolTurn: TwoPlaceScenario<State> = {
           },
         }),
       ),
-      world.track(
-        defineTool({
-          name: "look",
-          description: "Read notes.txt",
-          parameters: { type: "object", properties: {} },
-          replay: "safe",
-          async execute(_args, api, context) {
-            const env = await api.env<ExecutionEnv>();
-            return env.read("notes.txt", context).catch(() => "(empty)");
-          },
-        }),
-      ),
+      world.track(lookTool()),
     ];
     return Harness.open(
       storage,
