@@ -69,6 +69,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   LeaseNotHeld: false,
   // The same position is refused again: send the one after the stored head.
   LogOutOfOrder: false,
+  // The same malformed message is refused again: send one the follow link describes.
+  FollowMessageRefused: false,
   // A page tool call is claimed once and answered once: the same claim or result is refused again.
   PageCallTaken: false,
   PageCallEnded: false,

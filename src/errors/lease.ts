@@ -48,3 +48,19 @@ export class LogOutOfOrder extends DurableError {
     super(`${where} is at log position ${head} and was given position ${position}: send position ${head + 1} next. Nothing was written.`);
   }
 }
+
+/**
+ * A message on a follow link (src/follow/wire.ts) that the receiver refused before acting on it: too large
+ * (`size`), nested too deep (`depth`), not JSON (`json`), or not one of the link's messages (`shape`). Nothing
+ * was applied or answered. The sender and the receiver differ in version, or the sender is not the library:
+ * send what `src/follow/wire.ts` describes (its builders split what is too large).
+ */
+export class FollowMessageRefused extends DurableError {
+  override name = "FollowMessageRefused";
+  constructor(
+    readonly reason: "size" | "depth" | "json" | "shape",
+    detail: string,
+  ) {
+    super(`A follow-link message was refused (${reason}): ${detail}. Nothing was applied; send the messages src/follow/wire.ts describes.`);
+  }
+}

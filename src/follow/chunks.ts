@@ -1,0 +1,137 @@
+/**
+ * Transactions on a follow link under the message limit (docs/decisions/0031): whole when one fits in a
+ * message, otherwise its JSON text split into parts that each do, sent in order and joined by the receiver
+ * before it is checked and applied. Pushes are packed greedily: as many whole transactions and parts, in log
+ * order, as fit in one message, then the next.
+ */
+import { FollowMessageRefused } from "../errors.ts";
+import { utf8Length } from "../limits.ts";
+import type { LoggedBatch } from "./handover.ts";
+
+/**
+ * The most UTF-8 bytes of one message on a follow link: under a Worker's WebSocket message limit (1 MiB) and
+ * half of a Durable Object's row (2 MB), so nothing a link carries needs a larger row or frame.
+ */
+export const MAX_FOLLOW_MESSAGE_BYTES = 1_000_000;
+/** What a push's envelope (type, sender, epoch, the lists' brackets) may take beside its transactions. */
+const ENVELOPE_BYTES = 1_024;
+/** The most bytes of transactions (whole or parts, as JSON) in one push. */
+export const PUSH_BUDGET_BYTES = MAX_FOLLOW_MESSAGE_BYTES - ENVELOPE_BYTES;
+/** The most bytes of one transaction's JSON a receiver joins from parts (its memory for one transaction). */
+export const MAX_TRANSACTION_BYTES = 64 << 20;
+/** The most parts of one transaction. */
+export const MAX_PARTS = 4_096;
+
+/** A slice of one transaction's JSON text: part `index` of `count`, for log position `position`. */
+export interface BatchPart {
+  epoch: number;
+  position: number;
+  index: number;
+  count: number;
+  text: string;
+}
+
+/** What one push carries: whole transactions and parts of larger ones, in log order. */
+export interface PushLoad {
+  batches: LoggedBatch[];
+  parts: BatchPart[];
+}
+
+/** Splits `text` into slices whose JSON string literals each take at most `budget` bytes. */
+function slices(text: string, budget: number): string[] {
+  const out: string[] = [];
+  let at = 0;
+  // A character takes at most 6 bytes as a JSON string (\u00XX): start at a third of the budget, halve on excess.
+  let size = Math.max(1, Math.floor(budget / 3));
+  while (at < text.length) {
+    let slice = text.slice(at, at + size);
+    while (slice.length > 1 && utf8Length(JSON.stringify(slice)) > budget) {
+      size = Math.max(1, Math.floor(size / 2));
+      slice = text.slice(at, at + size);
+    }
+    out.push(slice);
+    at += slice.length;
+  }
+  return out;
+}
+
+/**
+ * Packs `batches` (in log order) into pushes of at most `budget` bytes of transactions each: a transaction
+ * whose JSON does not fit in one goes as parts, each in a push of its own or beside others that fit.
+ */
+export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES): PushLoad[] {
+  const loads: PushLoad[] = [];
+  let load: PushLoad = { batches: [], parts: [] };
+  let used = 0;
+  const add = (bytes: number, put: (into: PushLoad) => void) => {
+    if (used > 0 && used + bytes + 1 > budget) {
+      loads.push(load);
+      load = { batches: [], parts: [] };
+      used = 0;
+    }
+    put(load);
+    used += bytes + 1;
+  };
+  for (const batch of batches) {
+    const text = JSON.stringify(batch);
+    const bytes = utf8Length(text);
+    if (bytes <= budget) {
+      add(bytes, (into) => into.batches.push(batch));
+      continue;
+    }
+    const { epoch, position } = batch.fence;
+    // A part's own fields (epoch, position, index, count) take well under 100 bytes.
+    const pieces = slices(text, budget - 100);
+    pieces.forEach((piece, index) => {
+      const part: BatchPart = { epoch, position, index, count: pieces.length, text: piece };
+      add(utf8Length(JSON.stringify(part)), (into) => into.parts.push(part));
+    });
+  }
+  if (used > 0) loads.push(load);
+  return loads;
+}
+
+/**
+ * The receiver's half: joins the parts of the one transaction it needs next (log position `head` + 1). Parts of
+ * any other position are dropped (the sender sends them again after the next acknowledgement); a part that
+ * contradicts the ones held (another epoch or count) starts that position again.
+ */
+export class Reassembly {
+  #position = 0;
+  #epoch = 0;
+  #texts: Array<string | undefined> = [];
+  #held = 0;
+  #chars = 0;
+
+  /**
+   * Takes `part` for a copy at `head`; returns the transaction's JSON text once every part is there.
+   * `FollowMessageRefused` (`size`) for a transaction past `MAX_TRANSACTION_BYTES` or `MAX_PARTS`.
+   */
+  add(part: BatchPart, head: number): string | undefined {
+    if (part.position !== head + 1) return undefined;
+    if (part.count > MAX_PARTS || part.index >= part.count)
+      throw new FollowMessageRefused("shape", `part ${part.index} of ${part.count} (at most ${MAX_PARTS} parts)`);
+    if (part.position !== this.#position || part.epoch !== this.#epoch || part.count !== this.#texts.length) this.#reset(part);
+    if (this.#texts[part.index] === undefined) {
+      if (this.#chars + part.text.length > MAX_TRANSACTION_BYTES) {
+        this.#reset(part);
+        throw new FollowMessageRefused("size", `a transaction of more than ${MAX_TRANSACTION_BYTES} bytes`);
+      }
+      this.#texts[part.index] = part.text;
+      this.#held++;
+      this.#chars += part.text.length;
+    }
+    if (this.#held < this.#texts.length) return undefined;
+    const text = this.#texts.join("");
+    this.#reset({ position: 0, epoch: 0, count: 0 });
+    return text;
+  }
+
+  #reset(part: Pick<BatchPart, "position" | "epoch" | "count">): void {
+    this.#position = part.position;
+    this.#epoch = part.epoch;
+    this.#texts = new Array<string | undefined>(part.count).fill(undefined);
+    this.#held = 0;
+    this.#chars = 0;
+  }
+}

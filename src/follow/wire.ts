@@ -1,0 +1,253 @@
+/**
+ * The messages of a follow link between a tab and its conversation's Durable Object (docs/decisions/0031), as
+ * JSON text frames, and the one check every frame passes before anything acts on it.
+ *
+ * - The tab pushes its stored transactions (`push`: coalesced, whole or in parts under the 2 MB limit, see
+ *   chunks.ts) and, handing over, releases its lease at a position (`release`). The object answers each push
+ *   with its copy's head (`ack`), or refuses it with a typed error and its head (`refused`: a stale epoch, a
+ *   push it may not take), and says when it took the lease (`taken`).
+ * - Calls, answered by their request id (a duplicate gets the same answer, never a second effect): topic
+ *   `lease` (the tab asks the object, its arbiter: acquire, renew, release) and whatever topic another part
+ *   adds to `FOLLOW_TOPICS` (forwarded submissions, server tool calls), in either direction as the topic says.
+ *
+ * ```ts
+ * const parsed = parseFollowMessage(frame, "tab"); // a frame the tab sent, at the object
+ * if ("error" in parsed) reply(parsed.error, parsed.id); // typed (an answer to call `id`, or `refused`), nothing applied
+ * else handle(parsed.message);
+ * ```
+ */
+import type { Json } from "../base/json.ts";
+import { FollowMessageRefused } from "../errors.ts";
+import type { ErrorShape } from "../host/protocol.ts";
+import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
+import { type ArgsCheck, args, type Check, integer, list, literal, record, text, variant } from "../shape.ts";
+import { batchProblem } from "./batch-shape.ts";
+import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad } from "./chunks.ts";
+import type { LoggedBatch } from "./handover.ts";
+
+/** Which end of a link a message comes from. */
+export type FollowSide = "tab" | "object";
+
+/** The tab's stored transactions (`from`: its place; `epoch`: the lease it writes under). */
+export interface PushMessage extends PushLoad {
+  type: "push";
+  from: string;
+  epoch: number;
+}
+/** The copy holds the log up to `head` (whose epoch is `epoch`): what the tab may trim and count as safe. */
+export interface AckMessage {
+  type: "ack";
+  head: number;
+  epoch: number;
+}
+/** A push the object did not apply (any of it), why, and where its copy stands. */
+export interface RefusedMessage {
+  type: "refused";
+  head: number;
+  error: ErrorShape;
+}
+/** The tab gives up lease `epoch` at `position` (the hand-over: everything up to it was acknowledged). */
+export interface ReleaseMessage {
+  type: "release";
+  from: string;
+  epoch: number;
+  position: number;
+}
+/** The object holds the lease now, under `epoch`. */
+export interface TakenMessage {
+  type: "taken";
+  epoch: number;
+}
+/** A call of `topic`'s `method`; the receiver answers it once per `id` (a duplicate gets the same answer). */
+export interface CallMessage {
+  type: "call";
+  id: string;
+  topic: string;
+  method: string;
+  args: Json[];
+}
+/** The answer to call `id`: its value, or the error it failed with. */
+export type AnswerMessage = { type: "answer"; id: string; value: Json } | { type: "answer"; id: string; error: ErrorShape };
+
+export type TabMessage = PushMessage | ReleaseMessage | CallMessage | AnswerMessage;
+export type ObjectMessage = AckMessage | RefusedMessage | TakenMessage | CallMessage | AnswerMessage;
+export type FollowMessage = TabMessage | ObjectMessage;
+
+/** A topic's calls: which side calls them, and each method's argument check. */
+export interface FollowTopic {
+  calledBy: FollowSide;
+  methods: Record<string, ArgsCheck>;
+}
+
+/** A place's name, an epoch, a position. */
+const place = text({ max: 200 });
+const epoch = integer(1, Number.MAX_SAFE_INTEGER);
+const position = integer(0, Number.MAX_SAFE_INTEGER);
+
+/**
+ * The calls of the link by topic. `lease`: the tab asks the object's `LeaseBook` (`acquire(place, head)` →
+ * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null).
+ * Other parts add their topic here (one table: what may cross, in which direction, with which arguments).
+ */
+export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
+  lease: {
+    calledBy: "tab",
+    methods: {
+      acquire: args([place, position]),
+      renew: args([place, epoch]),
+      release: args([place, epoch, position], [place]),
+    },
+  },
+};
+
+/** A request id: the caller's own, unique among its calls (a duplicate is the same call). */
+export const MAX_REQUEST_ID = 100;
+/** Messages nest at most this deep: a stored value's own depth (`MAX_DEPTH_LIMIT`) below the few levels of a push. */
+export const MAX_FOLLOW_DEPTH = MAX_DEPTH_LIMIT + 16;
+
+const requestId = text({ max: MAX_REQUEST_ID });
+const errorShape: Check = record(
+  { name: text({ max: 200 }), message: text({ empty: true, max: 20_000 }) },
+  {
+    details: (value, path) =>
+      typeof value === "object" && value !== null && !Array.isArray(value) ? undefined : `${path} must be an object`,
+    stack: text({ empty: true, max: 20_000 }),
+  },
+);
+const anyJson: Check = () => undefined; // the whole frame was walked as JSON within its bounds first
+const jsonList: Check = (value, path) => (Array.isArray(value) ? undefined : `${path} must be an array`);
+const part: Check = record({
+  epoch,
+  position: integer(1, Number.MAX_SAFE_INTEGER),
+  index: integer(0, MAX_PARTS - 1),
+  count: integer(1, MAX_PARTS),
+  text: text({ empty: true }),
+});
+const batch: Check = (value, path) => batchProblem(value, path);
+
+const call = record({ type: literal("call"), id: requestId, topic: text({ max: 100 }), method: text({ max: 100 }), args: jsonList });
+const answer = either2(
+  record({ type: literal("answer"), id: requestId, value: anyJson }),
+  record({ type: literal("answer"), id: requestId, error: errorShape }),
+);
+
+const SHAPES: Record<FollowSide, Record<string, Check>> = {
+  tab: {
+    push: record({
+      type: literal("push"),
+      from: place,
+      epoch,
+      batches: list(batch, 100_000),
+      parts: list(part, MAX_PARTS),
+    }),
+    release: record({ type: literal("release"), from: place, epoch, position }),
+    call,
+    answer,
+  },
+  object: {
+    ack: record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) }),
+    refused: record({ type: literal("refused"), head: position, error: errorShape }),
+    taken: record({ type: literal("taken"), epoch }),
+    call,
+    answer,
+  },
+};
+
+/** An answer has a value or an error: the first shape's problem unless the value has `error`. */
+function either2(withValue: Check, withError: Check): Check {
+  return (value, path) => {
+    const fields = typeof value === "object" && value !== null ? (value as Record<string, unknown>) : {};
+    return Object.hasOwn(fields, "error") ? withError(value, path) : withValue(value, path);
+  };
+}
+
+export type Parsed<M> = { message: M } | { error: FollowMessageRefused; id?: string };
+
+/**
+ * Checks a frame `from` one side, before anything acts on it: at most `MAX_FOLLOW_MESSAGE_BYTES` (UTF-8), JSON,
+ * nested at most `MAX_FOLLOW_DEPTH`, one of that side's messages, each pushed transaction a `LoggedBatch`, each
+ * call one of its topic's methods with its arguments, called by that side. Refused: `FollowMessageRefused`
+ * (with the call's id, when there was one to answer).
+ */
+export function parseFollowMessage(frame: unknown, from: "tab", topics?: Readonly<Record<string, FollowTopic>>): Parsed<TabMessage>;
+export function parseFollowMessage(frame: unknown, from: "object", topics?: Readonly<Record<string, FollowTopic>>): Parsed<ObjectMessage>;
+export function parseFollowMessage(
+  frame: unknown,
+  from: FollowSide,
+  topics: Readonly<Record<string, FollowTopic>> = FOLLOW_TOPICS,
+): Parsed<FollowMessage> {
+  if (typeof frame !== "string") return refuse("shape", "a frame must be JSON text");
+  if (
+    frame.length > MAX_FOLLOW_MESSAGE_BYTES ||
+    (frame.length * 3 > MAX_FOLLOW_MESSAGE_BYTES && utf8Length(frame) > MAX_FOLLOW_MESSAGE_BYTES)
+  )
+    return refuse("size", `a frame is at most ${MAX_FOLLOW_MESSAGE_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(frame);
+  } catch {
+    return refuse("json", "a frame was not JSON");
+  }
+  const bounded = jsonFault(value, MAX_FOLLOW_DEPTH);
+  if (bounded) return bounded;
+  const problem = variant("type", SHAPES[from])(value, "the message");
+  const id = callId(value);
+  if (problem) return refuse("shape", problem, id);
+  const message = value as FollowMessage;
+  if (message.type === "call") {
+    const topic = Object.hasOwn(topics, message.topic) ? topics[message.topic] : undefined;
+    const check = topic && Object.hasOwn(topic.methods, message.method) ? topic.methods[message.method] : undefined;
+    if (!topic || !check) return refuse("shape", `there is no call ${message.topic}.${message.method}`, id);
+    if (topic.calledBy !== from) return refuse("shape", `${message.topic} calls are the ${topic.calledBy}'s to make`, id);
+    const wrong = check(message.args);
+    if (wrong) return refuse("shape", `${message.topic}.${message.method}: ${wrong}`, id);
+  }
+  return { message };
+}
+
+/**
+ * One transaction joined from its parts (chunks.ts `Reassembly`), checked as a pushed one is; `expected` is the
+ * place in the log its parts named. `FollowMessageRefused` when it is not that transaction.
+ */
+export function parseJoinedBatch(joined: string, expected: { epoch: number; position: number }): LoggedBatch {
+  let value: unknown;
+  try {
+    value = JSON.parse(joined);
+  } catch {
+    throw new FollowMessageRefused("json", `the parts of log position ${expected.position} do not join into JSON`);
+  }
+  const bounded = jsonFault(value, MAX_FOLLOW_DEPTH);
+  if (bounded) throw bounded.error;
+  const problem = batchProblem(value, `the transaction at log position ${expected.position}`);
+  if (problem) throw new FollowMessageRefused("shape", problem);
+  const batch = value as LoggedBatch;
+  if (batch.fence.epoch !== expected.epoch || batch.fence.position !== expected.position)
+    throw new FollowMessageRefused("shape", `the parts of log position ${expected.position} join into position ${batch.fence.position}`);
+  return batch;
+}
+
+/** The frame of `message`. */
+export function encodeFollowMessage(message: FollowMessage): string {
+  return JSON.stringify(message);
+}
+
+function refuse(reason: FollowMessageRefused["reason"], detail: string, id?: string): { error: FollowMessageRefused; id?: string } {
+  const error = new FollowMessageRefused(reason, detail);
+  return id === undefined ? { error } : { error, id };
+}
+
+/** A parsed value that is not plain JSON within `maxDepth` (JSON.parse gives plain JSON: only depth can fail). */
+function jsonFault(value: unknown, maxDepth: number): { error: FollowMessageRefused } | undefined {
+  const { fault } = walkJson(value, { maxDepth });
+  if (!fault) return undefined;
+  return fault.kind === "depth"
+    ? { error: new FollowMessageRefused("depth", `it nests deeper than ${maxDepth} levels`) }
+    : { error: new FollowMessageRefused("json", `it holds ${fault.kind}`) };
+}
+
+/** The id of a call in a refused message, so the refusal can answer it. */
+function callId(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const { type, id } = value as { type?: unknown; id?: unknown };
+  return type === "call" && typeof id === "string" && id.length <= MAX_REQUEST_ID ? id : undefined;
+}
