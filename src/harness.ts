@@ -167,24 +167,25 @@ export class Harness {
   }
 
   /**
-   * The first step of a hand-over (decision 0029): stops scheduling, signals and joins every running phase
-   * (at most `settings.closeTimeoutMs`), writes nothing more, and gives up writing at the log position it
-   * returns. Tasks that ran stay `running`: the next holder recovers them as after a crash. The caller then pushes
-   * everything up to that position to the next place and releases the lease there. The harness is closed after.
+   * The first step of a hand-over (decision 0029): stops scheduling, signals and joins every running phase (at most
+   * `settings.closeTimeoutMs`), writes nothing more, and gives up writing at the log position it returns. Tasks that ran stay
+   * `running`: the next holder recovers them as after a crash. The caller then pushes everything up to that position to the
+   * next place and releases the lease there. The harness is closed after. `drain: false` joins nothing (a tab at `pagehide`
+   * has a few milliseconds, decision 0035): it gives up right after the transaction being stored; its phases stop behind it.
    */
-  handOver(context: Context): Promise<LogMark> {
+  handOver(context: Context, options: { drain?: boolean } = {}): Promise<LogMark> {
     throwIfCancelled(context);
     const fence = this.#session.fence;
     if (!fence) return Promise.reject(new LeaseNotHeld(this.#options.lease?.place ?? this.storage.label, "it was opened without one"));
-    const stopped = this.#stop();
-    return waitFor(
-      stopped.then(() => {
-        const mark = fence.mark;
-        fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
-        return mark;
-      }),
-      context,
-    );
+    const giveUp = () => {
+      const mark = fence.mark;
+      fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
+      return mark;
+    };
+    if (options.drain !== false) return waitFor(this.#stop().then(giveUp), context);
+    const given = this.#session.read(giveUp); // on the commit line: after the transaction in flight, before any other
+    void given.then(() => this.#stop());
+    return waitFor(given, context);
   }
 
   /** Keeps the lease: renews it every third of its time on the harness clock; stops the harness when it is lost. */

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { waitFor } from "../src/base/context.ts";
@@ -51,7 +52,26 @@ const waiter = defineTask<null, { phase: "wait" }, null>({
   },
 });
 
-const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stepper, waiter, counterTask(() => {})] }));
+/** Gates the `test.slow` phase: an external effect in flight that does not stop when it is signalled. */
+let slowGate: Promise<void> = Promise.resolve();
+/** A task whose phase awaits `slowGate` whatever its signal says, then commits its next checkpoint. */
+const slow = defineTask<null, { phase: "effect" | "after" }, null>({
+  name: "test.slow",
+  version: 1,
+  initial: () => ({ phase: "effect" }),
+  phases: {
+    effect: async (_task, runtime, context) => {
+      await slowGate;
+      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "after" } }), context);
+    },
+    after: (_task, _runtime, context) => waitFor(new Promise<never>(() => {}), context),
+  },
+  abort: async (_task, runtime, context) => {
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context);
+  },
+});
+
+const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stepper, waiter, slow, counterTask(() => {})] }));
 
 async function epochsOf(storage: Storage): Promise<unknown> {
   return (storage as SqliteStorage).query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch");
@@ -212,5 +232,58 @@ describe("hand-over at a position (decision 0029)", () => {
     expect(next.harness.recovery.stop).toBe("crash");
     expect(next.harness.recovery.tasks.map((task) => task.id)).toEqual([id]);
     await next.harness.close(ctx);
+  });
+
+  it("handOver without draining (a tab at pagehide, decision 0035) gives up at once at the head: the phase still in its effect is not joined, its later commit is refused, and the next holder counts its restart (S4)", async () => {
+    const storage = await sqliteMemoryBackend.create();
+    const clock = createManualClock(1_000);
+    const arbiter = memoryArbiter({ clock });
+    const { harness } = await openHarness(storage, { registry: registry(), clock, lease: { place: "tab", arbiter } });
+    let release!: () => void;
+    slowGate = new Promise<void>((resolve) => (release = resolve));
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(slow, null), ctx);
+    harness.resume();
+    await runUntil(clock, () => harness.inspect(ctx).then((i) => i.tasks.some((t) => t.record.state.status === "running")));
+    // The clock stands still: a drain would wait closeTimeoutMs for the phase, and never resolve here.
+    const mark = await harness.handOver(ctx, { drain: false });
+    expect(mark).toEqual({ epoch: 1, position: (await storage.load()).log!.position });
+    release();
+    await flush();
+    await runUntil(clock, () => harness.closed);
+    // What the phase committed after the hand-over was refused: the log's head is still the mark, the task still running.
+    expect((await storage.load()).log!.position).toBe(mark.position);
+    const stored = (await storage.load()).liveTasks.find((task) => task.id === id);
+    expect(stored?.state).toMatchObject({ status: "running", checkpoint: { phase: "effect" } });
+    await arbiter.release("tab", mark.epoch, mark.position, "object");
+    const next = await openHarness(await sqliteMemoryBackend.fromImage(await storage.exportImage()), {
+      registry: registry(),
+      clock,
+      lease: { place: "object", arbiter },
+    });
+    expect(next.harness.recovery.tasks).toEqual([{ id, kind: "test.slow", restarts: 1 }]);
+    await next.harness.close(ctx);
+  });
+
+  it("property: whenever a hand-over without draining comes among grouped commits, nothing is stored after the position it returns, and that position is the stored head", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 0, max: 12 }), async (tasks, rounds) => {
+        const storage = await sqliteMemoryBackend.create();
+        const clock = createManualClock(1_000);
+        const { harness } = await openHarness(storage, {
+          registry: registry(),
+          clock,
+          lease: { place: "tab", arbiter: memoryArbiter({ clock }) },
+        });
+        const root = await harness.root(ctx);
+        await root.commit((tx) => Array.from({ length: tasks }, () => tx.createTask(stepper, { steps: 1_000 })), ctx);
+        harness.resume();
+        for (let round = 0; round < rounds; round++) await flush(1);
+        const mark = await harness.handOver(ctx, { drain: false });
+        await runUntil(clock, () => harness.closed);
+        expect((await storage.load()).log).toEqual(mark);
+      }),
+      { numRuns: 25 },
+    );
   });
 });
