@@ -5,6 +5,7 @@ import type { Clock } from "./base/clock.ts";
 import type { EnvFactory } from "./env/types.ts";
 import type { LeaseArbiter } from "./follow/arbiter.ts";
 import type { ReportHandler } from "./reports.ts";
+import type { ConfirmPosition } from "./session/fence.ts";
 import type { Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { TaskInspectionState } from "./tasks/inspect.ts";
@@ -56,6 +57,15 @@ export interface LeaseOptions {
   /** This place's name ("tab", "object"): who the arbiter grants the lease to. */
   place: string;
   arbiter: LeaseArbiter;
+  /**
+   * Acknowledgement before effects (decision 0032): resolves once the place that could take the lease over after
+   * its expiry holds this place's log up to `position` (the tab's mirror: "the object acknowledged up to P").
+   * Awaited after the commit that records an unsafe tool's intent or a model request and before that effect
+   * starts, so a takeover after a crash can lose only steps without effects. Not called (no wait) when the arbiter
+   * grants a pinned lease (`ttlMs: Infinity`: no one else may take over) or when absent (this place's own copy
+   * is what a takeover recovers from: the object). Effect-free steps never wait.
+   */
+  confirm?: ConfirmPosition;
 }
 
 export interface Inspection {

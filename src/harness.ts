@@ -107,7 +107,9 @@ export class Harness {
           try {
             const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0);
             ttlMs = grant.ttlMs;
-            return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs);
+            // Pinned (no expiry): no other place may take over, so effects do not wait for it.
+            const confirm = Number.isFinite(grant.ttlMs) ? lease.confirm : undefined;
+            return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs, confirm);
           } catch (error) {
             if (error instanceof LeaseNotHeld) return undefined; // another place writes: this one reads
             throw error;
@@ -207,8 +209,12 @@ export class Harness {
             arm();
           },
           (error: unknown) => {
-            if (!(error instanceof LeaseNotHeld || error instanceof StaleEpoch)) return arm(); // unreachable: try again
-            this.#session.loseFence(error);
+            if (error instanceof LeaseNotHeld || error instanceof StaleEpoch) return this.#session.loseFence(error);
+            // Unreachable: try again while the lease holds. Once it expired the place stops now, not at its next
+            // commit: its effects may be waiting for an acknowledgement that cannot come (decision 0032).
+            const expired = fence.lost(clock.now());
+            if (expired) this.#session.loseFence(expired);
+            else arm();
           },
         );
       });

@@ -13,6 +13,7 @@ import {
   type Context as ModelContext,
   type Models,
 } from "@earendil-works/pi-ai";
+import type { LeaseOptions } from "../src/harness.ts";
 import {
   type AgentHooks,
   type AnyTool,
@@ -150,6 +151,7 @@ export async function openAgent(
     instructions?: string;
     crashPoint?: CrashPointHandler;
     connectedPages?: string[];
+    lease?: LeaseOptions;
   },
 ): Promise<AgentOpened> {
   const clock = options.clock ?? createManualClock(1_000);
@@ -168,6 +170,7 @@ export async function openAgent(
       onReport: (report) => reports.push(report),
       ...(options.crashPoint ? { crashPoint: options.crashPoint } : {}),
       ...(options.connectedPages ? { connectedPages: options.connectedPages } : {}),
+      ...(options.lease ? { lease: options.lease } : {}),
     },
     ctx,
   );

@@ -9,6 +9,7 @@ import {
   DurableError,
   defineExtension,
   defineTask,
+  HarnessClosed,
   LeaseNotHeld,
   ReadOnlySession,
   StaleEpoch,
@@ -195,7 +196,11 @@ for (const backend of backends) {
       const late: Batch = { ...structuredClone(pushed.at(-1)!), fence: { epoch: 1, position: object.harness.lease!.position + 1 } };
       await expect(objectStorage.apply(late)).rejects.toThrow(StaleEpoch);
       await expect(book.renew("tab", 1)).rejects.toThrow(StaleEpoch);
-      await expect(root.commit((tx) => tx.createTask(stepper, { steps: 1 }), ctx)).rejects.toThrow(LeaseNotHeld);
+      // The tab stopped by itself at its first renewal after the expiry (decision 0032: not only at its next
+      // commit), reporting why; whatever it still tries to commit is refused.
+      expect(tab.harness.closed).toBe(true);
+      expect(tab.reports.some((report) => report.kind === "error" && report.error instanceof LeaseNotHeld)).toBe(true);
+      await expect(async () => root.commit((tx) => tx.createTask(stepper, { steps: 1 }), ctx)).rejects.toThrow(HarnessClosed);
       if (backend === sqliteMemoryBackend) {
         expect(await epochsOf(objectStorage)).toEqual([
           { epoch: 1, start: 1 },

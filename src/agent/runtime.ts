@@ -118,6 +118,10 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
     return this.#runtime.getTask(id, context);
   }
 
+  beforeEffect(context: Context): Promise<void> {
+    return this.#runtime.beforeEffect(context);
+  }
+
   report(report: Report): void {
     this.#runtime.report(report);
   }

@@ -1,5 +1,14 @@
+import { type Context, waitFor } from "../base/context.ts";
 import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import type { Batch, LogMark } from "../storage/records.ts";
+
+/**
+ * Resolves once the place that could take the lease over holds this place's log up to `position` (it acknowledged
+ * it): from then on a takeover recovers from a copy that has it. `LeaseOptions.confirm` (decision 0032).
+ */
+export type ConfirmPosition = (position: number, context: Context) => Promise<void>;
+
+const CONFIRMED: Promise<void> = Promise.resolve();
 
 /**
  * The lease a place holds, as its session sees it (docs/decisions/0029): the epoch every transaction of this
@@ -15,14 +24,38 @@ export class Fence {
   /** Harness-clock time at which this place stops writing; counted from before it asked, so never after the arbiter's. */
   #expiresAt: number;
   #lost: Error | undefined;
+  /** Set when another place may take over after the expiry: effects wait for it (decision 0032). */
+  readonly #confirm: ConfirmPosition | undefined;
 
-  constructor(place: string, epoch: number, head: LogMark | undefined, expiresAt: number) {
+  /**
+   * `confirm` is given when another place may take over once the lease expires; absent (a pinned lease, or a
+   * place whose own copy is the one a takeover recovers from) effects never wait.
+   */
+  constructor(place: string, epoch: number, head: LogMark | undefined, expiresAt: number, confirm?: ConfirmPosition) {
     // An acquire mints a new epoch: one the copy already holds was minted twice (the arbiter lost its record).
     if (head && epoch <= head.epoch) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
     this.place = place;
     this.epoch = epoch;
     this.#head = head?.position ?? 0;
     this.#expiresAt = expiresAt;
+    this.#confirm = confirm;
+  }
+
+  /** True when an effect waits for the other place's acknowledgement before it starts. */
+  get confirms(): boolean {
+    return this.#confirm !== undefined;
+  }
+
+  /**
+   * Before an external effect (decision 0032): resolves once everything stored here so far is held where a
+   * takeover would recover from — at once when no other place may take over. Rejects with the reason once the
+   * lease is lost, and with the context's cancellation.
+   */
+  confirmed(context: Context): Promise<void> {
+    if (this.#lost) return Promise.reject(this.#lost);
+    const confirm = this.#confirm;
+    if (!confirm || this.#head === 0) return CONFIRMED;
+    return waitFor(confirm(this.#head, context), context);
   }
 
   /** Where the log stands: this epoch and the last position stored. */

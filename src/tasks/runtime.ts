@@ -28,6 +28,8 @@ export interface TaskRuntimesOptions {
 /** A task's own commits read only through their `tx`: they may share a transaction with others (decision 0026). */
 const GROUPED = { group: true } as const;
 
+const CONFIRMED: Promise<void> = Promise.resolve();
+
 /** Makes each invocation's `TaskRuntime` (S3): what a phase can do, every call refused once it has ended. */
 export class TaskRuntimes {
   readonly kernel: TaskRuntimesOptions;
@@ -145,6 +147,12 @@ class InvocationRuntime implements TaskRuntime {
     });
     await this.#settled(committed, context);
     if (options.crashPoint) await this.crashPoint("task:after-commit");
+  }
+
+  beforeEffect(context: Context): Promise<void> {
+    this.#check();
+    throwIfCancelled(context);
+    return this.#runtimes.kernel.session.fence?.confirmed(context) ?? CONFIRMED;
   }
 
   async crashPoint(name: string): Promise<void> {

@@ -48,6 +48,13 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   /** Outcomes of terminal tasks, in order; rejects if one is still live. */
   outcomes(ids: readonly number[], context: Context): Promise<TaskOutcome[]>;
   getTask(id: number, context: Context): Promise<TaskRecord | undefined>;
+  /**
+   * Call after the commit that records an external effect's intent (an unsafe tool's, a model request's) and
+   * before the effect starts (decision 0032): resolves once that commit is held by the place that could take the
+   * lease over, so a takeover can lose only steps without effects. At once (no round trip) with no lease, a
+   * pinned one, or no other place to wait for; rejects once the lease is lost or `context` is cancelled.
+   */
+  beforeEffect(context: Context): Promise<void>;
   /** Sends a typed report to `HarnessOptions.onReport`. */
   report(report: Report): void;
   /**

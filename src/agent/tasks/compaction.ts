@@ -121,6 +121,8 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
     timestamp: runtime.now(),
   };
   await runtime.crashPoint("compaction:summarizing");
+  // Decision 0032: the request's commit (checkpoint `summarize`) is held where a takeover recovers from first.
+  await runtime.beforeEffect(context);
   let response: AssistantMessage;
   try {
     response = await models.completeSimple(model, { systemPrompt: SUMMARIZER_PROMPT, messages: [prompt] }, { signal: runtime.signal });

@@ -128,6 +128,8 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     writeLive(tx, conversationId, { ...readLive(tx, conversationId), generation: { attempt, requestedAt: tx.now() } });
     return undefined;
   }, context);
+  // Decision 0032: the request goes out once that commit is held where a takeover would recover from.
+  await runtime.beforeEffect(context);
 
   const messages = deriveContext(await runtime.entries({}, context), checkpoint.cutoff);
   let latest: AssistantMessage | undefined;

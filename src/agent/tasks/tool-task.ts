@@ -166,6 +166,9 @@ async function start(
     return { status: "running", checkpoint: { phase: "execute", arguments: args, replay } };
   }, context);
   await runtime.crashPoint("tool:after-intent");
+  // Decision 0032: an unsafe tool starts only once its intent is held where a takeover would recover from (a safe
+  // one may run again, so it never waits).
+  if (replay === "unsafe") await runtime.beforeEffect(context);
   await run(task, runtime, toolCall, tool, args, context);
 }
 
