@@ -94,3 +94,95 @@ export const toolTurn: TwoPlaceScenario<State> = {
     },
   ],
 };
+
+interface MirroredState {
+  models: ScriptedModels;
+  envs: ReturnType<typeof memoryEnvs>;
+  /** The tab's latest intent commits (decision 0032): a tool task's `execute`, a model request's `requestedAt`. */
+  intents: Map<string, number>;
+  /** Effects started in the tab, with the position of the commit that recorded each. */
+  effects: Array<{ what: string; position: number }>;
+}
+
+/** Keeps, from the tab's log, the position of the last commit that recorded each effect's intent. */
+function watchIntents(harness: Harness, intents: Map<string, number>): void {
+  harness.onLog((batch) => {
+    for (const task of batch.tasks) {
+      const state = task.state as { status: string; checkpoint?: { phase?: string } };
+      if (task.kind === "pi.tool" && state.status === "running" && state.checkpoint?.phase === "execute")
+        intents.set(`tool ${task.id}`, batch.fence.position);
+    }
+    for (const document of batch.documents) {
+      const generation = (document.value as { generation?: { requestedAt?: number } } | null)?.generation;
+      if (document.key === "pi.live" && generation?.requestedAt !== undefined) intents.set("request", batch.fence.position);
+    }
+  });
+}
+
+/**
+ * The same turn (an unsafe note, a safe look, then the answer) run by a tab that mirrors every commit live and
+ * never hands over (decision 0032): it finishes there with the object following, or it crashes (or is cut off)
+ * and the object takes over after the lease's expiry. Every effect the tab started is recorded with the
+ * position of its intent's commit.
+ */
+export const mirroredTurn: TwoPlaceScenario<MirroredState> = {
+  name: "an agent turn in a tab that mirrors live",
+  world: () => ({ models: policyModels(), envs: memoryEnvs(), intents: new Map(), effects: [] }),
+  open: async (place, storage, clock, lease, world: SweepWorld<MirroredState>) => {
+    const { state } = world;
+    const started = (what: string, intent: string) => {
+      if (place === "tab") state.effects.push({ what, position: state.intents.get(intent) ?? 0 });
+    };
+    const note = defineTool<{ text: string }>({
+      name: "note",
+      description: "Append a line to notes.txt",
+      parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      async execute({ text }, api, context) {
+        started(`the unsafe tool (task ${api.taskId})`, `tool ${api.taskId}`);
+        const env = await api.env<ExecutionEnv>();
+        await env.append("notes.txt", `${text}\n`, context);
+        return "noted";
+      },
+    });
+    const api = state.models.api;
+    const models = new Proxy(api, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver);
+        if (key !== "streamSimple" || typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          started("a model request", "request");
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const harness = await Harness.open(
+      storage,
+      {
+        registry: createRegistry().install(defineExtension({ name: "sweep", tools: [world.track(note), world.track(lookTool())] })),
+        clock,
+        lease,
+        models,
+        env: (conversationId) => state.envs(conversationId),
+        settings: { progress: { persistWithinMs: 0 }, retry: { maxRetries: 2, baseDelayMs: 500 } },
+      },
+      ctx,
+    );
+    if (place === "tab" && !harness.readOnly) watchIntents(harness, state.intents);
+    return harness;
+  },
+  start: async (harness) => {
+    const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
+    await root.submit({ type: "input", content: "please note", requestId: "q1" }, ctx);
+  },
+  leaveWhen: () => false,
+  effects: (world) => world.state.effects,
+  invariants: [
+    async ({ storage }) => {
+      // The input is answered wherever the turn finished (a tab that crashed before its submission was pushed
+      // never made one: nothing to answer).
+      const [conversation] = await storage.listConversations();
+      const [submission] = conversation ? await storage.listSubmissions(conversation.id) : [];
+      return submission === undefined || submission.status === "done" ? undefined : `the input ended ${submission.status}`;
+    },
+  ],
+};

@@ -6,6 +6,7 @@ import type {
   ConversationRecord,
   DocumentRecord,
   EntryRecord,
+  EpochStart,
   LogMark,
   SubmissionRecord,
   TaskRecord,
@@ -145,6 +146,12 @@ export class MemoryStorage implements Storage {
       .sort(([a], [b]) => Number(a) - Number(b))
       .slice(0, limit)
       .map(([position, text]) => parseStored<Batch & { fence: LogMark }>("memory", "log", position, text));
+  }
+
+  async readEpochs(): Promise<EpochStart[]> {
+    return Object.entries(this.#open().epochs ?? {})
+      .map(([epoch, start]) => ({ epoch: Number(epoch), start }))
+      .sort((a, b) => a.epoch - b.epoch);
   }
 
   async trimLog(through: number): Promise<void> {

@@ -101,6 +101,12 @@ export interface LogMark {
   position: number;
 }
 
+/** Where epoch `epoch`'s stretch of a log begins: the first position it wrote (decision 0029, `pi_durable_epochs`). */
+export interface EpochStart {
+  epoch: number;
+  start: number;
+}
+
 /** Everything one harness commit writes; storage applies it in one transaction or not at all. */
 export interface Batch {
   /**

@@ -4,6 +4,7 @@ import type {
   ConversationRecord,
   DocumentRecord,
   EntryRecord,
+  EpochStart,
   LogMark,
   SubmissionRecord,
   TaskRecord,
@@ -67,6 +68,11 @@ export interface Storage {
   readLog?(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>>;
   /** Drops the log's tail up to and including `through` (the other place acknowledged it). */
   trimLog?(through: number): Promise<void>;
+  /**
+   * Where each lease epoch's stretch of the log begins (`pi_durable_epochs`), oldest first: which epoch wrote which
+   * position, so two copies can tell where they diverged (a fork, decision 0032). Absent on a storage without a log.
+   */
+  readEpochs?(): Promise<EpochStart[]>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;

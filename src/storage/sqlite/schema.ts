@@ -95,6 +95,7 @@ export const SQL = {
   appendLog: `INSERT INTO pi_durable_log (position, epoch, batch) VALUES (?, ?, ?)`,
   readLog: `SELECT batch FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?`,
   trimLog: `DELETE FROM pi_durable_log WHERE position <= ?`,
+  readEpochs: `SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch`,
   /**
    * Through the partial index, named: without it the planner scans the whole table in id order to spare the
    * sort, reading every finished row at every open (decision 0027).

@@ -6,6 +6,7 @@ import type {
   ConversationRecord,
   DocumentRecord,
   EntryRecord,
+  EpochStart,
   LogMark,
   SubmissionRecord,
   TaskRecord,
@@ -172,6 +173,11 @@ export class SqliteStorage implements Storage {
   async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
     if (!this.#log) return [];
     return (await this.#db.all(SQL.readLog, after, limit)).map((row) => parseStored("sqlite", "pi_durable_log", "?", row.batch));
+  }
+
+  async readEpochs(): Promise<EpochStart[]> {
+    if (!this.#log) return [];
+    return (await this.#db.all(SQL.readEpochs)).map((row) => ({ epoch: Number(row.epoch), start: Number(row.start) }));
   }
 
   async trimLog(through: number): Promise<void> {

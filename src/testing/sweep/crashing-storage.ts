@@ -72,6 +72,7 @@ export function crashingStorage(
       ),
     ...(inner.readLog ? { readLog: read(inner.readLog) } : {}),
     ...(inner.trimLog ? { trimLog: read(inner.trimLog) } : {}),
+    ...(inner.readEpochs ? { readEpochs: read(inner.readEpochs) } : {}),
     getTask: read(inner.getTask),
     listTasks: read(inner.listTasks),
     getConversation: read(inner.getConversation),

@@ -31,6 +31,11 @@ export class Link<M> {
     this.#inFlight.push({ to, message: JSON.parse(JSON.stringify(message)) as M });
   }
 
+  /** Drops every in-flight message `which` picks (what a crashed sender had not got out). */
+  drop(which: (item: InFlight<M>) => boolean): void {
+    for (let index = this.#inFlight.length - 1; index >= 0; index--) if (which(this.#inFlight[index]!)) this.#inFlight.splice(index, 1);
+  }
+
   get inFlight(): readonly InFlight<M>[] {
     return this.#inFlight;
   }

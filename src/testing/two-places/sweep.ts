@@ -7,58 +7,32 @@
  * the object starts following again, or takes the lease it holds). Invariants: the kernel's (./sweep/invariants.ts:
  * nothing committed lost, settled records unchanged, nothing left live, effects and unsafe tools at most once, one
  * result per tool call) over both places' storages, and the log's: one transaction per position across both places.
+ *
+ * With `mirror` (decision 0032) the tab pushes every transaction live and its effects wait for the object's
+ * acknowledgement; it may finish the scenario itself (the object following), crash and stay away past the expiry
+ * (`stayAway`), or be cut off (`partition`) — then the object takes over, the tab's unpushed stretch is a fork of an
+ * older epoch, and the check is that every effect the tab started is in the object's history.
  */
 
 import type { Clock } from "../../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../../base/context.ts";
 import { CrashSweepViolation } from "../../errors.ts";
-import { type LeaseBook, memoryArbiter } from "../../follow/arbiter.ts";
+import { type LeaseArbiter, type LeaseBook, memoryArbiter } from "../../follow/arbiter.ts";
 import { Arrival, Departure, type HandOverMessage } from "../../follow/handover.ts";
 import type { Harness, LeaseOptions } from "../../harness.ts";
 import type { Storage } from "../../storage/storage.ts";
 import { createManualClock, type ManualClock } from "../clock.ts";
 import { crashingStorage } from "../sweep/crashing-storage.ts";
 import { BUILT_IN_CHECKS } from "../sweep/invariants.ts";
-import type { BuiltInInvariant, CrashWorldView, SweepBackend, SweepWorld } from "../sweep/types.ts";
+import type { CrashWorldView, SweepBackend } from "../sweep/types.ts";
 import { backendOf, Recorder } from "../sweep/world.ts";
-import { Link, type LinkAction } from "./link.ts";
+import { checkFork, type StoredLog } from "./fork-check.ts";
+import { Link } from "./link.ts";
+import { LivePush } from "./live-push.ts";
 
-export type Place = "tab" | "object";
+import type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceScenario } from "./types.ts";
 
-export interface TwoPlaceScenario<W = unknown> {
-  name: string;
-  world?: () => W;
-  /** Opens `place`'s harness on `storage` under `lease` with `clock` (the app's registry, models, settings). */
-  open(place: Place, storage: Storage, clock: Clock, lease: LeaseOptions, world: SweepWorld<W>): Promise<Harness>;
-  /** The tab's start-up, in every tab process that holds the lease (idempotent: make sure the work exists). */
-  start(harness: Harness, world: SweepWorld<W>): Promise<void>;
-  /** When the tab leaves (checked between steps). */
-  leaveWhen(harness: Harness, world: SweepWorld<W>): boolean | Promise<boolean>;
-  /** The scenario is finished at the holder. Default: nothing live, no open submission. */
-  done?(harness: Harness, world: SweepWorld<W>): boolean | Promise<boolean>;
-  /** Checks of the scenario's own on the holder's storage at the end, after the built-in ones: a message is a violation. */
-  invariants?: Array<(view: CrashWorldView<W>) => string | undefined | Promise<string | undefined>>;
-}
-
-/** Where a world crashes: a place's `commit`-th storage write, or the `message`-th delivered hand-over message. */
-export type TwoPlaceCrash = { place: Place; commit: number; edge: "before" | "after" } | { message: number; edge: "before" | "after" };
-
-export interface TwoPlaceOptions {
-  storage?: "memory" | "sqlite" | SweepBackend;
-  /** The link's turns: which in-flight message to act on and how; after them the link delivers in order. */
-  schedule?: ReadonlyArray<{ pick: number; action: LinkAction }>;
-  /** The lease's time on the arbiter's clock. Default 5 s. */
-  ttlMs?: number;
-  skip?: readonly BuiltInInvariant[];
-  maxSteps?: number;
-}
-
-export interface TwoPlaceResult {
-  /** Storage writes of each place and hand-over messages delivered, in the world without a crash. */
-  commits: Record<Place, number>;
-  messages: number;
-  worlds: number;
-}
+export type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceScenario } from "./types.ts";
 
 const ctx = BACKGROUND_CONTEXT;
 
@@ -85,6 +59,10 @@ interface Process {
   image?: Uint8Array;
   /** The tab's check of when to leave, between steps. */
   watch?: () => Promise<void>;
+  /** The object's side of the hand-over and the mirror. */
+  arrival?: Arrival;
+  /** The tab's start-up ran. */
+  started?: boolean;
 }
 
 /** One world: both places run until the holder finished, crashing once at `crash` (or never). */
@@ -93,13 +71,17 @@ export async function runTwoPlaceWorld<W>(
   backend: SweepBackend,
   options: TwoPlaceOptions,
   crash: TwoPlaceCrash | undefined,
-): Promise<{ commits: Record<Place, number>; messages: number; violation?: CrashSweepViolation }> {
+): Promise<{ commits: Record<Place, number>; messages: number; forked?: boolean; violation?: CrashSweepViolation }> {
   const recorder = new Recorder<W>(scenario.world ? scenario.world() : (undefined as W));
   const clock = createManualClock(1_000);
   const arbiter: LeaseBook = memoryArbiter({ clock, ttlMs: options.ttlMs ?? 5_000 });
   const link = new Link<HandOverMessage>();
   const commits: Record<Place, number> = { tab: 0, object: 0 };
-  const stored = new Map<number, { place: Place; batch: string }>();
+  /** What each place stored at each log position (a place's storage never loses what it stored: a crash copies it). */
+  const stored: Record<Place, StoredLog> = { tab: new Map(), object: new Map() };
+  // Worlds where the object may take the lease by its expiry: the tab's unpushed stretch may differ from the
+  // object's history at the same positions (a fork of an older epoch; nothing with an effect may be in it).
+  const takeover = options.stayAway === true || options.partition !== undefined;
   const log: string[] = [];
   let split: string | undefined;
   let messages = 0;
@@ -112,15 +94,30 @@ export async function runTwoPlaceWorld<W>(
   });
   const storages: Record<Place, Storage> = { tab: await backend.create(), object: await backend.create() };
   const processes: Partial<Record<Place, Process>> = {};
-  const atEnd: Storage[] = [];
+  /** Every image a crash left, by place: copies whose rows must all be in the end's history. */
+  const atEnd: Array<{ place: Place; storage: Storage }> = [];
+  /** Who holds the log at the end: the object (it took over), or the tab (it finished with the object following). */
+  let ending: Place = "object";
   let left = false;
   let tabDone = false;
+  let turn = 0;
+  const partitioned = () => options.partition !== undefined && turn > options.partition.from && turn <= options.partition.to;
+  const offline = () => Promise.reject(new TypeError("Failed to fetch (the tab is partitioned from the object)"));
+  // The tab reaches the arbiter (which lives with the object) only while the link is up.
+  const tabArbiter: LeaseArbiter = {
+    acquire: (place, head) => (partitioned() ? offline() : arbiter.acquire(place, head)),
+    renew: (place, epoch) => (partitioned() ? offline() : arbiter.renew(place, epoch)),
+    release: (place, epoch, position, heir) => (partitioned() ? offline() : arbiter.release(place, epoch, position, heir)),
+  };
+  const objectHolds = () => processes.object?.alive === true && processes.object.arrival?.harness !== undefined;
 
   const crashNow = async (place: Place) => {
     const process = processes[place]!;
     crashed = true;
     process.alive = false;
     link.attach(place, undefined);
+    // What the tab had sent and the link had not delivered dies with it (its socket's buffer).
+    if (place === "tab" && options.stayAway) link.drop((item) => (item.message as { from?: string }).from === "tab");
     log.push(`-- crash of the ${place} --`);
   };
 
@@ -134,11 +131,14 @@ export async function runTwoPlaceWorld<W>(
         commits[place]++;
         log.push(`${place}#${commits[place]}: ${what}`);
         if (!batch?.fence) return;
+        const { epoch, position } = batch.fence;
         const text = JSON.stringify({ ...batch, fence: undefined });
-        const before = stored.get(batch.fence.position);
-        if (before && before.batch !== text)
-          split ??= `position ${batch.fence.position} holds two different transactions (the ${before.place}'s and the ${place}'s)`;
-        stored.set(batch.fence.position, { place, batch: text });
+        stored[place].set(position, { epoch, text });
+        const other = stored[place === "tab" ? "object" : "tab"].get(position);
+        if (!other || other.text === text) return;
+        const [tabs, objects] = place === "tab" ? [epoch, other.epoch] : [other.epoch, epoch];
+        if (!(takeover && tabs < objects))
+          split ??= `position ${position} holds two different transactions (the tab's of epoch ${tabs}, the object's of epoch ${objects})`;
       },
       (bytes) => {
         process.image = bytes;
@@ -167,16 +167,27 @@ export async function runTwoPlaceWorld<W>(
           return harness;
         },
       });
+      process.arrival = arrival;
       if (process.alive) link.attach("object", (message) => arrival.receive(message));
       return;
     }
-    const harness = await scenario.open("tab", store, pclock, { place: "tab", arbiter }, world);
+    // A tab cannot take a lease while it cannot reach the arbiter: it opens once the link is up again.
+    while (partitioned()) await macrotask();
+    const push = options.mirror ? new LivePush({ place: "tab", storage: store, clock: pclock, send: send("object") }) : undefined;
+    const lease: LeaseOptions = { place: "tab", arbiter: tabArbiter, ...(push ? { confirm: push.acknowledged.confirm } : {}) };
+    const harness = await scenario.open("tab", store, pclock, lease, world);
     process.harness = harness;
     if (harness.readOnly) {
+      push?.stop();
       tabDone = true; // the lease is the object's: this tab only follows (not part of this sweep)
       return;
     }
+    if (push) {
+      harness.onLog((batch) => push.logged(batch));
+      if (process.alive) link.attach("tab", (message) => push.receive(message));
+    }
     await scenario.start(harness, world);
+    process.started = true;
     harness.resume();
     let checking = false;
     const watch = async () => {
@@ -185,6 +196,7 @@ export async function runTwoPlaceWorld<W>(
       const leave = await Promise.resolve(scenario.leaveWhen(harness, world)).finally(() => (checking = false));
       if (!leave || !process.alive || left) return;
       left = true;
+      push?.stop();
       const mark = await harness.handOver(ctx);
       const departure = new Departure({ place: "tab", storage: store, mark, clock: pclock, send: send("object") });
       if (process.alive) link.attach("tab", (message) => departure.receive(message));
@@ -195,7 +207,7 @@ export async function runTwoPlaceWorld<W>(
 
   const restart = async (place: Place, image: Uint8Array) => {
     storages[place] = await backend.fromImage(image);
-    atEnd.push(await backend.fromImage(image));
+    atEnd.push({ place, storage: await backend.fromImage(image) });
     if (place === "tab") left = false;
     await boot(place);
   };
@@ -206,7 +218,6 @@ export async function runTwoPlaceWorld<W>(
       void (image ? restart(place, image) : boot(place)).catch((e: unknown) => (error ??= e));
     start("object");
     start("tab");
-    let turn = 0;
     for (let step = 0; ; step++) {
       if (step >= (options.maxSteps ?? 5_000)) return fail("progress", "the world did not finish (a livelock?)");
       for (let i = 0; i < 3; i++) await macrotask();
@@ -214,6 +225,7 @@ export async function runTwoPlaceWorld<W>(
         const process = processes[place]!;
         const image = process?.image;
         if (process && !process.alive && image) {
+          if (place === "tab" && options.stayAway && !objectHolds()) continue; // away until the object took over
           process.image = undefined;
           start(place, image);
         }
@@ -226,7 +238,13 @@ export async function runTwoPlaceWorld<W>(
       if (error !== undefined) break;
       const holder = processes.object!.harness;
       if (holder && processes.object!.alive && (await isDone(scenario, holder, recorder))) break;
-      const next = options.schedule?.[turn++] ?? { pick: 0, action: "deliver" as const };
+      if (options.mirror && tab.alive && (await tabFinished(tab))) {
+        ending = "tab";
+        break;
+      }
+      const scheduled = options.schedule?.[turn] ?? { pick: 0, action: "deliver" as const };
+      const next = partitioned() ? { pick: scheduled.pick, action: "drop" as const } : scheduled;
+      turn++;
       const target = link.inFlight.length > 0 ? link.inFlight[next.pick % link.inFlight.length]!.to : undefined;
       const delivering = target !== undefined && next.action !== "drop";
       const index = delivering ? messages + 1 : 0;
@@ -262,15 +280,29 @@ export async function runTwoPlaceWorld<W>(
     await crashNow(place);
   }
 
-  // The end: the object holds the log; the tab's last storage is one more copy whose rows must all be there.
+  /** The tab holds, finished, and the object's copy holds its whole log. */
+  async function tabFinished(tab: Process): Promise<boolean> {
+    const harness = tab.harness;
+    if (!harness || !tab.started || harness.readOnly || harness.closed || !harness.lease) return false;
+    const arrival = processes.object?.arrival;
+    if (!arrival || arrival.harness || arrival.head < harness.lease.position) return false;
+    return isDone(scenario, harness, recorder);
+  }
+
+  // The end: the holder's storage holds the history; the other place's and every crash image are copies whose rows
+  // must all be there — except, where the object took over by the expiry, the tab's (its unpushed stretch may be
+  // lost: nothing with an effect, which the check after the built-in ones proves).
   for (const process of Object.values(processes)) process!.storage.disarm();
-  const holder = processes.object!.harness!;
-  const tabEnd = storages.tab;
+  const holder = processes[ending]!.harness!;
+  const other: Place = ending === "object" ? "tab" : "object";
+  const copies = [{ place: other, storage: storages[other] }, ...atEnd].filter(
+    (copy) => !(takeover && ending === "object" && copy.place === "tab"),
+  );
   const view: CrashWorldView<W> = {
     crashes: [],
     state: recorder.state,
-    storage: storages.object,
-    atCrash: [tabEnd, ...atEnd],
+    storage: storages[ending],
+    atCrash: copies.map((copy) => copy.storage),
     effects: recorder.effects,
     lines: recorder.lines,
     toolRuns: recorder.toolRuns,
@@ -281,12 +313,29 @@ export async function runTwoPlaceWorld<W>(
     const problem = await check(view as CrashWorldView<unknown>);
     if (problem) return fail(invariant, problem);
   }
+  // Decision 0032: every effect the tab started is in the object's history — the very transaction that recorded it.
+  const effects = scenario.effects?.(recorder.view()) ?? [];
+  for (const effect of effects) {
+    const tabs = stored.tab.get(effect.position);
+    const objects = stored.object.get(effect.position);
+    if (objects && objects.epoch === tabs?.epoch && objects.text === tabs.text) continue;
+    return fail(
+      "nothing with an effect lost",
+      `${effect.what} started in the tab after its commit at position ${effect.position}, which the object's history ${objects ? `holds another transaction at (epoch ${objects.epoch})` : "lacks"}`,
+    );
+  }
+  let forked = false;
+  if (takeover && ending === "object") {
+    const found = await checkFork(storages.tab, storages.object, stored, effects);
+    if (found.problem) return fail("the visible fork", found.problem);
+    forked = found.forked;
+  }
   for (const [index, check] of (scenario.invariants ?? []).entries()) {
     const problem = await check(view);
     if (problem) return fail(`invariant ${index + 1} of the scenario`, problem);
   }
   await holder.close(ctx).catch(() => {});
-  return { commits, messages };
+  return { commits, messages, forked };
 }
 
 async function isDone<W>(scenario: TwoPlaceScenario<W>, harness: Harness, recorder: Recorder<W>): Promise<boolean> {
@@ -315,9 +364,11 @@ export async function twoPlaceSweep<W>(scenario: TwoPlaceScenario<W>, options: T
     }
   }
   for (let message = 1; message <= baseline.messages; message++) points.push({ message, edge: "before" }, { message, edge: "after" });
+  let forks = baseline.forked ? 1 : 0;
   for (const point of points) {
     const result = await runTwoPlaceWorld(scenario, backend, options, point);
     if (result.violation) throw result.violation;
+    if (result.forked) forks++;
   }
-  return { commits: baseline.commits, messages: baseline.messages, worlds: points.length };
+  return { commits: baseline.commits, messages: baseline.messages, worlds: points.length, forks };
 }

@@ -1,0 +1,103 @@
+/**
+ * The visible fork (issue 27 item 4, decision 0032). A place that was fenced while it could not reach the other
+ * one — its lease expired, the object took over under a newer epoch — may hold transactions of its old epoch that
+ * the object never received. They are not in the history any more (the object refuses them as stale), and they are
+ * not lost silently either: `findFork` names them, from this place's durable log tail, against the other place's
+ * history, so the app can show and keep them before this copy follows the object's history again.
+ */
+import type { EntryRecord, EpochStart, LogMark, SubmissionStatus, TaskStatus } from "../storage/records.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { LoggedBatch } from "./handover.ts";
+
+/** A copy's log as another place sees it: its head and where each epoch's stretch begins (oldest first). */
+export interface LogHistory {
+  head: LogMark | undefined;
+  epochs: readonly EpochStart[];
+}
+
+/** One transaction of the fork: where it was in this place's log, and what it wrote, for the app to show. */
+export interface ForkedTransaction {
+  position: number;
+  epoch: number;
+  /** Every conversation it touched (its entries', tasks', submissions' and its own). */
+  conversations: number[];
+  /** The entries it appended (the user's inputs, the answers, tool results), whole. */
+  entries: EntryRecord[];
+  tasks: Array<{ id: number; kind: string; conversationId: number; status: TaskStatus }>;
+  submissions: Array<{ id: number; conversationId: number; status: SubmissionStatus; requestId?: string }>;
+}
+
+/** The typed report of a fork: this place's transactions that the other place's history does not hold. */
+export interface Fork {
+  kind: "fork";
+  /** The first position where this copy's log leaves the other history. */
+  from: number;
+  /** This copy's head, and the other history's. */
+  mine: LogMark;
+  theirs: LogMark | undefined;
+  transactions: ForkedTransaction[];
+}
+
+/** A storage's log as a history: its head and its epochs' starts. */
+export async function historyOf(storage: Storage): Promise<LogHistory> {
+  const [state, epochs] = await Promise.all([storage.load(), storage.readEpochs?.() ?? Promise.resolve([])]);
+  return { head: state.log, epochs };
+}
+
+/** The epoch that wrote `position` in `history`, or undefined past its head. */
+export function epochAt(history: LogHistory, position: number): number | undefined {
+  if (!history.head || position > history.head.position) return undefined;
+  let epoch: number | undefined;
+  for (const stretch of history.epochs) if (stretch.start <= position) epoch = stretch.epoch;
+  return epoch;
+}
+
+/**
+ * Whether this place's transaction at `batch`'s position is outside `theirs`: they wrote that position under
+ * another epoch, or they moved on to a newer epoch than the one it was made under (a push of it is refused as
+ * stale). A transaction just not pushed yet, of an epoch they may still receive, is not a fork.
+ */
+export function forked(batch: LoggedBatch, theirs: LogHistory): boolean {
+  const { epoch, position } = batch.fence;
+  const written = epochAt(theirs, position);
+  if (written !== undefined) return written !== epoch;
+  return (theirs.head?.epoch ?? 0) > epoch;
+}
+
+/**
+ * This place's fork against `theirs` (another place's history), read from its durable log tail — which keeps
+ * every transaction the other place did not acknowledge (decision 0029) — or undefined when its copy is a prefix
+ * of theirs (or only ahead of it). Writes nothing.
+ */
+export async function findFork(storage: Storage, theirs: LogHistory): Promise<Fork | undefined> {
+  if (!storage.readLog) return undefined;
+  const transactions: ForkedTransaction[] = [];
+  for (let after = 0; ; ) {
+    const page = await storage.readLog(after, 64);
+    if (page.length === 0) break;
+    for (const batch of page) if (forked(batch, theirs)) transactions.push(describe(batch));
+    after = page.at(-1)!.fence.position;
+  }
+  if (transactions.length === 0) return undefined;
+  const mine = (await storage.load()).log ?? { epoch: 0, position: 0 };
+  return { kind: "fork", from: transactions[0]!.position, mine, theirs: theirs.head, transactions };
+}
+
+function describe(batch: LoggedBatch): ForkedTransaction {
+  const conversations = new Set<number>();
+  for (const record of batch.conversations) conversations.add(record.id);
+  for (const record of [...batch.entries, ...batch.tasks, ...batch.submissions]) conversations.add(record.conversationId);
+  return {
+    position: batch.fence.position,
+    epoch: batch.fence.epoch,
+    conversations: [...conversations].sort((a, b) => a - b),
+    entries: batch.entries,
+    tasks: batch.tasks.map((task) => ({ id: task.id, kind: task.kind, conversationId: task.conversationId, status: task.state.status })),
+    submissions: batch.submissions.map((submission) => ({
+      id: submission.id,
+      conversationId: submission.conversationId,
+      status: submission.status,
+      ...(submission.requestId !== undefined ? { requestId: submission.requestId } : {}),
+    })),
+  };
+}
