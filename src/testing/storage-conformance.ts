@@ -263,6 +263,15 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after the refusals");
         await storage.apply({ ...emptyBatch(), tasks: [sampleTask(7, "pending")] });
         equal((await storage.load()).log, { epoch: 3, position: 2 }, "the head after a batch without a fence");
+        if (storage.readEpochs)
+          equal(
+            await storage.readEpochs(),
+            [
+              { epoch: 1, start: 1 },
+              { epoch: 3, start: 2 },
+            ],
+            "the epochs' starts (decision 0032: where two copies diverged)",
+          );
         if (!storage.readLog || !storage.trimLog) return;
         const tail = await storage.readLog(0, 10);
         equal(
