@@ -36,13 +36,23 @@ for (const backend of backends) {
       const acknowledged = new Acknowledged();
       const runs = { count: 0 };
       const models = new ScriptedModels([callTool("note", { text: "a" }, "call_1"), answer("done")]);
+      const waits: number[] = [];
       const { harness, root } = await openAgent(storage, {
         models,
         world: createWorld(),
         tools: [noteTool(runs)],
         clock,
-        lease: { place: "tab", arbiter: memoryArbiter({ clock }), confirm: acknowledged.confirm },
+        lease: {
+          place: "tab",
+          arbiter: memoryArbiter({ clock }),
+          confirm: (position, context) => {
+            waits.push(position);
+            return acknowledged.confirm(position, context);
+          },
+        },
       });
+      let transactions = 0;
+      harness.onLog(() => void transactions++);
       await root.submit({ type: "input", content: "note it", requestId: "q1" }, ctx);
       await settle();
       // Every step up to the request was stored without waiting; the request itself waits for the acknowledgement.
@@ -63,6 +73,9 @@ for (const backend of backends) {
       await settle();
       expect(models.requests).toHaveLength(2);
       expect(harness.quiet).toBe(true);
+      // One wait per effect (two requests, one unsafe tool), none for the other transactions of the turn.
+      expect(waits).toHaveLength(3);
+      expect(transactions).toBeGreaterThan(6);
       await harness.close(ctx);
     });
 
