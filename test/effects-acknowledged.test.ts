@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Acknowledged } from "../src/follow/acknowledged.ts";
 import { type LeaseArbiter, memoryArbiter } from "../src/follow/arbiter.ts";
-import { defineTool, LeaseNotHeld, type Storage } from "../src/index.ts";
+import { definePageTool, defineTool, LeaseNotHeld, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, createWorld, lookTool, openAgent, ScriptedModels, settle, tasksOf } from "./agent-support.ts";
 import { backends, ctx } from "./support.ts";
@@ -105,6 +105,42 @@ for (const backend of backends) {
       await settle();
       expect(models.requests).toHaveLength(2);
       await harness.close(ctx);
+    });
+
+    it("DESIGN §4c: an unsafe page tool's claim is answered to the page only once it is acknowledged; a safe one's at once", async () => {
+      for (const replay of ["unsafe", "safe"] as const) {
+        const storage = await backend.create();
+        const clock = createManualClock(1_000);
+        const acknowledged = new Acknowledged();
+        const models = new ScriptedModels([callTool("ask_person", { question: "Which colour?" }, "call_1"), answer("thanks")]);
+        const ask = definePageTool({
+          name: "ask_person",
+          description: "Ask the person in the page",
+          parameters: { type: "object", properties: { question: { type: "string" } }, required: ["question"] },
+          replay,
+        });
+        const { harness, root } = await openAgent(storage, {
+          models,
+          world: createWorld(),
+          tools: [ask],
+          clock,
+          lease: { place: "tab", arbiter: memoryArbiter({ clock }), confirm: acknowledged.confirm },
+        });
+        await root.submit({ type: "input", content: "ask me", requestId: "q1" }, ctx);
+        await settle();
+        acknowledged.moved(harness.lease!.position);
+        await settle();
+        expect(root.pendingPageCalls()).toHaveLength(1);
+        let claimed = false;
+        const claim = root.claimPageCall("call_1", { claimId: "tab:1", pageId: "tab" }, ctx).then(() => (claimed = true));
+        await settle();
+        // The claim is stored either way; only the unsafe call's page waits for it to be acknowledged.
+        expect(root.pendingPageCalls()[0]?.status).toBe("claimed");
+        expect(claimed).toBe(replay === "safe");
+        acknowledged.moved(harness.lease!.position);
+        await claim;
+        await harness.close(ctx);
+      }
     });
 
     it("a pinned lease (no expiry, no one may take over): effects never wait, even with no acknowledgement ever", async () => {

@@ -9,7 +9,17 @@ import type { TaskRecord } from "../storage/records.ts";
  */
 export type AgentSession = Pick<
   Session,
-  "subscribe" | "read" | "commit" | "storage" | "live" | "conversations" | "documents" | "openSubmissions" | "rootConversationId" | "clock"
+  | "subscribe"
+  | "read"
+  | "commit"
+  | "storage"
+  | "live"
+  | "conversations"
+  | "documents"
+  | "openSubmissions"
+  | "rootConversationId"
+  | "clock"
+  | "fence"
 >;
 
 /**

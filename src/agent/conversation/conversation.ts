@@ -12,6 +12,7 @@ import {
   claimIn,
   type PageCallClaimed,
   type PageCallRecord,
+  type PageCheckpoint,
   type PageToolResult,
   type PendingPageCall,
   pendingPageCalls,
@@ -199,7 +200,20 @@ export class Conversation {
    */
   async claimPageCall(callId: string, claim: { claimId: string; pageId?: string }, context: Context): Promise<PageCallClaimed> {
     this.#writable("claimPageCall()", context);
-    return cloneJson(await this.#host.commitIn(this.id, (tx) => claimIn(tx, this.id, callId, claim), context));
+    let unsafe = true;
+    const claimed = await this.#host.commitIn(
+      this.id,
+      (tx) => {
+        const won = claimIn(tx, this.id, callId, claim);
+        unsafe = (tx.task(won.taskId)?.state as { checkpoint?: PageCheckpoint }).checkpoint?.replay !== "safe";
+        return won;
+      },
+      context,
+    );
+    // Decision 0032: the page runs an unsafe tool only once its claim is held where a takeover would recover from.
+    const fence = this.#host.kernel.session.fence;
+    if (unsafe && fence) await fence.confirmed(context);
+    return cloneJson(claimed);
   }
 
   /**
