@@ -205,7 +205,8 @@ export class Conversation {
       this.id,
       (tx) => {
         const won = claimIn(tx, this.id, callId, claim);
-        unsafe = (tx.task(won.taskId)?.state as { checkpoint?: PageCheckpoint }).checkpoint?.replay !== "safe";
+        const state = tx.task(won.taskId)?.state as { checkpoint?: PageCheckpoint } | undefined;
+        unsafe = state?.checkpoint?.replay !== "safe";
         return won;
       },
       context,
