@@ -1,7 +1,7 @@
 import type { Clock } from "../base/clock.ts";
 import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { DatabaseCorrupt, HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
+import { HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
@@ -10,7 +10,7 @@ import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
 import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
 import { markStorageFailure } from "./storage-failure.ts";
-import { taskProblem } from "./task-shape.ts";
+import { damagedRows, taskProblem } from "./task-shape.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
 
 export type { CommitOptions, Published } from "./commit-types.ts";
@@ -70,6 +70,8 @@ export class Session {
   #open: Pending[] | undefined;
   /** Storage refused the last transaction: groups go one commit at a time until one is stored. */
   #refused = false;
+  /** Ends the hold on storage's checkpoint the open's recovery took, at the first task step stored (decision 0033). */
+  #releaseCheckpoints: (() => void) | undefined;
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
   /**
@@ -119,16 +121,7 @@ export class Session {
       if (problem) damaged.push({ table: "tasks", id: task.id, problem });
       return !problem;
     });
-    if (damaged.length > 0 && !session.readOnly) {
-      const list = damaged
-        .slice(0, 5)
-        .map((row) => `${row.table === "tasks" ? "task" : row.table} ${row.id}: ${row.problem}`)
-        .join("; ");
-      throw new DatabaseCorrupt(
-        `${storage.label} has ${damaged.length} damaged row${damaged.length > 1 ? "s" : ""} (${list}${damaged.length > 5 ? "; …" : ""}). ` +
-          `It was left unmodified; open it with readOnly: true to inspect it.`,
-      );
-    }
+    if (damaged.length > 0 && !session.readOnly) throw damagedRows(storage.label, damaged);
     session.damaged = damaged;
     session.nextId = state.nextId;
     session.rootConversationId = state.rootConversationId;
@@ -162,14 +155,14 @@ export class Session {
     return new Promise<T>((resolve, reject) => {
       const pending: Pending = { body, actor, resolve: resolve as (value: unknown) => void, reject };
       if (!options?.group) {
-        this.#turn(() => this.#runGroup([pending]));
+        this.#turn(() => this.#runGroup([pending], false));
         return;
       }
       let group = this.#open;
       if (group === undefined || group.length >= GROUP_LIMIT) {
         const members: Pending[] = [];
         group = members;
-        this.#turn(() => this.#runGroup(members));
+        this.#turn(() => this.#runGroup(members, true));
         this.#open = members; // after #turn, which closes the group before it
       }
       group.push(pending);
@@ -187,13 +180,20 @@ export class Session {
    * and stored again one at a time, so a refusal reaches exactly the commits storage refuses alone. After a
    * refusal the next turns go one at a time too, until one is stored. Never rejects (each commit settles).
    */
-  async #runGroup(members: Pending[]): Promise<void> {
+  async #runGroup(members: Pending[], steps: boolean): Promise<void> {
     if (this.#open === members) this.#open = undefined;
     for (let start = 0; start < members.length; ) {
       const count = this.#refused ? 1 : members.length - start;
       if (await this.#store(members.slice(start, start + count))) start += count;
       else this.#refused = true;
     }
+    if (steps) this.#endCheckpointHold(); // a task step after the open's recovery: its held checkpoint may run
+  }
+
+  #endCheckpointHold(): void {
+    const release = this.#releaseCheckpoints;
+    this.#releaseCheckpoints = undefined;
+    release?.();
   }
 
   /**
@@ -286,6 +286,8 @@ export class Session {
       if (tasks.length === 0 && !this.fence) return [];
       const batch: Batch = { ...emptyBatch, tasks };
       this.#stamp(batch);
+      // Its checkpoint (and the reservation passes') would stand in front of the first resumed step (decision 0033).
+      if (tasks.length > 0) this.#releaseCheckpoints ??= this.storage.holdCheckpoints?.();
       try {
         await this.storage.apply(batch);
       } catch (error) {
@@ -309,7 +311,7 @@ export class Session {
   seal(): Promise<void> {
     const drained = this.#line.idle;
     this.#sealed = true;
-    return drained;
+    return drained.then(() => this.#endCheckpointHold());
   }
 
   /** Commits admitted before the seal still run: used by close for its final bookkeeping commit. */

@@ -1,4 +1,6 @@
+import { DatabaseCorrupt } from "../errors.ts";
 import type { TaskRecord } from "../storage/records.ts";
+import type { DamagedRow } from "../storage/storage.ts";
 
 const LIVE_STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing"]);
 
@@ -18,4 +20,16 @@ export function taskProblem(task: TaskRecord): string | undefined {
   if (state.status === "sleeping" && state.until !== undefined && !(typeof state.until === "number" && Number.isFinite(state.until)))
     return "sleeping until no valid time";
   return undefined;
+}
+
+/** Why a writable open refuses a database with damaged rows (B3/B4): nothing was changed. */
+export function damagedRows(label: string, damaged: readonly DamagedRow[]): DatabaseCorrupt {
+  const list = damaged
+    .slice(0, 5)
+    .map((row) => `${row.table === "tasks" ? "task" : row.table} ${row.id}: ${row.problem}`)
+    .join("; ");
+  return new DatabaseCorrupt(
+    `${label} has ${damaged.length} damaged row${damaged.length > 1 ? "s" : ""} (${list}${damaged.length > 5 ? "; …" : ""}). ` +
+      `It was left unmodified; open it with readOnly: true to inspect it.`,
+  );
 }

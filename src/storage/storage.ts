@@ -62,6 +62,12 @@ export interface Storage {
   load(): Promise<StoredState>;
   apply(batch: Batch): Promise<void>;
   /**
+   * Holds back the backend's own housekeeping of its write-ahead log (SQLite's automatic checkpoint) until the
+   * returned release is called: the session holds it over an open's recovery, so the checkpoint that batch
+   * would trigger comes after the first resumed step instead of in front of it (decision 0033). Optional.
+   */
+  holdCheckpoints?(): () => void;
+  /**
    * The log's tail (decision 0029): the fenced transactions after position `after`, at most `limit`, in order, as
    * they were stored. Kept until `trimLog` drops them. Absent on a storage that keeps no log.
    */

@@ -39,6 +39,11 @@ export interface SqliteDatabase {
   readonly shared?: boolean;
   /** The most bytes one row holds, where the platform limits it (a Durable Object: 2 MB). */
   readonly maxRowBytes?: number;
+  /**
+   * Holds back the automatic WAL checkpoint until the returned release is called (decision 0033). Optional:
+   * a database without a write-ahead log of its own (memory, a Durable Object's) has nothing to hold.
+   */
+  holdCheckpoints?(): () => void;
   /** The bytes of the whole database (for copies, downloads and crash simulation). */
   exportImage(): Promise<Uint8Array>;
   close(): Promise<void>;

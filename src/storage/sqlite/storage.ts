@@ -170,6 +170,10 @@ export class SqliteStorage implements Storage {
     }
   }
 
+  holdCheckpoints(): () => void {
+    return this.#db.holdCheckpoints?.() ?? noop;
+  }
+
   async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
     if (!this.#log) return [];
     return (await this.#db.all(SQL.readLog, after, limit)).map((row) => parseStored("sqlite", "pi_durable_log", "?", row.batch));
@@ -284,6 +288,8 @@ export class SqliteStorage implements Storage {
     return this.#db.close();
   }
 }
+
+function noop(): void {}
 
 /** The log's head from `SQL.logHead`'s row, or undefined before the first fenced commit. */
 function logHead(row: SqlRow | undefined): LogMark | undefined {

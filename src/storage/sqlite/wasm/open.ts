@@ -105,7 +105,12 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     await releasePool(pool);
     throw error;
   }
-  const connection = new Connection(sqlite3, db, { readOnly, label: `the database ${where}`, release: () => releasePool(pool) });
+  const connection = new Connection(sqlite3, db, {
+    readOnly,
+    label: `the database ${where}`,
+    release: () => releasePool(pool),
+    wal: !readOnly,
+  });
   try {
     // A read-only open must not touch the file, and a damaged one must stay as found: no checkpoint at
     // close for either. (Cleared again below for a healthy read-write database.)
