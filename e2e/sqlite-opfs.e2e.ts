@@ -61,6 +61,20 @@ describe("opfs-sahpool database in Chromium", () => {
     );
   });
 
+  it("holds the automatic checkpoint while asked (decision 0033): the log keeps every frame, then checkpoints again once released", async () => {
+    const page = await session.newPage();
+    await openOk(page);
+    await page.evaluate(() => window.e2e.api.holdCheckpoints());
+    // 200 transactions of a 40 kB row (overflow pages): far past wal_autocheckpoint's 1,000 frames.
+    await page.evaluate(() => window.e2e.api.insert(200, 40_000));
+    expect(await page.evaluate(() => window.e2e.api.walFrames())).toBeGreaterThan(1000);
+    await page.evaluate(() => window.e2e.api.releaseCheckpoints());
+    await page.evaluate(() => window.e2e.api.insert(50, 40_000));
+    expect(await page.evaluate(() => window.e2e.api.walFrames())).toBeLessThan(1000);
+    expect(await page.evaluate(() => window.e2e.api.stats())).toMatchObject({ count: 250 });
+    expect(await page.evaluate(() => window.e2e.api.integrityCheck())).toEqual(["ok"]);
+  });
+
   it("leaves no trace of a transaction that was open (and spilling pages) when the page reloaded", async () => {
     const page = await session.newPage();
     await openOk(page);

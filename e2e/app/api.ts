@@ -27,6 +27,11 @@ export interface WorkerApi {
   /** Row count, min/max id, and how many rows carry uncommitted text. */
   stats(): Promise<{ count: number; minId: number | null; maxId: number | null; uncommitted: number }>;
   integrityCheck(): Promise<string[]>;
+  /** Holds the automatic WAL checkpoint (decision 0033) until `releaseCheckpoints()`. */
+  holdCheckpoints(): void;
+  releaseCheckpoints(): void;
+  /** Frames in the write-ahead log now (`PRAGMA wal_checkpoint(PASSIVE)`'s log column; it also checkpoints). */
+  walFrames(): Promise<number>;
   /**
    * BEGIN, then rewrite every row and add `extraRows` under `PRAGMA cache_size = 2` (so pages spill into
    * the WAL file before any commit), and return with the transaction still open.

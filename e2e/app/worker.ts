@@ -11,6 +11,7 @@ import type { OpenOptions, WorkerApi } from "./api.ts";
 
 let db: SqliteDatabase | undefined;
 let written = 0;
+let release: (() => void) | undefined;
 
 function database(): SqliteDatabase {
   if (!db) throw new Error("open() first");
@@ -18,6 +19,15 @@ function database(): SqliteDatabase {
 }
 
 const api: WorkerApi = {
+  holdCheckpoints() {
+    release = database().holdCheckpoints?.();
+  },
+  releaseCheckpoints() {
+    release?.();
+  },
+  async walFrames() {
+    return Number((await database().get("PRAGMA wal_checkpoint(PASSIVE)"))?.log);
+  },
   async conformance() {
     let file = 0;
     const opened: Storage[] = [];
