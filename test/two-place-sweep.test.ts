@@ -27,6 +27,12 @@ describe("the two-place crash sweep (issue 27 item 6, decision 0029)", { timeout
 });
 
 describe("the two-place sweep with a live mirror (issue 27 items 3 and 4, decision 0032)", { timeout: 600_000 }, () => {
+  it("a tab that crashes at any commit and reloads at once: it takes a new epoch and finishes the turn with the object following", async () => {
+    const result = await twoPlaceSweep(mirroredTurn, { mirror: true });
+    expect(result.forks).toBe(0);
+    console.log(`two-place sweep, live mirror, the tab reloads: ${JSON.stringify(result)}`);
+  });
+
   it("a tab that crashes at any commit and stays away past the expiry: the object takes over and nothing with an effect is lost", async () => {
     const result = await twoPlaceSweep(mirroredTurn, { mirror: true, stayAway: true });
     expect(result.commits.tab).toBeGreaterThan(5);
