@@ -4,7 +4,7 @@ import { Acknowledged } from "../src/follow/acknowledged.ts";
 import { type LeaseArbiter, memoryArbiter } from "../src/follow/arbiter.ts";
 import { definePageTool, defineTool, LeaseNotHeld, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { answer, callTool, createWorld, lookTool, openAgent, ScriptedModels, settle, tasksOf } from "./agent-support.ts";
+import { answer, callTool, callTools, createWorld, lookTool, openAgent, ScriptedModels, settle, tasksOf } from "./agent-support.ts";
 import { backends, ctx } from "./support.ts";
 
 // Issue 27 item 3, decision 0032: before an external effect (an unsafe tool's intent, a model request) the commit
@@ -199,6 +199,79 @@ for (const backend of backends) {
     });
   });
 }
+
+describe("no effect before its acknowledgement, under any schedule of acknowledgements (decision 0032)", () => {
+  it("every model request and every run of the unsafe tool starts only once the object acknowledged the commit that recorded it (fast-check)", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: -3, max: 1 }), { minLength: 1, maxLength: 40 }), async (schedule) => {
+        const clock = createManualClock(1_000);
+        const acknowledged = new Acknowledged();
+        const intents = new Map<string, number>();
+        const violations: string[] = [];
+        const started = (what: string, intent: string) => {
+          const position = intents.get(intent) ?? Number.POSITIVE_INFINITY;
+          if (acknowledged.head < position) violations.push(`${what} at acknowledged ${acknowledged.head} < ${position}`);
+        };
+        const note = defineTool<{ text: string }>({
+          name: "note",
+          description: "Append a line",
+          parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+          async execute(_args, api) {
+            started("note", `tool ${api.taskId}`);
+            return "noted";
+          },
+        });
+        const models = new ScriptedModels([
+          callTools([
+            ["note", { text: "a" }, "call_1"],
+            ["note", { text: "b" }, "call_2"],
+          ]),
+          answer("done"),
+        ]);
+        const api = models.api;
+        const watched = new Proxy(api, {
+          get(target, key, receiver) {
+            const value = Reflect.get(target, key, receiver);
+            if (key !== "streamSimple" || typeof value !== "function") return value;
+            return (...args: unknown[]) => {
+              started("request", "request");
+              return (value as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          },
+        });
+        const storage = await backends[0]!.create();
+        const { harness, root } = await openAgent(storage, {
+          models: { api: watched } as unknown as ScriptedModels, // openAgent reads only its api
+          world: createWorld(),
+          tools: [note],
+          clock,
+          lease: { place: "tab", arbiter: memoryArbiter({ clock }), confirm: acknowledged.confirm },
+        });
+        harness.onLog((batch) => {
+          for (const task of batch.tasks) {
+            const state = task.state as { status: string; checkpoint?: { phase?: string } };
+            if (task.kind === "pi.tool" && state.checkpoint?.phase === "execute") intents.set(`tool ${task.id}`, batch.fence.position);
+          }
+          for (const document of batch.documents) {
+            const generation = (document.value as { generation?: { requestedAt?: number } } | null)?.generation;
+            if (document.key === "pi.live" && generation?.requestedAt !== undefined) intents.set("request", batch.fence.position);
+          }
+        });
+        await root.submit({ type: "input", content: "note twice", requestId: "q1" }, ctx);
+        // Each turn of the schedule acknowledges the head minus 0..3 (or everything, at 1), then lets the harness run.
+        for (const turn of [...schedule, ...Array.from({ length: 12 }, () => 1)]) {
+          const head = harness.lease!.position;
+          acknowledged.moved(turn === 1 ? head : head + turn);
+          await settle(3);
+        }
+        expect(violations).toEqual([]);
+        expect(harness.quiet).toBe(true); // the turn finished once everything was acknowledged
+        await harness.close(ctx);
+      }),
+      { numRuns: 25, seed: 32 },
+    );
+  });
+});
 
 describe("Acknowledged (decision 0032)", () => {
   it("a wait on position P resolves exactly when an acknowledgement at or past P arrived, in any order (fast-check)", async () => {
