@@ -1,7 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type LeaseArbiter, memoryArbiter } from "../src/follow/arbiter.ts";
-import { findFork, historyOf } from "../src/follow/fork.ts";
+import { continuesHistory, findFork, historyOf } from "../src/follow/fork.ts";
+import { applyPushed } from "../src/follow/handover.ts";
 import type { Batch, Storage } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -74,9 +75,17 @@ for (const backend of backends) {
       expect(fork!.transactions.flatMap((transaction) => transaction.submissions)).toContainEqual(
         expect.objectContaining({ requestId: "offline-1", conversationId: tab.root.id }),
       );
-      // Not applied silently: the object's copy has no trace of the input.
+      // Not applied silently: the object's copy has no trace of the input, and a push of the fork changes nothing.
       const theirs = await objectStorage.listEntries(tab.root.id);
       expect(JSON.stringify(theirs)).not.toContain("written offline");
+      const objectHead = (await objectStorage.load()).log!;
+      const forkBatches = (await tabStorage.readLog!(pushed, 64)).filter((batch) => batch.fence.position > pushed);
+      expect(await applyPushed(objectStorage, objectHead.position, forkBatches)).toBe(objectHead.position);
+      expect(JSON.stringify(await objectStorage.listEntries(tab.root.id))).not.toContain("written offline");
+      // Nor the other way: the tab's copy is not a prefix of the object's history, so it may not follow its pushes.
+      const history = await historyOf(objectStorage);
+      expect(continuesHistory(history, (await tabStorage.load()).log)).toBe(false);
+      expect(continuesHistory(history, { epoch: 1, position: pushed })).toBe(true);
       await object.harness.close(ctx);
     });
   });
@@ -99,6 +108,11 @@ describe("findFork (decision 0032)", () => {
           if (objects > 0) await write(object, 2, objects, "object");
           else await write(object, 1, Math.max(0, tabs - lag), "tab");
           const fork = await findFork(tab, await historyOf(object));
+          // A copy may follow another's pushes exactly when it has no fork against it and is not ahead of it.
+          const theirs = await historyOf(object);
+          const mine = (await tab.load()).log;
+          const ahead = (mine?.position ?? 0) > (theirs.head?.position ?? 0);
+          expect(continuesHistory(theirs, mine)).toBe(fork === undefined && !ahead);
           const expected = objects > 0 ? Array.from({ length: tabs }, (_, index) => prefix + 1 + index) : [];
           expect(fork?.transactions.map((transaction) => transaction.position) ?? []).toEqual(expected);
           if (fork)

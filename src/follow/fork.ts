@@ -53,6 +53,17 @@ export function epochAt(history: LogHistory, position: number): number | undefin
 }
 
 /**
+ * Whether a copy whose log stands at `mine` is a prefix of `theirs` (decision 0032): only then may it follow their
+ * pushes from `mine.position + 1`. A copy that is not — it holds a stretch `theirs` does not, a fork — must not:
+ * applying their later transactions on top of its own would mix the two histories silently (positions it holds
+ * are skipped as duplicates, the next one continues it under their newer epoch). It reads its fork and rebuilds.
+ */
+export function continuesHistory(theirs: LogHistory, mine: LogMark | undefined): boolean {
+  if (!mine || mine.position === 0) return true;
+  return epochAt(theirs, mine.position) === mine.epoch;
+}
+
+/**
  * Whether this place's transaction at `batch`'s position is outside `theirs`: they wrote that position under
  * another epoch, or they moved on to a newer epoch than the one it was made under (a push of it is refused as
  * stale). A transaction just not pushed yet, of an epoch they may still receive, is not a fork.
