@@ -1,8 +1,10 @@
+import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import type { ModelCatalog } from "./agent/model-types.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { PendingPageCall } from "./agent/tasks/page-calls.ts";
 import type { Clock } from "./base/clock.ts";
 import type { EnvFactory } from "./env/types.ts";
+import { InvalidSetting } from "./errors.ts";
 import type { LeaseArbiter } from "./follow/arbiter.ts";
 import type { ReportHandler } from "./reports.ts";
 import type { ConfirmPosition } from "./session/fence.ts";
@@ -10,7 +12,7 @@ import type { Settings } from "./settings.ts";
 import type { TaskRecord } from "./storage/records.ts";
 import type { TaskInspectionState } from "./tasks/inspect.ts";
 import type { CrashPointHandler } from "./tasks/options.ts";
-import type { Registry } from "./tasks/registry.ts";
+import { Registry } from "./tasks/registry.ts";
 
 export interface HarnessOptions {
   /** Installed extensions; create it with `createRegistry()`. */
@@ -91,4 +93,15 @@ export interface Recovery {
   stop: "crash" | "close" | "none";
   /** The tasks a crash left running; each was counted a restart (`restarts`: its count after this open). */
   tasks: Array<{ id: number; kind: string; restarts: number }>;
+}
+
+/** Refuses options `Harness.open` cannot work with, before it reads storage. */
+export function checkOptions(options: HarnessOptions): void {
+  if (!(options?.registry instanceof Registry))
+    throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
+  const missing = BUILTIN_TASKS.map((task) => task.name).filter((kind) => !options.registry.task(kind));
+  if (missing.length > 0)
+    throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
+  if (options.resume && options.readOnly)
+    throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
 }

@@ -1,4 +1,3 @@
-import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import type { Conversation } from "./agent/conversation/conversation.ts";
 import { Conversations } from "./agent/conversation/conversations.ts";
 import type { Submission } from "./agent/conversation/submission.ts";
@@ -8,8 +7,8 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import { DatabaseLocked, HarnessClosed, InvalidSetting, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
-import type { HarnessOptions, Inspection, Recovery } from "./harness-types.ts";
+import { DatabaseLocked, HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
 import { Fence } from "./session/fence.ts";
 import { documentKey } from "./session/keys.ts";
@@ -18,7 +17,7 @@ import { type ResolvedSettings, resolveSettings } from "./settings.ts";
 import type { Batch, LogMark, TaskRecord } from "./storage/records.ts";
 import type { Row, Storage } from "./storage/storage.ts";
 import type { LiveHandler } from "./tasks/options.ts";
-import { Registry } from "./tasks/registry.ts";
+import type { Registry } from "./tasks/registry.ts";
 import { Scheduler } from "./tasks/scheduler.ts";
 import { type NextWake, nextWake } from "./tasks/wake.ts";
 
@@ -67,14 +66,8 @@ export class Harness {
    */
   static async open(storage: Storage, options: HarnessOptions, context: Context): Promise<Harness> {
     throwIfCancelled(context);
-    if (!(options?.registry instanceof Registry))
-      throw new InvalidSetting("HarnessOptions.registry is required: create one with createRegistry().");
-    const missing = BUILTIN_TASKS.map((task) => task.name).filter((kind) => !options.registry.task(kind));
-    if (missing.length > 0)
-      throw new InvalidSetting(`The registry lacks the built-in tasks ${missing.join(", ")}: create it with createRegistry().`);
+    checkOptions(options);
     const settings = resolveSettings(options.settings, storage);
-    if (options.resume && options.readOnly)
-      throw new InvalidSetting("HarnessOptions.resume and readOnly exclude each other: a read-only harness never runs tasks.");
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
     const writer = options.readOnly !== true && !storage.readOnly;
     if (writer) {
@@ -166,6 +159,12 @@ export class Harness {
    */
   onLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
     return this.#session.subscribeLog(listener);
+  }
+
+  /** A read-only copy follows the holder's log (decision 0034): `batch` is stored and published as if committed here. */
+  follow(batch: Batch & { fence: LogMark }, context: Context): Promise<void> {
+    this.#assertOpen();
+    return waitFor(this.#session.follow(batch), context);
   }
 
   /**

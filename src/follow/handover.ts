@@ -42,15 +42,21 @@ const PUSH_LIMIT = 64;
 
 /**
  * Applies `batches` to `storage` in log order from `head` + 1, skipping what it holds and stopping at a gap or
- * at a transaction of a superseded epoch (`StaleEpoch`: refused, not applied). Returns the new head.
+ * at a transaction of a superseded epoch (`StaleEpoch`: refused, not applied). Returns the new head. `apply`: how
+ * one enters the copy, when a read-only harness follows it (`harness.follow`, so its views move on; decision 0034).
  */
-export async function applyPushed(storage: Storage, head: number, batches: readonly LoggedBatch[]): Promise<number> {
+export async function applyPushed(
+  storage: Storage,
+  head: number,
+  batches: readonly LoggedBatch[],
+  apply: (batch: LoggedBatch) => Promise<void> = (batch) => storage.apply(batch),
+): Promise<number> {
   const sorted = [...batches].sort((a, b) => a.fence.position - b.fence.position);
   for (const batch of sorted) {
     if (batch.fence.position <= head) continue;
     if (batch.fence.position !== head + 1) break;
     try {
-      await storage.apply(batch);
+      await apply(batch);
     } catch (error) {
       if (error instanceof StaleEpoch) break;
       throw error;

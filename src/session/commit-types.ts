@@ -1,5 +1,7 @@
 import type { Report } from "../reports.ts";
 import type { Batch } from "../storage/records.ts";
+import type { KernelTx } from "./tx.ts";
+import type { TxActor } from "./tx-types.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
 export interface Published {
@@ -15,4 +17,20 @@ export interface CommitOptions {
    * (decision 0026): a task's own commits, whose callbacks read only through their `tx`.
    */
   group?: boolean;
+}
+
+/** A commit waiting on the line for its turn. */
+export interface Pending {
+  body: (tx: KernelTx) => unknown;
+  actor: TxActor | undefined;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** A commit of a group that passed its callback and checks, waiting for the group's transaction. */
+export interface Built {
+  pending: Pending;
+  tx: KernelTx;
+  result: unknown;
+  batch: Batch | undefined;
 }

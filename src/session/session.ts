@@ -5,12 +5,12 @@ import { HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySess
 import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
-import type { CommitOptions, Published } from "./commit-types.ts";
+import type { Built, CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
 import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
 import { markStorageFailure } from "./storage-failure.ts";
-import { damagedRows, taskProblem } from "./task-shape.ts";
+import { damagedRows, followProblem, taskProblem } from "./task-shape.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
 
 export type { CommitOptions, Published } from "./commit-types.ts";
@@ -20,22 +20,6 @@ export type { CommitOptions, Published } from "./commit-types.ts";
  * it, so a group stays small enough that its transaction is a short wait.
  */
 export const GROUP_LIMIT = 128;
-
-/** A commit waiting on the line for its turn. */
-interface Pending {
-  body: (tx: KernelTx) => unknown;
-  actor: TxActor | undefined;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-}
-
-/** A commit of a group that passed its callback and checks, waiting for the group's transaction. */
-interface Built {
-  pending: Pending;
-  tx: KernelTx;
-  result: unknown;
-  batch: Batch | undefined;
-}
 
 /**
  * The one mutation line of a harness. Commits run strictly one after another: the callback stages writes on a
@@ -299,6 +283,22 @@ export class Session {
       return tasks.map((task) => task.id).sort((a, b) => a - b);
     };
     return this.#turn(run);
+  }
+
+  /**
+   * A read-only copy follows its log (decision 0034): stores a transaction the lease's holder made (storage refuses
+   * it, writing nothing, when it does not continue the log: `LogOutOfOrder`, `StaleEpoch`), then publishes it as a
+   * commit of this session, so every view, waiter and listener moves on as the holder's own did.
+   */
+  follow(batch: Batch & { fence: LogMark }): Promise<void> {
+    if (this.#sealed) return Promise.reject(new HarnessClosed());
+    const problem = !this.readOnly || this.fence ? "this harness writes its own log" : followProblem(batch);
+    if (problem) return Promise.reject(new InvalidCommit(`A pushed transaction was refused: ${problem}. Nothing was written.`));
+    return this.#turn(async () => {
+      await this.storage.apply(batch);
+      this.#publish(batch);
+      for (const listener of this.#listeners) listener({ batch, reports: [] });
+    });
   }
 
   /** Runs `body` on the line without writing (a consistent read of the mirrors). */

@@ -1,5 +1,5 @@
 import { DatabaseCorrupt } from "../errors.ts";
-import type { TaskRecord } from "../storage/records.ts";
+import type { Batch, LogMark, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow } from "../storage/storage.ts";
 
 const LIVE_STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing"]);
@@ -32,4 +32,20 @@ export function damagedRows(label: string, damaged: readonly DamagedRow[]): Data
     `${label} has ${damaged.length} damaged row${damaged.length > 1 ? "s" : ""} (${list}${damaged.length > 5 ? "; …" : ""}). ` +
       `It was left unmodified; open it with readOnly: true to inspect it.`,
   );
+}
+
+/** What makes a pushed batch unfit for a copy's mirror (its shape was checked at the wire), or undefined. */
+export function followProblem(batch: Batch & { fence?: LogMark }): string | undefined {
+  if (!batch.fence) return "it carries no log position";
+  for (const task of batch.tasks) {
+    const state = task.state as { status?: unknown; outcome?: unknown } | undefined;
+    const ended = state?.status === "terminal";
+    const problem = ended
+      ? typeof state.outcome === "object" && state.outcome !== null
+        ? undefined
+        : "terminal without an outcome"
+      : taskProblem(task);
+    if (problem) return `task ${task.id}: ${problem}`;
+  }
+  return undefined;
 }
