@@ -64,3 +64,21 @@ export class FollowMessageRefused extends DurableError {
     super(`A follow-link message was refused (${reason}): ${detail}. Nothing was applied; send the messages src/follow/wire.ts describes.`);
   }
 }
+
+/**
+ * A write sent to a place that serves a read-only copy of the conversation (decision 0034), of a kind the copy does
+ * not forward to the place that holds the lease (configuration, task creation, powers). Nothing was done; make the
+ * call where the conversation runs, or again once the lease is here.
+ */
+export class RunsElsewhere extends DurableError {
+  override name = "RunsElsewhere";
+  constructor(
+    readonly method: string,
+    readonly place: string,
+  ) {
+    super(
+      `${method} was not done: this place serves a read-only copy and the conversation runs at ${place}. ` +
+        "Make the call there, or again once this place holds the lease (submit, abortConversation and decide are forwarded from here).",
+    );
+  }
+}

@@ -177,6 +177,11 @@ export interface MethodPolicy {
   local: boolean;
   /** True: the page's client answers it itself (`HostClient`), rather than forwarding it as it is. */
   answeredByClient: boolean;
+  /**
+   * True: a place that serves a read-only copy forwards it to the place that holds the lease, under its key
+   * (`src/follow/copy-service.ts`, decision 0034); the copy refuses every other write with `RunsElsewhere`.
+   */
+  forwarded: boolean;
 }
 
 type Kind<F> = F extends (...args: never[]) => Unsubscribe ? "subscribe" : "call";
@@ -186,7 +191,16 @@ const row = <K extends "call" | "subscribe", const P extends Partial<Omit<Method
   check: ArgsCheck,
   policy: P,
 ) =>
-  ({ retry: "never", servedToPages: true, local: false, answeredByClient: false, ...policy, kind, args: check }) as MethodPolicy & {
+  ({
+    retry: "never",
+    servedToPages: true,
+    local: false,
+    answeredByClient: false,
+    forwarded: false,
+    ...policy,
+    kind,
+    args: check,
+  }) as MethodPolicy & {
     kind: K;
   } & P;
 
@@ -234,9 +248,14 @@ export const PROTOCOL = {
   createConversation: row("call", args([], [agentChange]), { exposure: configuresWith }),
   listConversations: row("call", none, { retry: "safe", exposure: "page" }),
   configure: row("call", args([id, agentChange]), { retry: "safe", exposure: "power" }),
-  submit: row("call", args([id, submissionDraft]), { retry: "keyed", key: { arg: 1, field: "requestId" }, exposure: "page" }),
+  submit: row("call", args([id, submissionDraft]), {
+    retry: "keyed",
+    key: { arg: 1, field: "requestId" },
+    exposure: "page",
+    forwarded: true,
+  }),
   waitForSubmission: row("call", args([id]), { retry: "safe", exposure: "page" }),
-  abortConversation: row("call", args([id]), { retry: "safe", exposure: "page" }),
+  abortConversation: row("call", args([id]), { retry: "safe", exposure: "page", forwarded: true }),
   compact: row("call", args([id], [text({ empty: true, max: 10_000 })]), { exposure: "page" }),
   watchConversation: row("subscribe", args([id]), { exposure: "page", answeredByClient: true }),
   conversationEntries: row("call", args([id, id, integer(1, 1000)]), { retry: "safe", exposure: "page" }),
@@ -245,6 +264,7 @@ export const PROTOCOL = {
     retry: "keyed",
     key: { arg: 2, field: "decisionId" },
     exposure: "page",
+    forwarded: true,
   }),
   pendingApprovals: row("call", args([id]), { retry: "safe", exposure: "page" }),
   // Page tools (decision 0028): per conversation, like decide, so `authorize` checks the conversation. A claim

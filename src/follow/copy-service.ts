@@ -1,0 +1,281 @@
+/**
+ * The copy of a conversation served live to other devices (issue 27 item 2, decision 0034): the same
+ * `HarnessService` a host serves, over a read-only harness on this place's copy that follows the holder's pushed
+ * transactions (`harness.follow`), so every read, view and subscription is the copy's and moves on as the holder's
+ * commits arrive. The writes another device may make of a conversation — `submit`, `abortConversation`, `decide`
+ * (the rows with `forwarded: true`) — are forwarded to the place that holds the lease under their key (minted here
+ * when the caller sent none), sent again until answered, and answered once; every other write is `RunsElsewhere`.
+ * When this place takes the lease, `hold` hands the service to its own host: subscriptions move over, forwards still
+ * waiting are made there under the same key, and from then on everything is answered by the harness that runs.
+ */
+import type { Clock } from "../base/clock.ts";
+import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import { HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import type { ServedHost } from "../host/host.ts";
+import { type HarnessService, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
+import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
+import type { LoggedBatch } from "./handover.ts";
+
+/** How often a forward that got no answer is sent again, on the harness clock (the holder dedupes by key). */
+export const FORWARD_RESEND_MS = 1_000;
+
+export interface CopyServiceOptions {
+  /** The host over this place's copy, opened read-only (`createHost({ …, harness: { …, readOnly: true } })`). */
+  copy: ServedHost;
+  /** The place that holds the lease, as the follow link reaches it. */
+  holder: HolderPort;
+  /** The harness clock: forwards are sent again on it. */
+  clock: Clock;
+  /** Where the conversation runs now, for `RunsElsewhere` ("the tab, lease epoch 3"). */
+  where?: () => string;
+  /** Mints the key of a forwarded write sent without one. Default `crypto.randomUUID()`. */
+  newKey?: () => string;
+}
+
+export interface CopyService {
+  /** What this place serves to devices (put it behind the doors like any host's service). */
+  readonly service: HarnessService;
+  /** Applies one transaction the holder pushed, through the follower harness (see `harness.follow`). */
+  follow(batch: LoggedBatch): Promise<void>;
+  /** This place took the lease and `host` runs the conversation here: from now on it answers everything. */
+  hold(host: ServedHost): Promise<void>;
+  /** True once `hold` handed the service to the holding host. */
+  readonly holding: boolean;
+  /** Ends every forward and subscription and closes the current host. */
+  close(): Promise<void>;
+}
+
+/** A forward on its way: one per key, however often it is asked for or sent. */
+interface Forward {
+  write: ForwardedWrite;
+  promise: Promise<ForwardAnswer>;
+  settle(outcome: { answer: ForwardAnswer } | { error: unknown }): void;
+  cancel?: () => void;
+}
+
+/** A subscription, so it can move to the holding host. */
+interface Held {
+  method: MethodName;
+  args: unknown[];
+  listener: (value: never) => void;
+  unsubscribe: Unsubscribe;
+}
+
+type AnyMethod = (...args: unknown[]) => unknown;
+
+export function createCopyService(options: CopyServiceOptions): CopyService {
+  const follower = options.copy.ready;
+  const where = options.where ?? (() => "the place that holds its lease");
+  const newKey = options.newKey ?? (() => crypto.randomUUID());
+  let current: ServedHost = options.copy;
+  let holding = false;
+  let closed = false;
+  const forwards = new Map<string, Forward>();
+  const subscriptions = new Set<Held>();
+
+  // A submission is answered once the copy holds it: then `waitForSubmission` and every view find it here.
+  follower.then(
+    (harness) =>
+      harness.onCommit(({ batch }) => {
+        for (const record of batch.submissions) {
+          if (record.requestId === undefined) continue;
+          const answer: ForwardAnswer = { method: "submit", submissionId: record.id };
+          forwards.get(`submit/${record.conversationId}/${record.requestId}`)?.settle({ answer });
+        }
+      }),
+    () => {},
+  );
+
+  /** Calls `method` on the current host; a read cut off by the move to the holding host is asked there again. */
+  const delegate = (method: MethodName, args: unknown[]): unknown => {
+    const host = current;
+    const refused = (error: unknown): unknown => {
+      if (host !== current && error instanceof HarnessClosed && PROTOCOL[method].retry === "safe") return delegate(method, args);
+      if (host === options.copy && error instanceof ReadOnlySession) throw new RunsElsewhere(method, where());
+      throw error;
+    };
+    try {
+      const result = (host.service[method] as AnyMethod)(...args);
+      return result instanceof Promise ? result.catch(refused) : result;
+    } catch (error) {
+      return refused(error);
+    }
+  };
+  const serve =
+    <M extends MethodName>(method: M) =>
+    (...args: Parameters<HarnessService[M]>) =>
+      delegate(method, args) as ReturnType<HarnessService[M]>;
+
+  const subscribe =
+    <M extends MethodName>(method: M) =>
+    (...all: Parameters<HarnessService[M]>): Unsubscribe => {
+      const args = [...all] as unknown[];
+      const listener = args.pop() as (value: never) => void;
+      const unsubscribe = delegate(method, [...args, listener]) as Unsubscribe;
+      const held: Held = { method, args, listener, unsubscribe };
+      subscriptions.add(held);
+      return () => {
+        if (subscriptions.delete(held)) held.unsubscribe();
+      };
+    };
+
+  /** Sends `write` to the holder until it is answered (or refused), at most one forward per `key` at a time. */
+  const forward = (key: string, write: ForwardedWrite, copy: Harness): Promise<ForwardAnswer> => {
+    const existing = forwards.get(key);
+    if (existing) return existing.promise;
+    let settle!: Forward["settle"];
+    const promise = new Promise<ForwardAnswer>((resolve, reject) => {
+      settle = (outcome) => {
+        if (forwards.get(key) !== entry) return;
+        forwards.delete(key);
+        entry.cancel?.();
+        if ("answer" in outcome) resolve(outcome.answer);
+        else reject(outcome.error);
+      };
+    });
+    const entry: Forward = { write, promise, settle: (outcome) => settle(outcome) };
+    forwards.set(key, entry);
+    const send = () => {
+      if (forwards.get(key) !== entry || holding) return;
+      entry.cancel = options.clock.setTimer(FORWARD_RESEND_MS, send);
+      options.holder.forward(write).then(
+        async (answer) => {
+          if (answer.method !== "submit") return entry.settle({ answer });
+          // Answered; the copy holds it once the holder's commit arrives (it may have arrived first).
+          entry.cancel?.();
+          const record = await copy.storage.getSubmission(answer.submissionId);
+          if (record) entry.settle({ answer });
+        },
+        (error: unknown) => {
+          if (!holderUnreachable(error)) entry.settle({ error });
+        },
+      );
+    };
+    send();
+    return promise;
+  };
+
+  /** The copy's harness, for a write from a device (`NotFound` for a conversation the copy does not hold). */
+  const copyFor = async (conversationId: number): Promise<Harness> => {
+    const harness = await follower;
+    harness.conversation(conversationId);
+    return harness;
+  };
+
+  const service: HarnessService = {
+    status: serve("status"),
+    lifeLock: serve("lifeLock"),
+    onStatus: subscribe("onStatus"),
+    onReport: subscribe("onReport"),
+    watchTasks: subscribe("watchTasks"),
+    createTask: serve("createTask"),
+    getTask: serve("getTask"),
+    waitForTask: serve("waitForTask"),
+    abortTask: serve("abortTask"),
+    inspect: serve("inspect"),
+    resume: serve("resume"),
+    query: serve("query"),
+    exportDatabase: serve("exportDatabase"),
+    armCrashPoint: serve("armCrashPoint"),
+    disarmCrashPoint: serve("disarmCrashPoint"),
+    close: () => copyService.close(),
+    requestTakeover() {},
+    rootConversation: serve("rootConversation"),
+    createConversation: serve("createConversation"),
+    listConversations: serve("listConversations"),
+    configure: serve("configure"),
+    async submit(conversationId, draft) {
+      if (holding) return current.service.submit(conversationId, draft);
+      const copy = await copyFor(conversationId);
+      const requestId = draft.requestId ?? newKey();
+      const stored = await copy.storage.findSubmission(conversationId, requestId);
+      if (stored && stored.type === draft.type) return stored.id; // another type: the holder says why not
+      const write: ForwardedWrite = { method: "submit", args: [conversationId, { ...draft, requestId }] };
+      const answer = await forward(`submit/${conversationId}/${requestId}`, write, copy);
+      return (answer as { submissionId: number }).submissionId;
+    },
+    waitForSubmission: serve("waitForSubmission"),
+    async abortConversation(conversationId) {
+      if (holding) return current.service.abortConversation(conversationId);
+      const copy = await copyFor(conversationId);
+      // The run and compactions the copy shows: the forward names them, so a late duplicate stops nothing newer.
+      const tasks = (await copy.inspect(ctx)).tasks
+        .map((task) => task.record)
+        .filter(
+          (record) => record.conversationId === conversationId && (record.kind === "pi.generation" || record.kind === "pi.compaction"),
+        )
+        .map((record) => record.id);
+      if (tasks.length === 0) return;
+      await forward(
+        `abortConversation/${conversationId}/${tasks.join(",")}`,
+        { method: "abortConversation", args: [conversationId], tasks },
+        copy,
+      );
+      // Answered from the copy: once the holder's commits that ended them arrived.
+      for (const id of tasks) await service.waitForTask(id);
+    },
+    compact: serve("compact"),
+    watchConversation: subscribe("watchConversation"),
+    conversationEntries: serve("conversationEntries"),
+    async decide(conversationId, call, decision) {
+      if (holding) return current.service.decide(conversationId, call, decision);
+      const copy = await copyFor(conversationId);
+      const keyed = { ...decision, decisionId: decision.decisionId ?? newKey() };
+      const answer = await forward(
+        `decide/${conversationId}/${keyed.decisionId}`,
+        { method: "decide", args: [conversationId, call, keyed] },
+        copy,
+      );
+      return (answer as { record: Awaited<ReturnType<HarnessService["decide"]>> }).record;
+    },
+    pendingApprovals: serve("pendingApprovals"),
+    watchPageCalls: subscribe("watchPageCalls"),
+    claimPageCall: serve("claimPageCall"),
+    answerPageCall: serve("answerPageCall"),
+    call: serve("call"),
+  };
+
+  const copyService: CopyService = {
+    service,
+    async follow(batch) {
+      if (holding) throw new HarnessClosed();
+      await (await follower).follow(batch, ctx);
+    },
+    get holding() {
+      return holding;
+    },
+    async hold(host) {
+      const harness = await host.ready;
+      if (holding || closed) return;
+      holding = true;
+      current = host;
+      for (const held of subscriptions) {
+        held.unsubscribe();
+        try {
+          held.unsubscribe = (host.service[held.method] as AnyMethod)(...held.args, held.listener) as Unsubscribe;
+        } catch {
+          subscriptions.delete(held); // the holder refuses it (what it watched is gone): it ends here
+        }
+      }
+      // What waits for an answer is made here, under the same key: a write the old holder made and pushed is found.
+      for (const entry of forwards.values()) {
+        entry.cancel?.();
+        answerForwarded(harness, entry.write, ctx).then(
+          (answer) => entry.settle({ answer }),
+          (error: unknown) => entry.settle({ error }),
+        );
+      }
+      await (await follower).close(ctx);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const entry of [...forwards.values()]) entry.settle({ error: new HarnessClosed() });
+      for (const held of subscriptions) held.unsubscribe();
+      subscriptions.clear();
+      await current.service.close();
+    },
+  };
+  return copyService;
+}
