@@ -1,25 +1,133 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ConversationViewStore } from "../src/agent/view/view-store.ts";
-import { FORWARD_RESEND_MS } from "../src/follow/copy-service.ts";
-import { answerForwarded, forwardedProblem } from "../src/follow/forwarding.ts";
+import { SerialQueue } from "../src/base/serial.ts";
+import { type LeaseBook, memoryArbiter } from "../src/follow/arbiter.ts";
+import { type CopyService, createCopyService, FORWARD_RESEND_MS } from "../src/follow/copy-service.ts";
+import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort } from "../src/follow/forwarding.ts";
+import { applyPushed, type LoggedBatch } from "../src/follow/handover.ts";
+import { hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
+import { deserializeError, serializeError } from "../src/host/error-wire.ts";
 import { createHost } from "../src/host/host.ts";
+import type { RemoteHost } from "../src/host/protocol.ts";
 import {
   type AnyTool,
+  ConnectionLost,
   ConversationBusy,
   createRegistry,
-  DurableError,
   defineExtension,
   defineTool,
-  InvalidArguments,
+  Harness,
+  type HarnessOptions,
   memoryEnvs,
   NotFound,
   RunsElsewhere,
   type Storage,
 } from "../src/index.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { answer, callTools, ScriptedModels, type Step } from "./agent-support.ts";
-import { type CopyWorld, type ForwardAction, openCopyWorld } from "./copy-support.ts";
 import { backends, ctx, flush, memoryBackend, runUntil } from "./support.ts";
+
+/**
+ * A holder ("tab") and the copy service another device reaches ("object"): the copy's read-only harness runs in
+ * the object's host, follows every transaction the tab stores, and forwards writes to the tab through `port`.
+ */
+interface CopyWorld {
+  tab: Harness;
+  tabStorage: Storage;
+  copyStorage: Storage;
+  copy: CopyService;
+  /** The device: the protocol's typed client over the copy service's endpoint (arguments checked as at any host). */
+  device: RemoteHost;
+  port: TestPort;
+  clock: ManualClock;
+  arbiter: LeaseBook;
+  caughtUp(): Promise<void>;
+  /** Stops pushing (the link is down) or starts again (`true`: catches up at once). */
+  link(up: boolean): Promise<void>;
+  options: Omit<HarnessOptions, "lease" | "clock" | "readOnly">;
+}
+
+/** What the link does with one forward: deliver it, lose it, lose its answer, or deliver it twice. */
+type ForwardAction = "deliver" | "drop" | "lose-answer" | "duplicate";
+
+/** The follow link's forwarding half as a lossy test link: each forward crosses as JSON, errors as the wire sends them. */
+class TestPort implements HolderPort {
+  /** Actions for the next forwards, in order (then "deliver"). */
+  plan: ForwardAction[] = [];
+  /** False: every forward is lost (the holder is unreachable). */
+  up = true;
+  /** Forwards sent, and forwards that reached the holder. */
+  sent = 0;
+  delivered = 0;
+  constructor(private readonly holder: () => Harness) {}
+
+  async forward(write: ForwardedWrite): Promise<ForwardAnswer> {
+    this.sent++;
+    const action = this.plan.shift() ?? "deliver";
+    if (!this.up || action === "drop") throw new ConnectionLost();
+    const deliver = async () => {
+      this.delivered++;
+      try {
+        return JSON.parse(JSON.stringify(await answerForwarded(this.holder(), JSON.parse(JSON.stringify(write)), ctx))) as ForwardAnswer;
+      } catch (error) {
+        throw deserializeError(serializeError(error));
+      }
+    };
+    if (action === "duplicate") void deliver().catch(() => {});
+    const answer = await deliver();
+    if (action === "lose-answer") throw new ConnectionLost();
+    return answer;
+  }
+}
+
+async function openCopyWorld(
+  stores: { tab: Storage; copy: Storage },
+  options: Omit<HarnessOptions, "lease" | "clock" | "readOnly">,
+  clock: ManualClock = createManualClock(1_000),
+): Promise<CopyWorld> {
+  const arbiter = memoryArbiter({ clock });
+  const tab = await Harness.open(stores.tab, { ...options, clock, lease: { place: "tab", arbiter } }, ctx);
+  const host = createHost({
+    database: "object copy",
+    openStorage: async () => stores.copy,
+    harness: { ...options, clock, readOnly: true },
+    now: clock.now,
+  });
+  const port = new TestPort(() => tab);
+  const copy = createCopyService({ copy: host, holder: port, clock, where: () => `the tab (lease epoch ${arbiter.record.epoch})` });
+  await host.ready;
+  const line = new SerialQueue();
+  let head = 0;
+  let up = true;
+  const push = () =>
+    line.run(async () => {
+      if (!up || copy.holding) return;
+      const batches = (await stores.tab.readLog!(head, 64)) as LoggedBatch[];
+      head = await applyPushed(stores.copy, head, batches, (batch) => copy.follow(batch));
+    });
+  tab.onLog(() => void push());
+  await push();
+  const caughtUp = async () => {
+    while (up && !copy.holding && head < (tab.lease?.position ?? 0)) await push();
+  };
+  return {
+    tab,
+    tabStorage: stores.tab,
+    copyStorage: stores.copy,
+    copy,
+    device: remoteHost(hostEndpoint(copy.service)),
+    port,
+    clock,
+    arbiter,
+    caughtUp,
+    async link(next) {
+      up = next;
+      if (next) await caughtUp();
+    },
+    options,
+  };
+}
 
 function noteTool(runs: string[], approval?: "always"): AnyTool {
   return defineTool<{ text: string }>({
@@ -187,49 +295,6 @@ describe("forwarding over a lossy link (decision 0034)", () => {
       }),
       { numRuns: 25 },
     );
-  });
-
-  it("0034: hostile forwarded writes are refused before anything runs, and the holder writes nothing (fast-check)", async () => {
-    const opened = await world(memoryBackend.create, []);
-    const { tab, root } = opened;
-    const head = tab.lease!.position;
-    const valid = { method: "submit", args: [root.id, { type: "input", content: "x", requestId: "k" }] };
-    const hostile = fc.oneof(
-      fc.anything(),
-      fc.record({
-        method: fc.constantFrom("configure", "createTask", "query", "__proto__", "constructor", "call", "submit"),
-        args: fc.anything(),
-      }),
-      // Near misses of a valid forward: no key, a field too many, a bad argument, an abort without its tasks.
-      fc.constantFrom(
-        { method: "submit", args: [root.id, { type: "input", content: "x" }] },
-        { ...valid, extra: 1 },
-        { method: "submit", args: [-1, { type: "input", content: "x", requestId: "k" }] },
-        { method: "submit", args: [root.id, { type: "input", content: "x", requestId: "k" }, 3] },
-        { method: "decide", args: [root.id, "call", { approved: "yes", decisionId: "d" }] },
-        { method: "decide", args: [root.id, "call", { approved: true }] },
-        { method: "abortConversation", args: [root.id] },
-        { method: "abortConversation", args: [root.id], tasks: Array.from({ length: 101 }, (_, i) => i + 1) },
-        { method: "submit", args: [root.id, { type: "input", content: "x".repeat(9_000_000), requestId: "k" }] },
-        { method: "submit", args: [root.id, JSON.parse(`${"[".repeat(5000)}${"]".repeat(5000)}`)] },
-      ),
-    );
-    await fc.assert(
-      fc.asyncProperty(hostile, async (write) => {
-        const problem = forwardedProblem(write);
-        const refused = await answerForwarded(tab, write, ctx).then(
-          () => undefined,
-          (error: unknown) => error,
-        );
-        expect(refused).toBeInstanceOf(DurableError);
-        if (problem) expect(refused).toBeInstanceOf(InvalidArguments);
-        expect(tab.lease!.position).toBe(head);
-      }),
-      { numRuns: 300 },
-    );
-    // The valid one is taken, once (for contrast: the property's refusals are the shapes', not the link's).
-    expect((await answerForwarded(tab, valid, ctx)).method).toBe("submit");
-    expect(tab.lease!.position).toBeGreaterThan(head);
   });
 
   it("0034: when the copy's place takes the lease, the same service answers from its own harness: watchers go on, waiting forwards are made there once", async () => {

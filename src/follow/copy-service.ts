@@ -209,7 +209,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       if (tasks.length === 0) return;
       await forward(
         `abortConversation/${conversationId}/${tasks.join(",")}`,
-        { method: "abortConversation", args: [conversationId], tasks },
+        { method: "abortConversation", args: [conversationId, tasks] },
         copy,
       );
       // Answered from the copy: once the holder's commits that ended them arrived.

@@ -13,7 +13,7 @@ import { type Context, throwIfCancelled } from "../base/context.ts";
 import { ConnectionLost, HarnessClosed, InvalidArguments, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { type MethodName, type MethodPolicy, PROTOCOL } from "../host/protocol.ts";
-import { describeValue, id, list } from "../shape.ts";
+import { type ArgsCheck, args, describeValue, id, list } from "../shape.ts";
 
 /** The methods a copy forwards (rows with `forwarded: true`). */
 export type ForwardedMethod = "submit" | "decide" | "abortConversation";
@@ -21,12 +21,13 @@ export type ForwardedMethod = "submit" | "decide" | "abortConversation";
 /**
  * One write as it crosses from the copy to the holder: the method's own arguments, its key filled in
  * (`requestId`, `decisionId`). An abort names the tasks it stops (the run and compactions the copy saw), so a
- * duplicate that arrives after they ended stops nothing newer.
+ * duplicate that arrives after they ended stops nothing newer. On the follow link it is a call of topic
+ * `forward` (`FORWARD_TOPIC`), its `method` and `args` as they are here.
  */
 export type ForwardedWrite =
   | { method: "submit"; args: [conversationId: number, draft: SubmissionDraft] }
   | { method: "decide"; args: [conversationId: number, call: string | number, decision: Decision] }
-  | { method: "abortConversation"; args: [conversationId: number]; tasks: number[] };
+  | { method: "abortConversation"; args: [conversationId: number, tasks: number[]] };
 
 /** What the holder answers: the submission it admitted (or had admitted under that key), the decision, or done. */
 export type ForwardAnswer =
@@ -45,32 +46,45 @@ export interface HolderPort {
 
 /** At most this many tasks named by a forwarded abort (a run and its conversation's compactions). */
 const ABORT_TASKS = 100;
-const abortTasks = list(id, ABORT_TASKS);
+const abortArgs = args([id, list(id, ABORT_TASKS)]);
 
-/** What is wrong with a forwarded write from a stranger, or undefined: its method's row checks its arguments and key. */
-export function forwardedProblem(value: unknown): string | undefined {
-  if (typeof value !== "object" || value === null || Array.isArray(value))
-    return `a forwarded write must be an object; got ${describeValue(value)}`;
-  const write = value as { method?: unknown; args?: unknown; tasks?: unknown };
-  const method = write.method;
-  if (typeof method !== "string" || !Object.hasOwn(PROTOCOL, method) || !PROTOCOL[method as MethodName].forwarded)
+/**
+ * What is wrong with the arguments of forwarded `method` from a stranger, or undefined: its row in `PROTOCOL` checks
+ * them and its key (a forwarded keyed write must carry it); an abort's are its conversation and the tasks it stops.
+ */
+export function forwardedArgsProblem(method: string, values: unknown): string | undefined {
+  if (!Object.hasOwn(PROTOCOL, method) || !PROTOCOL[method as MethodName].forwarded)
     return `a forwarded write's method must be one a copy forwards (${forwardedMethods().join(", ")}); got ${describeValue(method)}`;
-  const expected = method === "abortConversation" ? ["method", "args", "tasks"] : ["method", "args"];
-  const extra = Object.keys(value).find((key) => !expected.includes(key));
-  if (extra !== undefined) return `a forwarded ${method} has no field ${describeValue(extra)}`;
+  if (method === "abortConversation") return abortArgs(values as readonly unknown[]);
   const row: MethodPolicy = PROTOCOL[method as ForwardedMethod];
-  const problem = row.args(write.args as readonly unknown[]);
+  const problem = row.args(values as readonly unknown[]);
   if (problem) return problem;
   const key = row.key;
-  if (key && typeof ((write.args as unknown[])[key.arg] as Record<string, unknown>)[key.field] !== "string")
+  if (key && typeof ((values as unknown[])[key.arg] as Record<string, unknown>)[key.field] !== "string")
     return `a forwarded ${method} must carry its ${key.field} (argument ${key.arg + 1}): it is what makes a second forward harmless`;
-  if (method === "abortConversation") return abortTasks(write.tasks, "tasks");
   return undefined;
 }
 
-function forwardedMethods(): string[] {
-  return (Object.keys(PROTOCOL) as MethodName[]).filter((name) => PROTOCOL[name].forwarded);
+/** What is wrong with a forwarded write `{ method, args }` from a stranger, or undefined. */
+export function forwardedProblem(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return `a forwarded write must be an object; got ${describeValue(value)}`;
+  const extra = Object.keys(value).find((key) => key !== "method" && key !== "args");
+  if (extra !== undefined) return `a forwarded write has no field ${describeValue(extra)}`;
+  const { method, args: values } = value as { method?: unknown; args?: unknown };
+  if (typeof method !== "string") return `a forwarded write's method must be a string; got ${describeValue(method)}`;
+  return forwardedArgsProblem(method, values);
 }
+
+function forwardedMethods(): ForwardedMethod[] {
+  return (Object.keys(PROTOCOL) as MethodName[]).filter((name): name is ForwardedMethod => PROTOCOL[name].forwarded);
+}
+
+/** The follow link's topic of forwarded writes: the object calls them, the tab answers (`answerForwarded`). */
+export const FORWARD_TOPIC: { calledBy: "object"; methods: Record<string, ArgsCheck> } = {
+  calledBy: "object",
+  methods: Object.fromEntries(forwardedMethods().map((method) => [method, (values) => forwardedArgsProblem(method, values)])),
+};
 
 /**
  * The holder's half: makes a write a copy forwarded, here, under its key. `write` is whatever arrived; it is
@@ -91,7 +105,7 @@ export async function answerForwarded(harness: Harness, write: unknown, context:
     case "decide":
       return { method: "decide", record: await conversation.decide(checked.args[1], checked.args[2], context) };
     case "abortConversation": {
-      const tasks = await Promise.all(checked.tasks.map((task) => harness.getTask(task, context)));
+      const tasks = await Promise.all(checked.args[1].map((task) => harness.getTask(task, context)));
       const running = tasks.some((task) => task && task.conversationId === conversation.id && task.state.status !== "terminal");
       if (running) await conversation.abort(context);
       return { method: "abortConversation" };

@@ -23,6 +23,7 @@ import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
 import { type ArgsCheck, args, type Check, integer, list, literal, record, text, variant } from "../shape.ts";
 import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad } from "./chunks.ts";
+import { FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 
 /** Which end of a link a message comes from. */
@@ -98,6 +99,8 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
       release: args([place, epoch, position], [place]),
     },
   },
+  // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
+  forward: FORWARD_TOPIC,
 };
 
 /** A request id: the caller's own, unique among its calls (a duplicate is the same call). */
