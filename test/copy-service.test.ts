@@ -318,6 +318,20 @@ describe("forwarding over a lossy link (decision 0034)", () => {
     if (!mark) throw new Error("unreachable");
     await opened.caughtUp();
     await arbiter.release("tab", mark.epoch, mark.position, "object");
+    // A takeover whose open came back read-only (the tab took the lease again first) changes nothing.
+    const late = createHost({
+      database: "object",
+      openStorage: async () => opened.copyStorage,
+      harness: {
+        ...opened.options,
+        clock,
+        lease: { place: "object", arbiter: memoryArbiter({ clock, record: { epoch: 9, holder: "tab" } }) },
+      },
+      now: clock.now,
+    });
+    await opened.copy.hold(late);
+    expect(opened.copy.holding).toBe(false);
+    await (await late.ready).close(ctx);
     const holder = createHost({
       database: "object",
       openStorage: async () => opened.copyStorage,

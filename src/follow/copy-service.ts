@@ -38,7 +38,10 @@ export interface CopyService {
   readonly service: HarnessService;
   /** Applies one transaction the holder pushed, through the follower harness (see `harness.follow`). */
   follow(batch: LoggedBatch): Promise<void>;
-  /** This place took the lease and `host` runs the conversation here: from now on it answers everything. */
+  /**
+   * This place took the lease and `host` runs the conversation here: from now on it answers everything. A host whose
+   * harness opened read-only (another place took the lease first) changes nothing: the copy goes on following.
+   */
   hold(host: ServedHost): Promise<void>;
   /** True once `hold` handed the service to the holding host. */
   readonly holding: boolean;
@@ -247,7 +250,8 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     },
     async hold(host) {
       const harness = await host.ready;
-      if (holding || closed) return;
+      // A takeover that found the lease taken after all opened read-only: this place goes on following.
+      if (holding || closed || harness.readOnly) return;
       holding = true;
       current = host;
       for (const held of subscriptions) {
