@@ -42,8 +42,7 @@ const PUSH_LIMIT = 64;
 
 /**
  * Applies `batches` to `storage` in log order from `head` + 1, skipping what it holds and stopping at a gap or
- * at a transaction of a superseded epoch (`StaleEpoch`: refused, not applied). Returns the new head. `apply`: how
- * one enters the copy, when a read-only harness follows it (`harness.follow`, so its views move on; decision 0034).
+ * at a transaction of a superseded epoch (`StaleEpoch`: refused, not applied). Returns the new head.
  */
 export async function applyPushed(
   storage: Storage,
