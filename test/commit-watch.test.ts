@@ -33,6 +33,16 @@ describe("the worker's commit watch (crashEveryCommit's hook)", () => {
     });
   }
 
+  it("keeps the durable log's tail of a fenced storage (readLog, trimLog, maxRowBytes: what a following tab's mirror pushes from, decision 0029)", async () => {
+    const inner = new MemoryStorage();
+    const storage = watchCommits(inner);
+    for (let position = 1; position <= 3; position++) await storage.apply({ ...batch(position), fence: { epoch: 1, position } });
+    expect((await storage.readLog!(0, 10)).map((logged) => logged.fence.position)).toEqual([1, 2, 3]);
+    await storage.trimLog!(2);
+    expect((await inner.readLog!(0, 10)).map((logged) => logged.fence.position)).toEqual([3]);
+    expect(storage.maxRowBytes).toBe(inner.maxRowBytes);
+  });
+
   it("refuses to arm a commit that is already stored", async () => {
     const storage = watchCommits(new MemoryStorage());
     const watch = (globalThis as Record<string, unknown>)[COMMIT_WATCH_HOOK] as CommitWatch;

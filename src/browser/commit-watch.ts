@@ -103,6 +103,9 @@ export function watchCommits(storage: Storage): Storage {
     get label() {
       return storage.label;
     },
+    get maxRowBytes() {
+      return storage.maxRowBytes;
+    },
     load: gate(storage.load),
     async apply(batch) {
       if (frozen) return never;
@@ -128,6 +131,9 @@ export function watchCommits(storage: Storage): Storage {
     query: gate(storage.query),
     exportImage: gate(storage.exportImage),
     close: gate(storage.close),
+    // The durable log's tail (decision 0029): what a mirror pushes from after a lost link or a reload.
+    ...(storage.readLog ? { readLog: gate(storage.readLog) } : {}),
+    ...(storage.trimLog ? { trimLog: gate(storage.trimLog) } : {}),
   };
   // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
   if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });
