@@ -230,6 +230,19 @@ export class Arrival {
     if (taken) this.#send({ type: "taken", epoch: taken.lease?.epoch ?? 0 });
   }
 
+  /**
+   * Takes the lease now if the holder's expired (a lost release); resolves once the takeover is done. What the
+   * watch's timer does, for a platform whose timers do not outlive an eviction (a Durable Object's alarm).
+   */
+  checkExpiry(): Promise<void> {
+    const record = this.#arbiter.record;
+    const expired = record.holder !== undefined && record.holder !== this.#place && this.#clock.now() >= (record.expiresAt ?? Infinity);
+    if (!expired || this.#harness) return Promise.resolve();
+    return this.#line.run(async () => {
+      await this.#take();
+    });
+  }
+
   /** Checks the lease's expiry on the harness clock; takes the lease once it passed (a lost release). */
   #watch(): void {
     this.#cancel = this.#clock.setTimer(RESEND_MS, () => {

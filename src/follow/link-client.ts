@@ -1,0 +1,196 @@
+/**
+ * The tab's end of a follow link (docs/decisions/0031), over any transport that carries text frames and says
+ * when it is up: calls to the object answered by request id (sent again on every reconnect and every
+ * `resendMs` until answered — a duplicate is harmless: the object answers an id once), calls from the object
+ * served once per id, and the object's replies to pushes handed to whoever listens (the mirror).
+ *
+ * ```ts
+ * const link = new FollowLink({ clock, send: (frame) => socket.send(frame) });
+ * socket.addEventListener("open", () => link.connected());
+ * socket.addEventListener("close", () => link.disconnected());
+ * socket.addEventListener("message", (event) => link.receive(String(event.data)));
+ * ```
+ */
+import type { Clock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
+import { ConnectionLost, UnknownMethod } from "../errors.ts";
+import { deserializeError, serializeError } from "../host/error-wire.ts";
+import { utf8Length } from "../limits.ts";
+import {
+  type AckMessage,
+  encodeFollowMessage,
+  type FollowTopic,
+  parseFollowMessage,
+  type RefusedMessage,
+  type TabMessage,
+  type TakenMessage,
+} from "./wire.ts";
+
+/** The object's replies to what the tab pushed and released. */
+export type PushReply = AckMessage | RefusedMessage | TakenMessage;
+
+/** Serves calls of one topic the object makes (forwarded submissions, say). */
+export type TopicHandler = (method: string, args: Json[]) => Promise<Json> | Json;
+
+export interface FollowLinkOptions {
+  clock: Clock;
+  /** Sends a frame; a throw counts as a frame lost (the link sends again when it is up). */
+  send(frame: string): void;
+  /** How often an unanswered call is sent again while the link is up. Default 2,000 ms. */
+  resendMs?: number;
+  /** A call unanswered this long rejects with `ConnectionLost`. Default 15,000 ms. */
+  callTimeoutMs?: number;
+  /** The link's topics (default `FOLLOW_TOPICS`): what the object may call and the tab may answer. */
+  topics?: Readonly<Record<string, FollowTopic>>;
+  /** Told of a frame from the object that was refused (it is dropped). */
+  onRefused?(error: Error): void;
+}
+
+interface Pending {
+  frame: string;
+  resolve(value: Json): void;
+  reject(error: unknown): void;
+  cancelTimeout(): void;
+}
+
+/** Answers remembered for calls from the object, so a duplicate gets the same answer. */
+const REMEMBERED_ANSWERS = 256;
+
+export class FollowLink {
+  readonly #options: FollowLinkOptions;
+  readonly #pending = new Map<string, Pending>();
+  readonly #handlers = new Map<string, TopicHandler>();
+  readonly #answered = new Map<string, Promise<string>>();
+  readonly #replyListeners = new Set<(reply: PushReply) => void>();
+  readonly #upListeners = new Set<() => void>();
+  readonly #prefix = globalThis.crypto.randomUUID();
+  #next = 0;
+  #up = false;
+  #cancelResend: (() => void) | undefined;
+
+  constructor(options: FollowLinkOptions) {
+    this.#options = options;
+  }
+
+  /** Whether the transport is up (between `connected()` and `disconnected()`). */
+  get up(): boolean {
+    return this.#up;
+  }
+
+  /** The transport is up: unanswered calls go again, and listeners (the mirror) push what is unacknowledged. */
+  connected(): void {
+    this.#up = true;
+    for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+    this.#armResend();
+    for (const listener of this.#upListeners) listener();
+  }
+
+  /** The transport is down: nothing is sent until `connected()`. */
+  disconnected(): void {
+    this.#up = false;
+    this.#cancelResend?.();
+    this.#cancelResend = undefined;
+  }
+
+  /**
+   * Sends `message` now if the link is up (a push or a release: their senders repeat them until answered).
+   * Returns the frame's UTF-8 bytes, or 0 when it was not sent.
+   */
+  send(message: TabMessage): number {
+    if (!this.#up) return 0;
+    const frame = encodeFollowMessage(message);
+    return this.#sendFrame(frame) ? utf8Length(frame) : 0;
+  }
+
+  /** Calls `topic`'s `method` on the object; resolves with its answer (rejects with its error, as its class). */
+  call(topic: string, method: string, args: Json[]): Promise<Json> {
+    const id = `${this.#prefix}:${++this.#next}`;
+    const frame = encodeFollowMessage({ type: "call", id, topic, method, args });
+    return new Promise<Json>((resolve, reject) => {
+      const cancelTimeout = this.#options.clock.setTimer(this.#options.callTimeoutMs ?? 15_000, () => {
+        if (this.#pending.delete(id)) reject(new ConnectionLost());
+      });
+      this.#pending.set(id, { frame, resolve, reject, cancelTimeout });
+      if (this.#up) this.#sendFrame(frame);
+    });
+  }
+
+  /** Serves the object's calls of `topic` (the topic must be one the object calls, in the link's topics). */
+  serve(topic: string, handler: TopicHandler): void {
+    this.#handlers.set(topic, handler);
+  }
+
+  /** Hears the object's replies to pushes and releases. Returns the function that stops listening. */
+  onReply(listener: (reply: PushReply) => void): () => void {
+    this.#replyListeners.add(listener);
+    return () => this.#replyListeners.delete(listener);
+  }
+
+  /** Hears every `connected()`. Returns the function that stops listening. */
+  onConnected(listener: () => void): () => void {
+    this.#upListeners.add(listener);
+    return () => this.#upListeners.delete(listener);
+  }
+
+  /** A frame from the object: checked (wire.ts), then an answer, a call, or a reply to a push. */
+  receive(frame: unknown): void {
+    const parsed = parseFollowMessage(frame, "object", this.#options.topics);
+    if ("error" in parsed) {
+      if (parsed.id !== undefined)
+        this.#sendFrame(encodeFollowMessage({ type: "answer", id: parsed.id, error: serializeError(parsed.error) }));
+      this.#options.onRefused?.(parsed.error);
+      return;
+    }
+    const message = parsed.message;
+    if (message.type === "answer") {
+      const pending = this.#pending.get(message.id);
+      if (!pending) return; // answered already (a duplicate), or timed out
+      this.#pending.delete(message.id);
+      pending.cancelTimeout();
+      if ("error" in message) pending.reject(deserializeError(message.error));
+      else pending.resolve(message.value);
+      return;
+    }
+    if (message.type === "call") {
+      void this.#answer(message.id, message.topic, message.method, message.args);
+      return;
+    }
+    for (const listener of this.#replyListeners) listener(message);
+  }
+
+  async #answer(id: string, topic: string, method: string, args: Json[]): Promise<void> {
+    let answer = this.#answered.get(id);
+    if (!answer) {
+      const handler = this.#handlers.get(topic);
+      answer = (async () => {
+        try {
+          if (!handler) throw new UnknownMethod(`${topic}.${method}`);
+          return encodeFollowMessage({ type: "answer", id, value: (await handler(method, args)) ?? null });
+        } catch (error) {
+          return encodeFollowMessage({ type: "answer", id, error: serializeError(error) });
+        }
+      })();
+      this.#answered.set(id, answer);
+      if (this.#answered.size > REMEMBERED_ANSWERS) this.#answered.delete(this.#answered.keys().next().value!);
+    }
+    this.#sendFrame(await answer);
+  }
+
+  #sendFrame(frame: string): boolean {
+    try {
+      this.#options.send(frame);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #armResend(): void {
+    this.#cancelResend?.();
+    this.#cancelResend = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
+      if (!this.#up) return;
+      for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+      this.#armResend();
+    });
+  }
+}

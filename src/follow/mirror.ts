@@ -1,0 +1,235 @@
+/**
+ * The tab's side of following (docs/decisions/0031), platform-neutral: the lease asked of the object over the
+ * link (`remoteArbiter`), and a mirror that pushes every stored transaction of the harness live.
+ *
+ * - Coalesced: one push round is in flight at a time; whatever is stored meanwhile goes in the next one.
+ * - Resent after a lost link (and after `resendMs` without an answer) from the durable log tail, which keeps
+ *   every transaction until the object acknowledged it; trimmed on acknowledgement.
+ * - The hand-over on top: `handOver()` drains the harness, pushes only the rest, releases at its head and
+ *   resolves once the object took the lease.
+ *
+ * ```ts
+ * const link = new FollowLink({ clock, send: (frame) => socket.send(frame) }); // link-client.ts: wire it to the socket
+ * const harness = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+ * const mirror = new Mirror({ harness, link, clock }); // pushes from now on
+ * await mirror.whenAcknowledged(harness.lease!.position); // the object holds everything up to here
+ * addEventListener("pagehide", () => void mirror.handOver(ctx)); // the object carries on
+ * ```
+ */
+import type { Clock } from "../base/clock.ts";
+import { type Context, waitFor } from "../base/context.ts";
+import type { Harness } from "../harness.ts";
+import { deserializeError } from "../host/error-wire.ts";
+import type { LogMark } from "../storage/records.ts";
+import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
+import { packPushes } from "./chunks.ts";
+import type { LoggedBatch } from "./handover.ts";
+import type { FollowLink, PushReply } from "./link-client.ts";
+
+/** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
+export function remoteArbiter(link: FollowLink): LeaseArbiter {
+  return {
+    acquire: async (place, head) => (await link.call("lease", "acquire", [place, head])) as unknown as LeaseGrant,
+    renew: async (place, epoch) => (await link.call("lease", "renew", [place, epoch])) as unknown as LeaseGrant,
+    release: async (place, epoch, position, heir) => {
+      await link.call("lease", "release", heir === undefined ? [place, epoch, position] : [place, epoch, position, heir]);
+    },
+  };
+}
+
+export interface MirrorOptions {
+  /** A harness that holds its lease (`lease` option): what it stores is pushed. */
+  harness: Harness;
+  link: FollowLink;
+  clock: Clock;
+  /** A push round or a release unanswered this long is sent again (from the durable tail). Default 2,000 ms. */
+  resendMs?: number;
+  /** Transactions read from the durable tail for one round. Default 256. */
+  roundLimit?: number;
+  /** Told once when the object refused a push (a newer epoch holds the lease, say): the mirror stops pushing. */
+  onRefused?(error: Error): void;
+}
+
+/** What the mirror sent, for measurements (replicated bytes per step). */
+export interface MirrorStats {
+  rounds: number;
+  frames: number;
+  /** UTF-8 bytes of every push frame sent. */
+  bytes: number;
+}
+
+export class Mirror {
+  readonly #harness: Harness;
+  readonly #link: FollowLink;
+  readonly #clock: Clock;
+  readonly #resendMs: number;
+  readonly #roundLimit: number;
+  readonly #onRefused: ((error: Error) => void) | undefined;
+  readonly #place: string;
+  readonly #epoch: number;
+  /** Stored since the last acknowledgement, in log order (heard from `onLog`; the durable tail holds them too). */
+  #buffer: LoggedBatch[] = [];
+  /** The last position stored here. */
+  #stored: number;
+  /** The object's head as last acknowledged (-1: not heard yet). */
+  #acked = -1;
+  /** The last position of the round in flight. */
+  #inFlight: number | undefined;
+  #refused: Error | undefined;
+  #leaving: LogMark | undefined;
+  #taken: (() => void) | undefined;
+  #cancelResend: (() => void) | undefined;
+  readonly #ackListeners = new Set<(position: number) => void>();
+  readonly #stops: Array<() => void> = [];
+  readonly stats: MirrorStats = { rounds: 0, frames: 0, bytes: 0 };
+
+  constructor(options: MirrorOptions) {
+    const lease = options.harness.lease;
+    if (!lease) throw new TypeError("Mirror needs a harness that holds a lease: open it with the lease option (remoteArbiter(link)).");
+    this.#harness = options.harness;
+    this.#link = options.link;
+    this.#clock = options.clock;
+    this.#resendMs = options.resendMs ?? 2_000;
+    this.#roundLimit = options.roundLimit ?? 256;
+    this.#onRefused = options.onRefused;
+    this.#place = lease.place;
+    this.#epoch = lease.epoch;
+    this.#stored = lease.position;
+    this.#stops.push(
+      options.harness.onLog((batch) => {
+        this.#stored = batch.fence.position;
+        this.#buffer.push(batch);
+        this.#pump();
+      }),
+      options.link.onReply((reply) => void this.#reply(reply)),
+      options.link.onConnected(() => {
+        this.#inFlight = undefined; // what was in flight may be lost with the old connection
+        this.#pump();
+      }),
+    );
+    this.#pump();
+  }
+
+  /** The object's copy holds the log up to this position (-1 before it first answered). */
+  get acknowledged(): number {
+    return this.#acked;
+  }
+
+  /** Why the mirror stopped pushing (the object refused a push), if it did. */
+  get refused(): Error | undefined {
+    return this.#refused;
+  }
+
+  /** Hears each acknowledgement that moves the object's head. Returns the function that stops listening. */
+  onAcknowledged(listener: (position: number) => void): () => void {
+    this.#ackListeners.add(listener);
+    return () => this.#ackListeners.delete(listener);
+  }
+
+  /** Resolves once the object acknowledged `position` (before an effect: a takeover then keeps that step). */
+  whenAcknowledged(position: number, context: Context): Promise<void> {
+    if (this.#acked >= position) return Promise.resolve();
+    if (this.#refused) return Promise.reject(this.#refused);
+    return waitFor(
+      new Promise<void>((resolve, reject) => {
+        const stop = this.onAcknowledged((head) => {
+          if (head < position && !this.#refused) return;
+          stop();
+          if (head >= position) resolve();
+          else reject(this.#refused);
+        });
+      }),
+      context,
+    );
+  }
+
+  /**
+   * Hands the lease to the object: the harness stops (nothing more is written), the rest of the log is pushed,
+   * the lease released at the harness's head. Resolves with that position once the object took the lease.
+   */
+  async handOver(context: Context): Promise<LogMark> {
+    const mark = await this.#harness.handOver(context);
+    this.#leaving = mark;
+    const taken = new Promise<void>((resolve) => (this.#taken = resolve));
+    this.#pump();
+    await waitFor(taken, context);
+    this.stop();
+    return mark;
+  }
+
+  /** Stops pushing and listening (the harness goes on). */
+  stop(): void {
+    this.#cancelResend?.();
+    for (const stop of this.#stops.splice(0)) stop();
+  }
+
+  #pump(): void {
+    if (this.#refused || this.#inFlight !== undefined || !this.#link.up) return;
+    if (this.#leaving && this.#acked >= this.#leaving.position) {
+      const { epoch, position } = this.#leaving;
+      this.#link.send({ type: "release", from: this.#place, epoch, position });
+      this.#armResend();
+      return;
+    }
+    if (this.#acked >= this.#stored) return;
+    void this.#round();
+  }
+
+  /** One push round: what the object lacks, from the buffer when it holds it, else from the durable tail. */
+  async #round(): Promise<void> {
+    this.#inFlight = this.#stored;
+    let batches = this.#buffer.filter((batch) => batch.fence.position > this.#acked);
+    if (this.#acked < 0 || batches[0]?.fence.position !== this.#acked + 1) {
+      const storage = this.#harness.storage;
+      batches = storage.readLog ? await storage.readLog(Math.max(0, this.#acked), this.#roundLimit) : [];
+    }
+    this.#armResend();
+    if (batches.length === 0 && this.#acked >= 0) return; // nothing readable yet: the resend looks again
+    this.#inFlight = batches.at(-1)?.fence.position ?? 0;
+    this.stats.rounds++;
+    // Before the object first answered and with nothing in the tail, an empty push asks for its head.
+    const loads = batches.length > 0 ? packPushes(batches) : [{ batches: [], parts: [] }];
+    for (const load of loads) {
+      const bytes = this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load });
+      if (bytes === 0) break; // the link went down: the next connection sends the round again
+      this.stats.frames++;
+      this.stats.bytes += bytes;
+    }
+  }
+
+  async #reply(reply: PushReply): Promise<void> {
+    if (reply.type === "taken") {
+      if (this.#leaving) this.#taken?.();
+      return;
+    }
+    if (reply.type === "refused") {
+      this.#refused ??= deserializeError(reply.error);
+      this.#cancelResend?.();
+      this.#onRefused?.(this.#refused);
+      for (const listener of this.#ackListeners) listener(this.#acked);
+      return;
+    }
+    const moved = reply.head > this.#acked;
+    if (moved) {
+      this.#acked = reply.head;
+      this.#buffer = this.#buffer.filter((batch) => batch.fence.position > reply.head);
+      for (const listener of this.#ackListeners) listener(reply.head);
+      // Acknowledged: the tail need not keep it (a crash now pushes only the rest).
+      await this.#harness.storage.trimLog?.(Math.min(reply.head, this.#stored)).catch(() => {});
+    }
+    if (this.#inFlight !== undefined && reply.head >= this.#inFlight) {
+      // The round arrived. (A copy that stopped short of it, at a gap, gets the rest after `resendMs`.)
+      this.#inFlight = undefined;
+      this.#cancelResend?.();
+    }
+    this.#pump();
+  }
+
+  #armResend(): void {
+    this.#cancelResend?.();
+    this.#cancelResend = this.#clock.setTimer(this.#resendMs, () => {
+      this.#inFlight = undefined;
+      this.#pump();
+    });
+  }
+}

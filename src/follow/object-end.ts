@@ -1,0 +1,235 @@
+/**
+ * The object's end of follow links (docs/decisions/0031), platform-neutral: the lease's arbiter (a `LeaseBook`
+ * over the record the platform stores) and the copy of the tab's log, which takes the lease over at a release
+ * or at the lease's expiry (`Arrival`, handover.ts). Every frame is checked (wire.ts) and every action asked
+ * of `authorize` before it acts: pushing is a write power.
+ *
+ * - A lease call is answered once per request id (a duplicate gets the same answer).
+ * - A push is applied only from the place that holds the lease under the push's epoch (else `StaleEpoch` or
+ *   `LeaseNotHeld`, nothing applied), its parts joined first; answered with the copy's head.
+ * - A release is taken over as after a crash (restarts counted, S4), and answered `taken`.
+ */
+import type { Clock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
+import { SerialQueue } from "../base/serial.ts";
+import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
+import type { Harness, LeaseOptions } from "../harness.ts";
+import { serializeError } from "../host/error-wire.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { LeaseBook } from "./arbiter.ts";
+import { Reassembly } from "./chunks.ts";
+import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
+import {
+  encodeFollowMessage,
+  type FollowTopic,
+  type ObjectMessage,
+  type PushMessage,
+  parseFollowMessage,
+  parseJoinedBatch,
+} from "./wire.ts";
+
+/** What a caller asks of the object on a follow link, for `authorize`. */
+export type FollowAction = "push" | "release" | `${string}.${string}`;
+
+/** Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). */
+export type FollowAuthorize = (action: FollowAction) => boolean | Promise<boolean>;
+
+/** Serves the tab's calls of one topic besides `lease` (server tool calls, say). */
+export type ObjectTopicHandler = (method: string, args: Json[]) => Promise<Json> | Json;
+
+export interface ObjectEndOptions {
+  /** This place's name ("object"). */
+  place: string;
+  /** The copy of the log. */
+  storage: Storage;
+  /** The lease's arbiter, whose record this place stores. */
+  book: LeaseBook;
+  clock: Clock;
+  /** Opens the harness under `lease` on the copy and starts it (the takeover: recovery as after a crash). */
+  open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
+  /** The link's topics (default `FOLLOW_TOPICS`). */
+  topics?: Readonly<Record<string, FollowTopic>>;
+}
+
+/** Answers remembered per request id (a duplicate call gets the same answer). */
+const REMEMBERED_ANSWERS = 512;
+
+export class ObjectEnd {
+  readonly #options: ObjectEndOptions;
+  readonly #arrival: Arrival;
+  readonly #joining = new Reassembly();
+  readonly #answers = new Map<string, Promise<ObjectMessage>>();
+  readonly #handlers = new Map<string, ObjectTopicHandler>();
+  readonly #line = new SerialQueue();
+  /** Where the arrival's messages go: the connection that spoke last. */
+  #replyTo: ((frame: string) => void) | undefined;
+
+  private constructor(options: ObjectEndOptions, arrival: Arrival) {
+    this.#options = options;
+    this.#arrival = arrival;
+  }
+
+  /**
+   * Starts the object's end on its copy (at every start of the object): takes the lease at once when the record
+   * says it is this place's or was released to it, otherwise follows and watches the lease's expiry.
+   */
+  static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
+    let end: ObjectEnd | undefined;
+    const arrival = await Arrival.start({
+      place: options.place,
+      storage: options.storage,
+      arbiter: options.book,
+      clock: options.clock,
+      send: (message) => {
+        if (end) end.#forward(message);
+      },
+      open: options.open,
+    });
+    end = new ObjectEnd(options, arrival);
+    return end;
+  }
+
+  /** The harness, once this place holds the lease. */
+  get harness(): Promise<Harness> | undefined {
+    return this.#arrival.harness;
+  }
+
+  /** The copy's head (its last applied position). */
+  get head(): number {
+    return this.#arrival.head;
+  }
+
+  /** When the lease another place holds expires on this place's clock (for a platform's alarm), if it does. */
+  get expiresAt(): number | undefined {
+    const record = this.#options.book.record;
+    return record.holder !== undefined && record.holder !== this.#options.place ? record.expiresAt : undefined;
+  }
+
+  /** Takes the lease over if it expired (a platform's alarm calls this after an eviction); resolves when done. */
+  checkExpiry(): Promise<void> {
+    return this.#arrival.checkExpiry();
+  }
+
+  /** Serves the tab's calls of `topic` (one of the link's topics the tab calls). */
+  serve(topic: string, handler: ObjectTopicHandler): void {
+    this.#handlers.set(topic, handler);
+  }
+
+  /** A frame from a tab's connection; `reply` sends to that connection; `authorize` is its caller's door. */
+  async receive(frame: unknown, reply: (frame: string) => void, authorize: FollowAuthorize): Promise<void> {
+    const parsed = parseFollowMessage(frame, "tab", this.#options.topics);
+    if ("error" in parsed) {
+      const error = serializeError(parsed.error);
+      reply(
+        encodeFollowMessage(
+          parsed.id === undefined ? { type: "refused", head: this.head, error } : { type: "answer", id: parsed.id, error },
+        ),
+      );
+      return;
+    }
+    const message = parsed.message;
+    if (message.type === "answer") return; // the object makes no calls of its own on this end yet
+    if (message.type === "call") {
+      const { id, topic, method, args } = message;
+      let answer = this.#answers.get(id);
+      if (!answer) {
+        answer = this.#call(topic, method, args, authorize).then(
+          (value): ObjectMessage => ({ type: "answer", id, value }),
+          (error: unknown): ObjectMessage => ({ type: "answer", id, error: serializeError(error) }),
+        );
+        this.#answers.set(id, answer);
+        if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
+      }
+      reply(encodeFollowMessage(await answer));
+      return;
+    }
+    if (!(await allowed(authorize, message.type))) {
+      reply(encodeFollowMessage({ type: "refused", head: this.head, error: serializeError(notAuthorized(message.type)) }));
+      return;
+    }
+    // One push or release at a time: each reads the copy's head and joins parts from there.
+    await this.#line.run(async () => {
+      this.#replyTo = reply;
+      if (message.type === "release") return this.#arrival.receive(message);
+      try {
+        this.#checkPusher(message);
+        await this.#arrival.receive({ type: "push", from: message.from, batches: this.#join(message) });
+      } catch (error) {
+        reply(encodeFollowMessage({ type: "refused", head: this.head, error: serializeError(error) }));
+      }
+    });
+  }
+
+  async #call(topic: string, method: string, args: Json[], authorize: FollowAuthorize): Promise<Json> {
+    if (!(await allowed(authorize, `${topic}.${method}`))) throw notAuthorized(`${topic}.${method}`);
+    if (topic === "lease") {
+      const book = this.#options.book;
+      const [place, number, position, heir] = args as [string, number, number, string | undefined];
+      if (method === "acquire") return { ...(await book.acquire(place, number)) };
+      if (method === "renew") return { ...(await book.renew(place, number)) };
+      await book.release(place, number, position, heir);
+      return null;
+    }
+    const handler = this.#handlers.get(topic);
+    if (!handler) throw new NotAuthorized(`${topic}.${method}`, "this object serves no such calls.");
+    return handler(method, args);
+  }
+
+  /** Only the place that holds the lease under the push's epoch may push (or the one handing it over to here). */
+  #checkPusher(push: PushMessage): void {
+    const record = this.#options.book.record;
+    if (push.epoch < record.epoch || this.#arrival.harness) throw new StaleEpoch(push.epoch, record.epoch, "the object's copy");
+    if (push.epoch > record.epoch)
+      throw new LeaseNotHeld(push.from, `epoch ${push.epoch} was never granted (the lease is at ${record.epoch})`);
+    if (record.holder !== undefined && record.holder !== push.from)
+      throw new LeaseNotHeld(push.from, `${record.holder} holds epoch ${record.epoch}`);
+    if (record.holder === undefined && record.heir !== undefined && record.heir !== this.#options.place)
+      throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
+  }
+
+  /** The push's transactions in log order from the copy's head: whole ones, and any joined from their parts. */
+  #join(push: PushMessage): LoggedBatch[] {
+    const out: LoggedBatch[] = [];
+    let next = this.head + 1;
+    const whole = new Map(push.batches.map((batch) => [batch.fence.position, batch]));
+    const parts = [...push.parts].sort((a, b) => a.position - b.position || a.index - b.index);
+    for (;;) {
+      const batch = whole.get(next);
+      if (batch) {
+        out.push(batch);
+        next++;
+        continue;
+      }
+      let joined: LoggedBatch | undefined;
+      for (const part of parts) {
+        if (part.position !== next) continue;
+        const text = this.#joining.add(part, next - 1);
+        if (text !== undefined) joined = parseJoinedBatch(text, part);
+      }
+      if (!joined) break;
+      out.push(joined);
+      next++;
+    }
+    return out;
+  }
+
+  /** The arrival's hand-over messages, as the link's. */
+  #forward(message: HandOverMessage): void {
+    const reply = this.#replyTo;
+    if (!reply) return;
+    if (message.type === "ack") reply(encodeFollowMessage({ type: "ack", head: message.head, epoch: this.#options.book.record.epoch }));
+    else if (message.type === "taken") reply(encodeFollowMessage({ type: "taken", epoch: message.epoch }));
+  }
+}
+
+async function allowed(authorize: FollowAuthorize, action: FollowAction): Promise<boolean> {
+  try {
+    return (await authorize(action)) === true;
+  } catch {
+    return false;
+  }
+}
+
+function notAuthorized(action: string): NotAuthorized {
+  return new NotAuthorized(action, "the object's follow.authorize refused this caller.");
+}

@@ -1,0 +1,252 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { FollowMessageRefused, LeaseNotHeld, NotAuthorized, StaleEpoch } from "../src/errors.ts";
+import { FollowLink } from "../src/follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
+import { encodeFollowMessage } from "../src/follow/wire.ts";
+import { createRegistry, Harness, MemoryStorage } from "../src/index.ts";
+import { utf8Length } from "../src/limits.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { followWorld, rows } from "./follow-support.ts";
+import { ctx, runUntil } from "./support.ts";
+
+// Issue 27 items 2–3 (decision 0031): the tab's mirror pushes every stored transaction to the object's copy,
+// coalesced, resent from the durable tail after a lost link, trimmed on acknowledgement; the hand-over on top.
+
+describe("the mirror: every stored transaction live at the object (issue 27 item 2)", () => {
+  it("S12 in the tab: the object's copy holds exactly the tab's rows, acknowledged up to the tab's head, the tab's tail trimmed", async () => {
+    const world = await followWorld();
+    world.tab.resume();
+    await runUntil(world.clock, async () => (await world.tab.getTask(world.taskId, ctx))?.state.status === "terminal");
+    const head = world.tab.lease!.position;
+    await runUntil(world.clock, () => world.mirror.acknowledged >= head);
+    expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
+    expect(world.printed.map(([place]) => place)).toEqual(["tab", "tab", "tab", "tab", "tab"]);
+    expect(await world.tabStorage.readLog(0, 100)).toEqual([]);
+    // Coalesced: fewer push rounds than transactions, and the bytes on the wire close to the batches' own.
+    const stored = head;
+    expect(world.mirror.stats.rounds).toBeLessThanOrEqual(stored);
+    await world.tab.close(ctx);
+  });
+
+  it("replicated bytes per step ≤ 1.2× the step's own batch (measured over the counter's steps)", async () => {
+    const world = await followWorld({ to: 20 });
+    let own = 0;
+    world.tab.onLog((batch) => void (own += utf8Length(JSON.stringify(batch))));
+    world.tab.resume();
+    await runUntil(world.clock, async () => (await world.tab.getTask(world.taskId, ctx))?.state.status === "terminal");
+    await runUntil(world.clock, () => world.mirror.acknowledged >= world.tab.lease!.position);
+    const bytes = world.mirror.stats.bytes;
+    console.log(
+      `mirror: ${world.mirror.stats.rounds} rounds, ${world.mirror.stats.frames} frames, ${bytes} bytes for ${own} bytes of batches (${(bytes / own).toFixed(3)}×)`,
+    );
+    expect(bytes / own).toBeLessThanOrEqual(1.2);
+    await world.tab.close(ctx);
+  });
+
+  it("a lost link: what was stored while it was down is pushed from the durable tail when it is up again", async () => {
+    const world = await followWorld();
+    world.tab.resume();
+    await runUntil(world.clock, () => world.printed.length >= 2);
+    world.setUp(false);
+    await runUntil(world.clock, async () => (await world.tab.getTask(world.taskId, ctx))?.state.status === "terminal");
+    const head = world.tab.lease!.position;
+    expect(world.mirror.acknowledged).toBeLessThan(head);
+    expect((await world.tabStorage.readLog(0, 100)).length).toBeGreaterThan(0);
+    world.setUp(true);
+    await runUntil(world.clock, () => world.mirror.acknowledged >= head);
+    expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
+    await world.tab.close(ctx);
+  });
+
+  it("whenAcknowledged(P) resolves once the object holds P, not before", async () => {
+    const world = await followWorld();
+    world.setUp(false);
+    world.tab.resume();
+    await runUntil(world.clock, () => world.printed.length >= 1);
+    const position = world.tab.lease!.position;
+    let acknowledged = false;
+    void world.mirror.whenAcknowledged(position, ctx).then(() => (acknowledged = true));
+    await runUntil(world.clock, () => world.printed.length >= 2);
+    expect(acknowledged).toBe(false);
+    world.setUp(true);
+    await runUntil(world.clock, () => acknowledged);
+    expect((await world.copy.load()).log!.position).toBeGreaterThanOrEqual(position);
+    await world.tab.close(ctx);
+  });
+});
+
+describe("the tab's side without the object", () => {
+  it("a harness without a lease has nothing to mirror: Mirror says how to open it", async () => {
+    const clock = createManualClock(0);
+    const harness = await Harness.open(new MemoryStorage(), { registry: createRegistry(), clock }, ctx);
+    const link = new FollowLink({ clock, send: () => {} });
+    expect(() => new Mirror({ harness, link, clock })).toThrow(/lease option/);
+    await harness.close(ctx);
+  });
+
+  it("an open under remoteArbiter whose object never answers fails with ConnectionLost after the call's timeout (nothing written)", async () => {
+    const clock = createManualClock(0);
+    const link = new FollowLink({ clock, send: () => {}, callTimeoutMs: 1_000 });
+    link.connected();
+    const storage = new MemoryStorage();
+    const opening = Harness.open(
+      storage,
+      { registry: createRegistry(), clock, lease: { place: "tab", arbiter: remoteArbiter(link) } },
+      ctx,
+    );
+    await runUntil(clock, () => clock.now() >= 1_000);
+    await expect(opening).rejects.toMatchObject({ name: "ConnectionLost" });
+    expect((await storage.load()).log).toBeUndefined();
+  });
+});
+
+describe("the hand-over over the link (issue 27 item 3)", () => {
+  it("S4/S12: handOver() pushes the rest, releases at P; the object takes epoch 2 with the restarts counted and counts on", async () => {
+    let handed: { position: number } | undefined;
+    // The tab leaves while tick 2's step runs (printed, its next checkpoint not stored yet).
+    const world: Awaited<ReturnType<typeof followWorld>> = await followWorld({
+      onLine: (place, line) => {
+        if (place === "tab" && line === "tick 2") queueMicrotask(() => void world.mirror.handOver(ctx).then((mark) => (handed = mark)));
+      },
+    });
+    world.tab.resume();
+    await runUntil(world.clock, () => handed !== undefined);
+    const object = (await world.end.harness)!;
+    expect(object.lease).toMatchObject({ place: "object", epoch: 2 });
+    expect(object.recovery.stop).toBe("crash");
+    expect(object.recovery.tasks).toEqual([{ id: world.taskId, kind: "example.counter", restarts: 1 }]);
+    await runUntil(world.clock, async () => (await object.getTask(world.taskId, ctx))?.state.status === "terminal");
+    const lines = world.printed.map(([, line]) => line);
+    expect(lines).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
+    expect(world.printed.slice(0, 2).every(([place]) => place === "tab")).toBe(true);
+    expect(world.printed.slice(2).every(([place]) => place === "object")).toBe(true);
+    expect(await world.copy.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch")).toEqual([
+      { epoch: 1, start: 1 },
+      { epoch: 2, start: handed!.position + 1 },
+    ]);
+    expect(world.tab.closed).toBe(true);
+    await object.close(ctx);
+  });
+
+  it("a stale epoch's push is refused with StaleEpoch after the takeover, and nothing of it is applied", async () => {
+    const world = await followWorld();
+    world.tab.resume();
+    await runUntil(world.clock, () => world.printed.length >= 1);
+    void world.mirror.handOver(ctx);
+    await runUntil(world.clock, () => world.end.harness !== undefined);
+    const object = (await world.end.harness)!;
+    const before = await rows(world.copy);
+    const head = before.head!.position;
+    const late = {
+      fence: { epoch: 1, position: head + 1 },
+      tasks: [],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [{ scope: "x", key: "y", value: 1 }],
+    };
+    const replies = world.sent.toTab.length;
+    await world.deliver(encodeFollowMessage({ type: "push", from: "tab", epoch: 1, batches: [late], parts: [] }));
+    expect(JSON.parse(world.sent.toTab[replies]!)).toMatchObject({ type: "refused", error: { name: "StaleEpoch" } });
+    expect(await rows(world.copy)).toEqual(before);
+    await object.close(ctx);
+  });
+
+  it("a push from a place that does not hold the lease, or a caller authorize refuses, is refused and not applied", async () => {
+    let allow = true;
+    const world = await followWorld({ authorize: (action) => allow || action.startsWith("lease.") });
+    const before = await rows(world.copy);
+    const batch = {
+      fence: { epoch: 1, position: (before.head?.position ?? 0) + 1 },
+      tasks: [],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [],
+    };
+    const replies = world.sent.toTab.length;
+    await world.deliver(encodeFollowMessage({ type: "push", from: "intruder", epoch: 1, batches: [batch], parts: [] }));
+    allow = false;
+    await world.deliver(encodeFollowMessage({ type: "push", from: "tab", epoch: 1, batches: [batch], parts: [] }));
+    const answers = world.sent.toTab.slice(replies).map((frame) => JSON.parse(frame).error?.name);
+    expect(answers).toEqual([new LeaseNotHeld("x", "").name, new NotAuthorized("x", "").name]);
+    expect(await rows(world.copy)).toEqual(before);
+    await world.tab.close(ctx);
+  });
+
+  it("a lease call delivered twice is answered twice with the same grant: one epoch minted", async () => {
+    const world = await followWorld();
+    const epoch = world.record().epoch;
+    const call = encodeFollowMessage({ type: "call", id: "dup-1", topic: "lease", method: "acquire", args: ["other", 0] });
+    const replies = world.sent.toTab.length;
+    await world.deliver(call);
+    await world.deliver(call);
+    const [first, second] = world.sent.toTab.slice(replies).map((frame) => JSON.parse(frame));
+    expect(first).toEqual(second);
+    expect(first.error.name).toBe("LeaseNotHeld"); // the tab holds it
+    expect(world.record().epoch).toBe(epoch);
+    await world.tab.close(ctx);
+  });
+});
+
+describe("hostile frames at the object (issue 27 item 2)", () => {
+  it("property: any frame that is not a valid message is refused with FollowMessageRefused and never changes the copy", async () => {
+    const world = await followWorld();
+    world.tab.resume();
+    await runUntil(world.clock, () => world.printed.length >= 1);
+    await runUntil(world.clock, () => world.mirror.acknowledged >= world.tab.lease!.position);
+    world.setUp(false);
+    const before = await rows(world.copy);
+    const frames = fc.oneof(
+      fc.string({ maxLength: 200 }),
+      fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value)),
+      fc
+        .record({
+          type: fc.constant("push"),
+          from: fc.constant("tab"),
+          epoch: fc.constant(1),
+          batches: fc.array(fc.jsonValue({ maxDepth: 3 }), { maxLength: 3 }),
+          parts: fc.constant([]),
+        })
+        .map((value) => JSON.stringify(value)),
+      fc
+        .record({
+          type: fc.constant("push"),
+          from: fc.constant("tab"),
+          epoch: fc.constant(1),
+          batches: fc.constant([]),
+          parts: fc.array(
+            fc.record({
+              epoch: fc.integer({ min: -1, max: 2 }),
+              position: fc.integer({ min: 0, max: 40 }),
+              index: fc.integer({ min: -1, max: 3 }),
+              count: fc.integer({ min: 0, max: 3 }),
+              text: fc.string({ maxLength: 20 }),
+            }),
+            { maxLength: 3 },
+          ),
+        })
+        .map((value) => JSON.stringify(value)),
+    );
+    await fc.assert(
+      fc.asyncProperty(frames, async (frame) => {
+        const replies = world.sent.toTab.length;
+        const replying = new Promise<void>((resolve) => setTimeout(resolve, 0));
+        await world.deliver(frame);
+        await replying;
+        for (const reply of world.sent.toTab.slice(replies)) {
+          const message = JSON.parse(reply);
+          if (message.type === "refused" || "error" in message)
+            expect([new FollowMessageRefused("shape", "").name, "LeaseNotHeld", "StaleEpoch", "NotAuthorized"]).toContain(
+              message.error.name,
+            );
+        }
+        expect(await rows(world.copy)).toEqual(before);
+      }),
+      { numRuns: 300 },
+    );
+    void StaleEpoch;
+    await world.tab.close(ctx);
+  });
+});

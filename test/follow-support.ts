@@ -1,0 +1,122 @@
+import { counterTask } from "../examples/counter-task.ts";
+import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import { FollowLink } from "../src/follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
+import { type FollowAuthorize, ObjectEnd } from "../src/follow/object-end.ts";
+import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { ctx } from "./support.ts";
+
+/**
+ * A tab and its object in one process over an in-memory "socket" that delivers each frame on a later turn,
+ * in order, while it is up (issue 27, decision 0031): the tab's harness under `remoteArbiter(link)` with a
+ * `Mirror`; the object's end (`ObjectEnd`) with its `LeaseBook` and its copy on sqlite-wasm.
+ */
+export async function followWorld(
+  options: { ttlMs?: number; to?: number; authorize?: FollowAuthorize; onLine?: (place: string, line: string) => void } = {},
+) {
+  const clock = createManualClock(1_000);
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({
+    clock,
+    ttlMs: options.ttlMs ?? 5_000,
+    load: () => record,
+    save: (next) => {
+      record = next;
+    },
+  });
+  const printed: Array<[string, string]> = [];
+  const registry = (place: string) =>
+    createRegistry().install(
+      defineExtension({
+        name: "example",
+        tasks: [
+          counterTask((line) => {
+            printed.push([place, line]);
+            options.onLine?.(place, line);
+          }),
+        ],
+      }),
+    );
+  const copy: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const sent = { toObject: [] as string[], toTab: [] as string[] };
+  let up = true;
+  const authorize = options.authorize ?? (() => true);
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: copy,
+    book,
+    clock,
+    open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), clock, lease, resume: true }, ctx),
+  });
+  const toTab = (reply: string) => {
+    if (!up) return;
+    sent.toTab.push(reply);
+    setTimeout(() => {
+      if (up) link.receive(reply);
+    }, 0);
+  };
+  /** Delivers a frame to the object as the link would (tests send hostile ones through it too). */
+  const deliver = (frame: unknown) => end.receive(frame, toTab, authorize);
+  const link = new FollowLink({
+    clock,
+    send: (frame) => {
+      if (!up) throw new Error("the socket is closed");
+      sent.toObject.push(frame);
+      setTimeout(() => {
+        if (up) void deliver(frame);
+      }, 0);
+    },
+  });
+  link.connected();
+  const tab = await Harness.open(
+    tabStorage,
+    { registry: registry("tab"), clock, lease: { place: "tab", arbiter: remoteArbiter(link) } },
+    ctx,
+  );
+  const mirror = new Mirror({ harness: tab, link, clock });
+  const root = await tab.root(ctx);
+  const taskId = await root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to: options.to ?? 5 },
+      ),
+    ctx,
+  );
+  return {
+    clock,
+    book,
+    record: () => record,
+    printed,
+    copy,
+    tabStorage,
+    tab,
+    mirror,
+    link,
+    end,
+    taskId,
+    sent,
+    deliver,
+    /** Takes the socket down (frames in flight are lost) or brings it up again. */
+    setUp(next: boolean) {
+      up = next;
+      if (next) link.connected();
+      else link.disconnected();
+    },
+  };
+}
+
+/** What a storage holds, as comparable rows (the copy must equal the tab's, less the tab's log tail). */
+export async function rows(storage: SqliteStorage) {
+  return {
+    tasks: await storage.query("SELECT id, status, record FROM tasks ORDER BY id"),
+    entries: await storage.query("SELECT id, record FROM entries ORDER BY id"),
+    documents: await storage.query("SELECT scope, key, record FROM documents ORDER BY scope, key"),
+    epochs: await storage.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch"),
+    head: (await storage.load()).log,
+  };
+}
