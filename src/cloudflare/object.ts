@@ -24,7 +24,8 @@
 import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
-import { InvalidRequest, NotAuthorized } from "../errors.ts";
+import { InvalidRequest, LeaseNotHeld, NotAuthorized } from "../errors.ts";
+import { ObjectEnd } from "../follow/object-end.ts";
 import type { Harness } from "../harness.ts";
 import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
@@ -34,6 +35,7 @@ import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
 import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
+import { acceptFollow, FOLLOW_PATH, type FollowOptions, followCaller, objectLeaseBook, sendFollow, takeoverGate } from "./follow.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { ObjectSockets } from "./sockets.ts";
@@ -68,6 +70,12 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly #sockets: ObjectSockets;
   /** The one alarm (alarm.ts). */
   readonly #alarm: ObjectAlarm;
+  /** Follow mode (follow.ts): the app's options, and the object's end of the follow links once started. */
+  readonly #follow: FollowOptions | undefined;
+  #end: Promise<ObjectEnd> | undefined;
+  /** The harness once open (in follow mode: once this object took the lease). */
+  #harness: Harness | undefined;
+  #expiryAlarm: number | undefined;
   #started = false;
 
   static {
@@ -93,18 +101,33 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       authenticate,
       authorize,
       queryLimits,
+      follow,
       storage = ctx.storage,
       ...harnessOptions
     } = setup(env, ctx);
+    this.#follow = follow;
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
+    const openStorage = () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits });
+    // Follow mode: the copy is opened first (pushes are applied to it), and the harness opens on it only once
+    // this object takes the lease (the gate), under the lease of its own book.
+    const copy = follow ? openStorage() : undefined;
+    const place = follow?.place ?? "object";
+    const book = follow ? objectLeaseBook(storage, follow.ttlMs) : undefined;
+    const gate = follow ? takeoverGate() : undefined;
     const served = createHost({
       database,
-      openStorage: () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits }),
+      openStorage: copy ? () => copy : openStorage,
+      ...(gate ? { ownership: gate.ownership } : {}),
       // Pages whose sockets outlived a hibernation keep the page tool calls they are running (decision 0028).
-      harness: { ...harnessOptions, clock: systemClock, connectedPages: this.#sockets.connectedPages() },
+      harness: {
+        ...harnessOptions,
+        clock: systemClock,
+        connectedPages: this.#sockets.connectedPages(),
+        ...(book ? { lease: { place, arbiter: book } } : {}),
+      },
       ...(methods ? { methods } : {}),
       crashPoints: crashPoints ?? false,
       now: systemClock.now,
@@ -113,18 +136,43 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     this.listenerCount = served.listenerCount;
     this.#endpoint = hostEndpoint(served.service);
     if (onReport) void served.service.onReport(onReport);
+    const held = async (harness: Harness) => {
+      this.#sockets.restoreAll();
+      await this.#alarm.attach(harness);
+      this.#harness = harness;
+      return harness;
+    };
+    if (follow && copy && book && gate) {
+      // Follows until a release or the lease's expiry lets it take over: then the harness opens (the gate), its
+      // recovery the new epoch's first transaction, and starts.
+      let taken!: (harness: Harness) => void;
+      this.ready = new Promise<Harness>((resolve) => (taken = resolve));
+      this.#end = ctx.blockConcurrencyWhile(async () =>
+        ObjectEnd.start({
+          place,
+          storage: await copy,
+          book,
+          clock: systemClock,
+          open: async () => {
+            gate.open();
+            const harness = await held(await served.ready);
+            taken(harness);
+            this.#start(harness);
+            return harness;
+          },
+        }),
+      );
+      this.#end.then(() => this.#armExpiry()).catch(() => {});
+      return;
+    }
     // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every
     // request would open and fail again): requests are answered with it, sockets get the `failed` status.
     const opened = ctx.blockConcurrencyWhile(async (): Promise<{ harness: Harness } | { error: unknown }> => {
-      let harness: Harness;
       try {
-        harness = await served.ready;
+        return { harness: await held(await served.ready) };
       } catch (error) {
         return { error };
       }
-      this.#sockets.restoreAll();
-      await this.#alarm.attach(harness);
-      return { harness };
     });
     this.ready = opened.then((outcome) => ("error" in outcome ? Promise.reject(outcome.error) : outcome.harness));
     this.ready.catch(() => {});
@@ -149,7 +197,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * `super.fetch(request)` for these.
    */
   async fetch(request: Request): Promise<Response> {
-    const harness = await this.ready.catch(() => undefined);
+    if (this.#follow && new URL(request.url).pathname === FOLLOW_PATH) return this.#acceptFollow(request);
+    // Following (the tab holds the lease), the harness is not open: what needs it waits or is refused.
+    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
     try {
       return await this.#serveClient(request);
     } catch (error) {
@@ -175,6 +225,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
     // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
     if (upgrade) return this.#sockets.accept(caller);
+    if (this.#follow && !this.#harness) throw new LeaseNotHeld(this.#follow.place ?? "object", "its tab holds it; this object follows");
     await this.ready; // a failed open answers every request with its error
     const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
     if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
@@ -218,8 +269,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * powers the object turns on, then `authorize`); the work starts as after a request.
    */
   async #rpc(method: RpcMethodName, args: unknown[]): Promise<unknown> {
-    const harness = await this.ready.catch(() => undefined);
+    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
     try {
+      if (this.#follow && !harness) throw new LeaseNotHeld(this.#follow.place ?? "object", "its tab holds it; this object follows");
       if (!harness) await this.ready; // the open's own error, not the host's "not open"
       return await this.#endpointFor(RPC_CALLER).call(method, args);
     } catch (error) {
@@ -229,10 +281,48 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
   }
 
+  /** A follow link's upgrade (follow.ts): the caller is authenticated here, each frame authorized as it comes. */
+  async #acceptFollow(request: Request): Promise<Response> {
+    const caller = await this.#authenticate(request);
+    if (caller === undefined || request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      const refused = new NotAuthorized("follow", "connect a WebSocket that the object's authenticate hook accepts.");
+      return Response.json({ error: pageError(refused) }, { status: caller === undefined ? 401 : 400 });
+    }
+    return acceptFollow(this.ctx, caller);
+  }
+
+  /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */
+  async #followMessage(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
+    const follow = this.#follow!;
+    const end = await this.#end!;
+    await end.receive(
+      message,
+      (frame) => sendFollow(socket, frame),
+      (action) => follow.authorize(caller, action),
+    );
+    this.#armExpiry();
+  }
+
+  /**
+   * While the tab holds the lease, the alarm is at its expiry: an object evicted meanwhile is woken then and
+   * takes the lease over (its timers did not survive the eviction). Once it holds the lease, ObjectAlarm rules.
+   */
+  #armExpiry(): void {
+    if (this.#harness || !this.#end) return;
+    void this.#end.then((end) => {
+      const at = end.expiresAt;
+      if (this.#harness || at === undefined || at === this.#expiryAlarm) return;
+      this.#expiryAlarm = at;
+      void this.ctx.storage.setAlarm(at + 1);
+    });
+  }
+
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
   async webSocketMessage(socket: HibernatableWebSocket, message: string | ArrayBuffer): Promise<void> {
+    const follower = this.#follow ? followCaller(socket) : undefined;
+    if (follower) return this.#followMessage(socket, follower.caller, message);
     // Served also when the open failed: the host answers each call and the status with the open's error.
-    const harness = await this.ready.catch(() => undefined);
+    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
     try {
       this.#sockets.receive(socket, message);
     } finally {
@@ -254,6 +344,13 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * stays until nothing is ready to run (or one heartbeat has passed; the next alarm carries on).
    */
   async alarm(): Promise<void> {
+    if (this.#end && !this.#harness) {
+      // Following: the alarm is the lease's expiry (or an earlier one): take over if it passed.
+      this.#expiryAlarm = undefined;
+      const end = await this.#end;
+      await end.checkExpiry();
+      if (!this.#harness) return this.#armExpiry();
+    }
     const harness = await this.ready;
     this.#alarm.fired();
     if (harness.closed) return; // closed by the app: this instance runs nothing more (the next start does)

@@ -6,6 +6,7 @@ import type { Authorize } from "../host/doors.ts";
 import type { HostMethod } from "../host/host.ts";
 import type { MethodName } from "../host/protocol.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
+import type { FollowOptions } from "./follow.ts";
 import type { DurableObjectState, DurableObjectStorage } from "./types.ts";
 
 export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "now" | "timer" | "readOnly" | "resume" | "crashPoint"> {
@@ -39,6 +40,12 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   authenticate?: (request: Request) => Json | undefined | Promise<Json | undefined>;
   /** Whether the caller may make this call (after the table allowed it); false refuses it with `NotAuthorized`. */
   authorize?: Authorize<Json>;
+  /**
+   * Follow mode (docs/decisions/0031): the object is the lease's arbiter and the live copy of its tab's log,
+   * over a follow link (`/follow`, a WebSocket); it opens its harness only when it takes the lease (the tab's
+   * release, or the lease's expiry — watched by the alarm). Absent: the object runs its harness alone.
+   */
+  follow?: FollowOptions;
 }
 
 /** Builds the harness options of one object from its environment (bindings, secrets) and state. */

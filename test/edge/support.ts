@@ -52,7 +52,8 @@ export type ObjectKind =
   | "limited"
   | "users"
   | "signed"
-  | "approval";
+  | "approval"
+  | "follow";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -105,6 +106,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         LIMITED: sqliteObject("LimitedObject"),
         USERS: sqliteObject("UserAgent"),
         APPROVAL: sqliteObject("ApprovalObject"),
+        FOLLOW: sqliteObject("FollowObject"),
       },
     });
   let mf = options();

@@ -165,6 +165,7 @@ export { CounterObject } from "../../examples/counter-object.ts";
 export { UserAgent } from "../../examples/signed-callers.ts";
 export { DemoObject } from "../../worker/edge-object.ts";
 export { ApprovalObject } from "./approval-object.ts";
+export { FollowObject } from "./follow-object.ts";
 export { SharedObject } from "./shared-object.ts";
 export { SweepObject } from "./sweep-object.ts";
 

@@ -1,0 +1,117 @@
+/**
+ * A harness object's follow mode (docs/decisions/0031): the object is the lease's arbiter and the copy of its
+ * tab's log; it takes the lease over at the tab's release, or at the lease's expiry watched by the object's alarm
+ * (an evicted object has no timers). The follow link is a WebSocket of its own (`/follow`, the hibernation API,
+ * tagged `follow`), every frame through `follow.authorize`.
+ *
+ * - The `LeaseBook`'s record lives in the object's SQLite (`pi_follow_lease`, one row), read and written with
+ *   `ctx.storage.sql` synchronously: each call reads, decides and saves without yielding, and the object's
+ *   output gate sends no answer before the write is durable.
+ */
+import { systemClock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
+import { InvalidRequest } from "../errors.ts";
+import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord } from "../follow/arbiter.ts";
+import type { FollowAction } from "../follow/object-end.ts";
+import type { Ownership } from "../host/ownership.ts";
+import { pageError } from "./answers.ts";
+import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
+
+/** What an app sets to turn follow mode on (`HarnessObjectOptions.follow`). */
+export interface FollowOptions {
+  /**
+   * Whether `caller` (what `authenticate` returned for the socket's upgrade) may do `action` on a follow link:
+   * `push` and `release` (write powers: they change the object's copy and hand it the work), `lease.acquire`,
+   * `lease.renew`, `lease.release`, and other topics' calls (`places.…`). Required: follow mode writes.
+   */
+  authorize(caller: Json, action: FollowAction): boolean | Promise<boolean>;
+  /** How long a lease lasts unless renewed, on the object's clock. Default 30,000 ms. */
+  ttlMs?: number;
+  /** The object's place name in the lease. Default "object". */
+  place?: string;
+}
+
+/** The follow link's path on the object. */
+export const FOLLOW_PATH = "/follow";
+const FOLLOW_TAG = "follow";
+
+const TABLE = `CREATE TABLE IF NOT EXISTS pi_follow_lease (key TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID`;
+
+/** The object's `LeaseBook`, its record in the object's own SQLite. */
+export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_LEASE_TTL_MS): LeaseBook {
+  const sql = storage.sql;
+  sql.exec(TABLE);
+  return new LeaseBook({
+    clock: systemClock,
+    ttlMs,
+    load: () => {
+      const row = sql.exec("SELECT record FROM pi_follow_lease WHERE key = 'lease'").toArray()[0];
+      return row ? (JSON.parse(String(row.record)) as LeaseRecord) : { epoch: 0 };
+    },
+    save: (record) => {
+      sql.exec("INSERT OR REPLACE INTO pi_follow_lease (key, record) VALUES ('lease', ?)", JSON.stringify(record));
+    },
+  });
+}
+
+/** What a follow socket keeps through a hibernation. */
+interface FollowAttachment {
+  version: 1;
+  follow: true;
+  caller: Json;
+}
+
+/** Accepts a follow link for `caller`: the tab's end of a new socket (101). */
+export function acceptFollow(ctx: DurableObjectState, caller: Json): Response {
+  const Pair = (globalThis as unknown as { WebSocketPair?: new () => Record<0 | 1, HibernatableWebSocket> }).WebSocketPair;
+  if (!Pair || !ctx.acceptWebSocket) return new Response("WebSockets need the Workers runtime.", { status: 501 });
+  const { 0: tab, 1: object } = new Pair();
+  try {
+    object.serializeAttachment({ version: 1, follow: true, caller } satisfies FollowAttachment);
+  } catch {
+    return Response.json(
+      { error: pageError(new InvalidRequest("The caller that authenticate returned does not fit in a socket's attachment (2 KB).")) },
+      { status: 400 },
+    );
+  }
+  ctx.acceptWebSocket(object, [FOLLOW_TAG]);
+  return new Response(null, { status: 101, webSocket: tab } as ResponseInit);
+}
+
+/** The caller of a follow socket, or undefined when the socket is a page's. */
+export function followCaller(socket: HibernatableWebSocket): { caller: Json } | undefined {
+  try {
+    const attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
+    return attachment?.version === 1 && attachment.follow === true ? { caller: attachment.caller } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sends a frame on a follow socket; one that is gone hears nothing (the tab sends again when it reconnects). */
+export function sendFollow(socket: HibernatableWebSocket, frame: string): void {
+  try {
+    socket.send(frame);
+  } catch {
+    // Closed or closing.
+  }
+}
+
+/** The host's ownership in follow mode: the harness opens once the object takes the lease (`open()`). */
+export function takeoverGate(): { ownership: Ownership; open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return {
+    open,
+    ownership: {
+      acquire: async () => {
+        await opened;
+        return () => {};
+      },
+      cancel: () => {},
+      requestTakeover: () => {},
+      onTakeoverRequest: () => {},
+      lifeLock: async () => undefined,
+    },
+  };
+}

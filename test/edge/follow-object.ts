@@ -1,0 +1,101 @@
+/**
+ * The follow tests' object (test/edge/follow.edge.test.ts): a harness object in follow mode, the seed's counter
+ * installed (it prints `object: tick n` through PRINT). Callers are named by the `x-caller` header: `alice` may
+ * do everything on a follow link, `mallory` only ask about the lease. The lease lasts 3 s.
+ *
+ * - `/state`: the lease record, the copy's head and epochs, the seed's query, and the harness's recovery once
+ *   this object holds the lease — read straight from `ctx.storage.sql`, also while it follows.
+ * - `/arm?point=after-release`: the next release this instance records is its last act — every later write is
+ *   refused and the object aborts itself a moment later (so the release is durable, the takeover never started).
+ * - `/abort`: `ctx.abort()` now.
+ */
+import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
+import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
+import { createRegistry, defineExtension, type Harness } from "../../src/index.ts";
+
+interface Env {
+  PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
+}
+
+/** `ctx.storage` that dies right after the write recording a release, when armed. */
+function armedStorage(ctx: DurableObjectState, plan: { armed: boolean; dead: boolean }): DurableObjectStorage {
+  const inner = ctx.storage;
+  const refuse = () => {
+    throw new Error("test: this instance crashed after recording the release; nothing reaches its storage any more");
+  };
+  const sql = {
+    exec(query: string, ...bindings: unknown[]) {
+      if (plan.dead && !/^\s*SELECT/i.test(query)) refuse();
+      const cursor = inner.sql.exec(query, ...bindings);
+      if (plan.armed && query.includes("pi_follow_lease") && String(bindings[0] ?? "").includes('"releasedAt"')) {
+        plan.dead = true;
+        setTimeout(() => ctx.abort("test: crashed after recording the release"), 100);
+      }
+      return cursor;
+    },
+    get databaseSize() {
+      return inner.sql.databaseSize;
+    },
+  };
+  return {
+    sql,
+    transactionSync: (body) => (plan.dead ? refuse() : inner.transactionSync(body)),
+    getAlarm: () => inner.getAlarm(),
+    setAlarm: (at) => inner.setAlarm(at),
+    deleteAlarm: () => inner.deleteAlarm(),
+  };
+}
+
+export class FollowObject extends HarnessObject<Env> {
+  readonly #plan: { armed: boolean; dead: boolean };
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    const plan = { armed: false, dead: false };
+    const print = (line: string) => env.PRINT.fetch("http://print/", { method: "POST", body: `object: ${line}` }).then(() => {});
+    super(ctx, env, () => ({
+      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
+      storage: armedStorage(ctx, plan),
+      authenticate: (request) => request.headers.get("x-caller") ?? undefined,
+      follow: {
+        ttlMs: 3_000,
+        authorize: (caller, action) => caller === "alice" || (caller === "mallory" && action.startsWith("lease.")),
+      },
+    }));
+    this.#plan = plan;
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (url.pathname === "/abort") {
+      this.ctx.abort("test: abort");
+      return new Response("aborted");
+    }
+    if (url.pathname === "/arm") {
+      this.#plan.armed = true;
+      return Response.json({ armed: true });
+    }
+    if (url.pathname === "/state") {
+      const sql = this.ctx.storage.sql;
+      const rows = (query: string) => {
+        try {
+          return sql.exec(query).toArray();
+        } catch {
+          return [];
+        }
+      };
+      const lease = rows("SELECT record FROM pi_follow_lease")[0];
+      const head = rows("SELECT value FROM pi_durable_meta WHERE key = 'log_position'")[0];
+      const harness = await Promise.race([this.ready, Promise.resolve(undefined as Harness | undefined)]);
+      return Response.json({
+        lease: lease ? JSON.parse(String(lease.record)) : undefined,
+        head: head ? Number(head.value) : 0,
+        epochs: rows("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch"),
+        tasks: rows(SEED_QUERY),
+        recovery: harness?.recovery,
+        holding: harness !== undefined && !harness.readOnly,
+        alarm: await this.ctx.storage.getAlarm(),
+      });
+    }
+    return super.fetch(request);
+  }
+}

@@ -1,0 +1,304 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { counterTask } from "../../examples/counter-task.ts";
+import { systemClock } from "../../src/base/clock.ts";
+import { FollowLink } from "../../src/follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
+import { encodeFollowMessage } from "../../src/follow/wire.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../src/index.ts";
+import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import { type Edge, pause, startEdge } from "./support.ts";
+
+// Issue 27 items 2–4 (decision 0031) in workerd: a Node-side tab (a harness on sqlite-wasm with the mirror)
+// follows its Durable Object over a real WebSocket; the object is the lease's arbiter and the copy, takes over at
+// the release or at the lease's expiry (its alarm, after a real eviction), and finishes the task (S4, S12).
+
+interface Socket {
+  send(frame: string): void;
+  close(): void;
+}
+
+/** A follow link to object `name` as `caller`, reconnecting 100 ms after each close until `stop()`. */
+function followSocket(edge: Edge, name: string, caller: string, link?: FollowLink) {
+  let socket: Socket | undefined;
+  let stopped = false;
+  const received: string[] = [];
+  const open = () => {
+    void edge.call("follow", name, "/follow", { headers: { Upgrade: "websocket", "x-caller": caller } }).then((response) => {
+      const ws = (response as unknown as { webSocket?: any }).webSocket;
+      if (!ws) return void setTimeout(() => !stopped && open(), 100);
+      ws.accept();
+      ws.addEventListener("message", (event: { data: unknown }) => {
+        received.push(String(event.data));
+        link?.receive(String(event.data));
+      });
+      ws.addEventListener("close", () => {
+        socket = undefined;
+        link?.disconnected();
+        if (!stopped) setTimeout(open, 100);
+      });
+      socket = ws;
+      link?.connected();
+    });
+  };
+  open();
+  return {
+    received,
+    send: (frame: string) => {
+      if (!socket) throw new Error("the follow socket is not open");
+      socket.send(frame);
+    },
+    get open() {
+      return socket !== undefined;
+    },
+    stop() {
+      stopped = true;
+      socket?.close();
+    },
+  };
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, tries = 400): Promise<T> {
+  for (let i = 0; i < tries; i++) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    await pause(25);
+  }
+  throw new Error(`never: ${what}`);
+}
+
+interface State {
+  lease?: { epoch: number; holder?: string; releasedAt?: number; heir?: string; expiresAt?: number };
+  head: number;
+  epochs: Array<{ epoch: number; start: number }>;
+  tasks: Array<{ id: number; status: string; n: number | null; restarts: number | null }>;
+  recovery?: { stop: string; tasks: Array<{ id: number; restarts: number }> };
+  holding: boolean;
+  alarm: number | null;
+}
+
+/** A tab: a harness on sqlite-wasm in Node under the object's lease, its mirror on a follow socket. */
+async function openTab(edge: Edge, name: string, options: { leaveAt?: string } = {}) {
+  const printed: string[] = [];
+  const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
+  const socket = followSocket(edge, name, "alice", link);
+  let mirror: Mirror | undefined;
+  let leaving: Promise<unknown> | undefined;
+  const registry = createRegistry().install(
+    defineExtension({
+      name: "example",
+      tasks: [
+        counterTask((line) => {
+          printed.push(line);
+          if (line === options.leaveAt) queueMicrotask(() => (leaving = mirror!.handOver(ctx)));
+        }),
+      ],
+    }),
+  );
+  const storage = await openSqliteStorage({ vfs: "memory" });
+  await until("the follow socket opens", () => socket.open);
+  const harness = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+  mirror = new Mirror({ harness, link, clock: systemClock, resendMs: 500 });
+  return { printed, link, socket, harness, storage, mirror: mirror!, leaving: () => leaving };
+}
+
+describe("following a tab on a Durable Object (issue 27, decision 0031)", () => {
+  let edge: Edge;
+  beforeAll(async () => {
+    edge = await startEdge();
+  }, 120_000);
+  afterAll(async () => {
+    await edge?.dispose();
+  });
+  const state = (name: string) => edge.json<State>("follow", name, "/state");
+  const objectLines = (from: number) => edge.printed.lines.slice(from).filter((line) => line.startsWith("object: "));
+
+  it("S4/S12: the tab pushes live, hands over at tick 2; the object takes epoch 2 with the restart counted and counts to 5", async () => {
+    const name = "handover";
+    const mark = edge.printed.lines.length;
+    const tab = await openTab(edge, name, { leaveAt: "tick 2" });
+    const root = await tab.harness.root(ctx);
+    const taskId = await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 5 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    // Live: the object's copy follows every transaction while the tab runs.
+    await until("the first tick acknowledged", () => tab.printed.length >= 1 && tab.mirror.acknowledged >= 3);
+    expect((await state(name)).head).toBeGreaterThanOrEqual(3);
+    await until("the hand-over", () => tab.leaving());
+    const released = (await tab.leaving()) as { position: number };
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 5"), "the object's tick 5");
+    const after = await state(name);
+    expect(tab.printed).toEqual(["tick 1", "tick 2"]);
+    expect(objectLines(mark)).toEqual(["object: tick 3", "object: tick 4", "object: tick 5"]);
+    expect(after.lease).toMatchObject({ epoch: 2, holder: "object" });
+    expect(after.epochs).toEqual([
+      { epoch: 1, start: 1 },
+      { epoch: 2, start: released.position + 1 },
+    ]);
+    expect(after.recovery).toMatchObject({ stop: "crash", tasks: [{ id: taskId, restarts: 1 }] });
+    await until("the counter ends", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+    // The tab wrote nothing after the hand-over, and its tail is trimmed: the object acknowledged it all.
+    expect(tab.harness.closed).toBe(true);
+    expect(await tab.storage.readLog(0, 100)).toEqual([]);
+    tab.socket.stop();
+  });
+
+  it("ctx.abort() after a push was applied: the tab's mirror reconnects and resends from its tail; nothing is lost", async () => {
+    const name = "abort-after-push";
+    const tab = await openTab(edge, name);
+    const root = await tab.harness.root(ctx);
+    await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 5 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    await until("a push acknowledged", () => tab.mirror.acknowledged >= 3);
+    await edge.call("follow", name, "/abort").catch(() => {});
+    await until("the counter ends in the tab", () => tab.printed.length === 5);
+    const head = tab.harness.lease!.position;
+    await until("everything acknowledged after the abort", () => tab.mirror.acknowledged >= head);
+    expect((await state(name)).head).toBe(head);
+    expect(tab.link.up).toBe(true);
+    await tab.harness.close(ctx);
+    tab.socket.stop();
+  });
+
+  it("ctx.abort() right after the release was recorded: the restarted object takes the lease (released to it) and the tab hears taken", async () => {
+    const name = "abort-after-release";
+    const mark = edge.printed.lines.length;
+    await edge.json("follow", name, "/arm");
+    const tab = await openTab(edge, name, { leaveAt: "tick 2" });
+    const root = await tab.harness.root(ctx);
+    await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 4 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    await until("the hand-over", () => tab.leaving());
+    await tab.leaving(); // resolves on `taken`: from the next instance of the object
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 4"), "the object's tick 4");
+    const after = await state(name);
+    expect(after.lease).toMatchObject({ epoch: 2, holder: "object" });
+    expect(after.recovery?.tasks.map((task) => task.restarts)).toEqual([1]);
+    expect(objectLines(mark)).toEqual(["object: tick 3", "object: tick 4"]);
+    tab.socket.stop();
+  });
+
+  it("ctx.abort() after the takeover: the next instance holds the lease again under a new epoch, counts the restart and finishes", async () => {
+    const name = "abort-after-takeover";
+    const mark = edge.printed.lines.length;
+    const tab = await openTab(edge, name, { leaveAt: "tick 1" });
+    const root = await tab.harness.root(ctx);
+    await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 3 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    await until("the hand-over", () => tab.leaving());
+    await tab.leaving();
+    await edge.call("follow", name, "/abort").catch(() => {});
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 3"), "the object's tick 3");
+    const after = await state(name);
+    expect(after.lease?.epoch).toBeGreaterThanOrEqual(3);
+    expect(after.lease?.holder).toBe("object");
+    expect(new Set(objectLines(mark)).size).toBe(objectLines(mark).length); // no tick twice
+    tab.socket.stop();
+  });
+
+  it("a stale epoch's push, another caller's push and hostile frames are refused with typed errors; nothing is applied", async () => {
+    const name = "handover"; // the object of the first test: it holds the lease under epoch 2
+    const before = await state(name);
+    const alice = followSocket(edge, name, "alice");
+    const mallory = followSocket(edge, name, "mallory");
+    await until("both sockets open", () => alice.open && mallory.open);
+    const batch = {
+      fence: { epoch: 1, position: before.head + 1 },
+      tasks: [],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [{ scope: "x", key: "y", value: 1 }],
+    };
+    alice.send(encodeFollowMessage({ type: "push", from: "tab", epoch: 1, batches: [batch], parts: [] }));
+    mallory.send(
+      encodeFollowMessage({
+        type: "push",
+        from: "tab",
+        epoch: 2,
+        batches: [{ ...batch, fence: { epoch: 2, position: before.head + 1 } }],
+        parts: [],
+      }),
+    );
+    alice.send("{ not json");
+    alice.send(`${"[".repeat(600)}${"]".repeat(600)}`);
+    alice.send(
+      JSON.stringify({ type: "push", from: "tab", epoch: 2, batches: [{ fence: { epoch: 2, position: before.head + 1 } }], parts: [] }),
+    );
+    alice.send("x".repeat(1_000_001));
+    const errors = (socket: { received: string[] }) => socket.received.map((frame) => JSON.parse(frame).error?.name);
+    await until("every refusal", () => alice.received.length >= 5 && mallory.received.length >= 1);
+    expect(errors(alice)).toEqual([
+      "StaleEpoch",
+      "FollowMessageRefused",
+      "FollowMessageRefused",
+      "FollowMessageRefused",
+      "FollowMessageRefused",
+    ]);
+    expect(alice.received.slice(1).map((frame) => JSON.parse(frame).error.details.reason)).toEqual(["json", "depth", "shape", "size"]);
+    expect(errors(mallory)).toEqual(["NotAuthorized"]);
+    const after = await state(name);
+    expect(after.head).toBe(before.head);
+    expect(after.tasks).toEqual(before.tasks);
+    alice.stop();
+    mallory.stop();
+  });
+
+  it("a lost release is covered by the lease's expiry after a real eviction: workerd restarts, the alarm fires, the object finishes", async () => {
+    const name = "expiry";
+    const tab = await openTab(edge, name);
+    const root = await tab.harness.root(ctx);
+    const taskId = await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 6 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    await until("tick 2 acknowledged", () => tab.printed.length >= 2 && tab.mirror.acknowledged >= 5);
+    // The tab vanishes without a release (a crash); workerd stops too: no object in memory, no timer alive.
+    tab.mirror.stop();
+    tab.socket.stop();
+    await tab.harness.handOver(ctx); // stops without writing more; its release is never sent
+    const pushed = await state(name);
+    expect(pushed.lease).toMatchObject({ epoch: 1, holder: "tab" });
+    expect(pushed.alarm).not.toBeNull();
+    await edge.restart();
+    const mark = edge.printed.lines.length;
+    // No request reaches the object: only its alarm, at the lease's expiry, can wake it.
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 6"), "the object's tick 6 after the expiry");
+    expect(tab.printed.length).toBeLessThan(6); // the tab stopped before the end: the object finished it
+    const after = await state(name);
+    expect(after.lease).toMatchObject({ epoch: 2, holder: "object" });
+    expect(after.epochs.map((stretch) => stretch.epoch)).toEqual([1, 2]);
+    await until("the counter ends", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+  }, 60_000);
+});
