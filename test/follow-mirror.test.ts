@@ -44,6 +44,22 @@ describe("the mirror: every stored transaction live at the object (issue 27 item
     await world.tab.close(ctx);
   });
 
+  it("the copy's own apply (a follower harness's, say) stores each pushed transaction once, in log order", async () => {
+    const applied: number[] = [];
+    const world = await followWorld({
+      apply: async (copy, batch) => {
+        await copy.apply(batch);
+        applied.push(batch.fence.position);
+      },
+    });
+    world.tab.resume();
+    await runUntil(world.clock, async () => (await world.tab.getTask(world.taskId, ctx))?.state.status === "terminal");
+    const head = world.tab.lease!.position;
+    await runUntil(world.clock, () => world.mirror.acknowledged >= head);
+    expect(applied).toEqual(Array.from({ length: head }, (_, index) => index + 1));
+    await world.tab.close(ctx);
+  });
+
   it("a lost link: what was stored while it was down is pushed from the durable tail when it is up again", async () => {
     const world = await followWorld();
     world.tab.resume();
@@ -126,6 +142,36 @@ describe("the hand-over over the link (issue 27 item 3)", () => {
       { epoch: 2, start: handed!.position + 1 },
     ]);
     expect(world.tab.closed).toBe(true);
+    await object.close(ctx);
+  });
+
+  it("leave(mark) sends the rest and the release in the same tick: a tab that dies right after is still taken over at P", async () => {
+    const world = await followWorld();
+    world.tab.resume();
+    await runUntil(world.clock, () => world.printed.length >= 2);
+    world.hold(true); // the object is slow: nothing it would acknowledge arrives yet
+    await runUntil(world.clock, () => world.printed.length >= 3);
+    const mark = await world.tab.handOver(ctx);
+    const sent = world.sent.toObject.length;
+    const mirror = world.mirror;
+    void mirror.leave(mark, ctx);
+    const frames = world.sent.toObject.slice(sent).map((frame) => JSON.parse(frame));
+    expect(frames.at(-1)).toEqual({ type: "release", from: "tab", epoch: 1, position: mark.position });
+    expect(
+      frames.some(
+        (frame) =>
+          frame.type === "push" && frame.batches.some((batch: { fence: { position: number } }) => batch.fence.position === mark.position),
+      ),
+    ).toBe(true);
+    mirror.stop(); // the tab dies in the next task: nothing more is sent
+    world.hold(false);
+    await runUntil(world.clock, () => world.end.harness !== undefined);
+    const object = (await world.end.harness)!;
+    expect(object.lease).toMatchObject({ place: "object", epoch: 2 });
+    expect((await world.copy.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch")).at(-1)).toEqual({
+      epoch: 2,
+      start: mark.position + 1,
+    });
     await object.close(ctx);
   });
 

@@ -1,5 +1,6 @@
 import { counterTask } from "../examples/counter-task.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { type FollowAuthorize, ObjectEnd } from "../src/follow/object-end.ts";
@@ -15,7 +16,14 @@ import { ctx } from "./support.ts";
  * `Mirror`; the object's end (`ObjectEnd`) with its `LeaseBook` and its copy on sqlite-wasm.
  */
 export async function followWorld(
-  options: { ttlMs?: number; to?: number; authorize?: FollowAuthorize; onLine?: (place: string, line: string) => void } = {},
+  options: {
+    ttlMs?: number;
+    to?: number;
+    authorize?: FollowAuthorize;
+    onLine?: (place: string, line: string) => void;
+    /** The copy's `apply` (ObjectEndOptions.apply). */
+    apply?: (storage: SqliteStorage, batch: LoggedBatch) => Promise<void>;
+  } = {},
 ) {
   const clock = createManualClock(1_000);
   let record: LeaseRecord = { epoch: 0 };
@@ -44,6 +52,8 @@ export async function followWorld(
   const tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
   const sent = { toObject: [] as string[], toTab: [] as string[] };
   let up = true;
+  /** Frames held on their way to the object (the object is slow), in order. */
+  let held: string[] | undefined;
   const authorize = options.authorize ?? (() => true);
   const end = await ObjectEnd.start({
     place: "object",
@@ -51,6 +61,7 @@ export async function followWorld(
     book,
     clock,
     open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), clock, lease, resume: true }, ctx),
+    ...(options.apply ? { apply: (batch: LoggedBatch) => options.apply!(copy, batch) } : {}),
   });
   const toTab = (reply: string) => {
     if (!up) return;
@@ -66,9 +77,11 @@ export async function followWorld(
     send: (frame) => {
       if (!up) throw new Error("the socket is closed");
       sent.toObject.push(frame);
-      setTimeout(() => {
-        if (up) void deliver(frame);
-      }, 0);
+      if (held) held.push(frame);
+      else
+        setTimeout(() => {
+          if (up) void deliver(frame);
+        }, 0);
     },
   });
   link.connected();
@@ -101,6 +114,12 @@ export async function followWorld(
     taskId,
     sent,
     deliver,
+    /** Holds the frames to the object (they arrive, in order, when `hold(false)`). */
+    hold(next: boolean) {
+      const frames = held ?? [];
+      held = next ? frames : undefined;
+      if (!next) for (const frame of frames) setTimeout(() => void deliver(frame), 0);
+    },
     /** Takes the socket down (frames in flight are lost) or brings it up again. */
     setUp(next: boolean) {
       up = next;

@@ -139,6 +139,11 @@ export interface ArrivalOptions {
    * unless it opened read-only (another place took the lease first).
    */
   open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
+  /**
+   * Stores one pushed transaction in the copy (default `storage.apply`): a follower harness passes its own, so
+   * what watches the copy hears each applied transaction as if committed there.
+   */
+  apply?(batch: LoggedBatch): Promise<void>;
 }
 
 /**
@@ -152,6 +157,7 @@ export class Arrival {
   readonly #clock: Clock;
   readonly #send: (message: HandOverMessage) => void;
   readonly #open: (storage: Storage, lease: LeaseOptions) => Promise<Harness>;
+  readonly #apply: ((batch: LoggedBatch) => Promise<void>) | undefined;
   #head: number;
   #harness: Promise<Harness> | undefined;
   #cancel: (() => void) | undefined;
@@ -165,6 +171,7 @@ export class Arrival {
     this.#clock = options.clock;
     this.#send = options.send;
     this.#open = options.open;
+    this.#apply = options.apply;
     this.#head = head;
   }
 
@@ -207,7 +214,7 @@ export class Arrival {
       // rest of its log takes (an expiry now would take over from part of it).
       const record = this.#arbiter.record;
       if (record.holder === message.from) await this.#arbiter.renew(message.from, record.epoch).catch(() => {});
-      this.#head = await applyPushed(this.#storage, this.#head, message.batches);
+      this.#head = await applyPushed(this.#storage, this.#head, message.batches, this.#apply);
       this.#send({ type: "ack", head: this.#head });
       return;
     }

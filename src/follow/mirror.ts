@@ -149,12 +149,32 @@ export class Mirror {
    */
   async handOver(context: Context): Promise<LogMark> {
     const mark = await this.#harness.handOver(context);
+    await this.leave(mark, context, { eager: false });
+    return mark;
+  }
+
+  /**
+   * Releases the lease at `mark` once the harness stopped writing there (its `handOver`, drained or not): with
+   * `eager` (the default) the rest of the log the mirror holds in memory and the `release` are sent in this very
+   * tick, without waiting for an acknowledgement — all a leaving page may still send (decision 0035); the object
+   * applies them in order and covers the release. Then, or without `eager`, rounds and the release go on until the
+   * object says it took the lease; resolves then.
+   */
+  async leave(mark: LogMark, context: Context, options: { eager?: boolean } = {}): Promise<void> {
     this.#leaving = mark;
     const taken = new Promise<void>((resolve) => (this.#taken = resolve));
+    if ((options.eager ?? true) && this.#link.up && !this.#refused) {
+      const rest = this.#buffer.filter((batch) => batch.fence.position > Math.max(this.#acked, 0));
+      const covered = rest.length === 0 ? this.#acked >= mark.position : rest[0]!.fence.position === Math.max(this.#acked, 0) + 1;
+      if (covered) {
+        for (const load of rest.length > 0 ? packPushes(rest) : [])
+          this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }));
+        this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
+      }
+    }
     this.#pump();
     await waitFor(taken, context);
     this.stop();
-    return mark;
   }
 
   /** Stops pushing and listening (the harness goes on). */
@@ -190,10 +210,8 @@ export class Mirror {
     // Before the object first answered and with nothing in the tail, an empty push asks for its head.
     const loads = batches.length > 0 ? packPushes(batches) : [{ batches: [], parts: [] }];
     for (const load of loads) {
-      const bytes = this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load });
-      if (bytes === 0) break; // the link went down: the next connection sends the round again
-      this.stats.frames++;
-      this.stats.bytes += bytes;
+      // The link went down: the next connection sends the round again.
+      if (!this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }))) break;
     }
   }
 
@@ -223,6 +241,14 @@ export class Mirror {
       this.#cancelResend?.();
     }
     this.#pump();
+  }
+
+  /** Counts a push frame of `bytes` (0: not sent); true when it was sent. */
+  #count(bytes: number): boolean {
+    if (bytes === 0) return false;
+    this.stats.frames++;
+    this.stats.bytes += bytes;
+    return true;
   }
 
   #armResend(): void {

@@ -49,6 +49,8 @@ export interface ObjectEndOptions {
   open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
   /** The link's topics (default `FOLLOW_TOPICS`). */
   topics?: Readonly<Record<string, FollowTopic>>;
+  /** Stores one pushed transaction in the copy (default `storage.apply`; a follower harness's, so views update). */
+  apply?(batch: LoggedBatch): Promise<void>;
 }
 
 /** Answers remembered per request id (a duplicate call gets the same answer). */
@@ -84,6 +86,7 @@ export class ObjectEnd {
         if (end) end.#forward(message);
       },
       open: options.open,
+      ...(options.apply ? { apply: options.apply } : {}),
     });
     end = new ObjectEnd(options, arrival);
     return end;
