@@ -184,3 +184,26 @@ for (const backend of rowLimitedBackends) {
     }, 120_000);
   });
 }
+
+// The fenced log's tail keeps a whole transaction in one row (decision 0029): on a row-limited storage a
+// transaction whose tail row would pass the limit is refused like any row, typed, nothing written (before, a
+// Durable Object's SQLite failed it with a bare SQLITE_TOOBIG; a pushed transaction then stopped the mirror untyped).
+describe("the log's tail row against the row limit (issue 27, decision 0031)", () => {
+  for (const backend of rowLimitedBackends) {
+    it(`${backend.name}: a fenced transaction whose tail row passes maxRowBytes is InvalidInput (maxRowBytes), nothing written`, async () => {
+      const storage = await backend.create();
+      const empty = { tasks: [], conversations: [], entries: [], submissions: [] };
+      await storage.apply({ ...empty, fence: { epoch: 1, position: 1 }, documents: [{ scope: "s", key: "a", value: "x".repeat(1_500) }] });
+      // Each document row is within the limit; the transaction (the tail row) is not.
+      const large = ["b", "c", "d"].map((key) => ({ scope: "s", key, value: "x".repeat(1_500) }));
+      await expect(storage.apply({ ...empty, fence: { epoch: 1, position: 2 }, documents: large })).rejects.toMatchObject({
+        name: "InvalidInput",
+        limit: "maxRowBytes",
+      });
+      const state = await storage.load();
+      expect(state.log).toEqual({ epoch: 1, position: 1 });
+      expect(state.documents.map((document) => document.key)).toEqual(["a"]);
+      expect((await storage.readLog!(0, 10)).map((batch) => batch.fence.position)).toEqual([1]);
+    });
+  }
+});

@@ -123,10 +123,13 @@ export class MemoryStorage implements Storage {
       }
     }
     const fence = batch.fence;
+    const logged = fence ? JSON.stringify(batch) : undefined;
+    if (fence && this.maxRowBytes !== undefined)
+      refuseLargeRow(this.maxRowBytes, "pi_durable_log", fence.position, logged!, columnBytes(fence.position, fence.epoch));
     if (fence) {
       if (continuesLog(image.log, fence, this.label)) (image.epochs ??= {})[String(fence.epoch)] = fence.position;
       image.log = { epoch: fence.epoch, position: fence.position };
-      (image.tail ??= {})[String(fence.position)] = JSON.stringify(batch);
+      (image.tail ??= {})[String(fence.position)] = logged!;
     }
     for (const [id, text] of tasks) image.tasks[id] = text;
     for (const [id, text] of conversations) image.conversations[id] = text;

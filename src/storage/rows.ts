@@ -54,6 +54,7 @@ const ROW_NAMES: Record<string, string> = {
   entries: "entry",
   submissions: "submission",
   documents: "document",
+  pi_durable_log: "log tail (a whole transaction of the fenced log, decision 0029)",
 };
 
 /**

@@ -7,7 +7,7 @@
  *   this object holds the lease — read straight from `ctx.storage.sql`, also while it follows.
  * - `/arm?point=after-release`: the next release this instance records is its last act — every later write is
  *   refused and the object aborts itself a moment later (so the release is durable, the takeover never started).
- * - `/abort`: `ctx.abort()` now.
+ * - `/abort`: `ctx.abort()` now. `/documents`: the keys and sizes of the documents of scope `large`.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
@@ -73,6 +73,12 @@ export class FollowObject extends HarnessObject<Env> {
     if (url.pathname === "/arm") {
       this.#plan.armed = true;
       return Response.json({ armed: true });
+    }
+    if (url.pathname === "/documents") {
+      const rows = this.ctx.storage.sql
+        .exec("SELECT key, length(record) AS bytes FROM documents WHERE scope = 'large' ORDER BY key")
+        .toArray();
+      return Response.json({ rows });
     }
     if (url.pathname === "/state") {
       const sql = this.ctx.storage.sql;

@@ -270,6 +270,32 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     mallory.stop();
   });
 
+  it("a transaction of 1.8 MB crosses the socket in parts (each frame ≤ 1 MB) and is applied whole; one of 2.7 MB is refused with InvalidInput, nothing applied", async () => {
+    const name = "large";
+    const tab = await openTab(edge, name);
+    const root = await tab.harness.root(ctx);
+    const value = "é".repeat(450_000); // 0.9 MB as UTF-8
+    const write = (keys: string[]) =>
+      root.commit((tx) => {
+        for (const key of keys) tx.setDocument("large", key, { key, value });
+      }, ctx);
+    await write(["a", "b"]);
+    const position = tab.harness.lease!.position;
+    await until("the large transaction acknowledged", () => tab.mirror.acknowledged >= position);
+    expect(tab.mirror.stats.frames).toBeGreaterThanOrEqual(2);
+    const stored = await edge.json<{ rows: Array<{ key: string; bytes: number }> }>("follow", name, "/documents");
+    expect(stored.rows.map((row) => row.key)).toEqual(["a", "b"]);
+    // Three such rows in one transaction: the copy's log tail would hold 2.7 MB in one row, over a Durable
+    // Object's 2 MB. Refused with its typed error (limit maxRowBytes); the copy stays at its head.
+    await write(["c", "d", "e"]);
+    await until("the refusal", () => tab.mirror.refused);
+    expect(tab.mirror.refused).toMatchObject({ name: "InvalidInput", limit: "maxRowBytes" });
+    expect((await state(name)).head).toBe(position);
+    expect((await edge.json<{ rows: unknown[] }>("follow", name, "/documents")).rows).toHaveLength(2);
+    await tab.harness.close(ctx);
+    tab.socket.stop();
+  });
+
   it("a lost release is covered by the lease's expiry after a real eviction: workerd restarts, the alarm fires, the object finishes", async () => {
     const name = "expiry";
     const tab = await openTab(edge, name);

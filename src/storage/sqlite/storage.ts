@@ -138,6 +138,9 @@ export class SqliteStorage implements Storage {
     }
     const fence = batch.fence;
     const logged = fence ? JSON.stringify(batch) : undefined;
+    // The log's tail keeps the whole transaction in one row: past the row limit it is refused as any row is.
+    if (fence && max !== undefined)
+      refuseLargeRow(max, "pi_durable_log", fence.position, logged!, columnBytes(fence.position, fence.epoch));
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) {
