@@ -194,7 +194,11 @@ describe("the hand-over over the link (issue 27 item 3)", () => {
     };
     const replies = world.sent.toTab.length;
     await world.deliver(encodeFollowMessage({ type: "push", from: "tab", epoch: 1, batches: [late], parts: [] }));
-    expect(JSON.parse(world.sent.toTab[replies]!)).toMatchObject({ type: "refused", error: { name: "StaleEpoch" } });
+    const refusal = JSON.parse(world.sent.toTab[replies]!);
+    expect(refusal).toMatchObject({ type: "refused", head, error: { name: "StaleEpoch" } });
+    expect(refusal.error.stack).toBeUndefined(); // the object's stack stays there
+    // Where the object's log stands, so the fenced tab can find its fork (decision 0032).
+    expect(refusal.epochs).toEqual(before.epochs);
     expect(await rows(world.copy)).toEqual(before);
     await object.close(ctx);
   });
@@ -232,6 +236,26 @@ describe("the hand-over over the link (issue 27 item 3)", () => {
     expect(first).toEqual(second);
     expect(first.error.name).toBe("LeaseNotHeld"); // the tab holds it
     expect(world.record().epoch).toBe(epoch);
+    await world.tab.close(ctx);
+  });
+});
+
+describe("the object's doors for calls (issue 27 item 2)", () => {
+  it("a remembered answer goes only to a caller that may make the call; no caller may take the object's own place", async () => {
+    let caller = "alice";
+    const world = await followWorld({ authorize: (action) => caller === "alice" || !action.startsWith("lease.") });
+    const renew = encodeFollowMessage({ type: "call", id: "r-1", topic: "lease", method: "renew", args: ["tab", 1] });
+    const replies = world.sent.toTab.length;
+    await world.deliver(renew);
+    caller = "mallory";
+    await world.deliver(renew);
+    caller = "alice";
+    await world.deliver(encodeFollowMessage({ type: "call", id: "r-2", topic: "lease", method: "acquire", args: ["object", 1_000] }));
+    const [granted, refused, own] = world.sent.toTab.slice(replies).map((frame) => JSON.parse(frame));
+    expect(granted).toMatchObject({ id: "r-1", value: { epoch: 1 } });
+    expect(refused).toMatchObject({ id: "r-1", error: { name: "NotAuthorized" } });
+    expect(own).toMatchObject({ id: "r-2", error: { name: "NotAuthorized" } });
+    expect(world.record()).toMatchObject({ epoch: 1, holder: "tab" });
     await world.tab.close(ctx);
   });
 });

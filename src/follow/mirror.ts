@@ -23,6 +23,7 @@ import { deserializeError } from "../host/error-wire.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
 import { packPushes } from "./chunks.ts";
+import type { LogHistory } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
 
@@ -46,8 +47,12 @@ export interface MirrorOptions {
   resendMs?: number;
   /** Transactions read from the durable tail for one round. Default 256. */
   roundLimit?: number;
-  /** Told once when the object refused a push (a newer epoch holds the lease, say): the mirror stops pushing. */
-  onRefused?(error: Error): void;
+  /**
+   * Told once when the object refused a push (a newer epoch holds the lease, say): the mirror stops pushing.
+   * `theirs` is the object's log as it told it (head and epochs): `findFork(storage, theirs)` names what of this
+   * place's log the object lacks (decision 0032).
+   */
+  onRefused?(error: Error, theirs: LogHistory): void;
 }
 
 /** What the mirror sent, for measurements (replicated bytes per step). */
@@ -64,7 +69,7 @@ export class Mirror {
   readonly #clock: Clock;
   readonly #resendMs: number;
   readonly #roundLimit: number;
-  readonly #onRefused: ((error: Error) => void) | undefined;
+  readonly #onRefused: ((error: Error, theirs: LogHistory) => void) | undefined;
   readonly #place: string;
   readonly #epoch: number;
   /** Stored since the last acknowledgement, in log order (heard from `onLog`; the durable tail holds them too). */
@@ -221,9 +226,16 @@ export class Mirror {
       return;
     }
     if (reply.type === "refused") {
-      this.#refused ??= deserializeError(reply.error);
+      if (this.#refused) return;
+      this.#refused = deserializeError(reply.error);
       this.#cancelResend?.();
-      this.#onRefused?.(this.#refused);
+      const epochs = reply.epochs ?? [];
+      const headEpoch = epochs.filter((stretch) => stretch.start <= reply.head).at(-1)?.epoch;
+      const history: LogHistory = {
+        head: reply.head > 0 && headEpoch !== undefined ? { epoch: headEpoch, position: reply.head } : undefined,
+        epochs,
+      };
+      this.#onRefused?.(this.#refused, history);
       for (const listener of this.#ackListeners) listener(this.#acked);
       return;
     }

@@ -15,6 +15,7 @@ import { SerialQueue } from "../base/serial.ts";
 import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import { serializeError } from "../host/error-wire.ts";
+import type { ErrorShape } from "../host/protocol.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import { Reassembly } from "./chunks.ts";
@@ -63,6 +64,8 @@ export class ObjectEnd {
   readonly #answers = new Map<string, Promise<ObjectMessage>>();
   readonly #handlers = new Map<string, ObjectTopicHandler>();
   readonly #line = new SerialQueue();
+  /** The harness that holds the lease here, once open. */
+  #holder: Harness | undefined;
   /** Where the arrival's messages go: the connection that spoke last. */
   #replyTo: ((frame: string) => void) | undefined;
 
@@ -77,6 +80,7 @@ export class ObjectEnd {
    */
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
+    let holder: Harness | undefined;
     const arrival = await Arrival.start({
       place: options.place,
       storage: options.storage,
@@ -85,10 +89,16 @@ export class ObjectEnd {
       send: (message) => {
         if (end) end.#forward(message);
       },
-      open: options.open,
+      open: async (storage, lease) => {
+        const harness = await options.open(storage, lease);
+        if (!harness.readOnly) holder = harness;
+        if (end) end.#holder = holder;
+        return harness;
+      },
       ...(options.apply ? { apply: options.apply } : {}),
     });
     end = new ObjectEnd(options, arrival);
+    end.#holder = holder;
     return end;
   }
 
@@ -97,9 +107,9 @@ export class ObjectEnd {
     return this.#arrival.harness;
   }
 
-  /** The copy's head (its last applied position). */
+  /** The copy's head: its last applied position, or the harness's last stored one once this place holds the lease. */
   get head(): number {
-    return this.#arrival.head;
+    return this.#holder?.lease?.position ?? this.#arrival.head;
   }
 
   /** When the lease another place holds expires on this place's clock (for a platform's alarm), if it does. */
@@ -122,7 +132,7 @@ export class ObjectEnd {
   async receive(frame: unknown, reply: (frame: string) => void, authorize: FollowAuthorize): Promise<void> {
     const parsed = parseFollowMessage(frame, "tab", this.#options.topics);
     if ("error" in parsed) {
-      const error = serializeError(parsed.error);
+      const error = errorShape(parsed.error);
       reply(
         encodeFollowMessage(
           parsed.id === undefined ? { type: "refused", head: this.head, error } : { type: "answer", id: parsed.id, error },
@@ -134,11 +144,16 @@ export class ObjectEnd {
     if (message.type === "answer") return; // the object makes no calls of its own on this end yet
     if (message.type === "call") {
       const { id, topic, method, args } = message;
+      // The door first: a remembered answer is only for a caller that may make the call.
+      if (!(await allowed(authorize, `${topic}.${method}`))) {
+        reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
+        return;
+      }
       let answer = this.#answers.get(id);
       if (!answer) {
-        answer = this.#call(topic, method, args, authorize).then(
+        answer = this.#call(topic, method, args).then(
           (value): ObjectMessage => ({ type: "answer", id, value }),
-          (error: unknown): ObjectMessage => ({ type: "answer", id, error: serializeError(error) }),
+          (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
         );
         this.#answers.set(id, answer);
         if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
@@ -147,7 +162,7 @@ export class ObjectEnd {
       return;
     }
     if (!(await allowed(authorize, message.type))) {
-      reply(encodeFollowMessage({ type: "refused", head: this.head, error: serializeError(notAuthorized(message.type)) }));
+      reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(notAuthorized(message.type)) }));
       return;
     }
     // One push or release at a time: each reads the copy's head and joins parts from there.
@@ -158,16 +173,19 @@ export class ObjectEnd {
         this.#checkPusher(message);
         await this.#arrival.receive({ type: "push", from: message.from, batches: this.#join(message) });
       } catch (error) {
-        reply(encodeFollowMessage({ type: "refused", head: this.head, error: serializeError(error) }));
+        const epochs = (await this.#options.storage.readEpochs?.().catch(() => undefined)) ?? undefined;
+        reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(error), ...(epochs ? { epochs } : {}) }));
       }
     });
   }
 
-  async #call(topic: string, method: string, args: Json[], authorize: FollowAuthorize): Promise<Json> {
-    if (!(await allowed(authorize, `${topic}.${method}`))) throw notAuthorized(`${topic}.${method}`);
+  async #call(topic: string, method: string, args: Json[]): Promise<Json> {
     if (topic === "lease") {
       const book = this.#options.book;
       const [place, number, position, heir] = args as [string, number, number, string | undefined];
+      // This object's own lease is its own to take (at a release or an expiry), never a caller's.
+      if (place === this.#options.place)
+        throw new NotAuthorized(`lease.${method}`, `the place ${JSON.stringify(place)} is this object's own.`);
       if (method === "acquire") return { ...(await book.acquire(place, number)) };
       if (method === "renew") return { ...(await book.renew(place, number)) };
       await book.release(place, number, position, heir);
@@ -231,6 +249,12 @@ async function allowed(authorize: FollowAuthorize, action: FollowAction): Promis
   } catch {
     return false;
   }
+}
+
+/** An error as the tab receives it: its class's name, message and fields, never the object's stack. */
+function errorShape(error: unknown): ErrorShape {
+  const { stack: _stack, ...shape } = serializeError(error);
+  return shape;
 }
 
 function notAuthorized(action: string): NotAuthorized {

@@ -41,11 +41,15 @@ export interface AckMessage {
   head: number;
   epoch: number;
 }
-/** A push the object did not apply (any of it), why, and where its copy stands. */
+/**
+ * A push the object did not apply (any of it), why, and where its copy stands: its head and, for a push it
+ * refused, where each epoch's stretch of its log begins (a fenced tab finds its fork from them, decision 0032).
+ */
 export interface RefusedMessage {
   type: "refused";
   head: number;
   error: ErrorShape;
+  epochs?: Array<{ epoch: number; start: number }>;
 }
 /** The tab gives up lease `epoch` at `position` (the hand-over: everything up to it was acknowledged). */
 export interface ReleaseMessage {
@@ -149,7 +153,10 @@ const SHAPES: Record<FollowSide, Record<string, Check>> = {
   },
   object: {
     ack: record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) }),
-    refused: record({ type: literal("refused"), head: position, error: errorShape }),
+    refused: record(
+      { type: literal("refused"), head: position, error: errorShape },
+      { epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000) },
+    ),
     taken: record({ type: literal("taken"), epoch }),
     call,
     answer,
