@@ -1,5 +1,6 @@
 import { BUILTIN_TASKS } from "./agent/builtins.ts";
 import type { ModelCatalog } from "./agent/model-types.ts";
+import type { ServerCallPort } from "./agent/server-port.ts";
 import type { PendingApproval } from "./agent/tasks/approvals.ts";
 import type { PendingPageCall } from "./agent/tasks/page-calls.ts";
 import type { Clock } from "./base/clock.ts";
@@ -53,6 +54,13 @@ export interface HarnessOptions {
    * (expired on the harness clock, superseded, handed over) it stops as after a crash. Absent: one place, no log.
    */
   lease?: LeaseOptions;
+  /**
+   * The way to the conversation's server for its server tools (`runsOn: "server"`, decision 0036): while this
+   * harness holds a `lease`, each server tool's call goes through it under its call id and the lease's epoch (the
+   * tab: its object's `ServerCallClient`; the object: its own `ServerCalls`). Absent, or without a lease, server
+   * tools run here as any tool.
+   */
+  serverCalls?: ServerCallPort;
 }
 
 export interface LeaseOptions {

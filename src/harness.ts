@@ -3,6 +3,7 @@ import { Conversations } from "./agent/conversation/conversations.ts";
 import type { Submission } from "./agent/conversation/submission.ts";
 import type { AgentKernel } from "./agent/kernel.ts";
 import type { AgentLayer } from "./agent/runtime.ts";
+import { serverCalling } from "./agent/server-port.ts";
 import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
@@ -115,7 +116,7 @@ export class Harness {
       settings,
       clock,
       onReport: options.onReport,
-      layer: { models: options.models } satisfies AgentLayer,
+      layer: { models: options.models, serverCalls: serverCalling(session, options.serverCalls) } satisfies AgentLayer,
       env: options.env,
       crashPoint: options.crashPoint,
     });

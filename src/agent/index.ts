@@ -5,6 +5,7 @@ export { scopeOf as conversationScope } from "./conversation/documents.ts";
 export { Submission } from "./conversation/submission.ts";
 export { deriveContext, MISSING_RESULT_TEXT } from "./conversation/transcript.ts";
 export type { AnswerEvent, AnswerStream, ModelCatalog, ModelRequest } from "./model-types.ts";
+export type { ServerCallAnswer, ServerCallPort, ServerCallRequest } from "./server-port.ts";
 export { type ApprovalRecord, argumentsHash, type Decision, type PendingApproval } from "./tasks/approvals.ts";
 export { type CompactionCheckpoint, type CompactionInput, type CompactionResult, CompactionTask } from "./tasks/compaction.ts";
 export { type GenerationCheckpoint, type GenerationResult, GenerationTask } from "./tasks/generation.ts";
@@ -24,6 +25,7 @@ export {
   type ToolCallInfo,
   type ToolContent,
   type ToolDefinition,
+  type ToolPlace,
   type ToolResult,
   type ToolResultView,
 } from "./tool.ts";

@@ -7,6 +7,7 @@ import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storag
 import { defineTask, type NextTaskState, type RunningTask, type TaskDefinition, type TaskRuntime } from "../tasks/types.ts";
 import { LiveDocument, readAgentConfig, scopeOf, toolKey } from "./conversation/documents.ts";
 import type { ModelCatalog } from "./model-types.ts";
+import type { ServerCalling } from "./server-port.ts";
 import type { AgentConfig, LiveState, ToolProgress } from "./types.ts";
 import type { LiveEvent } from "./view/view.ts";
 
@@ -17,6 +18,8 @@ import type { LiveEvent } from "./view/view.ts";
 export interface AgentRuntime<S extends Checkpoint = Checkpoint, R = Json> extends TaskRuntime<S, R> {
   /** `HarnessOptions.models` (a pi-ai `ModelCatalog` catalogue), as given, or undefined. */
   readonly models: ModelCatalog | undefined;
+  /** How server tools reach the server (`HarnessOptions.serverCalls`, decision 0036), or undefined: they run here. */
+  readonly serverCalls: ServerCalling | undefined;
   /**
    * `TaskRuntime.commit` with the kernel's transaction: the agent settles submissions in the same commit
    * as its task's next state (`putSubmission`), which the public `Tx` does not offer.
@@ -49,6 +52,8 @@ export interface AgentTaskDefinition<I, S extends Checkpoint, R>
 /** What the agent gives its own tasks through the kernel (`SchedulerOptions.layer`), which never reads it. */
 export interface AgentLayer {
   readonly models?: ModelCatalog | undefined;
+  /** How server tools reach the server from here (`HarnessOptions.serverCalls`), when they do not run here. */
+  readonly serverCalls?: ServerCalling | undefined;
 }
 
 function agentLayer(layer: unknown): AgentLayer {
@@ -70,6 +75,7 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
   readonly taskId: number;
   readonly conversationId: number;
   readonly models: ModelCatalog | undefined;
+  readonly serverCalls: ServerCalling | undefined;
   readonly layer: unknown;
   readonly registry: TaskRuntime<S, R>["registry"];
 
@@ -79,7 +85,9 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
     this.taskId = runtime.taskId;
     this.conversationId = runtime.conversationId;
     this.layer = runtime.layer;
-    this.models = agentLayer(runtime.layer).models;
+    const layer = agentLayer(runtime.layer);
+    this.models = layer.models;
+    this.serverCalls = layer.serverCalls;
     this.registry = runtime.registry;
   }
 

@@ -32,6 +32,10 @@ export interface ToolApi {
   env<E extends ExecutionEnv = ExecutionEnv>(): Promise<E>;
 }
 
+/** Where a tool can run (`ToolDefinition.runsOn`). */
+export type ToolPlace = "any" | "page" | "server";
+const TOOL_PLACES: readonly unknown[] = ["any", "page", "server"] satisfies ToolPlace[];
+
 /**
  * A tool the model can call. `replay` says whether the call may run again after a crash cut it off after it
  * started (S8): `"safe"` only for calls that can run twice without harm (reading, listing); default
@@ -56,10 +60,16 @@ export interface ToolDefinition<A = Record<string, unknown>> {
    */
   readonly approvalExpiresAfterMs?: number;
   /**
-   * `"page"`: the tool runs in a page that provides it (`definePageTool`; DESIGN §4c, decision 0028), not here:
-   * a call waits durably until a page claims it, and its result is what that page sends. `execute` is not called.
+   * Where the tool can run when a conversation follows its user between a tab and its object (decision 0036):
+   * - `"any"` (the default): wherever the agent runs now, tab or object.
+   * - `"page"`: in a page that provides it (`definePageTool`; DESIGN §4c, decision 0028), not here: a call waits
+   *   durably until a page claims it, and its result is what that page sends. `execute` is not called.
+   * - `"server"`: only where the server's secrets and resources are (the conversation's Durable Object). A
+   *   harness given `serverCalls` sends each call there under its call id, with its lease's epoch, and waits for
+   *   the answer (asking again after a crash: the object stores the result and never runs a call id twice); a
+   *   harness without `serverCalls` (the object itself, or a single place) runs it here, as any tool.
    */
-  readonly runsOn?: "harness" | "page";
+  readonly runsOn?: ToolPlace;
   execute(args: A, api: ToolApi, context: Context): Promise<ToolResult | string | void> | ToolResult | string | void;
 }
 
@@ -88,8 +98,8 @@ export function defineTool<A = Record<string, unknown>>(tool: ToolDefinition<A>)
       `Tool ${tool.name}: approvalExpiresAfterMs must be a positive number of milliseconds; got ${String(expiry)}.`,
     );
   }
-  if (tool.runsOn !== undefined && tool.runsOn !== "harness" && tool.runsOn !== "page")
-    throw new InvalidDefinition(`Tool ${tool.name}: runsOn must be "harness" or "page"; got ${JSON.stringify(tool.runsOn)}.`);
+  if (tool.runsOn !== undefined && !TOOL_PLACES.includes(tool.runsOn))
+    throw new InvalidDefinition(`Tool ${tool.name}: runsOn must be "any", "page" or "server"; got ${JSON.stringify(tool.runsOn)}.`);
   return Object.freeze({ ...tool });
 }
 

@@ -24,6 +24,8 @@ export const approvalKey = (callId: string): string => `${APPROVAL_PREFIX}${call
 export const PAGE_CALL_PREFIX = "pi.page-call:";
 export const PAGE_PHASE = "page";
 export const pageCallKey = (callId: string): string => `${PAGE_CALL_PREFIX}${callId}`;
+/** A server tool's call sent to the server (decision 0036): the phase its task runs at while it waits for the answer. */
+export const SERVER_PHASE = "server";
 
 /** Anything stored is JSON; these typed documents are, by construction. */
 export function asJson<T>(value: T): Json {

@@ -20,7 +20,10 @@ export type ToolCheckpoint =
   | { phase: "call" }
   | ApprovalCheckpoint
   | PageCheckpoint
+  | ServerCheckpoint
   | { phase: "execute"; arguments: { [key: string]: Json }; replay: "safe" | "unsafe" };
+/** A server tool's call sent to the server (decision 0036): its final arguments and replay, as the intent committed them. */
+export type ServerCheckpoint = { phase: "server"; arguments: { [key: string]: Json }; replay: "safe" | "unsafe" };
 export type ToolTaskResult = { entryId: number };
 
 export type Task = RunningTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>;

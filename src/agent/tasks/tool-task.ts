@@ -30,6 +30,7 @@ import {
   type ToolTaskResult,
   textContent,
 } from "./tool-result.ts";
+import { callServer, serverPhase } from "./tool-server.ts";
 
 export { type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult, toolErrorMessage } from "./tool-result.ts";
 
@@ -41,7 +42,9 @@ export { type ToolCheckpoint, type ToolTaskInput, type ToolTaskResult, toolError
  *
  * A call that needs a person (DESIGN §4c) commits, instead of its intent, `{ phase: "approval", arguments,
  * replay }` asleep without a deadline (or until its expiry) beside its approval record; the decision's commit
- * wakes it, and `approval` then commits the intent and runs the tool, or answers with the denial.
+ * wakes it, and `approval` then commits the intent and runs the tool, or answers with the denial. A page tool's call
+ * waits for a page (`page`, tool-page.ts), a server tool's call sent to its server waits for the answer (`server`,
+ * tool-server.ts).
  */
 export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskResult>({
   name: "pi.tool",
@@ -51,6 +54,7 @@ export const ToolTask = defineAgentTask<ToolTaskInput, ToolCheckpoint, ToolTaskR
     call: (task, runtime, context) => call(task, runtime, context),
     approval: (task, runtime, context) => approvalPhase(task, runtime, context, start),
     page: (task, runtime, context) => pagePhase(task, runtime, context, afterHooks),
+    server: (task, runtime, context) => serverPhase(task, runtime, context, afterHooks),
     execute: (task, runtime, context) => recover(task, runtime, context),
   },
   abort: async (task, runtime, context) => {
@@ -145,7 +149,10 @@ async function call(task: Task, runtime: Runtime, context: Context): Promise<voi
   else await start(task, runtime, toolCall, tool, finalArgs, replay, context, ruled);
 }
 
-/** The intent commit (with a rule's approval record), then the tool; a page tool's call waits for a page instead. */
+/**
+ * The intent commit (with a rule's approval record), then the tool; a page tool's call waits for a page instead, and
+ * a server tool's call at a place that holds a lease and reaches its server through `serverCalls` goes there.
+ */
 async function start(
   task: Task,
   runtime: Runtime,
@@ -158,6 +165,10 @@ async function start(
 ): Promise<void> {
   if (tool.runsOn === "page") {
     await awaitPage(task, runtime, args, replay, context, ruled);
+    return;
+  }
+  if (tool.runsOn === "server" && runtime.serverCalls?.lease()) {
+    await callServer(task, runtime, args, replay, context, afterHooks, ruled);
     return;
   }
   // The intent commit: after it, a crash means "the tool may have partially run".

@@ -11,6 +11,7 @@ import {
   PAGE_CALL_PREFIX,
   PAGE_PHASE,
   pageCallKey,
+  SERVER_PHASE,
   scopeOf,
   TOOL_PREFIX,
   toolKey,
@@ -121,7 +122,8 @@ export function viewDocuments(
     const page = pageRecord?.taskId === ref.taskId ? slotPage(pageRecord, task) : undefined;
     const withApproval = { ...(approval ? { approval } : {}), ...(page ? { page } : {}) };
     if (task) {
-      const running = (task.state.status === "running" && task.state.checkpoint.phase === "execute") || page?.status === "claimed";
+      const phase = task.state.status === "running" ? task.state.checkpoint.phase : undefined;
+      const running = phase === "execute" || phase === SERVER_PHASE || page?.status === "claimed";
       const status = running
         ? "running"
         : approval?.status === "awaiting"
