@@ -1,6 +1,5 @@
 import { type LeaseBook, memoryArbiter } from "../src/follow/arbiter.ts";
-import { ServerCallClient, serveServerCall } from "../src/follow/server-call-client.ts";
-import type { ServerCallMessage } from "../src/follow/server-call-messages.ts";
+import { type ServerAnswerMessage, ServerCallClient, type ServerCallMessage, serveServerCall } from "../src/follow/server-call-client.ts";
 import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import {
   type Clock,
@@ -37,7 +36,7 @@ export interface TabProcess {
 export interface ServerWorld {
   clock: ManualClock;
   arbiter: LeaseBook;
-  link: Link<ServerCallMessage>;
+  link: Link<ServerCallMessage | ServerAnswerMessage>;
   calls: ServerCalls;
   store: ReturnType<typeof memoryServerCallStore>;
   /** `place:callId` for every run of `charge`, in order. */
@@ -84,7 +83,7 @@ export function closeGate(world: Pick<ServerWorld, "gate">): void {
 export function serverWorld(models: ScriptedModels, options: { slow?: boolean } = {}): ServerWorld {
   const clock = createManualClock(1_000);
   const arbiter = memoryArbiter({ clock, ttlMs: 5_000 });
-  const link = new Link<ServerCallMessage>();
+  const link = new Link<ServerCallMessage | ServerAnswerMessage>();
   const store = memoryServerCallStore();
   const world = { runs: [] as string[], gate: {} as ServerWorld["gate"] };
   let object: { calls: ServerCalls; kill(): void };

@@ -1,8 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
-import { ServerCallClient, serveServerCall } from "../src/follow/server-call-client.ts";
-import type { ServerCallMessage } from "../src/follow/server-call-messages.ts";
+import { type ServerAnswerMessage, ServerCallClient, serveServerCall } from "../src/follow/server-call-client.ts";
 import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import {
   defineTool,
@@ -76,7 +75,7 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     const first = await world.openTab(new MemoryStorage());
     await submitCharge(first.harness);
     // The call reaches the object, which runs it and answers; the answer is lost with the tab.
-    await drive(world, () => world.runs.length === 1 && world.link.inFlight.some((m) => m.message.type === "server-answer"));
+    await drive(world, () => world.runs.length === 1 && world.link.inFlight.some((m) => m.message.type === "answer"));
     first.kill();
     const image = await first.storage.exportImage();
     const second = await world.openTab(MemoryStorage.fromImage(image));
@@ -99,7 +98,7 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     const second = await world.openTab(MemoryStorage.fromImage(await first.storage.exportImage()));
     second.harness.resume();
     // The new tab's asks arrive while the tool still runs; then it returns.
-    await drive(world, () => world.link.delivered.filter((d) => d === "object: server-call").length >= 3);
+    await drive(world, () => world.link.delivered.filter((d) => d === "object: call").length >= 3);
     world.gate.open?.();
     await drive(world, () => answered(second.storage));
     expect(world.runs).toEqual(["object:call_1"]);
@@ -112,16 +111,16 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     const tab = await world.openTab(new MemoryStorage());
     await submitCharge(tab.harness);
     const inFlight = (type: string) => () => world.link.inFlight.some((m) => m.message.type === type);
-    await drive(world, inFlight("server-call"));
-    await drive(world, inFlight("server-answer"), [{ pick: 0, action: "deliver" }]);
+    await drive(world, inFlight("call"));
+    await drive(world, inFlight("answer"), [{ pick: 0, action: "deliver" }]);
     world.link.step(0, "drop"); // the answer is lost: the tab asks again
-    await drive(world, inFlight("server-answer"));
+    await drive(world, inFlight("answer"));
     world.link.step(0, "duplicate"); // delivered, and a copy stays in flight
     await world.link.handled;
     await drive(world, () => answered(tab.storage));
     await drive(world, () => world.link.inFlight.length === 0);
-    expect(world.link.delivered.filter((d) => d === "object: server-call").length).toBeGreaterThanOrEqual(2);
-    expect(world.link.delivered.filter((d) => d === "tab: server-answer").length).toBeGreaterThanOrEqual(2);
+    expect(world.link.delivered.filter((d) => d === "object: call").length).toBeGreaterThanOrEqual(2);
+    expect(world.link.delivered.filter((d) => d === "tab: answer").length).toBeGreaterThanOrEqual(2);
     expect(world.runs).toEqual(["object:call_1"]);
     expect((await resultsOf(tab.storage)).get("call_1")).toEqual([CHARGED(5)]);
     await tab.harness.close(ctx);
@@ -131,17 +130,14 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     const world = serverWorld(chargingModels(["call_1"]));
     const old = await world.openTab(new MemoryStorage());
     await submitCharge(old.harness);
-    await drive(world, () => world.link.inFlight.some((m) => m.message.type === "server-call"));
+    await drive(world, () => world.link.inFlight.some((m) => m.message.type === "call"));
     // Another incarnation of the tab takes the lease (epoch 2) from the same history before the old call arrives.
     const image = await old.storage.exportImage();
     const next = await world.openTab(MemoryStorage.fromImage(image));
     expect(next.harness.lease?.epoch).toBe(2);
     // The old incarnation's ask, under epoch 1, is refused by the object.
     const refused = await world.calls
-      .call(
-        { ...(world.link.inFlight.find((m) => m.message.type === "server-call")!.message as { request: ServerCallRequest }).request },
-        ctx,
-      )
+      .call({ ...(world.link.inFlight.find((m) => m.message.type === "call")!.message as { args: [ServerCallRequest] }).args[0] }, ctx)
       .catch((error: unknown) => error);
     expect(refused, String(refused)).toBeInstanceOf(StaleEpoch);
     expect(world.runs).toEqual([]);
@@ -213,7 +209,7 @@ describe("server calls over a lossy link (fast-check)", () => {
 });
 
 describe("the asking side drops what it does not wait for", () => {
-  it("malformed, unknown or late messages change nothing; the answer it waits for settles the call once", async () => {
+  it("malformed, unknown or late messages change nothing; the answer it waits for settles the call once; a malformed answer fails it", async () => {
     const clock = createManualClock(0);
     const sent: unknown[] = [];
     const client = new ServerCallClient({ clock, send: (message) => sent.push(message) });
@@ -231,19 +227,24 @@ describe("the asking side drops what it does not wait for", () => {
     await fc.assert(
       fc.property(fc.jsonValue(), (value) => {
         client.receive(value);
-        client.receive({ type: "server-answer", conversationId: 1, callId: "c", epoch: 1, answer: value });
+        client.receive({ type: "answer", id: "2:1", value }); // an id this client never asked under
       }),
     );
     expect(client.waiting).toBe(1);
     clock.advance(200);
-    expect(sent.length).toBe(2); // asked again after RESEND_MS
+    expect(sent).toEqual([sent[0], sent[0]]); // asked again after RESEND_MS, under the same request id
+    expect(sent[0]).toEqual({ type: "call", id: "1:1", topic: "server-tools", method: "call", args: [request] });
     const answer = { result: { content: [{ type: "text", text: "ok" }], isError: false }, ending: "returned" };
-    client.receive({ type: "server-answer", conversationId: 1, callId: "c", epoch: 1, answer });
-    client.receive({ type: "server-answer", conversationId: 1, callId: "c", epoch: 1, answer: { ...answer, ending: "threw" } });
+    client.receive({ type: "answer", id: "1:1", value: answer });
+    client.receive({ type: "answer", id: "1:1", value: { ...answer, ending: "threw" } });
     expect(await call).toEqual(answer);
     expect(client.waiting).toBe(0);
     clock.advance(1_000);
     expect(sent.length).toBe(2); // nothing more once answered
+    // An answer that is not a ServerCallAnswer fails the ask: the server is checked like any stranger.
+    const second = client.call({ ...request, callId: "d" }, ctx);
+    client.receive({ type: "answer", id: "1:2", value: { result: "everything", ending: "returned" } });
+    await expect(second).rejects.toBeInstanceOf(InvalidArguments);
   });
 });
 
@@ -304,24 +305,21 @@ describe("the server's side checks every ask (hostile until checked)", () => {
     expect(runs).toEqual([]);
   });
 
-  it("on the link: a refusal carries the ask's epoch and no stack; anything that is not an ask is dropped; random JSON runs nothing", async () => {
+  it("on the link: a refusal answers the ask's id without the server's stack; random JSON runs nothing", async () => {
     const { arbiter, calls, runs } = setup();
-    const sent: ServerCallMessage[] = [];
-    await serveServerCall(calls, { type: "server-call", request: ask() }, (message) => sent.push(message));
-    expect(sent).toEqual([
-      {
-        type: "server-refused",
-        conversationId: 1,
-        callId: "c",
-        epoch: 1,
-        error: expect.objectContaining({ name: "LeaseNotHeld" }),
-      },
-    ]);
+    const sent: ServerAnswerMessage[] = [];
+    const call = (args: unknown) => ({ type: "call", id: "1:1", topic: "server-tools", method: "call", args });
+    await serveServerCall(calls, call([ask()]), (message) => sent.push(message));
+    expect(sent).toEqual([{ type: "answer", id: "1:1", error: expect.objectContaining({ name: "LeaseNotHeld" }) }]);
     expect("stack" in (sent[0] as { error: object }).error).toBe(false);
     await arbiter.acquire("tab", 0);
     await fc.assert(
       fc.asyncProperty(
-        fc.oneof(fc.jsonValue(), fc.record({ type: fc.constant("server-call"), request: fc.jsonValue() })),
+        fc.oneof(
+          fc.jsonValue(),
+          fc.jsonValue().map((value) => call([value])),
+          fc.jsonValue().map(call),
+        ),
         async (value) => {
           await serveServerCall(calls, value, (message) => sent.push(message));
         },

@@ -1,20 +1,32 @@
 /**
  * The asking half of server tools (decision 0036): the port a lease holder that does not run server tools itself (a
- * tab) gives its harness (`HarnessOptions.serverCalls`). Each call is sent to the server and sent again on the
- * harness clock until an answer arrives, over a link that may lose, duplicate and reorder: the server answers every
- * ask of a call id with the same stored answer, so a lost answer costs one more ask, and a duplicated or late one
- * finds nothing waiting and is dropped.
+ * tab) gives its harness (`HarnessOptions.serverCalls`). Each ask is a follow link `call` (wire.ts) of topic
+ * `server-tools`, sent again under the same request id every `RESEND_MS` on the harness clock until its `answer`
+ * arrives, over a link that may lose, duplicate and reorder: the server answers every ask of a call id with the same
+ * stored answer, so a lost answer costs one more ask, and a duplicated or late one finds nothing waiting.
  */
 import type { ServerCallAnswer, ServerCallPort, ServerCallRequest } from "../agent/server-port.ts";
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
+import { InvalidArguments } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
+import type { ErrorShape } from "../host/protocol.ts";
 import { RESEND_MS } from "./handover.ts";
-import { type ServerCallMessage, serverCallMessage } from "./server-call-messages.ts";
+import { SERVER_TOOLS_TOPIC, serverCallAnswer } from "./server-call-messages.ts";
 import type { ServerCalls } from "./server-calls.ts";
 
+/** What this side sends and receives, as wire.ts's `CallMessage` and `AnswerMessage` are. */
+export interface ServerCallMessage {
+  type: "call";
+  id: string;
+  topic: typeof SERVER_TOOLS_TOPIC;
+  method: "call";
+  args: [ServerCallRequest];
+}
+export type ServerAnswerMessage = { type: "answer"; id: string; value: Json } | { type: "answer"; id: string; error: ErrorShape };
+
 interface Waiting {
-  epoch: number;
   resolve(answer: ServerCallAnswer): void;
   reject(error: Error): void;
   stop(): void;
@@ -23,86 +35,87 @@ interface Waiting {
 export class ServerCallClient implements ServerCallPort {
   readonly #clock: Clock;
   readonly #send: (message: ServerCallMessage) => void;
+  /** By request id: `<epoch>:<n>`, so that a restarted tab (a new epoch) never reuses a dead incarnation's ids. */
   readonly #waiting = new Map<string, Waiting>();
+  #asked = 0;
 
-  /** `send` puts a message on the link to the server; what comes back goes to `receive`. */
+  /** `send` puts a message on the link to the server; its answers go to `receive`. */
   constructor(options: { clock: Clock; send(message: ServerCallMessage): void }) {
     this.#clock = options.clock;
     this.#send = options.send;
   }
 
-  /** How many calls wait for their answer. */
+  /** How many asks wait for their answer. */
   get waiting(): number {
     return this.#waiting.size;
   }
 
   call(request: ServerCallRequest, context: Context): Promise<ServerCallAnswer> {
-    const key = keyOf(request.conversationId, request.callId);
-    this.#waiting.get(key)?.stop(); // one wait per call id: a new ask (a rerun of the phase) replaces an old one
+    const id = `${request.epoch}:${++this.#asked}`;
     let cancel: (() => void) | undefined;
-    let waiting: Waiting | undefined;
+    let waiting!: Waiting;
     const answered = new Promise<ServerCallAnswer>((resolve, reject) => {
-      waiting = { epoch: request.epoch, resolve, reject, stop: () => cancel?.() };
+      waiting = {
+        resolve,
+        reject,
+        stop: () => {
+          cancel?.();
+          this.#waiting.delete(id);
+        },
+      };
     });
-    const stop = waiting!.stop;
-    waiting!.stop = () => {
-      stop();
-      if (this.#waiting.get(key) === waiting) this.#waiting.delete(key);
-    };
-    this.#waiting.set(key, waiting!);
+    this.#waiting.set(id, waiting);
     const ask = () => {
-      this.#send({ type: "server-call", request });
+      this.#send({ type: "call", id, topic: SERVER_TOOLS_TOPIC, method: "call", args: [request] });
       cancel = this.#clock.setTimer(RESEND_MS, ask);
     };
     ask();
-    return waitFor(answered, context).finally(() => waiting!.stop());
+    return waitFor(answered, context).finally(() => waiting.stop());
   }
 
-  /** A message from the server. Anything malformed, or for a call that no longer waits, is dropped. */
+  /**
+   * An answer from the server. One for an ask that no longer waits, or malformed, is dropped; a value that is not a
+   * `ServerCallAnswer` fails the ask (`InvalidArguments`): the server is checked like any stranger.
+   */
   receive(message: unknown): void {
+    if (typeof message !== "object" || message === null) return;
+    const { type, id } = message as { type?: unknown; id?: unknown };
+    const waiting = type === "answer" && typeof id === "string" ? this.#waiting.get(id) : undefined;
+    if (!waiting) return;
+    waiting.stop();
+    if (Object.hasOwn(message, "error")) {
+      const error = (message as { error?: unknown }).error as ErrorShape | undefined;
+      const named = typeof error?.name === "string" && typeof error.message === "string";
+      waiting.reject(named ? deserializeError(error) : new InvalidArguments("serverCall", "the server's refusal is not an error"));
+      return;
+    }
+    const value = (message as { value?: unknown }).value;
     let problem: string | undefined;
     try {
-      problem = serverCallMessage(message, "the message");
+      problem = serverCallAnswer(value, "the server's answer");
     } catch (error) {
-      problem = String(error); // deeper than any harness accepts
+      problem = String(error); // nested deeper than any harness accepts
     }
-    if (problem) return;
-    const known = message as ServerCallMessage;
-    if (known.type === "server-call") return;
-    const waiting = this.#waiting.get(keyOf(known.conversationId, known.callId));
-    if (!waiting || (known.type === "server-refused" && known.epoch !== waiting.epoch)) return;
-    waiting.stop();
-    if (known.type === "server-answer") waiting.resolve(known.answer);
-    else waiting.reject(deserializeError(known.error));
+    if (problem) waiting.reject(new InvalidArguments("serverCall", problem));
+    else waiting.resolve(value as unknown as ServerCallAnswer);
   }
 }
 
 /**
- * The server's side of the link: answers a `server-call` message through `calls` (every ask, also a repeated one:
- * the answer is the stored one), a refusal as the error. Anything else, or malformed, is dropped.
+ * The server's side of the link: answers a `server-tools` call through `calls` (every ask, also a repeated one: the
+ * answer is the stored one), a refusal as the error without the server's stack. Anything else is not for it.
  */
-export async function serveServerCall(calls: ServerCalls, message: unknown, send: (message: ServerCallMessage) => void): Promise<void> {
-  if ((message as { type?: unknown } | null)?.type !== "server-call") return;
-  const request = (message as { request?: ServerCallRequest }).request;
-  const named =
-    typeof request?.conversationId === "number" &&
-    typeof request.callId === "string" &&
-    request.callId.length <= 200 &&
-    Number.isSafeInteger(request.epoch);
+export async function serveServerCall(calls: ServerCalls, message: unknown, send: (message: ServerAnswerMessage) => void): Promise<void> {
+  const call = message as Partial<ServerCallMessage> | null;
+  if (call?.type !== "call" || call.topic !== SERVER_TOOLS_TOPIC || typeof call.id !== "string" || call.id.length > 100) return;
+  const { id } = call;
   try {
-    const answer = await calls.call(request as ServerCallRequest, BACKGROUND_CONTEXT);
-    const { conversationId, callId, epoch } = request!;
-    send({ type: "server-answer", conversationId, callId, epoch, answer });
+    if (call.method !== "call" || !Array.isArray(call.args) || call.args.length !== 1)
+      throw new InvalidArguments("serverCall", "it takes one argument, the request");
+    const answer = await calls.call(call.args[0], BACKGROUND_CONTEXT);
+    send({ type: "answer", id, value: answer as unknown as Json });
   } catch (error) {
-    // A call too malformed to name cannot be answered: nobody waits for it. The server's stack stays here.
     const { stack: _stack, ...refusal } = serializeError(error);
-    if (named) {
-      const { conversationId, callId, epoch } = request!;
-      send({ type: "server-refused", conversationId, callId, epoch, error: refusal });
-    }
+    send({ type: "answer", id, error: refusal });
   }
-}
-
-function keyOf(conversationId: number, callId: string): string {
-  return `${conversationId}:${callId}`;
 }
