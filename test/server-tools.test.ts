@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { type ServerAnswerMessage, ServerCallClient, serveServerCall } from "../src/follow/server-call-client.ts";
 import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
+import { encodeFollowMessage, parseFollowMessage } from "../src/follow/wire.ts";
 import {
   defineTool,
   InvalidArguments,
@@ -326,5 +327,29 @@ describe("the server's side checks every ask (hostile until checked)", () => {
       ),
     );
     expect(runs).toEqual([]);
+  });
+});
+
+describe("server calls on the follow link (wire.ts topic server-tools)", () => {
+  const request: ServerCallRequest = {
+    place: "tab",
+    epoch: 1,
+    conversationId: 1,
+    taskId: 2,
+    callId: "call_1",
+    tool: "charge",
+    arguments: { amount: 5 },
+    replay: "unsafe",
+  };
+  it("the tab's ask crosses as a call of topic server-tools; the object may not make one; a malformed request is refused with its id", () => {
+    const sent: unknown[] = [];
+    const client = new ServerCallClient({ clock: createManualClock(0), send: (message) => sent.push(message) });
+    void client.call(request, ctx).catch(() => {});
+    const frame = encodeFollowMessage(sent[0] as never);
+    expect(parseFollowMessage(frame, "tab")).toEqual({ message: sent[0] });
+    const fromObject = parseFollowMessage(frame, "object");
+    expect("error" in fromObject && fromObject.error.message).toMatch(/server-tools calls are the tab's to make/);
+    const forged = parseFollowMessage(JSON.stringify({ ...(sent[0] as object), args: [{ ...request, epoch: 0 }] }), "tab");
+    expect(forged).toMatchObject({ id: "1:1", error: { name: "FollowMessageRefused" } });
   });
 });

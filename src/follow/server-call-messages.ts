@@ -4,7 +4,7 @@
  * both, `FOLLOW_TOPICS` holds the topic's row). The checks here run where each arrives: the link is a stranger's.
  */
 import { contentItem } from "../agent/conversation/drafts.ts";
-import { args, type Check, flag, id, integer, json, list, literal, record, text } from "../shape.ts";
+import { type ArgsCheck, args, type Check, flag, id, integer, json, list, literal, record, text } from "../shape.ts";
 
 export const SERVER_TOOLS_TOPIC = "server-tools";
 
@@ -25,8 +25,11 @@ export const serverCallRequest: Check = record({
   replay: literal("safe", "unsafe"),
 });
 
-/** The topic's methods, as `FOLLOW_TOPICS` lists them: the tab calls, the object answers. */
-export const SERVER_TOOLS_METHODS = { call: args([serverCallRequest]) };
+/** The topic's row in `FOLLOW_TOPICS`: the tab calls, the object answers. */
+export const SERVER_TOOLS: { calledBy: "tab"; methods: Record<string, ArgsCheck> } = {
+  calledBy: "tab",
+  methods: { call: args([serverCallRequest]) },
+};
 
 const toolResultView: Check = record({ content: list(contentItem, 1000), isError: flag }, { details: json });
 

@@ -25,6 +25,7 @@ import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad } from "./chunks.ts";
 import { FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
+import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 
 /** Which end of a link a message comes from. */
 export type FollowSide = "tab" | "object";
@@ -105,6 +106,8 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   },
   // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
   forward: FORWARD_TOPIC,
+  // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).
+  [SERVER_TOOLS_TOPIC]: SERVER_TOOLS,
 };
 
 /** A request id: the caller's own, unique among its calls (a duplicate is the same call). */
