@@ -1,4 +1,4 @@
-import { type LeaseBook, memoryArbiter } from "../src/follow/arbiter.ts";
+import { type LeaseBook, type LeaseRecord, memoryArbiter } from "../src/follow/arbiter.ts";
 import { type ServerAnswerMessage, ServerCallClient, type ServerCallMessage, serveServerCall } from "../src/follow/server-call-client.ts";
 import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import {
@@ -80,7 +80,11 @@ export function closeGate(world: Pick<ServerWorld, "gate">): void {
 }
 
 /** `models` is the one model every tab incarnation asks (a reopened tab goes on with the same script). */
-export function serverWorld(models: ScriptedModels, options: { slow?: boolean } = {}): ServerWorld {
+/** `lease`: the lease record the object checks asks against (default: the arbiter's, which the tab's lease uses). */
+export function serverWorld(
+  models: ScriptedModels,
+  options: { slow?: boolean; lease?: { readonly record: LeaseRecord } } = {},
+): ServerWorld {
   const clock = createManualClock(1_000);
   const arbiter = memoryArbiter({ clock, ttlMs: 5_000 });
   const link = new Link<ServerCallMessage | ServerAnswerMessage>();
@@ -94,7 +98,7 @@ export function serverWorld(models: ScriptedModels, options: { slow?: boolean } 
     // What a dead incarnation would still write or send is lost with it.
     const liveStore = { get: store.get, put: (call: Parameters<typeof store.put>[0]) => alive && store.put(call) };
     const calls = new ServerCalls({
-      lease: arbiter,
+      lease: options.lease ?? arbiter,
       store: liveStore,
       clock: objectClock,
       tool: (name) => (name === "charge" ? objectTool : undefined),

@@ -156,6 +156,21 @@ const INTERRUPTED_ON_SERVER = [
   { type: "text", text: "<harness>\n[error] Tool charge was interrupted and may have partially run\n</harness>" },
 ];
 
+describe("a refusal of the tab's epoch by the object (decision 0029, 0036)", () => {
+  it("S4 the tab stops as after a lost lease: nothing written, the call's task stays running for the next holder, the tool never ran", async () => {
+    // The object knows a newer epoch than the one the tab writes under (another place took the lease).
+    const world = serverWorld(chargingModels(["call_1"]), { lease: { record: { epoch: 2, holder: "object" } } });
+    const tab = await world.openTab(new MemoryStorage());
+    await submitCharge(tab.harness);
+    await drive(world, () => tab.harness.closed);
+    expect(world.runs).toEqual([]);
+    expect(tab.reports).toContainEqual({ kind: "error", error: expect.any(StaleEpoch) });
+    const [tool] = (await tab.storage.listTasks()).filter((task) => task.kind === "pi.tool");
+    expect(tool!.state).toMatchObject({ status: "running", checkpoint: { phase: "server", arguments: { amount: 5 } } });
+    expect((await resultsOf(tab.storage)).get("call_1")).toBeUndefined();
+  });
+});
+
 describe("server calls over a lossy link (fast-check)", () => {
   it("S8 one execution per call id, one result per tool call, whatever the link does and wherever either side crashes", async () => {
     const step = fc.record({ pick: fc.nat(8), action: fc.constantFrom("deliver", "drop", "duplicate") as fc.Arbitrary<Step["action"]> });
