@@ -58,6 +58,20 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     await tab.harness.close(ctx);
   });
 
+  it("while the object runs it, the tab's view shows the call running; its result keeps what the tool streamed there", async () => {
+    const world = serverWorld(chargingModels(["call_1"]));
+    closeGate(world);
+    const tab = await world.openTab(new MemoryStorage());
+    const root = await submitCharge(tab.harness);
+    await drive(world, () => world.runs.length === 1);
+    expect((await root.view(ctx)).live.tools).toMatchObject([{ callId: "call_1", status: "running" }]);
+    world.gate.open?.();
+    await drive(world, () => answered(tab.storage));
+    const entry = (await root.entries(ctx)).find((candidate) => candidate.kind === "pi.tool-result");
+    expect(entry?.payload).toMatchObject({ output: "charging 5\n", message: { isError: false } });
+    await tab.harness.close(ctx);
+  });
+
   it("S8 a harness without a lease, or without serverCalls, runs a server tool itself as any tool", async () => {
     for (const options of [{ lease: false }, { serverCalls: false }]) {
       const world = serverWorld(chargingModels(["call_1"]));
