@@ -3,6 +3,7 @@ import { type ServerAnswerMessage, ServerCallClient, type ServerCallMessage, ser
 import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import {
   type Clock,
+  type Context,
   type Conversation,
   createRegistry,
   defineExtension,
@@ -33,6 +34,13 @@ export interface TabProcess {
   kill(): void;
 }
 
+export interface TabOptions {
+  lease?: boolean;
+  serverCalls?: boolean;
+  /** The lease's acknowledgement before effects (decision 0032). */
+  confirm?: (position: number, context: Context) => Promise<void>;
+}
+
 export interface ServerWorld {
   clock: ManualClock;
   arbiter: LeaseBook;
@@ -43,7 +51,7 @@ export interface ServerWorld {
   runs: string[];
   /** While set, the server's `charge` waits for it before it answers. */
   gate: { wait?: Promise<void>; open?: () => void };
-  openTab(storage: Storage, options?: { lease?: boolean; serverCalls?: boolean }): Promise<TabProcess>;
+  openTab(storage: Storage, options?: TabOptions): Promise<TabProcess>;
   /** The object crashes and starts again at once: its store is what it kept; what it ran is cut off. */
   restartObject(): void;
 }
@@ -114,7 +122,7 @@ export function serverWorld(
     };
   };
   startObject();
-  const openTab = async (storage: Storage, options: { lease?: boolean; serverCalls?: boolean } = {}): Promise<TabProcess> => {
+  const openTab = async (storage: Storage, options: TabOptions = {}): Promise<TabProcess> => {
     let alive = true;
     const tabClock: Clock = { now: () => clock.now(), setTimer: (delayMs, fire) => clock.setTimer(delayMs, () => alive && fire()) };
     const client = new ServerCallClient({ clock: tabClock, send: (message) => alive && link.send("object", message) });
@@ -128,7 +136,7 @@ export function serverWorld(
         clock: tabClock,
         settings: { progress: { persistWithinMs: 0 } },
         onReport: (report) => reports.push(report),
-        ...(options.lease === false ? {} : { lease: { place: "tab", arbiter } }),
+        ...(options.lease === false ? {} : { lease: { place: "tab", arbiter, ...(options.confirm ? { confirm: options.confirm } : {}) } }),
         ...(options.serverCalls === false ? {} : { serverCalls: client }),
       },
       ctx,

@@ -72,6 +72,31 @@ describe("a server tool while the tab holds the lease (S8, decision 0036)", () =
     await tab.harness.close(ctx);
   });
 
+  it("decision 0032: an unsafe server call is asked for only once the tab's intent commit is acknowledged", async () => {
+    const world = serverWorld(chargingModels(["call_1"]));
+    const asked: number[] = [];
+    let acknowledge: (() => void) | undefined;
+    // The model requests' acknowledgements come at once; the call's intent's waits until the test says.
+    const confirm = (position: number) => {
+      asked.push(position);
+      return asked.length === 2 ? new Promise<void>((resolve) => (acknowledge = resolve)) : Promise.resolve();
+    };
+    const tab = await world.openTab(new MemoryStorage(), { confirm });
+    const root = await submitCharge(tab.harness);
+    await drive(world, () => asked.length === 2);
+    const [tool] = (await tab.storage.listTasks()).filter((task) => task.kind === "pi.tool");
+    expect(tool!.state).toMatchObject({ status: "running", checkpoint: { phase: "server" } });
+    expect(asked[1]).toBe((await tab.storage.load()).log!.position); // the intent commit is the head it waits for
+    await drive(world, () => world.clock.now() > 5_000 || world.link.delivered.length > 0);
+    expect(world.link.delivered).toEqual([]);
+    expect(world.runs).toEqual([]);
+    acknowledge!();
+    await drive(world, () => answered(tab.storage));
+    expect(world.runs).toEqual(["object:call_1"]);
+    expect((await root.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result")).toHaveLength(1);
+    await tab.harness.close(ctx);
+  });
+
   it("S8 a harness without a lease, or without serverCalls, runs a server tool itself as any tool", async () => {
     for (const options of [{ lease: false }, { serverCalls: false }]) {
       const world = serverWorld(chargingModels(["call_1"]));

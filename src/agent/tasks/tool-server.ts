@@ -42,6 +42,9 @@ export async function callServer(
     return { status: "running", checkpoint };
   }, context);
   await runtime.crashPoint("tool:after-server-intent");
+  // Decision 0032: an unsafe call is asked for only once its intent is held where a takeover would recover from (the
+  // server's store would keep a second run away all the same, but then the server may check its copy holds it).
+  if (replay === "unsafe") await runtime.beforeEffect(context);
   await serverPhase(task, runtime, context, after, checkpoint);
 }
 
