@@ -26,6 +26,7 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest, LeaseNotHeld, NotAuthorized } from "../errors.ts";
 import { ObjectEnd } from "../follow/object-end.ts";
+import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
 import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
@@ -38,6 +39,7 @@ import { DurableObjectDatabase } from "./database.ts";
 import { acceptFollow, FOLLOW_PATH, type FollowOptions, followCaller, objectLeaseBook, sendFollow, takeoverGate } from "./follow.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
+import { objectServerCalls } from "./server-call-store.ts";
 import { ObjectSockets } from "./sockets.ts";
 import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
 
@@ -117,6 +119,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     const place = follow?.place ?? "object";
     const book = follow ? objectLeaseBook(storage, follow.ttlMs) : undefined;
     const gate = follow ? takeoverGate() : undefined;
+    const server = book ? objectServerCalls({ storage, book, registry: harnessOptions.registry, env: harnessOptions.env }) : undefined;
     const served = createHost({
       database,
       openStorage: copy ? () => copy : openStorage,
@@ -126,7 +129,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         ...harnessOptions,
         clock: systemClock,
         connectedPages: this.#sockets.connectedPages(),
-        ...(book ? { lease: { place, arbiter: book } } : {}),
+        ...(book && server ? { lease: { place, arbiter: book }, serverCalls: server.calls } : {}),
       },
       ...(methods ? { methods } : {}),
       crashPoints: crashPoints ?? false,
@@ -147,8 +150,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       // recovery the new epoch's first transaction, and starts.
       let taken!: (harness: Harness) => void;
       this.ready = new Promise<Harness>((resolve) => (taken = resolve));
-      this.#end = ctx.blockConcurrencyWhile(async () =>
-        ObjectEnd.start({
+      this.#end = ctx.blockConcurrencyWhile(async () => {
+        const end = await ObjectEnd.start({
           place,
           storage: await copy,
           book,
@@ -160,8 +163,10 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
             this.#start(harness);
             return harness;
           },
-        }),
-      );
+        });
+        if (server) end.serve(SERVER_TOOLS_TOPIC, server.handler); // the tab's server tools (decision 0036)
+        return end;
+      });
       this.#end.then(() => this.#armExpiry()).catch(() => {});
       return;
     }

@@ -1,6 +1,14 @@
-import { cloneJson } from "../base/json.ts";
-import type { ServerCallStore, StoredServerCall } from "../follow/server-calls.ts";
-import type { SqlStorage } from "./types.ts";
+import { resolveAgent } from "../agent/agent.ts";
+import type { ServerCallRequest } from "../agent/server-port.ts";
+import { systemClock } from "../base/clock.ts";
+import { BACKGROUND_CONTEXT } from "../base/context.ts";
+import { cloneJson, type Json } from "../base/json.ts";
+import type { EnvFactory } from "../env/types.ts";
+import type { LeaseBook } from "../follow/arbiter.ts";
+import type { ObjectTopicHandler } from "../follow/object-end.ts";
+import { type ServerCallStore, ServerCalls, type StoredServerCall } from "../follow/server-calls.ts";
+import type { Registry } from "../tasks/registry.ts";
+import type { DurableObjectStorage, SqlStorage } from "./types.ts";
 
 /**
  * The object's store of server tools' calls (decision 0036): one row per call id of a conversation, the call as JSON.
@@ -27,4 +35,29 @@ export function sqlServerCallStore(sql: SqlStorage): ServerCallStore {
       );
     },
   };
+}
+
+/**
+ * A harness object's server of server tools in follow mode (decision 0036): its `ServerCalls` over its own table,
+ * the epoch checked against its lease book, the tools its registry installs; and the handler of the follow link's
+ * `server-tools` calls (`ObjectEnd.serve`). The object's own harness gets the same `ServerCalls` as `serverCalls`,
+ * so a call the tab asked for is joined or answered from the store after a takeover, never run again.
+ */
+export function objectServerCalls(options: {
+  storage: DurableObjectStorage;
+  book: LeaseBook;
+  registry: Registry;
+  env?: EnvFactory | undefined;
+}): { calls: ServerCalls; handler: ObjectTopicHandler } {
+  const calls = new ServerCalls({
+    lease: options.book,
+    store: sqlServerCallStore(options.storage.sql),
+    clock: systemClock,
+    tool: (name) => resolveAgent(options.registry, {}).installed.get(name),
+    ...(options.env ? { env: options.env } : {}),
+  });
+  // The frame was checked against the topic's row (wire.ts) before it reaches here.
+  const handler: ObjectTopicHandler = async (_method, args) =>
+    (await calls.call(args[0] as unknown as ServerCallRequest, BACKGROUND_CONTEXT)) as unknown as Json;
+  return { calls, handler };
 }

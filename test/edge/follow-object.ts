@@ -7,11 +7,12 @@
  *   this object holds the lease — read straight from `ctx.storage.sql`, also while it follows.
  * - `/arm?point=after-release`: the next release this instance records is its last act — every later write is
  *   refused and the object aborts itself a moment later (so the release is durable, the takeover never started).
+ * - `charge`: a server tool; each run adds a row to `charges`.
  * - `/abort`: `ctx.abort()` now. `/documents`: the keys and sizes of the documents of scope `large`.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
-import { createRegistry, defineExtension, type Harness } from "../../src/index.ts";
+import { createRegistry, defineExtension, defineTool, type Harness } from "../../src/index.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
@@ -46,6 +47,22 @@ function armedStorage(ctx: DurableObjectState, plan: { armed: boolean; dead: boo
   };
 }
 
+/** A server tool (decision 0036): each run is a row of `charges`, so a test sees how often it ran. */
+function chargeTool(storage: DurableObjectStorage) {
+  return defineTool<{ amount: number }>({
+    name: "charge",
+    description: "Charge the card on file",
+    parameters: { type: "object", properties: { amount: { type: "number" } }, required: ["amount"] },
+    runsOn: "server",
+    execute({ amount }) {
+      storage.sql.exec("CREATE TABLE IF NOT EXISTS charges (amount REAL)");
+      storage.sql.exec("INSERT INTO charges (amount) VALUES (?)", amount);
+      const runs = storage.sql.exec("SELECT count(*) AS n FROM charges").toArray()[0]!.n;
+      return `charged ${amount} (run ${String(runs)})`;
+    },
+  });
+}
+
 export class FollowObject extends HarnessObject<Env> {
   readonly #plan: { armed: boolean; dead: boolean };
 
@@ -53,7 +70,9 @@ export class FollowObject extends HarnessObject<Env> {
     const plan = { armed: false, dead: false };
     const print = (line: string) => env.PRINT.fetch("http://print/", { method: "POST", body: `object: ${line}` }).then(() => {});
     super(ctx, env, () => ({
-      registry: createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] })),
+      registry: createRegistry().install(
+        defineExtension({ name: "example", tasks: [counterTask(print)], tools: [chargeTool(ctx.storage)] }),
+      ),
       storage: armedStorage(ctx, plan),
       authenticate: (request) => request.headers.get("x-caller") ?? undefined,
       follow: {

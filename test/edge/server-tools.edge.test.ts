@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/base/clock.ts";
+import { FollowLink } from "../../src/follow/link-client.ts";
+import { remoteArbiter } from "../../src/follow/mirror.ts";
+import type { ServerCallRequest } from "../../src/index.ts";
+import { type Edge, pause, startEdge } from "./support.ts";
+
+// Issue 27 item 5 (decision 0036) in workerd: the object in follow mode serves the tab's server tool calls on the
+// follow link (topic server-tools), epoch-checked against its lease book, stored in its own SQLite under the call
+// id: asked again — after an abort of the object too — the call gets the stored answer and the tool never runs twice.
+
+interface Socket {
+  send(frame: string): void;
+  close(): void;
+}
+
+/** A follow link to object `name` as `caller` (reconnecting after a close until `stop()`). */
+function followLink(edge: Edge, name: string, caller: string) {
+  let socket: Socket | undefined;
+  let stopped = false;
+  const link = new FollowLink({
+    clock: systemClock,
+    send: (frame) => socket?.send(frame),
+    resendMs: 300,
+  });
+  const open = () => {
+    void edge.call("follow", name, "/follow", { headers: { Upgrade: "websocket", "x-caller": caller } }).then((response) => {
+      const ws = (response as unknown as { webSocket?: any }).webSocket;
+      if (!ws) return void setTimeout(() => !stopped && open(), 100);
+      ws.accept();
+      ws.addEventListener("message", (event: { data: unknown }) => link.receive(String(event.data)));
+      ws.addEventListener("close", () => {
+        socket = undefined;
+        link.disconnected();
+        if (!stopped) setTimeout(open, 100);
+      });
+      socket = ws;
+      link.connected();
+    });
+  };
+  open();
+  return {
+    link,
+    get open() {
+      return socket !== undefined;
+    },
+    stop() {
+      stopped = true;
+      socket?.close();
+    },
+  };
+}
+
+async function until(what: string, probe: () => boolean, tries = 400): Promise<void> {
+  for (let i = 0; i < tries; i++) {
+    if (probe()) return;
+    await pause(25);
+  }
+  throw new Error(`never: ${what}`);
+}
+
+const request = (epoch: number): ServerCallRequest => ({
+  place: "tab",
+  epoch,
+  conversationId: 1,
+  taskId: 7,
+  callId: "call_1",
+  tool: "charge",
+  arguments: { amount: 5 },
+  replay: "unsafe",
+});
+
+describe("server tools on the object in follow mode (decision 0036)", () => {
+  let edge: Edge;
+  beforeAll(async () => {
+    edge = await startEdge();
+  }, 120_000);
+  afterAll(async () => {
+    await edge?.dispose();
+  });
+
+  it("S8 one run per call id: asked twice, and again after ctx.abort(), the answer is the stored one; a superseded epoch is refused", async () => {
+    const name = "server-tools";
+    const tab = followLink(edge, name, "alice");
+    await until("the follow socket opens", () => tab.open);
+    const arbiter = remoteArbiter(tab.link);
+    const { epoch } = await arbiter.acquire("tab", 0);
+    const first = (await tab.link.call("server-tools", "call", [request(epoch) as never])) as { result: { content: unknown } };
+    expect(first.result.content).toEqual([{ type: "text", text: "charged 5 (run 1)" }]);
+    expect(await tab.link.call("server-tools", "call", [request(epoch) as never])).toEqual(first);
+    await edge.call("follow", name, "/abort").catch(() => {});
+    await pause(200);
+    expect(await tab.link.call("server-tools", "call", [request(epoch) as never])).toEqual(first);
+    // A restarted tab takes epoch + 1: an ask under the old epoch is refused, the new one gets the stored answer.
+    const next = await arbiter.acquire("tab", 0);
+    await expect(tab.link.call("server-tools", "call", [request(epoch) as never])).rejects.toMatchObject({ name: "StaleEpoch" });
+    expect(await tab.link.call("server-tools", "call", [request(next.epoch) as never])).toEqual(first);
+    tab.stop();
+  }, 60_000);
+
+  it("a caller the object's authorize does not let call server tools is refused", async () => {
+    const name = "server-tools-mallory";
+    const tab = followLink(edge, name, "mallory");
+    await until("the follow socket opens", () => tab.open);
+    const { epoch } = await remoteArbiter(tab.link).acquire("tab", 0);
+    await expect(tab.link.call("server-tools", "call", [request(epoch) as never])).rejects.toMatchObject({ name: "NotAuthorized" });
+    tab.stop();
+  }, 60_000);
+});
