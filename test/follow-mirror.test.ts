@@ -1,10 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FollowMessageRefused, LeaseNotHeld, NotAuthorized, StaleEpoch } from "../src/errors.ts";
+import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
-import { createRegistry, Harness, MemoryStorage } from "../src/index.ts";
+import { createRegistry, Harness, type Json, MemoryStorage } from "../src/index.ts";
 import { utf8Length } from "../src/limits.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { followWorld, rows } from "./follow-support.ts";
@@ -257,6 +259,34 @@ describe("the object's doors for calls (issue 27 item 2)", () => {
     expect(own).toMatchObject({ id: "r-2", error: { name: "NotAuthorized" } });
     expect(world.record()).toMatchObject({ epoch: 1, holder: "tab" });
     await world.tab.close(ctx);
+  });
+});
+
+describe("lease answers kept beyond the object's instance (issue 27 item 1)", () => {
+  it("a duplicate acquire that reaches the object's next instance gets the first grant: one epoch minted, not two", async () => {
+    const clock = createManualClock(1_000);
+    const book = memoryArbiter({ clock, ttlMs: 5_000 });
+    const kept = new Map<string, Json>();
+    const answers = { get: (id: string) => kept.get(id), put: (id: string, answer: Json) => void kept.set(id, answer) };
+    const copy = new MemoryStorage();
+    const start = () =>
+      ObjectEnd.start({ place: "object", storage: copy, book, clock, answers, open: () => Promise.reject(new Error("not taken")) });
+    const acquire = encodeFollowMessage({ type: "call", id: "tab:1", topic: "lease", method: "acquire", args: ["tab", 0] });
+    const heard: string[] = [];
+    await (await start()).receive(
+      acquire,
+      (frame) => void heard.push(frame),
+      () => true,
+    );
+    // The object restarts (an eviction); the tab's resend of the same call arrives at the new instance.
+    await (await start()).receive(
+      acquire,
+      (frame) => void heard.push(frame),
+      () => true,
+    );
+    expect(heard[1]).toBe(heard[0]);
+    expect(JSON.parse(heard[0]!)).toMatchObject({ id: "tab:1", value: { epoch: 1 } });
+    expect(book.record).toMatchObject({ epoch: 1, holder: "tab" });
   });
 });
 

@@ -12,7 +12,8 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest } from "../errors.ts";
 import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord } from "../follow/arbiter.ts";
-import type { FollowAction } from "../follow/object-end.ts";
+import type { AnswerStore, FollowAction } from "../follow/object-end.ts";
+import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
 import { pageError } from "./answers.ts";
 import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
@@ -52,6 +53,26 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
       sql.exec("INSERT OR REPLACE INTO pi_follow_lease (key, record) VALUES ('lease', ?)", JSON.stringify(record));
     },
   });
+}
+
+/** Lease answers kept by request id: the last this many (a duplicate comes within seconds of its call). */
+const KEPT_ANSWERS = 256;
+const ANSWERS = `CREATE TABLE IF NOT EXISTS pi_follow_answers (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, answer TEXT NOT NULL)`;
+
+/** The object's lease answers by request id (`ObjectEndOptions.answers`), beside the lease's record. */
+export function objectAnswers(storage: DurableObjectStorage): AnswerStore {
+  const sql = storage.sql;
+  sql.exec(ANSWERS);
+  return {
+    get: (id) => {
+      const row = sql.exec("SELECT answer FROM pi_follow_answers WHERE id = ?", id).toArray()[0];
+      return row ? (JSON.parse(String(row.answer)) as Json) : undefined;
+    },
+    put: (id, answer) => {
+      sql.exec("INSERT OR REPLACE INTO pi_follow_answers (id, answer) VALUES (?, ?)", id, JSON.stringify(answer));
+      sql.exec(`DELETE FROM pi_follow_answers WHERE seq <= (SELECT max(seq) FROM pi_follow_answers) - ${KEPT_ANSWERS}`);
+    },
+  };
 }
 
 /** What a follow socket keeps through a hibernation. */
@@ -114,4 +135,10 @@ export function takeoverGate(): { ownership: Ownership; open(): void } {
       lifeLock: async () => undefined,
     },
   };
+}
+
+/** Answers a follow frame the object cannot serve at all (its copy could not open): why, and nothing applied. */
+export function refuseFollow(socket: HibernatableWebSocket, error: unknown): undefined {
+  sendFollow(socket, encodeFollowMessage({ type: "refused", head: 0, error: pageError(error) }));
+  return undefined;
 }

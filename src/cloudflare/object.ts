@@ -36,7 +36,17 @@ import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
 import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
-import { acceptFollow, FOLLOW_PATH, type FollowOptions, followCaller, objectLeaseBook, sendFollow, takeoverGate } from "./follow.ts";
+import {
+  acceptFollow,
+  FOLLOW_PATH,
+  type FollowOptions,
+  followCaller,
+  objectAnswers,
+  objectLeaseBook,
+  refuseFollow,
+  sendFollow,
+  takeoverGate,
+} from "./follow.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
@@ -155,6 +165,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           place,
           storage: await copy,
           book,
+          answers: objectAnswers(storage),
           clock: systemClock,
           open: async () => {
             gate.open();
@@ -299,7 +310,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */
   async #followMessage(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
     const follow = this.#follow!;
-    const end = await this.#end!;
+    const end = await this.#end!.catch((error: unknown) => refuseFollow(socket, error));
+    if (!end) return;
     await end.receive(
       message,
       (frame) => sendFollow(socket, frame),

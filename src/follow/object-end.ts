@@ -52,6 +52,18 @@ export interface ObjectEndOptions {
   topics?: Readonly<Record<string, FollowTopic>>;
   /** Stores one pushed transaction in the copy (default `storage.apply`; a follower harness's, so views update). */
   apply?(batch: LoggedBatch): Promise<void>;
+  /**
+   * Where lease answers are kept by request id beyond this instance (the object's SQLite), so a duplicate call
+   * that reaches the next instance gets the answer the first one gave — above all an `acquire`'s grant, which
+   * would otherwise mint another epoch. Default: in memory only.
+   */
+  answers?: AnswerStore;
+}
+
+/** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
+export interface AnswerStore {
+  get(id: string): Json | undefined;
+  put(id: string, answer: Json): void;
 }
 
 /** Answers remembered per request id (a duplicate call gets the same answer). */
@@ -150,11 +162,20 @@ export class ObjectEnd {
         return;
       }
       let answer = this.#answers.get(id);
+      const kept = answer ? undefined : topic === "lease" ? this.#options.answers?.get(id) : undefined;
+      if (kept !== undefined) answer = Promise.resolve(kept as unknown as ObjectMessage);
       if (!answer) {
         answer = this.#call(topic, method, args).then(
           (value): ObjectMessage => ({ type: "answer", id, value }),
           (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
         );
+        if (topic === "lease" && this.#options.answers) {
+          const store = this.#options.answers;
+          answer = answer.then((message) => {
+            store.put(id, message as unknown as Json);
+            return message;
+          });
+        }
         this.#answers.set(id, answer);
         if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
       }
