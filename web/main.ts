@@ -75,9 +75,13 @@ function statusText(status: HarnessStatus): string {
       return `closed (${status.reason})`;
     case "reconnecting":
       return `reconnecting to the Durable Object (attempt ${status.attempt}, in ${(status.retryInMs / 1000).toFixed(1)} s)`;
-    case "ready":
-      if (status.recovered.length === 0) return "ready";
-      return `ready (recovered ${status.recovered.length === 1 ? "task" : "tasks"} ${status.recovered.map((id) => `#${id}`).join(", ")})`;
+    case "ready": {
+      // Following a Durable Object (`?follow=`): where the agent runs now.
+      const runs =
+        status.runs === undefined ? "" : status.runs === "here" ? ", the agent runs in this tab" : ", the agent runs on the Durable Object";
+      if (status.recovered.length === 0) return `ready${runs}`;
+      return `ready (recovered ${status.recovered.length === 1 ? "task" : "tasks"} ${status.recovered.map((id) => `#${id}`).join(", ")})${runs}`;
+    }
     default:
       return status.kind;
   }
@@ -85,6 +89,7 @@ function statusText(status: HarnessStatus): string {
 
 function renderStatus(status: HarnessStatus): void {
   document.body.dataset.status = status.kind;
+  document.body.dataset.runs = status.kind === "ready" ? (status.runs ?? "") : "";
   const text = statusText(status);
   statusElement.textContent = text;
   byId("status-pill").title = text;

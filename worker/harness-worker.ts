@@ -21,4 +21,5 @@ serveHarness({
   settings: config.settings,
   autoResume: !config.paused,
   methods: demoMethods(models, envs),
+  ...(config.follow ? { follow: { url: config.follow } } : {}),
 });

@@ -19,6 +19,8 @@ export interface DemoWorkerConfig {
   tab?: string;
   /** The replay policy the demo's `probe` tool declares (the seed's tool probe). Default "unsafe". */
   probeReplay?: "safe" | "unsafe";
+  /** `?follow=`: the Durable Object's follow link (`npm run start:edge`): the tab runs under the object's lease. */
+  follow?: string;
 }
 
 /** A model the page can pick. The offline one is pi-ai's faux provider driving a scripted agent. */

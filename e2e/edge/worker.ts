@@ -16,10 +16,14 @@ interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
 }
 
-export class E2eObject extends HarnessObject<Env> {
+/** How long a lease lasts on an object named `short-…`, and on every other one. */
+const SHORT_TTL_MS = 3_000;
+const LONG_TTL_MS = 600_000;
+
+class E2eObject extends HarnessObject<Env> {
   readonly #state: DurableObjectState;
 
-  constructor(state: DurableObjectState, env: Env) {
+  constructor(state: DurableObjectState, env: Env, ttlMs?: number) {
     const models = createDemoModels();
     const envs = memoryEnvs();
     const print = async (line: string) => void (await env.PRINT.fetch("http://print/", { method: "POST", body: line }));
@@ -33,25 +37,50 @@ export class E2eObject extends HarnessObject<Env> {
       powers: ALL_POWERS,
       methods: demoMethods(models, envs),
       crashPoints: true,
+      ...(ttlMs === undefined ? {} : { follow: { authorize: () => true, ttlMs } }),
     }));
     this.#state = state;
   }
 
   override async fetch(request: Request): Promise<Response> {
-    if (request.method === "POST" && new URL(request.url).pathname.endsWith("/abort")) {
+    if (request.method === "POST" && new URL(request.url).pathname === "/abort") {
       this.#state.abort("e2e: the object was aborted");
     }
     return super.fetch(request);
   }
 }
 
-/** `/<name>/…` goes to the object `name` (a socket on any path of it). */
+export class PlainObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env);
+  }
+}
+
+export class LongLeaseObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env, LONG_TTL_MS);
+  }
+}
+
+export class ShortLeaseObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env, SHORT_TTL_MS);
+  }
+}
+
+interface Namespace {
+  idFromName(name: string): unknown;
+  get(id: unknown): { fetch(request: Request): Promise<Response> };
+}
+
+/** `/<name>/<rest>` goes to the object `name` as `/<rest>` (its host socket on `/`, `/follow`, `/abort`). */
 export default {
-  fetch(
-    request: Request,
-    env: { OBJECT: { idFromName(name: string): unknown; get(id: unknown): { fetch(r: Request): Promise<Response> } } },
-  ) {
-    const name = new URL(request.url).pathname.split("/")[1] || "e2e";
-    return env.OBJECT.get(env.OBJECT.idFromName(name)).fetch(request);
+  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace }) {
+    const url = new URL(request.url);
+    const [, encoded = "e2e", ...rest] = url.pathname.split("/");
+    const name = decodeURIComponent(encoded);
+    url.pathname = `/${rest.join("/")}`;
+    const namespace = name.startsWith("short-") ? env.SHORT : name.startsWith("follow-") ? env.LONG : env.PLAIN;
+    return namespace.get(namespace.idFromName(name)).fetch(new Request(url, request));
   },
 };

@@ -22,6 +22,11 @@ import { Printed } from "../../test/edge/support.ts";
 export interface LocalObject {
   /** The WebSocket URL of the object `name`, as a page passes it to `connectHarness(url)`. */
   socketUrl(name: string): string;
+  /**
+   * The URL of the follow link of object `name` (`serveHarness({ follow: { url } })`): a `follow-…` name leases for
+   * 10 minutes, a `short-…` one for 3 s (e2e/edge/worker.ts).
+   */
+  followUrl(name: string): string;
   /** What the objects printed (the counter's `tick n`), in arrival order: side effects outside the objects. */
   readonly printed: Printed;
   /** `ctx.abort()` inside the object `name` (its committed writes stay; its sockets drop; its next event starts it anew). */
@@ -53,7 +58,11 @@ export async function startLocalObject(): Promise<LocalObject> {
         stderr.on("data", (chunk: Buffer) => void runtimeErrors.push(chunk.toString()));
       },
       durableObjectsPersist: persist,
-      durableObjects: { OBJECT: sqliteObject("E2eObject") },
+      durableObjects: {
+        PLAIN: sqliteObject("PlainObject"),
+        LONG: sqliteObject("LongLeaseObject"),
+        SHORT: sqliteObject("ShortLeaseObject"),
+      },
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string> }) => {
           printed.push(await request.text());
@@ -70,6 +79,7 @@ export async function startLocalObject(): Promise<LocalObject> {
   const origin = `127.0.0.1:${port}`;
   return {
     socketUrl: (name) => `ws://${origin}/${encodeURIComponent(name)}`,
+    followUrl: (name) => `ws://${origin}/${encodeURIComponent(name)}/follow`,
     printed,
     async abort(name) {
       // The object resets in the middle of this request: its answer is an error, which is the point.
@@ -104,6 +114,7 @@ export function edgePerTest(): LocalObject {
   };
   return {
     socketUrl: (name) => now().socketUrl(name),
+    followUrl: (name) => now().followUrl(name),
     get printed() {
       return now().printed;
     },

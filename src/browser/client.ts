@@ -65,6 +65,9 @@ export class HarnessClient extends HostClient {
     this.#socket = undefined;
     this.#tabs = tabs;
     pageClients().add(this);
+    // A worker that follows its Durable Object hands the lease over as the page leaves (decision 0035); for any
+    // other worker `leave` does nothing, and a reload stays the crash.
+    globalThis.addEventListener?.("pagehide", this.#leave);
     // Death is told by the worker's life lock: the page is granted it when the worker is gone. An `error`
     // event only means death before the worker answered at all (its script failed to load or to start);
     // later it is an uncaught exception inside a worker that lives on.
@@ -91,7 +94,10 @@ export class HarnessClient extends HostClient {
     return status.kind === "ready" ? status.role : undefined;
   }
 
+  readonly #leave = () => void this.leave().catch(() => {});
+
   protected override gone(message: string): void {
+    globalThis.removeEventListener?.("pagehide", this.#leave);
     pageClients().delete(this);
     this.#tabs?.close();
     super.gone(message);

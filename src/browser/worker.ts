@@ -23,6 +23,7 @@ import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
+import { type FollowObjectOptions, followObject } from "./follow.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -30,6 +31,7 @@ import { serveTabs } from "./tabs/leader.ts";
 export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
 export type { Authorize, CallAtDoor } from "../host/doors.ts";
 export type { WorkerCaller } from "./comlink.ts";
+export type { FollowObjectOptions } from "./follow.ts";
 
 export interface ServeHarnessOptions {
   /** Extensions to install (task definitions, tools, hooks). */
@@ -67,6 +69,13 @@ export interface ServeHarnessOptions {
    * method to its origin's own code).
    */
   authorize?: Authorize<WorkerCaller>;
+  /**
+   * Runs the harness under its Durable Object's lease (decisions 0031, 0035): the worker opens a follow link to
+   * `url` (the object's `/follow` socket), opens read-only while the object (or another device) holds the lease,
+   * pushes every stored transaction live while this tab holds it, and hands it over when the page leaves
+   * (`pagehide`). Absent: the tab alone holds its database, as before.
+   */
+  follow?: FollowObjectOptions;
 }
 
 /** The handle a worker keeps; mostly for the worker's own code and tests. */
@@ -84,6 +93,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const database = `${options.poolDirectory ?? "default pool"}:${path}`;
   const registry = options.registry ?? createRegistry();
   for (const extension of options.extensions ?? []) registry.install(extension);
+  const follow = options.follow ? followObject(options.follow) : undefined;
   const { service, ready, listenerCount } = createHost({
     database,
     openStorage: async () => {
@@ -97,10 +107,21 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
       return options.crashPoints === false ? storage : watchCommits(storage);
     },
     // A reload carries on by itself: tasks the crash left running are taken again directly.
-    harness: { registry, settings: options.settings, models: options.models, env: options.env, resume: options.autoResume !== false },
+    harness: {
+      registry,
+      settings: options.settings,
+      models: options.models,
+      env: options.env,
+      resume: options.autoResume !== false,
+      ...(follow ? { lease: follow.lease } : {}),
+    },
     ownership: webLocksOwnership(database),
     methods: options.methods,
-    onReady: options.onReady,
+    onReady: (harness) => {
+      follow?.attach(harness);
+      return options.onReady?.(harness);
+    },
+    ...(follow ? { leave: () => follow.leave() } : {}),
     crashPoints: options.crashPoints,
     now: () => performance.now(),
     // A page paints at most once per animation frame; a worker has no frames of its own.

@@ -184,6 +184,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     disarmCrashPoint: serve("disarmCrashPoint"),
     close: () => copyService.close(),
     requestTakeover() {},
+    leave() {},
     rootConversation: serve("rootConversation"),
     createConversation: serve("createConversation"),
     listConversations: serve("listConversations"),

@@ -32,6 +32,8 @@ export interface HostOptions {
   ownership?: Ownership;
   /** Extra methods for `client.call(name, ...args)`. */
   methods?: Record<string, HostMethod>;
+  /** The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). */
+  leave?: () => void;
   /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
   onReady?: (harness: Harness) => void | Promise<void>;
   /**
@@ -113,6 +115,7 @@ export function createHost(options: HostOptions): ServedHost {
       recovered: harness.recovery.tasks.map((task) => task.id),
       recovery: harness.recovery,
       openMs: options.now() - started,
+      ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
     });
     await options.onReady?.(harness);
     return harness;
@@ -254,6 +257,10 @@ export function createHost(options: HostOptions): ServedHost {
     close: () => closeCleanly("close"),
     requestTakeover() {
       ownership?.requestTakeover();
+    },
+    leave() {
+      options.leave?.();
+      if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
     },
     async rootConversation(agent) {
       return (await requireHarness().root(ctx, agent ? { agent } : {})).id;

@@ -31,7 +31,7 @@ export type HarnessStatus =
    * set by a browser page's client: "leader" when this tab's worker has the database open, "follower" when
    * the tab reaches the leader tab's worker (the status is then the leader's).
    */
-  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number; role?: TabRole }
+  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number; role?: TabRole; runs?: Runs }
   /**
    * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
    * `retryInMs`). Calls made now wait for the connection; a reconnect brings the host's own status back.
@@ -40,6 +40,12 @@ export type HarnessStatus =
   | { kind: "failed"; error: ErrorShape }
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };
+
+/**
+ * Under a lease (a worker following its Durable Object, decision 0035): "here" while this host's harness holds the
+ * lease and runs the work, "elsewhere" while another place does (the harness here is read-only, or handed over).
+ */
+export type Runs = "here" | "elsewhere";
 
 /** A browser tab's part: its own worker has the database open (leader), or it talks to the leader's (follower). */
 export type TabRole = "leader" | "follower";
@@ -102,6 +108,11 @@ export interface HarnessService {
   close(): Promise<void>;
   /** Asks the host that owns the database to close it cleanly, so this one can open it. */
   requestTakeover(): void;
+  /**
+   * The page leaves (its client sends it at `pagehide`): a worker that holds its object's lease hands it over at
+   * once (`serveHarness({ follow })`, decision 0035); anywhere else nothing happens (a reload is still the crash).
+   */
+  leave(): void;
   // The agent: conversations, submissions and their live views.
   /** The root conversation's id (created on first use); `agent` is applied when it changes the stored config. */
   rootConversation(agent?: AgentChange): Promise<number>;
@@ -244,6 +255,7 @@ export const PROTOCOL = {
   disarmCrashPoint: row("call", none, { retry: "safe", exposure: "power" }),
   close: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   requestTakeover: row("call", none, { exposure: "page", servedToPages: false, local: true }),
+  leave: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   rootConversation: row("call", args([], [agentChange]), { retry: "safe", exposure: configuresWith }),
   createConversation: row("call", args([], [agentChange]), { exposure: configuresWith }),
   listConversations: row("call", none, { retry: "safe", exposure: "page" }),

@@ -138,7 +138,15 @@ class DemoApp {
 
   start(): void {
     const hold = [...this.#beforeResume].some((step) => step.needed());
-    this.config = { settings: savedSettings(), paused: this.paused || hold, tab: this.tab, probeReplay: savedProbeReplay() };
+    // `?follow=ws://…/follow` (npm run start:edge): this tab's worker runs under the Durable Object's lease.
+    const follow = new URLSearchParams(location.search).get("follow");
+    this.config = {
+      settings: savedSettings(),
+      paused: this.paused || hold,
+      tab: this.tab,
+      probeReplay: savedProbeReplay(),
+      ...(follow ? { follow } : {}),
+    };
     // `?edge=ws://…` (npm run start:edge): the harness runs in a Durable Object instead of this tab's worker.
     const edge = new URLSearchParams(location.search).get("edge");
     const next = edge

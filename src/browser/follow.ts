@@ -1,0 +1,122 @@
+/**
+ * The tab's worker under its Durable Object's lease (`serveHarness({ follow: { url } })`, decisions 0031 and 0035):
+ * a follow link from the worker to the object's `/follow` socket, the lease asked of the object over it, every
+ * stored transaction pushed live while this tab holds the lease, and the hand-over when the page leaves.
+ *
+ * - Opened under the object's lease: granted, the tab runs the work and mirrors it, and before an external effect
+ *   waits until the object acknowledged the commit that recorded it (`confirm`, decision 0032); refused (the object
+ *   or another device holds it), the harness opens read-only (S5) and the agent runs there.
+ * - Leaving (`pagehide`, told by the page's client): a leaving page's worker has about one task's worth of time
+ *   (decision 0035), so it does not drain: it gives up writing at once at its head, sends what the object lacks and
+ *   the release in the same task. The phases it cut stay `running`: the object counts their restarts, as after a
+ *   crash. A tab that could not finish (a closed browser, a crashed renderer) is covered by the lease's expiry.
+ * - The socket comes back by itself after a drop (doubling delays up to 10 s); the link sends again what was not
+ *   answered, the mirror pushes what was not acknowledged.
+ */
+
+import { type Clock, systemClock } from "../base/clock.ts";
+import { BACKGROUND_CONTEXT } from "../base/context.ts";
+import { FollowLink } from "../follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../follow/mirror.ts";
+import type { Harness, LeaseOptions } from "../harness.ts";
+import type { SocketLike } from "./socket.ts";
+
+export interface FollowObjectOptions {
+  /** The object's follow link: the URL of its `/follow` socket (ws:, wss:, http: or https:). */
+  url: string;
+  /** This tab's name in the lease (the object calls itself "object"). Default "tab". */
+  place?: string;
+  /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
+  connect?: (url: string) => SocketLike;
+}
+
+/** Where the agent of a following tab runs now. */
+export type FollowPlace = "here" | "elsewhere";
+
+/** A worker's follow link, as `serveHarness` wires it. */
+export interface TabFollow {
+  /** `HarnessOptions.lease` for the worker's harness: this tab's place, the object as the arbiter. */
+  readonly lease: LeaseOptions;
+  /** The harness opened: mirrors it when it holds the lease. */
+  attach(harness: Harness): void;
+  /** The page leaves (its `pagehide`): hands the lease to the object at once, when this tab holds it. */
+  leave(): void;
+  /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
+  readonly place: FollowPlace;
+  /** Stops the link (the worker's harness closed for good). */
+  close(): void;
+}
+
+/** Opens the worker's follow link to the object at `options.url`. */
+export function followObject(options: FollowObjectOptions, clock: Clock = systemClock): TabFollow {
+  const url = options.url.replace(/^http/, "ws");
+  const place = options.place ?? "tab";
+  const connect = options.connect ?? ((target: string) => new WebSocket(target) as SocketLike);
+  let socket: SocketLike | undefined;
+  let closed = false;
+  let failures = 0;
+  let mirror: Mirror | undefined;
+  let harness: Harness | undefined;
+  const link = new FollowLink({
+    clock,
+    send: (frame) => {
+      if (!socket) throw new Error("the follow link is down");
+      socket.send(frame);
+    },
+  });
+
+  const open = () => {
+    if (closed) return;
+    const ws = (socket = connect(url));
+    let lost = false;
+    ws.addEventListener("open", () => {
+      failures = 0;
+      link.connected();
+    });
+    ws.addEventListener("message", (event) => link.receive(event.data));
+    const drop = () => {
+      if (lost) return;
+      lost = true;
+      if (socket === ws) socket = undefined;
+      link.disconnected();
+      if (!closed) clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
+    };
+    ws.addEventListener("close", drop);
+    ws.addEventListener("error", drop);
+  };
+  open();
+
+  return {
+    lease: {
+      place,
+      arbiter: remoteArbiter(link),
+      // Before an external effect the object must hold the commit that recorded it (decision 0032).
+      confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),
+    },
+    attach(opened) {
+      harness = opened;
+      if (opened.readOnly || !opened.lease) return; // another place holds the lease: it runs the work
+      mirror?.stop();
+      mirror = new Mirror({ harness: opened, link, clock });
+    },
+    leave() {
+      const leaving = mirror;
+      mirror = undefined;
+      if (!leaving || harness?.closed) return;
+      // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),
+      // then the rest and the release sent in the same tick (Mirror.leave's eager path).
+      void harness!
+        .handOver(BACKGROUND_CONTEXT, { drain: false })
+        .then((mark) => leaving.leave(mark, BACKGROUND_CONTEXT))
+        .catch(() => {});
+    },
+    get place(): FollowPlace {
+      return harness && !harness.readOnly && !harness.closed && mirror ? "here" : "elsewhere";
+    },
+    close() {
+      closed = true;
+      mirror?.stop();
+      socket?.close(1000, "the worker closed its harness");
+    },
+  };
+}
