@@ -273,6 +273,7 @@ export class Scheduler {
         this.#resolver.forget(task.id);
         this.#waiters.resolve(task.id, () => cloneJson(task));
       }
+      if (this.#session.readOnly) continue; // a follower (decision 0034) never runs a pass: nothing to mark for one
       if ((status === "terminal" || status === "completing") && task.state.outcome.status !== "completed") this.#failed.add(task.id);
       const runningHere = invocation !== undefined && status === "running" && !task.abortRequested;
       if (!runningHere) this.#dirty.add(task.id);
