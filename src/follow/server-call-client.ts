@@ -9,7 +9,7 @@ import type { ServerCallAnswer, ServerCallPort, ServerCallRequest } from "../age
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { InvalidArguments } from "../errors.ts";
+import { ConnectionLost, InvalidArguments } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import { RESEND_MS } from "./handover.ts";
@@ -118,4 +118,27 @@ export async function serveServerCall(calls: ServerCalls, message: unknown, send
     const { stack: _stack, ...refusal } = serializeError(error);
     send({ type: "answer", id, error: refusal });
   }
+}
+
+/**
+ * The port over a follow link that answers calls by request id (`FollowLink.call`): each ask is one call of topic
+ * `server-tools`; a lost connection (`ConnectionLost`) asks again `RESEND_MS` later on the harness clock (the server
+ * answers it from its store), and the answer is checked as a `ServerCallAnswer` before the harness trusts it.
+ */
+export function linkServerCalls(link: { call(topic: string, method: string, args: Json[]): Promise<Json> }, clock: Clock): ServerCallPort {
+  return {
+    async call(request, context) {
+      for (;;) {
+        try {
+          const value = await waitFor(link.call(SERVER_TOOLS_TOPIC, "call", [request as unknown as Json]), context);
+          const problem = serverCallAnswer(value, "the server's answer");
+          if (problem) throw new InvalidArguments("serverCall", problem);
+          return value as unknown as ServerCallAnswer;
+        } catch (error) {
+          if (!(error instanceof ConnectionLost)) throw error;
+          await waitFor(new Promise<void>((resolve) => clock.setTimer(RESEND_MS, resolve)), context);
+        }
+      }
+    },
+  };
 }

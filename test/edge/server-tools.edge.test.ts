@@ -2,7 +2,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/base/clock.ts";
 import { FollowLink } from "../../src/follow/link-client.ts";
 import { remoteArbiter } from "../../src/follow/mirror.ts";
-import type { ServerCallRequest } from "../../src/index.ts";
+import { linkServerCalls } from "../../src/follow/server-call-client.ts";
+import {
+  createRegistry,
+  BACKGROUND_CONTEXT as ctx,
+  defineExtension,
+  defineTool,
+  Harness,
+  type ServerCallRequest,
+  type ToolResultEntryPayload,
+} from "../../src/index.ts";
+import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import { answer, callTool, ScriptedModels, texts } from "../agent-support.ts";
 import { type Edge, pause, startEdge } from "./support.ts";
 
 // Issue 27 item 5 (decision 0036) in workerd: the object in follow mode serves the tab's server tool calls on the
@@ -104,6 +115,40 @@ describe("server tools on the object in follow mode (decision 0036)", () => {
     await until("the follow socket opens", () => tab.open);
     const { epoch } = await remoteArbiter(tab.link).acquire("tab", 0);
     await expect(tab.link.call("server-tools", "call", [request(epoch) as never])).rejects.toMatchObject({ name: "NotAuthorized" });
+    tab.stop();
+  }, 60_000);
+
+  it("S8 a tab's agent under the object's lease calls the server tool: the object runs it, the tab commits its answer", async () => {
+    const name = "server-tools-tab";
+    const tab = followLink(edge, name, "alice");
+    await until("the follow socket opens", () => tab.open);
+    const tabTool = defineTool<{ amount: number }>({
+      name: "charge",
+      description: "Charge the card on file",
+      parameters: { type: "object", properties: { amount: { type: "number" } }, required: ["amount"] },
+      runsOn: "server",
+      execute: () => {
+        throw new Error("the tab has no payment key");
+      },
+    });
+    const models = new ScriptedModels([callTool("charge", { amount: 5 }, "call_tab"), answer("paid")]);
+    const harness = await Harness.open(
+      await openSqliteStorage({ vfs: "memory" }),
+      {
+        registry: createRegistry().install(defineExtension({ name: "shop", tools: [tabTool] })),
+        models: models.api,
+        lease: { place: "tab", arbiter: remoteArbiter(tab.link) },
+        serverCalls: linkServerCalls(tab.link, systemClock),
+      },
+      ctx,
+    );
+    expect(harness.lease?.place).toBe("tab");
+    const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
+    const submission = await root.submit({ type: "input", content: "pay", requestId: "pay" }, ctx);
+    expect((await submission.wait(ctx)).status).toBe("done");
+    const results = (await root.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result");
+    expect(results.map((entry) => texts((entry.payload as unknown as ToolResultEntryPayload).message))).toEqual([["charged 5 (run 1)"]]);
+    await harness.close(ctx);
     tab.stop();
   }, 60_000);
 });
