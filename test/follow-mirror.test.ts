@@ -227,6 +227,37 @@ describe("the hand-over over the link (issue 27 item 3)", () => {
     await world.tab.close(ctx);
   });
 
+  it("S11: the holder's push at its own epoch carrying a transaction stamped with an epoch never minted is refused, nothing applied; the hand-over still takes over at epoch 2", async () => {
+    let handed: { position: number } | undefined;
+    let forged = false;
+    const world: Awaited<ReturnType<typeof followWorld>> = await followWorld({
+      onLine: (place, line) => {
+        if (place === "tab" && line === "tick 2") queueMicrotask(() => void world.mirror.handOver(ctx).then((mark) => (handed = mark)));
+      },
+    });
+    await runUntil(world.clock, () => world.mirror.acknowledged === world.tab.lease?.position);
+    const before = await rows(world.copy);
+    const next = (before.head?.position ?? 0) + 1;
+    const batch = { fence: { epoch: 99, position: next }, tasks: [], conversations: [], entries: [], submissions: [], documents: [] };
+    // On a connection of its own (say, a second tab of the same caller): its answer goes there.
+    const replies: string[] = [];
+    await world.end.receive(
+      encodeFollowMessage({ type: "push", from: "tab", epoch: 1, batches: [batch], parts: [] }),
+      (frame) => replies.push(frame),
+      () => true,
+    );
+    forged = true;
+    expect(replies.map((frame) => JSON.parse(frame).error?.name)).toEqual([new LeaseNotHeld("x", "").name]);
+    expect(await rows(world.copy)).toEqual(before);
+    world.tab.resume();
+    await runUntil(world.clock, () => handed !== undefined);
+    const object = (await world.end.harness)!;
+    expect(forged && object.lease).toMatchObject({ place: "object", epoch: 2 });
+    await runUntil(world.clock, async () => (await object.getTask(world.taskId, ctx))?.state.status === "terminal");
+    expect(world.printed.map(([, line]) => line)).toEqual(["tick 1", "tick 2", "tick 3", "tick 4", "tick 5"]);
+    await object.close(ctx);
+  });
+
   it("a lease call delivered twice is answered twice with the same grant: one epoch minted", async () => {
     const world = await followWorld();
     const epoch = world.record().epoch;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { Arrival, Departure, type HandOverMessage } from "../src/follow/handover.ts";
-import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createRegistry, Harness, LeaseNotHeld, MemoryStorage, type Storage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { Link } from "../src/testing/two-places/link.ts";
 import { ctx, flush } from "./support.ts";
@@ -47,5 +47,43 @@ describe("the hand-over keeps what the leaving place committed (decision 0029)",
     const notes = await harness.storage.listDocuments("notes");
     expect(notes).toHaveLength(100);
     await harness.close(ctx);
+  });
+
+  it("S11: a push carrying a transaction under an epoch the arbiter never granted is refused, nothing applied; the object still takes over at epoch 2", async () => {
+    const clock = createManualClock(1_000);
+    const arbiter = memoryArbiter({ clock, ttlMs: 30_000 });
+    const tabStorage = new MemoryStorage();
+    const tab = await Harness.open(tabStorage, { registry: createRegistry(), clock, lease: { place: "tab", arbiter } }, ctx);
+    const root = await tab.root(ctx);
+    await root.commit((tx) => tx.setDocument("notes", "real", 1), ctx);
+    const log = await tabStorage.readLog(0, 100);
+    const objectStorage = new MemoryStorage();
+    const sent: HandOverMessage[] = [];
+    const object = await Arrival.start({
+      place: "object",
+      storage: objectStorage,
+      arbiter,
+      clock,
+      send: (message) => sent.push(message),
+      open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+    });
+    // The holder's push, its first transaction re-stamped under epoch 99 (the arbiter minted 1) and rewritten.
+    const first = log[0]!;
+    const forged = {
+      ...first,
+      fence: { epoch: 99, position: first.fence.position },
+      documents: [{ scope: "notes", key: "forged", value: 1 }],
+    };
+    await expect(object.receive({ type: "push", from: "tab", batches: [forged] })).rejects.toThrow(LeaseNotHeld);
+    expect(await objectStorage.listDocuments("notes")).toEqual([]);
+    // The honest push and the hand-over go on as if the forged one never came.
+    const mark = await tab.handOver(ctx);
+    await object.receive({ type: "push", from: "tab", batches: await tabStorage.readLog(0, 100) });
+    await object.receive({ type: "release", from: "tab", epoch: mark.epoch, position: mark.position });
+    expect(sent.at(-1)).toEqual({ type: "taken", epoch: 2 });
+    const harness = (await object.harness)!;
+    expect((await harness.storage.listDocuments("notes")).map((note) => note.key)).toEqual(["real"]);
+    await harness.close(ctx);
+    await flush(1);
   });
 });

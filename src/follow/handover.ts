@@ -213,6 +213,14 @@ export class Arrival {
       // The holder is handing over and is heard from: its lease holds until the release, however many pushes the
       // rest of its log takes (an expiry now would take over from part of it).
       const record = this.#arbiter.record;
+      // No place writes under an epoch the arbiter never minted: a copy that took one would refuse every honest
+      // transaction after it as stale, and the takeover's own epoch too (the object wedged for good).
+      const unminted = message.batches.find((batch) => batch.fence.epoch > record.epoch);
+      if (unminted)
+        throw new LeaseNotHeld(
+          message.from,
+          `epoch ${unminted.fence.epoch} was never granted (the lease is at ${record.epoch}); nothing applied`,
+        );
       if (record.holder === message.from) await this.#arbiter.renew(message.from, record.epoch).catch(() => {});
       this.#head = await applyPushed(this.#storage, this.#head, message.batches, this.#apply);
       this.#send({ type: "ack", head: this.#head });
