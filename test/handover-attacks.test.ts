@@ -86,4 +86,38 @@ describe("the hand-over keeps what the leaving place committed (decision 0029)",
     await harness.close(ctx);
     await flush(1);
   });
+
+  it("S11: a copy whose store fails in the middle of a push keeps what it stored: the next push continues from there (before: LogOutOfOrder for good)", async () => {
+    const clock = createManualClock(1_000);
+    const arbiter = memoryArbiter({ clock, ttlMs: 30_000 });
+    const tabStorage = new MemoryStorage();
+    const tab = await Harness.open(tabStorage, { registry: createRegistry(), clock, lease: { place: "tab", arbiter } }, ctx);
+    const root = await tab.root(ctx);
+    for (let n = 0; n < 3; n++) await root.commit((tx) => tx.setDocument("notes", `note-${n}`, n), ctx);
+    const log = await tabStorage.readLog(0, 100);
+    const copy = new MemoryStorage();
+    // The copy's store fails once, at the push's third transaction (a platform's storage hiccup, say).
+    let failAt: number | undefined = log[2]!.fence.position;
+    const sent: HandOverMessage[] = [];
+    const object = await Arrival.start({
+      place: "object",
+      storage: copy,
+      arbiter,
+      clock,
+      send: (message) => sent.push(message),
+      open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+      apply: (batch) => {
+        if (batch.fence.position !== failAt) return copy.apply(batch);
+        failAt = undefined;
+        return Promise.reject(new Error("storage hiccup"));
+      },
+    });
+    await expect(object.receive({ type: "push", from: "tab", batches: log })).rejects.toThrow("storage hiccup");
+    expect(object.head).toBe(log[1]!.fence.position);
+    // The tab sends the same again (it heard no acknowledgement): the copy continues and acknowledges the whole.
+    await object.receive({ type: "push", from: "tab", batches: log });
+    expect(sent.at(-1)).toEqual({ type: "ack", head: log.at(-1)!.fence.position });
+    expect((await copy.listDocuments("notes")).map((note) => note.key)).toEqual(["note-0", "note-1", "note-2"]);
+    await tab.close(ctx);
+  });
 });

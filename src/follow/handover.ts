@@ -222,7 +222,14 @@ export class Arrival {
           `epoch ${unminted.fence.epoch} was never granted (the lease is at ${record.epoch}); nothing applied`,
         );
       if (record.holder === message.from) await this.#arbiter.renew(message.from, record.epoch).catch(() => {});
-      this.#head = await applyPushed(this.#storage, this.#head, message.batches, this.#apply);
+      // The head moves with each stored transaction: a store that fails in the middle of a push keeps what it stored
+      // (a head left behind would refuse every later push as out of order).
+      const store = this.#apply ?? ((batch: LoggedBatch) => this.#storage.apply(batch));
+      const apply = async (batch: LoggedBatch) => {
+        await store(batch);
+        this.#head = batch.fence.position;
+      };
+      this.#head = await applyPushed(this.#storage, this.#head, message.batches, apply);
       this.#send({ type: "ack", head: this.#head });
       return;
     }
