@@ -14,10 +14,14 @@
  *   answered, the mirror pushes what was not acknowledged.
  */
 
+import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
+import { answerForwarded } from "../follow/forwarding.ts";
 import { FollowLink } from "../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../follow/mirror.ts";
+import { linkServerCalls } from "../follow/server-call-client.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { SocketLike } from "./socket.ts";
 
@@ -37,6 +41,11 @@ export type FollowPlace = "here" | "elsewhere";
 export interface TabFollow {
   /** `HarnessOptions.lease` for the worker's harness: this tab's place, the object as the arbiter. */
   readonly lease: LeaseOptions;
+  /**
+   * `HarnessOptions.serverCalls` for the worker's harness: a tool declared `runsOn: "server"` is asked of the object
+   * over the link while this tab holds the lease (decision 0036), never run in the tab.
+   */
+  readonly serverCalls: ServerCallPort;
   /** The harness opened: mirrors it when it holds the lease. */
   attach(harness: Harness): void;
   /** The page leaves (its `pagehide`): hands the lease to the object at once, when this tab holds it. */
@@ -93,8 +102,15 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       // Before an external effect the object must hold the commit that recorded it (decision 0032).
       confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),
     },
+    serverCalls: linkServerCalls(link, clock),
     attach(opened) {
       harness = opened;
+      // Writes another device made at the object's copy, forwarded to the holder (decision 0034): checked there as
+      // hostile, refused by a read-only harness (ReadOnlySession) when this tab does not hold the lease.
+      link.serve(
+        "forward",
+        (method, args) => answerForwarded(opened, { method, args }, BACKGROUND_CONTEXT) as Promise<unknown> as Promise<Json>,
+      );
       if (opened.readOnly || !opened.lease) return; // another place holds the lease: it runs the work
       mirror?.stop();
       mirror = new Mirror({ harness: opened, link, clock });

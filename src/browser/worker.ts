@@ -113,7 +113,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
       models: options.models,
       env: options.env,
       resume: options.autoResume !== false,
-      ...(follow ? { lease: follow.lease } : {}),
+      ...(follow ? { lease: follow.lease, serverCalls: follow.serverCalls } : {}),
     },
     ownership: webLocksOwnership(database),
     methods: options.methods,

@@ -1,0 +1,100 @@
+import { describe, expect, it } from "vitest";
+import { followObject } from "../src/browser/follow.ts";
+import type { SocketLike } from "../src/browser/socket.ts";
+import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
+import { encodeFollowMessage } from "../src/follow/wire.ts";
+import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { ctx } from "./support.ts";
+
+/**
+ * The worker's follow link as `serveHarness({ follow })` wires it (src/browser/follow.ts), over an in-memory socket to
+ * a real ObjectEnd: the tab answers the object's forwarded writes (decision 0034) and asks the object for its server
+ * tools (decision 0036) on that link.
+ */
+async function tabAndObject() {
+  const clock = createManualClock(1_000);
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: new MemoryStorage(),
+    book,
+    clock,
+    open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+  });
+  const fromTab: string[] = [];
+  const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
+  const toTab = (frame: string) =>
+    setTimeout(() => {
+      for (const listener of listeners.message!) listener({ data: frame });
+    }, 0);
+  const socket: SocketLike = {
+    send(frame) {
+      fromTab.push(frame);
+      setTimeout(() => void end.receive(frame, toTab, () => true), 0);
+    },
+    close() {},
+    addEventListener(type: string, listener: (event?: { data: unknown }) => void) {
+      listeners[type]!.push(listener);
+    },
+  } as SocketLike;
+  const follow = followObject({ url: "ws://object/follow", connect: () => socket }, clock);
+  setTimeout(() => {
+    for (const listener of listeners.open!) listener();
+  }, 0);
+  const tab = await Harness.open(
+    await openSqliteStorage({ vfs: "memory" }),
+    { registry: createRegistry(), clock, lease: follow.lease, serverCalls: follow.serverCalls },
+    ctx,
+  );
+  follow.attach(tab);
+  return { tab, end, follow, fromTab, toTab };
+}
+
+describe("a tab's follow link (decisions 0034, 0036)", () => {
+  it("0034: a write another device made at the object's copy, forwarded to the tab that holds the lease, is admitted once and answered", async () => {
+    const { tab, fromTab, toTab, follow } = await tabAndObject();
+    expect(follow.place).toBe("here");
+    const root = await tab.root(ctx, { agent: { model: "faux/faux-1" } });
+    const forward = { type: "call", id: "object:1", topic: "forward", method: "submit" } as const;
+    const draft = { type: "input", content: "from the phone", requestId: "phone-1" };
+    // Sent twice (the object resends until answered): one submission.
+    toTab(encodeFollowMessage({ ...forward, args: [root.id, draft] }));
+    toTab(encodeFollowMessage({ ...forward, args: [root.id, draft] }));
+    await expect.poll(() => fromTab.filter((frame) => frame.includes('"object:1"')).length).toBe(2);
+    const answers = fromTab.filter((frame) => frame.includes('"object:1"')).map((frame) => JSON.parse(frame));
+    expect(answers.every((answer) => answer.type === "answer" && answer.value?.method === "submit")).toBe(true);
+    expect(new Set(answers.map((answer) => answer.value.submissionId)).size).toBe(1);
+    const submissions = await tab.query("SELECT COUNT(*) AS n FROM submissions");
+    expect(submissions[0]!.n).toBe(1);
+    follow.close();
+    await tab.close(ctx);
+  });
+
+  it("0036: the tab's serverCalls ask the object's server-tools topic over the link and resolve with its answer", async () => {
+    const { tab, end, follow } = await tabAndObject();
+    const asked: unknown[] = [];
+    end.serve("server-tools", async (_method, args) => {
+      asked.push(args[0]);
+      return { result: { content: [{ type: "text", text: "charged 5" }], isError: false }, ending: "returned" };
+    });
+    const request = {
+      place: "tab",
+      epoch: tab.lease!.epoch,
+      conversationId: 1,
+      taskId: 2,
+      callId: "call-1",
+      tool: "charge",
+      arguments: { amount: 5 },
+      replay: "unsafe" as const,
+    };
+    const answer = await follow.serverCalls.call(request, ctx);
+    expect(answer).toMatchObject({ ending: "returned", result: { content: [{ type: "text", text: "charged 5" }] } });
+    expect(asked).toEqual([request]);
+    follow.close();
+    await tab.close(ctx);
+  });
+});
