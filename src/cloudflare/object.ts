@@ -166,6 +166,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           storage: await copy,
           book,
           answers: objectAnswers(storage),
+          watchExpiry: false, // the alarm watches it (#armExpiry): a pending timer would keep the object from hibernating
           clock: systemClock,
           open: async () => {
             gate.open();

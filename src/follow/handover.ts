@@ -144,6 +144,11 @@ export interface ArrivalOptions {
    * what watches the copy hears each applied transaction as if committed there.
    */
   apply?(batch: LoggedBatch): Promise<void>;
+  /**
+   * Whether the lease's expiry is watched by a timer on `clock` (default true). A Durable Object passes false:
+   * its alarm watches the expiry (`checkExpiry`), and a pending timer would keep it from hibernating.
+   */
+  watchExpiry?: boolean;
 }
 
 /**
@@ -158,6 +163,7 @@ export class Arrival {
   readonly #send: (message: HandOverMessage) => void;
   readonly #open: (storage: Storage, lease: LeaseOptions) => Promise<Harness>;
   readonly #apply: ((batch: LoggedBatch) => Promise<void>) | undefined;
+  readonly #watches: boolean;
   #head: number;
   #harness: Promise<Harness> | undefined;
   #cancel: (() => void) | undefined;
@@ -172,6 +178,7 @@ export class Arrival {
     this.#send = options.send;
     this.#open = options.open;
     this.#apply = options.apply;
+    this.#watches = options.watchExpiry ?? true;
     this.#head = head;
   }
 
@@ -267,6 +274,7 @@ export class Arrival {
 
   /** Checks the lease's expiry on the harness clock; takes the lease once it passed (a lost release). */
   #watch(): void {
+    if (!this.#watches) return;
     this.#cancel = this.#clock.setTimer(RESEND_MS, () => {
       const record = this.#arbiter.record;
       const expired = record.holder !== undefined && this.#clock.now() >= (record.expiresAt ?? Infinity);

@@ -58,6 +58,8 @@ export interface ObjectEndOptions {
    * would otherwise mint another epoch. Default: in memory only.
    */
   answers?: AnswerStore;
+  /** Whether a timer on `clock` watches the lease's expiry (default true; an object's alarm does it instead). */
+  watchExpiry?: boolean;
 }
 
 /** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
@@ -108,6 +110,7 @@ export class ObjectEnd {
         return harness;
       },
       ...(options.apply ? { apply: options.apply } : {}),
+      ...(options.watchExpiry === false ? { watchExpiry: false } : {}),
     });
     end = new ObjectEnd(options, arrival);
     end.#holder = holder;

@@ -296,6 +296,28 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     tab.socket.stop();
   });
 
+  it("a lost release while the object stays in memory: its alarm (no timer of its own) takes the lease at the expiry", async () => {
+    const name = "expiry-awake";
+    const tab = await openTab(edge, name);
+    const root = await tab.harness.root(ctx);
+    await root.commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 6 },
+        ),
+      ctx,
+    );
+    tab.harness.resume();
+    await until("tick 2 acknowledged", () => tab.printed.length >= 2 && tab.mirror.acknowledged >= 5);
+    const mark = edge.printed.lines.length;
+    tab.mirror.stop();
+    tab.socket.stop();
+    await tab.harness.handOver(ctx); // its release is never sent
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 6"), "the object's tick 6 after the expiry");
+    expect((await state(name)).lease).toMatchObject({ epoch: 2, holder: "object" });
+  }, 60_000);
+
   it("a lost release is covered by the lease's expiry after a real eviction: workerd restarts, the alarm fires, the object finishes", async () => {
     const name = "expiry";
     const tab = await openTab(edge, name);
