@@ -191,4 +191,14 @@ describe("follow wire: hostile frames are refused with typed errors (issue 27 it
     expect(() => parseJoinedBatch('{"fence":', { epoch: 1, position: 1 })).toThrow(FollowMessageRefused);
     expect(() => joining.add({ epoch: 1, position: 1, index: 5, count: 5, text: "" }, 0)).toThrow(FollowMessageRefused);
   });
+
+  it("0031: a receiver holds no more of a transaction's parts than its storage could store (the row limit), however many parts arrive", () => {
+    const joining = new Reassembly(2_000);
+    const part = (index: number) => ({ epoch: 1, position: 1, index, count: 4_000, text: "x".repeat(900) });
+    expect(joining.add(part(0), 0)).toBeUndefined();
+    expect(joining.add(part(1), 0)).toBeUndefined();
+    expect(() => joining.add(part(2), 0)).toThrow(/more than 2000 bytes/);
+    // What it held is dropped: the same position starts again from its first part.
+    expect(joining.add(part(0), 0)).toBeUndefined();
+  });
 });

@@ -98,3 +98,68 @@ describe("a tab's follow link (decisions 0034, 0036)", () => {
     await tab.close(ctx);
   });
 });
+
+describe("the object's end answers a call once (decision 0031)", () => {
+  it("0031: a call resent while it is still being answered gets one answer, on the connection that asked last", async () => {
+    const clock = createManualClock(1_000);
+    let record: LeaseRecord = { epoch: 0 };
+    const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+    const end = await ObjectEnd.start({
+      place: "object",
+      storage: new MemoryStorage(),
+      book,
+      clock,
+      open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+    });
+    let finish!: () => void;
+    const running = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    let runs = 0;
+    end.serve("server-tools", async () => {
+      runs++;
+      await running;
+      return { result: { content: [{ type: "text", text: "done" }], isError: false }, ending: "returned" };
+    });
+    const request = { place: "tab", epoch: 1, conversationId: 1, taskId: 2, callId: "c", tool: "t", arguments: {}, replay: "safe" };
+    const frame = encodeFollowMessage({ type: "call", id: "tab:1", topic: "server-tools", method: "call", args: [request] });
+    const first: string[] = [];
+    const second: string[] = [];
+    const asked = [
+      end.receive(
+        frame,
+        (f) => first.push(f),
+        () => true,
+      ),
+    ];
+    for (let i = 0; i < 5; i++)
+      asked.push(
+        end.receive(
+          frame,
+          (f) => first.push(f),
+          () => true,
+        ),
+      );
+    asked.push(
+      end.receive(
+        frame,
+        (f) => second.push(f),
+        () => true,
+      ),
+    ); // the tab reconnected and asked again
+    await expect.poll(() => runs).toBe(1);
+    finish();
+    await Promise.all(asked);
+    expect(first).toEqual([]);
+    expect(second).toHaveLength(1);
+    expect(JSON.parse(second[0]!)).toMatchObject({ type: "answer", id: "tab:1", value: { ending: "returned" } });
+    // Asked again after it was answered: the remembered answer, once more, and the tool not run again.
+    await end.receive(
+      frame,
+      (f) => first.push(f),
+      () => true,
+    );
+    expect(first).toHaveLength(1);
+    expect(runs).toBe(1);
+  });
+});

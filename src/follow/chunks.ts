@@ -97,6 +97,8 @@ export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET
  * contradicts the ones held (another epoch or count) starts that position again.
  */
 export class Reassembly {
+  /** At most this many characters held for one transaction (at most its UTF-8 bytes). */
+  readonly #limit: number;
   #position = 0;
   #epoch = 0;
   #texts: Array<string | undefined> = [];
@@ -104,8 +106,16 @@ export class Reassembly {
   #chars = 0;
 
   /**
+   * `maxBytes`: the largest transaction the receiver can store (its storage's row limit: the log's tail keeps a
+   * transaction in one row); nothing larger is held while its parts arrive. Default `MAX_TRANSACTION_BYTES`.
+   */
+  constructor(maxBytes: number = MAX_TRANSACTION_BYTES) {
+    this.#limit = Math.min(maxBytes, MAX_TRANSACTION_BYTES);
+  }
+
+  /**
    * Takes `part` for a copy at `head`; returns the transaction's JSON text once every part is there.
-   * `FollowMessageRefused` (`size`) for a transaction past `MAX_TRANSACTION_BYTES` or `MAX_PARTS`.
+   * `FollowMessageRefused` (`size`) for a transaction past the limit or `MAX_PARTS`.
    */
   add(part: BatchPart, head: number): string | undefined {
     if (part.position !== head + 1) return undefined;
@@ -113,9 +123,9 @@ export class Reassembly {
       throw new FollowMessageRefused("shape", `part ${part.index} of ${part.count} (at most ${MAX_PARTS} parts)`);
     if (part.position !== this.#position || part.epoch !== this.#epoch || part.count !== this.#texts.length) this.#reset(part);
     if (this.#texts[part.index] === undefined) {
-      if (this.#chars + part.text.length > MAX_TRANSACTION_BYTES) {
+      if (this.#chars + part.text.length > this.#limit) {
         this.#reset(part);
-        throw new FollowMessageRefused("size", `a transaction of more than ${MAX_TRANSACTION_BYTES} bytes`);
+        throw new FollowMessageRefused("size", `a transaction of more than ${this.#limit} bytes`);
       }
       this.#texts[part.index] = part.text;
       this.#held++;

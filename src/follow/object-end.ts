@@ -74,8 +74,10 @@ const REMEMBERED_ANSWERS = 512;
 export class ObjectEnd {
   readonly #options: ObjectEndOptions;
   readonly #arrival: Arrival;
-  readonly #joining = new Reassembly();
+  readonly #joining: Reassembly;
   readonly #answers = new Map<string, Promise<ObjectMessage>>();
+  /** Calls still being answered: where their answer goes (the connection that asked last; a resend asks again). */
+  readonly #waiting = new Map<string, (frame: string) => void>();
   readonly #handlers = new Map<string, ObjectTopicHandler>();
   readonly #line = new SerialQueue();
   /** The harness that holds the lease here, once open. */
@@ -86,6 +88,8 @@ export class ObjectEnd {
   private constructor(options: ObjectEndOptions, arrival: Arrival) {
     this.#options = options;
     this.#arrival = arrival;
+    // A transaction the copy could not store is not held while its parts arrive (a Durable Object's row: 2 MB).
+    this.#joining = new Reassembly(options.storage.maxRowBytes);
   }
 
   /**
@@ -164,6 +168,12 @@ export class ObjectEnd {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
       }
+      // A call still being answered is answered once, where it was asked last: a tab resends a long call (a server
+      // tool) every few hundred ms, and each resend must not queue another copy of the answer.
+      if (this.#waiting.has(id)) {
+        this.#waiting.set(id, reply);
+        return;
+      }
       let answer = this.#answers.get(id);
       const kept = answer ? undefined : topic === "lease" ? this.#options.answers?.get(id) : undefined;
       if (kept !== undefined) answer = Promise.resolve(kept as unknown as ObjectMessage);
@@ -181,6 +191,12 @@ export class ObjectEnd {
         }
         this.#answers.set(id, answer);
         if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
+        this.#waiting.set(id, reply);
+        const settled = await answer;
+        const to = this.#waiting.get(id) ?? reply;
+        this.#waiting.delete(id);
+        to(encodeFollowMessage(settled));
+        return;
       }
       reply(encodeFollowMessage(await answer));
       return;
