@@ -77,6 +77,19 @@ interface State {
 }
 
 /** A tab: a harness on sqlite-wasm in Node under the object's lease, its mirror on a follow socket. */
+/** Starts a counter to `to` in the tab's root conversation (not resumed yet); resolves with its task id. */
+async function startCounter(tab: { harness: Harness }, to: number): Promise<number> {
+  const root = await tab.harness.root(ctx);
+  return root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to },
+      ),
+    ctx,
+  );
+}
+
 async function openTab(edge: Edge, name: string, options: { leaveAt?: string } = {}) {
   const printed: string[] = [];
   const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
@@ -116,15 +129,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     const name = "handover";
     const mark = edge.printed.lines.length;
     const tab = await openTab(edge, name, { leaveAt: "tick 2" });
-    const root = await tab.harness.root(ctx);
-    const taskId = await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 5 },
-        ),
-      ctx,
-    );
+    const taskId = await startCounter(tab, 5);
     tab.harness.resume();
     // Live: the object's copy follows every transaction while the tab runs.
     await until("the first tick acknowledged", () => tab.printed.length >= 1 && tab.mirror.acknowledged >= 3);
@@ -151,15 +156,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
   it("ctx.abort() after a push was applied: the tab's mirror reconnects and resends from its tail; nothing is lost", async () => {
     const name = "abort-after-push";
     const tab = await openTab(edge, name);
-    const root = await tab.harness.root(ctx);
-    await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 5 },
-        ),
-      ctx,
-    );
+    await startCounter(tab, 5);
     tab.harness.resume();
     await until("a push acknowledged", () => tab.mirror.acknowledged >= 3);
     await edge.call("follow", name, "/abort").catch(() => {});
@@ -177,15 +174,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     const mark = edge.printed.lines.length;
     await edge.json("follow", name, "/arm");
     const tab = await openTab(edge, name, { leaveAt: "tick 2" });
-    const root = await tab.harness.root(ctx);
-    await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 4 },
-        ),
-      ctx,
-    );
+    await startCounter(tab, 4);
     tab.harness.resume();
     await until("the hand-over", () => tab.leaving());
     await tab.leaving(); // resolves on `taken`: from the next instance of the object
@@ -201,15 +190,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     const name = "abort-after-takeover";
     const mark = edge.printed.lines.length;
     const tab = await openTab(edge, name, { leaveAt: "tick 1" });
-    const root = await tab.harness.root(ctx);
-    await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 3 },
-        ),
-      ctx,
-    );
+    await startCounter(tab, 3);
     tab.harness.resume();
     await until("the hand-over", () => tab.leaving());
     await tab.leaving();
@@ -299,15 +280,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
   it("a lost release while the object stays in memory: its alarm (no timer of its own) takes the lease at the expiry", async () => {
     const name = "expiry-awake";
     const tab = await openTab(edge, name);
-    const root = await tab.harness.root(ctx);
-    await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 6 },
-        ),
-      ctx,
-    );
+    await startCounter(tab, 6);
     tab.harness.resume();
     await until("tick 2 acknowledged", () => tab.printed.length >= 2 && tab.mirror.acknowledged >= 5);
     const mark = edge.printed.lines.length;
@@ -321,15 +294,7 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
   it("a lost release is covered by the lease's expiry after a real eviction: workerd restarts, the alarm fires, the object finishes", async () => {
     const name = "expiry";
     const tab = await openTab(edge, name);
-    const root = await tab.harness.root(ctx);
-    const taskId = await root.commit(
-      (tx) =>
-        tx.createTask(
-          counterTask(() => {}),
-          { to: 6 },
-        ),
-      ctx,
-    );
+    const taskId = await startCounter(tab, 6);
     tab.harness.resume();
     await until("tick 2 acknowledged", () => tab.printed.length >= 2 && tab.mirror.acknowledged >= 5);
     // The tab vanishes without a release (a crash); workerd stops too: no object in memory, no timer alive.
