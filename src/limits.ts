@@ -303,3 +303,30 @@ function className(value: object): string {
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
   return typeof name === "string" && name !== "" ? name : "object with a prototype";
 }
+
+/**
+ * `text` cut into consecutive slices of at most `maxBytes` UTF-8 bytes each (at least 4), joined back by plain
+ * concatenation. A surrogate pair is never cut (a lone half would not survive as UTF-8 text).
+ */
+export function utf8Slices(text: string, maxBytes: number): string[] {
+  if (maxBytes < 4) throw new RangeError(`utf8Slices needs at least 4 bytes per slice, got ${maxBytes}`);
+  if (text.length * 3 <= maxBytes) return [text];
+  const slices: string[] = [];
+  let start = 0;
+  let bytes = 0;
+  for (let index = 0; index < text.length; ) {
+    const code = text.charCodeAt(index);
+    const pair = code >= 0xd800 && code <= 0xdbff && index + 1 < text.length && (text.charCodeAt(index + 1) & 0xfc00) === 0xdc00;
+    const units = pair ? 2 : 1;
+    const size = pair ? 4 : code < 0x80 ? 1 : code < 0x800 ? 2 : 3;
+    if (bytes + size > maxBytes) {
+      slices.push(text.slice(start, index));
+      start = index;
+      bytes = 0;
+    }
+    bytes += size;
+    index += units;
+  }
+  slices.push(text.slice(start));
+  return slices;
+}

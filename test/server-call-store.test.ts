@@ -78,4 +78,24 @@ describe("the object's table of server calls (decision 0036)", () => {
     expect(world.runs).toEqual(["object:call_1"]);
     expect(await restarted.call(request, ctx)).toEqual(answer);
   });
+
+  it("decision 0039: a new call drops the calls whose tool task is terminal in the object's copy; a call of a live or unseen task stays", async () => {
+    const sql = await sqlOnWasm();
+    sql.exec("CREATE TABLE tasks (id INTEGER PRIMARY KEY, conversation_id INTEGER, kind TEXT, status TEXT, record TEXT)");
+    const clock = createManualClock(1_000);
+    const arbiter = memoryArbiter({ clock });
+    await arbiter.acquire("tab", 0);
+    const world = { runs: [] as string[], gate: {} };
+    const calls = new ServerCalls({ lease: arbiter, store: sqlServerCallStore(sql), clock, tool: () => chargeTool("object", world) });
+    await calls.call(request, ctx); // task 9
+    await calls.call({ ...request, taskId: 10, callId: "call_2" }, ctx);
+    await calls.call({ ...request, taskId: 11, callId: "call_3" }, ctx); // its task not in the copy yet
+    sql.exec("INSERT INTO tasks VALUES (9, 4, 'pi.tool', 'terminal', '{}'), (10, 4, 'pi.tool', 'running', '{}')");
+    await calls.call({ ...request, taskId: 12, callId: "call_4" }, ctx);
+    const kept = sql.exec("SELECT call_id FROM pi_durable_server_calls ORDER BY call_id").toArray();
+    expect(kept).toEqual([{ call_id: "call_2" }, { call_id: "call_3" }, { call_id: "call_4" }]);
+    // The live task's call still answers from the store: the tool is not run again.
+    await calls.call({ ...request, taskId: 10, callId: "call_2" }, ctx);
+    expect(world.runs).toEqual(["object:call_1", "object:call_2", "object:call_3", "object:call_4"]);
+  });
 });

@@ -36,7 +36,7 @@ function shared(db: SqliteDatabase): SqliteDatabase {
   };
 }
 
-describe("S11: schema version 1 migrates to version 3", () => {
+describe("S11: schema version 1 migrates to version 4", () => {
   it("S11/S12: a version-1 image opens writable, its marker becomes pi_durable_meta, and the counter goes on from tick 3", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: V1_IMAGE });
     const db = storage.database;
@@ -45,7 +45,9 @@ describe("S11: schema version 1 migrates to version 3", () => {
       "documents",
       "entries",
       "pi_durable_epochs",
+      "pi_durable_forks",
       "pi_durable_log",
+      "pi_durable_log_parts",
       "pi_durable_meta",
       "submissions",
       "tasks",
@@ -115,7 +117,7 @@ describe("S11: a file of the harness's own (the browser) keeps telling foreign a
   });
 });
 
-describe("S11: schema version 2 migrates to version 3 (the fenced log, decision 0029)", () => {
+describe("S11: schema version 2 migrates to version 4 (the fenced log, decision 0029)", () => {
   /** A version-2 image: today's schema without the log's table, its marker saying 2, one live task. */
   async function v2Image(): Promise<Uint8Array> {
     const storage = await openSqliteStorage({ vfs: "memory" });
@@ -139,15 +141,15 @@ describe("S11: schema version 2 migrates to version 3 (the fenced log, decision 
       nextId: 2,
     });
     await storage.database.exec(
-      "DROP TABLE pi_durable_epochs; DROP TABLE pi_durable_log; UPDATE pi_durable_meta SET value = '2' WHERE key = 'schema_version';",
+      "DROP TABLE pi_durable_epochs; DROP TABLE pi_durable_log; DROP TABLE pi_durable_log_parts; DROP TABLE pi_durable_forks; UPDATE pi_durable_meta SET value = '2' WHERE key = 'schema_version';",
     );
     return storage.exportImage();
   }
 
-  it("S11: a writable open adds the log's table and says version 3; the rows stay, and the first fenced commit starts the log", async () => {
+  it("S11: a writable open adds the log's tables and says version 4; the rows stay, and the first fenced commit starts the log", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: await v2Image() });
     expect(await tableNames(storage.database)).toEqual(expect.arrayContaining(["pi_durable_epochs", "pi_durable_log"]));
-    expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "3" });
+    expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "4" });
     expect((await storage.load()).liveTasks.map((task) => task.id)).toEqual([1]);
     expect((await storage.load()).log).toBeUndefined();
     await storage.apply({ tasks: [], conversations: [], entries: [], submissions: [], documents: [], fence: { epoch: 1, position: 1 } });
@@ -176,7 +178,9 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
       "meta",
       "notes",
       "pi_durable_epochs",
+      "pi_durable_forks",
       "pi_durable_log",
+      "pi_durable_log_parts",
       "pi_durable_meta",
       "submissions",
       "tasks",
@@ -184,7 +188,7 @@ describe("S11: a database shared with an app (as an object's SQLite is)", () => 
     expect(await raw.all("SELECT name FROM meta")).toEqual([{ name: "the app's" }]);
     expect(await storage.query(SEED_QUERY)).toEqual([]);
     await SqliteStorage.open(shared(raw), "shared"); // ours now: opens again as it is
-    expect(await tableNames(raw)).toHaveLength(10);
+    expect(await tableNames(raw)).toHaveLength(12);
   });
 
   it("S11: an app table with one of our names (tasks) is refused with DatabaseCorrupt saying what to rename, unmodified", async () => {

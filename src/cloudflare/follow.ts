@@ -52,7 +52,19 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
     save: (record) => {
       sql.exec("INSERT OR REPLACE INTO pi_follow_lease (key, record) VALUES ('lease', ?)", JSON.stringify(record));
     },
+    // The object's copy: a tab with a stale copy must not take an expired lease and write over its history.
+    copyHead: () => copyHead(sql),
   });
+}
+
+/** The log head of the object's copy, read synchronously (0 before its schema or its first fenced transaction). */
+function copyHead(sql: DurableObjectStorage["sql"]): number {
+  try {
+    const row = sql.exec("SELECT value FROM pi_durable_meta WHERE key = 'log_position'").toArray()[0];
+    return row ? Number(row.value) : 0;
+  } catch {
+    return 0; // the copy's schema is not there yet: it holds nothing
+  }
 }
 
 /** Lease answers kept by request id: the last this many (a duplicate comes within seconds of its call). */

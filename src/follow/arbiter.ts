@@ -51,12 +51,25 @@ export class LeaseBook implements LeaseArbiter {
   readonly #ttlMs: number;
   readonly #load: () => LeaseRecord;
   readonly #save: (record: LeaseRecord) => void;
+  readonly #copyHead: (() => number) | undefined;
 
-  constructor(options: { clock: Pick<Clock, "now">; ttlMs: number; load(): LeaseRecord; save(record: LeaseRecord): void }) {
+  /**
+   * `copyHead`: where the log of the copy kept beside the arbiter stands (the object's copy, decision 0039). A place
+   * whose head is behind it lacks part of the history: were it to write, it would write at positions the copy already
+   * holds. It is refused the lease however it stands (free, expired or its own) until it caught up.
+   */
+  constructor(options: {
+    clock: Pick<Clock, "now">;
+    ttlMs: number;
+    load(): LeaseRecord;
+    save(record: LeaseRecord): void;
+    copyHead?(): number;
+  }) {
     this.#clock = options.clock;
     this.#ttlMs = options.ttlMs;
     this.#load = options.load;
     this.#save = options.save;
+    this.#copyHead = options.copyHead;
   }
 
   /** The record as it stands (for tests and diagnostics). */
@@ -74,6 +87,13 @@ export class LeaseBook implements LeaseArbiter {
     }
     if (record.holder === undefined && record.releasedAt !== undefined && head < record.releasedAt) {
       throw new LeaseNotHeld(place, `it was released at log position ${record.releasedAt} and this place holds only up to ${head}`);
+    }
+    const copy = this.#copyHead?.() ?? 0;
+    if (head < copy) {
+      throw new LeaseNotHeld(
+        place,
+        `this place holds the log only up to position ${head} and the arbiter's copy up to ${copy}: it must follow that history (or rebuild from its snapshot) before it takes the lease`,
+      );
     }
     const epoch = record.epoch + 1;
     this.#save({ epoch, holder: place, expiresAt: now + this.#ttlMs });
@@ -100,10 +120,16 @@ export class LeaseBook implements LeaseArbiter {
 }
 
 /** An arbiter whose record lives in memory (for tests, and for both places of one process). */
-export function memoryArbiter(options: { clock: Pick<Clock, "now">; ttlMs?: number; record?: LeaseRecord }): LeaseBook {
+export function memoryArbiter(options: {
+  clock: Pick<Clock, "now">;
+  ttlMs?: number;
+  record?: LeaseRecord;
+  copyHead?(): number;
+}): LeaseBook {
   let record: LeaseRecord = options.record ?? { epoch: 0 };
   return new LeaseBook({
     clock: options.clock,
+    ...(options.copyHead ? { copyHead: options.copyHead } : {}),
     ttlMs: options.ttlMs ?? DEFAULT_LEASE_TTL_MS,
     load: () => record,
     save: (next) => {

@@ -19,6 +19,11 @@ const ENVELOPE_BYTES = 1_024;
 export const PUSH_BUDGET_BYTES = MAX_FOLLOW_MESSAGE_BYTES - ENVELOPE_BYTES;
 /** The most bytes of one transaction's JSON a receiver joins from parts (its memory for one transaction). */
 export const MAX_TRANSACTION_BYTES = 64 << 20;
+/**
+ * The most bytes of one transaction's JSON a Durable Object joins: its log tail stores a transaction of any size in
+ * rows under its 2 MB limit (decision 0039), but the whole is held and parsed in its 128 MB of memory.
+ */
+export const MAX_OBJECT_TRANSACTION_BYTES = 16 << 20;
 /** The most parts of one transaction. */
 export const MAX_PARTS = 4_096;
 
@@ -106,8 +111,8 @@ export class Reassembly {
   #chars = 0;
 
   /**
-   * `maxBytes`: the largest transaction the receiver can store (its storage's row limit: the log's tail keeps a
-   * transaction in one row); nothing larger is held while its parts arrive. Default `MAX_TRANSACTION_BYTES`.
+   * `maxBytes`: the largest transaction the receiver takes (`MAX_OBJECT_TRANSACTION_BYTES` on a Durable Object);
+   * nothing larger is held while its parts arrive. Default `MAX_TRANSACTION_BYTES`.
    */
   constructor(maxBytes: number = MAX_TRANSACTION_BYTES) {
     this.#limit = Math.min(maxBytes, MAX_TRANSACTION_BYTES);

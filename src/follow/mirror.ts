@@ -18,14 +18,21 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
+import { DurableError } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { deserializeError } from "../host/error-wire.ts";
+import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
 import { packPushes } from "./chunks.ts";
 import type { LogHistory } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
+
+/** Whether a refused push may be stored when sent again unchanged (decision 0039). */
+function passing(error: Error): boolean {
+  return !(error instanceof DurableError) || isRetryable(error);
+}
 
 /** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
 export function remoteArbiter(link: FollowLink): LeaseArbiter {
@@ -48,7 +55,10 @@ export interface MirrorOptions {
   /** Transactions read from the durable tail for one round. Default 256. */
   roundLimit?: number;
   /**
-   * Told once when the object refused a push (a newer epoch holds the lease, say): the mirror stops pushing.
+   * Told once when the object refused a push for good (a newer epoch holds the lease, this place may not push, the
+   * transaction is past a limit: one of the library's errors that is not retryable): the mirror stops pushing. A
+   * refusal that may pass (a retryable error, or one that is not the library's: the object's storage failing) does
+   * not stop it: the round goes again after `resendMs`.
    * `theirs` is the object's log as it told it (head and epochs): `findFork(storage, theirs)` names what of this
    * place's log the object lacks (decision 0032).
    */
@@ -227,7 +237,13 @@ export class Mirror {
     }
     if (reply.type === "refused") {
       if (this.#refused) return;
-      this.#refused = deserializeError(reply.error);
+      const error = deserializeError(reply.error);
+      if (passing(error)) {
+        // The object could not store it this time (its storage busy or failing): the round goes again after resendMs.
+        this.#armResend();
+        return;
+      }
+      this.#refused = error;
       this.#cancelResend?.();
       const epochs = reply.epochs ?? [];
       const headEpoch = epochs.filter((stretch) => stretch.start <= reply.head).at(-1)?.epoch;

@@ -18,7 +18,7 @@ import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
-import { Reassembly } from "./chunks.ts";
+import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import {
   encodeFollowMessage,
@@ -88,8 +88,9 @@ export class ObjectEnd {
   private constructor(options: ObjectEndOptions, arrival: Arrival) {
     this.#options = options;
     this.#arrival = arrival;
-    // A transaction the copy could not store is not held while its parts arrive (a Durable Object's row: 2 MB).
-    this.#joining = new Reassembly(options.storage.maxRowBytes);
+    // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
+    // log tail stores any size in rows under the limit, decision 0039).
+    this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
   }
 
   /**

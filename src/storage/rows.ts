@@ -1,5 +1,5 @@
 import { DatabaseCorrupt, InvalidInput } from "../errors.ts";
-import { depthExceeds, STORED_DEPTH_LIMIT, utf8Length } from "../limits.ts";
+import { depthExceeds, STORED_DEPTH_LIMIT, utf8Length, utf8Slices } from "../limits.ts";
 import type { DamagedRow } from "./storage.ts";
 
 /** Why a stored record text is not a record of `table` (B4), or undefined when it parses. */
@@ -54,7 +54,6 @@ const ROW_NAMES: Record<string, string> = {
   entries: "entry",
   submissions: "submission",
   documents: "document",
-  pi_durable_log: "log tail (a whole transaction of the fenced log, decision 0029)",
 };
 
 /**
@@ -82,4 +81,16 @@ export function columnBytes(...values: ReadonlyArray<string | number | null | un
   let bytes = 0;
   for (const value of values) bytes += typeof value === "string" ? utf8Length(value) : value == null ? 0 : 8;
   return bytes;
+}
+
+/** What a slice of the log's tail leaves of a row for its other columns (position, epoch or part, SQLite's header). */
+const LOG_ROW_COLUMNS = 64;
+
+/**
+ * A fenced transaction's JSON as the log's tail stores it (decision 0039): one slice where rows are unlimited
+ * (`maxRowBytes` undefined), else slices that each fit in a row, so no transaction is too large for the tail — only
+ * a row of its own (a task, an entry) can be, and `refuseLargeRow` refuses that.
+ */
+export function logSlices(text: string, maxRowBytes: number | undefined): string[] {
+  return maxRowBytes === undefined ? [text] : utf8Slices(text, maxRowBytes - LOG_ROW_COLUMNS);
 }

@@ -291,6 +291,45 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       },
     },
     {
+      name: "decision 0039: a fenced transaction larger than one row (a Durable Object's 2 MB) is kept whole in the log's tail, read back and trimmed",
+      async run() {
+        const storage = await backend.create();
+        if (!storage.readLog || !storage.trimLog) return;
+        // Five entries of 0.9 MB (as UTF-8) each: every row fits in 2 MB, the transaction (4.5 MB) does not.
+        const text = "é".repeat(450_000);
+        const entries = [1, 2, 3, 4, 5].map((id) => ({ id, conversationId: 1, kind: "note", payload: { text, id }, at: id }));
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 1, position: 1 }, entries });
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 1, position: 2 }, tasks: [sampleTask(9, "pending")] });
+        const tail = await storage.readLog(0, 10);
+        equal(
+          tail.map((batch) => [batch.fence, batch.entries.length, batch.tasks.length]),
+          [
+            [{ epoch: 1, position: 1 }, 5, 0],
+            [{ epoch: 1, position: 2 }, 0, 1],
+          ],
+          "both transactions in the tail, in order",
+        );
+        equal(tail[0]!.entries, entries, "the large transaction's entries, whole");
+        equal(
+          (await storage.readLog(1, 10)).map((batch) => batch.fence.position),
+          [2],
+          "read from after position 1",
+        );
+        equal(
+          (await storage.readLog(0, 1)).map((batch) => batch.entries.length),
+          [5],
+          "a limit of one transaction",
+        );
+        await storage.trimLog(1);
+        equal(
+          (await storage.readLog(0, 10)).map((batch) => batch.fence.position),
+          [2],
+          "the tail after trimming through 1",
+        );
+        equal((await storage.load()).log, { epoch: 1, position: 2 }, "the head");
+      },
+    },
+    {
       name: "S11: an exported image opens as an independent copy",
       async run() {
         const storage = await seeded(backend);

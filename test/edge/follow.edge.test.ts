@@ -251,28 +251,33 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     mallory.stop();
   });
 
-  it("a transaction of 1.8 MB crosses the socket in parts (each frame ≤ 1 MB) and is applied whole; one of 2.7 MB is refused with InvalidInput, nothing applied", async () => {
+  it("decision 0039: transactions of 1.8 MB, 2.7 MB and six 400 KB inputs (2.4 MB) cross in parts (each frame ≤ 1 MB) and are stored whole on the object", async () => {
     const name = "large";
     const tab = await openTab(edge, name);
     const root = await tab.harness.root(ctx);
     const value = "é".repeat(450_000); // 0.9 MB as UTF-8
-    const write = (keys: string[]) =>
+    const write = (keys: string[], text = value) =>
       root.commit((tx) => {
-        for (const key of keys) tx.setDocument("large", key, { key, value });
+        for (const key of keys) tx.setDocument("large", key, { key, value: text });
       }, ctx);
+    const acknowledged = async () => {
+      const position = tab.harness.lease!.position;
+      await until("the large transaction acknowledged", () => tab.mirror.acknowledged >= position || tab.mirror.refused);
+      expect(tab.mirror.refused).toBeUndefined();
+      return position;
+    };
     await write(["a", "b"]);
-    const position = tab.harness.lease!.position;
-    await until("the large transaction acknowledged", () => tab.mirror.acknowledged >= position);
+    await acknowledged();
     expect(tab.mirror.stats.frames).toBeGreaterThanOrEqual(2);
-    const stored = await edge.json<{ rows: Array<{ key: string; bytes: number }> }>("follow", name, "/documents");
-    expect(stored.rows.map((row) => row.key)).toEqual(["a", "b"]);
-    // Three such rows in one transaction: the copy's log tail would hold 2.7 MB in one row, over a Durable
-    // Object's 2 MB. Refused with its typed error (limit maxRowBytes); the copy stays at its head.
+    // Three such rows in one transaction: 2.7 MB, over a Durable Object's 2 MB row. Before, the copy's log tail held
+    // it in one row and refused it (InvalidInput, maxRowBytes), and the tab's mirror stopped for good.
     await write(["c", "d", "e"]);
-    await until("the refusal", () => tab.mirror.refused);
-    expect(tab.mirror.refused).toMatchObject({ name: "InvalidInput", limit: "maxRowBytes" });
+    // Six 400 KB values in one transaction (a group of six inputs): 2.4 MB.
+    await write(["f", "g", "h", "i", "j", "k"], "x".repeat(400_000));
+    const position = await acknowledged();
     expect((await state(name)).head).toBe(position);
-    expect((await edge.json<{ rows: unknown[] }>("follow", name, "/documents")).rows).toHaveLength(2);
+    const stored = await edge.json<{ rows: Array<{ key: string; bytes: number }> }>("follow", name, "/documents");
+    expect(stored.rows.map((row) => row.key)).toEqual(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]);
     await tab.harness.close(ctx);
     tab.socket.stop();
   });

@@ -1,8 +1,8 @@
 /**
  * What a database holds, decided before anything is written, and the schema made ready for this version:
  *
- * - our marker (`pi_durable_meta`): ours, at its version (a newer one is refused; version 2 gets version 3's log
- *   table at a writable open);
+ * - our marker (`pi_durable_meta`): ours, at its version (a newer one is refused; an older one gets the tables it
+ *   lacks at a writable open: version 2 the log, version 3 the tail's slices and the forks);
  * - the marker of version 1 (`meta` with a `schema_version`) beside our tables: ours, migrated on a writable
  *   open (renamed to the new marker), read as it is on a read-only one;
  * - nothing at all, or — in a database shared with an app (`SqliteDatabase.shared`, a Durable Object's SQLite
@@ -13,7 +13,7 @@
  */
 import { DatabaseCorrupt, SchemaTooNew } from "../../errors.ts";
 import type { SqliteDatabase } from "./database.ts";
-import { DATA_TABLES, EPOCHS_TABLE, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
+import { DATA_TABLES, EPOCHS_TABLE, LOG_PARTS_TABLE, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
 /** Version 1's marker table. */
 const LEGACY_META = "meta";
@@ -26,6 +26,8 @@ export interface PreparedSchema {
   meta: MetaTable;
   /** False only on a read-only open of a database older than version 3 (it has no log: nothing fenced wrote it). */
   log: boolean;
+  /** Whether the log tail's slices and the forks' tables exist (not on a read-only open of a database before version 4). */
+  parts: boolean;
 }
 
 /** Makes the schema ready on `db` (creating or migrating it when writable); says where its metadata is. */
@@ -36,15 +38,15 @@ export async function prepareSchema(db: SqliteDatabase, label: string): Promise<
     const version = await checkVersion(db, label, META_TABLE);
     checkTables(tables, label);
     if (version < SCHEMA_VERSION && !db.readOnly) await migrate(db);
-    return { meta: META_TABLE, log: !db.readOnly || tables.has(EPOCHS_TABLE) };
+    return { meta: META_TABLE, log: !db.readOnly || tables.has(EPOCHS_TABLE), parts: !db.readOnly || tables.has(LOG_PARTS_TABLE) };
   }
   const legacy = tables.has(LEGACY_META) && ours.length > 0 ? await legacyVersion(db) : undefined;
   if (legacy !== undefined) {
     await checkVersion(db, label, LEGACY_META);
     checkTables(tables, label);
-    if (db.readOnly) return { meta: LEGACY_META, log: false };
+    if (db.readOnly) return { meta: LEGACY_META, log: false, parts: false };
     await migrate(db, `ALTER TABLE ${LEGACY_META} RENAME TO ${META_TABLE}`);
-    return { meta: META_TABLE, log: true };
+    return { meta: META_TABLE, log: true, parts: true };
   }
   if (tables.size === 0 || (db.shared && ours.length === 0)) {
     if (db.readOnly) throw new DatabaseCorrupt(`${label} has no pi-durable database in it to open read-only.`);
@@ -53,7 +55,7 @@ export async function prepareSchema(db: SqliteDatabase, label: string): Promise<
       tx.run(SQL.writeMeta, "schema_version", String(SCHEMA_VERSION));
       tx.run(SQL.writeMeta, "next_id", "1");
     });
-    return { meta: META_TABLE, log: true };
+    return { meta: META_TABLE, log: true, parts: true };
   }
   if (db.shared) {
     throw new DatabaseCorrupt(

@@ -7,15 +7,20 @@
  * app's and is left alone (see schema-open.ts).
  *
  * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides);
- * 3 added the fenced log (`pi_durable_epochs`, `pi_durable_log`, and `log_position` in the marker; decision 0029).
+ * 3 added the fenced log (`pi_durable_epochs`, `pi_durable_log`, and `log_position` in the marker; decision 0029);
+ * 4 split the log's tail into rows under the row limit (`pi_durable_log_parts`) and keeps a place's forks
+ * (`pi_durable_forks`; decision 0039).
  */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** The marker table: its `schema_version` row says which schema the rest is. */
 export const META_TABLE = "pi_durable_meta";
 
 /** The fenced log's epochs (version 3). */
 export const EPOCHS_TABLE = "pi_durable_epochs";
+
+/** The rest of the log tail's long transactions (version 4). */
+export const LOG_PARTS_TABLE = "pi_durable_log_parts";
 
 /** The tables besides the marker, as hand-written SQL names them. */
 export const DATA_TABLES = ["conversations", "tasks", "entries", "submissions", "documents"] as const;
@@ -32,12 +37,27 @@ CREATE TABLE IF NOT EXISTS pi_durable_epochs (
   epoch INTEGER PRIMARY KEY,
   start INTEGER NOT NULL
 );
--- The log's tail: each fenced transaction's batch, kept until the place it is pushed to acknowledged it.
+-- The log's tail: each fenced transaction's batch, kept until the place it is pushed to acknowledged it. On a
+-- storage whose rows are limited (a Durable Object's 2 MB) a longer batch's JSON goes in slices: the first here,
+-- the rest in pi_durable_log_parts by part 1, 2, … (decision 0039), written and trimmed together.
 CREATE TABLE IF NOT EXISTS pi_durable_log (
   position INTEGER PRIMARY KEY,
   epoch    INTEGER NOT NULL,
   batch    TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pi_durable_log_parts (
+  position INTEGER NOT NULL,
+  part     INTEGER NOT NULL,
+  text     TEXT NOT NULL,
+  PRIMARY KEY (position, part)
+) WITHOUT ROWID;
+-- This place's forks (decision 0039): its transactions another place's history does not hold, kept for the app
+-- until it dismisses them, once per key (the same fork found again is not kept twice). Local: no batch writes
+-- them, no push carries them.
+CREATE TABLE IF NOT EXISTS pi_durable_forks (
+  key    TEXT PRIMARY KEY,
+  record TEXT NOT NULL
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS conversations (
   id     INTEGER PRIMARY KEY,
@@ -93,9 +113,20 @@ export const SQL = {
     (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,
   startEpoch: `INSERT INTO pi_durable_epochs (epoch, start) VALUES (?, ?)`,
   appendLog: `INSERT INTO pi_durable_log (position, epoch, batch) VALUES (?, ?, ?)`,
-  readLog: `SELECT batch FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?`,
+  appendLogPart: `INSERT INTO pi_durable_log_parts (position, part, text) VALUES (?, ?, ?)`,
+  /** Version 3's tail (a read-only open of it): one row per transaction. */
+  readLogRows: `SELECT position, 0 AS part, batch AS text FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?`,
+  /** The tail's transactions after a position, at most a number of them, each as its slices in order. One statement. */
+  readLog: `WITH head AS (SELECT position, batch FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?)
+    SELECT position, 0 AS part, batch AS text FROM head
+    UNION ALL SELECT position, part, text FROM pi_durable_log_parts WHERE position IN (SELECT position FROM head)
+    ORDER BY position, part`,
   trimLog: `DELETE FROM pi_durable_log WHERE position <= ?`,
+  trimLogParts: `DELETE FROM pi_durable_log_parts WHERE position <= ?`,
   readEpochs: `SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch`,
+  keepFork: `INSERT INTO pi_durable_forks (key, record) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+  readForks: `SELECT key, record FROM pi_durable_forks ORDER BY key`,
+  dismissFork: `DELETE FROM pi_durable_forks WHERE key = ?`,
   /**
    * Through the partial index, named: without it the planner scans the whole table in id order to spare the
    * sort, reading every finished row at every open (decision 0027).

@@ -12,7 +12,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "../records.ts";
-import { columnBytes, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
+import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
@@ -42,6 +42,8 @@ export class SqliteStorage implements Storage {
   readonly #meta: MetaTable;
   /** Whether the fenced log's table exists (not on a read-only open of a version 2 database). */
   readonly #log: boolean;
+  /** Whether the tail's slices' table exists (not on a read-only open of a database before version 4). */
+  readonly #parts: boolean;
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
 
@@ -50,6 +52,7 @@ export class SqliteStorage implements Storage {
     this.label = label;
     this.#meta = schema.meta;
     this.#log = schema.log;
+    this.#parts = schema.parts;
     this.queryLimits = limits;
   }
 
@@ -137,16 +140,15 @@ export class SqliteStorage implements Storage {
           refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
     }
     const fence = batch.fence;
-    const logged = fence ? JSON.stringify(batch) : undefined;
-    // The log's tail keeps the whole transaction in one row: past the row limit it is refused as any row is.
-    if (fence && max !== undefined)
-      refuseLargeRow(max, "pi_durable_log", fence.position, logged!, columnBytes(fence.position, fence.epoch));
+    // The log's tail keeps the transaction in slices that each fit in a row (decision 0039).
+    const logged = fence ? logSlices(JSON.stringify(batch), max) : undefined;
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) {
         if (continuesLog(logHead(tx.get(SQL.logHead)), fence, this.label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
         tx.run(SQL.writeMeta, "log_position", String(fence.position));
-        tx.run(SQL.appendLog, fence.position, fence.epoch, logged!);
+        tx.run(SQL.appendLog, fence.position, fence.epoch, logged![0]!);
+        for (let part = 1; part < logged!.length; part++) tx.run(SQL.appendLogPart, fence.position, part, logged![part]!);
       }
       for (const { task, record } of tasks) {
         const status = task.state.status;
@@ -179,7 +181,16 @@ export class SqliteStorage implements Storage {
 
   async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
     if (!this.#log) return [];
-    return (await this.#db.all(SQL.readLog, after, limit)).map((row) => parseStored("sqlite", "pi_durable_log", "?", row.batch));
+    // One statement: a trim cannot fall between a transaction's first slice and its others.
+    const rows = this.#parts ? await this.#db.all(SQL.readLog, after, limit) : await this.#db.all(SQL.readLogRows, after, limit);
+    const batches: Array<Batch & { fence: LogMark }> = [];
+    for (let index = 0; index < rows.length; ) {
+      const position = Number(rows[index]!.position);
+      let text = "";
+      for (; index < rows.length && Number(rows[index]!.position) === position; index++) text += String(rows[index]!.text);
+      batches.push(parseStored("sqlite", "pi_durable_log", position, text));
+    }
+    return batches;
   }
 
   async readEpochs(): Promise<EpochStart[]> {
@@ -189,7 +200,10 @@ export class SqliteStorage implements Storage {
 
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
-    await this.#db.run(SQL.trimLog, through);
+    await this.#db.transaction((tx) => {
+      tx.run(SQL.trimLog, through);
+      tx.run(SQL.trimLogParts, through);
+    });
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
