@@ -18,7 +18,8 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
-import { DurableError } from "../errors.ts";
+import type { Json } from "../base/json.ts";
+import { DurableError, FollowMessageRefused } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { deserializeError } from "../host/error-wire.ts";
 import { isRetryable } from "../retryable.ts";
@@ -37,12 +38,28 @@ function passing(error: Error): boolean {
 /** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
 export function remoteArbiter(link: FollowLink): LeaseArbiter {
   return {
-    acquire: async (place, head) => (await link.call("lease", "acquire", [place, head])) as unknown as LeaseGrant,
-    renew: async (place, epoch) => (await link.call("lease", "renew", [place, epoch])) as unknown as LeaseGrant,
+    acquire: async (place, head) => grantOf(await link.call("lease", "acquire", [place, head])),
+    renew: async (place, epoch) => grantOf(await link.call("lease", "renew", [place, epoch])),
     release: async (place, epoch, position, heir) => {
       await link.call("lease", "release", heir === undefined ? [place, epoch, position] : [place, epoch, position, heir]);
     },
   };
+}
+
+/**
+ * A grant as it crossed the wire, checked: JSON has no Infinity, so a pinned lease's `ttlMs` arrives as null and
+ * means pinned again here (read as a number it was 0: the tab's pinned lease expired the moment it was granted).
+ */
+function grantOf(value: Json): LeaseGrant {
+  const grant = value as { epoch?: unknown; ttlMs?: unknown } | null;
+  const epoch = grant?.epoch;
+  const ttlMs = grant?.ttlMs === null ? Number.POSITIVE_INFINITY : grant?.ttlMs;
+  if (typeof epoch !== "number" || !Number.isSafeInteger(epoch) || epoch < 1 || typeof ttlMs !== "number" || !(ttlMs > 0))
+    throw new FollowMessageRefused(
+      "shape",
+      `a lease grant is { epoch: a positive integer, ttlMs: a positive number or null }, not ${JSON.stringify(value)}`,
+    );
+  return { epoch, ttlMs };
 }
 
 export interface MirrorOptions {

@@ -16,7 +16,8 @@
 
 import type { Clock } from "../../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../../base/context.ts";
-import { CrashSweepViolation } from "../../errors.ts";
+import type { Json } from "../../base/json.ts";
+import { ConnectionLost, CrashSweepViolation } from "../../errors.ts";
 import { type LeaseArbiter, type LeaseBook, memoryArbiter } from "../../follow/arbiter.ts";
 import { Arrival, Departure, type HandOverMessage } from "../../follow/handover.ts";
 import type { Harness, LeaseOptions } from "../../harness.ts";
@@ -24,8 +25,9 @@ import type { Storage } from "../../storage/storage.ts";
 import { createManualClock, type ManualClock } from "../clock.ts";
 import { crashingStorage } from "../sweep/crashing-storage.ts";
 import { BUILT_IN_CHECKS } from "../sweep/invariants.ts";
-import type { CrashWorldView, SweepBackend } from "../sweep/types.ts";
+import type { CrashWorldView, SweepBackend, SweepWorld } from "../sweep/types.ts";
 import { backendOf, Recorder } from "../sweep/world.ts";
+import { FollowingTab, startObjectEnd } from "./follow-places.ts";
 import { checkFork, type StoredLog } from "./fork-check.ts";
 import { Link } from "./link.ts";
 import { LivePush } from "./live-push.ts";
@@ -59,8 +61,8 @@ interface Process {
   image?: Uint8Array;
   /** The tab's check of when to leave, between steps. */
   watch?: () => Promise<void>;
-  /** The object's side of the hand-over and the mirror. */
-  arrival?: Arrival;
+  /** The object's side of the hand-over and the mirror (`Arrival`, or the follow link's `ObjectEnd`). */
+  arrival?: { readonly harness: Promise<Harness> | undefined; readonly head: number };
   /** The tab's start-up ran. */
   started?: boolean;
 }
@@ -75,7 +77,10 @@ export async function runTwoPlaceWorld<W>(
   const recorder = new Recorder<W>(scenario.world ? scenario.world() : (undefined as W));
   const clock = createManualClock(1_000);
   const arbiter: LeaseBook = memoryArbiter({ clock, ttlMs: options.ttlMs ?? 5_000 });
-  const link = new Link<HandOverMessage>();
+  // Hand-over messages between the sweep's own places, or the follow link's text frames (`followLink`).
+  const link = new Link<HandOverMessage | string>();
+  /** The object's kept lease answers (`followLink`): on a Durable Object they are rows, and outlive its crashes. */
+  const answers = new Map<string, Json>();
   const commits: Record<Place, number> = { tab: 0, object: 0 };
   /** What each place stored at each log position (a place's storage never loses what it stored: a crash copies it). */
   const stored: Record<Place, StoredLog> = { tab: new Map(), object: new Map() };
@@ -117,7 +122,7 @@ export async function runTwoPlaceWorld<W>(
     process.alive = false;
     link.attach(place, undefined);
     // What the tab had sent and the link had not delivered dies with it (its socket's buffer).
-    if (place === "tab" && options.stayAway) link.drop((item) => (item.message as { from?: string }).from === "tab");
+    if (place === "tab" && options.stayAway) link.drop((item) => item.to === "object");
     log.push(`-- crash of the ${place} --`);
   };
 
@@ -148,11 +153,23 @@ export async function runTwoPlaceWorld<W>(
     process.storage = store;
     processes[place] = process;
     const pclock = processClock(clock, alive);
-    const send = (to: Place) => (message: HandOverMessage) => {
+    const send = (to: Place) => (message: HandOverMessage | string) => {
       if (process.alive) link.send(to, message);
     };
     recorder.process++;
     const world = recorder.view();
+    const open = async (storage: Storage, lease: LeaseOptions) => {
+      const harness = await scenario.open("object", storage, pclock, lease, world);
+      process.harness = harness;
+      if (!harness.readOnly) harness.resume();
+      return harness;
+    };
+    if (place === "object" && options.followLink) {
+      const object = await startObjectEnd({ storage: store, book: arbiter, clock: pclock, answers, open, reply: send("tab") });
+      process.arrival = object.end;
+      if (process.alive) link.attach("object", (frame) => object.receive(frame));
+      return;
+    }
     if (place === "object") {
       const arrival = await Arrival.start({
         place: "object",
@@ -160,19 +177,15 @@ export async function runTwoPlaceWorld<W>(
         arbiter,
         clock: pclock,
         send: send("tab"),
-        open: async (storage, lease) => {
-          const harness = await scenario.open("object", storage, pclock, lease, world);
-          process.harness = harness;
-          if (!harness.readOnly) harness.resume();
-          return harness;
-        },
+        open,
       });
       process.arrival = arrival;
-      if (process.alive) link.attach("object", (message) => arrival.receive(message));
+      if (process.alive) link.attach("object", (message) => arrival.receive(message as HandOverMessage));
       return;
     }
     // A tab cannot take a lease while it cannot reach the arbiter: it opens once the link is up again.
     while (partitioned()) await macrotask();
+    if (options.followLink) return bootFollowingTab(process, store, pclock, send("object"), world);
     const push = options.mirror ? new LivePush({ place: "tab", storage: store, clock: pclock, send: send("object") }) : undefined;
     const lease: LeaseOptions = { place: "tab", arbiter: tabArbiter, ...(push ? { confirm: push.acknowledged.confirm } : {}) };
     const harness = await scenario.open("tab", store, pclock, lease, world);
@@ -184,7 +197,7 @@ export async function runTwoPlaceWorld<W>(
     }
     if (push) {
       harness.onLog((batch) => push.logged(batch));
-      if (process.alive) link.attach("tab", (message) => push.receive(message));
+      if (process.alive) link.attach("tab", (message) => push.receive(message as HandOverMessage));
     }
     await scenario.start(harness, world);
     process.started = true;
@@ -199,10 +212,53 @@ export async function runTwoPlaceWorld<W>(
       push?.stop();
       const mark = await harness.handOver(ctx);
       const departure = new Departure({ place: "tab", storage: store, mark, clock: pclock, send: send("object") });
-      if (process.alive) link.attach("tab", (message) => departure.receive(message));
+      if (process.alive) link.attach("tab", (message) => departure.receive(message as HandOverMessage));
       await departure.start();
     };
     process.watch = watch;
+  };
+
+  /** The tab on the follow link (`followLink`): the product's FollowLink, lease over it and Mirror. */
+  const bootFollowingTab = async (
+    process: Process,
+    store: Process["storage"],
+    pclock: Clock,
+    send: (frame: string) => void,
+    world: SweepWorld<W>,
+  ): Promise<void> => {
+    const tab = new FollowingTab(pclock, send);
+    if (process.alive) link.attach("tab", (frame) => tab.receive(frame));
+    let harness: Harness;
+    try {
+      harness = await scenario.open("tab", store, pclock, tab.lease, world);
+    } catch (error) {
+      if (!(error instanceof ConnectionLost) || !process.alive) throw error;
+      // The object never answered the open's acquire (it was down, then the link was): the open fails as the worker's
+      // does, and the tab is opened again (a reload) once it can reach the object.
+      log.push("-- the tab's open could not reach the object: it reloads --");
+      process.alive = false;
+      link.attach("tab", undefined);
+      process.image = await store.crash();
+      return;
+    }
+    process.harness = harness;
+    if (harness.readOnly) {
+      tabDone = true; // the lease is the object's: this tab only follows (not part of this sweep)
+      return;
+    }
+    tab.mirror(harness);
+    await scenario.start(harness, world);
+    process.started = true;
+    harness.resume();
+    let checking = false;
+    process.watch = async () => {
+      if (!process.alive || left || checking) return;
+      checking = true;
+      const leave = await Promise.resolve(scenario.leaveWhen(harness, world)).finally(() => (checking = false));
+      if (!leave || !process.alive || left) return;
+      left = true;
+      await tab.leave(harness, ctx, options.leaveAtOnce === true);
+    };
   };
 
   const restart = async (place: Place, image: Uint8Array) => {
@@ -238,7 +294,7 @@ export async function runTwoPlaceWorld<W>(
       if (error !== undefined) break;
       const holder = processes.object!.harness;
       if (holder && processes.object!.alive && (await isDone(scenario, holder, recorder))) break;
-      if (options.mirror && tab.alive && (await tabFinished(tab))) {
+      if ((options.mirror || options.followLink) && tab.alive && (await tabFinished(tab))) {
         ending = "tab";
         break;
       }

@@ -49,6 +49,14 @@ export interface TwoPlaceOptions {
    * delivered dies with it; then it comes back (and opens read-only). Needs `mirror`.
    */
   stayAway?: boolean;
+  /**
+   * Both places speak the product's follow link (decision 0040): the tab is src/follow/'s `FollowLink`, `remoteArbiter`
+   * and `Mirror` (every transaction pushed live, effects waiting for the acknowledgement), the object `ObjectEnd`; the
+   * link carries their text frames. Without it the sweep's own `Departure`/`Arrival` (and `LivePush`) speak.
+   */
+  followLink?: boolean;
+  /** With `followLink`: the tab leaves as a closing page's worker does (no drain; the rest and the release at once). */
+  leaveAtOnce?: boolean;
   /** Turns of the world (from, to] during which the link drops everything and the tab cannot reach the arbiter. */
   partition?: { from: number; to: number };
 }
