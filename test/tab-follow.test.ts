@@ -99,6 +99,24 @@ describe("a tab's follow link (decisions 0034, 0036)", () => {
   });
 });
 
+describe("a tab's worker that comes back follows the object (decision 0038)", () => {
+  it("0038: after the page left, the worker's reopened harness is read-only and what the object commits reaches it live", async () => {
+    const { tab, end, follow } = await tabAndObject();
+    follow.leave();
+    await expect.poll(() => end.harness !== undefined).toBe(true);
+    const object = (await end.harness)!;
+    await expect.poll(() => object.lease?.epoch).toBe(2);
+    const back = await Harness.open(tab.storage, { registry: createRegistry(), lease: follow.lease }, ctx);
+    expect(back.readOnly).toBe(true);
+    follow.attach(back);
+    expect(follow.place).toBe("elsewhere");
+    await (await object.root(ctx)).commit((tx) => tx.setDocument("notes", "from-object", 1), ctx);
+    await expect.poll(async () => (await back.query("SELECT COUNT(*) AS n FROM documents WHERE key = 'from-object'"))[0]!.n).toBe(1);
+    follow.close();
+    await object.close(ctx);
+  });
+});
+
 describe("the object's end answers a call once (decision 0031)", () => {
   it("0031: a call resent while it is still being answered gets one answer, on the connection that asked last", async () => {
     const clock = createManualClock(1_000);

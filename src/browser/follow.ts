@@ -10,6 +10,9 @@
  *   (decision 0035), so it does not drain: it gives up writing at once at its head, sends what the object lacks and
  *   the release in the same task. The phases it cut stay `running`: the object counts their restarts, as after a
  *   crash. A tab that could not finish (a closed browser, a crashed renderer) is covered by the lease's expiry.
+ * - Not holding the lease (the object runs the work), the read-only harness follows the object live: it applies
+ *   every transaction the object stores (`Follower`, decision 0038), so the page's views move; a copy that left the
+ *   object's history (a fork) follows nothing and `onForked` is told.
  * - The socket comes back by itself after a drop (doubling delays up to 10 s); the link sends again what was not
  *   answered, the mirror pushes what was not acknowledged.
  */
@@ -18,6 +21,8 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
+import { Follower } from "../follow/follower.ts";
+import type { LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
 import { FollowLink } from "../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../follow/mirror.ts";
@@ -30,6 +35,11 @@ export interface FollowObjectOptions {
   url: string;
   /** This tab's name in the lease (the object calls itself "object"). Default "tab". */
   place?: string;
+  /**
+   * Told once when this tab's copy cannot follow the object (decision 0038): its log left the object's history
+   * (`findFork(storage, theirs)` names the fork) or is behind what the object keeps. The copy then applies nothing.
+   */
+  onForked?(theirs: LogHistory): void;
   /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
   connect?: (url: string) => SocketLike;
 }
@@ -65,6 +75,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let closed = false;
   let failures = 0;
   let mirror: Mirror | undefined;
+  let follower: Follower | undefined;
   let harness: Harness | undefined;
   const link = new FollowLink({
     clock,
@@ -111,8 +122,14 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         "forward",
         (method, args) => answerForwarded(opened, { method, args }, BACKGROUND_CONTEXT) as Promise<unknown> as Promise<Json>,
       );
-      if (opened.readOnly || !opened.lease) return; // another place holds the lease: it runs the work
       mirror?.stop();
+      follower?.stop();
+      mirror = follower = undefined;
+      if (opened.readOnly || !opened.lease) {
+        // Another place holds the lease and runs the work: this copy follows it live.
+        follower = new Follower({ harness: opened, link, place, ...(options.onForked ? { onForked: options.onForked } : {}) });
+        return;
+      }
       mirror = new Mirror({ harness: opened, link, clock });
     },
     leave() {
@@ -132,6 +149,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     close() {
       closed = true;
       mirror?.stop();
+      follower?.stop();
       socket?.close(1000, "the worker closed its harness");
     },
   };

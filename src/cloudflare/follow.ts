@@ -92,6 +92,8 @@ interface FollowAttachment {
   version: 1;
   follow: true;
   caller: Json;
+  /** The tab follows the object's log (decision 0038): the object's next instance pushes to it too. */
+  following?: true;
 }
 
 /** Accepts a follow link for `caller`: the tab's end of a new socket (101). */
@@ -119,6 +121,30 @@ export function followCaller(socket: HibernatableWebSocket): { caller: Json } | 
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Marks a follow socket whose tab follows the object's log (it asked `follow.from`), so that the object's next
+ * instance, after a hibernation or an eviction that kept the socket, pushes to it again (`followingSockets`).
+ */
+export function markFollowing(socket: HibernatableWebSocket): void {
+  try {
+    const attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
+    if (attachment?.follow === true && !attachment.following) socket.serializeAttachment({ ...attachment, following: true });
+  } catch {
+    // Closed or closing: the tab asks again when it reconnects.
+  }
+}
+
+/** The follow sockets whose tabs follow the object's log. */
+export function followingSockets(ctx: DurableObjectState): HibernatableWebSocket[] {
+  return (ctx.getWebSockets?.(FOLLOW_TAG) ?? []).filter((socket) => {
+    try {
+      return (socket.deserializeAttachment() as FollowAttachment | undefined)?.following === true;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Sends a frame on a follow socket; one that is gone hears nothing (the tab sends again when it reconnects). */

@@ -41,6 +41,8 @@ import {
   FOLLOW_PATH,
   type FollowOptions,
   followCaller,
+  followingSockets,
+  markFollowing,
   objectAnswers,
   objectLeaseBook,
   refuseFollow,
@@ -177,6 +179,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           },
         });
         if (server) end.serve(SERVER_TOOLS_TOPIC, server.handler); // the tab's server tools (decision 0036)
+        // Tabs that followed the object's last instance are pushed to again (decision 0038).
+        for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame));
         return end;
       });
       this.#end.then(() => this.#armExpiry()).catch(() => {});
@@ -317,7 +321,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       message,
       (frame) => sendFollow(socket, frame),
       (action) => follow.authorize(caller, action),
+      socket,
     );
+    if (end.follows(socket)) markFollowing(socket);
     this.#armExpiry();
   }
 
@@ -350,6 +356,10 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
 
   /** The page went away: its subscriptions end. */
   async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
+    if (this.#follow && followCaller(socket)) {
+      void this.#end?.then((end) => end.drop(socket)).catch(() => {});
+      return;
+    }
     this.#sockets.close(socket);
   }
 

@@ -2,7 +2,8 @@
  * The tab's end of a follow link (docs/decisions/0031), over any transport that carries text frames and says
  * when it is up: calls to the object answered by request id (sent again on every reconnect and every
  * `resendMs` until answered — a duplicate is harmless: the object answers an id once), calls from the object
- * served once per id, and the object's replies to pushes handed to whoever listens (the mirror).
+ * served once per id, the object's replies to pushes handed to whoever listens (the mirror), and the object's own
+ * pushes to a tab that follows it (the follower, decision 0038).
  *
  * ```ts
  * const link = new FollowLink({ clock, send: (frame) => socket.send(frame) });
@@ -20,6 +21,7 @@ import {
   type AckMessage,
   encodeFollowMessage,
   type FollowTopic,
+  type PushMessage,
   parseFollowMessage,
   type RefusedMessage,
   type TabMessage,
@@ -62,6 +64,7 @@ export class FollowLink {
   readonly #handlers = new Map<string, TopicHandler>();
   readonly #answered = new Map<string, Promise<string>>();
   readonly #replyListeners = new Set<(reply: PushReply) => void>();
+  readonly #pushListeners = new Set<(push: PushMessage) => void>();
   readonly #upListeners = new Set<() => void>();
   readonly #prefix = globalThis.crypto.randomUUID();
   #next = 0;
@@ -126,6 +129,12 @@ export class FollowLink {
     return () => this.#replyListeners.delete(listener);
   }
 
+  /** Hears the object's pushes to a tab that follows it (decision 0038). Returns the function that stops listening. */
+  onPush(listener: (push: PushMessage) => void): () => void {
+    this.#pushListeners.add(listener);
+    return () => this.#pushListeners.delete(listener);
+  }
+
   /** Hears every `connected()`. Returns the function that stops listening. */
   onConnected(listener: () => void): () => void {
     this.#upListeners.add(listener);
@@ -153,6 +162,10 @@ export class FollowLink {
     }
     if (message.type === "call") {
       void this.#answer(message.id, message.topic, message.method, message.args);
+      return;
+    }
+    if (message.type === "push") {
+      for (const listener of this.#pushListeners) listener(message);
       return;
     }
     for (const listener of this.#replyListeners) listener(message);

@@ -8,6 +8,8 @@
  * - A push is applied only from the place that holds the lease under the push's epoch (else `StaleEpoch` or
  *   `LeaseNotHeld`, nothing applied), its parts joined first; answered with the copy's head.
  * - A release is taken over as after a crash (restarts counted, S4), and answered `taken`.
+ * - While this place holds the lease, a tab that follows it (`follow.from`) is pushed what its harness stores
+ *   (`Feed`, decision 0038) and answers with its head (`ack`).
  */
 import type { Clock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
@@ -19,15 +21,9 @@ import type { ErrorShape } from "../host/protocol.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
+import { Feed } from "./feed.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
-import {
-  encodeFollowMessage,
-  type FollowTopic,
-  type ObjectMessage,
-  type PushMessage,
-  parseFollowMessage,
-  parseJoinedBatch,
-} from "./wire.ts";
+import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 
 /** What a caller asks of the object on a follow link, for `authorize`. */
 export type FollowAction = "push" | "release" | `${string}.${string}`;
@@ -80,14 +76,17 @@ export class ObjectEnd {
   readonly #waiting = new Map<string, (frame: string) => void>();
   readonly #handlers = new Map<string, ObjectTopicHandler>();
   readonly #line = new SerialQueue();
+  /** The pushes to tabs that follow this place while it holds the lease (decision 0038). */
+  readonly #feed: Feed;
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
   /** Where the arrival's messages go: the connection that spoke last. */
   #replyTo: ((frame: string) => void) | undefined;
 
-  private constructor(options: ObjectEndOptions, arrival: Arrival) {
+  private constructor(options: ObjectEndOptions, arrival: Arrival, feed: Feed) {
     this.#options = options;
     this.#arrival = arrival;
+    this.#feed = feed;
     // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
@@ -100,6 +99,7 @@ export class ObjectEnd {
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
     let holder: Harness | undefined;
+    const feed = new Feed({ place: options.place, storage: options.storage, clock: options.clock });
     const arrival = await Arrival.start({
       place: options.place,
       storage: options.storage,
@@ -110,14 +110,17 @@ export class ObjectEnd {
       },
       open: async (storage, lease) => {
         const harness = await options.open(storage, lease);
-        if (!harness.readOnly) holder = harness;
+        if (!harness.readOnly) {
+          holder = harness;
+          feed.attach(harness);
+        }
         if (end) end.#holder = holder;
         return harness;
       },
       ...(options.apply ? { apply: options.apply } : {}),
       ...(options.watchExpiry === false ? { watchExpiry: false } : {}),
     });
-    end = new ObjectEnd(options, arrival);
+    end = new ObjectEnd(options, arrival, feed);
     end.#holder = holder;
     return end;
   }
@@ -148,8 +151,29 @@ export class ObjectEnd {
     this.#handlers.set(topic, handler);
   }
 
-  /** A frame from a tab's connection; `reply` sends to that connection; `authorize` is its caller's door. */
-  async receive(frame: unknown, reply: (frame: string) => void, authorize: FollowAuthorize): Promise<void> {
+  /**
+   * A connection that followed this place before (its socket outlived the object's last instance, say): it is pushed
+   * what the harness stores from now on, and its first `ack` says where it stands.
+   */
+  rejoin(connection: unknown, reply: (frame: string) => void): void {
+    this.#feed.rejoin(connection, reply);
+  }
+
+  /** Whether `connection` follows this place (asked `follow.from`, or rejoined). */
+  follows(connection: unknown): boolean {
+    return this.#feed.follows(connection);
+  }
+
+  /** The connection closed: nothing more is pushed to it. */
+  drop(connection: unknown): void {
+    this.#feed.drop(connection);
+  }
+
+  /**
+   * A frame from a tab's connection; `reply` sends to that connection; `authorize` is its caller's door.
+   * `connection` names the connection for the pushes a following tab gets (default: `reply` itself).
+   */
+  async receive(frame: unknown, reply: (frame: string) => void, authorize: FollowAuthorize, connection: unknown = reply): Promise<void> {
     const parsed = parseFollowMessage(frame, "tab", this.#options.topics);
     if ("error" in parsed) {
       const error = errorShape(parsed.error);
@@ -169,6 +193,7 @@ export class ObjectEnd {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
       }
+      if (topic === "follow") return this.#startFollowing(id, args, reply, connection);
       // A call still being answered is answered once, where it was asked last: a tab resends a long call (a server
       // tool) every few hundred ms, and each resend must not queue another copy of the answer.
       if (this.#waiting.has(id)) {
@@ -202,6 +227,11 @@ export class ObjectEnd {
       reply(encodeFollowMessage(await answer));
       return;
     }
+    if (message.type === "ack") {
+      // A following tab's head (reading the log is the follow.from power).
+      if (await allowed(authorize, "follow.from")) this.#feed.ack(connection, reply, message.head);
+      return;
+    }
     if (!(await allowed(authorize, message.type))) {
       reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(notAuthorized(message.type)) }));
       return;
@@ -212,11 +242,35 @@ export class ObjectEnd {
       if (message.type === "release") return this.#arrival.receive(message);
       try {
         this.#checkPusher(message);
-        await this.#arrival.receive({ type: "push", from: message.from, batches: this.#join(message) });
+        await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
       } catch (error) {
         const epochs = (await this.#options.storage.readEpochs?.().catch(() => undefined)) ?? undefined;
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(error), ...(epochs ? { epochs } : {}) }));
       }
+    });
+  }
+
+  /**
+   * `follow.from(place, head)`: answered with where the tab can start (this copy's history, the tail's reach), then
+   * the connection is pushed from `head`. Asking again is harmless (the answer is read afresh, the feed restarts
+   * there), so it is not remembered by id.
+   */
+  async #startFollowing(id: string, args: Json[], reply: (frame: string) => void, connection: unknown): Promise<void> {
+    const [place, head] = args as [string, number];
+    if (place === this.#options.place) {
+      reply(
+        encodeFollowMessage({
+          type: "answer",
+          id,
+          error: errorShape(new NotAuthorized("follow.from", `the place ${JSON.stringify(place)} is this object's own.`)),
+        }),
+      );
+      return;
+    }
+    await this.#line.run(async () => {
+      const start = await this.#feed.start(this.head);
+      reply(encodeFollowMessage({ type: "answer", id, value: start as unknown as Json }));
+      this.#feed.follow(connection, reply, head);
     });
   }
 
@@ -247,32 +301,6 @@ export class ObjectEnd {
       throw new LeaseNotHeld(push.from, `${record.holder} holds epoch ${record.epoch}`);
     if (record.holder === undefined && record.heir !== undefined && record.heir !== this.#options.place)
       throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
-  }
-
-  /** The push's transactions in log order from the copy's head: whole ones, and any joined from their parts. */
-  #join(push: PushMessage): LoggedBatch[] {
-    const out: LoggedBatch[] = [];
-    let next = this.head + 1;
-    const whole = new Map(push.batches.map((batch) => [batch.fence.position, batch]));
-    const parts = [...push.parts].sort((a, b) => a.position - b.position || a.index - b.index);
-    for (;;) {
-      const batch = whole.get(next);
-      if (batch) {
-        out.push(batch);
-        next++;
-        continue;
-      }
-      let joined: LoggedBatch | undefined;
-      for (const part of parts) {
-        if (part.position !== next) continue;
-        const text = this.#joining.add(part, next - 1);
-        if (text !== undefined) joined = parseJoinedBatch(text, part);
-      }
-      if (!joined) break;
-      out.push(joined);
-      next++;
-    }
-    return out;
   }
 
   /** The arrival's hand-over messages, as the link's. */

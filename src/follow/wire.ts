@@ -6,6 +6,8 @@
  *   chunks.ts) and, handing over, releases its lease at a position (`release`). The object answers each push
  *   with its copy's head (`ack`), or refuses it with a typed error and its head (`refused`: a stale epoch, a
  *   push it may not take), and says when it took the lease (`taken`).
+ * - The other way (decision 0038), while the object holds the lease: a tab that follows it (`follow.from`) is pushed
+ *   what the object's harness stores (`push`, the same message) and answers with its own head (`ack`).
  * - Calls, answered by their request id (a duplicate gets the same answer, never a second effect): topic
  *   `lease` (the tab asks the object, its arbiter: acquire, renew, release) and whatever topic another part
  *   adds to `FOLLOW_TOPICS` (forwarded submissions, server tool calls), in either direction as the topic says.
@@ -20,9 +22,9 @@ import type { Json } from "../base/json.ts";
 import { FollowMessageRefused } from "../errors.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
-import { type ArgsCheck, args, type Check, integer, list, literal, record, text, variant } from "../shape.ts";
+import { type ArgsCheck, args, type Check, integer, list, literal, nullable, record, text, variant } from "../shape.ts";
 import { batchProblem } from "./batch-shape.ts";
-import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad } from "./chunks.ts";
+import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad, type Reassembly } from "./chunks.ts";
 import { FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
@@ -30,13 +32,19 @@ import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 /** Which end of a link a message comes from. */
 export type FollowSide = "tab" | "object";
 
-/** The tab's stored transactions (`from`: its place; `epoch`: the lease it writes under). */
+/**
+ * The holder's stored transactions (`from`: its place; `epoch`: the lease it writes under): the tab's to the object's
+ * copy, or the object's to a tab that follows it (decision 0038).
+ */
 export interface PushMessage extends PushLoad {
   type: "push";
   from: string;
   epoch: number;
 }
-/** The copy holds the log up to `head` (whose epoch is `epoch`): what the tab may trim and count as safe. */
+/**
+ * The copy holds the log up to `head` (whose epoch is `epoch`): from the object, what the tab may trim and count as
+ * safe; from a following tab, where the object's next push to it starts (a gap there: the tab's head).
+ */
 export interface AckMessage {
   type: "ack";
   head: number;
@@ -75,8 +83,8 @@ export interface CallMessage {
 /** The answer to call `id`: its value, or the error it failed with. */
 export type AnswerMessage = { type: "answer"; id: string; value: Json } | { type: "answer"; id: string; error: ErrorShape };
 
-export type TabMessage = PushMessage | ReleaseMessage | CallMessage | AnswerMessage;
-export type ObjectMessage = AckMessage | RefusedMessage | TakenMessage | CallMessage | AnswerMessage;
+export type TabMessage = PushMessage | ReleaseMessage | AckMessage | CallMessage | AnswerMessage;
+export type ObjectMessage = AckMessage | RefusedMessage | TakenMessage | PushMessage | CallMessage | AnswerMessage;
 export type FollowMessage = TabMessage | ObjectMessage;
 
 /** A topic's calls: which side calls them, and each method's argument check. */
@@ -104,6 +112,9 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
       release: args([place, epoch, position], [place]),
     },
   },
+  // A tab that does not hold the lease follows the object's log from its own head (decision 0038):
+  // `from(place, head)` → the object's `FollowStart`; the object then pushes to that connection.
+  follow: { calledBy: "tab", methods: { from: args([place, position]) } },
   // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
   forward: FORWARD_TOPIC,
   // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).
@@ -135,6 +146,15 @@ const part: Check = record({
 });
 const batch: Check = (value, path) => batchProblem(value, path);
 
+const push = record({
+  type: literal("push"),
+  from: place,
+  epoch,
+  batches: list(batch, 100_000),
+  parts: list(part, MAX_PARTS),
+});
+const ack = record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) });
+
 const call = record({ type: literal("call"), id: requestId, topic: text({ max: 100 }), method: text({ max: 100 }), args: jsonList });
 const answer = either2(
   record({ type: literal("answer"), id: requestId, value: anyJson }),
@@ -143,19 +163,15 @@ const answer = either2(
 
 const SHAPES: Record<FollowSide, Record<string, Check>> = {
   tab: {
-    push: record({
-      type: literal("push"),
-      from: place,
-      epoch,
-      batches: list(batch, 100_000),
-      parts: list(part, MAX_PARTS),
-    }),
+    push,
     release: record({ type: literal("release"), from: place, epoch, position }),
+    ack,
     call,
     answer,
   },
   object: {
-    ack: record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) }),
+    ack,
+    push,
     refused: record(
       { type: literal("refused"), head: position, error: errorShape },
       { epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000) },
@@ -237,6 +253,54 @@ export function parseJoinedBatch(joined: string, expected: { epoch: number; posi
   if (batch.fence.epoch !== expected.epoch || batch.fence.position !== expected.position)
     throw new FollowMessageRefused("shape", `the parts of log position ${expected.position} join into position ${batch.fence.position}`);
   return batch;
+}
+
+/**
+ * The object's answer to `follow.from` (decision 0038): its log as a history (head and epochs' starts, for
+ * `continuesHistory`) and `after`, the earliest head it can push from (its durable tail keeps the log after it; a
+ * copy further behind is rebuilt from the object's snapshot instead).
+ */
+export interface FollowStart {
+  head: { epoch: number; position: number } | null;
+  epochs: Array<{ epoch: number; start: number }>;
+  after: number;
+}
+
+/** Checks the object's `follow.from` answer where it arrives (the tab): `undefined` or what is wrong. */
+export const followStart: Check = record({
+  head: nullable(record({ epoch, position })),
+  epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000),
+  after: position,
+});
+
+/**
+ * A push's transactions in log order from `head` + 1, as far as they continue it: whole ones, and any joined
+ * from their parts (`joining` holds the parts of the one transaction needed next). `FollowMessageRefused` for
+ * parts that do not join into the transaction they name.
+ */
+export function joinPush(push: PushLoad, head: number, joining: Reassembly): LoggedBatch[] {
+  const out: LoggedBatch[] = [];
+  let next = head + 1;
+  const whole = new Map(push.batches.map((batch) => [batch.fence.position, batch]));
+  const parts = [...push.parts].sort((a, b) => a.position - b.position || a.index - b.index);
+  for (;;) {
+    const batch = whole.get(next);
+    if (batch) {
+      out.push(batch);
+      next++;
+      continue;
+    }
+    let joined: LoggedBatch | undefined;
+    for (const part of parts) {
+      if (part.position !== next) continue;
+      const text = joining.add(part, next - 1);
+      if (text !== undefined) joined = parseJoinedBatch(text, part);
+    }
+    if (!joined) break;
+    out.push(joined);
+    next++;
+  }
+  return out;
 }
 
 /** The frame of `message`. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { counterTask } from "../../examples/counter-task.ts";
 import { systemClock } from "../../src/base/clock.ts";
+import { Follower } from "../../src/follow/follower.ts";
 import { FollowLink } from "../../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import { encodeFollowMessage } from "../../src/follow/wire.ts";
@@ -318,5 +319,42 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     expect(after.lease).toMatchObject({ epoch: 2, holder: "object" });
     expect(after.epochs.map((stretch) => stretch.epoch)).toEqual([1, 2]);
     await until("the counter ends", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+  }, 60_000);
+
+  it("0038: the tab comes back while the object runs: its read-only harness follows the object's steps live, to the object's head", async () => {
+    const name = "comeback-follow";
+    const mark = edge.printed.lines.length;
+    const tab = await openTab(edge, name, { leaveAt: "tick 2" });
+    const taskId = await startCounter(tab, 12);
+    tab.harness.resume();
+    await until("the hand-over", () => tab.leaving());
+    await tab.leaving();
+    // The tab opens again on its own storage: the object holds the lease, so it opens read-only and follows.
+    const back = await Harness.open(
+      tab.storage,
+      { registry: createRegistry(), lease: { place: "tab", arbiter: remoteArbiter(tab.link) } },
+      ctx,
+    );
+    expect(back.readOnly).toBe(true);
+    const seen: number[] = [];
+    back.onCommit(({ batch }) => {
+      for (const task of batch.tasks)
+        if (task.id === taskId && task.state.status === "sleeping") seen.push(task.state.checkpoint.n as number);
+    });
+    const follower = new Follower({ harness: back, link: tab.link, place: "tab" });
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 12"), "the object's tick 12");
+    await until("the counter ends", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+    const head = (await state(name)).head;
+    await until("the tab's copy reaches the object's head", () => follower.head >= head);
+    expect(follower.following).toBe(true);
+    // Live: the tab heard the object's steps one by one (not one snapshot at the end), up to the last.
+    expect(seen.length).toBeGreaterThanOrEqual(5);
+    expect(seen).toEqual(seen.map((_, index) => seen[0]! + index));
+    expect(seen.at(-1)).toBe(12);
+    expect((await back.getTask(taskId, ctx))?.state).toMatchObject({ status: "terminal", outcome: { result: "counted to 12" } });
+    expect((await back.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch")).map((row) => row.epoch)).toEqual([1, 2]);
+    follower.stop();
+    await back.close(ctx);
+    tab.socket.stop();
   }, 60_000);
 });

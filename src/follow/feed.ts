@@ -1,0 +1,192 @@
+/**
+ * The object's pushes to the tabs that follow it (docs/decisions/0038), platform-neutral: while the object's harness
+ * holds the lease, every transaction it stores goes to each following connection — the tab's mirror the other way.
+ *
+ * - A connection follows from its own head (`follow`, after the tab's `follow.from` call): what it lacks is read
+ *   from the object's durable log tail (its own transactions stay there), then it gets each new one live.
+ * - Coalesced: one round in flight per connection; whatever is stored meanwhile goes in the next one. The tab's
+ *   `ack` says its head: a round it held moves on, a gap (a lost push) is sent again from there.
+ * - A round unanswered for `resendMs` goes again (a few times; then the connection waits for its next `ack` or
+ *   the next transaction). A connection whose head is unknown (a socket that outlived the object's instance,
+ *   `rejoin`) is pushed the newest transaction alone: the tab answers with its head, and the feed goes on from it.
+ */
+import type { Clock } from "../base/clock.ts";
+import type { Harness } from "../harness.ts";
+import type { Storage } from "../storage/storage.ts";
+import { packPushes } from "./chunks.ts";
+import type { LoggedBatch } from "./handover.ts";
+import { encodeFollowMessage, type FollowStart } from "./wire.ts";
+
+export interface FeedOptions {
+  /** The object's place (the pushes' `from`). */
+  place: string;
+  /** The object's copy of the log: its harness's storage. */
+  storage: Storage;
+  clock: Clock;
+  /** A round unanswered this long goes again. Default 2,000 ms. */
+  resendMs?: number;
+  /** Transactions read from the durable tail for one round. Default 256. */
+  roundLimit?: number;
+}
+
+/** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
+const RESENDS = 5;
+/** Transactions kept in memory for connections that lag; older ones are read from the durable tail. */
+const BUFFERED = 256;
+
+interface Following {
+  send(frame: string): void;
+  /** The connection's head, as it last said (undefined: not heard in this instance). */
+  acked: number | undefined;
+  /** The last position of the round in flight. */
+  inFlight: number | undefined;
+  resends: number;
+  cancel: (() => void) | undefined;
+}
+
+export class Feed {
+  readonly #options: FeedOptions;
+  readonly #followers = new Map<unknown, Following>();
+  #buffer: LoggedBatch[] = [];
+  #epoch = 0;
+  /** The last position the harness stored (0 while no harness holds the lease here). */
+  #stored = 0;
+  #stopLog: (() => void) | undefined;
+
+  constructor(options: FeedOptions) {
+    this.#options = options;
+  }
+
+  /** The harness that took the lease here: what it stores is pushed from now on. */
+  attach(harness: Harness): void {
+    const lease = harness.lease;
+    if (!lease) return;
+    this.detach();
+    this.#epoch = lease.epoch;
+    this.#stored = lease.position;
+    this.#stopLog = harness.onLog((batch) => {
+      this.#stored = batch.fence.position;
+      this.#buffer.push(batch);
+      if (this.#buffer.length > BUFFERED) this.#buffer.shift();
+      for (const following of this.#followers.values()) {
+        // Head unknown (a rejoined connection): the newest transaction alone makes the tab say its head.
+        if (following.acked === undefined && following.inFlight === undefined) this.#send(following, [batch]);
+        else this.#pump(following);
+      }
+    });
+    for (const following of this.#followers.values()) this.#pump(following);
+  }
+
+  /** The harness stopped writing here (it handed the lease over): nothing more is pushed. */
+  detach(): void {
+    this.#stopLog?.();
+    this.#stopLog = undefined;
+    this.#buffer = [];
+    this.#stored = 0;
+    for (const following of this.#followers.values()) {
+      following.cancel?.();
+      following.inFlight = undefined;
+    }
+  }
+
+  /**
+   * Where a connection can start following: this copy's history (for the tab's `continuesHistory`) and `after`, the
+   * earliest head the durable tail can push from. `head` is the copy's last position.
+   */
+  async start(head: number): Promise<FollowStart> {
+    const storage = this.#options.storage;
+    const epochs = (await storage.readEpochs?.()) ?? [];
+    const epoch = epochs.filter((stretch) => stretch.start <= head).at(-1)?.epoch;
+    const first = (await storage.readLog?.(0, 1))?.[0]?.fence.position;
+    return {
+      head: head > 0 && epoch !== undefined ? { epoch, position: head } : null,
+      epochs: epochs.map(({ epoch, start }) => ({ epoch, start })),
+      after: first === undefined ? head : first - 1,
+    };
+  }
+
+  /** `connection` follows from `head` (it holds the log up to there); `send` reaches it. */
+  follow(connection: unknown, send: (frame: string) => void, head: number): void {
+    const following = this.#connection(connection, send);
+    following.acked = head;
+    following.inFlight = undefined;
+    following.cancel?.();
+    this.#pump(following);
+  }
+
+  /** A connection that followed an earlier instance of the object (its socket outlived it): its head is unknown. */
+  rejoin(connection: unknown, send: (frame: string) => void): void {
+    this.#connection(connection, send);
+  }
+
+  /** Whether `connection` follows. */
+  follows(connection: unknown): boolean {
+    return this.#followers.has(connection);
+  }
+
+  /** The connection's `ack`: it holds the log up to `head`. */
+  ack(connection: unknown, send: (frame: string) => void, head: number): void {
+    const following = this.#connection(connection, send);
+    following.acked = head;
+    following.resends = 0;
+    // The round arrived, or stopped at a gap (a lost push): either way the next round starts from `head`.
+    following.inFlight = undefined;
+    following.cancel?.();
+    this.#pump(following);
+  }
+
+  /** The connection closed. */
+  drop(connection: unknown): void {
+    this.#followers.get(connection)?.cancel?.();
+    this.#followers.delete(connection);
+  }
+
+  #connection(connection: unknown, send: (frame: string) => void): Following {
+    let following = this.#followers.get(connection);
+    if (!following) {
+      following = { send, acked: undefined, inFlight: undefined, resends: 0, cancel: undefined };
+      this.#followers.set(connection, following);
+    }
+    following.send = send;
+    return following;
+  }
+
+  #pump(following: Following): void {
+    if (!this.#stopLog || following.inFlight !== undefined || following.acked === undefined) return;
+    if (following.acked >= this.#stored) return;
+    void this.#round(following, following.acked);
+  }
+
+  /** One round: what the connection lacks after `acked`, from memory when it holds it, else from the durable tail. */
+  async #round(following: Following, acked: number): Promise<void> {
+    following.inFlight = this.#stored;
+    let batches = this.#buffer.filter((batch) => batch.fence.position > acked);
+    if (batches[0]?.fence.position !== acked + 1) {
+      const storage = this.#options.storage;
+      batches = storage.readLog ? await storage.readLog(acked, this.#options.roundLimit ?? 256) : [];
+    }
+    // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
+    if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !this.#stopLog) {
+      following.inFlight = undefined;
+      return;
+    }
+    this.#send(following, batches);
+  }
+
+  #send(following: Following, batches: LoggedBatch[]): void {
+    following.inFlight = batches.at(-1)!.fence.position;
+    for (const load of packPushes(batches)) {
+      try {
+        following.send(encodeFollowMessage({ type: "push", from: this.#options.place, epoch: this.#epoch, ...load }));
+      } catch {
+        break; // the connection is gone: its close drops it
+      }
+    }
+    following.cancel?.();
+    following.cancel = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
+      following.cancel = undefined;
+      following.inFlight = undefined;
+      if (++following.resends <= RESENDS) this.#pump(following);
+    });
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * A tab that follows its object live (docs/decisions/0038), platform-neutral: while another place (the object) holds
+ * the lease, the tab's read-only harness applies the object's pushes with `harness.follow`, so its views, waiters and
+ * the page move as the work goes on there.
+ *
+ * - Before it applies anything it asks the object where to start (`follow.from` with its own head) and checks that
+ *   its copy is a prefix of the object's history (`continuesHistory`): a fork — or a copy behind what the object's
+ *   tail keeps — is never followed; `onForked(theirs)` is told once instead (the rebuild from the object's snapshot
+ *   is the app's and the fork's part).
+ * - Each push is applied in log order from its head (duplicates skipped, a gap waits), then acknowledged with the
+ *   head: the object sends again from there. On every reconnect it asks again (the object may be a new instance).
+ *
+ * ```ts
+ * const follower = new Follower({ harness, link, place: "tab", onForked: (theirs) => rebuild(theirs) });
+ * await follower.whenHolds(position, ctx); // the copy holds the log up to `position`
+ * ```
+ */
+import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
+import { SerialQueue } from "../base/serial.ts";
+import type { Harness } from "../harness.ts";
+import type { LogMark } from "../storage/records.ts";
+import { Reassembly } from "./chunks.ts";
+import { continuesHistory, type LogHistory } from "./fork.ts";
+import { applyPushed, type LoggedBatch } from "./handover.ts";
+import type { FollowLink } from "./link-client.ts";
+import { type FollowStart, followStart, joinPush, type PushMessage } from "./wire.ts";
+
+export interface FollowerOptions {
+  /** The tab's harness, opened read-only (another place holds the lease). */
+  harness: Harness;
+  link: FollowLink;
+  /** This tab's place in the lease. */
+  place: string;
+  /**
+   * Told once when this copy cannot follow the object from its head: its log left the object's history (a fork,
+   * `findFork(storage, theirs)` names it), or it is behind what the object's tail keeps. Nothing is applied after.
+   */
+  onForked?(theirs: LogHistory): void;
+}
+
+export class Follower {
+  readonly #harness: Harness;
+  readonly #link: FollowLink;
+  readonly #place: string;
+  readonly #onForked: ((theirs: LogHistory) => void) | undefined;
+  readonly #joining: Reassembly;
+  readonly #line = new SerialQueue();
+  readonly #listeners = new Set<(head: LogMark) => void>();
+  readonly #stops: Array<() => void> = [];
+  /** The copy's head (undefined until read). */
+  #head: LogMark | undefined;
+  #following = false;
+  #forked: LogHistory | undefined;
+  #stopped = false;
+
+  constructor(options: FollowerOptions) {
+    this.#harness = options.harness;
+    this.#link = options.link;
+    this.#place = options.place;
+    this.#onForked = options.onForked;
+    this.#joining = new Reassembly(options.harness.storage.maxRowBytes);
+    this.#stops.push(
+      options.link.onPush((push) => void this.#line.run(() => this.#apply(push))),
+      options.link.onConnected(() => void this.#ask()),
+    );
+    if (options.link.up) void this.#ask();
+  }
+
+  /** The copy's head: the last position it holds (0 before it was read). */
+  get head(): number {
+    return this.#head?.position ?? 0;
+  }
+
+  /** Whether it applies the object's pushes (it asked, and its copy continues the object's history). */
+  get following(): boolean {
+    return this.#following;
+  }
+
+  /** The object's history when this copy could not follow it (`onForked` was told), if so. */
+  get forked(): LogHistory | undefined {
+    return this.#forked;
+  }
+
+  /** Resolves once the copy holds the log up to `position`. */
+  whenHolds(position: number, context: Context): Promise<void> {
+    if (this.head >= position) return Promise.resolve();
+    let stop = () => {};
+    const held = new Promise<void>((resolve) => {
+      stop = this.#onApplied((head) => {
+        if (head.position < position) return;
+        stop();
+        resolve();
+      });
+    });
+    return waitFor(held, context).finally(stop);
+  }
+
+  /** Stops applying and listening (the harness goes on; it is closed or reopened by its owner). */
+  stop(): void {
+    this.#stopped = true;
+    this.#following = false;
+    for (const stop of this.#stops.splice(0)) stop();
+  }
+
+  #onApplied(listener: (head: LogMark) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Asks the object where to start, checks this copy continues its history, then follows. */
+  async #ask(): Promise<void> {
+    if (this.#stopped || this.#forked) return;
+    let start: FollowStart;
+    try {
+      const mine = await this.#line.run(async () => (this.#head ??= (await this.#harness.storage.load()).log ?? { epoch: 0, position: 0 }));
+      const answer = await this.#link.call("follow", "from", [this.#place, mine.position]);
+      const problem = followStart(answer, "the object's follow.from answer");
+      if (problem) throw new TypeError(problem);
+      start = answer as unknown as FollowStart;
+    } catch {
+      return; // unreachable or refused: asked again at the next reconnect
+    }
+    await this.#line.run(() => {
+      if (this.#stopped || this.#forked) return;
+      const mine = this.#head!;
+      const theirs: LogHistory = { head: start.head ?? undefined, epochs: start.epochs };
+      const theirHead = start.head?.position ?? 0;
+      const behind = mine.position < start.after && mine.position < theirHead;
+      if (!continuesHistory(theirs, mine) || behind) {
+        this.#following = false;
+        this.#forked = theirs;
+        this.#onForked?.(theirs);
+        return;
+      }
+      this.#following = true;
+    });
+  }
+
+  /** One push of the object's: applied in log order from the head, then the head acknowledged. */
+  async #apply(push: PushMessage): Promise<void> {
+    if (!this.#following || this.#stopped || !this.#head) return;
+    try {
+      const batches = joinPush(push, this.#head.position, this.#joining);
+      await applyPushed(this.#harness.storage, this.#head.position, batches, async (batch: LoggedBatch) => {
+        await this.#harness.follow(batch, BACKGROUND_CONTEXT);
+        this.#head = batch.fence;
+        for (const listener of this.#listeners) listener(batch.fence);
+      });
+    } catch {
+      // Not applied (parts that do not join, a transaction storage refused): the head says where to send again.
+    }
+    this.#link.send({ type: "ack", head: this.#head.position, epoch: this.#head.epoch });
+  }
+}

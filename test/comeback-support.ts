@@ -1,0 +1,116 @@
+import { counterTask } from "../examples/counter-task.ts";
+import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import { Follower } from "../src/follow/follower.ts";
+import type { LogHistory } from "../src/follow/fork.ts";
+import { FollowLink } from "../src/follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
+import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { ctx, runUntil } from "./support.ts";
+
+/** What the link does with the `index`-th frame going `way`: deliver it, lose it, or deliver it twice. */
+export type Fate = (way: "toObject" | "toTab", index: number) => "deliver" | "drop" | "twice";
+
+/**
+ * A tab and its object in one process (decision 0038) over an in-memory link that may lose and duplicate frames
+ * (in order otherwise, as a socket is): the object's `ObjectEnd` with its `LeaseBook` and its copy; the tab's
+ * harness under `remoteArbiter(link)`, with a `Mirror` while it holds the lease and a `Follower` while it does not.
+ */
+export async function comebackWorld(options: { ttlMs?: number; to?: number; fate?: Fate } = {}) {
+  const clock = createManualClock(1_000);
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({ clock, ttlMs: options.ttlMs ?? 5_000, load: () => record, save: (next) => void (record = next) });
+  const printed: Array<[string, string]> = [];
+  const registry = (place: string) =>
+    createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
+  const copy: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
+  const fate = options.fate ?? (() => "deliver");
+  const counts = { toObject: 0, toTab: 0 };
+  /** The link loses and duplicates only once `lossy` (the world is set up on a reliable one). */
+  const link_ = { lossy: false };
+  const carry = (way: "toObject" | "toTab", frame: string, deliver: (frame: string) => void) => {
+    const what = link_.lossy ? fate(way, counts[way]++) : "deliver";
+    if (what === "drop") return;
+    setTimeout(() => deliver(frame), 0);
+    if (what === "twice") setTimeout(() => deliver(frame), 0);
+  };
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: copy,
+    book,
+    clock,
+    open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), clock, lease, resume: true }, ctx),
+  });
+  const link: FollowLink = new FollowLink({
+    clock,
+    send: (frame) => carry("toObject", frame, (f) => void end.receive(f, toTab, () => true, "the tab's socket")),
+  });
+  const toTab = (frame: string) => carry("toTab", frame, (f) => link.receive(f));
+  link.connected();
+  const forks: LogHistory[] = [];
+
+  /** Opens the tab's harness on its storage (the clock runs meanwhile: a lost call is sent again). */
+  const reopenTab = async () => {
+    let opened: Awaited<ReturnType<typeof openTab>> | undefined;
+    const opening = openTab().then((tab) => (opened = tab));
+    await runUntil(clock, () => opened !== undefined);
+    return opening;
+  };
+
+  /** Opens the tab's harness on its storage: writable with a mirror when granted, read-only with a follower. */
+  const openTab = async () => {
+    let mirror: Mirror | undefined;
+    const harness = await Harness.open(
+      tabStorage,
+      {
+        registry: registry("tab"),
+        clock,
+        lease: {
+          place: "tab",
+          arbiter: remoteArbiter(link),
+          confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),
+        },
+      },
+      ctx,
+    );
+    if (!harness.readOnly) mirror = new Mirror({ harness, link, clock });
+    const follower = harness.readOnly
+      ? new Follower({ harness, link, place: "tab", onForked: (theirs) => void forks.push(theirs) })
+      : undefined;
+    return { harness, mirror, follower };
+  };
+
+  const tab = await openTab();
+  const root = await tab.harness.root(ctx);
+  const taskId = await root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to: options.to ?? 5 },
+      ),
+    ctx,
+  );
+  return {
+    clock,
+    book,
+    record: () => record,
+    printed,
+    copy,
+    tabStorage,
+    end,
+    link,
+    tab,
+    taskId,
+    openTab,
+    reopenTab,
+    forks,
+    /** From now on the link loses and duplicates frames as `fate` says. */
+    loseFrames() {
+      link_.lossy = true;
+    },
+  };
+}
