@@ -18,6 +18,7 @@ import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
+import { type TaskText, taskText } from "./task-text.ts";
 
 export interface SqliteStorageOptions {
   /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
@@ -37,6 +38,11 @@ export class SqliteStorage implements Storage {
    * spares the partial index on `status` (about a third of a step's SQLite time).
    */
   readonly #liveStatus = new Map<number, string>();
+  /**
+   * The text each live task's record was last written with, in pieces around its state (decision 0041): a
+   * commit that changes only the state serializes only the state.
+   */
+  readonly #texts = new Map<number, TaskText>();
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
@@ -93,6 +99,7 @@ export class SqliteStorage implements Storage {
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
     const liveTasks = parseAll<TaskRecord>("tasks", await rows(SQL.liveTasks), damaged);
     this.#liveStatus.clear();
+    this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
     return {
       nextId,
@@ -109,7 +116,10 @@ export class SqliteStorage implements Storage {
   async apply(batch: Batch): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("A write");
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
-    const tasks = batch.tasks.map((t) => ({ task: t, record: JSON.stringify(t) }));
+    const tasks = batch.tasks.map((task) => {
+      const { text, pieces } = taskText(task, this.#texts.get(task.id));
+      return { task, record: text, pieces };
+    });
     const conversations = batch.conversations.map((c) => [c.id, c.owner ?? null, JSON.stringify(c)] as SqlValue[]);
     const entries = batch.entries.map((e) => [e.id, e.conversationId, e.kind, JSON.stringify(e)] as SqlValue[]);
     const submissions = batch.submissions.map(
@@ -169,9 +179,15 @@ export class SqliteStorage implements Storage {
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
     });
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
-    for (const { task } of tasks) {
-      if (task.state.status === "terminal") this.#liveStatus.delete(task.id);
-      else this.#liveStatus.set(task.id, task.state.status);
+    for (const { task, pieces } of tasks) {
+      if (task.state.status === "terminal") {
+        this.#liveStatus.delete(task.id);
+        this.#texts.delete(task.id);
+      } else {
+        this.#liveStatus.set(task.id, task.state.status);
+        if (pieces) this.#texts.set(task.id, pieces);
+        else this.#texts.delete(task.id);
+      }
     }
   }
 

@@ -1,0 +1,95 @@
+import type { TaskRecord } from "../records.ts";
+
+/**
+ * A task's record text as last written: the text before its state's value and after it, and the record it was
+ * made from. Most commits change only a task's state (a step's next checkpoint): the next text is then
+ * `head + state + tail`, and only the state is serialized again (decision 0041).
+ */
+export interface TaskText {
+  readonly record: TaskRecord;
+  readonly keys: readonly string[];
+  readonly head: string;
+  readonly tail: string;
+}
+
+/** The statuses a state's text spells without escaping (every status there is). */
+const STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completing", "terminal"]);
+
+/**
+ * `JSON.stringify(task)`, text for text, reusing `last` (the text of an earlier version of the same task) when
+ * every member but `state` is the same value — the same primitive or the same object, in the same key order.
+ * Pieces are made only of a record whose members were all frozen when its text was made: committed records
+ * are deep-frozen (`deepFreeze`), so a member shared with the last version cannot have changed since. Returns
+ * the text, and the pieces to remember once it is stored (undefined when a member is not frozen yet, or the
+ * record's shape is one JSON would not spell member by member).
+ */
+export function taskText(task: TaskRecord, last: TaskText | undefined): { text: string; pieces: TaskText | undefined } {
+  const keys = Object.keys(task);
+  if (last !== undefined && sameBesideState(task, keys, last)) {
+    const state = stateText(task.state);
+    if (state !== undefined)
+      return { text: last.head + state + last.tail, pieces: { record: task, keys, head: last.head, tail: last.tail } };
+  }
+  return wholeText(task, keys);
+}
+
+function sameBesideState(task: TaskRecord, keys: readonly string[], last: TaskText): boolean {
+  const before = last.keys;
+  if (keys.length !== before.length) return false;
+  const record = task as unknown as Record<string, unknown>;
+  const previous = last.record as unknown as Record<string, unknown>;
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index]!;
+    if (key !== before[index]) return false;
+    if (key === "state") continue;
+    if (record[key] !== previous[key]) return false;
+  }
+  return true;
+}
+
+/** The whole text, member by member, cut around the state's value. */
+function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; pieces: TaskText | undefined } {
+  const record = task as unknown as Record<string, unknown>;
+  if (typeof record.toJSON === "function") return { text: JSON.stringify(task), pieces: undefined };
+  let head = "{";
+  let tail: string | undefined;
+  let state: string | undefined;
+  let separator = "";
+  let frozen = true;
+  for (const key of keys) {
+    if (key === "state") {
+      state = stateText(task.state);
+      if (state === undefined) return { text: JSON.stringify(task), pieces: undefined };
+      head += `${separator}"state":`;
+      tail = "";
+      separator = ",";
+      continue;
+    }
+    const member = record[key];
+    if (typeof member === "object" && member !== null && !Object.isFrozen(member)) frozen = false;
+    const value = JSON.stringify(member);
+    if (value === undefined) continue; // undefined, a function: JSON leaves the member out
+    const text = `${separator}${JSON.stringify(key)}:${value}`;
+    if (tail === undefined) head += text;
+    else tail += text;
+    separator = ",";
+  }
+  if (state === undefined || tail === undefined) return { text: JSON.stringify(task), pieces: undefined };
+  tail += "}";
+  return { text: head + state + tail, pieces: frozen ? { record: task, keys, head, tail } : undefined };
+}
+
+/** A state's text; the common shape (status and checkpoint, in that order) without walking the state itself. */
+function stateText(state: unknown): string | undefined {
+  if (typeof state !== "object" || state === null) return JSON.stringify(state);
+  const members = state as Record<string, unknown>;
+  const status = members.status;
+  if (typeof status === "string" && STATUSES.has(status) && typeof members.toJSON !== "function") {
+    const keys = Object.keys(members);
+    if (keys.length === 2 && keys[0] === "status" && keys[1] === "checkpoint") {
+      const checkpoint = JSON.stringify(members.checkpoint);
+      if (checkpoint !== undefined) return `{"status":"${status}","checkpoint":${checkpoint}}`;
+    }
+  }
+  return JSON.stringify(state);
+}

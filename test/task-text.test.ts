@@ -1,0 +1,137 @@
+import fc from "fast-check";
+import { afterEach, describe, expect, it } from "vitest";
+import { deepFreeze, type Json } from "../src/base/json.ts";
+import type { TaskRecord, TaskState } from "../src/storage/records.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { type TaskText, taskText } from "../src/storage/sqlite/task-text.ts";
+
+// Decision 0041: a task's record text reuses the text of its last version when only its state changed. The
+// text must stay `JSON.stringify(record)` exactly, whatever changed and however the record was built.
+
+const checkpoint = fc.record({ phase: fc.string(), n: fc.integer() }, { requiredKeys: ["phase"] }) as fc.Arbitrary<{
+  phase: string;
+  [key: string]: Json;
+}>;
+const state: fc.Arbitrary<TaskState> = fc.oneof(
+  fc.record({ status: fc.constantFrom("pending" as const, "running" as const), checkpoint }),
+  fc.record({ status: fc.constant("sleeping" as const), checkpoint, until: fc.integer() }),
+  fc.record({ checkpoint, status: fc.constant("running" as const) }), // another key order
+  fc.record({
+    status: fc.constant("terminal" as const),
+    outcome: fc.record({ status: fc.constant("completed" as const), result: fc.jsonValue() }),
+  }),
+) as fc.Arbitrary<TaskState>;
+
+const record = fc.record(
+  {
+    id: fc.integer({ min: 1 }),
+    conversationId: fc.integer({ min: 1 }),
+    kind: fc.string(),
+    version: fc.integer(),
+    input: fc.jsonValue(),
+    owner: fc.integer({ min: 1 }),
+    background: fc.boolean(),
+    abortRequested: fc.boolean(),
+    startedAt: fc.integer(),
+    state,
+    memos: fc.dictionary(fc.string(), fc.jsonValue()),
+    restarts: fc.integer({ min: 1 }),
+  },
+  { requiredKeys: ["id", "conversationId", "kind", "version", "input", "background", "abortRequested", "state"] },
+) as unknown as fc.Arbitrary<TaskRecord>;
+
+/** What the next version of a record does: a new state (the usual step), another member, or a member's value changed in place. */
+const change = fc.oneof(
+  fc.record({ kind: fc.constant("state" as const), state }),
+  fc.record({
+    kind: fc.constant("member" as const),
+    key: fc.constantFrom("input", "memos", "restarts", "abortRequested", "endedAt"),
+    value: fc.jsonValue(),
+  }),
+  fc.record({ kind: fc.constant("mutate" as const), value: fc.jsonValue() }),
+);
+
+describe("task record text (decision 0041)", () => {
+  it("S1: every version's text is JSON.stringify of the record, through steps, other changes, frozen or not", () => {
+    fc.assert(
+      fc.property(record, fc.array(fc.tuple(change, fc.boolean()), { maxLength: 12 }), fc.boolean(), (first, changes, freezeFirst) => {
+        let current: TaskRecord = structuredClone(first);
+        if (freezeFirst) deepFreeze(current);
+        let last: TaskText | undefined;
+        for (const [step, freeze] of [[undefined, false] as const, ...changes]) {
+          if (step?.kind === "state") current = { ...current, state: step.state };
+          else if (step?.kind === "member") current = { ...current, [step.key]: step.value };
+          else if (step?.kind === "mutate") {
+            // A caller that kept an unfrozen member and changed it: its old text must not be reused.
+            const input = current.input;
+            if (typeof input === "object" && input !== null && !Object.isFrozen(input) && !Array.isArray(input))
+              (input as Record<string, Json>).changed = step.value;
+            current = { ...current, state: { ...current.state } as TaskState };
+          }
+          if (freeze) deepFreeze(current);
+          const { text, pieces } = taskText(current, last);
+          expect(text).toBe(JSON.stringify(current));
+          last = pieces;
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("leaves out undefined members as JSON does, and falls back to JSON for a record with toJSON", () => {
+    const base = deepFreeze({
+      id: 1,
+      conversationId: 1,
+      kind: "k",
+      version: 1,
+      input: { a: 1 },
+      background: false,
+      abortRequested: false,
+      state: { status: "running", checkpoint: { phase: "p" } },
+    } as TaskRecord);
+    const first = taskText(base, undefined);
+    const withUndefined = { ...base, owner: undefined, state: { status: "running", checkpoint: { phase: "q" } } } as TaskRecord;
+    expect(taskText(withUndefined, first.pieces).text).toBe(JSON.stringify(withUndefined));
+    const odd = { ...base, toJSON: () => ({ odd: true }) } as unknown as TaskRecord;
+    expect(taskText(odd, first.pieces).text).toBe('{"odd":true}');
+  });
+});
+
+describe("SqliteStorage writes each task's text as JSON.stringify of its record (decision 0041)", () => {
+  const open: SqliteStorage[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((storage) => storage.close()));
+  });
+
+  it("S1: the stored record column is the record's JSON after every kind of commit, and reads back equal", async () => {
+    await fc.assert(
+      fc.asyncProperty(record, fc.array(change, { maxLength: 8 }), async (first, changes) => {
+        const storage = await openSqliteStorage({ vfs: "memory" });
+        open.push(storage);
+        let current = deepFreeze({
+          ...structuredClone(first),
+          id: 10,
+          state: { status: "running", checkpoint: { phase: "p" } },
+        } as TaskRecord);
+        const empty = { conversations: [], entries: [], submissions: [], documents: [] };
+        await storage.apply({ ...empty, tasks: [current] });
+        for (const step of changes) {
+          current = deepFreeze(
+            step.kind === "state"
+              ? { ...current, state: step.state }
+              : step.kind === "member"
+                ? { ...current, [step.key]: step.value }
+                : { ...current, state: { status: "running", checkpoint: { phase: "x", n: 1 } } as TaskState },
+          );
+          await storage.apply({ ...empty, tasks: [current] });
+          const rows = await storage.query("SELECT record FROM tasks WHERE id = 10");
+          expect(rows[0]?.record).toBe(JSON.stringify(current));
+          expect(await storage.getTask(10)).toEqual(JSON.parse(JSON.stringify(current)));
+          if (current.state.status === "terminal") break;
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
