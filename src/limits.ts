@@ -200,9 +200,10 @@ function holds(fault: JsonFault): string {
 /**
  * The detached copy `cloneJson` makes, refused (as `InvalidInput`) when it is past `limits` or not JSON at
  * all. What every kernel boundary stores. The value is copied first (`toJSON`, dropped members), then checked.
+ * `frozen`: the copy is deep-frozen as it is made (a committed record's parts are, decision 0041).
  */
-export function admitJson<T>(value: T, limits: JsonLimits, what: What): T {
-  const size: CopySize = { depth: 0, low: 0, high: 0 };
+export function admitJson<T>(value: T, limits: JsonLimits, what: What, frozen = false): T {
+  const size: CopySize = { depth: 0, low: 0, high: 0, freeze: frozen };
   let copy: T;
   try {
     copy = measuredClone(value, size);

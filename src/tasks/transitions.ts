@@ -100,7 +100,8 @@ export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, n
   let state: TaskState;
   switch (next.status) {
     case "running":
-      state = { status: "running", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) };
+      // Frozen as built: the step's record then needs no deepFreeze walk when it is staged and published.
+      state = Object.freeze({ status: "running", checkpoint: tx.admitFrozen(next.checkpoint, checkpointOf(current)) });
       break;
     case "sleeping":
       // No `until`: a wait with no deadline, ended by a commit that wakes the task (`wakeSleeper`).
@@ -132,7 +133,8 @@ export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, n
   }
   const record: TaskRecord = { ...current, state };
   if (record.restarts !== undefined && !jsonEqual(current.state, state)) delete record.restarts;
-  tx.putTask(record);
+  // A committed record and a frozen state make a record frozen whole (`deepFreeze` holds frozen for deep-frozen).
+  tx.putTask(Object.isFrozen(current) && Object.isFrozen(state) ? Object.freeze(record) : record);
 }
 
 function validateWait(tx: KernelTx, waiter: TaskRecord, on: number[], policy: string, stored: StoredTask): void {

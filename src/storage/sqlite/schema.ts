@@ -103,6 +103,20 @@ CREATE TABLE IF NOT EXISTS documents (
 ) WITHOUT ROWID;
 `;
 
+/**
+ * How many rows one statement of `SQL.updateTaskRecords` carries: two parameters a row, at most 64 in all (a
+ * Durable Object's SQLite binds at most 100 per statement). A group's rows go in the largest that fit.
+ */
+export const TASK_RECORD_ROWS = [32, 16, 8, 4, 2] as const;
+export type TaskRecordRows = (typeof TASK_RECORD_ROWS)[number];
+
+const UPDATE_TASK_RECORDS = Object.fromEntries(
+  TASK_RECORD_ROWS.map((rows) => [
+    rows,
+    `UPDATE tasks SET record = v.column2 FROM (VALUES ${Array.from({ length: rows }, () => "(?, ?)").join(", ")}) AS v WHERE tasks.id = v.column1`,
+  ]),
+) as Record<TaskRecordRows, string>;
+
 export const SQL = {
   tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
   readMeta: `SELECT key, value FROM pi_durable_meta`,
@@ -135,6 +149,8 @@ export const SQL = {
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,
+  /** A group's steps (decision 0041): the records of `rows` live tasks whose status stays, in one statement. */
+  updateTaskRecords: (rows: TaskRecordRows) => UPDATE_TASK_RECORDS[rows],
   insertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)`,
   getTask: `SELECT record FROM tasks WHERE id = ?`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)

@@ -14,9 +14,9 @@ import type {
 } from "../records.ts";
 import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
-import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
-import { SQL } from "./schema.ts";
+import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
 import { type TaskText, taskText } from "./task-text.ts";
 
@@ -160,15 +160,7 @@ export class SqliteStorage implements Storage {
         tx.run(SQL.appendLog, fence.position, fence.epoch, logged![0]!);
         for (let part = 1; part < logged!.length; part++) tx.run(SQL.appendLogPart, fence.position, part, logged![part]!);
       }
-      for (const { task, record } of tasks) {
-        const status = task.state.status;
-        if (this.#liveStatus.get(task.id) === status) {
-          if (tx.run(SQL.updateTaskRecord, record, task.id) === 1) continue;
-        }
-        if (tx.run(SQL.updateTask, status, record, task.id) === 0) {
-          tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, status, record);
-        }
-      }
+      this.#writeTasks(tx, tasks);
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
@@ -189,6 +181,52 @@ export class SqliteStorage implements Storage {
         else this.#texts.delete(task.id);
       }
     }
+  }
+
+  /**
+   * The batch's task rows. A live task whose stored status stays (a step) rewrites only its record; a group's
+   * such rows go several to a statement (decision 0041), so the wasm boundary is crossed per statement rather
+   * than per row. Any other row, a row repeated in the batch, and a statement that did not change as many rows
+   * as it carries (a row not there after all) take the row-by-row path, in the batch's order.
+   */
+  #writeTasks(tx: SqliteTransaction, tasks: ReadonlyArray<{ task: TaskRecord; record: string }>): void {
+    const single = (task: TaskRecord, record: string) => {
+      const status = task.state.status;
+      if (this.#liveStatus.get(task.id) === status && tx.run(SQL.updateTaskRecord, record, task.id) === 1) return;
+      if (tx.run(SQL.updateTask, status, record, task.id) === 0)
+        tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, status, record);
+    };
+    if (tasks.length < 2) {
+      for (const { task, record } of tasks) single(task, record);
+      return;
+    }
+    const steps: Array<{ task: TaskRecord; record: string }> = [];
+    const rest: Array<{ task: TaskRecord; record: string }> = [];
+    const seen = new Set<number>();
+    let repeated = false;
+    for (const row of tasks) {
+      if (seen.has(row.task.id)) repeated = true;
+      seen.add(row.task.id);
+      (this.#liveStatus.get(row.task.id) === row.task.state.status ? steps : rest).push(row);
+    }
+    if (repeated) {
+      for (const { task, record } of tasks) single(task, record);
+      return;
+    }
+    for (let at = 0; at < steps.length; ) {
+      const rows = TASK_RECORD_ROWS.find((size) => size <= steps.length - at);
+      if (rows === undefined) {
+        single(steps[at]!.task, steps[at]!.record);
+        at++;
+        continue;
+      }
+      const chunk = steps.slice(at, at + rows);
+      const params: SqlValue[] = [];
+      for (const { task, record } of chunk) params.push(task.id, record);
+      if (tx.run(SQL.updateTaskRecords(rows), ...params) !== rows) for (const { task, record } of chunk) single(task, record);
+      at += rows;
+    }
+    for (const { task, record } of rest) single(task, record);
   }
 
   holdCheckpoints(): () => void {

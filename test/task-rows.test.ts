@@ -66,7 +66,7 @@ describe("task record text (decision 0041)", () => {
             // A caller that kept an unfrozen member and changed it: its old text must not be reused.
             const input = current.input;
             if (typeof input === "object" && input !== null && !Object.isFrozen(input) && !Array.isArray(input))
-              (input as Record<string, Json>).changed = step.value;
+              (input as Record<string, Json>).changed = step.value as Json;
             current = { ...current, state: { ...current.state } as TaskState };
           }
           if (freeze) deepFreeze(current);
@@ -132,6 +132,64 @@ describe("SqliteStorage writes each task's text as JSON.stringify of its record 
         }
       }),
       { numRuns: 40 },
+    );
+  });
+});
+
+describe("SqliteStorage writes a group's task rows several to a statement (decision 0041)", () => {
+  const open: SqliteStorage[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((storage) => storage.close()));
+  });
+
+  const task = (id: number, status: "pending" | "running" | "sleeping", n: number): TaskRecord =>
+    deepFreeze({
+      id,
+      conversationId: 1,
+      kind: "k",
+      version: 1,
+      input: { id },
+      background: false,
+      abortRequested: false,
+      state: { status, checkpoint: { phase: "p", n } },
+    } as TaskRecord);
+
+  it("S1: after each batch every row holds its task's last record and status, whatever mix of new, stepped, moved and vanished rows", async () => {
+    const empty = { conversations: [], entries: [], submissions: [], documents: [] };
+    const plan = fc.array(
+      fc.record({
+        ids: fc.uniqueArray(fc.integer({ min: 1, max: 90 }), { maxLength: 80 }),
+        status: fc.constantFrom("pending" as const, "running" as const, "sleeping" as const),
+        vanish: fc.array(fc.integer({ min: 1, max: 90 }), { maxLength: 3 }),
+      }),
+      { minLength: 1, maxLength: 6 },
+    );
+    await fc.assert(
+      fc.asyncProperty(plan, async (batches) => {
+        const storage = await openSqliteStorage({ vfs: "memory" });
+        open.push(storage);
+        const expected = new Map<number, TaskRecord>();
+        for (const [n, { ids, status, vanish }] of batches.entries()) {
+          // A row gone behind the storage's back: its cached status says live, the statement finds no row.
+          for (const id of vanish) {
+            await storage.database.run("DELETE FROM tasks WHERE id = ?", id);
+            expected.delete(id);
+          }
+          // Most keep their status (a step), one in three moves.
+          const tasks = ids.map((id, index) =>
+            task(id, index % 3 === 0 ? status : ((expected.get(id)?.state.status as "running") ?? status), n),
+          );
+          await storage.apply({ ...empty, tasks });
+          for (const record of tasks) expected.set(record.id, record);
+          const rows = await storage.query("SELECT id, status, record FROM tasks ORDER BY id");
+          expect(rows).toEqual(
+            [...expected.values()]
+              .sort((a, b) => a.id - b.id)
+              .map((record) => ({ id: record.id, status: record.state.status, record: JSON.stringify(record) })),
+          );
+        }
+      }),
+      { numRuns: 60 },
     );
   });
 });
