@@ -10,6 +10,7 @@
  *   peer     Chromium: the same 1,000-step job and the same reload, ours vs @coji/durably
  *   sizes    gzip bytes of the demo app's page and worker bundles, sqlite-wasm's own, and the peer's
  *   edge     workerd (miniflare): kernel step vs raw commit on one Durable Object; crash → first resumed step (bench/edge.ts)
+ *   handover workerd + a Node tab on the follow link: release → the object's first step; effect-free steps mirrored vs not; round trips before an effect (bench/handover.ts)
  *
  * No figure is asserted: targets are reported as met or not. `BENCH_QUICK=1` runs fewer repetitions.
  */
@@ -142,6 +143,41 @@ await section("edge", async () => {
         range: range(result.evictionToFirstResumedStepMs, "ms", 0),
         ratio: "",
         target: "",
+      },
+    ],
+  };
+});
+
+await section("handover", async () => {
+  const { benchHandover } = await import("./handover.ts");
+  const result = await benchHandover();
+  const bench = "hand-over (workerd + Node tab)";
+  return {
+    result,
+    rows: [
+      {
+        bench,
+        what: `clean hand-over: release → the object's first step (${result.handovers} runs, p95 ${fmt(result.releaseToFirstStepMs.p95, 0)} ms)`,
+        median: `${fmt(result.releaseToFirstStepMs.median, 0)} ms`,
+        range: range(result.releaseToFirstStepMs, "ms", 0),
+        ratio: "",
+        target: `p95 < 500 ms ${result.meetsTarget ? "✅" : "❌"}`,
+      },
+      {
+        bench,
+        what: `effect-free step while mirroring (${result.steps.toLocaleString("en-US")} checkpoint commits; no lease ${µs(result.plainStepMicros)}, fenced log without a link ${µs(result.fencedStepMicros)})`,
+        median: µs(result.followStepMicros),
+        range: range(result.followStepMicros),
+        ratio: `${fmt(result.addedLatencyRatio, 2)}× no lease (run by run: median ${fmt(result.addedLatencyRunRatio.median, 2)}×, ${fmt(result.addedLatencyRunRatio.min, 2)}–${fmt(result.addedLatencyRunRatio.max, 2)}×)`,
+        target: `zero added ${result.addedLatencyRatio <= 1.1 ? "✅" : "❌"}`,
+      },
+      {
+        bench,
+        what: `round trips per step before an effect (${result.effectSteps} steps; a step ${fmt(result.effectStepMs.median, 2)} ms)`,
+        median: fmt(result.roundTripsBeforeEffect.median, 0),
+        range: `max ${result.roundTripsBeforeEffect.max}; ${JSON.stringify(result.roundTripsBeforeEffect.histogram)}`,
+        ratio: "",
+        target: `one ${result.roundTripsBeforeEffect.median === 1 ? "✅" : "❌"}`,
       },
     ],
   };
