@@ -47,15 +47,18 @@ function sameBesideState(task: TaskRecord, keys: readonly string[], last: TaskTe
   return true;
 }
 
-/** The whole text, member by member, cut around the state's value. */
+/**
+ * The whole text, member by member, cut around the state's value — a little slower than `JSON.stringify`, so
+ * only for a record whose pieces can be reused: one whose members are frozen (a pushed or replayed batch's
+ * copies are not) and that stays live (a terminal row is never written again).
+ */
 function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; pieces: TaskText | undefined } {
   const record = task as unknown as Record<string, unknown>;
-  if (typeof record.toJSON === "function") return { text: JSON.stringify(task), pieces: undefined };
+  if (!reusable(record, keys)) return { text: JSON.stringify(task), pieces: undefined };
   let head = "{";
   let tail: string | undefined;
   let state: string | undefined;
   let separator = "";
-  let frozen = true;
   for (const key of keys) {
     if (key === "state") {
       state = stateText(task.state);
@@ -65,9 +68,7 @@ function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; p
       separator = ",";
       continue;
     }
-    const member = record[key];
-    if (typeof member === "object" && member !== null && !Object.isFrozen(member)) frozen = false;
-    const value = JSON.stringify(member);
+    const value = JSON.stringify(record[key]);
     if (value === undefined) continue; // undefined, a function: JSON leaves the member out
     const text = `${separator}${JSON.stringify(key)}:${value}`;
     if (tail === undefined) head += text;
@@ -76,7 +77,17 @@ function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; p
   }
   if (state === undefined || tail === undefined) return { text: JSON.stringify(task), pieces: undefined };
   tail += "}";
-  return { text: head + state + tail, pieces: frozen ? { record: task, keys, head, tail } : undefined };
+  return { text: head + state + tail, pieces: { record: task, keys, head, tail } };
+}
+
+/** Whether a record's text is worth cutting into pieces: live, no `toJSON`, every member but its state frozen. */
+function reusable(record: Record<string, unknown>, keys: readonly string[]): boolean {
+  if (typeof record.toJSON === "function" || (record.state as { status?: unknown } | undefined)?.status === "terminal") return false;
+  for (const key of keys) {
+    const member = record[key];
+    if (key !== "state" && typeof member === "object" && member !== null && !Object.isFrozen(member)) return false;
+  }
+  return true;
 }
 
 /** A state's text; the common shape (status and checkpoint, in that order) without walking the state itself. */
