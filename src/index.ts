@@ -6,6 +6,7 @@ export type { Json } from "./base/json.ts";
 export { MemoryEnv, memoryEnvs } from "./env/memory.ts";
 export type { ExecutionEnv } from "./env/types.ts";
 export * from "./errors.ts";
+export type { Fork, ForkedTransaction, KeptFork } from "./follow/fork.ts";
 export { Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
 export type { Report, ReportHandler } from "./reports.ts";
 export { isRetryable, RETRYABLE } from "./retryable.ts";

@@ -77,8 +77,11 @@ function statusText(status: HarnessStatus): string {
       return `reconnecting to the Durable Object (attempt ${status.attempt}, in ${(status.retryInMs / 1000).toFixed(1)} s)`;
     case "ready": {
       // Following a Durable Object (`?follow=`): where the agent runs now.
-      const runs =
+      const where =
         status.runs === undefined ? "" : status.runs === "here" ? ", the agent runs in this tab" : ", the agent runs on the Durable Object";
+      // Work this tab did offline after the object took over: kept as a fork (decision 0039), `client.forks()`.
+      const forks = status.forks ? `; ${status.forks} fork${status.forks === 1 ? "" : "s"} of offline work kept (client.forks())` : "";
+      const runs = `${where}${forks}`;
       if (status.recovered.length === 0) return `ready${runs}`;
       return `ready (recovered ${status.recovered.length === 1 ? "task" : "tasks"} ${status.recovered.map((id) => `#${id}`).join(", ")})${runs}`;
     }
@@ -90,6 +93,7 @@ function statusText(status: HarnessStatus): string {
 function renderStatus(status: HarnessStatus): void {
   document.body.dataset.status = status.kind;
   document.body.dataset.runs = status.kind === "ready" ? (status.runs ?? "") : "";
+  document.body.dataset.forks = status.kind === "ready" ? String(status.forks ?? 0) : "0";
   const text = statusText(status);
   statusElement.textContent = text;
   byId("status-pill").title = text;

@@ -21,6 +21,7 @@ import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./so
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
 export { ConnectionLost } from "../errors.ts";
+export type { Fork, ForkedTransaction, KeptFork } from "../follow/fork.ts";
 export type { Recovery } from "../harness.ts";
 export type { PageToolCall, PageToolImplementation, ProvidePageToolsOptions } from "../host/page-tools.ts";
 export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";

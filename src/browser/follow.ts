@@ -21,8 +21,9 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
+import { StaleEpoch } from "../errors.ts";
 import { Follower } from "../follow/follower.ts";
-import type { LogHistory } from "../follow/fork.ts";
+import { deliverFork, type LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
 import { FollowLink } from "../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../follow/mirror.ts";
@@ -62,6 +63,12 @@ export interface TabFollow {
   leave(): void;
   /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
   readonly place: FollowPlace;
+  /**
+   * Hears each fork this tab found and kept (decision 0039): its push refused as stale (the object took over while
+   * it was away), or its lease refused at open with transactions the object's history lacks. Read them with
+   * `listForks(harness.storage)`. Returns the function that stops listening.
+   */
+  onFork(listener: () => void): () => void;
   /** Stops the link (the worker's harness closed for good). */
   close(): void;
 }
@@ -77,6 +84,14 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let mirror: Mirror | undefined;
   let follower: Follower | undefined;
   let harness: Harness | undefined;
+  const forkListeners = new Set<() => void>();
+  /** Keeps this tab's fork against the object's history `theirs`, if it has one, and tells the listeners. */
+  const findFork = (opened: Harness, theirs: LogHistory) =>
+    deliverFork(opened.storage, theirs, clock.now())
+      .then((kept) => {
+        if (kept) for (const listener of forkListeners) listener();
+      })
+      .catch(() => {}); // a storage that closed meanwhile: the next open finds the fork again
   const link = new FollowLink({
     clock,
     send: (frame) => {
@@ -126,11 +141,28 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       follower?.stop();
       mirror = follower = undefined;
       if (opened.readOnly || !opened.lease) {
-        // Another place holds the lease and runs the work: this copy follows it live.
-        follower = new Follower({ harness: opened, link, place, ...(options.onForked ? { onForked: options.onForked } : {}) });
+        // Another place holds the lease and runs the work: this copy follows it live. A copy that cannot (its log
+        // left the object's history) keeps its fork for the app (decision 0039).
+        follower = new Follower({
+          harness: opened,
+          link,
+          place,
+          onForked: (theirs) => {
+            void findFork(opened, theirs);
+            options.onForked?.(theirs);
+          },
+        });
         return;
       }
-      mirror = new Mirror({ harness: opened, link, clock });
+      mirror = new Mirror({
+        harness: opened,
+        link,
+        clock,
+        // The object superseded this tab's epoch (it took over while the tab was away): the unpushed rest is a fork.
+        onRefused: (error, theirs) => {
+          if (error instanceof StaleEpoch) void findFork(opened, theirs);
+        },
+      });
     },
     leave() {
       const leaving = mirror;
@@ -145,6 +177,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     },
     get place(): FollowPlace {
       return harness && !harness.readOnly && !harness.closed && mirror ? "here" : "elsewhere";
+    },
+    onFork(listener) {
+      forkListeners.add(listener);
+      return () => forkListeners.delete(listener);
     },
     close() {
       closed = true;

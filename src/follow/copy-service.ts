@@ -189,6 +189,8 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     createConversation: serve("createConversation"),
     listConversations: serve("listConversations"),
     configure: serve("configure"),
+    forks: serve("forks"),
+    dismissFork: serve("dismissFork"),
     async submit(conversationId, draft) {
       if (holding) return current.service.submit(conversationId, draft);
       const copy = await copyFor(conversationId);

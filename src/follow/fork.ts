@@ -5,6 +5,7 @@
  * not lost silently either: `findFork` names them, from this place's durable log tail, against the other place's
  * history, so the app can show and keep them before this copy follows the object's history again.
  */
+import type { Json } from "../base/json.ts";
 import type { EntryRecord, EpochStart, LogMark, SubmissionStatus, TaskStatus } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LoggedBatch } from "./handover.ts";
@@ -111,4 +112,48 @@ function describe(batch: LoggedBatch): ForkedTransaction {
       ...(submission.requestId !== undefined ? { requestId: submission.requestId } : {}),
     })),
   };
+}
+
+/**
+ * A fork as the app reads it (decision 0039): kept durably by the place that found it — a reload still shows it —
+ * until the app dismisses it. Its transactions are in no history: the app shows them, and may submit their inputs
+ * again (their `requestId`s say which) into the history the place follows now.
+ */
+export interface KeptFork extends Fork {
+  /** Stable for this fork (the same fork found again keeps its id): what `dismissFork` takes. */
+  id: string;
+  /** When this place first found it, on its clock. */
+  foundAt: number;
+}
+
+/** The id of `fork`: the epoch this place wrote it under and where it leaves the other history. */
+function forkId(fork: Fork): string {
+  return `fork-${fork.mine.epoch}-${fork.from}`;
+}
+
+/** Keeps `fork` in `storage` (once: found again, it keeps its first record); returns it as kept. */
+export async function keepFork(storage: Storage, fork: Fork, foundAt: number): Promise<KeptFork> {
+  const kept: KeptFork = { ...fork, id: forkId(fork), foundAt };
+  await storage.keepFork?.(kept.id, kept as unknown as Json);
+  return (await listForks(storage)).find((each) => each.id === kept.id) ?? kept;
+}
+
+/** The forks `storage` keeps, oldest epoch first. */
+export async function listForks(storage: Storage): Promise<KeptFork[]> {
+  const rows = (await storage.readForks?.()) ?? [];
+  return rows.map((row) => row.record as unknown as KeptFork).sort((a, b) => a.mine.epoch - b.mine.epoch || a.from - b.from);
+}
+
+/**
+ * Finds this place's fork against `theirs` and keeps it (decision 0039): what a place does when it learns another
+ * history superseded its own (its push refused as stale, its lease refused at open). Undefined when there is none.
+ */
+export async function deliverFork(storage: Storage, theirs: LogHistory, now: number): Promise<KeptFork | undefined> {
+  const fork = await findFork(storage, theirs);
+  return fork && keepFork(storage, fork, now);
+}
+
+/** Drops a kept fork: the app showed it (or resubmitted its inputs). An unknown id does nothing. */
+export async function dismissFork(storage: Storage, id: string): Promise<void> {
+  await storage.dismissFork?.(id);
 }

@@ -8,6 +8,7 @@ import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts"
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
+import { dismissFork, listForks } from "../follow/fork.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import { checkJson } from "../limits.ts";
 import type { Report } from "../reports.ts";
@@ -34,6 +35,11 @@ export interface HostOptions {
   methods?: Record<string, HostMethod>;
   /** The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). */
   leave?: () => void;
+  /**
+   * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
+   * the ready status counts it (`forks`).
+   */
+  onFork?: (listener: () => void) => void;
   /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
   onReady?: (harness: Harness) => void | Promise<void>;
   /**
@@ -116,6 +122,7 @@ export function createHost(options: HostOptions): ServedHost {
       recovery: harness.recovery,
       openMs: options.now() - started,
       ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
+      ...(await forkCount(storage)),
     });
     await options.onReady?.(harness);
     return harness;
@@ -193,6 +200,14 @@ export function createHost(options: HostOptions): ServedHost {
     if (release && !closing) void closeCleanly("takeover");
   });
 
+  // A fork kept while the harness is ready: the status counts it (decision 0039).
+  const recountForks = async () => {
+    if (!storage || status.kind !== "ready") return;
+    const { forks, ...rest } = status;
+    setStatus({ ...rest, ...(await forkCount(storage)) });
+  };
+  options.onFork?.(() => void recountForks().catch(() => {}));
+
   const requireHarness = () => {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
     return harness;
@@ -262,6 +277,15 @@ export function createHost(options: HostOptions): ServedHost {
       options.leave?.();
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
     },
+    async forks() {
+      requireHarness();
+      return listForks(storage!);
+    },
+    async dismissFork(id) {
+      requireHarness();
+      await dismissFork(storage!, id);
+      await recountForks();
+    },
     async rootConversation(agent) {
       return (await requireHarness().root(ctx, agent ? { agent } : {})).id;
     },
@@ -326,4 +350,10 @@ export function createHost(options: HostOptions): ServedHost {
 function errorShape(error: unknown): ErrorShape {
   const { stack: _stack, ...shape } = serializeError(error);
   return shape;
+}
+
+/** The ready status's `forks`: how many forks `storage` keeps, absent when none. */
+async function forkCount(storage: Storage): Promise<{ forks?: number }> {
+  const count = (await listForks(storage)).length;
+  return count > 0 ? { forks: count } : {};
 }

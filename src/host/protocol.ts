@@ -13,6 +13,7 @@ import type { PageCallClaimed, PageCallRecord, PageToolResult, PendingPageCall }
 import type { AgentChange, AgentConfig, SubmissionDraft, SubmissionOutcome } from "../agent/types.ts";
 import type { ConversationViewUpdate, EntryPage } from "../agent/view/view.ts";
 import type { Json } from "../base/json.ts";
+import type { KeptFork } from "../follow/fork.ts";
 import type { Inspection, Recovery } from "../harness.ts";
 import type { Report } from "../reports.ts";
 import { type ArgsCheck, args, either, flag, id, integer, json, list, none, record, scalar, text } from "../shape.ts";
@@ -31,7 +32,20 @@ export type HarnessStatus =
    * set by a browser page's client: "leader" when this tab's worker has the database open, "follower" when
    * the tab reaches the leader tab's worker (the status is then the leader's).
    */
-  | { kind: "ready"; database: string; recovered: number[]; recovery: Recovery; openMs: number; role?: TabRole; runs?: Runs }
+  | {
+      kind: "ready";
+      database: string;
+      recovered: number[];
+      recovery: Recovery;
+      openMs: number;
+      role?: TabRole;
+      runs?: Runs;
+      /**
+       * How many forks this place keeps (decision 0039: work it did while fenced that no history holds; read them
+       * with `forks()`, drop one with `dismissFork(id)`). Absent when none.
+       */
+      forks?: number;
+    }
   /**
    * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
    * `retryInMs`). Calls made now wait for the connection; a reconnect brings the host's own status back.
@@ -151,6 +165,14 @@ export interface HarnessService {
   answerPageCall(conversationId: number, callId: string, claimId: string, result: PageToolResult): Promise<PageCallRecord>;
   /** The `limit` committed entries before entry `beforeId` (older pages of a view, loaded on demand). */
   conversationEntries(conversationId: number, beforeId: number, limit: number): Promise<EntryPage>;
+  /**
+   * The forks this place keeps (decision 0039): its transactions, made while it was fenced (offline when the object
+   * took over), that no history holds — each with its conversations, entries and submissions (their `requestId`s),
+   * for the app to show or submit again. Kept across reloads until `dismissFork`.
+   */
+  forks(): Promise<KeptFork[]>;
+  /** Drops a kept fork by its `id`; an unknown id does nothing. */
+  dismissFork(id: string): Promise<void>;
   /** Extra methods the app added with `serveHarness({ methods })`. */
   call(method: string, ...args: Json[]): Promise<unknown>;
 }
@@ -288,6 +310,9 @@ export const PROTOCOL = {
     exposure: "page",
   }),
   answerPageCall: row("call", args([id, text({ max: 200 }), text({ max: 200 }), pageToolResult]), { exposure: "page" }),
+  // Forks are the whole place's (any conversation's inputs): powers (decision 0039).
+  forks: row("call", none, { retry: "safe", exposure: "power" }),
+  dismissFork: row("call", args([text({ max: 200 })]), { retry: "safe", exposure: "power" }),
   call: row("call", args([text({ max: 200 })], [], json), { exposure: "power", answeredByClient: true }),
 } as const satisfies { [K in keyof HarnessService]: MethodPolicy & { kind: Kind<HarnessService[K]> } };
 

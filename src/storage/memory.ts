@@ -38,6 +38,8 @@ interface Image {
   epochs?: Record<string, number>;
   /** The log's tail: each fenced batch by position, until trimmed. */
   tail?: Record<string, string>;
+  /** Kept forks by key (decision 0039). */
+  forks?: Record<string, string>;
 }
 
 /**
@@ -154,6 +156,25 @@ export class MemoryStorage implements Storage {
     return Object.entries(this.#open().epochs ?? {})
       .map(([epoch, start]) => ({ epoch: Number(epoch), start }))
       .sort((a, b) => a.epoch - b.epoch);
+  }
+
+  async keepFork(key: string, record: Json): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("Keeping a fork");
+    const forks = (image.forks ??= {});
+    if (!Object.hasOwn(forks, key)) forks[key] = JSON.stringify(record);
+  }
+
+  async readForks(): Promise<Array<{ key: string; record: Json }>> {
+    return Object.entries(this.#open().forks ?? {})
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, text]) => ({ key, record: parseStored<Json>("memory", "forks", key, text) }));
+  }
+
+  async dismissFork(key: string): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("Dismissing a fork");
+    if (image.forks) delete image.forks[key];
   }
 
   async trimLog(through: number): Promise<void> {

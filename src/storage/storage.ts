@@ -79,6 +79,15 @@ export interface Storage {
    * position, so two copies can tell where they diverged (a fork, decision 0032). Absent on a storage without a log.
    */
   readEpochs?(): Promise<EpochStart[]>;
+  /**
+   * Keeps `record` (a fork, decision 0039) under `key` unless one is kept there already: local to this storage, never
+   * in a batch nor in the log. Absent on a storage without a log.
+   */
+  keepFork?(key: string, record: Json): Promise<void>;
+  /** The kept forks by key, in key order. */
+  readForks?(): Promise<Array<{ key: string; record: Json }>>;
+  /** Drops a kept fork (the app showed it, or resubmitted what it needed); an unknown key does nothing. */
+  dismissFork?(key: string): Promise<void>;
   getTask(id: number): Promise<TaskRecord | undefined>;
   listTasks(filter?: { status?: TaskStatus; conversationId?: number }): Promise<TaskRecord[]>;
   getConversation(id: number): Promise<ConversationRecord | undefined>;

@@ -330,6 +330,33 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       },
     },
     {
+      name: "decision 0039: a fork is kept once per key beside the log, outside every batch, read back and dismissed",
+      async run() {
+        const storage = await backend.create();
+        if (!storage.keepFork || !storage.readForks || !storage.dismissFork) return;
+        await storage.keepFork("fork-1-3", { from: 3, note: "first" });
+        await storage.keepFork("fork-1-3", { from: 3, note: "found again" });
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 2, position: 1 }, tasks: [sampleTask(5, "pending")] });
+        await storage.keepFork("fork-2-9", { from: 9 });
+        equal(
+          await storage.readForks(),
+          [
+            { key: "fork-1-3", record: { from: 3, note: "first" } },
+            { key: "fork-2-9", record: { from: 9 } },
+          ],
+          "each fork once, its first record kept",
+        );
+        equal((await storage.readLog?.(0, 10))?.length ?? 1, 1, "the log's tail holds only the batch");
+        await storage.dismissFork("fork-1-3");
+        await storage.dismissFork("no-such-fork");
+        equal(
+          (await storage.readForks()).map((fork) => fork.key),
+          ["fork-2-9"],
+          "after dismissing one",
+        );
+      },
+    },
+    {
       name: "S11: an exported image opens as an independent copy",
       async run() {
         const storage = await seeded(backend);

@@ -252,6 +252,24 @@ export class SqliteStorage implements Storage {
     return (await this.#db.all(SQL.readEpochs)).map((row) => ({ epoch: Number(row.epoch), start: Number(row.start) }));
   }
 
+  async keepFork(key: string, record: Json): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("Keeping a fork");
+    await this.#db.run(SQL.keepFork, key, JSON.stringify(record));
+  }
+
+  async readForks(): Promise<Array<{ key: string; record: Json }>> {
+    if (!this.#parts) return [];
+    return (await this.#db.all(SQL.readForks)).map((row) => ({
+      key: String(row.key),
+      record: parseStored<Json>("sqlite", "pi_durable_forks", String(row.key), row.record),
+    }));
+  }
+
+  async dismissFork(key: string): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("Dismissing a fork");
+    await this.#db.run(SQL.dismissFork, key);
+  }
+
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
     await this.#db.transaction((tx) => {
