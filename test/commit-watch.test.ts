@@ -74,4 +74,15 @@ describe("the worker's commit watch (crashEveryCommit's hook)", () => {
     expect("database" in watchCommits(new MemoryStorage())).toBe(false);
     await inner.close();
   });
+
+  it("decision 0039: passes on the place's own rows outside every batch — its epochs and kept forks (before, a worker's forks were never kept)", async () => {
+    const inner = new MemoryStorage();
+    const storage = watchCommits(inner);
+    await storage.apply({ ...batch(1), fence: { epoch: 2, position: 1 } });
+    expect(await storage.readEpochs!()).toEqual([{ epoch: 2, start: 1 }]);
+    await storage.keepFork!("fork-1-4", { from: 4 });
+    expect(await storage.readForks!()).toEqual([{ key: "fork-1-4", record: { from: 4 } }]);
+    await storage.dismissFork!("fork-1-4");
+    expect(await inner.readForks()).toEqual([]);
+  });
 });

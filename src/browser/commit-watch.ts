@@ -134,6 +134,11 @@ export function watchCommits(storage: Storage): Storage {
     // The durable log's tail (decision 0029): what a mirror pushes from after a lost link or a reload.
     ...(storage.readLog ? { readLog: gate(storage.readLog) } : {}),
     ...(storage.trimLog ? { trimLog: gate(storage.trimLog) } : {}),
+    ...(storage.readEpochs ? { readEpochs: gate(storage.readEpochs) } : {}),
+    // The place's own rows outside every batch (decision 0039): its kept forks.
+    ...(storage.keepFork ? { keepFork: gate(storage.keepFork) } : {}),
+    ...(storage.readForks ? { readForks: gate(storage.readForks) } : {}),
+    ...(storage.dismissFork ? { dismissFork: gate(storage.dismissFork) } : {}),
   };
   // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
   if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });
