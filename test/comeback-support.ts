@@ -5,7 +5,8 @@ import type { LogHistory } from "../src/follow/fork.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
-import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
+import type { HandBack } from "../src/follow/wire.ts";
+import { type AnyTaskDefinition, createRegistry, defineExtension, Harness, type HarnessOptions, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -19,13 +20,26 @@ export type Fate = (way: "toObject" | "toTab", index: number) => "deliver" | "dr
  * (in order otherwise, as a socket is): the object's `ObjectEnd` with its `LeaseBook` and its copy; the tab's
  * harness under `remoteArbiter(link)`, with a `Mirror` while it holds the lease and a `Follower` while it does not.
  */
-export async function comebackWorld(options: { ttlMs?: number; to?: number; fate?: Fate } = {}) {
+export async function comebackWorld(
+  options: {
+    ttlMs?: number;
+    to?: number;
+    fate?: Fate;
+    tasks?: (place: string) => AnyTaskDefinition[];
+    settings?: HarnessOptions["settings"];
+  } = {},
+) {
   const clock = createManualClock(1_000);
   let record: LeaseRecord = { epoch: 0 };
   const book = new LeaseBook({ clock, ttlMs: options.ttlMs ?? 5_000, load: () => record, save: (next) => void (record = next) });
   const printed: Array<[string, string]> = [];
   const registry = (place: string) =>
-    createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
+    createRegistry().install(
+      defineExtension({
+        name: "example",
+        tasks: [counterTask((line) => void printed.push([place, line])), ...(options.tasks?.(place) ?? [])],
+      }),
+    );
   const copy: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
   const tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
   const fate = options.fate ?? (() => "deliver");
@@ -43,7 +57,8 @@ export async function comebackWorld(options: { ttlMs?: number; to?: number; fate
     storage: copy,
     book,
     clock,
-    open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), clock, lease, resume: true }, ctx),
+    open: (storage: Storage, lease) =>
+      Harness.open(storage, { registry: registry("object"), clock, lease, resume: true, settings: options.settings }, ctx),
   });
   const link: FollowLink = new FollowLink({
     clock,
@@ -69,6 +84,7 @@ export async function comebackWorld(options: { ttlMs?: number; to?: number; fate
       {
         registry: registry("tab"),
         clock,
+        settings: options.settings,
         lease: {
           place: "tab",
           arbiter: remoteArbiter(link),
@@ -108,6 +124,20 @@ export async function comebackWorld(options: { ttlMs?: number; to?: number; fate
     openTab,
     reopenTab,
     forks,
+    /**
+     * The tab that follows (`back`) takes the lease back: asks, waits until its copy holds the release, closes its
+     * read-only harness and opens it again under the lease (resumed).
+     */
+    async takeBack(back: Awaited<ReturnType<typeof openTab>>) {
+      let released: HandBack | undefined;
+      void back.follower!.takeBack(ctx).then((answer) => (released = answer));
+      await runUntil(clock, () => released !== undefined);
+      back.follower!.stop();
+      await back.harness.close(ctx);
+      const tab = await reopenTab();
+      if (!tab.harness.readOnly) tab.harness.resume();
+      return { released: released!, tab };
+    },
     /** From now on the link loses and duplicates frames as `fate` says. */
     loseFrames() {
       link_.lossy = true;

@@ -91,6 +91,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   #harness: Harness | undefined;
   #expiryAlarm: number | undefined;
   #started = false;
+  /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
+  #handedBack = false;
 
   static {
     for (const name of RPC_METHODS) {
@@ -169,6 +171,11 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           book,
           answers: objectAnswers(storage),
           watchExpiry: false, // the alarm watches it (#armExpiry): a pending timer would keep the object from hibernating
+          // Handed back to a tab (decision 0038): this instance's harness is drained and closed, and its host serves
+          // it; the object starts again as a follower (#followMessage ends the instance once the answer is out).
+          onHandedBack: () => {
+            this.#handedBack = true;
+          },
           clock: systemClock,
           open: async () => {
             gate.open();
@@ -324,6 +331,13 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       socket,
     );
     if (end.follows(socket)) markFollowing(socket);
+    if (this.#handedBack) {
+      // The instance ends in the alarm, an event of its own: an abort here would drop this event's writes (the
+      // drain and the release). The next instance starts as a follower (the copy, the record released to the tab,
+      // the expiry alarm); a tab that missed the answer asks again there and gets the same release.
+      await this.ctx.storage.setAlarm(systemClock.now());
+      return;
+    }
     this.#armExpiry();
   }
 
@@ -372,6 +386,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * stays until nothing is ready to run (or one heartbeat has passed; the next alarm carries on).
    */
   async alarm(): Promise<void> {
+    if (this.#handedBack) return this.ctx.abort("the lease was handed back to a tab; the object follows again");
     if (this.#end && !this.#harness) {
       // Following: the alarm is the lease's expiry (or an earlier one): take over if it passed.
       this.#expiryAlarm = undefined;

@@ -33,11 +33,11 @@ export interface LeaseArbiter {
 export interface LeaseRecord {
   epoch: number;
   holder?: string;
-  /** On the arbiter's clock. */
+  /** On the arbiter's clock: when the holder's lease ends, or an heir's reservation. */
   expiresAt?: number;
   /** The position the last holder released at (the lease is free). */
   releasedAt?: number;
-  /** The place it was released to: only that place may take it. */
+  /** The place it was released to: only that place may take it (until `expiresAt`, then any place may). */
   heir?: string;
 }
 
@@ -82,7 +82,10 @@ export class LeaseBook implements LeaseArbiter {
     const now = this.#clock.now();
     const held = record.holder !== undefined && record.holder !== place && now < (record.expiresAt ?? Infinity);
     if (held) throw new LeaseNotHeld(place, `${record.holder} holds it, epoch ${record.epoch}, until ${record.expiresAt}`);
-    if (record.holder === undefined && record.heir !== undefined && record.heir !== place) {
+    // A hand-over reserves the lease for its heir for one lease's time: an heir that never comes (it crashed after
+    // asking for the lease back, decision 0038) does not strand it.
+    const reserved = record.heir !== undefined && record.heir !== place && now < (record.expiresAt ?? Infinity);
+    if (record.holder === undefined && reserved) {
       throw new LeaseNotHeld(place, `it was handed over to ${record.heir} at log position ${record.releasedAt}`);
     }
     if (record.holder === undefined && record.releasedAt !== undefined && head < record.releasedAt) {
@@ -115,7 +118,8 @@ export class LeaseBook implements LeaseArbiter {
     if (epoch !== record.epoch) throw new StaleEpoch(epoch, record.epoch, "the lease's arbiter");
     if (record.holder === undefined && record.releasedAt === position) return; // the same release again
     if (record.holder !== place) throw new LeaseNotHeld(place, `epoch ${epoch} is not its own`);
-    this.#save(heir === undefined ? { epoch, releasedAt: position } : { epoch, releasedAt: position, heir });
+    const now = this.#clock.now();
+    this.#save(heir === undefined ? { epoch, releasedAt: position } : { epoch, releasedAt: position, heir, expiresAt: now + this.#ttlMs });
   }
 }
 

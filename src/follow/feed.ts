@@ -52,6 +52,8 @@ export class Feed {
   /** The last position the harness stored (0 while no harness holds the lease here). */
   #stored = 0;
   #stopLog: (() => void) | undefined;
+  /** Whether the tail is pushed without a harness (`hold`). */
+  #serving = false;
 
   constructor(options: FeedOptions) {
     this.#options = options;
@@ -62,6 +64,7 @@ export class Feed {
     const lease = harness.lease;
     if (!lease) return;
     this.detach();
+    this.#serving = false;
     this.#epoch = lease.epoch;
     this.#stored = lease.position;
     this.#stopLog = harness.onLog((batch) => {
@@ -77,10 +80,23 @@ export class Feed {
     for (const following of this.#followers.values()) this.#pump(following);
   }
 
+  /**
+   * Without a harness here (this instance of the object started after it handed the lease back, say), what the
+   * durable tail holds up to `head` is still pushed to a connection that lacks it: a tab taking the lease back
+   * needs everything up to the release.
+   */
+  hold(head: number): void {
+    if (this.#stopLog) return;
+    this.#stored = head;
+    this.#serving = true;
+    for (const following of this.#followers.values()) this.#pump(following);
+  }
+
   /** The harness stopped writing here (it handed the lease over): nothing more is pushed. */
   detach(): void {
     this.#stopLog?.();
     this.#stopLog = undefined;
+    this.#serving = false;
     this.#buffer = [];
     this.#stored = 0;
     for (const following of this.#followers.values()) {
@@ -152,7 +168,7 @@ export class Feed {
   }
 
   #pump(following: Following): void {
-    if (!this.#stopLog || following.inFlight !== undefined || following.acked === undefined) return;
+    if (!(this.#stopLog || this.#serving) || following.inFlight !== undefined || following.acked === undefined) return;
     if (following.acked >= this.#stored) return;
     void this.#round(following, following.acked);
   }
@@ -166,7 +182,7 @@ export class Feed {
       batches = storage.readLog ? await storage.readLog(acked, this.#options.roundLimit ?? 256) : [];
     }
     // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
-    if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !this.#stopLog) {
+    if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !(this.#stopLog || this.#serving)) {
       following.inFlight = undefined;
       return;
     }
@@ -177,7 +193,9 @@ export class Feed {
     following.inFlight = batches.at(-1)!.fence.position;
     for (const load of packPushes(batches)) {
       try {
-        following.send(encodeFollowMessage({ type: "push", from: this.#options.place, epoch: this.#epoch, ...load }));
+        following.send(
+          encodeFollowMessage({ type: "push", from: this.#options.place, epoch: this.#epoch || batches.at(-1)!.fence.epoch, ...load }),
+        );
       } catch {
         break; // the connection is gone: its close drops it
       }

@@ -17,13 +17,14 @@
  */
 import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
 import { SerialQueue } from "../base/serial.ts";
+import { FollowMessageRefused, LeaseNotHeld } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import { Reassembly } from "./chunks.ts";
 import { continuesHistory, type LogHistory } from "./fork.ts";
 import { applyPushed, type LoggedBatch } from "./handover.ts";
 import type { FollowLink } from "./link-client.ts";
-import { type FollowStart, followStart, joinPush, type PushMessage } from "./wire.ts";
+import { type FollowStart, followStart, type HandBack, handBack, joinPush, type PushMessage } from "./wire.ts";
 
 export interface FollowerOptions {
   /** The tab's harness, opened read-only (another place holds the lease). */
@@ -93,6 +94,23 @@ export class Follower {
       });
     });
     return waitFor(held, context).finally(stop);
+  }
+
+  /**
+   * Asks the object for the lease back (decision 0038): the object drains, releases at a position P to this tab and
+   * goes on pushing what the copy lacks; resolves with the release once the copy holds the log up to P. The caller
+   * then closes the read-only harness and opens it again under the lease (it takes the next epoch, the object mints
+   * it, and recovers as after a crash — restarts counted — in that epoch's first transaction). Rejects with the
+   * object's refusal (`LeaseNotHeld`: it does not hold the lease, or this copy forked) or `ConnectionLost`.
+   */
+  async takeBack(context: Context): Promise<HandBack> {
+    if (this.#forked) throw new LeaseNotHeld(this.#place, "its copy left the object's history (a fork): rebuild it first");
+    const answer = await waitFor(this.#link.call("lease", "handBack", [this.#place, this.head]), context);
+    const problem = handBack(answer, "the object's lease.handBack answer");
+    if (problem) throw new FollowMessageRefused("shape", problem);
+    const released = answer as unknown as HandBack;
+    await this.whenHolds(released.position, context);
+    return released;
   }
 
   /** Stops applying and listening (the harness goes on; it is closed or reopened by its owner). */

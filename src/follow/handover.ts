@@ -19,7 +19,7 @@ import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { Batch, LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { LeaseBook } from "./arbiter.ts";
+import type { LeaseBook, LeaseRecord } from "./arbiter.ts";
 
 /** One stored transaction of a log, with its place in it. */
 export type LoggedBatch = Batch & { fence: LogMark };
@@ -264,9 +264,7 @@ export class Arrival {
    * watch's timer does, for a platform whose timers do not outlive an eviction (a Durable Object's alarm).
    */
   checkExpiry(): Promise<void> {
-    const record = this.#arbiter.record;
-    const expired = record.holder !== undefined && record.holder !== this.#place && this.#clock.now() >= (record.expiresAt ?? Infinity);
-    if (!expired || this.#harness) return Promise.resolve();
+    if (!lapsed(this.#arbiter.record, this.#place, this.#clock.now()) || this.#harness) return Promise.resolve();
     return this.#line.run(async () => {
       await this.#take();
     });
@@ -276,11 +274,19 @@ export class Arrival {
   #watch(): void {
     if (!this.#watches) return;
     this.#cancel = this.#clock.setTimer(RESEND_MS, () => {
-      const record = this.#arbiter.record;
-      const expired = record.holder !== undefined && this.#clock.now() >= (record.expiresAt ?? Infinity);
-      if (!expired || this.#harness) return this.#watch();
+      if (!lapsed(this.#arbiter.record, this.#place, this.#clock.now()) || this.#harness) return this.#watch();
       void this.#line.run(() => this.#take());
     });
+  }
+
+  /**
+   * This place handed the lease back (decision 0038): its harness stopped writing at `position` and the release to
+   * the heir is recorded. It follows again from there, and watches the heir's reservation and then its lease.
+   */
+  handedBack(position: number): void {
+    this.#harness = undefined;
+    this.#head = position;
+    this.#watch();
   }
 
   /** Opens the harness under the lease; when another place took it first (it opened read-only), follows on. */
@@ -296,6 +302,16 @@ export class Arrival {
     this.#watch();
     return undefined;
   }
+}
+
+/**
+ * Whether `place` may take the lease over on its own now: another place's lease expired (a lost release), or the
+ * lease was released to another place that did not take it in its time (an heir that never came).
+ */
+function lapsed(record: LeaseRecord, place: string, now: number): boolean {
+  if (now < (record.expiresAt ?? Infinity)) return false;
+  if (record.holder !== undefined) return record.holder !== place;
+  return record.heir !== undefined && record.heir !== place;
 }
 
 /** The transactions of `storage`'s log after `after`, up to `through`. */

@@ -12,12 +12,14 @@
  *   (`Feed`, decision 0038) and answers with its head (`ack`).
  */
 import type { Clock } from "../base/clock.ts";
+import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
+import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
@@ -56,6 +58,11 @@ export interface ObjectEndOptions {
   answers?: AnswerStore;
   /** Whether a timer on `clock` watches the lease's expiry (default true; an object's alarm does it instead). */
   watchExpiry?: boolean;
+  /**
+   * Told when this place handed the lease back to a tab (`lease.handBack`, decision 0038): its harness stopped
+   * writing at `position` (drained, closed) and the release to the tab is recorded; this place follows again.
+   */
+  onHandedBack?(mark: LogMark): void;
 }
 
 /** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
@@ -121,6 +128,7 @@ export class ObjectEnd {
       ...(options.watchExpiry === false ? { watchExpiry: false } : {}),
     });
     end = new ObjectEnd(options, arrival, feed);
+    if (!holder) feed.hold(arrival.head); // what this copy wrote while it held the lease is still a tab's to follow
     end.#holder = holder;
     return end;
   }
@@ -138,7 +146,8 @@ export class ObjectEnd {
   /** When the lease another place holds expires on this place's clock (for a platform's alarm), if it does. */
   get expiresAt(): number | undefined {
     const record = this.#options.book.record;
-    return record.holder !== undefined && record.holder !== this.#options.place ? record.expiresAt : undefined;
+    const other = record.holder ?? record.heir;
+    return other !== undefined && other !== this.#options.place ? record.expiresAt : undefined;
   }
 
   /** Takes the lease over if it expired (a platform's alarm calls this after an eviction); resolves when done. */
@@ -242,6 +251,7 @@ export class ObjectEnd {
       if (message.type === "release") return this.#arrival.receive(message);
       try {
         this.#checkPusher(message);
+        this.#feed.detach(); // the pusher holds the lease: what it writes is no longer this place's to push
         await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
       } catch (error) {
         const epochs = (await this.#options.storage.readEpochs?.().catch(() => undefined)) ?? undefined;
@@ -281,6 +291,7 @@ export class ObjectEnd {
       // This object's own lease is its own to take (at a release or an expiry), never a caller's.
       if (place === this.#options.place)
         throw new NotAuthorized(`lease.${method}`, `the place ${JSON.stringify(place)} is this object's own.`);
+      if (method === "handBack") return this.#handBack(place, number);
       if (method === "acquire") return { ...(await book.acquire(place, number)) };
       if (method === "renew") return { ...(await book.renew(place, number)) };
       await book.release(place, number, position, heir);
@@ -289,6 +300,31 @@ export class ObjectEnd {
     const handler = this.#handlers.get(topic);
     if (!handler) throw new NotAuthorized(`${topic}.${method}`, "this object serves no such calls.");
     return handler(method, args);
+  }
+
+  /**
+   * Hands the lease back to `place` (a tab that follows this one, at `head`): the harness drains (its running
+   * phases joined, nothing more written) at position P, the lease is released there to `place` (reserved for it for
+   * one lease's time), and this place follows again; the feed goes on pushing what the tab lacks up to P. Asked
+   * again after that, it answers the same release. Resolves with `{ epoch, position: P }`.
+   */
+  async #handBack(place: string, head: number): Promise<Json> {
+    return this.#line.run(async () => {
+      const book = this.#options.book;
+      const record = book.record;
+      if (record.holder === undefined && record.heir === place && record.releasedAt !== undefined)
+        return { epoch: record.epoch, position: record.releasedAt };
+      const harness = this.#holder;
+      if (!harness || record.holder !== this.#options.place)
+        throw new LeaseNotHeld(place, `${record.holder ?? "no place"} holds the lease; only this object hands back its own`);
+      if (head > this.head) throw new LeaseNotHeld(place, `its copy (at ${head}) is past this object's log (at ${this.head}): it forked`);
+      const mark = await harness.handOver(BACKGROUND_CONTEXT);
+      await book.release(this.#options.place, mark.epoch, mark.position, place);
+      this.#holder = undefined;
+      this.#arrival.handedBack(mark.position);
+      this.#options.onHandedBack?.(mark);
+      return { epoch: mark.epoch, position: mark.position };
+    });
   }
 
   /** Only the place that holds the lease under the push's epoch may push (or the one handing it over to here). */

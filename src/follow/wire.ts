@@ -100,7 +100,8 @@ const position = integer(0, Number.MAX_SAFE_INTEGER);
 
 /**
  * The calls of the link by topic. `lease`: the tab asks the object's `LeaseBook` (`acquire(place, head)` →
- * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null).
+ * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null;
+ * `handBack(place, head)` → `HandBack`, decision 0038).
  * Other parts add their topic here (one table: what may cross, in which direction, with which arguments).
  */
 export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
@@ -110,6 +111,8 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
       acquire: args([place, position]),
       renew: args([place, epoch]),
       release: args([place, epoch, position], [place]),
+      // The tab asks for the lease back (decision 0038): → `HandBack`, the position the object released it at.
+      handBack: args([place, position]),
     },
   },
   // A tab that does not hold the lease follows the object's log from its own head (decision 0038):
@@ -120,6 +123,18 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).
   [SERVER_TOOLS_TOPIC]: SERVER_TOOLS,
 };
+
+/**
+ * The object's answer to `lease.handBack`: it stopped writing at `position` (its harness drained) and released
+ * `epoch` there to the asking tab, which may take the lease once its copy holds the log up to `position`.
+ */
+export interface HandBack {
+  epoch: number;
+  position: number;
+}
+
+/** Checks the object's `lease.handBack` answer where it arrives (the tab). */
+export const handBack: Check = record({ epoch, position });
 
 /** A request id: the caller's own, unique among its calls (a duplicate is the same call). */
 export const MAX_REQUEST_ID = 100;

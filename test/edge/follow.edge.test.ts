@@ -357,4 +357,57 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     await back.close(ctx);
     tab.socket.stop();
   }, 60_000);
+
+  it("0038: the tab that came back takes the lease back mid-count: the object drains and releases, the tab takes epoch 3 and counts to the end, every tick once", async () => {
+    const name = "comeback-take-back";
+    const mark = edge.printed.lines.length;
+    const tab = await openTab(edge, name, { leaveAt: "tick 2" });
+    const taskId = await startCounter(tab, 14);
+    tab.harness.resume();
+    await until("the hand-over", () => tab.leaving());
+    await tab.leaving();
+    const lease = { place: "tab", arbiter: remoteArbiter(tab.link) };
+    const following = await Harness.open(tab.storage, { registry: createRegistry(), lease }, ctx);
+    expect(following.readOnly).toBe(true);
+    const follower = new Follower({ harness: following, link: tab.link, place: "tab" });
+    await edge.printed.until((lines) => lines.slice(mark).includes("object: tick 5"), "the object's tick 5");
+    // Run here: the object drains and releases at P; the tab's copy holds everything up to P.
+    const released = await follower.takeBack(ctx);
+    follower.stop();
+    await following.close(ctx);
+    const printedBack: string[] = [];
+    const registry = createRegistry().install(
+      defineExtension({ name: "example", tasks: [counterTask((line) => void printedBack.push(line))] }),
+    );
+    let mirror: Mirror | undefined;
+    const back = await Harness.open(
+      tab.storage,
+      {
+        registry,
+        lease: { ...lease, confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()) },
+      },
+      ctx,
+    );
+    expect(back.readOnly).toBe(false);
+    expect(back.lease).toMatchObject({ place: "tab", epoch: 3 });
+    mirror = new Mirror({ harness: back, link: tab.link, clock: systemClock, resendMs: 500 });
+    back.resume();
+    await until("the tab counts to the end", async () => (await back.getTask(taskId, ctx))?.state.status === "terminal");
+    await until("the object's copy holds the tab's run", () => mirror!.acknowledged >= back.lease!.position);
+    const objectTicks = objectLines(mark).map((line) => line.replace("object: ", ""));
+    const all = [...tab.printed, ...objectTicks, ...printedBack];
+    expect(all).toEqual(Array.from({ length: 14 }, (_, index) => `tick ${index + 1}`));
+    expect(printedBack.length).toBeGreaterThan(0);
+    const after = await state(name);
+    expect(after.lease).toMatchObject({ epoch: 3, holder: "tab" });
+    expect(after.epochs).toEqual([
+      { epoch: 1, start: 1 },
+      { epoch: 2, start: after.epochs[1]!.start },
+      { epoch: 3, start: released.position + 1 },
+    ]);
+    expect(after.head).toBe(back.lease!.position);
+    mirror.stop();
+    await back.close(ctx);
+    tab.socket.stop();
+  }, 60_000);
 });
