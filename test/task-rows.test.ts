@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { deepFreeze, type Json } from "../src/base/json.ts";
-import type { TaskRecord, TaskState } from "../src/storage/records.ts";
+import type { EntryRecord, TaskRecord, TaskState } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { type TaskText, taskText } from "../src/storage/sqlite/task-text.ts";
@@ -191,5 +191,40 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
       }),
       { numRuns: 60 },
     );
+  });
+});
+
+describe("A refused transaction after a group's shared statements (decision 0041, B9)", () => {
+  it("leaves every row as it was, and the next commit of the same tasks stores each one's own text", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    try {
+      const empty = { conversations: [], entries: [], submissions: [], documents: [] };
+      const version = (id: number, n: number): TaskRecord =>
+        deepFreeze({
+          id,
+          conversationId: 1,
+          kind: "k",
+          version: 1,
+          input: { id },
+          background: false,
+          abortRequested: false,
+          state: { status: "running", checkpoint: { phase: "p", n } },
+        } as TaskRecord);
+      const ids = Array.from({ length: 40 }, (_, index) => index + 1);
+      await storage.apply({ ...empty, tasks: ids.map((id) => version(id, 0)) });
+      await storage.apply({ ...empty, tasks: ids.map((id) => version(id, 1)) }); // pieces and statuses known
+      const before = await storage.query("SELECT id, status, record FROM tasks ORDER BY id");
+      // The tasks' rows go first (32 + 8 in shared statements), then an entry SQLite refuses (NOT NULL): all rolled back.
+      const broken = { id: 100, conversationId: null, kind: "x", payload: null, at: 0 } as unknown as EntryRecord;
+      await expect(storage.apply({ ...empty, entries: [broken], tasks: ids.map((id) => version(id, 2)) })).rejects.toThrow();
+      expect(await storage.query("SELECT id, status, record FROM tasks ORDER BY id")).toEqual(before);
+      const next = ids.map((id) => version(id, 3));
+      await storage.apply({ ...empty, tasks: next });
+      expect(await storage.query("SELECT record FROM tasks ORDER BY id")).toEqual(
+        next.map((record) => ({ record: JSON.stringify(record) })),
+      );
+    } finally {
+      await storage.close();
+    }
   });
 });
