@@ -2,15 +2,13 @@ import { describe, expect, it } from "vitest";
 import { ConversationViewStore } from "../src/agent/view/view-store.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { createCopyService } from "../src/follow/copy-service.ts";
-import { answerForwarded, type ForwardAnswer, type HolderPort } from "../src/follow/forwarding.ts";
+import { answerForwarded, type HolderPort, linkHolder } from "../src/follow/forwarding.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
-import { encodeFollowMessage, parseFollowMessage } from "../src/follow/wire.ts";
 import { hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
-import { deserializeError } from "../src/host/error-wire.ts";
 import { createHost } from "../src/host/host.ts";
-import { ConnectionLost, createRegistry, Harness, type Json, memoryEnvs, type Storage } from "../src/index.ts";
+import { createRegistry, Harness, memoryEnvs, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, ScriptedModels } from "./agent-support.ts";
@@ -20,7 +18,7 @@ import { ctx, runUntil } from "./support.ts";
  * The copy service on the object's end of a real follow link (decisions 0031 and 0034), in one process: the tab's
  * harness under `remoteArbiter(link)` with its `Mirror`; the object's `ObjectEnd` applying every push through the
  * copy service's follower; a device reaching the copy service through the protocol's endpoint. The object calls
- * the tab's topic `forward` over the same link (the call frames are made here: `ObjectEnd` makes no calls yet).
+ * the tab's topic `forward` over the same link (`ObjectEnd.call`, decision 0037).
  */
 async function objectWorld() {
   const clock = createManualClock(1_000);
@@ -35,19 +33,8 @@ async function objectWorld() {
     harness: { ...options, clock, readOnly: true },
     now: clock.now,
   });
-  // Object → tab calls of topic `forward`, answered on the link by id.
-  const pending = new Map<string, { resolve(value: Json): void; reject(error: unknown): void }>();
-  let calls = 0;
-  const holder: HolderPort = {
-    forward: (write) =>
-      new Promise<ForwardAnswer>((resolve, reject) => {
-        const id = `forward-${++calls}`;
-        pending.set(id, { resolve: (value) => resolve(value as unknown as ForwardAnswer), reject });
-        const frame = encodeFollowMessage({ type: "call", id, topic: "forward", method: write.method, args: write.args as Json[] });
-        setTimeout(() => link.receive(frame), 0);
-        clock.setTimer(5_000, () => pending.get(id)?.reject(new ConnectionLost()));
-      }),
-  };
+  // Object → tab calls of topic `forward` on the tab's connection (ObjectEnd.call), answers checked (linkHolder).
+  const holder: HolderPort = linkHolder((topic, method, args) => end.call(topic, method, args));
   const copy = createCopyService({ copy: follower, holder, clock, where: () => `${record.holder} (lease epoch ${record.epoch})` });
   await follower.ready;
   const end = await ObjectEnd.start({
@@ -68,20 +55,7 @@ async function objectWorld() {
     },
   });
   const toTab = (frame: string) => setTimeout(() => link.receive(frame), 0);
-  const link = new FollowLink({
-    clock,
-    send: (frame) => {
-      const parsed = parseFollowMessage(frame, "tab");
-      if ("message" in parsed && parsed.message.type === "answer") {
-        const call = pending.get(parsed.message.id);
-        pending.delete(parsed.message.id);
-        if ("error" in parsed.message) call?.reject(deserializeError(parsed.message.error));
-        else call?.resolve(parsed.message.value);
-        return;
-      }
-      setTimeout(() => void end.receive(frame, toTab, () => true), 0);
-    },
-  });
+  const link = new FollowLink({ clock, send: (frame) => setTimeout(() => void end.receive(frame, toTab, () => true), 0) });
   link.connected();
   const tab = await Harness.open(
     await openSqliteStorage({ vfs: "memory" }),

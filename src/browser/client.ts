@@ -56,6 +56,7 @@ export class HarnessClient extends HostClient {
       this.worker = undefined;
       this.#socket = socket;
       this.#tabs = undefined;
+      pageClients().add(this); // pi-durable-web/testing's waitForReady finds a page's object client too
       return;
     }
     const worker = target;
@@ -162,7 +163,7 @@ export class HarnessClient extends HostClient {
   }
 }
 
-/** The page's worker clients, for pi-durable-web/testing (PAGE_TEST_HOOK). */
+/** The page's clients (of its worker, or of an object by URL), for pi-durable-web/testing (PAGE_TEST_HOOK). */
 function pageClients(): Set<HarnessClient> {
   const scope = globalThis as { [PAGE_TEST_HOOK]?: Set<HarnessClient> };
   scope[PAGE_TEST_HOOK] ??= new Set();

@@ -94,6 +94,8 @@ interface FollowAttachment {
   caller: Json;
   /** The tab follows the object's log (decision 0038): the object's next instance pushes to it too. */
   following?: true;
+  /** The place it speaks for (`SpeaksFor`): the object's calls of that place go on it (decision 0037). */
+  place?: string;
 }
 
 /** Accepts a follow link for `caller`: the tab's end of a new socket (101). */
@@ -113,11 +115,12 @@ export function acceptFollow(ctx: DurableObjectState, caller: Json): Response {
   return new Response(null, { status: 101, webSocket: tab } as ResponseInit);
 }
 
-/** The caller of a follow socket, or undefined when the socket is a page's. */
-export function followCaller(socket: HibernatableWebSocket): { caller: Json } | undefined {
+/** The caller of a follow socket and the place it speaks for, or undefined when the socket is a page's. */
+export function followCaller(socket: HibernatableWebSocket): { caller: Json; place?: string } | undefined {
   try {
     const attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
-    return attachment?.version === 1 && attachment.follow === true ? { caller: attachment.caller } : undefined;
+    if (attachment?.version !== 1 || attachment.follow !== true) return undefined;
+    return typeof attachment.place === "string" ? { caller: attachment.caller, place: attachment.place } : { caller: attachment.caller };
   } catch {
     return undefined;
   }
@@ -145,6 +148,35 @@ export function followingSockets(ctx: DurableObjectState): HibernatableWebSocket
       return false;
     }
   });
+}
+
+/** Keeps in the socket's attachment that it speaks for `place` (through a hibernation). */
+export function speaksFor(socket: HibernatableWebSocket, caller: Json, place: string): void {
+  if (followCaller(socket)?.place === place) return;
+  try {
+    const attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
+    socket.serializeAttachment({ ...attachment, version: 1, follow: true, caller, place } satisfies FollowAttachment);
+  } catch {
+    // Closing, or the caller and place no longer fit: the object finds this place on its next frame instead.
+  }
+}
+
+/** The follow sockets open for `place`, oldest first. */
+function socketsOf(ctx: DurableObjectState, place: string): HibernatableWebSocket[] {
+  return (ctx.getWebSockets?.(FOLLOW_TAG) ?? []).filter((socket) => followCaller(socket)?.place === place);
+}
+
+/** How the object reaches `place` (`ObjectEndOptions.connection`): its newest follow socket, if one is open. */
+export function followConnection(ctx: DurableObjectState, place: string): ((frame: string) => void) | undefined {
+  const socket = socketsOf(ctx, place).at(-1);
+  return socket ? (frame) => socket.send(frame) : undefined;
+}
+
+/** Whether `closing` was the last follow socket open for its place (then the calls waiting on it are lost). */
+export function lastOfPlace(ctx: DurableObjectState, closing: HibernatableWebSocket): string | undefined {
+  const place = followCaller(closing)?.place;
+  if (place === undefined) return undefined;
+  return socketsOf(ctx, place).some((socket) => socket !== closing) ? undefined : place;
 }
 
 /** Sends a frame on a follow socket; one that is gone hears nothing (the tab sends again when it reconnects). */

@@ -19,12 +19,13 @@
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  *
  * Its parts: options.ts (what the app sets), alarm.ts (the one alarm), sockets.ts (the pages' sockets),
- * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`).
+ * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`), follow.ts and
+ * follow-copy.ts (follow mode: the lease's arbiter, the copy served to pages while a tab holds the lease).
  */
 import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
-import { InvalidRequest, LeaseNotHeld, NotAuthorized } from "../errors.ts";
+import { InvalidRequest, NotAuthorized } from "../errors.ts";
 import { ObjectEnd } from "../follow/object-end.ts";
 import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
@@ -41,14 +42,18 @@ import {
   FOLLOW_PATH,
   type FollowOptions,
   followCaller,
+  followConnection,
   followingSockets,
+  lastOfPlace,
   markFollowing,
   objectAnswers,
   objectLeaseBook,
   refuseFollow,
   sendFollow,
+  speaksFor,
   takeoverGate,
 } from "./follow.ts";
+import { objectCopy } from "./follow-copy.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
@@ -149,17 +154,19 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       crashPoints: crashPoints ?? false,
       now: systemClock.now,
     });
-    this.service = served.service;
-    this.listenerCount = served.listenerCount;
-    this.#endpoint = hostEndpoint(served.service);
-    if (onReport) void served.service.onReport(onReport);
+    // Follow mode: pages are served the copy, live, while the tab holds the lease (follow-copy.ts).
+    const copied = copy && book ? objectCopy({ database, storage: copy, harness: harnessOptions, book, end: () => this.#end }) : undefined;
+    this.service = copied?.copy.service ?? served.service;
+    this.listenerCount = copied ? () => copied.listenerCount() + served.listenerCount() : served.listenerCount;
+    this.#endpoint = hostEndpoint(this.service);
+    if (onReport) void this.service.onReport(onReport);
     const held = async (harness: Harness) => {
       this.#sockets.restoreAll();
       await this.#alarm.attach(harness);
       this.#harness = harness;
       return harness;
     };
-    if (follow && copy && book && gate) {
+    if (follow && copy && book && gate && copied) {
       // Follows until a release or the lease's expiry lets it take over: then the harness opens (the gate), its
       // recovery the new epoch's first transaction, and starts.
       let taken!: (harness: Harness) => void;
@@ -177,9 +184,12 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
             this.#handedBack = true;
           },
           clock: systemClock,
+          apply: (batch) => copied.copy.follow(batch), // pages watching the copy see each push
+          connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
           open: async () => {
             gate.open();
             const harness = await held(await served.ready);
+            await copied.copy.hold(served); // pages keep their subscriptions; the harness here answers from now on
             taken(harness);
             this.#start(harness);
             return harness;
@@ -188,6 +198,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         if (server) end.serve(SERVER_TOOLS_TOPIC, server.handler); // the tab's server tools (decision 0036)
         // Tabs that followed the object's last instance are pushed to again (decision 0038).
         for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame));
+        this.#sockets.restoreAll(); // pages that stayed through a hibernation watch the copy again
         return end;
       });
       this.#end.then(() => this.#armExpiry()).catch(() => {});
@@ -253,8 +264,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
     // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
     if (upgrade) return this.#sockets.accept(caller);
-    if (this.#follow && !this.#harness) throw new LeaseNotHeld(this.#follow.place ?? "object", "its tab holds it; this object follows");
-    await this.ready; // a failed open answers every request with its error
+    if (!this.#follow) await this.ready; // a failed open answers every request with its error (following: the copy answers)
     const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
     if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
       throw new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.');
@@ -299,8 +309,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   async #rpc(method: RpcMethodName, args: unknown[]): Promise<unknown> {
     const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
     try {
-      if (this.#follow && !harness) throw new LeaseNotHeld(this.#follow.place ?? "object", "its tab holds it; this object follows");
-      if (!harness) await this.ready; // the open's own error, not the host's "not open"
+      if (!harness && !this.#follow) await this.ready; // the open's own error, not the host's "not open" (following: the copy answers)
       return await this.#endpointFor(RPC_CALLER).call(method, args);
     } catch (error) {
       throw rpcError(error);
@@ -329,6 +338,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       (frame) => sendFollow(socket, frame),
       (action) => follow.authorize(caller, action),
       socket,
+      (place) => speaksFor(socket, caller, place),
     );
     if (end.follows(socket)) markFollowing(socket);
     if (this.#handedBack) {
@@ -368,8 +378,10 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
   }
 
-  /** The page went away: its subscriptions end. */
+  /** The page went away: its subscriptions end. A tab's follow socket: the object's calls waiting on it are lost. */
   async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
+    const place = this.#end ? lastOfPlace(this.ctx, socket) : undefined;
+    if (place !== undefined) (await this.#end!.catch(() => undefined))?.closed(place);
     if (this.#follow && followCaller(socket)) {
       void this.#end?.then((end) => end.drop(socket)).catch(() => {});
       return;

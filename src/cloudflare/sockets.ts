@@ -96,6 +96,7 @@ export class ObjectSockets {
    */
   restoreAll(): void {
     for (const socket of this.#ctx.getWebSockets?.() ?? []) {
+      if (this.#connections.has(socket)) continue; // served by this instance already (its subscriptions are live)
       const attachment = attachmentOf(socket);
       if (attachment?.subscriptions && !attachment.overflow) {
         this.#connect(socket).restore(attachment.subscriptions);

@@ -13,7 +13,7 @@ import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
-import { type HarnessService, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
+import { type HarnessService, type HarnessStatus, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 
@@ -166,10 +166,14 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     return harness;
   };
 
+  /** The copy's ready status says where the agent runs: elsewhere (the holding host's says here). */
+  const located = (status: HarnessStatus): HarnessStatus =>
+    !holding && status.kind === "ready" && status.runs === undefined ? { ...status, runs: "elsewhere" } : status;
+
   const service: HarnessService = {
-    status: serve("status"),
+    status: () => located(delegate("status", []) as HarnessStatus),
     lifeLock: serve("lifeLock"),
-    onStatus: subscribe("onStatus"),
+    onStatus: (listener) => subscribe("onStatus")((status) => listener(located(status))),
     onReport: subscribe("onReport"),
     watchTasks: subscribe("watchTasks"),
     createTask: serve("createTask"),

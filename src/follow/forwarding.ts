@@ -10,10 +10,19 @@
 import type { ApprovalRecord, Decision } from "../agent/tasks/approvals.ts";
 import type { SubmissionDraft } from "../agent/types.ts";
 import { type Context, throwIfCancelled } from "../base/context.ts";
-import { ConnectionLost, HarnessClosed, InvalidArguments, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "../errors.ts";
+import type { Json } from "../base/json.ts";
+import {
+  ConnectionLost,
+  FollowMessageRefused,
+  HarnessClosed,
+  InvalidArguments,
+  LeaseNotHeld,
+  ReadOnlySession,
+  StaleEpoch,
+} from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { type MethodName, type MethodPolicy, PROTOCOL } from "../host/protocol.ts";
-import { type ArgsCheck, args, describeValue, id, list } from "../shape.ts";
+import { type ArgsCheck, args, type Check, describeValue, id, integer, list, literal, record, text } from "../shape.ts";
 
 /** The methods a copy forwards (rows with `forwarded: true`). */
 export type ForwardedMethod = "submit" | "decide" | "abortConversation";
@@ -80,6 +89,9 @@ function forwardedMethods(): ForwardedMethod[] {
   return (Object.keys(PROTOCOL) as MethodName[]).filter((name): name is ForwardedMethod => PROTOCOL[name].forwarded);
 }
 
+/** The follow link's topic of forwarded writes (its name in `FOLLOW_TOPICS`). */
+export const FORWARD = "forward";
+
 /** The follow link's topic of forwarded writes: the object calls them, the tab answers (`answerForwarded`). */
 export const FORWARD_TOPIC: { calledBy: "object"; methods: Record<string, ArgsCheck> } = {
   calledBy: "object",
@@ -126,4 +138,35 @@ export function holderUnreachable(error: unknown): boolean {
     error instanceof LeaseNotHeld ||
     error instanceof StaleEpoch
   );
+}
+
+/** The holder's answer as it must look for each method: it came over a socket. */
+const ANSWERS: Record<ForwardedMethod, Check> = {
+  submit: record({ method: literal("submit"), submissionId: id }),
+  // The record is the holder's; the copy checks what it relies on and passes the rest as the holder made it.
+  decide: record({
+    method: literal("decide"),
+    record: (value, path) =>
+      typeof value === "object" && value !== null && !Array.isArray(value)
+        ? (integer(1, Number.MAX_SAFE_INTEGER)((value as Record<string, unknown>).taskId, `${path}.taskId`) ??
+          text({ max: 200 })((value as Record<string, unknown>).callId, `${path}.callId`) ??
+          literal("awaiting", "approved", "denied", "withdrawn")((value as Record<string, unknown>).status, `${path}.status`))
+        : `${path} must be an object; got ${describeValue(value)}`,
+  }),
+  abortConversation: record({ method: literal("abortConversation") }),
+};
+
+/**
+ * The holder as a follow link's call reaches it (`call(topic, method, args)`: the object's `ObjectEnd.call`),
+ * each answer checked as the write's own (`FollowMessageRefused`, shape, otherwise: the caller is told, not fed).
+ */
+export function linkHolder(call: (topic: string, method: string, args: Json[]) => Promise<Json>): HolderPort {
+  return {
+    async forward(write) {
+      const answer: unknown = await call(FORWARD, write.method, write.args as unknown as Json[]);
+      const problem = ANSWERS[write.method](answer, `the holder's answer to a forwarded ${write.method}`);
+      if (problem) throw new FollowMessageRefused("shape", problem);
+      return answer as ForwardAnswer;
+    },
+  };
 }

@@ -10,6 +10,8 @@
  * - A release is taken over as after a crash (restarts counted, S4), and answered `taken`.
  * - While this place holds the lease, a tab that follows it (`follow.from`) is pushed what its harness stores
  *   (`Feed`, decision 0038) and answers with its head (`ack`).
+ * - The object calls its tab too (`call`: forwarded writes, decision 0034), on the connection of the place that
+ *   holds the lease (decision 0037), and hears the answer on any.
  */
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
@@ -25,6 +27,7 @@ import type { LeaseBook } from "./arbiter.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
+import { OutgoingCalls } from "./outgoing-calls.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 
 /** What a caller asks of the object on a follow link, for `authorize`. */
@@ -32,6 +35,12 @@ export type FollowAction = "push" | "release" | `${string}.${string}`;
 
 /** Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). */
 export type FollowAuthorize = (action: FollowAction) => boolean | Promise<boolean>;
+
+/**
+ * Told which place a connection speaks for: its caller may push, and it pushed for that place or was granted its
+ * lease (the platform keeps it with the connection, so `ObjectEndOptions.connection` finds it after a hibernation).
+ */
+export type SpeaksFor = (place: string) => void;
 
 /** Serves the tab's calls of one topic besides `lease` (server tool calls, say). */
 export type ObjectTopicHandler = (method: string, args: Json[]) => Promise<Json> | Json;
@@ -63,6 +72,11 @@ export interface ObjectEndOptions {
    * writing at `position` (drained, closed) and the release to the tab is recorded; this place follows again.
    */
   onHandedBack?(mark: LogMark): void;
+  /**
+   * The open connection of `place` (the platform's: the newest that spoke for it, see `SpeaksFor`), for this
+   * object's calls of the tab. Default: the connection that last spoke for it to this instance.
+   */
+  connection?(place: string): ((frame: string) => void) | undefined;
 }
 
 /** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
@@ -85,6 +99,10 @@ export class ObjectEnd {
   readonly #line = new SerialQueue();
   /** The pushes to tabs that follow this place while it holds the lease (decision 0038). */
   readonly #feed: Feed;
+  /** This object's calls of its tabs, waiting for their answers. */
+  readonly #calls: OutgoingCalls;
+  /** The connection that last spoke for each place, in this instance. */
+  readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
   /** Where the arrival's messages go: the connection that spoke last. */
@@ -97,6 +115,7 @@ export class ObjectEnd {
     // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
+    this.#calls = new OutgoingCalls(options.clock);
   }
 
   /**
@@ -161,6 +180,30 @@ export class ObjectEnd {
   }
 
   /**
+   * Calls `topic`'s `method` on the tab that holds the lease (or on `options.to`), on its connection; resolves with
+   * its answer. `ConnectionLost` when no place other than this object holds the lease, when that place has no
+   * open connection or it closes (`closed`), or without an answer in `timeoutMs`: the caller may call again (the
+   * tab answers by what the call carries, a forwarded write's key, not by the call's id).
+   */
+  call(topic: string, method: string, args: Json[], options: { to?: string; timeoutMs?: number } = {}): Promise<Json> {
+    const place = options.to ?? this.#options.book.record.holder;
+    if (place === undefined || place === this.#options.place) return this.#calls.call("", undefined, { topic, method, args });
+    const send = this.#options.connection?.(place) ?? this.#speakers.get(place);
+    return this.#calls.call(place, send, { topic, method, args }, options.timeoutMs);
+  }
+
+  /** How many of this object's calls wait for an answer. */
+  get pendingCalls(): number {
+    return this.#calls.size;
+  }
+
+  /** A connection that spoke for `place` closed: this object's calls waiting on it are `ConnectionLost`. */
+  closed(place: string): void {
+    this.#speakers.delete(place);
+    this.#calls.lost(place);
+  }
+
+  /**
    * A connection that followed this place before (its socket outlived the object's last instance, say): it is pushed
    * what the harness stores from now on, and its first `ack` says where it stands.
    */
@@ -180,9 +223,16 @@ export class ObjectEnd {
 
   /**
    * A frame from a tab's connection; `reply` sends to that connection; `authorize` is its caller's door.
-   * `connection` names the connection for the pushes a following tab gets (default: `reply` itself).
+   * `connection` names the connection for the pushes a following tab gets (default: `reply` itself); `speaksFor`
+   * is told the place it speaks for (see `SpeaksFor`).
    */
-  async receive(frame: unknown, reply: (frame: string) => void, authorize: FollowAuthorize, connection: unknown = reply): Promise<void> {
+  async receive(
+    frame: unknown,
+    reply: (frame: string) => void,
+    authorize: FollowAuthorize,
+    connection: unknown = reply,
+    speaksFor?: SpeaksFor,
+  ): Promise<void> {
     const parsed = parseFollowMessage(frame, "tab", this.#options.topics);
     if ("error" in parsed) {
       const error = errorShape(parsed.error);
@@ -194,7 +244,13 @@ export class ObjectEnd {
       return;
     }
     const message = parsed.message;
-    if (message.type === "answer") return; // the object makes no calls of its own on this end yet
+    // An answer to this object's call: ids are random per instance, so a stranger's guess settles nothing.
+    if (message.type === "answer") return this.#calls.answered(message);
+    const spoke = async (place: string) => {
+      if (!(await allowed(authorize, "push"))) return; // only a caller with the write power receives the tab's calls
+      this.#speakers.set(place, reply);
+      speaksFor?.(place);
+    };
     if (message.type === "call") {
       const { id, topic, method, args } = message;
       // The door first: a remembered answer is only for a caller that may make the call.
@@ -228,6 +284,7 @@ export class ObjectEnd {
         if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
         this.#waiting.set(id, reply);
         const settled = await answer;
+        if (topic === "lease" && method !== "release" && "value" in settled) await spoke(String(args[0]));
         const to = this.#waiting.get(id) ?? reply;
         this.#waiting.delete(id);
         to(encodeFollowMessage(settled));
@@ -252,6 +309,7 @@ export class ObjectEnd {
       try {
         this.#checkPusher(message);
         this.#feed.detach(); // the pusher holds the lease: what it writes is no longer this place's to push
+        await spoke(message.from);
         await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
       } catch (error) {
         const epochs = (await this.#options.storage.readEpochs?.().catch(() => undefined)) ?? undefined;

@@ -25,7 +25,7 @@ import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
 import { type ArgsCheck, args, type Check, integer, list, literal, nullable, record, text, variant } from "../shape.ts";
 import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad, type Reassembly } from "./chunks.ts";
-import { FORWARD_TOPIC } from "./forwarding.ts";
+import { FORWARD, FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 
@@ -119,7 +119,7 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   // `from(place, head)` → the object's `FollowStart`; the object then pushes to that connection.
   follow: { calledBy: "tab", methods: { from: args([place, position]) } },
   // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
-  forward: FORWARD_TOPIC,
+  [FORWARD]: FORWARD_TOPIC,
   // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).
   [SERVER_TOOLS_TOPIC]: SERVER_TOOLS,
 };

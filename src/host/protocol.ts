@@ -356,7 +356,8 @@ export function isMethod(name: string): name is MethodName {
 export const TEST_HOOK = "__piDurableHost";
 
 /**
- * Where a page keeps its live worker clients (a `Set`), for the same helpers: a follower tab's own worker
- * waits for the lock, so its readiness is its client's (`waitForReady`). A client leaves the set when it is gone.
+ * Where a page keeps its live clients (a `Set`: of its worker, or of a Durable Object by URL), for the same helpers: a
+ * follower tab's own worker waits for the lock and a page of an object has none, so readiness is the client's
+ * (`waitForReady`). A client leaves the set when it is gone.
  */
 export const PAGE_TEST_HOOK = "__piDurableClients";

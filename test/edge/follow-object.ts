@@ -13,6 +13,7 @@
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
 import { createRegistry, defineExtension, defineTool, type Harness } from "../../src/index.ts";
+import { writeFileTool } from "./write-file-tool.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
@@ -71,7 +72,11 @@ export class FollowObject extends HarnessObject<Env> {
     const print = (line: string) => env.PRINT.fetch("http://print/", { method: "POST", body: `object: ${line}` }).then(() => {});
     super(ctx, env, () => ({
       registry: createRegistry().install(
-        defineExtension({ name: "example", tasks: [counterTask(print)], tools: [chargeTool(ctx.storage)] }),
+        defineExtension({
+          name: "example",
+          tasks: [counterTask(print)],
+          tools: [chargeTool(ctx.storage), writeFileTool((path) => print(`write ${path}`).then(() => `wrote ${path}`))],
+        }),
       ),
       storage: armedStorage(ctx, plan),
       authenticate: (request) => request.headers.get("x-caller") ?? undefined,

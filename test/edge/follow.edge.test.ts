@@ -7,65 +7,12 @@ import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import { encodeFollowMessage } from "../../src/follow/wire.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../src/index.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
-import { type Edge, pause, startEdge } from "./support.ts";
+import { followSocket, until } from "./follow-support.ts";
+import { type Edge, startEdge } from "./support.ts";
 
 // Issue 27 items 2–4 (decision 0031) in workerd: a Node-side tab (a harness on sqlite-wasm with the mirror)
 // follows its Durable Object over a real WebSocket; the object is the lease's arbiter and the copy, takes over at
 // the release or at the lease's expiry (its alarm, after a real eviction), and finishes the task (S4, S12).
-
-interface Socket {
-  send(frame: string): void;
-  close(): void;
-}
-
-/** A follow link to object `name` as `caller`, reconnecting 100 ms after each close until `stop()`. */
-function followSocket(edge: Edge, name: string, caller: string, link?: FollowLink) {
-  let socket: Socket | undefined;
-  let stopped = false;
-  const received: string[] = [];
-  const open = () => {
-    void edge.call("follow", name, "/follow", { headers: { Upgrade: "websocket", "x-caller": caller } }).then((response) => {
-      const ws = (response as unknown as { webSocket?: any }).webSocket;
-      if (!ws) return void setTimeout(() => !stopped && open(), 100);
-      ws.accept();
-      ws.addEventListener("message", (event: { data: unknown }) => {
-        received.push(String(event.data));
-        link?.receive(String(event.data));
-      });
-      ws.addEventListener("close", () => {
-        socket = undefined;
-        link?.disconnected();
-        if (!stopped) setTimeout(open, 100);
-      });
-      socket = ws;
-      link?.connected();
-    });
-  };
-  open();
-  return {
-    received,
-    send: (frame: string) => {
-      if (!socket) throw new Error("the follow socket is not open");
-      socket.send(frame);
-    },
-    get open() {
-      return socket !== undefined;
-    },
-    stop() {
-      stopped = true;
-      socket?.close();
-    },
-  };
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, tries = 400): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await pause(25);
-  }
-  throw new Error(`never: ${what}`);
-}
 
 interface State {
   lease?: { epoch: number; holder?: string; releasedAt?: number; heir?: string; expiresAt?: number };

@@ -1,0 +1,48 @@
+/**
+ * A following object's copy served to pages (decisions 0034, 0037): while the tab holds the lease, every page
+ * socket, `POST /rpc` and RPC call of the object reaches a read-only host on the copy that follows each push
+ * (`ObjectEndOptions.apply`), and the writes a device may make (submit, decide, abortConversation) are forwarded
+ * to the tab over its follow socket (`ObjectEnd.call`, topic `forward`). At the takeover `hold` hands everything
+ * to the object's own host: subscriptions move, waiting forwards are made there under their keys.
+ */
+import { systemClock } from "../base/clock.ts";
+import { ConnectionLost } from "../errors.ts";
+import type { LeaseBook } from "../follow/arbiter.ts";
+import { type CopyService, createCopyService } from "../follow/copy-service.ts";
+import { linkHolder } from "../follow/forwarding.ts";
+import type { ObjectEnd } from "../follow/object-end.ts";
+import { createHost, type HostOptions, type ServedHost } from "../host/host.ts";
+import type { Storage } from "../storage/storage.ts";
+
+export interface ObjectCopyOptions {
+  database: string;
+  /** The copy's storage (the same the object's harness opens on at the takeover). */
+  storage: Promise<Storage>;
+  /** The object's harness options: the copy's harness opens with them, read-only. */
+  harness: HostOptions["harness"];
+  book: LeaseBook;
+  /** The object's end, once it started (the forwards go through it). */
+  end: () => Promise<ObjectEnd> | undefined;
+}
+
+/** The copy's host and the service pages get (`copy.service`); `listenerCount` of the copy's host. */
+export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; listenerCount(): number } {
+  const host: ServedHost = createHost({
+    database: options.database,
+    openStorage: () => options.storage,
+    harness: { ...options.harness, clock: systemClock, readOnly: true },
+    crashPoints: false,
+    now: systemClock.now,
+  });
+  const { book } = options;
+  const copy = createCopyService({
+    copy: host,
+    holder: linkHolder((topic, method, args) => {
+      const end = options.end();
+      return end ? end.then((started) => started.call(topic, method, args)) : Promise.reject(new ConnectionLost());
+    }),
+    clock: systemClock,
+    where: () => `${book.record.holder ?? "no place"} (lease epoch ${book.record.epoch})`,
+  });
+  return { copy, listenerCount: host.listenerCount };
+}
