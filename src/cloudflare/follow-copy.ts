@@ -20,6 +20,11 @@ export interface ObjectCopyOptions {
   storage: Promise<Storage>;
   /** The object's harness options: the copy's harness opens with them, read-only. */
   harness: HostOptions["harness"];
+  /**
+   * The app's methods (`client.call`), served on the copy too: one that only reads answers from the copy, one that
+   * writes is `RunsElsewhere` (the copy's harness is read-only).
+   */
+  methods?: HostOptions["methods"];
   book: LeaseBook;
   /** The object's end, once it started (the forwards go through it). */
   end: () => Promise<ObjectEnd> | undefined;
@@ -31,6 +36,7 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     database: options.database,
     openStorage: () => options.storage,
     harness: { ...options.harness, clock: systemClock, readOnly: true },
+    ...(options.methods ? { methods: options.methods } : {}),
     crashPoints: false,
     now: systemClock.now,
   });

@@ -155,7 +155,10 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       now: systemClock.now,
     });
     // Follow mode: pages are served the copy, live, while the tab holds the lease (follow-copy.ts).
-    const copied = copy && book ? objectCopy({ database, storage: copy, harness: harnessOptions, book, end: () => this.#end }) : undefined;
+    const copied =
+      copy && book
+        ? objectCopy({ database, storage: copy, harness: harnessOptions, ...(methods ? { methods } : {}), book, end: () => this.#end })
+        : undefined;
     this.service = copied?.copy.service ?? served.service;
     this.listenerCount = copied ? () => copied.listenerCount() + served.listenerCount() : served.listenerCount;
     this.#endpoint = hostEndpoint(this.service);
