@@ -99,7 +99,7 @@ export class Harness {
         (async (head) => {
           const askedAt = clock.now();
           try {
-            const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0);
+            const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0, head && head.position > 0 ? head.epoch : undefined);
             ttlMs = grant.ttlMs;
             // Pinned (no expiry): no other place may take over, so effects do not wait for it.
             const confirm = Number.isFinite(grant.ttlMs) ? lease.confirm : undefined;

@@ -15,6 +15,7 @@ import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord } from "../follow/arb
 import type { AnswerStore, FollowAction } from "../follow/object-end.ts";
 import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
+import type { LogMark } from "../storage/records.ts";
 import { pageError } from "./answers.ts";
 import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
 
@@ -52,18 +53,24 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
     save: (record) => {
       sql.exec("INSERT OR REPLACE INTO pi_follow_lease (key, record) VALUES ('lease', ?)", JSON.stringify(record));
     },
-    // The object's copy: a tab with a stale copy must not take an expired lease and write over its history.
+    // The object's copy: a tab with a stale or forked copy must not take the lease and write over its history.
     copyHead: () => copyHead(sql),
   });
 }
 
-/** The log head of the object's copy, read synchronously (0 before its schema or its first fenced transaction). */
-function copyHead(sql: DurableObjectStorage["sql"]): number {
+/**
+ * The log head of the object's copy and the epoch that wrote it, read synchronously (position 0 before its schema
+ * or its first fenced transaction).
+ */
+function copyHead(sql: DurableObjectStorage["sql"]): LogMark {
   try {
     const row = sql.exec("SELECT value FROM pi_durable_meta WHERE key = 'log_position'").toArray()[0];
-    return row ? Number(row.value) : 0;
+    const position = row ? Number(row.value) : 0;
+    if (position === 0) return { epoch: 0, position: 0 };
+    const stretch = sql.exec("SELECT epoch FROM pi_durable_epochs WHERE start <= ? ORDER BY start DESC LIMIT 1", position).toArray()[0];
+    return { epoch: stretch ? Number(stretch.epoch) : 0, position };
   } catch {
-    return 0; // the copy's schema is not there yet: it holds nothing
+    return { epoch: 0, position: 0 }; // the copy's schema is not there yet: it holds nothing
   }
 }
 

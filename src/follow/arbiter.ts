@@ -1,5 +1,6 @@
 import type { Clock } from "../base/clock.ts";
 import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import type { LogMark } from "../storage/records.ts";
 
 /** What an arbiter grants: the epoch to write under, and for how long on the arbiter's clock (Infinity: pinned). */
 export interface LeaseGrant {
@@ -17,8 +18,10 @@ export interface LeaseArbiter {
    * Grants `place`, which holds the log up to position `head`, the next epoch: when the lease is free (released at
    * a position no later than `head`), expired, or `place`'s own (a restarted place takes a new epoch, so its dead
    * incarnation's commits are stale). Otherwise `LeaseNotHeld`, saying who holds it or what `place` lacks.
+   * `epoch`: the epoch that wrote `head` in `place`'s log, so a log that left the arbiter's history (a fork) is
+   * refused too (decision 0039).
    */
-  acquire(place: string, head: number): Promise<LeaseGrant>;
+  acquire(place: string, head: number, epoch?: number): Promise<LeaseGrant>;
   /** Extends `place`'s lease of `epoch`; `StaleEpoch` or `LeaseNotHeld` when it is no longer its own. */
   renew(place: string, epoch: number): Promise<LeaseGrant>;
   /**
@@ -51,19 +54,22 @@ export class LeaseBook implements LeaseArbiter {
   readonly #ttlMs: number;
   readonly #load: () => LeaseRecord;
   readonly #save: (record: LeaseRecord) => void;
-  readonly #copyHead: (() => number) | undefined;
+  readonly #copyHead: (() => number | LogMark) | undefined;
 
   /**
    * `copyHead`: where the log of the copy kept beside the arbiter stands (the object's copy, decision 0039). A place
    * whose head is behind it lacks part of the history: were it to write, it would write at positions the copy already
-   * holds. It is refused the lease however it stands (free, expired or its own) until it caught up.
+   * holds. It is refused the lease however it stands (free, expired or its own) until it caught up. With the copy's
+   * head as a mark (its epoch too) and the taker's head epoch given, a taker at or past the copy's head whose log
+   * left its history is refused as well: at the copy's head under another epoch, or past it under an older one
+   * (it wrote that position under an epoch the copy superseded: a fork, decision 0032).
    */
   constructor(options: {
     clock: Pick<Clock, "now">;
     ttlMs: number;
     load(): LeaseRecord;
     save(record: LeaseRecord): void;
-    copyHead?(): number;
+    copyHead?(): number | LogMark;
   }) {
     this.#clock = options.clock;
     this.#ttlMs = options.ttlMs;
@@ -77,7 +83,7 @@ export class LeaseBook implements LeaseArbiter {
     return { ...this.#load() };
   }
 
-  async acquire(place: string, head: number): Promise<LeaseGrant> {
+  async acquire(place: string, head: number, headEpoch?: number): Promise<LeaseGrant> {
     const record = this.#load();
     const now = this.#clock.now();
     const held = record.holder !== undefined && record.holder !== place && now < (record.expiresAt ?? Infinity);
@@ -91,11 +97,19 @@ export class LeaseBook implements LeaseArbiter {
     if (record.holder === undefined && record.releasedAt !== undefined && head < record.releasedAt) {
       throw new LeaseNotHeld(place, `it was released at log position ${record.releasedAt} and this place holds only up to ${head}`);
     }
-    const copy = this.#copyHead?.() ?? 0;
+    const copyMark = this.#copyHead?.() ?? 0;
+    const copy = typeof copyMark === "number" ? copyMark : copyMark.position;
     if (head < copy) {
       throw new LeaseNotHeld(
         place,
         `this place holds the log only up to position ${head} and the arbiter's copy up to ${copy}: it must follow that history (or rebuild from its snapshot) before it takes the lease`,
+      );
+    }
+    const copyEpoch = typeof copyMark === "number" || copy === 0 || copyMark.epoch < 1 ? undefined : copyMark.epoch;
+    if (headEpoch !== undefined && copyEpoch !== undefined && (head === copy ? headEpoch !== copyEpoch : headEpoch < copyEpoch)) {
+      throw new LeaseNotHeld(
+        place,
+        `its log (epoch ${headEpoch} at position ${head}) left the arbiter's copy's history (epoch ${copyEpoch} at ${copy}): it must keep its fork and rebuild from that history before it takes the lease`,
       );
     }
     const epoch = record.epoch + 1;
@@ -128,7 +142,7 @@ export function memoryArbiter(options: {
   clock: Pick<Clock, "now">;
   ttlMs?: number;
   record?: LeaseRecord;
-  copyHead?(): number;
+  copyHead?(): number | LogMark;
 }): LeaseBook {
   let record: LeaseRecord = options.record ?? { epoch: 0 };
   return new LeaseBook({

@@ -38,7 +38,8 @@ function passing(error: Error): boolean {
 /** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
 export function remoteArbiter(link: FollowLink): LeaseArbiter {
   return {
-    acquire: async (place, head) => grantOf(await link.call("lease", "acquire", [place, head])),
+    acquire: async (place, head, epoch) =>
+      grantOf(await link.call("lease", "acquire", epoch === undefined ? [place, head] : [place, head, epoch])),
     renew: async (place, epoch) => grantOf(await link.call("lease", "renew", [place, epoch])),
     release: async (place, epoch, position, heir) => {
       await link.call("lease", "release", heir === undefined ? [place, epoch, position] : [place, epoch, position, heir]);

@@ -350,7 +350,7 @@ export class ObjectEnd {
       if (place === this.#options.place)
         throw new NotAuthorized(`lease.${method}`, `the place ${JSON.stringify(place)} is this object's own.`);
       if (method === "handBack") return this.#handBack(place, number);
-      if (method === "acquire") return { ...(await book.acquire(place, number)) };
+      if (method === "acquire") return { ...(await book.acquire(place, number, args[2] as number | undefined)) };
       if (method === "renew") return { ...(await book.renew(place, number)) };
       await book.release(place, number, position, heir);
       return null;

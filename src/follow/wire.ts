@@ -99,7 +99,7 @@ const epoch = integer(1, Number.MAX_SAFE_INTEGER);
 const position = integer(0, Number.MAX_SAFE_INTEGER);
 
 /**
- * The calls of the link by topic. `lease`: the tab asks the object's `LeaseBook` (`acquire(place, head)` →
+ * The calls of the link by topic. `lease`: the tab asks the object's `LeaseBook` (`acquire(place, head, epoch?)` →
  * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null;
  * `handBack(place, head)` → `HandBack`, decision 0038).
  * Other parts add their topic here (one table: what may cross, in which direction, with which arguments).
@@ -108,7 +108,7 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   lease: {
     calledBy: "tab",
     methods: {
-      acquire: args([place, position]),
+      acquire: args([place, position], [epoch]),
       renew: args([place, epoch]),
       release: args([place, epoch, position], [place]),
       // The tab asks for the lease back (decision 0038): → `HandBack`, the position the object released it at.

@@ -110,7 +110,7 @@ export async function runTwoPlaceWorld<W>(
   const offline = () => Promise.reject(new TypeError("Failed to fetch (the tab is partitioned from the object)"));
   // The tab reaches the arbiter (which lives with the object) only while the link is up.
   const tabArbiter: LeaseArbiter = {
-    acquire: (place, head) => (partitioned() ? offline() : arbiter.acquire(place, head)),
+    acquire: (place, head, epoch) => (partitioned() ? offline() : arbiter.acquire(place, head, epoch)),
     renew: (place, epoch) => (partitioned() ? offline() : arbiter.renew(place, epoch)),
     release: (place, epoch, position, heir) => (partitioned() ? offline() : arbiter.release(place, epoch, position, heir)),
   };
