@@ -63,15 +63,17 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
  * or its first fenced transaction).
  */
 function copyHead(sql: DurableObjectStorage["sql"]): LogMark {
+  let position = 0;
   try {
     const row = sql.exec("SELECT value FROM pi_durable_meta WHERE key = 'log_position'").toArray()[0];
-    const position = row ? Number(row.value) : 0;
-    if (position === 0) return { epoch: 0, position: 0 };
-    const stretch = sql.exec("SELECT epoch FROM pi_durable_epochs WHERE start <= ? ORDER BY start DESC LIMIT 1", position).toArray()[0];
-    return { epoch: stretch ? Number(stretch.epoch) : 0, position };
+    position = row ? Number(row.value) : 0;
   } catch {
-    return { epoch: 0, position: 0 }; // the copy's schema is not there yet: it holds nothing
+    // The copy's schema is not there yet: it holds nothing.
   }
+  if (position === 0) return { epoch: 0, position: 0 };
+  // A log position is written with its epoch's stretch (schema version 3 on): a failure here is not swallowed.
+  const stretch = sql.exec("SELECT epoch FROM pi_durable_epochs WHERE start <= ? ORDER BY start DESC LIMIT 1", position).toArray()[0];
+  return { epoch: stretch ? Number(stretch.epoch) : 0, position };
 }
 
 /** Lease answers kept by request id: the last this many (a duplicate comes within seconds of its call). */
