@@ -5,7 +5,7 @@
  * - A connection follows from its own head (`follow`, after the tab's `follow.from` call): what it lacks is read
  *   from the object's durable log tail (its own transactions stay there), then it gets each new one live.
  * - Coalesced: one round in flight per connection; whatever is stored meanwhile goes in the next one. The tab's
- *   `ack` says its head: a round it held moves on, a gap (a lost push) is sent again from there.
+ *   `ack` says its head: a round it held moves on; an ack within the round waits for the rest (a gap, a lost push, is sent again at the resend).
  * - A round unanswered for `resendMs` goes again (a few times; then the connection waits for its next `ack` or
  *   the next transaction). A connection whose head is unknown (a socket that outlived the object's instance,
  *   `rejoin`) is pushed the newest transaction alone: the tab answers with its head, and the feed goes on from it.
@@ -40,6 +40,10 @@ interface Following {
   acked: number | undefined;
   /** The last position of the round in flight. */
   inFlight: number | undefined;
+  /** The head the round in flight continues (undefined: a probe, or a round still reading the tail). */
+  roundFrom: number | undefined;
+  /** The last round that started reading the tail. */
+  reading: object | undefined;
   resends: number;
   cancel: (() => void) | undefined;
 }
@@ -140,12 +144,24 @@ export class Feed {
     return this.#followers.has(connection);
   }
 
-  /** The connection's `ack`: it holds the log up to `head`. */
+  /**
+   * The connection's `ack`: it holds the log up to `head`. The tab answers each push frame it applied, so a round of
+   * several frames hears several: one short of the round's end while it moves on within the round means the rest is
+   * on its way (sending again now would send the rest twice, and an ack per frame would repeat the whole tail); the
+   * resend timer covers a frame lost meanwhile (a gap: the head stops moving).
+   */
   ack(connection: unknown, send: (frame: string) => void, head: number): void {
     const following = this.#connection(connection, send);
+    const moved = following.acked === undefined || head > following.acked;
     following.acked = head;
     following.resends = 0;
-    // The round arrived, or stopped at a gap (a lost push): either way the next round starts from `head`.
+    const round = following.inFlight;
+    if (round !== undefined && head < round && following.roundFrom !== undefined && head >= following.roundFrom) {
+      if (moved) this.#arm(following);
+      return;
+    }
+    // The round arrived, or the tab stands where it cannot continue it (a probe, a head moved back): the next round
+    // starts from `head`.
     following.inFlight = undefined;
     following.cancel?.();
     this.#pump(following);
@@ -160,7 +176,7 @@ export class Feed {
   #connection(connection: unknown, send: (frame: string) => void): Following {
     let following = this.#followers.get(connection);
     if (!following) {
-      following = { send, acked: undefined, inFlight: undefined, resends: 0, cancel: undefined };
+      following = { send, acked: undefined, inFlight: undefined, roundFrom: undefined, reading: undefined, resends: 0, cancel: undefined };
       this.#followers.set(connection, following);
     }
     following.send = send;
@@ -176,6 +192,8 @@ export class Feed {
   /** One round: what the connection lacks after `acked`, from memory when it holds it, else from the durable tail. */
   async #round(following: Following, acked: number): Promise<void> {
     following.inFlight = this.#stored;
+    following.roundFrom = undefined; // an ack while the tail is read starts the round again from its head
+    const token = (following.reading = {});
     let batches = this.#buffer.filter((batch) => batch.fence.position > acked);
     if (batches[0]?.fence.position !== acked + 1) {
       const storage = this.#options.storage;
@@ -183,7 +201,7 @@ export class Feed {
     }
     // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
     if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !(this.#stopLog || this.#serving)) {
-      following.inFlight = undefined;
+      if (following.reading === token) following.inFlight = undefined; // else a newer round is on its way
       return;
     }
     this.#send(following, batches);
@@ -191,6 +209,7 @@ export class Feed {
 
   #send(following: Following, batches: LoggedBatch[]): void {
     following.inFlight = batches.at(-1)!.fence.position;
+    following.roundFrom = following.acked;
     for (const load of packPushes(batches)) {
       try {
         following.send(
@@ -200,6 +219,11 @@ export class Feed {
         break; // the connection is gone: its close drops it
       }
     }
+    this.#arm(following);
+  }
+
+  /** The round in flight goes again if no ack moves it on for `resendMs`. */
+  #arm(following: Following): void {
     following.cancel?.();
     following.cancel = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
       following.cancel = undefined;
