@@ -1,11 +1,12 @@
 import { defineTask, type TaskDefinition } from "../src/index.ts";
 
-export type CounterInput = { to: number };
+/** Count to `to`, a tick every `everyMs` (default 50 ms). */
+export type CounterInput = { to: number; everyMs?: number };
 export type CounterCheckpoint = { phase: "tick"; n: number };
 
 /**
  * The seed's Example 12 (S12): count 1..to. Each step is safe to rerun: it checks memo `printed-n` before
- * printing, then commits the next checkpoint together with when to run it (`sleepUntil`, 50 ms later).
+ * printing, then commits the next checkpoint together with when to run it (`sleepUntil`, 50 ms later, or `everyMs`).
  * `print` is where the example writes its line; tests and the demo pass their own.
  */
 export function counterTask(print: (line: string) => void | Promise<void>): TaskDefinition<CounterInput, CounterCheckpoint, string> {
@@ -25,7 +26,7 @@ export function counterTask(print: (line: string) => void | Promise<void>): Task
           await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }), context);
           return;
         }
-        await runtime.sleepUntil(runtime.now() + 50, { phase: "tick", n: n + 1 }, context);
+        await runtime.sleepUntil(runtime.now() + (task.input.everyMs ?? 50), { phase: "tick", n: n + 1 }, context);
       },
     },
     abort: async (_task, runtime, context) => {

@@ -6,7 +6,7 @@
  * (`ctx.abort()`: the crash of an object, its committed writes kept).
  */
 import { counterTask } from "../../examples/counter-task.ts";
-import { ALL_POWERS, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
+import { ALL_POWERS, type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
 import { createRegistry, defineExtension, memoryEnvs } from "../../src/index.ts";
 import { demoMethods } from "../../worker/methods.ts";
 import { createDemoModels } from "../../worker/models.ts";
@@ -14,6 +14,53 @@ import { filesExtension, pageToolsExtension } from "../../worker/tools.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
+  /** Told each time an object's instance starts (an eviction, an abort or a restart shows as a new start). */
+  STARTED: { fetch(url: string, init: RequestInit): Promise<Response> };
+}
+
+/**
+ * Where an object stops in a hand-over, armed by `POST /<name>/arm?point=…` (this instance only; e2e tests only):
+ * - `drop-pushes`: every push and release that arrives is lost (the tab's rest and its release never arrive);
+ * - `drop-release`: pushes arrive, releases are lost;
+ * - `abort-at-release`: `ctx.abort()` as a release arrives, before it is handled;
+ * - `abort-in-takeover`: `ctx.abort()` right after the takeover's lease record (holder: the object) is written,
+ *   before the takeover's recovery transaction (decision 0031: two writes);
+ * - `abort-first-step`: `ctx.abort()` instead of the object's first print after arming (the takeover done, the
+ *   object's first step under way).
+ */
+type StopPoint = "drop-pushes" | "drop-release" | "abort-at-release" | "abort-in-takeover" | "abort-first-step";
+const STOP_POINTS: readonly string[] = ["drop-pushes", "drop-release", "abort-at-release", "abort-in-takeover", "abort-first-step"];
+
+/** `ctx.storage` that, armed `abort-in-takeover`, refuses every write after the takeover's lease record and aborts. */
+function stoppableStorage(state: DurableObjectState, plan: { point?: StopPoint; dead?: boolean }): DurableObjectStorage {
+  const inner = state.storage;
+  const refuse = () => {
+    throw new Error("e2e: this instance was stopped in its takeover; nothing reaches its storage any more");
+  };
+  return {
+    sql: {
+      exec(query: string, ...bindings: unknown[]) {
+        if (plan.dead && !/^\s*SELECT/i.test(query)) refuse();
+        const cursor = inner.sql.exec(query, ...bindings);
+        if (
+          plan.point === "abort-in-takeover" &&
+          query.includes("pi_follow_lease") &&
+          String(bindings[0] ?? "").includes('"holder":"object"')
+        ) {
+          plan.dead = true;
+          setTimeout(() => state.abort("e2e: the object was aborted in its takeover"), 50);
+        }
+        return cursor;
+      },
+      get databaseSize() {
+        return inner.sql.databaseSize;
+      },
+    },
+    transactionSync: (body) => (plan.dead ? refuse() : inner.transactionSync(body)),
+    getAlarm: () => inner.getAlarm(),
+    setAlarm: (at) => inner.setAlarm(at),
+    deleteAlarm: () => inner.deleteAlarm(),
+  };
 }
 
 /** How long a lease lasts on an object named `short-…`, and on every other one. */
@@ -22,11 +69,20 @@ const LONG_TTL_MS = 600_000;
 
 class E2eObject extends HarnessObject<Env> {
   readonly #state: DurableObjectState;
+  readonly #plan: { point?: StopPoint; dead?: boolean };
 
   constructor(state: DurableObjectState, env: Env, ttlMs?: number) {
     const models = createDemoModels();
     const envs = memoryEnvs();
-    const print = async (line: string) => void (await env.PRINT.fetch("http://print/", { method: "POST", body: line }));
+    const plan: { point?: StopPoint; dead?: boolean } = {};
+    const print = async (line: string) => {
+      if (plan.point === "abort-first-step") {
+        plan.point = undefined;
+        state.abort("e2e: the object was aborted in its first step");
+        return;
+      }
+      await env.PRINT.fetch("http://print/", { method: "POST", body: line });
+    };
     super(state, env, () => ({
       registry: createRegistry()
         .install(defineExtension({ name: "demo", tasks: [counterTask(print)] }))
@@ -37,16 +93,49 @@ class E2eObject extends HarnessObject<Env> {
       powers: ALL_POWERS,
       methods: demoMethods(models, envs),
       crashPoints: true,
+      storage: stoppableStorage(state, plan),
       ...(ttlMs === undefined ? {} : { follow: { authorize: () => true, ttlMs } }),
     }));
     this.#state = state;
+    this.#plan = plan;
+    void env.STARTED.fetch("http://started/", { method: "POST", body: "started" }).catch(() => {});
   }
 
   override async fetch(request: Request): Promise<Response> {
-    if (request.method === "POST" && new URL(request.url).pathname === "/abort") {
+    const url = new URL(request.url);
+    if (request.method === "POST" && url.pathname === "/abort") {
       this.#state.abort("e2e: the object was aborted");
     }
+    if (request.method === "POST" && url.pathname === "/arm") {
+      const point = url.searchParams.get("point") ?? "";
+      if (!STOP_POINTS.includes(point)) return new Response(`no stop point ${point}`, { status: 400 });
+      this.#plan.point = point as StopPoint;
+      return new Response("armed");
+    }
     return super.fetch(request);
+  }
+
+  override async webSocketMessage(socket: Parameters<HarnessObject["webSocketMessage"]>[0], message: string | ArrayBuffer) {
+    const point = this.#plan.point;
+    if (point && typeof message === "string") {
+      const type = frameType(message);
+      if (point === "drop-pushes" && (type === "push" || type === "release")) return;
+      if (point === "drop-release" && type === "release") return;
+      if (point === "abort-at-release" && type === "release") {
+        this.#plan.point = undefined;
+        this.#state.abort("e2e: the object was aborted as the release arrived");
+        return;
+      }
+    }
+    return super.webSocketMessage(socket, message);
+  }
+}
+
+function frameType(frame: string): unknown {
+  try {
+    return (JSON.parse(frame) as { type?: unknown }).type;
+  } catch {
+    return undefined;
   }
 }
 

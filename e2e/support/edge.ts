@@ -29,8 +29,12 @@ export interface LocalObject {
   followUrl(name: string): string;
   /** What the objects printed (the counter's `tick n`), in arrival order: side effects outside the objects. */
   readonly printed: Printed;
+  /** How many object instances started (each object's first request, and again after an eviction or an abort). */
+  readonly started: Printed;
   /** `ctx.abort()` inside the object `name` (its committed writes stay; its sockets drop; its next event starts it anew). */
   abort(name: string): Promise<void>;
+  /** Arms a stop point of the object `name` (e2e/edge/worker.ts: `drop-pushes`, `abort-at-release`, …). */
+  arm(name: string, point: string): Promise<void>;
   /** Stops workerd and starts it again on the same storage and port: every object is evicted, its alarm survives. */
   restart(): Promise<void>;
   dispose(): Promise<void>;
@@ -45,6 +49,7 @@ export async function startLocalObject(): Promise<LocalObject> {
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-e2e-edge-"));
   const port = await freePort();
   const printed = new Printed();
+  const started = new Printed();
   const runtimeErrors: string[] = [];
   onTestFailed(() => {
     if (runtimeErrors.length) console.log(`workerd stderr:\n${runtimeErrors.join("")}`);
@@ -68,6 +73,10 @@ export async function startLocalObject(): Promise<LocalObject> {
           printed.push(await request.text());
           return new Response("ok");
         },
+        STARTED: async (request: { text(): Promise<string> }) => {
+          started.push(await request.text());
+          return new Response("ok");
+        },
       },
       host: "127.0.0.1",
       port,
@@ -81,11 +90,16 @@ export async function startLocalObject(): Promise<LocalObject> {
     socketUrl: (name) => `ws://${origin}/${encodeURIComponent(name)}`,
     followUrl: (name) => `ws://${origin}/${encodeURIComponent(name)}/follow`,
     printed,
+    started,
     async abort(name) {
       // The object resets in the middle of this request: its answer is an error, which is the point.
       await fetch(`http://${origin}/${encodeURIComponent(name)}/abort`, { method: "POST" })
         .then((response) => response.body?.cancel())
         .catch(() => {});
+    },
+    async arm(name, point) {
+      const response = await fetch(`http://${origin}/${encodeURIComponent(name)}/arm?point=${point}`, { method: "POST" });
+      if (!response.ok) throw new Error(`arm ${point}: ${response.status} ${await response.text()}`);
     },
     async restart() {
       await mf.dispose();
@@ -118,7 +132,11 @@ export function edgePerTest(): LocalObject {
     get printed() {
       return now().printed;
     },
+    get started() {
+      return now().started;
+    },
     abort: (name) => now().abort(name),
+    arm: (name, point) => now().arm(name, point),
     restart: () => now().restart(),
     dispose: () => now().dispose(),
   };

@@ -1,0 +1,36 @@
+import type { Page } from "playwright-core";
+import { inject } from "vitest";
+import type { BrowserSession } from "./browser";
+import { openDemo, waitForStatus } from "./demo";
+import type { LocalObject } from "./edge";
+
+/** A document of the demo's origin that is no demo page (its icon): it only listens. */
+const RECORDER = "icon.svg";
+
+/**
+ * Every line the tab's workers printed (the demo's print broadcast), in order. The broadcast is heard by a page of
+ * its own on the demo's origin, so a print a worker made as its page closed or crashed is heard all the same.
+ * Call once per test, before the first page opens.
+ */
+export async function recordTabPrints(session: BrowserSession): Promise<string[]> {
+  const lines: string[] = [];
+  await session.context.exposeFunction("e2eTabPrinted", (line: string) => void lines.push(line));
+  await session.context.addInitScript((recorder: string) => {
+    if (!location.pathname.endsWith(`/${recorder}`)) return;
+    const forward = (globalThis as unknown as { e2eTabPrinted(line: string): void }).e2eTabPrinted;
+    new BroadcastChannel("pi-durable-web:print").addEventListener("message", (event) => forward(String(event.data.line)));
+  }, RECORDER);
+  const recorder = await session.context.newPage();
+  await recorder.goto(`${inject("demoBaseUrl")}${RECORDER}`);
+  return lines;
+}
+
+/** The demo page following object `name` (`?follow=`), once ready. */
+export async function openFollowing(session: BrowserSession, edge: LocalObject, name: string): Promise<Page> {
+  const page = await openDemo(session, `?follow=${encodeURIComponent(edge.followUrl(name))}`);
+  await waitForStatus(page, "ready");
+  return page;
+}
+
+/** The number in a counter line `tick n`. */
+export const tickOf = (line: string): number => Number(line.split(" ")[1]);
