@@ -151,6 +151,13 @@ export class LongLeaseObject extends E2eObject {
   }
 }
 
+/** A pinned lease (decision 0032): the tab keeps it however long it is away; the object only mirrors. */
+export class PinnedLeaseObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env, Number.POSITIVE_INFINITY);
+  }
+}
+
 export class ShortLeaseObject extends E2eObject {
   constructor(state: DurableObjectState, env: Env) {
     super(state, env, SHORT_TTL_MS);
@@ -164,12 +171,18 @@ interface Namespace {
 
 /** `/<name>/<rest>` goes to the object `name` as `/<rest>` (its host socket on `/`, `/follow`, `/abort`). */
 export default {
-  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace }) {
+  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace }) {
     const url = new URL(request.url);
     const [, encoded = "e2e", ...rest] = url.pathname.split("/");
     const name = decodeURIComponent(encoded);
     url.pathname = `/${rest.join("/")}`;
-    const namespace = name.startsWith("short-") ? env.SHORT : name.startsWith("follow-") ? env.LONG : env.PLAIN;
+    const namespace = name.startsWith("short-")
+      ? env.SHORT
+      : name.startsWith("follow-")
+        ? env.LONG
+        : name.startsWith("pinned-")
+          ? env.PINNED
+          : env.PLAIN;
     return namespace.get(namespace.idFromName(name)).fetch(new Request(url, request));
   },
 };

@@ -24,7 +24,7 @@ export interface LocalObject {
   socketUrl(name: string): string;
   /**
    * The URL of the follow link of object `name` (`serveHarness({ follow: { url } })`): a `follow-…` name leases for
-   * 10 minutes, a `short-…` one for 3 s (e2e/edge/worker.ts).
+   * 10 minutes, a `short-…` one for 3 s, a `pinned-…` one for good (e2e/edge/worker.ts).
    */
   followUrl(name: string): string;
   /** What the objects printed (the counter's `tick n`), in arrival order: side effects outside the objects. */
@@ -67,6 +67,7 @@ export async function startLocalObject(): Promise<LocalObject> {
         PLAIN: sqliteObject("PlainObject"),
         LONG: sqliteObject("LongLeaseObject"),
         SHORT: sqliteObject("ShortLeaseObject"),
+        PINNED: sqliteObject("PinnedLeaseObject"),
       },
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string> }) => {
