@@ -76,6 +76,13 @@ export interface LeaseOptions {
    * is what a takeover recovers from: the object). Effect-free steps never wait.
    */
   confirm?: ConfirmPosition;
+  /**
+   * Remember a pinned grant (`ttlMs: Infinity`) in this place's storage and, at a reopen while the log's head is
+   * still of that epoch, write on under it at once without asking the arbiter — offline too — telling it once it is
+   * reachable (a renewal; refused, the place stops). Only for a place whose previous incarnation is surely gone when
+   * it reopens (a browser worker holds its database's Web Lock). Default false (decision 0039).
+   */
+  resumePinned?: boolean;
 }
 
 export interface Inspection {

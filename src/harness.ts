@@ -9,6 +9,7 @@ import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
 import { DatabaseLocked, HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import { confirmResumed } from "./harness-lease.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
 import { Fence } from "./session/fence.ts";
@@ -90,17 +91,28 @@ export class Harness {
   static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
     const lease = options.lease;
     let ttlMs = Infinity;
+    let resumed = false;
     const session = await Session.open(
       storage,
       clock,
       options.readOnly === true,
       settings.limits,
       lease &&
-        (async (head) => {
+        (async (head, pinned) => {
           const askedAt = clock.now();
+          // A pinned lease this place holds, nothing written since under another epoch: no one else may take it, and
+          // its previous incarnation is gone (one writable harness per storage; in a browser the worker's Web Lock),
+          // so it writes on at once — offline too — and tells its arbiter once reachable (decision 0039).
+          if (lease.resumePinned && pinned?.place === lease.place && head?.epoch === pinned.epoch) {
+            resumed = true;
+            return new Fence(lease.place, pinned.epoch, head, Infinity, undefined, true);
+          }
           try {
             const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0, head && head.position > 0 ? head.epoch : undefined);
             ttlMs = grant.ttlMs;
+            const pins = !Number.isFinite(grant.ttlMs);
+            if (lease.resumePinned && (pins || pinned))
+              await storage.rememberLease?.(pins ? { place: lease.place, epoch: grant.epoch } : undefined);
             // Pinned (no expiry): no other place may take over, so effects do not wait for it.
             const confirm = Number.isFinite(grant.ttlMs) ? lease.confirm : undefined;
             return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs, confirm);
@@ -133,7 +145,7 @@ export class Harness {
     if (!session.readOnly && lifecycle?.state !== "open")
       await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
     const harness = new Harness(session, scheduler, options, recovery);
-    if (session.fence) harness.#hold(session.fence, ttlMs);
+    if (session.fence) harness.#hold(session.fence, ttlMs, resumed);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = new Conversations(harness.#agentKernel());
     harness.#agent = host;
@@ -179,6 +191,9 @@ export class Harness {
     throwIfCancelled(context);
     const fence = this.#session.fence;
     if (!fence) return Promise.reject(new LeaseNotHeld(this.#options.lease?.place ?? this.storage.label, "it was opened without one"));
+    // Handed over, the lease is not this place's to resume: forgotten first, before anything is sent (decision 0039).
+    if (this.#options.lease?.resumePinned && !Number.isFinite(fence.expiresAt))
+      void this.storage.rememberLease?.(undefined).catch(() => {});
     const giveUp = () => {
       const mark = fence.mark;
       fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
@@ -191,13 +206,23 @@ export class Harness {
   }
 
   /** Keeps the lease: renews it every third of its time on the harness clock; stops the harness when it is lost. */
-  #hold(fence: Fence, ttlMs: number): void {
+  #hold(fence: Fence, ttlMs: number, resumed: boolean): void {
     const lease = this.#options.lease!;
     const clock = this.#session.clock;
     this.#session.onFenceLost = (reason) => {
+      // Lost: a reopen must ask the arbiter again (decision 0039).
+      if (lease.resumePinned) void this.storage.rememberLease?.(undefined).catch(() => {});
       deliver(this.#options.onReport, { kind: "error", error: reason });
       void this.#stop();
     };
+    if (resumed)
+      return void confirmResumed(
+        lease,
+        fence.epoch,
+        clock,
+        () => this.#closed !== undefined,
+        (error) => this.#session.loseFence(error),
+      );
     if (!Number.isFinite(ttlMs)) return;
     const arm = () => {
       if (this.#closed) return;

@@ -85,4 +85,11 @@ describe("the worker's commit watch (crashEveryCommit's hook)", () => {
     await storage.dismissFork!("fork-1-4");
     expect(await inner.readForks()).toEqual([]);
   });
+
+  it("decision 0039: passes on the remembered pinned lease (before, a worker with crash points on never remembered it)", async () => {
+    const inner = new MemoryStorage();
+    const storage = watchCommits(inner);
+    await storage.rememberLease!({ place: "tab", epoch: 2 });
+    expect((await inner.load()).pinned).toEqual({ place: "tab", epoch: 2 });
+  });
 });

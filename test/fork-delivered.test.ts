@@ -1,112 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { followObject } from "../src/browser/follow.ts";
-import type { SocketLike } from "../src/browser/socket.ts";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { dismissFork, listForks } from "../src/follow/fork.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createHost } from "../src/host/host.ts";
-import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createRegistry, type Harness } from "../src/index.ts";
 import type { KernelTx } from "../src/session/tx.ts";
-import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { followTabWorld } from "./follow-tab-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
 // Issue 27 item 4, decision 0039: "a tab that finds it was fenced while offline reports its unpushed work as a
 // visible fork instead of losing or doubling it" — found by the tab's follow link, kept in the tab's database (a
 // reload still shows it) until the app dismisses it. Before, `findFork` existed but nothing called it.
-
-type Listener = (event?: { data: unknown }) => void;
-
-/** A tab's follow link (as serveHarness wires it) to a real ObjectEnd over an in-memory socket that can go offline. */
-async function world() {
-  const clock = createManualClock(1_000);
-  let record: LeaseRecord = { epoch: 0 };
-  const book = new LeaseBook({ clock, ttlMs: 3_000, load: () => record, save: (next) => void (record = next) });
-  const copy = new MemoryStorage();
-  let objectHarness: Harness | undefined;
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: copy,
-    book,
-    clock,
-    open: async (storage: Storage, lease) =>
-      (objectHarness = await Harness.open(storage, { registry: createRegistry(), clock, lease, resume: true }, ctx)),
-  });
-  let online = true;
-  const sockets: Array<{ fire(type: string, event?: { data: unknown }): void }> = [];
-  const connect = (): SocketLike => {
-    const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
-    let alive = true;
-    const fire = (type: string, event?: { data: unknown }) => {
-      for (const listener of listeners[type]!) listener(event);
-    };
-    const socket = {
-      send(frame: string) {
-        if (!alive) throw new Error("closed");
-        setTimeout(
-          () =>
-            void end.receive(
-              frame,
-              (reply) => setTimeout(() => alive && fire("message", { data: reply }), 0),
-              () => true,
-            ),
-          0,
-        );
-      },
-      close() {
-        alive = false;
-      },
-      addEventListener(type: string, listener: Listener) {
-        listeners[type]!.push(listener);
-      },
-    } as unknown as SocketLike;
-    sockets.push({
-      fire: (type, event) => {
-        if (type === "close") alive = false;
-        fire(type, event);
-      },
-    });
-    setTimeout(() => {
-      if (online) return fire("open");
-      alive = false;
-      fire("error");
-    }, 0);
-    return socket;
-  };
-  let tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
-  /** Opens the tab's harness under the object's lease on its storage (a page load), its follow link attached. */
-  const openTab = async () => {
-    const follow = followObject({ url: "ws://object/follow", connect }, clock);
-    let heard = 0;
-    follow.onFork(() => heard++);
-    const harness = await Harness.open(tabStorage, { registry: createRegistry(), clock, lease: follow.lease }, ctx);
-    follow.attach(harness);
-    return { follow, harness, heard: () => heard };
-  };
-  const goOffline = () => {
-    online = false;
-    sockets.at(-1)?.fire("close");
-  };
-  /** The tab crashes: its database as it is on disk, opened by the next page load (DESIGN §5). */
-  const crash = async () => {
-    tabStorage = await openSqliteStorage({ vfs: "memory", image: await tabStorage.exportImage() });
-  };
-  return {
-    clock,
-    book,
-    copy,
-    get tabStorage() {
-      return tabStorage;
-    },
-    openTab,
-    crash,
-    goOffline,
-    connect,
-    goOnline: () => void (online = true),
-    object: () => objectHarness,
-  };
-}
 
 /** The tab writes, while offline, a transaction with a user's input (an entry and its submission). */
 async function writeOffline(harness: Harness, text: string, requestId: string): Promise<void> {
@@ -129,7 +32,7 @@ async function writeOffline(harness: Harness, text: string, requestId: string): 
 
 describe("the visible fork delivered (issue 27 item 4, decision 0039)", () => {
   it("a tab fenced while offline: back online its push is refused as stale, the fork is kept with its input; a reload shows it once, dismissed it is gone", async () => {
-    const w = await world();
+    const w = await followTabWorld();
     const tab = await w.openTab();
     expect(tab.harness.readOnly).toBe(false);
     const root = await tab.harness.root(ctx);
@@ -167,7 +70,7 @@ describe("the visible fork delivered (issue 27 item 4, decision 0039)", () => {
   });
 
   it("a tab that crashed while offline and reloads online (its lease refused: the object took over) finds its fork from the object's history", async () => {
-    const w = await world();
+    const w = await followTabWorld();
     const tab = await w.openTab();
     const root = await tab.harness.root(ctx);
     await root.commit((tx) => tx.setDocument("notes", "before", { pushed: true }), ctx);
@@ -191,7 +94,7 @@ describe("the visible fork delivered (issue 27 item 4, decision 0039)", () => {
   });
 
   it("the host's ready status counts the kept forks, forks() gives them whole, dismissFork(id) drops one; a fork kept later is counted at once", async () => {
-    const w = await world();
+    const w = await followTabWorld();
     const tab = await w.openTab();
     const root = await tab.harness.root(ctx);
     await root.commit((tx) => tx.setDocument("notes", "before", { pushed: true }), ctx);

@@ -135,10 +135,11 @@ export function watchCommits(storage: Storage): Storage {
     ...(storage.readLog ? { readLog: gate(storage.readLog) } : {}),
     ...(storage.trimLog ? { trimLog: gate(storage.trimLog) } : {}),
     ...(storage.readEpochs ? { readEpochs: gate(storage.readEpochs) } : {}),
-    // The place's own rows outside every batch (decision 0039): its kept forks.
+    // The place's own rows outside every batch (decision 0039): its kept forks and its remembered pinned lease.
     ...(storage.keepFork ? { keepFork: gate(storage.keepFork) } : {}),
     ...(storage.readForks ? { readForks: gate(storage.readForks) } : {}),
     ...(storage.dismissFork ? { dismissFork: gate(storage.dismissFork) } : {}),
+    ...(storage.rememberLease ? { rememberLease: gate(storage.rememberLease) } : {}),
   };
   // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
   if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });

@@ -127,6 +127,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       arbiter: remoteArbiter(link),
       // Before an external effect the object must hold the commit that recorded it (decision 0032).
       confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),
+      // A pinned lease is reopened offline at once: the worker's Web Lock says its previous incarnation is gone.
+      resumePinned: true,
     },
     serverCalls: linkServerCalls(link, clock),
     attach(opened) {
@@ -166,6 +168,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     },
     leave() {
       const leaving = mirror;
+      // Offline, nothing of a hand-over can reach the object: the page goes as a crash goes (a takeover lease then
+      // expires at the object; a pinned one is the tab's still, and its next load writes on under it, decision 0039).
+      if (!link.up) return;
       mirror = undefined;
       if (!leaving || harness?.closed) return;
       // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),

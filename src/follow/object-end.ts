@@ -166,7 +166,9 @@ export class ObjectEnd {
   get expiresAt(): number | undefined {
     const record = this.#options.book.record;
     const other = record.holder ?? record.heir;
-    return other !== undefined && other !== this.#options.place ? record.expiresAt : undefined;
+    // A pinned lease never expires (its `expiresAt` is Infinity, or null once it went through JSON): no alarm.
+    const at = record.expiresAt;
+    return other !== undefined && other !== this.#options.place && Number.isFinite(at) ? at : undefined;
   }
 
   /** Takes the lease over if it expired (a platform's alarm calls this after an eviction); resolves when done. */

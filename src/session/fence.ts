@@ -29,11 +29,20 @@ export class Fence {
 
   /**
    * `confirm` is given when another place may take over once the lease expires; absent (a pinned lease, or a
-   * place whose own copy is the one a takeover recovers from) effects never wait.
+   * place whose own copy is the one a takeover recovers from) effects never wait. `resumed`: the epoch of the
+   * copy's head again — a pinned lease this place held, reopened once its previous incarnation is gone (decision
+   * 0039).
    */
-  constructor(place: string, epoch: number, head: LogMark | undefined, expiresAt: number, confirm?: ConfirmPosition) {
+  constructor(
+    place: string,
+    epoch: number,
+    head: LogMark | undefined,
+    expiresAt: number,
+    confirm?: ConfirmPosition,
+    readonly resumed = false,
+  ) {
     // An acquire mints a new epoch: one the copy already holds was minted twice (the arbiter lost its record).
-    if (head && epoch <= head.epoch) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
+    if (head && (epoch < head.epoch || (epoch === head.epoch && !resumed))) throw new StaleEpoch(epoch, head.epoch, `${place}'s own copy`);
     this.place = place;
     this.epoch = epoch;
     this.#head = head?.position ?? 0;

@@ -3,7 +3,7 @@ import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
-import type { Batch, ConversationRecord, DocumentRecord, LogMark, SubmissionRecord, TaskRecord } from "../storage/records.ts";
+import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import type { Built, CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
@@ -85,7 +85,7 @@ export class Session {
     clock: Clock,
     readOnly: boolean,
     limits: JsonLimits,
-    lease?: (head: LogMark | undefined) => Promise<Fence | undefined>,
+    lease?: (head: LogMark | undefined, pinned: PinnedLease | undefined) => Promise<Fence | undefined>,
   ): Promise<Session> {
     const state = await storage.load();
     const writer = !readOnly && !storage.readOnly;
@@ -95,7 +95,7 @@ export class Session {
         storage.label,
         `its log was written under a lease up to position ${state.log.position}: open it with HarnessOptions.lease, or readOnly`,
       );
-    const fence = lease && writer ? await lease(state.log) : undefined;
+    const fence = lease && writer ? await lease(state.log, state.pinned) : undefined;
     const session = new Session(storage, clock, !writer || (lease !== undefined && fence === undefined), limits, fence);
     // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
     // open refuses them (nothing was changed); a read-only one leaves them out of its mirror, for inspection.

@@ -8,6 +8,7 @@ import type {
   EntryRecord,
   EpochStart,
   LogMark,
+  PinnedLease,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -38,6 +39,8 @@ interface Image {
   epochs?: Record<string, number>;
   /** The log's tail: each fenced batch by position, until trimmed. */
   tail?: Record<string, string>;
+  /** The pinned lease this place holds (decision 0039). */
+  pinned?: PinnedLease;
   /** Kept forks by key (decision 0039). */
   forks?: Record<string, string>;
 }
@@ -99,6 +102,7 @@ export class MemoryStorage implements Storage {
       documents,
       openSubmissions,
       ...(image.log ? { log: { ...image.log } } : {}),
+      ...(image.pinned ? { pinned: { ...image.pinned } } : {}),
       ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
@@ -156,6 +160,13 @@ export class MemoryStorage implements Storage {
     return Object.entries(this.#open().epochs ?? {})
       .map(([epoch, start]) => ({ epoch: Number(epoch), start }))
       .sort((a, b) => a.epoch - b.epoch);
+  }
+
+  async rememberLease(lease: PinnedLease | undefined): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("Remembering a lease");
+    if (lease) image.pinned = { place: lease.place, epoch: lease.epoch };
+    else delete image.pinned;
   }
 
   async keepFork(key: string, record: Json): Promise<void> {

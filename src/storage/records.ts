@@ -101,6 +101,15 @@ export interface LogMark {
   position: number;
 }
 
+/**
+ * A pinned lease (`ttlMs: Infinity`) a place was granted, remembered in its own storage (decision 0039): reopened
+ * while its log's head is still of that epoch, the place writes on under it at once, without asking its arbiter.
+ */
+export interface PinnedLease {
+  place: string;
+  epoch: number;
+}
+
 /** Where epoch `epoch`'s stretch of a log begins: the first position it wrote (decision 0029, `pi_durable_epochs`). */
 export interface EpochStart {
   epoch: number;

@@ -6,6 +6,7 @@ import type {
   EntryRecord,
   EpochStart,
   LogMark,
+  PinnedLease,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -24,6 +25,8 @@ export interface StoredState {
   openSubmissions: SubmissionRecord[];
   /** The head of the fenced log (its last position and that commit's epoch); absent before any fenced commit. */
   log?: LogMark;
+  /** The pinned lease this storage's place was granted, while it holds it (`rememberLease`, decision 0039). */
+  pinned?: PinnedLease;
   /**
    * Rows that could not be parsed (bad JSON, `null`, no `state`), left out of the lists above. A writable
    * open refuses the database with `DatabaseCorrupt`; a read-only one opens it for inspection.
@@ -84,6 +87,11 @@ export interface Storage {
    * in a batch nor in the log. Absent on a storage without a log.
    */
   keepFork?(key: string, record: Json): Promise<void>;
+  /**
+   * Remembers (or, undefined, forgets) the pinned lease this place holds, outside every batch: a reopen while the
+   * log's head is still of that epoch writes on under it (decision 0039). Absent on a storage without a log.
+   */
+  rememberLease?(lease: PinnedLease | undefined): Promise<void>;
   /** The kept forks by key, in key order. */
   readForks?(): Promise<Array<{ key: string; record: Json }>>;
   /** Drops a kept fork (the app showed it, or resubmitted what it needed); an unknown key does nothing. */

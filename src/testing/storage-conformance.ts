@@ -357,6 +357,20 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
       },
     },
     {
+      name: "decision 0039: a remembered pinned lease is read back at load, outside every batch, until forgotten",
+      async run() {
+        const storage = await backend.create();
+        if (!storage.rememberLease) return;
+        equal((await storage.load()).pinned, undefined, "none at first");
+        await storage.rememberLease({ place: "tab", epoch: 4 });
+        await storage.apply({ ...emptyBatch(), fence: { epoch: 4, position: 1 }, tasks: [sampleTask(3, "pending")] });
+        equal((await storage.load()).pinned, { place: "tab", epoch: 4 }, "remembered, a batch later");
+        equal((await storage.readLog?.(0, 10))?.[0]?.tasks.length ?? 1, 1, "the log's tail holds only the batch");
+        await storage.rememberLease(undefined);
+        equal((await storage.load()).pinned, undefined, "forgotten");
+      },
+    },
+    {
       name: "S11: an exported image opens as an independent copy",
       async run() {
         const storage = await seeded(backend);

@@ -122,6 +122,7 @@ export const SQL = {
   readMeta: `SELECT key, value FROM pi_durable_meta`,
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
+  deleteMeta: `DELETE FROM pi_durable_meta WHERE key = ?`,
   writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   logHead: `SELECT (SELECT value FROM pi_durable_meta WHERE key = 'log_position') AS position,
     (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,

@@ -8,6 +8,7 @@ import type {
   EntryRecord,
   EpochStart,
   LogMark,
+  PinnedLease,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -93,6 +94,7 @@ export class SqliteStorage implements Storage {
     const largest = Number((await this.#db.get(SQL.largestId))?.id ?? 0);
     const nextId = Math.max(floor, largest + 1);
     const root = meta.get("root_conversation");
+    const pinned = pinnedLease(meta.get("pinned_lease"));
     const log = this.#log ? logHead(await this.#db.get(SQL.logHead)) : undefined;
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
@@ -109,6 +111,7 @@ export class SqliteStorage implements Storage {
       documents: parseAll<DocumentRecord>("documents", await rows(SQL.allDocuments), damaged),
       openSubmissions: parseAll<SubmissionRecord>("submissions", await rows(SQL.openSubmissions), damaged),
       ...(log ? { log } : {}),
+      ...(pinned ? { pinned } : {}),
       ...(damaged.length > 0 ? { damaged } : {}),
     };
   }
@@ -250,6 +253,12 @@ export class SqliteStorage implements Storage {
   async readEpochs(): Promise<EpochStart[]> {
     if (!this.#log) return [];
     return (await this.#db.all(SQL.readEpochs)).map((row) => ({ epoch: Number(row.epoch), start: Number(row.start) }));
+  }
+
+  async rememberLease(lease: PinnedLease | undefined): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("Remembering a lease");
+    if (lease) await this.#db.run(SQL.writeMeta, "pinned_lease", JSON.stringify({ place: lease.place, epoch: lease.epoch }));
+    else await this.#db.run(SQL.deleteMeta, "pinned_lease");
   }
 
   async keepFork(key: string, record: Json): Promise<void> {
@@ -416,4 +425,15 @@ function isReadOnlyStatement(sql: string): boolean {
   if (text.includes(";")) return false; // one statement only
   if (/^(select|with|explain|values)\b/i.test(text)) return true;
   return READ_ONLY_PRAGMAS.test(text);
+}
+
+/** The remembered pinned lease from its metadata row, or undefined when there is none (or it does not parse). */
+function pinnedLease(text: string | undefined): PinnedLease | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const value = JSON.parse(text) as Partial<PinnedLease>;
+    return typeof value.place === "string" && Number.isSafeInteger(value.epoch) ? { place: value.place, epoch: value.epoch! } : undefined;
+  } catch {
+    return undefined; // damaged: the place asks its arbiter, as without one
+  }
 }
