@@ -21,7 +21,7 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { StaleEpoch } from "../errors.ts";
+import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
@@ -61,6 +61,12 @@ export interface TabFollow {
   attach(harness: Harness): void;
   /** The page leaves (its `pagehide`): hands the lease to the object at once, when this tab holds it. */
   leave(): void;
+  /**
+   * Asks the object for the lease back (decision 0038) while this tab follows it: resolves once the object released
+   * it to this tab and the copy holds everything up to the release; the caller then opens the harness again under
+   * the lease (the host does: `runHere`). `LeaseNotHeld` when this tab does not follow (it runs here, or forked).
+   */
+  takeBack(): Promise<void>;
   /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
   readonly place: FollowPlace;
   /**
@@ -165,6 +171,13 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           if (error instanceof StaleEpoch) void findFork(opened, theirs);
         },
       });
+    },
+    async takeBack() {
+      const following = follower;
+      if (!following) throw new LeaseNotHeld(place, "this tab does not follow its object (it runs here, or its copy forked)");
+      await following.takeBack(BACKGROUND_CONTEXT);
+      following.stop();
+      if (follower === following) follower = undefined;
     },
     leave() {
       const leaving = mirror;

@@ -121,7 +121,13 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
       follow?.attach(harness);
       return options.onReady?.(harness);
     },
-    ...(follow ? { leave: () => follow.leave(), onFork: (listener: () => void) => void follow.onFork(listener) } : {}),
+    ...(follow
+      ? {
+          leave: () => follow.leave(),
+          takeBack: () => follow.takeBack(),
+          onFork: (listener: () => void) => void follow.onFork(listener),
+        }
+      : {}),
     crashPoints: options.crashPoints,
     now: () => performance.now(),
     // A page paints at most once per animation frame; a worker has no frames of its own.

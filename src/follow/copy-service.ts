@@ -189,6 +189,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     close: () => copyService.close(),
     requestTakeover() {},
     leave() {},
+    async runHere() {},
     rootConversation: serve("rootConversation"),
     createConversation: serve("createConversation"),
     listConversations: serve("listConversations"),

@@ -36,6 +36,12 @@ export interface HostOptions {
   /** The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). */
   leave?: () => void;
   /**
+   * `runHere`: a host under its object's lease whose harness is read-only asks for the lease back; resolves once the
+   * object released it here and the storage holds everything up to the release (decision 0038). The host then
+   * opens its harness again on the same storage (under the lease: writable now), and the page's views move to it.
+   */
+  takeBack?: () => Promise<void>;
+  /**
    * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
    * the ready status counts it (`forks`).
    */
@@ -106,9 +112,10 @@ export function createHost(options: HostOptions): ServedHost {
     await new Promise<never>((_, reject) => stopped.add(reject));
   };
 
-  const open = async () => {
+  /** Opens the harness (on `reuse`, the storage already open, when the host opens it again: `runHere`). */
+  const open = async (reuse?: Storage) => {
     setStatus({ kind: "opening", database });
-    storage = await options.openStorage();
+    storage = reuse ?? (await options.openStorage());
     setStatus({ kind: "recovering", database });
     const started = options.now();
     harness = await Harness.open(storage, { ...options.harness, onReport, crashPoint: stopAtCrashPoint }, ctx);
@@ -208,6 +215,18 @@ export function createHost(options: HostOptions): ServedHost {
   };
   options.onFork?.(() => void recountForks().catch(() => {}));
 
+  /** The page's conversation views: moved to the new harness when the host opens it again. */
+  const liveViews = new Set<(next: Harness) => void>();
+  let reopening: Promise<void> | undefined;
+  /** Opens the harness again on its storage (after the lease came back here): views follow. */
+  const reopen = async () => {
+    const old = harness!;
+    harness = undefined;
+    await old.close(ctx);
+    const next = await open(storage);
+    for (const rebind of liveViews) rebind(next);
+  };
+
   const requireHarness = () => {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
     return harness;
@@ -273,6 +292,17 @@ export function createHost(options: HostOptions): ServedHost {
     requestTakeover() {
       ownership?.requestTakeover();
     },
+    async runHere() {
+      const current = requireHarness();
+      if (!current.readOnly || !options.takeBack || closing) return;
+      reopening ??= (async () => {
+        await options.takeBack!();
+        await reopen();
+      })().finally(() => {
+        reopening = undefined;
+      });
+      return reopening;
+    },
     leave() {
       options.leave?.();
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
@@ -320,13 +350,19 @@ export function createHost(options: HostOptions): ServedHost {
     watchConversation(conversationId, listener) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      const unsubscribe = requireHarness().conversation(conversationId).watch(send);
+      let unsubscribe = requireHarness().conversation(conversationId).watch(send);
+      const rebind = (next: Harness) => {
+        unsubscribe();
+        unsubscribe = next.conversation(conversationId).watch(send);
+      };
+      liveViews.add(rebind);
       views += 1;
       let subscribed = true;
       return () => {
         if (!subscribed) return;
         subscribed = false;
         views -= 1;
+        liveViews.delete(rebind);
         unsubscribe();
       };
     },

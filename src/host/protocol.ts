@@ -127,6 +127,13 @@ export interface HarnessService {
    * once (`serveHarness({ follow })`, decision 0035); anywhere else nothing happens (a reload is still the crash).
    */
   leave(): void;
+  /**
+   * Moves the agent back to this tab (decision 0038): a worker that follows its object while the object holds the
+   * lease asks for it back — the object drains and releases it, the worker's copy catches up — and opens its harness
+   * again under the lease (the next epoch; recovery as after a crash). Resolves once it runs here (`status.runs`).
+   * Anywhere else (no follow link, or it runs here already) nothing happens.
+   */
+  runHere(): Promise<void>;
   // The agent: conversations, submissions and their live views.
   /** The root conversation's id (created on first use); `agent` is applied when it changes the stored config. */
   rootConversation(agent?: AgentChange): Promise<number>;
@@ -278,6 +285,7 @@ export const PROTOCOL = {
   close: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   requestTakeover: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   leave: row("call", none, { exposure: "page", servedToPages: false, local: true }),
+  runHere: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   rootConversation: row("call", args([], [agentChange]), { retry: "safe", exposure: configuresWith }),
   createConversation: row("call", args([], [agentChange]), { exposure: configuresWith }),
   listConversations: row("call", none, { retry: "safe", exposure: "page" }),
