@@ -122,7 +122,14 @@ export async function benchHandover(): Promise<HandoverBench> {
     if (harness.readOnly) throw new Error(`the tab did not get the lease of ${name}`);
     mirror = new Mirror({ harness, link, clock: systemClock });
     mirror.onAcknowledged(() => acks++);
-    return { harness, mirror, close: () => ws.close() };
+    // Closing the tab stops its mirror and its link as a worker's follow link does (their resend timers would keep
+    // the bench's process alive after the run).
+    const close = () => {
+      mirror?.stop();
+      link.disconnected();
+      ws.close();
+    };
+    return { harness, mirror, close };
   };
 
   try {
