@@ -25,8 +25,12 @@ export interface FollowOptions {
    * Whether `caller` (what `authenticate` returned for the socket's upgrade) may do `action` on a follow link:
    * `push` and `release` (write powers: they change the object's copy and hand it the work), `lease.acquire`,
    * `lease.renew`, `lease.release`, and other topics' calls (`places.…`). Required: follow mode writes.
+   *
+   * `place` is the place the frame speaks for when it names one (a push's or release's `from`, the first argument of
+   * `lease.*` and `follow.*`): check it to bind each caller to its own place — without that check any caller allowed
+   * `lease.*` may acquire or hand back the lease under another device's name (the epochs still fence the loser).
    */
-  authorize(caller: Json, action: FollowAction): boolean | Promise<boolean>;
+  authorize(caller: Json, action: FollowAction, place?: string): boolean | Promise<boolean>;
   /** How long a lease lasts unless renewed, on the object's clock. Default 30,000 ms. */
   ttlMs?: number;
   /** The object's place name in the lease. Default "object". */

@@ -339,7 +339,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     await end.receive(
       message,
       (frame) => sendFollow(socket, frame),
-      (action) => follow.authorize(caller, action),
+      (action, place) => follow.authorize(caller, action, place),
       socket,
       (place) => speaksFor(socket, caller, place),
     );

@@ -33,8 +33,13 @@ import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, ty
 /** What a caller asks of the object on a follow link, for `authorize`. */
 export type FollowAction = "push" | "release" | `${string}.${string}`;
 
-/** Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). */
-export type FollowAuthorize = (action: FollowAction) => boolean | Promise<boolean>;
+/**
+ * Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). `place` is the
+ * place the frame speaks for when it names one — a push's or release's `from`, the first argument of `lease.*` and
+ * `follow.*` calls — so an app can bind a caller to its own place (another device must not take or hand back the
+ * lease under this tab's name).
+ */
+export type FollowAuthorize = (action: FollowAction, place?: string) => boolean | Promise<boolean>;
 
 /**
  * Told which place a connection speaks for: its caller may push, and it pushed for that place or was granted its
@@ -249,14 +254,14 @@ export class ObjectEnd {
     // An answer to this object's call: ids are random per instance, so a stranger's guess settles nothing.
     if (message.type === "answer") return this.#calls.answered(message);
     const spoke = async (place: string) => {
-      if (!(await allowed(authorize, "push"))) return; // only a caller with the write power receives the tab's calls
+      if (!(await allowed(authorize, "push", place))) return; // only a caller with the write power receives the tab's calls
       this.#speakers.set(place, reply);
       speaksFor?.(place);
     };
     if (message.type === "call") {
       const { id, topic, method, args } = message;
       // The door first: a remembered answer is only for a caller that may make the call.
-      if (!(await allowed(authorize, `${topic}.${method}`))) {
+      if (!(await allowed(authorize, `${topic}.${method}`, namedPlace(topic, args)))) {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
       }
@@ -300,7 +305,7 @@ export class ObjectEnd {
       if (await allowed(authorize, "follow.from")) this.#feed.ack(connection, reply, message.head);
       return;
     }
-    if (!(await allowed(authorize, message.type))) {
+    if (!(await allowed(authorize, message.type, message.from))) {
       reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(notAuthorized(message.type)) }));
       return;
     }
@@ -408,12 +413,17 @@ export class ObjectEnd {
   }
 }
 
-async function allowed(authorize: FollowAuthorize, action: FollowAction): Promise<boolean> {
+async function allowed(authorize: FollowAuthorize, action: FollowAction, place?: string): Promise<boolean> {
   try {
-    return (await authorize(action)) === true;
+    return (await authorize(action, place)) === true;
   } catch {
     return false;
   }
+}
+
+/** The place a call speaks for: the first argument of the lease's and the follow topic's methods (wire.ts). */
+function namedPlace(topic: string, args: readonly Json[]): string | undefined {
+  return (topic === "lease" || topic === "follow") && typeof args[0] === "string" ? args[0] : undefined;
 }
 
 /** An error as the tab receives it: its class's name, message and fields, never the object's stack. */

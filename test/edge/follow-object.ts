@@ -82,7 +82,8 @@ export class FollowObject extends HarnessObject<Env> {
       authenticate: (request) => request.headers.get("x-caller") ?? undefined,
       follow: {
         ttlMs: 3_000,
-        authorize: (caller, action) => caller === "alice" || (caller === "mallory" && action.startsWith("lease.")),
+        authorize: (caller, action, place) =>
+          caller === "alice" || (caller === "mallory" && action.startsWith("lease.")) || (caller === "bob" && place === "bob-phone"),
       },
     }));
     this.#plan = plan;

@@ -199,6 +199,25 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
     mallory.stop();
   });
 
+  it("S8: follow.authorize sees the place a frame speaks for — bob, bound to bob-phone, cannot take or hand back the lease as tab; as bob-phone the door lets him ask", async () => {
+    const name = "handover"; // the object holds the lease under epoch 2
+    const before = await state(name);
+    const bob = followSocket(edge, name, "bob");
+    await until("bob's socket open", () => bob.open);
+    const call = (id: string, method: string, args: Array<string | number>) =>
+      bob.send(encodeFollowMessage({ type: "call", id, topic: "lease", method, args }));
+    call("b1", "acquire", ["tab", before.head]);
+    call("b2", "handBack", ["tab", before.head]);
+    call("b3", "acquire", ["bob-phone", before.head]);
+    await until("three answers", () => bob.received.length >= 3);
+    const answers = Object.fromEntries(bob.received.map((frame) => JSON.parse(frame)).map((answer) => [answer.id, answer.error?.name]));
+    // Before, the door never saw the place: bob's acquire as "tab" reached the lease (LeaseNotHeld only because the
+    // object holds it; a free or expired lease was his), and his handBack drained the object for another place.
+    expect(answers).toEqual({ b1: "NotAuthorized", b2: "NotAuthorized", b3: "LeaseNotHeld" });
+    expect((await state(name)).head).toBe(before.head);
+    bob.stop();
+  });
+
   it("decision 0039: transactions of 1.8 MB, 2.7 MB and six 400 KB inputs (2.4 MB) cross in parts (each frame ≤ 1 MB) and are stored whole on the object", async () => {
     const name = "large";
     const tab = await openTab(edge, name);
