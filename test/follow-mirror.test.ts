@@ -177,6 +177,41 @@ describe("the hand-over over the link (issue 27 item 3)", () => {
     await object.close(ctx);
   });
 
+  it("leave(mark) when the mirror's buffer does not reach the mark: the rest read from the durable tail and the release sent within the leaving task (no next round)", async () => {
+    // A mirror sees only what is stored after it began (the worker attaches it after the open's own transaction),
+    // and a transaction's log may reach it after the hand-over's mark. Before, leave sent nothing then and left the
+    // release to a next round that a closing page never runs: the object waited for the lease's expiry.
+    const world = await followWorld();
+    await runUntil(world.clock, () => world.mirror.acknowledged >= world.tab.lease!.position);
+    world.mirror.stop();
+    const root = await world.tab.root(ctx);
+    for (const key of ["a", "b"]) await root.commit((tx) => tx.setDocument("late", key, { key }), ctx);
+    world.hold(true); // the object is slow: nothing it would acknowledge arrives
+    const mirror = new Mirror({ harness: world.tab, link: world.link, clock: world.clock });
+    const mark = await world.tab.handOver(ctx, { drain: false });
+    const sent = world.sent.toObject.length;
+    void mirror.leave(mark, ctx);
+    for (let turn = 0; turn < 50; turn++) await Promise.resolve(); // the leaving task's microtasks, no timer
+    mirror.stop(); // the tab dies: nothing more is sent
+    const frames = world.sent.toObject.slice(sent).map((frame) => JSON.parse(frame));
+    expect(frames.at(-1)).toEqual({ type: "release", from: "tab", epoch: 1, position: mark.position });
+    const pushed = frames.flatMap((frame) =>
+      frame.type === "push" ? frame.batches.map((batch: { fence: { position: number } }) => batch.fence.position) : [],
+    );
+    expect(pushed).toContain(mark.position);
+    world.hold(false);
+    const before = world.record().expiresAt;
+    await runUntil(world.clock, () => world.end.harness !== undefined);
+    // Taken at the release, not at the expiry.
+    expect(world.clock.now()).toBeLessThan(before ?? Number.POSITIVE_INFINITY);
+    const object = (await world.end.harness)!;
+    expect((await world.copy.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch")).at(-1)).toEqual({
+      epoch: 2,
+      start: mark.position + 1,
+    });
+    await object.close(ctx);
+  });
+
   it("a stale epoch's push is refused with StaleEpoch after the takeover, and nothing of it is applied", async () => {
     const world = await followWorld();
     world.tab.resume();

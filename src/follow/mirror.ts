@@ -196,18 +196,36 @@ export class Mirror {
   async leave(mark: LogMark, context: Context, options: { eager?: boolean } = {}): Promise<void> {
     this.#leaving = mark;
     const taken = new Promise<void>((resolve) => (this.#taken = resolve));
-    if ((options.eager ?? true) && this.#link.up && !this.#refused) {
-      const rest = this.#buffer.filter((batch) => batch.fence.position > Math.max(this.#acked, 0));
-      const covered = rest.length === 0 ? this.#acked >= mark.position : rest[0]!.fence.position === Math.max(this.#acked, 0) + 1;
-      if (covered) {
-        for (const load of rest.length > 0 ? packPushes(rest) : [])
-          this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }));
-        this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
-      }
+    if ((options.eager ?? true) && !this.#sendRest(mark, this.#buffer)) {
+      // The buffer does not reach the mark (the mirror began after transactions it never saw, or the last one's
+      // log is not delivered yet): the durable tail holds them. Read in this task's microtasks, not in a next round
+      // that a closing page never runs.
+      const tail = this.#harness.storage.readLog?.(Math.max(0, this.#acked), this.#roundLimit);
+      void tail?.then((batches) => this.#leaving === mark && this.#sendRest(mark, batches, true)).catch(() => {});
     }
     this.#pump();
     await waitFor(taken, context);
     this.stop();
+  }
+
+  /**
+   * Sends, at once, what the object lacks up to `mark` and the release there, when `batches` hold all of it from the
+   * acknowledged head on; true when sent. The durable tail (`tail`) holds everything after what the object
+   * acknowledged (it is trimmed only on acknowledgements), so before this mirror heard the object's head it starts
+   * wherever the tail does; the object skips what it already holds.
+   */
+  #sendRest(mark: LogMark, batches: readonly LoggedBatch[], tail = false): boolean {
+    if (!this.#link.up || this.#refused) return false;
+    const from = Math.max(this.#acked, 0);
+    const rest = batches.filter((batch) => batch.fence.position > from && batch.fence.position <= mark.position);
+    const first = tail && this.#acked < 0 && rest.length > 0 ? rest[0]!.fence.position : from + 1;
+    const reaches =
+      rest.length === 0 ? from >= mark.position : rest[0]!.fence.position === first && rest.at(-1)!.fence.position === mark.position;
+    if (!reaches) return false;
+    for (const load of rest.length > 0 ? packPushes(rest) : [])
+      this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }));
+    this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
+    return true;
   }
 
   /** Stops pushing and listening (the harness goes on). */
