@@ -5,8 +5,8 @@
  */
 import { type DurableObjectState, HarnessObject } from "../src/cloudflare/index.ts";
 import { createRegistry, defineExtension } from "../src/index.ts";
-import { effectTask, relayTask } from "./relay-task.ts";
-import { stepper } from "./stepper.ts";
+import { relayTask } from "./relay-task.ts";
+import { effectTask, stepper } from "./stepper.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };

@@ -28,9 +28,9 @@ import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import type { LeaseOptions } from "../src/harness.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { effectTask, relayTask } from "./relay-task.ts";
+import { relayTask } from "./relay-task.ts";
 import { type Summary, summarize } from "./stats.ts";
-import { stepper } from "./stepper.ts";
+import { effectTask, stepper } from "./stepper.ts";
 
 const QUICK = Boolean(process.env.BENCH_QUICK);
 const HANDOVERS = QUICK ? 8 : 20;

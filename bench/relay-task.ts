@@ -3,8 +3,8 @@ import { defineTask } from "../src/index.ts";
 /**
  * The hand-over bench's tasks (bench/handover.ts), the same on the tab and on the object.
  * - `bench.relay`: step n prints `n` (where: the place's own `print`), then commits step n + 1 at once; done at `to`.
- * - `bench.effect`: each step commits its checkpoint (the intent, as an unsafe tool's is) and waits for
- *   `runtime.beforeEffect` before its effect (a no-op here): under a tab's takeover lease, the object's acknowledgement.
+ * - `bench.effect` (bench/stepper.ts): each step commits its checkpoint and waits for `runtime.beforeEffect` before
+ *   its effect: under a tab's takeover lease, the object's acknowledgement.
  */
 export function relayTask(print: (n: number) => void | Promise<void>) {
   return defineTask<{ to: number }, { phase: "step"; n: number }, number>({
@@ -27,23 +27,3 @@ export function relayTask(print: (n: number) => void | Promise<void>) {
     abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
   });
 }
-
-export const effectTask = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "bench.effect",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-      if (n < task.input.steps) await runtime.beforeEffect(context); // the effect of step n would start here
-    },
-  },
-  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
-});
