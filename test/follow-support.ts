@@ -4,10 +4,10 @@ import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { type FollowAuthorize, ObjectEnd } from "../src/follow/object-end.ts";
-import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
+import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { ctx } from "./support.ts";
 
 /**
@@ -130,6 +130,23 @@ export async function followWorld(
 }
 
 /** What a storage holds, as comparable rows (the copy must equal the tab's, less the tab's log tail). */
+/**
+ * An object's end over an in-memory copy, its lease book in memory (60 s leases): the object's harness, when it
+ * takes the lease, has an empty registry. `record()` reads the book's record.
+ */
+export async function memoryObjectEnd(clock: ManualClock) {
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: new MemoryStorage(),
+    book,
+    clock,
+    open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
+  });
+  return { end, book, record: () => record };
+}
+
 export async function rows(storage: SqliteStorage) {
   return {
     tasks: await storage.query("SELECT id, status, record FROM tasks ORDER BY id"),

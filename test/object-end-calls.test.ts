@@ -1,14 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { type ForwardedWrite, linkHolder } from "../src/follow/forwarding.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { MAX_PENDING } from "../src/follow/outgoing-calls.ts";
 import { encodeFollowMessage, parseFollowMessage } from "../src/follow/wire.ts";
 import { serializeError } from "../src/host/error-wire.ts";
-import { ConversationBusy, createRegistry, Harness, type Json, MemoryStorage } from "../src/index.ts";
+import { ConversationBusy, type Json } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx } from "./support.ts";
+import { memoryObjectEnd } from "./follow-support.ts";
 
 /**
  * The object's calls of its tab (decision 0037): `ObjectEnd.call` sends on the connection that speaks for the place
@@ -17,15 +15,7 @@ import { ctx } from "./support.ts";
  */
 async function objectWorld() {
   const clock = createManualClock(1_000);
-  let record: LeaseRecord = { epoch: 0 };
-  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: new MemoryStorage(),
-    book,
-    clock,
-    open: (storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
-  });
+  const { end, record } = await memoryObjectEnd(clock);
   /** A connection: the frames it received, its caller's door, and the place the object says it speaks for. */
   const connect = (may: (action: string) => boolean) => {
     const received: string[] = [];
@@ -42,7 +32,7 @@ async function objectWorld() {
         end.receive(encodeFollowMessage(message), reply, may, reply, (place) => void spoke.push(place)),
     };
   };
-  return { clock, end, connect, record: () => record };
+  return { clock, end, connect, record };
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));

@@ -1,12 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { followObject } from "../src/browser/follow.ts";
 import type { SocketLike } from "../src/browser/socket.ts";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
-import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createRegistry, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { memoryObjectEnd } from "./follow-support.ts";
 import { ctx } from "./support.ts";
 
 /**
@@ -16,15 +15,7 @@ import { ctx } from "./support.ts";
  */
 async function tabAndObject() {
   const clock = createManualClock(1_000);
-  let record: LeaseRecord = { epoch: 0 };
-  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: new MemoryStorage(),
-    book,
-    clock,
-    open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
-  });
+  const { end } = await memoryObjectEnd(clock);
   const fromTab: string[] = [];
   const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
   const toTab = (frame: string) =>
@@ -120,15 +111,7 @@ describe("a tab's worker that comes back follows the object (decision 0038)", ()
 describe("the object's end answers a call once (decision 0031)", () => {
   it("0031: a call resent while it is still being answered gets one answer, on the connection that asked last", async () => {
     const clock = createManualClock(1_000);
-    let record: LeaseRecord = { epoch: 0 };
-    const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
-    const end = await ObjectEnd.start({
-      place: "object",
-      storage: new MemoryStorage(),
-      book,
-      clock,
-      open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
-    });
+    const { end } = await memoryObjectEnd(clock);
     let finish!: () => void;
     const running = new Promise<void>((resolve) => {
       finish = resolve;
