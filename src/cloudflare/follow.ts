@@ -27,7 +27,7 @@ export interface FollowOptions {
    * `lease.renew`, `lease.release`, and other topics' calls (`places.…`). Required: follow mode writes.
    *
    * `place` is the place the frame speaks for when it names one (a push's or release's `from`, the first argument of
-   * `lease.*` and `follow.*`): check it to bind each caller to its own place — without that check any caller allowed
+   * `lease.*` and `follow.*`, a `server-tools.call` request's `place`): check it to bind each caller to its own place — without that check any caller allowed
    * `lease.*` may acquire or hand back the lease under another device's name (the epochs still fence the loser).
    */
   authorize(caller: Json, action: FollowAction, place?: string): boolean | Promise<boolean>;

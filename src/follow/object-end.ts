@@ -28,6 +28,7 @@ import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
+import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 
 /** What a caller asks of the object on a follow link, for `authorize`. */
@@ -36,8 +37,8 @@ export type FollowAction = "push" | "release" | `${string}.${string}`;
 /**
  * Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). `place` is the
  * place the frame speaks for when it names one — a push's or release's `from`, the first argument of `lease.*` and
- * `follow.*` calls — so an app can bind a caller to its own place (another device must not take or hand back the
- * lease under this tab's name).
+ * `follow.*` calls, the `place` of a `server-tools.call` request — so an app can bind a caller to its own place
+ * (another device must not take or hand back the lease, or have server tools run, under this tab's name).
  */
 export type FollowAuthorize = (action: FollowAction, place?: string) => boolean | Promise<boolean>;
 
@@ -421,9 +422,18 @@ async function allowed(authorize: FollowAuthorize, action: FollowAction, place?:
   }
 }
 
-/** The place a call speaks for: the first argument of the lease's and the follow topic's methods (wire.ts). */
+/**
+ * The place a call speaks for: the first argument of the lease's and the follow topic's methods (wire.ts), and the
+ * `place` of a server tool's request — the one `ServerCalls` checks against the lease's holder, so a caller bound to
+ * another place must not name the holder there and have the object run the holder's server tools.
+ */
 function namedPlace(topic: string, args: readonly Json[]): string | undefined {
-  return (topic === "lease" || topic === "follow") && typeof args[0] === "string" ? args[0] : undefined;
+  const first = args[0];
+  if (topic === SERVER_TOOLS_TOPIC) {
+    const place = typeof first === "object" && first !== null && !Array.isArray(first) ? first.place : undefined;
+    return typeof place === "string" ? place : undefined;
+  }
+  return (topic === "lease" || topic === "follow") && typeof first === "string" ? first : undefined;
 }
 
 /** An error as the tab receives it: its class's name, message and fields, never the object's stack. */
