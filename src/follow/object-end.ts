@@ -360,6 +360,10 @@ export class ObjectEnd {
       if (method === "handBack") return this.#handBack(place, number);
       if (method === "acquire") return { ...(await book.acquire(place, number, args[2] as number | undefined)) };
       if (method === "renew") return { ...(await book.renew(place, number)) };
+      // Released past what this copy holds, no place could take the lease again (a taker's head must reach the
+      // release, and this object takes only a release its copy holds): the conversation would be stranded for good.
+      if (position > this.head)
+        throw new LeaseNotHeld(place, `it releases at log position ${position} and this object's copy holds only up to ${this.head}`);
       await book.release(place, number, position, heir);
       return null;
     }
