@@ -36,7 +36,10 @@ export interface LeaseArbiter {
 export interface LeaseRecord {
   epoch: number;
   holder?: string;
-  /** On the arbiter's clock: when the holder's lease ends, or an heir's reservation. */
+  /**
+   * On the arbiter's clock: when the holder's lease ends, or an heir's reservation (one lease's time; under a pinned
+   * lease, `DEFAULT_LEASE_TTL_MS`).
+   */
   expiresAt?: number;
   /** The position the last holder released at (the lease is free). */
   releasedAt?: number;
@@ -133,7 +136,10 @@ export class LeaseBook implements LeaseArbiter {
     if (record.holder === undefined && record.releasedAt === position) return; // the same release again
     if (record.holder !== place) throw new LeaseNotHeld(place, `epoch ${epoch} is not its own`);
     const now = this.#clock.now();
-    this.#save(heir === undefined ? { epoch, releasedAt: position } : { epoch, releasedAt: position, heir, expiresAt: now + this.#ttlMs });
+    // A pinned lease keeps its holder for ever, but a reservation for an heir that has not come yet must end: an
+    // heir that never comes (its tab crashed after asking for the lease back) would strand the lease for good.
+    const reserved = Number.isFinite(this.#ttlMs) ? this.#ttlMs : DEFAULT_LEASE_TTL_MS;
+    this.#save(heir === undefined ? { epoch, releasedAt: position } : { epoch, releasedAt: position, heir, expiresAt: now + reserved });
   }
 }
 
