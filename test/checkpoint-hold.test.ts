@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { watchCommits } from "../src/browser/commit-watch.ts";
 import { type Batch, createRegistry, defineExtension, defineTask, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { CHECKPOINT_HOLD_LIMIT, Connection } from "../src/storage/sqlite/wasm/connection.ts";
@@ -85,6 +86,18 @@ describe("the open's checkpoint comes after the first resumed step (decision 003
     const rows = await harness.query("SELECT record ->> '$.restarts' AS restarts FROM tasks WHERE kind = 'test.stall'");
     expect(rows).toHaveLength(20);
     expect(rows.every((row) => row.restarts === 1)).toBe(true);
+    await harness.close(ctx);
+  });
+
+  it("S4: a browser worker with crash points on (its storage behind the commit watch) holds too, and ends the hold after the first step", async () => {
+    // Before, watchCommits passed no holdCheckpoints on: the hold of decision 0033 never happened in such a worker.
+    const { storage, events } = await watched(await crashed(5, true));
+    const { harness, clock } = await openHarness(watchCommits(storage), { registry: registry(), clock: createManualClock(5_000) });
+    expect(events.map((event) => event.kind).slice(0, 2)).toEqual(["hold", "apply"]);
+    harness.resume();
+    await runUntil(clock, () => events.some(stepStored));
+    await flush();
+    expect(index(events, (event) => event.kind === "release")).toBeGreaterThan(index(events, stepStored));
     await harness.close(ctx);
   });
 

@@ -96,6 +96,9 @@ export function watchCommits(storage: Storage): Storage {
     <A extends unknown[], T>(method: (...args: A) => Promise<T>) =>
     (...args: A): Promise<T> =>
       frozen ? never : method.apply(storage, args);
+  const releaseWhileAlive = (release: () => void) => () => {
+    if (!frozen) release();
+  };
   const watched: Storage = {
     get readOnly() {
       return storage.readOnly;
@@ -140,6 +143,9 @@ export function watchCommits(storage: Storage): Storage {
     ...(storage.readForks ? { readForks: gate(storage.readForks) } : {}),
     ...(storage.dismissFork ? { dismissFork: gate(storage.dismissFork) } : {}),
     ...(storage.rememberLease ? { rememberLease: gate(storage.rememberLease) } : {}),
+    // The open's WAL checkpoint hold (decision 0033): without it a worker with crash points on (the default)
+    // checkpointed in front of its first resumed step. A frozen storage runs nothing, its release included.
+    ...(storage.holdCheckpoints ? { holdCheckpoints: () => releaseWhileAlive(storage.holdCheckpoints!()) } : {}),
   };
   // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
   if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });
