@@ -268,7 +268,9 @@ export class Session {
       // Under a lease the open's recovery is the new epoch's first transaction even when it recovers nothing:
       // taking the epoch and recovering are one commit (decision 0029).
       if (tasks.length === 0 && !this.fence) return [];
-      const batch: Batch = { ...emptyBatch, tasks };
+      // Without a lease the storage may count every restart in one statement (decision 0043); a fenced batch is
+      // logged and pushed whole, as it is.
+      const batch: Batch = { ...emptyBatch, tasks, ...(this.fence || tasks.length === 0 ? {} : { recount: { keepRunning } }) };
       this.#stamp(batch);
       // Its checkpoint (and the reservation passes') would stand in front of the first resumed step (decision 0033).
       if (tasks.length > 0) this.#releaseCheckpoints ??= this.storage.holdCheckpoints?.();

@@ -124,6 +124,13 @@ export interface Batch {
    * both in the same transaction. Absent (the single-place default): no log, as before.
    */
   fence?: LogMark;
+  /**
+   * Set by the session on S4's recovery commit of an open without a lease (decision 0043): `tasks` are every
+   * task stored `running`, each with `restarts` one more than stored and, unless `keepRunning`, `pending` with
+   * the same checkpoint. A storage may write it as one set-based statement instead of row by row; one that does
+   * not know it writes the tasks as any batch's. Ignored on a batch with a fence.
+   */
+  recount?: { keepRunning: boolean };
   nextId?: number;
   rootConversationId?: number;
   tasks: TaskRecord[];

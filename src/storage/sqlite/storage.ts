@@ -16,7 +16,9 @@ import type {
 import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
+import { readLiveTasks } from "./live-tasks.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
+import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
 import { type TaskText, taskText } from "./task-text.ts";
@@ -99,7 +101,7 @@ export class SqliteStorage implements Storage {
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
-    const liveTasks = parseAll<TaskRecord>("tasks", await rows(SQL.liveTasks), damaged);
+    const liveTasks = await readLiveTasks(this.#db, damaged);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
@@ -118,6 +120,7 @@ export class SqliteStorage implements Storage {
 
   async apply(batch: Batch): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("A write");
+    if (await this.#recount(batch)) return;
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
     const tasks = batch.tasks.map((task) => {
       const { text, pieces } = taskText(task, this.#texts.get(task.id));
@@ -230,6 +233,23 @@ export class SqliteStorage implements Storage {
       at += rows;
     }
     for (const { task, record } of rest) single(task, record);
+  }
+
+  /** S4's recovery batch in one statement (decision 0043); false when it is not one, or counted other rows. */
+  async #recount(batch: Batch): Promise<boolean> {
+    const recount = recountOf(batch, this.#db.maxRowBytes);
+    if (!recount) return false;
+    try {
+      await this.#db.transaction((tx) => recountRunning(tx, recount.keepRunning, batch.tasks.length));
+    } catch (error) {
+      if (error === RECOUNT_MISMATCH) return false; // rolled back: stored row by row instead
+      throw error;
+    }
+    for (const task of batch.tasks) {
+      this.#liveStatus.set(task.id, task.state.status);
+      this.#texts.delete(task.id);
+    }
+    return true;
   }
 
   holdCheckpoints(): () => void {

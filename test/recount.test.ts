@@ -1,0 +1,236 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { COMMIT_WATCH_HOOK, type CommitWatch, watchCommits } from "../src/browser/commit-watch.ts";
+import { type Batch, createRegistry, DatabaseCorrupt, defineExtension, defineTask, type TaskRecord } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { ctx, openHarness, runUntil } from "./support.ts";
+
+/** Holds its invocation without committing until it is signalled: the live work a crash leaves `running`. */
+const stall = defineTask<null, { phase: "stall" }, null>({
+  name: "test.stall",
+  version: 1,
+  initial: () => ({ phase: "stall" }),
+  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
+  abort: async () => {},
+});
+const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall] }));
+const SEED_QUERY = "SELECT id, status, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.restarts' AS restarts FROM tasks";
+const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
+
+/** Image of a crash with `count` stall tasks running (the process dies while they hold their invocations). */
+async function crashedWithRunning(count: number): Promise<Uint8Array> {
+  const storage = await openSqliteStorage({ vfs: "memory" });
+  const { harness, clock } = await openHarness(storage, { registry: registry() });
+  const root = await harness.root(ctx);
+  for (let made = 0; made < count; made += 1000)
+    await root.commit((tx) => {
+      for (let index = made; index < Math.min(count, made + 1000); index++) tx.createTask(stall, null);
+    }, ctx);
+  harness.resume();
+  await runUntil(clock, async () => (await harness.query("SELECT count(*) AS n FROM tasks WHERE status = 'running'"))[0]!.n === count);
+  return storage.exportImage();
+}
+
+/** Counts the statements each transaction of `storage`'s database runs. */
+function countStatements(storage: SqliteStorage): number[] {
+  const counts: number[] = [];
+  const database = storage.database;
+  const transaction = database.transaction.bind(database);
+  database.transaction = (body) =>
+    transaction((tx) => {
+      let runs = 0;
+      counts.push(0);
+      const at = counts.length - 1;
+      const counted = {
+        run: (...args: Parameters<typeof tx.run>) => {
+          counts[at] = ++runs;
+          return tx.run(...args);
+        },
+        get: tx.get.bind(tx),
+        all: tx.all.bind(tx),
+      };
+      return body(counted);
+    });
+  return counts;
+}
+
+describe("S4's recovery commit in one statement (decision 0043)", () => {
+  it("S4, S11: after a crash with 10,000 running tasks the seed's query shows every restart counted, in one statement, and the mirror is what is stored", async () => {
+    const image = await crashedWithRunning(10_000);
+    // A worker's open (resume: the tasks stay running, restarts + 1).
+    const storage = await openSqliteStorage({ vfs: "memory", image });
+    const statements = countStatements(storage);
+    const first = await openHarness(storage, { registry: registry(), resume: true });
+    // Before, the recovery wrote its 10,000 rows in 313 statements, each record stringified in JS.
+    expect(statements[0]).toBe(1);
+    const rows = await first.harness.query(SEED_QUERY);
+    const stalled = rows.filter((row) => row.phase === "stall");
+    expect(stalled).toHaveLength(10_000);
+    expect(stalled.every((row) => row.status === "running" && row.restarts === 1)).toBe(true);
+    expect(first.harness.recovery.tasks).toHaveLength(10_000);
+    const mirror = new Map((await first.harness.inspect(ctx)).tasks.map((task) => [task.record.id, task.record]));
+    for (const row of await first.harness.query("SELECT id, record FROM tasks WHERE status = 'running'"))
+      expect(JSON.parse(String(row.record))).toEqual(mirror.get(Number(row.id)));
+    // Crashed again while they run; an open without resume: pending with the same checkpoint, restarts 2.
+    const again = await openSqliteStorage({ vfs: "memory", image: await storage.exportImage() });
+    const second = await openHarness(again, { registry: registry() });
+    const after = (await second.harness.query(SEED_QUERY)).filter((row) => row.phase === "stall");
+    expect(after.every((row) => row.status === "pending" && row.restarts === 2)).toBe(true);
+    expect(second.harness.recovery.tasks.every((task) => task.restarts === 2)).toBe(true);
+    await second.harness.close(ctx);
+  }, 120_000);
+
+  it("S4: a crash right before or right after the recovery commit counts each crash once (through the worker's commit watch)", async () => {
+    const image = await crashedWithRunning(300);
+    for (const edge of ["before", "after"] as const) {
+      const inner = await openSqliteStorage({ vfs: "memory", image });
+      const storage = watchCommits(inner);
+      const watch = (globalThis as Record<string, unknown>)[COMMIT_WATCH_HOOK] as CommitWatch;
+      const frozen = watch.arm({ commit: 1, edge });
+      void openHarness(storage, { registry: registry(), resume: true }).catch(() => {});
+      await frozen; // the process dies at the recovery commit
+      const reopened = await openSqliteStorage({ vfs: "memory", image: await inner.exportImage() });
+      const { harness } = await openHarness(reopened, { registry: registry(), resume: true });
+      const rows = (await harness.query(SEED_QUERY)).filter((row) => row.phase === "stall");
+      expect(rows).toHaveLength(300);
+      // Before the commit: this open is the first to count (1). After it: that one and this one (2).
+      expect(new Set(rows.map((row) => row.restarts))).toEqual(new Set([edge === "before" ? 1 : 2]));
+      await harness.close(ctx);
+    }
+  }, 60_000);
+
+  it("B4: a damaged live row still refuses the open before anything is written, with 1,000 running beside it", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory", image: await crashedWithRunning(1_000) });
+    await storage.database.run(
+      "UPDATE tasks SET record = '{\"id\": 5, broken' WHERE id = (SELECT max(id) FROM tasks WHERE status = 'running')",
+    );
+    const before = await storage.exportImage();
+    await expect(openHarness(storage, { registry: registry(), resume: true })).rejects.toBeInstanceOf(DatabaseCorrupt);
+    expect(await storage.exportImage()).toEqual(before);
+  }, 60_000);
+
+  it("the statement's text is the session's record, byte for byte, for any record and restart count (fast-check)", async () => {
+    const text = fc.string({ unit: "binary", maxLength: 12 });
+    const record = fc.record(
+      {
+        checkpoint: fc.record(
+          { phase: text, data: fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined }) },
+          { requiredKeys: ["phase"] },
+        ),
+        restarts: fc.option(fc.nat(1_000_000), { nil: undefined }),
+        extra: fc.option(fc.dictionary(text, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }), { nil: undefined }),
+        restartsFirst: fc.boolean(),
+      },
+      { requiredKeys: ["checkpoint", "restartsFirst"] },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(record, { minLength: 1, maxLength: 8 }), fc.boolean(), async (shapes, keepRunning) => {
+        const tasks = shapes.map((shape, index): TaskRecord => {
+          const head = shape.restartsFirst && shape.restarts !== undefined ? { restarts: shape.restarts } : {};
+          const checkpoint = JSON.parse(JSON.stringify(shape.checkpoint));
+          return {
+            ...head,
+            id: 10 + index,
+            conversationId: 1,
+            kind: "test.stall",
+            version: 1,
+            input: shape.extra ?? null,
+            background: false,
+            abortRequested: false,
+            state: { status: "running", checkpoint },
+            ...(shape.restartsFirst || shape.restarts === undefined ? {} : { restarts: shape.restarts }),
+          } as TaskRecord;
+        });
+        const seeded = await openSqliteStorage({ vfs: "memory" });
+        await seeded.apply({ ...empty(), tasks });
+        const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+        const loaded = (await storage.load()).liveTasks;
+        const recovered = loaded.map((task) => ({
+          ...task,
+          state: keepRunning
+            ? task.state
+            : { status: "pending" as const, checkpoint: (task.state as unknown as { checkpoint: never }).checkpoint },
+          restarts: (task.restarts ?? 0) + 1,
+        }));
+        const statements = countStatements(storage);
+        await storage.apply({ ...empty(), tasks: recovered, recount: { keepRunning } });
+        expect(statements).toEqual([1]);
+        const stored = await storage.database.all("SELECT id, status, record FROM tasks ORDER BY id");
+        expect(stored.map((row) => row.record)).toEqual(recovered.map((task) => JSON.stringify(task)));
+        expect(stored.every((row) => row.status === (keepRunning ? "running" : "pending"))).toBe(true);
+      }),
+      { numRuns: 60 },
+    );
+  }, 120_000);
+
+  it("a batch marked as a recount that names other rows than the running ones is rolled back and stored row by row; a fenced one as it is", async () => {
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const task = (id: number, restarts?: number): TaskRecord => ({
+      id,
+      conversationId: 1,
+      kind: "test.stall",
+      version: 1,
+      input: null,
+      background: false,
+      abortRequested: false,
+      state: { status: "running", checkpoint: { phase: "stall" } },
+      ...(restarts === undefined ? {} : { restarts }),
+    });
+    await seeded.apply({ ...empty(), tasks: [task(1), task(2), task(3)] });
+    const image = await seeded.exportImage();
+    const restarts = async (storage: SqliteStorage) =>
+      (await storage.database.all("SELECT record ->> '$.restarts' AS r FROM tasks ORDER BY id")).map((row) => row.r);
+
+    const short = await openSqliteStorage({ vfs: "memory", image });
+    const statements = countStatements(short);
+    await short.apply({ ...empty(), tasks: [task(1, 1), task(3, 1)], recount: { keepRunning: true } });
+    expect(await restarts(short)).toEqual([1, null, 1]); // task 2 is left as stored
+    expect(statements).toEqual([1, 2]); // the statement (rolled back), then the rows
+
+    // A pushed batch carries a fence: its records are stored as they are, whatever it is marked.
+    const fenced = await openSqliteStorage({ vfs: "memory", image });
+    await fenced.apply({
+      ...empty(),
+      fence: { epoch: 1, position: 1 },
+      tasks: [task(1, 7), task(2, 7), task(3, 7)],
+      recount: { keepRunning: true },
+    });
+    expect(await restarts(fenced)).toEqual([7, 7, 7]);
+  });
+});
+
+describe("the open reads the live tasks in joined slices (decision 0043)", () => {
+  it("B4: every live task in id order across slices; a damaged row, even one whose text would join into two records, is listed by its id and the rest load", async () => {
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const task = (id: number): TaskRecord =>
+      ({
+        id,
+        conversationId: 1,
+        kind: "test.stall",
+        version: 1,
+        input: { text: `line ${id} \u2028 "quoted" \\ ${String.fromCharCode(0xd800)}` },
+        background: false,
+        abortRequested: false,
+        state: { status: id % 3 === 0 ? "sleeping" : "pending", checkpoint: { phase: "stall" } },
+      }) as TaskRecord;
+    const ids = Array.from({ length: 4_500 }, (_, index) => 10 + index);
+    await seeded.apply({ ...empty(), tasks: ids.map(task) });
+    await seeded.apply({
+      ...empty(),
+      tasks: [{ ...task(20), state: { status: "terminal", outcome: { status: "completed", result: null } } }],
+    });
+    const whole = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+    const live = ids.filter((id) => id !== 20);
+    expect((await whole.load()).liveTasks).toEqual(live.map(task));
+
+    // Two damaged rows in the second slice: one not JSON, one that is two records' text joined.
+    await seeded.database.run("UPDATE tasks SET record = '{\"id\": 3000, broken' WHERE id = 3000");
+    await seeded.database.run(`UPDATE tasks SET record = ? WHERE id = 3001`, `${JSON.stringify(task(3001))},${JSON.stringify(task(3002))}`);
+    const damaged = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+    const state = await damaged.load();
+    expect(state.damaged?.map((row) => row.id)).toEqual([3000, 3001]);
+    expect(state.liveTasks.map((record) => record.id)).toEqual(live.filter((id) => id !== 3000 && id !== 3001));
+    expect(state.liveTasks.find((record) => record.id === 3002)).toEqual(task(3002));
+  }, 60_000);
+});
