@@ -99,3 +99,34 @@ describe("unsubscribe across the worker boundary", () => {
     expect(seen.live).toBeGreaterThan(0);
   });
 });
+
+describe("S4 at a real reload with 10,000 tasks running (decision 0043)", () => {
+  it("S4, S11: every reload counts each running task's restart once, in the seed's query, on OPFS", async () => {
+    const page = await session.newPage();
+    const restarts = () =>
+      page.evaluate(async () => {
+        const client = window.hostE2e.connect();
+        await client.ready();
+        const rows = await client.query(
+          "SELECT status, record ->> '$.restarts' AS restarts, count(*) AS n FROM tasks WHERE kind = 'example.stall' GROUP BY 1, 2",
+        );
+        return rows;
+      });
+    await page.evaluate(async () => {
+      const client = window.hostE2e.connect();
+      await client.ready();
+      await client.call("stall", 10_000);
+      // Wait until every one holds its invocation (stored running), then the reload cuts them all.
+      for (;;) {
+        const [row] = await client.query("SELECT count(*) AS n FROM tasks WHERE kind = 'example.stall' AND status = 'running'");
+        if (row?.n === 10_000) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    });
+    for (const reload of [1, 2]) {
+      await page.reload();
+      // The worker resumes on its own: each task is running again, its restart counted once per reload.
+      expect(await restarts()).toEqual([{ status: "running", restarts: reload, n: 10_000 }]);
+    }
+  }, 180_000);
+});

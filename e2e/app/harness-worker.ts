@@ -3,16 +3,31 @@
 // its own OPFS pool, and the options the worker's name asks for.
 import { counterTask } from "../../examples/counter-task.ts";
 import { serveHarness } from "../../src/browser/worker.ts";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness, MemoryStorage } from "../../src/index.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness, MemoryStorage } from "../../src/index.ts";
 
 const options = JSON.parse(self.name || "{}") as { crashPoints?: boolean };
-const extension = defineExtension({ name: "example", tasks: [counterTask(() => {})] });
+/** Holds its invocation without committing: the live work a reload leaves `running` (e2e/host.e2e.ts, S4). */
+const stall = defineTask<null, { phase: "stall" }, null>({
+  name: "example.stall",
+  version: 1,
+  initial: () => ({ phase: "stall" }),
+  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
+  abort: async () => {},
+});
+const extension = defineExtension({ name: "example", tasks: [counterTask(() => {}), stall] });
 
 const served = serveHarness({
   extensions: [extension],
   poolDirectory: ".e2e-host-pool",
   crashPoints: options.crashPoints,
   methods: {
+    /** Creates `count` stall tasks in one commit (they run at once: scheduling resumes on its own). */
+    stall: async (harness, count) => {
+      const root = await harness.root(ctx);
+      await root.commit((tx) => {
+        for (let index = 0; index < Number(count); index++) tx.createTask(stall, null);
+      }, ctx);
+    },
     /** Listeners the host holds for the page's subscriptions. */
     listeners: () => served.listenerCount(),
     /** `resume()` on a read-only harness: the library's ReadOnlySession, thrown inside the worker. */
