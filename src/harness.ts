@@ -8,7 +8,7 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import { DatabaseLocked, HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import { DatabaseLocked, HarnessClosed, LeaseNotHeld, NotAuthorized, ReadOnlySession, StaleEpoch } from "./errors.ts";
 import { confirmResumed } from "./harness-lease.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
@@ -117,7 +117,9 @@ export class Harness {
             const confirm = Number.isFinite(grant.ttlMs) ? lease.confirm : undefined;
             return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs, confirm);
           } catch (error) {
-            if (error instanceof LeaseNotHeld) return undefined; // another place writes: this one reads
+            // Another place writes, or this caller may not write here (the arbiter's door refused it: a device that
+            // may only watch): this one reads.
+            if (error instanceof LeaseNotHeld || error instanceof NotAuthorized) return undefined;
             throw error;
           }
         }),
