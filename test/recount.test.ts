@@ -200,8 +200,8 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
   });
 });
 
-describe("the open reads the live tasks in joined slices (decision 0043)", () => {
-  it("B4: every live task in id order across slices; a damaged row, even one whose text would join into two records, is listed by its id and the rest load", async () => {
+describe("the open reads every live task (decision 0043 measured and dropped a joined read)", () => {
+  it("B4: every live task in id order; a damaged row, also one whose text is two records' joined, is listed by its id and the rest load", async () => {
     const seeded = await openSqliteStorage({ vfs: "memory" });
     const task = (id: number): TaskRecord =>
       ({
@@ -224,7 +224,7 @@ describe("the open reads the live tasks in joined slices (decision 0043)", () =>
     const live = ids.filter((id) => id !== 20);
     expect((await whole.load()).liveTasks).toEqual(live.map(task));
 
-    // Two damaged rows in the second slice: one not JSON, one that is two records' text joined.
+    // Two damaged rows: one not JSON, one that is two records' text joined.
     await seeded.database.run("UPDATE tasks SET record = '{\"id\": 3000, broken' WHERE id = 3000");
     await seeded.database.run(`UPDATE tasks SET record = ? WHERE id = 3001`, `${JSON.stringify(task(3001))},${JSON.stringify(task(3002))}`);
     const damaged = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });

@@ -47,28 +47,6 @@ export function parseAll<T>(table: string, rows: Iterable<readonly [id: number |
   return out;
 }
 
-/**
- * Parses `count` rows of `table` joined into one text (`[row,row,…]`), each already known to be one valid JSON
- * text on its own (SQLite's `json_valid`), so the join is exactly `count` values (decision 0043). Undefined when
- * any value is not a sound record (or too deep): the caller then reads the rows one by one, which names each
- * damaged one (B4).
- */
-export function parseJoined<T>(table: string, joined: string, count: number, longest: number): T[] | undefined {
-  let values: unknown;
-  try {
-    values = JSON.parse(joined);
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(values) || values.length !== count) return undefined;
-  const deep = longest > 2 * STORED_DEPTH_LIMIT; // as in `parse`: only a long row can be that deep
-  for (const value of values) {
-    if (problemOf(table, value) !== undefined) return undefined;
-    if (deep && depthExceeds(value, STORED_DEPTH_LIMIT)) return undefined;
-  }
-  return values as T[];
-}
-
 /** What a row is called in a message, by its table. */
 const ROW_NAMES: Record<string, string> = {
   tasks: "task",

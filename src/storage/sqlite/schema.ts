@@ -142,6 +142,11 @@ export const SQL = {
   keepFork: `INSERT INTO pi_durable_forks (key, record) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
   readForks: `SELECT key, record FROM pi_durable_forks ORDER BY key`,
   dismissFork: `DELETE FROM pi_durable_forks WHERE key = ?`,
+  /**
+   * Through the partial index, named: without it the planner scans the whole table in id order to spare the
+   * sort, reading every finished row at every open (decision 0027).
+   */
+  liveTasks: `SELECT id, record FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' ORDER BY id`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,

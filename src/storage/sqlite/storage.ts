@@ -16,7 +16,6 @@ import type {
 import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
-import { readLiveTasks } from "./live-tasks.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
@@ -101,7 +100,7 @@ export class SqliteStorage implements Storage {
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
-    const liveTasks = await readLiveTasks(this.#db, damaged);
+    const liveTasks = parseAll<TaskRecord>("tasks", await rows(SQL.liveTasks), damaged);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
