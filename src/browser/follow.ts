@@ -27,6 +27,7 @@ import { deliverFork, type LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
 import { FollowLink } from "../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../follow/mirror.ts";
+import { DEVICE_PAGE_CALLS, linkPageCalls, PAGE_CALLS, type PageCallPort, PageCallRelay } from "../follow/page-call-relay.ts";
 import { linkServerCalls } from "../follow/server-call-client.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { SocketLike } from "./socket.ts";
@@ -41,6 +42,13 @@ export interface FollowObjectOptions {
    * (`findFork(storage, theirs)` names the fork) or is behind what the object keeps. The copy then applies nothing.
    */
   onForked?(theirs: LogHistory): void;
+  /**
+   * Take the lease back by itself (decision 0044): whenever this tab follows its object with the link up — it loaded
+   * while the object ran, or came back online after the object took over — the worker asks for the lease back, as
+   * `client.runHere()` does. Default false: the agent stays where it runs until the page asks. Give one tab per place
+   * this option (two that both take it back hand the lease to and fro).
+   */
+  returnWhenOnline?: boolean;
   /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
   connect?: (url: string) => SocketLike;
 }
@@ -57,6 +65,16 @@ export interface TabFollow {
    * over the link while this tab holds the lease (decision 0036), never run in the tab.
    */
   readonly serverCalls: ServerCallPort;
+  /**
+   * Where the page's page tool calls go while the object runs the conversation (decision 0044): claimed, answered
+   * and released at the object, over the link; undefined while this tab runs it (its own harness answers).
+   */
+  readonly pageCalls: PageCallPort | undefined;
+  /**
+   * Hears each time this tab starts following its object with the link up (a load while the object runs, each
+   * reconnection after): the moment `returnWhenOnline` takes the lease back. Returns the function that stops it.
+   */
+  onFollowing(listener: () => void): () => void;
   /** The harness opened: mirrors it when it holds the lease. */
   attach(harness: Harness): void;
   /** The page leaves (its `pagehide`): hands the lease to the object at once, when this tab holds it. */
@@ -91,6 +109,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let follower: Follower | undefined;
   let harness: Harness | undefined;
   const forkListeners = new Set<() => void>();
+  const followingListeners = new Set<() => void>();
   /** Keeps this tab's fork against the object's history `theirs`, if it has one, and tells the listeners. */
   const findFork = (opened: Harness, theirs: LogHistory) =>
     deliverFork(opened.storage, theirs, clock.now())
@@ -105,6 +124,16 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       socket.send(frame);
     },
   });
+  const pageCalls = linkPageCalls({
+    call: (topic, method, args) => link.call(topic, method, args),
+    topic: PAGE_CALLS,
+    stopped: () => closed,
+  });
+  const holding = () => (harness && !harness.readOnly && !harness.closed && mirror ? harness : undefined);
+  // Page tool calls a device's page made at the object's copy while this tab holds the lease (decision 0044): the
+  // link stands for those pages; when it drops, their claims are released here.
+  const devicePages = new PageCallRelay(place, holding);
+  link.serve(DEVICE_PAGE_CALLS, (method, args) => devicePages.call(method, args, link));
 
   const open = () => {
     if (closed) return;
@@ -118,6 +147,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     const drop = () => {
       if (lost) return;
       lost = true;
+      devicePages.dropped(link);
       if (socket === ws) socket = undefined;
       link.disconnected();
       if (!closed) clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
@@ -159,6 +189,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
             void findFork(opened, theirs);
             options.onForked?.(theirs);
           },
+          onFollowing: () => {
+            for (const listener of followingListeners) listener();
+          },
         });
         return;
       }
@@ -194,7 +227,14 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         .catch(() => {});
     },
     get place(): FollowPlace {
-      return harness && !harness.readOnly && !harness.closed && mirror ? "here" : "elsewhere";
+      return holding() ? "here" : "elsewhere";
+    },
+    get pageCalls() {
+      return holding() ? undefined : pageCalls;
+    },
+    onFollowing(listener) {
+      followingListeners.add(listener);
+      return () => followingListeners.delete(listener);
     },
     onFork(listener) {
       forkListeners.add(listener);

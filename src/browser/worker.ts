@@ -126,6 +126,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
           leave: () => follow.leave(),
           takeBack: () => follow.takeBack(),
           onFork: (listener: () => void) => void follow.onFork(listener),
+          pageCallsElsewhere: () => follow.pageCalls,
         }
       : {}),
     crashPoints: options.crashPoints,
@@ -135,6 +136,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   });
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(service, undefined, options.authorize);
+  // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.
+  if (follow && options.follow?.returnWhenOnline) follow.onFollowing(() => void service.runHere().catch(() => {}));
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
   serveTabs(service, database, options.authorize);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;

@@ -6,11 +6,13 @@
  * to the object's own host: subscriptions move, waiting forwards are made there under their keys.
  */
 import { systemClock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
 import { ConnectionLost } from "../errors.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
-import { type CopyService, createCopyService } from "../follow/copy-service.ts";
+import { type CopyService, createCopyService, FORWARD_RESEND_MS } from "../follow/copy-service.ts";
 import { linkHolder } from "../follow/forwarding.ts";
 import type { ObjectEnd } from "../follow/object-end.ts";
+import { DEVICE_PAGE_CALLS, linkPageCalls } from "../follow/page-call-relay.ts";
 import { createHost, type HostOptions, type ServedHost } from "../host/host.ts";
 import type { Storage } from "../storage/storage.ts";
 
@@ -32,6 +34,18 @@ export interface ObjectCopyOptions {
 
 /** The copy's host and the service pages get (`copy.service`); `listenerCount` of the copy's host. */
 export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; listenerCount(): number } {
+  const callTab = (topic: string, method: string, args: Json[]) => {
+    const end = options.end();
+    return end ? end.then((started) => started.call(topic, method, args)) : Promise.reject(new ConnectionLost());
+  };
+  // A device's page tool calls go to the tab that holds the lease (decision 0044), sent again each second while the
+  // tab cannot be reached, until this object holds the lease (then its own host answers them).
+  const pageCalls = linkPageCalls({
+    call: callTab,
+    topic: DEVICE_PAGE_CALLS,
+    stopped: () => copy.holding,
+    pause: () => new Promise((resume) => systemClock.setTimer(FORWARD_RESEND_MS, resume)),
+  });
   const host: ServedHost = createHost({
     database: options.database,
     openStorage: () => options.storage,
@@ -39,14 +53,12 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     ...(options.methods ? { methods: options.methods } : {}),
     crashPoints: false,
     now: systemClock.now,
+    pageCallsElsewhere: () => (copy.holding ? undefined : pageCalls),
   });
   const { book } = options;
-  const copy = createCopyService({
+  const copy: CopyService = createCopyService({
     copy: host,
-    holder: linkHolder((topic, method, args) => {
-      const end = options.end();
-      return end ? end.then((started) => started.call(topic, method, args)) : Promise.reject(new ConnectionLost());
-    }),
+    holder: linkHolder(callTab),
     clock: systemClock,
     where: () => `${book.record.holder ?? "no place"} (lease epoch ${book.record.epoch})`,
   });

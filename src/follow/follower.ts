@@ -37,6 +37,8 @@ export interface FollowerOptions {
    * `findFork(storage, theirs)` names it), or it is behind what the object's tail keeps. Nothing is applied after.
    */
   onForked?(theirs: LogHistory): void;
+  /** Told each time the copy (again) follows the object: its first `follow.from` answered, and after each reconnect. */
+  onFollowing?(): void;
 }
 
 export class Follower {
@@ -44,6 +46,7 @@ export class Follower {
   readonly #link: FollowLink;
   readonly #place: string;
   readonly #onForked: ((theirs: LogHistory) => void) | undefined;
+  readonly #onFollowing: (() => void) | undefined;
   readonly #joining: Reassembly;
   readonly #line = new SerialQueue();
   readonly #listeners = new Set<(head: LogMark) => void>();
@@ -59,6 +62,7 @@ export class Follower {
     this.#link = options.link;
     this.#place = options.place;
     this.#onForked = options.onForked;
+    this.#onFollowing = options.onFollowing;
     this.#joining = new Reassembly(options.harness.storage.maxRowBytes);
     this.#stops.push(
       options.link.onPush((push) => void this.#line.run(() => this.#apply(push))),
@@ -151,6 +155,7 @@ export class Follower {
         return;
       }
       this.#following = true;
+      this.#onFollowing?.();
     });
   }
 

@@ -28,6 +28,7 @@ import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
+import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 
@@ -111,6 +112,8 @@ export class ObjectEnd {
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
+  /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
+  readonly #pageCalls = new PageCallRelay("object", () => this.#holder);
   /** Where the arrival's messages go: the connection that spoke last. */
   #replyTo: ((frame: string) => void) | undefined;
 
@@ -224,9 +227,10 @@ export class ObjectEnd {
     return this.#feed.follows(connection);
   }
 
-  /** The connection closed: nothing more is pushed to it. */
+  /** The connection closed: nothing more is pushed to it, and the page tool calls claimed through it are released. */
   drop(connection: unknown): void {
     this.#feed.drop(connection);
+    this.#pageCalls.dropped(connection);
   }
 
   /**
@@ -277,7 +281,7 @@ export class ObjectEnd {
       const kept = answer ? undefined : topic === "lease" ? this.#options.answers?.get(id) : undefined;
       if (kept !== undefined) answer = Promise.resolve(kept as unknown as ObjectMessage);
       if (!answer) {
-        answer = this.#call(topic, method, args).then(
+        answer = this.#call(topic, method, args, connection).then(
           (value): ObjectMessage => ({ type: "answer", id, value }),
           (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
         );
@@ -350,7 +354,8 @@ export class ObjectEnd {
     });
   }
 
-  async #call(topic: string, method: string, args: Json[]): Promise<Json> {
+  async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {
+    if (topic === PAGE_CALLS) return this.#pageCalls.call(method, args, connection);
     if (topic === "lease") {
       const book = this.#options.book;
       const [place, number, position, heir] = args as [string, number, number, string | undefined];

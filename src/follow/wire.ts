@@ -27,6 +27,7 @@ import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad, type Reassembly } from "./chunks.ts";
 import { FORWARD, FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
+import { DEVICE_PAGE_CALLS, DEVICE_PAGE_CALLS_TOPIC, PAGE_CALLS, PAGE_CALLS_TOPIC } from "./page-call-relay.ts";
 import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 
 /** Which end of a link a message comes from. */
@@ -122,6 +123,11 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   [FORWARD]: FORWARD_TOPIC,
   // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).
   [SERVER_TOOLS_TOPIC]: SERVER_TOOLS,
+  // Page tool calls of a tab that follows the object while the object runs (decision 0044): the tab claims, answers
+  // and releases them at the object, which makes them in the harness that holds the lease.
+  [PAGE_CALLS]: PAGE_CALLS_TOPIC,
+  // The other way: a device's page at the object's copy claims the tab's page calls while the tab holds the lease.
+  [DEVICE_PAGE_CALLS]: DEVICE_PAGE_CALLS_TOPIC,
 };
 
 /**

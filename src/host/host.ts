@@ -9,6 +9,7 @@ import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
+import type { PageCallPort } from "../follow/page-call-relay.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import { checkJson } from "../limits.ts";
 import type { Report } from "../reports.ts";
@@ -46,6 +47,11 @@ export interface HostOptions {
    * the ready status counts it (`forks`).
    */
   onFork?: (listener: () => void) => void;
+  /**
+   * Where the page's page tool calls go while the conversation runs elsewhere (decision 0044: a worker following its
+   * object claims, answers and releases them at the object); undefined, or returning undefined: the harness here.
+   */
+  pageCallsElsewhere?: () => PageCallPort | undefined;
   /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
   onReady?: (harness: Harness) => void | Promise<void>;
   /**
@@ -113,12 +119,15 @@ export function createHost(options: HostOptions): ServedHost {
   };
 
   /** Opens the harness (on `reuse`, the storage already open, when the host opens it again: `runHere`). */
-  const open = async (reuse?: Storage) => {
+  const open = async (reuse?: Storage, connectedPages?: readonly string[]) => {
     setStatus({ kind: "opening", database });
     storage = reuse ?? (await options.openStorage());
     setStatus({ kind: "recovering", database });
     const started = options.now();
-    harness = await Harness.open(storage, { ...options.harness, onReport, crashPoint: stopAtCrashPoint }, ctx);
+    const harnessOptions = { ...options.harness, onReport, crashPoint: stopAtCrashPoint };
+    // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
+    if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
+    harness = await Harness.open(storage, harnessOptions, ctx);
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
     });
@@ -215,7 +224,7 @@ export function createHost(options: HostOptions): ServedHost {
   };
   options.onFork?.(() => void recountForks().catch(() => {}));
 
-  /** The page's conversation views: moved to the new harness when the host opens it again. */
+  /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
   const liveViews = new Set<(next: Harness) => void>();
   let reopening: Promise<void> | undefined;
   /** Opens the harness again on its storage (after the lease came back here): views follow. */
@@ -223,7 +232,7 @@ export function createHost(options: HostOptions): ServedHost {
     const old = harness!;
     harness = undefined;
     await old.close(ctx);
-    const next = await open(storage);
+    const next = await open(storage, pageCalls.watchingPages());
     for (const rebind of liveViews) rebind(next);
   };
 
@@ -231,6 +240,12 @@ export function createHost(options: HostOptions): ServedHost {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
     return harness;
   };
+
+  const pageCalls = pageCallMethods({
+    requireHarness,
+    rebinds: liveViews,
+    ...(options.pageCallsElsewhere ? { elsewhere: options.pageCallsElsewhere } : {}),
+  });
 
   const host: HarnessService = {
     status: () => status,
@@ -342,7 +357,9 @@ export function createHost(options: HostOptions): ServedHost {
     abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
     decide: async (conversationId, call, decision) => requireHarness().conversation(conversationId).decide(call, decision, ctx),
     pendingApprovals: async (conversationId) => requireHarness().conversation(conversationId).pendingApprovals(),
-    ...pageCallMethods(requireHarness),
+    watchPageCalls: pageCalls.watchPageCalls,
+    claimPageCall: pageCalls.claimPageCall,
+    answerPageCall: pageCalls.answerPageCall,
     compact: async (conversationId, instructions) =>
       requireHarness()
         .conversation(conversationId)
