@@ -7,6 +7,7 @@
  *
  * Pages use the client API (the socket, `POST /rpc`); `/state` answers the object's alarm, its tasks and its
  * root conversation's entries; `/crash` aborts the object (`ctx.abort()`: everything in memory is gone).
+ * Objects named `follow-…` are in follow mode (decision 0031; any caller may do anything on a follow link).
  */
 import {
   createModels,
@@ -61,9 +62,10 @@ export class ApprovalObject extends HarnessObject<Env> {
         return fauxAssistantMessage(fauxText(`noted: ${text}`));
       }
       // Objects named `page-…` ask the person in the page (`ask_person`, a page tool) instead.
-      const call = name.startsWith("page-")
-        ? fauxToolCall("ask_person", { question: "colour?" }, { id: "call_1" })
-        : fauxToolCall("write_file", { path: "a.txt" }, { id: "call_1" });
+      const call =
+        name.startsWith("page-") || name.startsWith("follow-page-")
+          ? fauxToolCall("ask_person", { question: "colour?" }, { id: "call_1" })
+          : fauxToolCall("write_file", { path: "a.txt" }, { id: "call_1" });
       return fauxAssistantMessage([call], { stopReason: "toolUse" });
     };
     const brain: FauxResponseFactory = (context) => {
@@ -76,6 +78,7 @@ export class ApprovalObject extends HarnessObject<Env> {
       models,
       methods: { instance: () => instance },
       powers: ALL_POWERS,
+      ...(name.startsWith("follow-") ? { follow: { authorize: () => true, ttlMs: 60_000 } } : {}),
     }));
     this.instance = instance;
   }

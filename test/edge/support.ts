@@ -139,13 +139,13 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
 type Listener = (event?: { data: unknown }) => void;
 
 /** A WebSocket to the object `name` through miniflare (Node 20 has no WebSocket of its own), shaped like the browser's. */
-export function edgeSocket(edge: Edge, object: ObjectKind, name: string, headers: Record<string, string> = {}): SocketLike {
+export function edgeSocket(edge: Edge, object: ObjectKind, name: string, headers: Record<string, string> = {}, path = "/"): SocketLike {
   const listeners: Record<string, Listener[]> = { open: [], message: [], close: [], error: [] };
   const fire = (type: string, event?: { data: unknown }) => {
     for (const listener of listeners[type]!) listener(event);
   };
   let socket: { send(data: string): void; close(code?: number, reason?: string): void } | undefined;
-  void edge.call(object, name, "/", { headers: { ...headers, Upgrade: "websocket" } }).then(
+  void edge.call(object, name, path, { headers: { ...headers, Upgrade: "websocket" } }).then(
     (response) => {
       const ws = (response as unknown as { webSocket: any }).webSocket;
       if (!ws) return fire("error");
