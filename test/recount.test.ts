@@ -234,3 +234,58 @@ describe("the open reads every live task (decision 0043 measured and dropped a j
     expect(state.liveTasks.find((record) => record.id === 3002)).toEqual(task(3002));
   }, 60_000);
 });
+
+describe("the first resumed step does not wait behind the whole backlog (issue 25 item 4)", () => {
+  it("S4, S11: with 1,000 running at the open, the recount is stored before any task runs, tasks begin in id order, and the first one's step is stored before the second slice of 256 begins", async () => {
+    const events: string[] = [];
+    let armed = false;
+    const stepper = defineTask<null, { phase: "step" | "held" }, null>({
+      name: "test.stepper",
+      version: 1,
+      initial: () => ({ phase: "step" }),
+      phases: {
+        step: async (task, runtime, context) => {
+          if (!armed) return new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve()));
+          events.push(`begin ${task.id}`);
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "held" } }), context);
+          events.push(`stored ${task.id}`);
+        },
+        held: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())),
+      },
+      abort: async () => {},
+    });
+    const steppers = () => createRegistry().install(defineExtension({ name: "test", tasks: [stepper] }));
+    const before = await openSqliteStorage({ vfs: "memory" });
+    const { harness, clock } = await openHarness(before, { registry: steppers() });
+    const root = await harness.root(ctx);
+    const ids = await root.commit((tx) => Array.from({ length: 1000 }, () => tx.createTask(stepper, null)), ctx);
+    harness.resume();
+    const running = "SELECT count(*) AS n FROM tasks WHERE status = 'running'";
+    await runUntil(clock, async () => (await harness.query(running))[0]!.n === 1000);
+    // The crash: the image as it is while all 1,000 hold their invocations.
+    const storage = await openSqliteStorage({ vfs: "memory", image: await before.exportImage() });
+    const apply = storage.apply.bind(storage);
+    storage.apply = async (batch) => {
+      await apply(batch);
+      if (batch.recount) events.push("recount stored");
+    };
+    armed = true;
+    const reopened = await openHarness(storage, { registry: steppers(), resume: true });
+    await runUntil(reopened.clock, () => events.filter((event) => event.startsWith("stored")).length === 1000);
+    const at = (event: string) => events.indexOf(event);
+    const begins = events.filter((event) => event.startsWith("begin "));
+    // S4: the one recovery commit is stored before any task runs; the pass order is id order (fairness).
+    expect(at("recount stored")).toBe(0);
+    expect(begins).toEqual(ids.map((id) => `begin ${id}`));
+    // The slices: the first task's step is stored before any task of the second slice begins (so before the last).
+    expect(at(`stored ${ids[0]}`)).toBeLessThan(at(`begin ${ids[256]}`));
+    expect(at(`begin ${ids[255]}`)).toBeLessThan(at(`stored ${ids[0]}`));
+    expect(at(`stored ${ids[0]}`)).toBeLessThan(at(`begin ${ids[999]}`));
+    // S4, S11: the recovery counted every restart once; each task then stepped once (progress: its count starts over).
+    expect(reopened.harness.recovery.tasks.map((task) => [task.id, task.restarts])).toEqual(ids.map((id) => [id, 1]));
+    const rows = (await reopened.harness.query(SEED_QUERY)).filter((row) => ids.includes(Number(row.id)));
+    expect(rows).toHaveLength(1000);
+    expect(rows.every((row) => row.status === "running" && row.phase === "held")).toBe(true);
+    await reopened.harness.close(ctx);
+  }, 60_000);
+});
