@@ -54,11 +54,11 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
     });
     const tabStorage = await openSqliteStorage({ vfs: "memory" });
     /** A worker's host on the tab's storage, following the object (a page load). */
-    const load = () => {
+    const load = (storage: Storage = tabStorage) => {
       const follow = followObject({ url: "ws://object/follow", connect: () => socketTo(end) });
       const host = createHost({
         database: "tab",
-        openStorage: async () => tabStorage,
+        openStorage: async () => storage,
         harness: { registry: registry("tab"), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
         leave: () => follow.leave(),
@@ -68,12 +68,20 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
       return { follow, host, service: host.service };
     };
     // The tab runs the counter and leaves at tick 2 (its pagehide): the object takes over.
-    const first = load();
+    // The first page's worker dies with its page: its host's close may not close the storage the next load opens.
+    const first = load(
+      new Proxy(tabStorage, {
+        get: (target, key) =>
+          key === "close" ? async () => {} : ((v) => (typeof v === "function" ? v.bind(target) : v))(Reflect.get(target, key)),
+      }),
+    );
     await first.host.ready;
     const taskId = await first.service.createTask("example.counter", { to: 12 });
     await expect.poll(() => printed.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(2);
-    first.service.leave();
-    await expect.poll(() => end.harness !== undefined, { timeout: 5_000 }).toBe(true);
+    await first.service.leave();
+    expect(end.harness).toBeDefined();
+    // The closed page's worker is gone with it: its harness, open again read-only after the hand-over, closes.
+    await first.service.close();
     first.follow.close();
     // The page comes back: read-only, the agent elsewhere; its view of the conversation moves with the object.
     const back = load();
@@ -104,6 +112,59 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
     expect(statuses.some((status) => status.kind === "ready" && status.runs === "here")).toBe(true);
     await back.service.close();
     back.follow.close();
+    await (await end.harness)?.close(ctx);
+  }, 30_000);
+
+  it("S4/S5: a page that stays after leave() follows the object live (read-only, the epoch moves) and runHere brings the count back; every tick once (decision 0045)", async () => {
+    const printed: Array<[string, string]> = [];
+    const registry = (place: string) =>
+      createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
+    let record: LeaseRecord = { epoch: 0 };
+    const book = new LeaseBook({
+      clock: { now: () => Date.now() },
+      ttlMs: 60_000,
+      load: () => record,
+      save: (next) => void (record = next),
+    });
+    const end = await ObjectEnd.start({
+      place: "object",
+      storage: await openSqliteStorage({ vfs: "memory" }),
+      book,
+      clock: { now: () => Date.now(), setTimer: (ms, fire) => clearTimeout.bind(null, setTimeout(fire, ms)) },
+      open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), lease, resume: true }, ctx),
+    });
+    const follow = followObject({ url: "ws://object/follow", connect: () => socketTo(end) });
+    const host = createHost({
+      database: "tab",
+      openStorage: () => openSqliteStorage({ vfs: "memory" }),
+      harness: { registry: registry("tab"), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
+      onReady: (harness) => follow.attach(harness),
+      leave: () => follow.leave(),
+      takeBack: () => follow.takeBack(),
+      now: () => performance.now(),
+    });
+    const service = host.service;
+    await host.ready;
+    expect(service.status()).toMatchObject({ kind: "ready", runs: "here", epoch: 1 });
+    const taskId = await service.createTask("example.counter", { to: 12 });
+    const n = async () => ((await service.getTask(taskId))?.state as { checkpoint?: { n: number } } | undefined)?.checkpoint?.n ?? 0;
+    await expect.poll(() => printed.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(2);
+    // Move to the object: once the object took the lease the same page's harness is open again, read-only.
+    await service.leave();
+    expect(service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    const left = printed.length;
+    // It follows live: the object's checkpoints arrive, and the status names the object's epoch.
+    await expect.poll(n, { timeout: 5_000 }).toBeGreaterThanOrEqual(left + 3);
+    expect(service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch: 2 });
+    expect(printed.slice(left).every(([place]) => place === "object")).toBe(true);
+    // And back: run here takes epoch 3 and the tab counts to the end.
+    await service.runHere();
+    expect(service.status()).toMatchObject({ kind: "ready", runs: "here", epoch: 3 });
+    await expect.poll(async () => (await service.getTask(taskId))?.state.status, { timeout: 10_000 }).toBe("terminal");
+    expect(printed.map(([, line]) => line)).toEqual(Array.from({ length: 12 }, (_, index) => `tick ${index + 1}`));
+    expect(printed.at(-1)).toEqual(["tab", "tick 12"]);
+    await service.close();
+    follow.close();
     await (await end.harness)?.close(ctx);
   }, 30_000);
 });

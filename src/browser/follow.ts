@@ -77,8 +77,14 @@ export interface TabFollow {
   onFollowing(listener: () => void): () => void;
   /** The harness opened: mirrors it when it holds the lease. */
   attach(harness: Harness): void;
-  /** The page leaves (its `pagehide`): hands the lease to the object at once, when this tab holds it. */
-  leave(): void;
+  /**
+   * The page leaves (its `pagehide`, or the app moves the agent to the object): hands the lease to the object at once,
+   * when this tab holds it. Everything a leaving page may still send goes in this task; the promise resolves true
+   * once the object says it took the lease (a page that stays may then follow it, below), false when there was
+   * nothing to hand over (this tab does not hold the lease, or the link is down: offline the page goes as a crash
+   * goes). A page that closes never hears the answer, and needs none.
+   */
+  leave(): Promise<boolean>;
   /**
    * Asks the object for the lease back (decision 0038) while this tab follows it: resolves once the object released
    * it to this tab and the copy holds everything up to the release; the caller then opens the harness again under
@@ -216,15 +222,15 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       const leaving = mirror;
       // Offline, nothing of a hand-over can reach the object: the page goes as a crash goes (a takeover lease then
       // expires at the object; a pinned one is the tab's still, and its next load writes on under it, decision 0039).
-      if (!link.up) return;
+      if (!link.up) return Promise.resolve(false);
       mirror = undefined;
-      if (!leaving || harness?.closed) return;
+      if (!leaving || harness?.closed) return Promise.resolve(false);
       // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),
       // then the rest and the release sent in the same tick (Mirror.leave's eager path).
-      void harness!
+      return harness!
         .handOver(BACKGROUND_CONTEXT, { drain: false })
         .then((mark) => leaving.leave(mark, BACKGROUND_CONTEXT))
-        .catch(() => {});
+        .then(() => true);
     },
     get place(): FollowPlace {
       return holding() ? "here" : "elsewhere";

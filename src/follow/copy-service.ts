@@ -188,7 +188,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     disarmCrashPoint: serve("disarmCrashPoint"),
     close: () => copyService.close(),
     requestTakeover() {},
-    leave() {},
+    leave: async () => {},
     async runHere() {},
     rootConversation: serve("rootConversation"),
     createConversation: serve("createConversation"),

@@ -34,8 +34,12 @@ export interface HostOptions {
   ownership?: Ownership;
   /** Extra methods for `client.call(name, ...args)`. */
   methods?: Record<string, HostMethod>;
-  /** The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). */
-  leave?: () => void;
+  /**
+   * The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). True once the object
+   * took it: the host then opens its harness again on the same storage, read-only, so a page that stays follows the
+   * object live and may `runHere` (decision 0045).
+   */
+  leave?: () => Promise<boolean>;
   /**
    * `runHere`: a host under its object's lease whose harness is read-only asks for the lease back; resolves once the
    * object released it here and the storage holds everything up to the release (decision 0038). The host then
@@ -130,6 +134,8 @@ export function createHost(options: HostOptions): ServedHost {
     harness = await Harness.open(storage, harnessOptions, ctx);
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
+      // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
+      if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });
     });
     setStatus({
       kind: "ready",
@@ -138,6 +144,7 @@ export function createHost(options: HostOptions): ServedHost {
       recovery: harness.recovery,
       openMs: options.now() - started,
       ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
+      ...(await leaseEpoch(harness)),
       ...(await forkCount(storage)),
     });
     await options.onReady?.(harness);
@@ -318,9 +325,16 @@ export function createHost(options: HostOptions): ServedHost {
       });
       return reopening;
     },
-    leave() {
-      options.leave?.();
+    async leave() {
+      const handedOver = options.leave?.();
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
+      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page
+      // that stays: its harness, stopped at the hand-over, opens again read-only and follows the object.
+      if (!(await handedOver) || closing) return;
+      reopening ??= reopen().finally(() => {
+        reopening = undefined;
+      });
+      return reopening;
     },
     async forks() {
       requireHarness();
@@ -406,6 +420,12 @@ function errorShape(error: unknown): ErrorShape {
 }
 
 /** The ready status's `forks`: how many forks `storage` keeps, absent when none. */
+/** The lease epoch this harness writes under, or else the epoch of its log's head (absent without a log). */
+async function leaseEpoch(harness: Harness): Promise<{ epoch?: number }> {
+  const epoch = harness.lease?.epoch ?? (await harness.storage.readEpochs?.())?.at(-1)?.epoch;
+  return epoch === undefined ? {} : { epoch };
+}
+
 async function forkCount(storage: Storage): Promise<{ forks?: number }> {
   const count = (await listForks(storage)).length;
   return count > 0 ? { forks: count } : {};

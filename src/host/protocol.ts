@@ -41,6 +41,11 @@ export type HarnessStatus =
       role?: TabRole;
       runs?: Runs;
       /**
+       * The lease epoch where the work runs: the one this place writes under while it runs here, else that of the
+       * last transaction it holds or followed (it moves live as the lease moves). Absent without a fenced log.
+       */
+      epoch?: number;
+      /**
        * How many forks this place keeps (decision 0039: work it did while fenced that no history holds; read them
        * with `forks()`, drop one with `dismissFork(id)`). Absent when none.
        */
@@ -125,8 +130,10 @@ export interface HarnessService {
   /**
    * The page leaves (its client sends it at `pagehide`): a worker that holds its object's lease hands it over at
    * once (`serveHarness({ follow })`, decision 0035); anywhere else nothing happens (a reload is still the crash).
+   * A page that stays (the app moved the agent to the object) gets its answer once the object took the lease: the
+   * worker's harness is open again read-only and follows the object (`status.runs` "elsewhere"; decision 0045).
    */
-  leave(): void;
+  leave(): Promise<void>;
   /**
    * Moves the agent back to this tab (decision 0038): a worker that follows its object while the object holds the
    * lease asks for it back — the object drains and releases it, the worker's copy catches up — and opens its harness
