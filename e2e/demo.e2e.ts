@@ -435,12 +435,13 @@ describe("installable and offline", () => {
 describe("layout", () => {
   const VIEWS = ["chat", "demos", "tasks", "storage", "crash", "models", "log"];
 
-  /** Boxes of the shown main regions: the header, banners, the view tabs and the shown panels. */
+  /** Boxes of the shown main regions: the header, the place strip, banners, the view tabs and the shown panels. */
   function regions(page: Page) {
     return page.evaluate(() => {
       const shown = (element: Element) => element instanceof HTMLElement && !element.hidden && element.offsetParent !== null;
       const elements = [
         document.querySelector(".topbar")!,
+        document.querySelector(".place-bar")!, // where the agent runs (web/src/place.ts)
         ...[...document.querySelectorAll(".banner")].filter(shown),
         document.querySelector(".views")!,
         ...[...document.querySelectorAll("[data-panel]")].filter(shown),

@@ -10,6 +10,7 @@ import "./src/crash.ts";
 import "./src/models.ts";
 import "./src/log.ts";
 import { checkForUpdate, registerServiceWorker } from "./src/offline.ts";
+import { pageMode, runsPhrase } from "./src/place.ts";
 
 // ---- views: a tab bar; on a wide screen the chat stays beside the active panel -------------------------
 const wide = window.matchMedia("(min-width: 960px)");
@@ -59,10 +60,12 @@ byId("model-chip").addEventListener("click", () => showView("models"));
 const statusElement = byId("status");
 const takeoverButton = byId<HTMLButtonElement>("takeover");
 // `?edge=…` (npm run start:edge): the agent lives in a Durable Object, so a reload of this page is no crash of it.
-if (new URLSearchParams(location.search).has("edge")) {
-  const tagline = document.querySelector<HTMLElement>(".tagline");
-  if (tagline) tagline.textContent = "An agent in a Durable Object: reload or close this page, the agent goes on there.";
-}
+const tagline = document.querySelector<HTMLElement>(".tagline");
+if (tagline && pageMode === "edge")
+  tagline.textContent = "An agent in a Durable Object: reload or close this page, the agent goes on there.";
+// `?follow=`: the agent runs in this tab under its Durable Object's lease and moves between the two.
+if (tagline && pageMode === "follow")
+  tagline.textContent = "An agent that follows you: close the tab mid-task, the Durable Object goes on.";
 let recoveredNote = takeAfterReloadNote();
 
 function statusText(status: HarnessStatus): string {
@@ -76,9 +79,8 @@ function statusText(status: HarnessStatus): string {
     case "reconnecting":
       return `reconnecting to the Durable Object (attempt ${status.attempt}, in ${(status.retryInMs / 1000).toFixed(1)} s)`;
     case "ready": {
-      // Following a Durable Object (`?follow=`): where the agent runs now.
-      const where =
-        status.runs === undefined ? "" : status.runs === "here" ? ", the agent runs in this tab" : ", the agent runs on the Durable Object";
+      // Under a lease (`?follow=`, or an object in follow mode by `?edge=`): where the agent runs now (./src/place.ts).
+      const where = runsPhrase(pageMode, status);
       // Work this tab did offline after the object took over: kept as a fork (decision 0039), `client.forks()`.
       const forks = status.forks ? `; ${status.forks} fork${status.forks === 1 ? "" : "s"} of offline work kept (client.forks())` : "";
       const runs = `${where}${forks}`;

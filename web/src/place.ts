@@ -1,0 +1,134 @@
+import type { HarnessStatus } from "pi-durable-web/client";
+import { app } from "./app.ts";
+import { byId } from "./dom.ts";
+
+/**
+ * Where the agent runs now, always on screen, and the control that moves it (decisions 0035, 0038, 0045):
+ * - `?follow=` (the tab's worker under its Durable Object's lease): "this tab" while it holds the lease — Move to
+ *   the Durable Object (`client.leave()`: the object takes over and this tab follows it live) —, "the Durable
+ *   Object" while the object holds it — Run here (`client.runHere()`: the lease comes back, the next epoch);
+ * - `?edge=` (this page is a client of the object): the object, or the tab that holds its lease; nothing to move
+ *   from here (this page has no harness of its own);
+ * - neither (the offline demo): this tab only, and the bar says why nothing can move rather than showing a button.
+ */
+export type PageMode = "tab" | "follow" | "edge";
+
+const search = new URLSearchParams(location.search);
+export const pageMode: PageMode = search.has("follow") ? "follow" : search.has("edge") ? "edge" : "tab";
+
+export type Move = "leave" | "runHere";
+
+export interface Place {
+  /** `data-place`: here (this tab), object, tab (another tab holds the object's lease), unknown (not open yet). */
+  key: "here" | "object" | "tab" | "unknown";
+  where: string;
+  epoch?: number;
+  note: string;
+  move?: Move;
+}
+
+/** What the bar says for `status` on a page in `mode`. */
+export function placeOf(mode: PageMode, status: HarnessStatus): Place {
+  if (status.kind !== "ready") {
+    const where = mode === "tab" ? "this tab" : mode === "edge" ? "the Durable Object" : "…";
+    const note = mode === "follow" ? "Asking the Durable Object for the lease…" : "Not open yet.";
+    return { key: mode === "tab" ? "here" : mode === "edge" ? "object" : "unknown", where, note };
+  }
+  const epoch = status.epoch === undefined ? {} : { epoch: status.epoch };
+  if (mode === "tab")
+    return {
+      key: "here",
+      where: "this tab only",
+      note: "The offline demo has no Durable Object to move it to. Open the demo with ?follow= (npm run start:edge) to have it go on when the tab closes.",
+    };
+  if (mode === "edge") {
+    if (status.runs === "elsewhere")
+      return {
+        key: "tab",
+        where: "a tab that holds the object's lease",
+        ...epoch,
+        note: "This page watches the Durable Object's copy live; what you send here is forwarded to that tab.",
+      };
+    return {
+      key: "object",
+      where: "the Durable Object",
+      ...epoch,
+      note: "This page is one of its clients: close it and the agent goes on. To run it in a tab, open the demo with ?follow= and press Run here.",
+    };
+  }
+  if (status.role === "follower")
+    return {
+      key: status.runs === "here" ? "here" : "object",
+      where: status.runs === "here" ? "another tab of this browser" : "the Durable Object",
+      ...epoch,
+      note: "Another tab of this browser has the database open and this tab works through it: move the agent from that tab.",
+    };
+  if (status.runs === "here")
+    return {
+      key: "here",
+      where: "this tab",
+      ...epoch,
+      note: "The Durable Object mirrors every step. Close the tab (or move it) and the object carries the work on.",
+      move: "leave",
+    };
+  return {
+    key: "object",
+    where: "the Durable Object",
+    ...epoch,
+    note: "This tab follows it live, read-only. Run here takes the lease back: the tab goes on from the object's last step.",
+    move: "runHere",
+  };
+}
+
+/** The status line's part about the place (", the agent runs in this tab"); empty where nothing can move. */
+export function runsPhrase(mode: PageMode, status: HarnessStatus & { kind: "ready" }): string {
+  if (status.runs === undefined) return "";
+  const elsewhere = mode === "edge" ? "in the tab that holds the lease" : "on the Durable Object";
+  const here = mode === "edge" ? "on the Durable Object" : "in this tab";
+  return `, the agent runs ${status.runs === "here" ? here : elsewhere}`;
+}
+
+const MOVE_LABELS: Record<Move, { idle: string; busy: string }> = {
+  leave: { idle: "Move to the Durable Object", busy: "Moving to the Durable Object…" },
+  runHere: { idle: "Run here", busy: "Taking the lease back…" },
+};
+
+const bar = byId("place-bar");
+const whereElement = byId("place-where");
+const epochElement = byId("place-epoch");
+const noteElement = byId("place-note");
+const moveButton = byId<HTMLButtonElement>("place-move");
+/** The move under way (its button stays busy until the call settles). */
+let moving: Move | undefined;
+
+function render(status: HarnessStatus): void {
+  const place = placeOf(pageMode, status);
+  bar.dataset.place = place.key;
+  bar.dataset.mode = pageMode;
+  whereElement.textContent = place.where;
+  epochElement.hidden = place.epoch === undefined;
+  epochElement.textContent = place.epoch === undefined ? "" : `lease epoch ${place.epoch}`;
+  noteElement.textContent = place.note;
+  const move = moving ?? place.move;
+  moveButton.hidden = move === undefined;
+  if (!move) return;
+  moveButton.dataset.move = move;
+  moveButton.textContent = MOVE_LABELS[move][moving ? "busy" : "idle"];
+  moveButton.disabled = moving !== undefined;
+}
+
+moveButton.addEventListener("click", () => {
+  const move = moveButton.dataset.move as Move | undefined;
+  if (!move || moving) return;
+  const client = app.client;
+  moving = move;
+  render(app.status);
+  void (move === "leave" ? client.leave() : client.runHere())
+    .catch((error) => app.showError(error, move === "leave" ? "moving to the Durable Object" : "run here"))
+    .finally(() => {
+      moving = undefined;
+      render(app.status);
+    });
+});
+
+app.onStatus(render);
