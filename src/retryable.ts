@@ -71,6 +71,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   LogOutOfOrder: false,
   // The same malformed message is refused again: send one the follow link describes.
   FollowMessageRefused: false,
+  // A tab and a Worker of different releases stay so until one is deployed again.
+  FollowVersionMismatch: false,
   // The same call succeeds unchanged once the lease comes to this place (or made where the conversation runs).
   RunsElsewhere: true,
   // A page tool call is claimed once and answered once: the same claim or result is refused again.

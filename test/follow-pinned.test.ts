@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
+import { FOLLOW_WIRE_VERSION } from "../src/follow/wire-version.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { followWorld } from "./follow-support.ts";
 import { ctx } from "./support.ts";
@@ -30,8 +31,10 @@ describe("a pinned lease over the follow link (decision 0032, 0040)", () => {
       const link: FollowLink = new FollowLink({
         clock,
         send: (frame) => {
-          const { id } = JSON.parse(frame) as { id: string };
-          queueMicrotask(() => link.receive(encodeFollowMessage({ type: "answer", id, value: value as never })));
+          const { id, topic } = JSON.parse(frame) as { id: string; topic: string };
+          // The hello is answered as an object of this release answers it (decision 0046); the grant is the hostile part.
+          const answer = topic === "wire" ? { version: FOLLOW_WIRE_VERSION } : value;
+          queueMicrotask(() => link.receive(encodeFollowMessage({ type: "answer", id, value: answer as never })));
         },
       });
       link.connected();

@@ -66,6 +66,24 @@ export class FollowMessageRefused extends DurableError {
 }
 
 /**
+ * A tab and a Durable Object whose follow links speak different versions of the wire (docs/decisions/0046): a tab
+ * and a Worker deployed apart. Version 1 is the wire before versions (it has no `wire.hello`). Nothing was sent
+ * or applied; deploy the Worker and the tab's app of the same release (or one that speaks both versions).
+ */
+export class FollowVersionMismatch extends DurableError {
+  override name = "FollowVersionMismatch";
+  constructor(
+    readonly tab: number,
+    readonly object: number,
+  ) {
+    super(
+      `The tab speaks follow wire version ${tab} and the Durable Object version ${object}${object === 1 || tab === 1 ? " (1: before the wire had versions)" : ""}: ` +
+        "they cannot follow each other, and nothing was sent or applied. Deploy the Worker and the tab's app from the same release.",
+    );
+  }
+}
+
+/**
  * A write sent to a place that serves a read-only copy of the conversation (decision 0034), of a kind the copy does
  * not forward to the place that holds the lease (configuration, task creation, powers). Nothing was done; make the
  * call where the conversation runs, or again once the lease is here.

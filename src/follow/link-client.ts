@@ -3,7 +3,9 @@
  * when it is up: calls to the object answered by request id (sent again on every reconnect and every
  * `resendMs` until answered — a duplicate is harmless: the object answers an id once), calls from the object
  * served once per id, the object's replies to pushes handed to whoever listens (the mirror), and the object's own
- * pushes to a tab that follows it (the follower, decision 0038).
+ * pushes to a tab that follows it (the follower, decision 0038). On every connection the link first says the wire's
+ * version (`wire.hello`, decision 0046) and sends nothing else until the object answered with the same one; an
+ * object of another version fails every call with `FollowVersionMismatch`, naming both.
  *
  * ```ts
  * const link = new FollowLink({ clock, send: (frame) => socket.send(frame) });
@@ -14,7 +16,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
-import { ConnectionLost, UnknownMethod } from "../errors.ts";
+import { ConnectionLost, type FollowVersionMismatch, UnknownMethod } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
 import { utf8Length } from "../limits.ts";
 import {
@@ -27,6 +29,7 @@ import {
   type TabMessage,
   type TakenMessage,
 } from "./wire.ts";
+import { FOLLOW_WIRE_VERSION, helloOutcome, WIRE_TOPIC } from "./wire-version.ts";
 
 /** The object's replies to what the tab pushed and released. */
 export type PushReply = AckMessage | RefusedMessage | TakenMessage;
@@ -46,6 +49,8 @@ export interface FollowLinkOptions {
   topics?: Readonly<Record<string, FollowTopic>>;
   /** Told of a frame from the object that was refused (it is dropped). */
   onRefused?(error: Error): void;
+  /** Told when the object speaks another version of the wire (every call fails with it until a reconnect). */
+  onMismatch?(error: FollowVersionMismatch): void;
 }
 
 interface Pending {
@@ -68,29 +73,46 @@ export class FollowLink {
   readonly #upListeners = new Set<() => void>();
   readonly #prefix = globalThis.crypto.randomUUID();
   #next = 0;
+  /** The transport is up and the object answered the hello with this link's version. */
   #up = false;
+  #transport = false;
+  /** The id of this connection's hello while it waits for its answer. */
+  #hello: string | undefined;
+  /** The object's wire is another version (this connection's hello said so). */
+  #mismatch: FollowVersionMismatch | undefined;
   #cancelResend: (() => void) | undefined;
 
   constructor(options: FollowLinkOptions) {
     this.#options = options;
   }
 
-  /** Whether the transport is up (between `connected()` and `disconnected()`). */
+  /** Whether the link is up: its transport is (between `connected()` and `disconnected()`) and the hello answered. */
   get up(): boolean {
     return this.#up;
   }
 
-  /** The transport is up: unanswered calls go again, and listeners (the mirror) push what is unacknowledged. */
+  /** The object's wire version differs from this link's, as this connection's hello found. */
+  get mismatch(): FollowVersionMismatch | undefined {
+    return this.#mismatch;
+  }
+
+  /**
+   * The transport is up: the hello goes first; once the object answered it, unanswered calls go again and listeners
+   * (the mirror) push what is unacknowledged.
+   */
   connected(): void {
-    this.#up = true;
-    for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+    this.#transport = true;
+    this.#mismatch = undefined;
+    this.#hello = `${this.#prefix}:hello:${++this.#next}`;
+    this.#sendHello();
     this.#armResend();
-    for (const listener of this.#upListeners) listener();
   }
 
   /** The transport is down: nothing is sent until `connected()`. */
   disconnected(): void {
     this.#up = false;
+    this.#transport = false;
+    this.#hello = undefined;
     this.#cancelResend?.();
     this.#cancelResend = undefined;
   }
@@ -107,6 +129,7 @@ export class FollowLink {
 
   /** Calls `topic`'s `method` on the object; resolves with its answer (rejects with its error, as its class). */
   call(topic: string, method: string, args: Json[]): Promise<Json> {
+    if (this.#mismatch) return Promise.reject(this.#mismatch);
     const id = `${this.#prefix}:${++this.#next}`;
     const frame = encodeFollowMessage({ type: "call", id, topic, method, args });
     return new Promise<Json>((resolve, reject) => {
@@ -135,7 +158,7 @@ export class FollowLink {
     return () => this.#pushListeners.delete(listener);
   }
 
-  /** Hears every `connected()`. Returns the function that stops listening. */
+  /** Hears the link come up (each connection whose hello the object answered). Returns the function that stops listening. */
   onConnected(listener: () => void): () => void {
     this.#upListeners.add(listener);
     return () => this.#upListeners.delete(listener);
@@ -152,6 +175,10 @@ export class FollowLink {
     }
     const message = parsed.message;
     if (message.type === "answer") {
+      if (message.id === this.#hello) {
+        this.#helloAnswered("error" in message ? { error: deserializeError(message.error) } : message);
+        return;
+      }
       const pending = this.#pending.get(message.id);
       if (!pending) return; // answered already (a duplicate), or timed out
       this.#pending.delete(message.id);
@@ -189,6 +216,32 @@ export class FollowLink {
     this.#sendFrame(await answer);
   }
 
+  #sendHello(): void {
+    if (this.#hello)
+      this.#sendFrame(
+        encodeFollowMessage({ type: "call", id: this.#hello, topic: WIRE_TOPIC, method: "hello", args: [FOLLOW_WIRE_VERSION] }),
+      );
+  }
+
+  /** The object answered this connection's hello: the link is up, or every call fails with the mismatch. */
+  #helloAnswered(answer: { value: Json } | { error: Error }): void {
+    this.#hello = undefined;
+    const mismatch = helloOutcome(answer);
+    if (mismatch) {
+      this.#mismatch = mismatch;
+      for (const [id, pending] of this.#pending) {
+        this.#pending.delete(id);
+        pending.cancelTimeout();
+        pending.reject(mismatch);
+      }
+      this.#options.onMismatch?.(mismatch);
+      return;
+    }
+    this.#up = true;
+    for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+    for (const listener of this.#upListeners) listener();
+  }
+
   #sendFrame(frame: string): boolean {
     try {
       this.#options.send(frame);
@@ -201,8 +254,9 @@ export class FollowLink {
   #armResend(): void {
     this.#cancelResend?.();
     this.#cancelResend = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
-      if (!this.#up) return;
-      for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+      if (!this.#transport || this.#mismatch) return;
+      if (this.#hello) this.#sendHello();
+      else for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
       this.#armResend();
     });
   }

@@ -31,6 +31,7 @@ import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
+import { answerHello, WIRE_TOPIC } from "./wire-version.ts";
 
 /** What a caller asks of the object on a follow link, for `authorize`. */
 export type FollowAction = "push" | "release" | `${string}.${string}`;
@@ -258,6 +259,18 @@ export class ObjectEnd {
     const message = parsed.message;
     // An answer to this object's call: ids are random per instance, so a stranger's guess settles nothing.
     if (message.type === "answer") return this.#calls.answered(message);
+    // The wire's version, a tab's first call on a connection (decision 0046): it tells nothing but the version, so no door.
+    if (message.type === "call" && message.topic === WIRE_TOPIC) {
+      const { id } = message;
+      let answer: ObjectMessage;
+      try {
+        answer = { type: "answer", id, value: answerHello(message.args[0] as number) };
+      } catch (error) {
+        answer = { type: "answer", id, error: errorShape(error) };
+      }
+      reply(encodeFollowMessage(answer));
+      return;
+    }
     const spoke = async (place: string) => {
       if (!(await allowed(authorize, "push", place))) return; // only a caller with the write power receives the tab's calls
       this.#speakers.set(place, reply);

@@ -29,6 +29,7 @@ import { FORWARD, FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 import { DEVICE_PAGE_CALLS, DEVICE_PAGE_CALLS_TOPIC, PAGE_CALLS, PAGE_CALLS_TOPIC } from "./page-call-relay.ts";
 import { SERVER_TOOLS, SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
+import { WIRE, WIRE_TOPIC } from "./wire-version.ts";
 
 /** Which end of a link a message comes from. */
 export type FollowSide = "tab" | "object";
@@ -106,6 +107,8 @@ const position = integer(0, Number.MAX_SAFE_INTEGER);
  * Other parts add their topic here (one table: what may cross, in which direction, with which arguments).
  */
 export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
+  // The first call on every connection: the wire's version (decision 0046, wire-version.ts).
+  [WIRE_TOPIC]: WIRE,
   lease: {
     calledBy: "tab",
     methods: {

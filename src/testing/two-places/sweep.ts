@@ -281,7 +281,9 @@ export async function runTwoPlaceWorld<W>(
         const process = processes[place]!;
         const image = process?.image;
         if (process && !process.alive && image) {
-          if (place === "tab" && options.stayAway && !objectHolds()) continue; // away until the object took over
+          // Away until the object took over; a tab that crashed before any lease was granted (its hello or first acquire
+          // unanswered) has no lease to wait out.
+          if (place === "tab" && options.stayAway && !objectHolds() && arbiter.record.epoch > 0) continue;
           process.image = undefined;
           start(place, image);
         }

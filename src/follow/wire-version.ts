@@ -1,0 +1,49 @@
+/**
+ * The follow wire's version (docs/decisions/0046): the first call a tab makes on every connection is
+ * `wire.hello(version)`, and nothing else goes out until the object answered it with the same version. A tab and a
+ * Worker deployed apart then fail at once with one typed error naming both versions (`FollowVersionMismatch`),
+ * never with a message the other side half understands.
+ *
+ * - An object of this release answers `{ version }` when the tab's is its own, `FollowVersionMismatch` otherwise.
+ *   A tab from before the hello sends none: the object serves it as version 1, whose messages this release still
+ *   takes (they differ only by `lease.acquire`'s optional third argument).
+ * - A tab of this release that hears an error other than `FollowVersionMismatch` (an object before the hello
+ *   refuses the unknown call as `FollowMessageRefused`) or another version fails with `FollowVersionMismatch`.
+ */
+import type { Json } from "../base/json.ts";
+import { FollowVersionMismatch } from "../errors.ts";
+import { args, type Check, integer, record } from "../shape.ts";
+
+/** This release's follow wire. Version 1 is the wire before versions (no `wire.hello`). */
+export const FOLLOW_WIRE_VERSION = 2;
+
+/** The wire before versions: what a tab that says no hello speaks, and what an object that knows no hello is. */
+export const UNVERSIONED_WIRE = 1;
+
+/** The topic of the hello (a row of `FOLLOW_TOPICS`). */
+export const WIRE_TOPIC = "wire";
+
+/** `wire.hello(version)` → `{ version }`, called by the tab before anything else on a connection. */
+export const WIRE = { calledBy: "tab" as const, methods: { hello: args([integer(1, 1_000_000)]) } };
+
+const helloAnswer: Check = record({ version: integer(1, 1_000_000) });
+
+/** The object's answer to `wire.hello(tabVersion)`: its version, or `FollowVersionMismatch` (thrown). */
+export function answerHello(tabVersion: number): Json {
+  if (tabVersion !== FOLLOW_WIRE_VERSION) throw new FollowVersionMismatch(tabVersion, FOLLOW_WIRE_VERSION);
+  return { version: FOLLOW_WIRE_VERSION };
+}
+
+/**
+ * What the tab makes of the object's answer to its hello: undefined when they speak the same version, otherwise
+ * the mismatch (an error answer from an object that knows no hello is version 1; a malformed answer too).
+ */
+export function helloOutcome(answer: { value: Json } | { error: Error }): FollowVersionMismatch | undefined {
+  if ("error" in answer) {
+    const theirs = answer.error instanceof FollowVersionMismatch ? answer.error.object : undefined;
+    return new FollowVersionMismatch(FOLLOW_WIRE_VERSION, Number.isSafeInteger(theirs) ? theirs! : UNVERSIONED_WIRE);
+  }
+  if (helloAnswer(answer.value, "the hello's answer")) return new FollowVersionMismatch(FOLLOW_WIRE_VERSION, UNVERSIONED_WIRE);
+  const { version } = answer.value as { version: number };
+  return version === FOLLOW_WIRE_VERSION ? undefined : new FollowVersionMismatch(FOLLOW_WIRE_VERSION, version);
+}
