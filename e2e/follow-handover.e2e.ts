@@ -1,7 +1,8 @@
 import type { Page } from "playwright-core";
 import { describe, expect, it } from "vitest";
+import { PROBE } from "../worker/protocol";
 import { browserPerTest } from "./support/browser";
-import { openDemo, startTask, waitForShownTask, waitForStatus } from "./support/demo";
+import { openDemo, query, sendMessage, startTask, waitForShownTask, waitForStatus } from "./support/demo";
 import { edgePerTest } from "./support/edge";
 import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
 
@@ -46,6 +47,28 @@ const CASES: Case[] = [
   },
   { point: "abort-first-step", tab: "close", what: "after taken, before the object's first step: ctx.abort() in it" },
 ];
+
+/**
+ * Every version of the tasks of `kind` in the object's log (its copy of the tab's transactions, then its own), in
+ * log order: the position, the epoch it was written under, its status and its restart count (S4).
+ */
+async function history(page: Page, kind: string): Promise<Array<{ position: number; epoch: number; status: string; restarts: number }>> {
+  const rows = await query(
+    page,
+    `SELECT l.position AS position, l.epoch AS epoch, t.value ->> '$.state.status' AS status, coalesce(t.value ->> '$.restarts', 0) AS restarts
+     FROM pi_durable_log AS l, json_each(l.batch, '$.tasks') AS t WHERE t.value ->> '$.kind' = ? ORDER BY l.position`,
+    kind,
+  );
+  return rows as unknown as Array<{ position: number; epoch: number; status: string; restarts: number }>;
+}
+
+/** S4 over a history: each crash counts once (a restart count grows by one at a time), and progress clears it. */
+function expectCountedOnce(versions: ReadonlyArray<{ restarts: number }>): void {
+  for (const [i, version] of versions.entries()) {
+    const before = i === 0 ? 0 : versions[i - 1]!.restarts;
+    expect(version.restarts, `version ${i}: ${JSON.stringify(versions)}`).toBeLessThanOrEqual(before + 1);
+  }
+}
 
 async function goes(page: Page, how: TabAction): Promise<void> {
   if (how === "close") return page.close();
@@ -104,12 +127,74 @@ describe("the hand-over cut at every named point (Chromium + workerd, issue 27 i
           : await openFollowing(session, edge, name);
       await waitForStatus(watcher, "ready");
       expect(await waitForShownTask(watcher, `counted to ${TO}`)).toContain("terminal");
+      // S12's end where it ended: terminal, no memos, no restarts (progress cleared every restart a cut counted).
+      const [row] = await query(
+        watcher,
+        "SELECT status, record ->> '$.memos' AS memos, record ->> '$.restarts' AS restarts FROM tasks WHERE kind = 'example.counter'",
+      );
+      expect(row).toEqual({ status: "terminal", memos: null, restarts: null });
+      // S4 over the log the object keeps of its own epochs (what it applied of the tab's is trimmed as it goes): each
+      // recovery counts a running step once. (An abort can drop the writes its output gate had not confirmed — the
+      // takeover's own, in the first step —, so which versions show a restart varies; the unsafe tool's case below
+      // pins one.)
+      const object = finishedOnObject ? watcher : await openDemo(session, `?edge=${encodeURIComponent(edge.socketUrl(name))}`);
+      await waitForStatus(object, "ready");
+      const versions = await history(object, "example.counter");
       console.log(
         `${c.point} + ${c.tab}: tab printed ${tabPrints.length} (${armedAt} before the cut), object ${edge.printed.lines.length}, ` +
-          `twice ${JSON.stringify(twice)}, missing ${JSON.stringify(missing)}, object instances ${edge.started.lines.length}, ended on the ${finishedOnObject ? "object" : "tab"}`,
+          `twice ${JSON.stringify(twice)}, missing ${JSON.stringify(missing)}, object instances ${edge.started.lines.length}, ended on the ${finishedOnObject ? "object" : "tab"}, ` +
+          `restarts seen ${JSON.stringify(versions.filter((v) => v.restarts > 0).map((v) => [v.epoch, v.restarts]))}`,
       );
+      expectCountedOnce(versions);
+      if (finishedOnObject) expect(versions.at(-1)).toMatchObject({ status: "terminal", restarts: 0 });
     });
   }
+});
+
+describe("an unsafe tool cut at the hand-over (Chromium + workerd, issue 27 item 6)", () => {
+  it("S4/S8: the tab closes while its unsafe probe runs; the object recovers it with its restart counted and writes the interrupted result instead of running it again: it ran once, in the tab", async () => {
+    const name = "short-probe";
+    const page = await openFollowing(session, edge, name);
+    await page.waitForSelector('body[data-runs="here"]', { state: "attached" });
+    await sendMessage(page, PROBE.input);
+    // The probe runs in the tab: its intent was acknowledged by the object (decision 0032) and it appended its line.
+    const tools = () => query(page, "SELECT conversation_id AS id FROM tasks WHERE kind = 'pi.tool'");
+    await expect.poll(async () => (await tools()).length, { timeout: 30_000 }).toBe(1);
+    const [conversation] = await tools();
+    const conversationId = Number(conversation!.id);
+    const read = (on: Page) =>
+      on.evaluate(([id, path]) => pi.client.call<string>("files.read", id, path), [conversationId, PROBE.path] as const);
+    await expect.poll(() => read(page).catch(() => ""), { timeout: 30_000 }).toBe(PROBE.text);
+    const [running] = await query(page, "SELECT status, record ->> '$.state.checkpoint.phase' AS phase FROM tasks WHERE kind = 'pi.tool'");
+    expect(running).toEqual({ status: "running", phase: "execute" });
+    await page.close(); // pagehide: the worker leaves at once, the probe cut in its wait
+    const object = await openDemo(session, `?edge=${encodeURIComponent(edge.socketUrl(name))}`);
+    await waitForStatus(object, "ready", 60_000);
+    await expect
+      .poll(async () => (await query(object, "SELECT status FROM tasks WHERE kind = 'pi.tool'"))[0]?.status, { timeout: 30_000 })
+      .toBe("terminal");
+    const [tool] = await query(
+      object,
+      "SELECT record ->> '$.state.outcome.status' AS outcome, record ->> '$.state.outcome.error.message' AS message FROM tasks WHERE kind = 'pi.tool'",
+    );
+    expect(tool).toEqual({ outcome: "failed", message: "Tool probe was interrupted and may have partially run" });
+    // S4: the object's recovery counted the cut once (the new epoch's recovery), and no version counts more.
+    const versions = await history(object, "pi.tool");
+    expectCountedOnce(versions);
+    // The recovery (pending, 1) under the object's epoch, the run that writes the interrupted result (running, 1), then
+    // terminal: the interruption is no progress to clear it before the result (S6).
+    const counted = versions.filter((v) => v.restarts > 0);
+    expect(counted.map((v) => [v.status, v.restarts])).toEqual([
+      ["pending", 1],
+      ["running", 1],
+    ]);
+    expect(counted[0]!.epoch).toBeGreaterThan(1);
+    expect(versions.at(-1)).toMatchObject({ status: "terminal", restarts: 0 });
+    // At most once: the object never ran it (its files have no notes), the tab ran it once (one line in its OPFS file).
+    await expect(read(object)).rejects.toThrow();
+    const tab = await openFollowing(session, edge, name);
+    expect(await read(tab)).toBe(PROBE.text);
+  });
 });
 
 describe("an eviction while the object holds the lease (Chromium + workerd, issue 27 item 6)", () => {
