@@ -35,8 +35,13 @@ import type { SocketLike } from "./socket.ts";
 export interface FollowObjectOptions {
   /** The object's follow link: the URL of its `/follow` socket (ws:, wss:, http: or https:). */
   url: string;
-  /** This tab's name in the lease (the object calls itself "object"). Default "tab". */
-  place?: string;
+  /**
+   * This tab's name in the lease (the object calls itself "object"; bind it in the object's `follow.authorize`). In
+   * `serveHarness` the default is this browser's own, `devicePlace()`: `tab-<random id>` kept in the origin's private
+   * file system, the same across reloads and tabs, another in another browser (decision 0046). A promise is waited
+   * for before the harness opens (`TabFollow.ready`). Default here "tab".
+   */
+  place?: string | Promise<string>;
   /**
    * Told once when this tab's copy cannot follow the object (decision 0038): its log left the object's history
    * (`findFork(storage, theirs)` names the fork) or is behind what the object keeps. The copy then applies nothing.
@@ -60,6 +65,8 @@ export type FollowPlace = "here" | "elsewhere";
 export interface TabFollow {
   /** `HarnessOptions.lease` for the worker's harness: this tab's place, the object as the arbiter. */
   readonly lease: LeaseOptions;
+  /** Resolves once this tab's place is known (open the harness after it: the lease names it). */
+  readonly ready: Promise<void>;
   /**
    * `HarnessOptions.serverCalls` for the worker's harness: a tool declared `runsOn: "server"` is asked of the object
    * over the link while this tab holds the lease (decision 0036), never run in the tab.
@@ -106,7 +113,10 @@ export interface TabFollow {
 /** Opens the worker's follow link to the object at `options.url`. */
 export function followObject(options: FollowObjectOptions, clock: Clock = systemClock): TabFollow {
   const url = options.url.replace(/^http/, "ws");
-  const place = options.place ?? "tab";
+  let place = typeof options.place === "string" ? options.place : "tab";
+  const ready = Promise.resolve(options.place).then((named) => {
+    if (named !== undefined) place = named;
+  });
   const connect = options.connect ?? ((target: string) => new WebSocket(target) as SocketLike);
   let socket: SocketLike | undefined;
   let closed = false;
@@ -164,8 +174,12 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   open();
 
   return {
+    ready,
     lease: {
-      place,
+      // Read when the harness opens, after `ready`.
+      get place() {
+        return place;
+      },
       arbiter: remoteArbiter(link),
       // Before an external effect the object must hold the commit that recorded it (decision 0032).
       confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),

@@ -23,6 +23,7 @@ import { DEFAULT_DATABASE_PATH } from "../storage/sqlite/wasm.ts";
 import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
+import { devicePlace } from "./device-place.ts";
 import { type FollowObjectOptions, followObject } from "./follow.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
@@ -31,6 +32,7 @@ import { serveTabs } from "./tabs/leader.ts";
 export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
 export type { Authorize, CallAtDoor } from "../host/doors.ts";
 export type { WorkerCaller } from "./comlink.ts";
+export { devicePlace } from "./device-place.ts";
 export type { FollowObjectOptions } from "./follow.ts";
 
 export interface ServeHarnessOptions {
@@ -93,10 +95,12 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const database = `${options.poolDirectory ?? "default pool"}:${path}`;
   const registry = options.registry ?? createRegistry();
   for (const extension of options.extensions ?? []) registry.install(extension);
-  const follow = options.follow ? followObject(options.follow) : undefined;
+  // A tab follows under this browser's own place unless the app names one (decision 0046).
+  const follow = options.follow ? followObject({ ...options.follow, place: options.follow.place ?? devicePlace() }) : undefined;
   const { service, ready, listenerCount } = createHost({
     database,
     openStorage: async () => {
+      await follow?.ready;
       const storage = await openSqliteStorage({
         vfs: "opfs-sahpool",
         path,
