@@ -19,15 +19,14 @@
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  *
  * Its parts: options.ts (what the app sets), alarm.ts (the one alarm), sockets.ts (the pages' sockets),
- * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`), follow.ts and
- * follow-copy.ts (follow mode: the lease's arbiter, the copy served to pages while a tab holds the lease).
+ * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`), follow.ts,
+ * following.ts and follow-copy.ts (follow mode: the lease's arbiter and its socket, the object's end of the links
+ * and its expiry alarm, the copy served to pages while a tab holds the lease).
  */
 import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest, NotAuthorized } from "../errors.ts";
-import { ObjectEnd } from "../follow/object-end.ts";
-import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
 import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
@@ -37,23 +36,9 @@ import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
 import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
-import {
-  acceptFollow,
-  FOLLOW_PATH,
-  type FollowOptions,
-  followCaller,
-  followConnection,
-  followingSockets,
-  lastOfPlace,
-  markFollowing,
-  objectAnswers,
-  objectLeaseBook,
-  refuseFollow,
-  sendFollow,
-  speaksFor,
-  takeoverGate,
-} from "./follow.ts";
+import { acceptFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
 import { objectCopy } from "./follow-copy.ts";
+import { ObjectFollowing } from "./following.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
@@ -89,15 +74,11 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly #sockets: ObjectSockets;
   /** The one alarm (alarm.ts). */
   readonly #alarm: ObjectAlarm;
-  /** Follow mode (follow.ts): the app's options, and the object's end of the follow links once started. */
-  readonly #follow: FollowOptions | undefined;
-  #end: Promise<ObjectEnd> | undefined;
+  /** Follow mode (following.ts): the object's end of the follow links, its expiry alarm. */
+  readonly #following: ObjectFollowing | undefined;
   /** The harness once open (in follow mode: once this object took the lease). */
   #harness: Harness | undefined;
-  #expiryAlarm: number | undefined;
   #started = false;
-  /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
-  #handedBack = false;
 
   static {
     for (const name of RPC_METHODS) {
@@ -126,7 +107,6 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       storage = ctx.storage,
       ...harnessOptions
     } = setup(env, ctx);
-    this.#follow = follow;
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
@@ -157,7 +137,14 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     // Follow mode: pages are served the copy, live, while the tab holds the lease (follow-copy.ts).
     const copied =
       copy && book
-        ? objectCopy({ database, storage: copy, harness: harnessOptions, ...(methods ? { methods } : {}), book, end: () => this.#end })
+        ? objectCopy({
+            database,
+            storage: copy,
+            harness: harnessOptions,
+            ...(methods ? { methods } : {}),
+            book,
+            end: () => this.#following?.end,
+          })
         : undefined;
     this.service = copied?.copy.service ?? served.service;
     this.listenerCount = copied ? () => copied.listenerCount() + served.listenerCount() : served.listenerCount;
@@ -170,43 +157,29 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       return harness;
     };
     if (follow && copy && book && gate && copied) {
-      // Follows until a release or the lease's expiry lets it take over: then the harness opens (the gate), its
-      // recovery the new epoch's first transaction, and starts.
       let taken!: (harness: Harness) => void;
       this.ready = new Promise<Harness>((resolve) => (taken = resolve));
-      this.#end = ctx.blockConcurrencyWhile(async () => {
-        const end = await ObjectEnd.start({
-          place,
-          storage: await copy,
-          book,
-          answers: objectAnswers(storage),
-          watchExpiry: false, // the alarm watches it (#armExpiry): a pending timer would keep the object from hibernating
-          // Handed back to a tab (decision 0038): this instance's harness is drained and closed, and its host serves
-          // it; the object starts again as a follower (#followMessage ends the instance once the answer is out).
-          onHandedBack: () => {
-            this.#handedBack = true;
-          },
-          clock: systemClock,
-          apply: (batch) => copied.copy.follow(batch), // pages watching the copy see each push
-          connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
-          open: async () => {
-            gate.open();
-            const harness = await held(await served.ready);
-            await copied.copy.hold(served); // pages keep their subscriptions; the harness here answers from now on
-            taken(harness);
-            this.#start(harness);
-            return harness;
-          },
-        });
-        if (server) end.serve(SERVER_TOOLS_TOPIC, server.handler); // the tab's server tools (decision 0036)
-        // Tabs that followed the object's last instance are pushed to again (decision 0038).
-        for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame));
-        this.#sockets.restoreAll(); // pages that stayed through a hibernation watch the copy again
-        return end;
+      this.#following = new ObjectFollowing(ctx, follow, {
+        place,
+        storage,
+        copy,
+        book,
+        apply: (batch) => copied.copy.follow(batch),
+        open: async () => {
+          gate.open();
+          const harness = await held(await served.ready);
+          await copied.copy.hold(served); // pages keep their subscriptions; the harness here answers from now on
+          taken(harness);
+          this.#start(harness);
+          return harness;
+        },
+        ...(server ? { serverTools: server.handler } : {}),
+        restorePages: () => this.#sockets.restoreAll(),
+        holds: () => this.#harness !== undefined,
       });
-      this.#end.then(() => this.#armExpiry()).catch(() => {});
       return;
     }
+    this.#following = undefined;
     // A failed open is kept, not thrown out of blockConcurrencyWhile (that would reset the object, and every
     // request would open and fail again): requests are answered with it, sockets get the `failed` status.
     const opened = ctx.blockConcurrencyWhile(async (): Promise<{ harness: Harness } | { error: unknown }> => {
@@ -239,9 +212,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * `super.fetch(request)` for these.
    */
   async fetch(request: Request): Promise<Response> {
-    if (this.#follow && new URL(request.url).pathname === FOLLOW_PATH) return this.#acceptFollow(request);
+    if (this.#following && new URL(request.url).pathname === FOLLOW_PATH) return this.#acceptFollow(request);
     // Following (the tab holds the lease), the harness is not open: what needs it waits or is refused.
-    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
+    const harness = this.#following ? this.#harness : await this.ready.catch(() => undefined);
     try {
       return await this.#serveClient(request);
     } catch (error) {
@@ -267,7 +240,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
     // Accepted also when the open failed: the page's status subscription then says `failed`, with the cause.
     if (upgrade) return this.#sockets.accept(caller);
-    if (!this.#follow) await this.ready; // a failed open answers every request with its error (following: the copy answers)
+    if (!this.#following) await this.ready; // a failed open answers every request with its error (following: the copy answers)
     const body = (await request.json().catch(() => undefined)) as { method?: unknown; args?: unknown } | undefined;
     if (typeof body?.method !== "string" || (body.args !== undefined && !Array.isArray(body.args))) {
       throw new InvalidRequest('POST /rpc takes JSON { "method": string, "args"?: [] }.');
@@ -310,9 +283,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * powers the object turns on, then `authorize`); the work starts as after a request.
    */
   async #rpc(method: RpcMethodName, args: unknown[]): Promise<unknown> {
-    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
+    const harness = this.#following ? this.#harness : await this.ready.catch(() => undefined);
     try {
-      if (!harness && !this.#follow) await this.ready; // the open's own error, not the host's "not open" (following: the copy answers)
+      if (!harness && !this.#following) await this.ready; // the open's own error, not the host's "not open" (following: the copy answers)
       return await this.#endpointFor(RPC_CALLER).call(method, args);
     } catch (error) {
       throw rpcError(error);
@@ -331,49 +304,12 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     return acceptFollow(this.ctx, caller);
   }
 
-  /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */
-  async #followMessage(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
-    const follow = this.#follow!;
-    const end = await this.#end!.catch((error: unknown) => refuseFollow(socket, error));
-    if (!end) return;
-    await end.receive(
-      message,
-      (frame) => sendFollow(socket, frame),
-      (action, place) => follow.authorize(caller, action, place),
-      socket,
-      (place) => speaksFor(socket, caller, place),
-    );
-    if (end.follows(socket)) markFollowing(socket);
-    if (this.#handedBack) {
-      // The instance ends in the alarm, an event of its own: an abort here would drop this event's writes (the
-      // drain and the release). The next instance starts as a follower (the copy, the record released to the tab,
-      // the expiry alarm); a tab that missed the answer asks again there and gets the same release.
-      await this.ctx.storage.setAlarm(systemClock.now());
-      return;
-    }
-    this.#armExpiry();
-  }
-
-  /**
-   * While the tab holds the lease, the alarm is at its expiry: an object evicted meanwhile is woken then and
-   * takes the lease over (its timers did not survive the eviction). Once it holds the lease, ObjectAlarm rules.
-   */
-  #armExpiry(): void {
-    if (this.#harness || !this.#end) return;
-    void this.#end.then((end) => {
-      const at = end.expiresAt;
-      if (this.#harness || at === undefined || at === this.#expiryAlarm) return;
-      this.#expiryAlarm = at;
-      void this.ctx.storage.setAlarm(at + 1);
-    });
-  }
-
   /** A page's message on its WebSocket (the object may have been asleep: hibernation). */
   async webSocketMessage(socket: HibernatableWebSocket, message: string | ArrayBuffer): Promise<void> {
-    const follower = this.#follow ? followCaller(socket) : undefined;
-    if (follower) return this.#followMessage(socket, follower.caller, message);
+    const follower = this.#following ? followCaller(socket) : undefined;
+    if (follower) return this.#following!.message(socket, follower.caller, message);
     // Served also when the open failed: the host answers each call and the status with the open's error.
-    const harness = this.#follow ? this.#harness : await this.ready.catch(() => undefined);
+    const harness = this.#following ? this.#harness : await this.ready.catch(() => undefined);
     try {
       this.#sockets.receive(socket, message);
     } finally {
@@ -383,12 +319,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
 
   /** The page went away: its subscriptions end. A tab's follow socket: the object's calls waiting on it are lost. */
   async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
-    const place = this.#end ? lastOfPlace(this.ctx, socket) : undefined;
-    if (place !== undefined) (await this.#end!.catch(() => undefined))?.closed(place);
-    if (this.#follow && followCaller(socket)) {
-      void this.#end?.then((end) => end.drop(socket)).catch(() => {});
-      return;
-    }
+    if (this.#following && followCaller(socket)) return this.#following.closed(socket);
     this.#sockets.close(socket);
   }
 
@@ -401,14 +332,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * stays until nothing is ready to run (or one heartbeat has passed; the next alarm carries on).
    */
   async alarm(): Promise<void> {
-    if (this.#handedBack) return this.ctx.abort("the lease was handed back to a tab; the object follows again");
-    if (this.#end && !this.#harness) {
-      // Following: the alarm is the lease's expiry (or an earlier one): take over if it passed.
-      this.#expiryAlarm = undefined;
-      const end = await this.#end;
-      await end.checkExpiry();
-      if (!this.#harness) return this.#armExpiry();
-    }
+    // Following: the alarm is the lease's expiry, or the end of an instance that handed the lease back (following.ts).
+    if (this.#following && !(await this.#following.alarm())) return;
     const harness = await this.ready;
     this.#alarm.fired();
     if (harness.closed) return; // closed by the app: this instance runs nothing more (the next start does)

@@ -22,50 +22,21 @@ import { type LeaseArbiter, type LeaseBook, memoryArbiter } from "../../follow/a
 import { Arrival, Departure, type HandOverMessage } from "../../follow/handover.ts";
 import type { Harness, LeaseOptions } from "../../harness.ts";
 import type { Storage } from "../../storage/storage.ts";
-import { createManualClock, type ManualClock } from "../clock.ts";
+import { createManualClock } from "../clock.ts";
 import { crashingStorage } from "../sweep/crashing-storage.ts";
-import { BUILT_IN_CHECKS } from "../sweep/invariants.ts";
-import type { CrashWorldView, SweepBackend, SweepWorld } from "../sweep/types.ts";
+import type { SweepBackend, SweepWorld } from "../sweep/types.ts";
 import { backendOf, Recorder } from "../sweep/world.ts";
 import { FollowingTab, startObjectEnd } from "./follow-places.ts";
-import { checkFork, type StoredLog } from "./fork-check.ts";
+import type { StoredLog } from "./fork-check.ts";
 import { Link } from "./link.ts";
 import { LivePush } from "./live-push.ts";
-
+import { describeCrash, macrotask, type Process, processClock } from "./process.ts";
 import type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceScenario } from "./types.ts";
+import { judgeWorld } from "./verdict.ts";
 
 export type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceScenario } from "./types.ts";
 
 const ctx = BACKGROUND_CONTEXT;
-
-function describeCrash(crash: TwoPlaceCrash | undefined): string {
-  if (!crash) return "no crash";
-  return "place" in crash
-    ? `the ${crash.place} crashed right ${crash.edge} its commit ${crash.commit}`
-    : `the receiver of message ${crash.message} crashed right ${crash.edge} handling it`;
-}
-
-/** A clock for one process on the world's clock: once the process is dead its timers never fire. */
-function processClock(shared: ManualClock, alive: () => boolean): Clock {
-  return {
-    now: () => shared.now(),
-    setTimer: (delayMs, fire) => shared.setTimer(delayMs, () => alive() && fire()),
-  };
-}
-
-interface Process {
-  alive: boolean;
-  storage: Storage & { readonly busy: number; disarm(): void; crash(): Promise<Uint8Array> };
-  harness?: Harness;
-  /** The storage image a crash left, until the place restarts from it. */
-  image?: Uint8Array;
-  /** The tab's check of when to leave, between steps. */
-  watch?: () => Promise<void>;
-  /** The object's side of the hand-over and the mirror (`Arrival`, or the follow link's `ObjectEnd`). */
-  arrival?: { readonly harness: Promise<Harness> | undefined; readonly head: number };
-  /** The tab's start-up ran. */
-  started?: boolean;
-}
 
 /** One world: both places run until the holder finished, crashing once at `crash` (or never). */
 export async function runTwoPlaceWorld<W>(
@@ -347,51 +318,23 @@ export async function runTwoPlaceWorld<W>(
     return isDone(scenario, harness, recorder);
   }
 
-  // The end: the holder's storage holds the history; the other place's and every crash image are copies whose rows
-  // must all be there — except, where the object took over by the expiry, the tab's (its unpushed stretch may be
-  // lost: nothing with an effect, which the check after the built-in ones proves).
+  // The end: the holder's storage holds the history; the other place's and every crash image are copies (verdict.ts).
   for (const process of Object.values(processes)) process!.storage.disarm();
   const holder = processes[ending]!.harness!;
   const other: Place = ending === "object" ? "tab" : "object";
-  const copies = [{ place: other, storage: storages[other] }, ...atEnd].filter(
-    (copy) => !(takeover && ending === "object" && copy.place === "tab"),
-  );
-  const view: CrashWorldView<W> = {
-    crashes: [],
-    state: recorder.state,
-    storage: storages[ending],
-    atCrash: copies.map((copy) => copy.storage),
-    effects: recorder.effects,
-    lines: recorder.lines,
-    toolRuns: recorder.toolRuns,
+  const judged = await judgeWorld({
+    scenario,
+    options,
+    recorder,
+    stored,
     log,
-  };
-  for (const [invariant, check] of BUILT_IN_CHECKS) {
-    if (invariant === "no-resend-before-backoff" || options.skip?.includes(invariant)) continue;
-    const problem = await check(view as CrashWorldView<unknown>);
-    if (problem) return fail(invariant, problem);
-  }
-  // Decision 0032: every effect the tab started is in the object's history — the very transaction that recorded it.
-  const effects = scenario.effects?.(recorder.view()) ?? [];
-  for (const effect of effects) {
-    const tabs = stored.tab.get(effect.position);
-    const objects = stored.object.get(effect.position);
-    if (objects && objects.epoch === tabs?.epoch && objects.text === tabs.text) continue;
-    return fail(
-      "nothing with an effect lost",
-      `${effect.what} started in the tab after its commit at position ${effect.position}, which the object's history ${objects ? `holds another transaction at (epoch ${objects.epoch})` : "lacks"}`,
-    );
-  }
-  let forked = false;
-  if (takeover && ending === "object") {
-    const found = await checkFork(storages.tab, storages.object, stored, effects);
-    if (found.problem) return fail("the visible fork", found.problem);
-    forked = found.forked;
-  }
-  for (const [index, check] of (scenario.invariants ?? []).entries()) {
-    const problem = await check(view);
-    if (problem) return fail(`invariant ${index + 1} of the scenario`, problem);
-  }
+    ending,
+    takeover,
+    storages,
+    copies: [{ place: other, storage: storages[other] }, ...atEnd],
+  });
+  if ("invariant" in judged) return fail(judged.invariant, judged.detail);
+  const forked = judged.forked;
   await holder.close(ctx).catch(() => {});
   return { commits, messages, forked };
 }
@@ -400,11 +343,6 @@ async function isDone<W>(scenario: TwoPlaceScenario<W>, harness: Harness, record
   if (scenario.done) return scenario.done(harness, recorder.view());
   return harness.quiet;
 }
-
-const macrotask: () => Promise<void> =
-  typeof (globalThis as { setImmediate?: unknown }).setImmediate === "function"
-    ? () => new Promise((resolve) => (globalThis as unknown as { setImmediate: (f: () => void) => void }).setImmediate(resolve))
-    : () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
  * Runs `scenario` once without a crash to count both places' commits and the hand-over's messages, then once per

@@ -1,0 +1,151 @@
+/**
+ * A harness object while it follows (decision 0031): the object's end of its follow links (`ObjectEnd`), started
+ * once per instance on the copy; each follow frame through the caller's `follow.authorize`; the alarm at the lease's
+ * expiry while another place holds it; and, after a hand-back to a tab (decision 0038), the instance's end in its
+ * alarm. object.ts routes the follow socket's frames, its closing and the alarm here; follow.ts is the socket and the
+ * object's SQLite rows.
+ */
+import { systemClock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
+import type { LeaseBook } from "../follow/arbiter.ts";
+import type { LoggedBatch } from "../follow/handover.ts";
+import { ObjectEnd, type ObjectTopicHandler } from "../follow/object-end.ts";
+import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
+import type { Harness } from "../harness.ts";
+import type { Storage } from "../storage/storage.ts";
+import {
+  type FollowOptions,
+  followConnection,
+  followingSockets,
+  lastOfPlace,
+  markFollowing,
+  objectAnswers,
+  refuseFollow,
+  sendFollow,
+  speaksFor,
+} from "./follow.ts";
+import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
+
+export interface FollowingOptions {
+  /** The object's place in the lease. */
+  place: string;
+  /** Where the lease's answers are kept (the object's storage, beside the book's record). */
+  storage: DurableObjectStorage;
+  /** The copy of the tab's log. */
+  copy: Promise<Storage>;
+  book: LeaseBook;
+  /** Stores a pushed transaction through the copy's follower harness, so pages watching the copy see it. */
+  apply(batch: LoggedBatch): Promise<void>;
+  /** The takeover: opens the object's harness under the lease and starts it. */
+  open(): Promise<Harness>;
+  /** The tab's server tool calls (decision 0036), when the object serves them. */
+  serverTools?: ObjectTopicHandler;
+  /** Pages whose sockets stayed through a hibernation subscribe again (to the copy). */
+  restorePages(): void;
+  /** Whether the object's harness is open here (it holds the lease). */
+  holds(): boolean;
+}
+
+export class ObjectFollowing {
+  /** The object's end of the follow links, once started on the copy. */
+  readonly end: Promise<ObjectEnd>;
+  readonly #ctx: DurableObjectState;
+  readonly #follow: FollowOptions;
+  readonly #holds: () => boolean;
+  #expiryAlarm: number | undefined;
+  /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
+  #handedBack = false;
+
+  constructor(ctx: DurableObjectState, follow: FollowOptions, options: FollowingOptions) {
+    this.#ctx = ctx;
+    this.#follow = follow;
+    this.#holds = options.holds;
+    // Follows until a release or the lease's expiry lets it take over: then the harness opens (`open`), its recovery
+    // the new epoch's first transaction, and starts.
+    this.end = ctx.blockConcurrencyWhile(async () => {
+      const end = await ObjectEnd.start({
+        place: options.place,
+        storage: await options.copy,
+        book: options.book,
+        answers: objectAnswers(options.storage),
+        watchExpiry: false, // the alarm watches it (armExpiry): a pending timer would keep the object from hibernating
+        // Handed back to a tab (decision 0038): this instance's harness is drained and closed, and its host serves
+        // it; the object starts again as a follower (message() ends the instance once the answer is out).
+        onHandedBack: () => {
+          this.#handedBack = true;
+        },
+        clock: systemClock,
+        apply: options.apply, // pages watching the copy see each push
+        connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
+        open: options.open,
+      });
+      if (options.serverTools) end.serve(SERVER_TOOLS_TOPIC, options.serverTools); // the tab's server tools (decision 0036)
+      // Tabs that followed the object's last instance are pushed to again (decision 0038).
+      for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame));
+      options.restorePages(); // pages that stayed through a hibernation watch the copy again
+      return end;
+    });
+    this.end.then(() => this.armExpiry()).catch(() => {});
+  }
+
+  /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */
+  async message(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
+    const end = await this.end.catch((error: unknown) => refuseFollow(socket, error));
+    if (!end) return;
+    await end.receive(
+      message,
+      (frame) => sendFollow(socket, frame),
+      (action, place) => this.#follow.authorize(caller, action, place),
+      socket,
+      (place) => speaksFor(socket, caller, place),
+    );
+    if (end.follows(socket)) markFollowing(socket);
+    if (this.#handedBack) {
+      // The instance ends in the alarm, an event of its own: an abort here would drop this event's writes (the
+      // drain and the release). The next instance starts as a follower (the copy, the record released to the tab,
+      // the expiry alarm); a tab that missed the answer asks again there and gets the same release.
+      await this.#ctx.storage.setAlarm(systemClock.now());
+      return;
+    }
+    this.armExpiry();
+  }
+
+  /** A follow socket closed: the object's calls waiting on its place are lost, and nothing more is pushed to it. */
+  async closed(socket: HibernatableWebSocket): Promise<void> {
+    const place = lastOfPlace(this.#ctx, socket);
+    const end = await this.end.catch(() => undefined);
+    if (place !== undefined) end?.closed(place);
+    end?.drop(socket);
+  }
+
+  /**
+   * The alarm, while this object follows: after a hand-back it ends the instance; otherwise it is the lease's expiry
+   * (or an earlier one): the object takes over if it passed. Resolves whether the harness's own alarm rules now.
+   */
+  async alarm(): Promise<boolean> {
+    if (this.#handedBack) {
+      this.#ctx.abort("the lease was handed back to a tab; the object follows again");
+      return false;
+    }
+    if (this.#holds()) return true;
+    this.#expiryAlarm = undefined;
+    await (await this.end).checkExpiry();
+    if (this.#holds()) return true;
+    this.armExpiry();
+    return false;
+  }
+
+  /**
+   * While another place holds the lease, the alarm is at its expiry: an object evicted meanwhile is woken then and
+   * takes the lease over (its timers did not survive the eviction). Once it holds the lease, ObjectAlarm rules.
+   */
+  armExpiry(): void {
+    if (this.#holds()) return;
+    void this.end.then((end) => {
+      const at = end.expiresAt;
+      if (this.#holds() || at === undefined || at === this.#expiryAlarm) return;
+      this.#expiryAlarm = at;
+      void this.#ctx.storage.setAlarm(at + 1);
+    });
+  }
+}
