@@ -44,7 +44,7 @@ async function objectRuns(replay: "safe" | "unsafe" = "unsafe") {
   const tabStorage = await openSqliteStorage({ vfs: "memory" });
   const sockets: Array<{ close(): void }> = [];
   /** A worker's host on the tab's storage, following the object (one page load). */
-  const load = (options: { returnWhenOnline?: boolean } = {}) => {
+  const load = (options: { returnWhenOnline?: boolean; asked?: () => void } = {}) => {
     const follow = followObject({ url: "ws://object/follow", connect: () => socketTo(end, sockets) });
     const host = createHost({
       database: "tab",
@@ -57,7 +57,11 @@ async function objectRuns(replay: "safe" | "unsafe" = "unsafe") {
       now: () => performance.now(),
     });
     // As serveHarness wires the option.
-    if (options.returnWhenOnline) follow.onFollowing(() => void host.service.runHere().catch(() => {}));
+    if (options.returnWhenOnline)
+      follow.onFollowing(() => {
+        options.asked?.();
+        void host.service.runHere().catch(() => {});
+      });
     return { follow, host, service: host.service };
   };
   const results = async () =>
@@ -209,6 +213,28 @@ describe("page tools while the object runs (issue 27 item 5, decision 0044)", ()
     await expect.poll(async () => (await resultsAt(tab.service, world.root.id)).length, { timeout: 5_000 }).toBe(1);
     expect(runs).toEqual([1]);
     expect(world.record()).toMatchObject({ holder: "tab" });
+    await tab.service.close();
+    tab.follow.close();
+  });
+
+  it("returnWhenOnline does not bounce a page's own move: after client.leave() the page follows the object and asks nothing back until it runs here", async () => {
+    const world = await objectRuns("safe");
+    let asked = 0;
+    const tab = world.load({ returnWhenOnline: true, asked: () => asked++ });
+    await tab.host.ready;
+    await expect.poll(() => tab.service.status(), { timeout: 5_000 }).toMatchObject({ kind: "ready", runs: "here" });
+    expect(asked).toBe(1);
+    const here = tab.service.status() as { epoch?: number };
+    await tab.service.leave();
+    // The object's takeover (its recovery, the next epoch) reached the tab's copy: the tab followed it, so a follow
+    // that fires `onFollowing` had fired before this (Follower: following, then pushes applied).
+    await expect
+      .poll(() => tab.service.status(), { timeout: 5_000 })
+      .toMatchObject({ kind: "ready", runs: "elsewhere", epoch: (here.epoch ?? 0) + 1 });
+    expect(world.record()).toMatchObject({ holder: "object" });
+    expect(asked).toBe(1);
+    await tab.service.runHere();
+    expect(tab.service.status()).toMatchObject({ kind: "ready", runs: "here", epoch: (here.epoch ?? 0) + 2 });
     await tab.service.close();
     tab.follow.close();
   });

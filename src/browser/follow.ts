@@ -50,7 +50,8 @@ export interface FollowObjectOptions {
   /**
    * Take the lease back by itself (decision 0044): whenever this tab follows its object with the link up — it loaded
    * while the object ran, or came back online after the object took over — the worker asks for the lease back, as
-   * `client.runHere()` does. Default false: the agent stays where it runs until the page asks. Give one tab per place
+   * `client.runHere()` does. Not after the page's own `client.leave()`: a page that moved the agent to the object keeps
+   * it there until it runs here again or loads anew. Default false: the agent stays where it runs until the page asks. Give one tab per place
    * this option (two that both take it back hand the lease to and fro).
    */
   returnWhenOnline?: boolean;
@@ -79,7 +80,8 @@ export interface TabFollow {
   readonly pageCalls: PageCallPort | undefined;
   /**
    * Hears each time this tab starts following its object with the link up (a load while the object runs, each
-   * reconnection after): the moment `returnWhenOnline` takes the lease back. Returns the function that stops it.
+   * reconnection after): the moment `returnWhenOnline` takes the lease back. Not after this page's own `leave()` (it
+   * moved the agent to the object on purpose) until it takes the lease back. Returns the function that stops it.
    */
   onFollowing(listener: () => void): () => void;
   /** The harness opened: mirrors it when it holds the lease. */
@@ -126,6 +128,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let harness: Harness | undefined;
   const forkListeners = new Set<() => void>();
   const followingListeners = new Set<() => void>();
+  // This page moved the agent to the object (`leave()` handed the lease over and the page stayed): following it
+  // after that is not "the tab came back", so `onFollowing` stays quiet until the page takes the lease back.
+  let sentAway = false;
   /** Keeps this tab's fork against the object's history `theirs`, if it has one, and tells the listeners. */
   const findFork = (opened: Harness, theirs: LogHistory) =>
     deliverFork(opened.storage, theirs, clock.now())
@@ -210,7 +215,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
             options.onForked?.(theirs);
           },
           onFollowing: () => {
-            for (const listener of followingListeners) listener();
+            if (!sentAway) for (const listener of followingListeners) listener();
           },
         });
         return;
@@ -229,6 +234,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       const following = follower;
       if (!following) throw new LeaseNotHeld(place, "this tab does not follow its object (it runs here, or its copy forked)");
       await following.takeBack(BACKGROUND_CONTEXT);
+      sentAway = false;
       following.stop();
       if (follower === following) follower = undefined;
     },
@@ -243,7 +249,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       // then the rest and the release sent in the same tick (Mirror.leave's eager path).
       return harness!
         .handOver(BACKGROUND_CONTEXT, { drain: false })
-        .then((mark) => leaving.leave(mark, BACKGROUND_CONTEXT))
+        .then((mark) => {
+          sentAway = true;
+          return leaving.leave(mark, BACKGROUND_CONTEXT);
+        })
         .then(() => true);
     },
     get place(): FollowPlace {
