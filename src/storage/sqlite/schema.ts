@@ -126,6 +126,8 @@ export const SQL = {
   writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   logHead: `SELECT (SELECT value FROM pi_durable_meta WHERE key = 'log_position') AS position,
     (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,
+  /** The fenced log's head moved on by one under the same epoch, only from where this storage left it (decision 0042). */
+  advanceLog: `UPDATE pi_durable_meta SET value = ? WHERE key = 'log_position' AND value = ?`,
   startEpoch: `INSERT INTO pi_durable_epochs (epoch, start) VALUES (?, ?)`,
   appendLog: `INSERT INTO pi_durable_log (position, epoch, batch) VALUES (?, ?, ?)`,
   appendLogPart: `INSERT INTO pi_durable_log_parts (position, part, text) VALUES (?, ?, ?)`,

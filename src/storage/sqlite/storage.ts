@@ -1,6 +1,5 @@
 import type { Json } from "../../base/json.ts";
 import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
-import { continuesLog } from "../log.ts";
 import type {
   Batch,
   ConversationRecord,
@@ -16,6 +15,7 @@ import type {
 import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
+import { batchText, logHead, writeLog } from "./log-write.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
@@ -45,6 +45,8 @@ export class SqliteStorage implements Storage {
    * commit that changes only the state serializes only the state.
    */
   readonly #texts = new Map<number, TaskText>();
+  /** The fenced log's head as this storage last read or stored it (`writeLog` checks a continuation against it). */
+  #head: LogMark | undefined;
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
@@ -97,6 +99,7 @@ export class SqliteStorage implements Storage {
     const root = meta.get("root_conversation");
     const pinned = pinnedLease(meta.get("pinned_lease"));
     const log = this.#log ? logHead(await this.#db.get(SQL.logHead)) : undefined;
+    this.#head = log;
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
@@ -155,16 +158,24 @@ export class SqliteStorage implements Storage {
           refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
     }
     const fence = batch.fence;
-    // The log's tail keeps the transaction in slices that each fit in a row (decision 0039).
-    const logged = fence ? logSlices(JSON.stringify(batch), max) : undefined;
+    // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
+    // rows' own texts (decision 0042).
+    const logged = fence
+      ? logSlices(
+          batchText(batch, {
+            tasks: tasks.map((row) => row.record),
+            conversations: conversations.map((row) => row[2] as string),
+            entries: entries.map((row) => row[3] as string),
+            submissions: submissions.map((row) => row[4] as string),
+            documents: documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
+          }),
+          max,
+        )
+      : undefined;
+    const known = this.#head;
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
-      if (fence) {
-        if (continuesLog(logHead(tx.get(SQL.logHead)), fence, this.label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
-        tx.run(SQL.writeMeta, "log_position", String(fence.position));
-        tx.run(SQL.appendLog, fence.position, fence.epoch, logged![0]!);
-        for (let part = 1; part < logged!.length; part++) tx.run(SQL.appendLogPart, fence.position, part, logged![part]!);
-      }
+      if (fence) writeLog(tx, fence, known, logged!, this.label);
       this.#writeTasks(tx, tasks);
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
@@ -176,6 +187,7 @@ export class SqliteStorage implements Storage {
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
     });
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
+    if (fence) this.#head = fence;
     for (const { task, pieces } of tasks) {
       if (task.state.status === "terminal") {
         this.#liveStatus.delete(task.id);
@@ -407,12 +419,6 @@ export class SqliteStorage implements Storage {
 }
 
 function noop(): void {}
-
-/** The log's head from `SQL.logHead`'s row, or undefined before the first fenced commit. */
-function logHead(row: SqlRow | undefined): LogMark | undefined {
-  if (row?.position === null || row?.position === undefined) return undefined;
-  return { position: Number(row.position), epoch: Number(row.epoch ?? 0) };
-}
 
 function largestRowId(batch: Batch): number {
   let largest = 0;

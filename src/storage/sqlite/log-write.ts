@@ -1,0 +1,58 @@
+import { continuesLog } from "../log.ts";
+import type { Batch, LogMark } from "../records.ts";
+import type { SqliteTransaction, SqlRow } from "./database.ts";
+import { SQL } from "./schema.ts";
+
+/** A batch's lists as the rows of its transaction spell them: each item's JSON text, in the batch's order. */
+export type BatchTexts = Readonly<Record<"tasks" | "conversations" | "entries" | "submissions" | "documents", readonly string[]>>;
+
+/**
+ * `JSON.stringify(batch)`, text for text, made from the texts its rows were already serialized to (decision 0042):
+ * a fenced transaction's log row repeats its rows, and serializing every record a second time for it was the
+ * largest part of what a lease added to a step. Members in the batch's own key order, as JSON spells them.
+ */
+export function batchText(batch: Batch, texts: BatchTexts): string {
+  const members = batch as unknown as Record<string, unknown>;
+  let text = "{";
+  for (const key of Object.keys(members)) {
+    const list = Object.hasOwn(texts, key) ? texts[key as keyof BatchTexts] : undefined;
+    const value = list ? `[${list.join(",")}]` : JSON.stringify(members[key]);
+    if (value === undefined) continue; // an undefined member: JSON leaves it out
+    text += `${text.length > 1 ? "," : ""}${JSON.stringify(key)}:${value}`;
+  }
+  return `${text}}`;
+}
+
+/**
+ * Checks and advances the fenced log inside the transaction that carries the commit (decision 0029), then appends
+ * its slices. `known` is the head this storage itself last read or stored. When the batch continues it under the
+ * same epoch, one compare-and-set of `log_position` is the whole check (decision 0042): the position only moves
+ * forward and every epoch's start moves it, so finding it where `known` left it means no other writer (another
+ * connection, another epoch) wrote since and the epochs are as `known` says. Anything else reads the head and
+ * decides as before: `StaleEpoch` or `LogOutOfOrder`, nothing written.
+ */
+export function writeLog(
+  tx: SqliteTransaction,
+  fence: LogMark,
+  known: LogMark | undefined,
+  slices: readonly string[],
+  label: string,
+): void {
+  const continued =
+    known !== undefined &&
+    known.epoch === fence.epoch &&
+    fence.position === known.position + 1 &&
+    tx.run(SQL.advanceLog, String(fence.position), String(known.position)) === 1;
+  if (!continued) {
+    if (continuesLog(logHead(tx.get(SQL.logHead)), fence, label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
+    tx.run(SQL.writeMeta, "log_position", String(fence.position));
+  }
+  tx.run(SQL.appendLog, fence.position, fence.epoch, slices[0]!);
+  for (let part = 1; part < slices.length; part++) tx.run(SQL.appendLogPart, fence.position, part, slices[part]!);
+}
+
+/** The log's head from `SQL.logHead`'s row, or undefined before the first fenced commit. */
+export function logHead(row: SqlRow | undefined): LogMark | undefined {
+  if (row?.position === null || row?.position === undefined) return undefined;
+  return { position: Number(row.position), epoch: Number(row.epoch ?? 0) };
+}

@@ -1,0 +1,116 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { LogOutOfOrder, StaleEpoch } from "../src/errors.ts";
+import type { Batch, TaskRecord } from "../src/storage/records.ts";
+import { batchText } from "../src/storage/sqlite/log-write.ts";
+import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+
+// Decision 0042: a fenced transaction's log row is made of its rows' own texts, and a transaction that continues
+// this storage's own head under the same epoch checks the fence with one compare-and-set. The log must hold
+// exactly what it held before, and every writer that did not see the last write must still be refused (S11).
+
+const json = fc.jsonValue({ maxDepth: 3 });
+const batch: fc.Arbitrary<Batch> = fc.record(
+  {
+    fence: fc.record({ epoch: fc.integer({ min: 1 }), position: fc.integer({ min: 1 }) }),
+    nextId: fc.integer({ min: 1 }),
+    rootConversationId: fc.integer({ min: 1 }),
+    tasks: fc.array(fc.record({ id: fc.integer({ min: 1 }), state: fc.record({ status: fc.constant("running"), checkpoint: json }) })),
+    conversations: fc.array(fc.record({ id: fc.integer({ min: 1 }), title: fc.string() })),
+    entries: fc.array(fc.record({ id: fc.integer({ min: 1 }), conversationId: fc.integer(), kind: fc.string(), content: json })),
+    submissions: fc.array(
+      fc.record({ id: fc.integer({ min: 1 }), status: fc.string(), requestId: fc.option(fc.string(), { nil: undefined }) }),
+    ),
+    documents: fc.array(fc.record({ scope: fc.string(), key: fc.string(), value: fc.option(json, { nil: null }) })),
+  },
+  { requiredKeys: ["tasks", "conversations", "entries", "submissions", "documents"] },
+) as unknown as fc.Arbitrary<Batch>;
+
+const texts = (value: Batch) => ({
+  tasks: value.tasks.map((item) => JSON.stringify(item)),
+  conversations: value.conversations.map((item) => JSON.stringify(item)),
+  entries: value.entries.map((item) => JSON.stringify(item)),
+  submissions: value.submissions.map((item) => JSON.stringify(item)),
+  documents: value.documents.map((item) => JSON.stringify(item)),
+});
+
+function stepped(id: number, n: number, position: number, epoch: number): Batch & { fence: { epoch: number; position: number } } {
+  const task = {
+    id,
+    conversationId: 1,
+    kind: "bench.stepper",
+    version: 1,
+    input: null,
+    background: false,
+    abortRequested: false,
+    state: { status: "running", checkpoint: { phase: "step", n } },
+  } as unknown as TaskRecord;
+  return { fence: { epoch, position }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
+}
+
+describe("the fenced log's row (decision 0042)", () => {
+  it("S11: a transaction's log text is JSON.stringify of its batch, whatever it carries and in whatever key order", () => {
+    fc.assert(
+      fc.property(batch, fc.boolean(), (value, shuffle) => {
+        const ordered = shuffle ? (Object.fromEntries(Object.entries(value).reverse()) as unknown as Batch) : value;
+        expect(batchText(ordered, texts(ordered))).toBe(JSON.stringify(ordered));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("S11: the log stores, and reads back, every transaction as before: the rows and the log agree position by position", async () => {
+    const db = await openSqliteDatabase({ vfs: "memory" });
+    const storage = await SqliteStorage.open(db);
+    await storage.load();
+    const written: Batch[] = [];
+    for (let position = 1; position <= 40; position++) {
+      const next = stepped(7, position, position, position <= 20 ? 1 : 2);
+      if (position % 5 === 0) next.documents.push({ scope: "s", key: `k${position}`, value: position % 2 ? null : { position } });
+      if (position % 7 === 0) next.nextId = 100 + position;
+      await storage.apply(next);
+      written.push(JSON.parse(JSON.stringify(next)));
+    }
+    expect(await storage.readLog(0, 100)).toEqual(written);
+    expect(await storage.readEpochs()).toEqual([
+      { epoch: 1, start: 1 },
+      { epoch: 2, start: 21 },
+    ]);
+    expect((await storage.load()).log).toEqual({ epoch: 2, position: 40 });
+    await db.close();
+  });
+
+  it("S11: a writer on the same database that did not see another's writes is refused with nothing written, also after its own fast continuations", async () => {
+    const db = await openSqliteDatabase({ vfs: "memory" });
+    const first = await SqliteStorage.open(db, "first");
+    const second = await SqliteStorage.open(db, "second");
+    await first.load();
+    await second.load();
+    await first.apply(stepped(1, 1, 1, 1));
+    await first.apply(stepped(1, 2, 2, 1)); // first continues its own head
+    // second still believes the log is empty: the position it takes is already written.
+    await expect(second.apply(stepped(2, 1, 1, 1))).rejects.toThrow(LogOutOfOrder);
+    // second catches up by reading and writes on under the same epoch (another connection of the same place); first,
+    // which knows only its own head (2, epoch 1), is refused although its epoch is the one it wrote last.
+    expect((await second.load()).log).toEqual({ epoch: 1, position: 2 });
+    await second.apply(stepped(2, 1, 3, 1));
+    await expect(first.apply(stepped(1, 3, 3, 1))).rejects.toThrow(LogOutOfOrder);
+    // A newer epoch starts: first's next continuation of its own head is refused as stale.
+    await second.apply(stepped(2, 2, 4, 2));
+    await expect(first.apply(stepped(1, 3, 4, 1))).rejects.toThrow(StaleEpoch);
+    expect((await first.load()).log).toEqual({ epoch: 2, position: 4 });
+    expect((await first.readLog(0, 10)).map((logged) => [logged.fence.position, logged.fence.epoch, logged.tasks[0]!.id])).toEqual([
+      [1, 1, 1],
+      [2, 1, 1],
+      [3, 1, 2],
+      [4, 2, 2],
+    ]);
+    const rows = await db.all("SELECT id, json_extract(record, '$.state.checkpoint.n') AS n FROM tasks ORDER BY id");
+    expect(rows).toEqual([
+      { id: 1, n: 2 },
+      { id: 2, n: 2 },
+    ]);
+    await db.close();
+  });
+});
