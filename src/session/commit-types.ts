@@ -5,7 +5,7 @@ import type { TxActor } from "./tx-types.ts";
 
 /** What one stored commit changed; delivered synchronously to session listeners, in commit order. */
 export interface Published {
-  batch: Batch;
+  readonly batch: Batch;
   reports: readonly Report[];
 }
 

@@ -239,8 +239,10 @@ export class Session {
       const { pending, tx, result, batch } = member;
       try {
         if (batch) this.#publish(batch);
-        if (batch || tx.reports.length)
-          for (const listener of this.#listeners) listener({ batch: batch ?? emptyBatch, reports: tx.reports });
+        if (batch || tx.reports.length) {
+          const published: Published = { batch: batch ?? emptyBatch, reports: tx.reports };
+          for (const listener of this.#listeners) listener(published);
+        }
         for (const callback of tx.callbacks) callback();
         pending.resolve(result);
       } catch (error) {

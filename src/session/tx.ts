@@ -23,8 +23,13 @@ export class KernelTx implements Tx {
   readonly #session: TxSource;
   /** The commits before this one in its group (decision 0026), when it is not alone. */
   readonly #group: GroupOverlay | undefined;
-  readonly #tasks = new Map<number, TaskRecord>();
-  // The rest are made on first use: most commits (a step) stage one task and nothing else.
+  /**
+   * The first task staged, and the others after it in order: most commits (a step) stage one task and nothing
+   * else, so that one needs no map (decision 0042). `#tasks` never holds `#task`'s id.
+   */
+  #task: TaskRecord | undefined;
+  #tasks: Map<number, TaskRecord> | undefined;
+  // The rest are made on first use too.
   #conversations: Map<number, ConversationRecord> | undefined;
   #entries: EntryRecord[] | undefined;
   #submissions: Map<number, SubmissionRecord> | undefined;
@@ -70,14 +75,15 @@ export class KernelTx implements Tx {
 
   /** A live task as committed or staged here; terminal tasks are not in memory (use `harness.getTask`). */
   task(id: number): TaskRecord | undefined {
-    return this.#tasks.get(id) ?? (this.#group ? this.#group.task(id) : this.#session.live.get(id));
+    const staged = this.#task?.id === id ? this.#task : this.#tasks?.get(id);
+    return staged ?? (this.#group ? this.#group.task(id) : this.#session.live.get(id));
   }
 
   /** Every live task, staged versions first. */
   *liveTasks(): Iterable<TaskRecord> {
     const base = this.#group ? this.#group.liveTasks() : this.#session.live.values();
-    for (const record of base) if (!this.#tasks.has(record.id)) yield record;
-    for (const record of this.#tasks.values()) if (record.state.status !== "terminal") yield record;
+    for (const record of base) if (!this.#staged(record.id)) yield record;
+    for (const record of this.#stagedHere()) if (record.state.status !== "terminal") yield record;
   }
 
   /**
@@ -87,7 +93,17 @@ export class KernelTx implements Tx {
    */
   *stagedTasks(): Iterable<TaskRecord> {
     if (this.#group) yield* this.#group.tasks.values();
-    yield* this.#tasks.values();
+    yield* this.#stagedHere();
+  }
+
+  /** The tasks this transaction staged, in the order first staged. */
+  *#stagedHere(): Iterable<TaskRecord> {
+    if (this.#task) yield this.#task;
+    if (this.#tasks) yield* this.#tasks.values();
+  }
+
+  #staged(id: number): boolean {
+    return this.#task?.id === id || this.#tasks?.has(id) === true;
   }
 
   /** What `id` names here (staged or committed), for the messages of `NotFound`. */
@@ -133,7 +149,7 @@ export class KernelTx implements Tx {
       abortRequested: false,
       state: { status: "pending", checkpoint: this.admit(checkpoint, `The initial checkpoint of a ${definition.name} task`) as Checkpoint },
     };
-    this.#tasks.set(id, record);
+    this.putTask(record);
     if (options.key?.startsWith(HANDOVER_KEY_PREFIX)) {
       this.setDocument(TASK_KEYS, options.key, { taskId: id, kind: definition.name, expiresAt: this.now() + HANDOVER_KEY_TTL_MS });
       this.#expireHandoverKeys();
@@ -183,7 +199,8 @@ export class KernelTx implements Tx {
 
   /** Replaces a task record (the scheduler's and runtime's own writes). */
   putTask(record: TaskRecord): void {
-    this.#tasks.set(record.id, record);
+    if (this.#task === undefined || this.#task.id === record.id) this.#task = record;
+    else (this.#tasks ??= new Map()).set(record.id, record);
   }
 
   conversation(id: number): ConversationRecord | undefined {
@@ -307,7 +324,7 @@ export class KernelTx implements Tx {
     if (
       nextId === undefined &&
       this.#rootConversationId === undefined &&
-      this.#tasks.size === 0 &&
+      this.#task === undefined &&
       this.#conversations === undefined &&
       this.#entries === undefined &&
       this.#submissions === undefined &&
@@ -318,7 +335,7 @@ export class KernelTx implements Tx {
     // Built in one shape, without spreads: every step of every task makes one of these.
     // What it did not stage is one shared frozen empty list (a step stages a task only: four arrays less).
     const batch: Batch = {
-      tasks: this.#tasks.size === 0 ? UNSTAGED : Array.from(this.#tasks.values()),
+      tasks: this.#task === undefined ? UNSTAGED : this.#tasks ? [this.#task, ...this.#tasks.values()] : [this.#task],
       conversations: this.#conversations ? Array.from(this.#conversations.values()) : UNSTAGED,
       entries: this.#entries ?? UNSTAGED,
       submissions: this.#submissions ? Array.from(this.#submissions.values()) : UNSTAGED,

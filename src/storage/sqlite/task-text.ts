@@ -24,27 +24,29 @@ const STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completi
  * record's shape is one JSON would not spell member by member).
  */
 export function taskText(task: TaskRecord, last: TaskText | undefined): { text: string; pieces: TaskText | undefined } {
-  const keys = Object.keys(task);
-  if (last !== undefined && sameBesideState(task, keys, last)) {
+  if (last !== undefined && sameBesideState(task, last)) {
     const state = stateText(task.state);
     if (state !== undefined)
-      return { text: last.head + state + last.tail, pieces: { record: task, keys, head: last.head, tail: last.tail } };
+      return { text: last.head + state + last.tail, pieces: { record: task, keys: last.keys, head: last.head, tail: last.tail } };
   }
-  return wholeText(task, keys);
+  return wholeText(task, Object.keys(task));
 }
 
-function sameBesideState(task: TaskRecord, keys: readonly string[], last: TaskText): boolean {
+/**
+ * Whether `task` has `last`'s keys in its order and the same value in every one but `state`. Walked with `for…in`,
+ * which makes no key array (one less allocation on every step, decision 0042): a plain record's keys are its own
+ * ones, and a record whose walk differs in any way (an inherited key included) only takes the whole text.
+ */
+function sameBesideState(task: TaskRecord, last: TaskText): boolean {
   const before = last.keys;
-  if (keys.length !== before.length) return false;
   const record = task as unknown as Record<string, unknown>;
   const previous = last.record as unknown as Record<string, unknown>;
-  for (let index = 0; index < keys.length; index++) {
-    const key = keys[index]!;
-    if (key !== before[index]) return false;
-    if (key === "state") continue;
-    if (record[key] !== previous[key]) return false;
+  let index = 0;
+  for (const key in record) {
+    if (key !== before[index++]) return false;
+    if (key !== "state" && record[key] !== previous[key]) return false;
   }
-  return true;
+  return index === before.length;
 }
 
 /**
