@@ -19,7 +19,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = QUICK ? 3 : 15;
 /** Group commit (decision 0026): PARALLEL tasks stepping at once, STEPS steps in all. */
 const PARALLEL = 100;
-const PARALLEL_RUNS = QUICK ? 3 : 7;
+/** Rounds of one raw run and one parallel run each, the order alternating (raw first, then parallel first). */
+const PARALLEL_RUNS = QUICK ? 4 : 16;
 
 /**
  * The floor: what an app pays to commit the same bytes itself — one single-row UPDATE transaction per step,
@@ -108,8 +109,14 @@ export async function benchKernel() {
   const parallel: Array<{ ms: number; transactions: number }> = [];
   const parallelRaw: number[] = [];
   for (let run = 0; run < PARALLEL_RUNS; run++) {
-    parallelRaw.push(await rawCommits());
-    parallel.push(await parallelSteps());
+    // Raw first in even rounds, parallel first in odd ones: load that drifts during a round falls on both alike.
+    if (run % 2 === 0) {
+      parallelRaw.push(await rawCommits());
+      parallel.push(await parallelSteps());
+    } else {
+      parallel.push(await parallelSteps());
+      parallelRaw.push(await rawCommits());
+    }
   }
   const parallelRawRate = summarize(parallelRaw.map((ms) => (STEPS * 1000) / ms));
   const parallelRate = summarize(parallel.map((run) => (STEPS * 1000) / run.ms));
@@ -140,8 +147,8 @@ export async function benchKernel() {
       ratio: parallelRatio,
       pairedRatios: parallelPaired,
       stepsPerTransaction,
-      target: `${PARALLEL} parallel tasks: kernel steps/s ≥ 1× raw single commits/s`,
-      meetsTarget: parallelRatio >= 1,
+      target: `${PARALLEL} parallel tasks: kernel steps/s ≥ 1× raw single commits/s (median of the rounds' ratios)`,
+      meetsTarget: parallelPaired.median >= 1,
     },
   };
   const rows = [
@@ -164,7 +171,7 @@ export async function benchKernel() {
       fmt(1e6 / parallelRate.median),
       `${fmt(1e6 / parallelRate.max)}–${fmt(1e6 / parallelRate.min)}`,
       fmt(parallelRate.median, 0),
-      `${fmt(parallelRatio, 2)}× raw commits/s (run by run: median ${fmt(parallelPaired.median, 2)}×, ${fmt(parallelPaired.min, 2)}–${fmt(parallelPaired.max, 2)}×)`,
+      `${fmt(parallelPaired.median, 2)}× raw commits/s, round by round (${fmt(parallelPaired.min, 2)}–${fmt(parallelPaired.max, 2)}×; of the medians ${fmt(parallelRatio, 2)}×)`,
     ],
   ];
   const printed = table([`Node, sqlite-wasm memory, ${STEPS} steps`, "µs/op (median)", "min–max", "ops/s", "ratio"], rows);

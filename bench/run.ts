@@ -78,7 +78,7 @@ await section("kernel", async () => {
         what: `${result.parallel.tasks} parallel tasks stepping (group commit: ${fmt(result.parallel.stepsPerTransaction.median, 1)} steps per transaction)`,
         median: `${fmt(result.parallel.kernelStepsPerSecond.median, 0)} steps/s`,
         range: `${fmt(result.parallel.kernelStepsPerSecond.min, 0)}–${fmt(result.parallel.kernelStepsPerSecond.max, 0)} steps/s`,
-        ratio: `${fmt(result.parallel.ratio, 2)}× raw commits/s (run by run: median ${fmt(result.parallel.pairedRatios.median, 2)}×, ${fmt(result.parallel.pairedRatios.min, 2)}–${fmt(result.parallel.pairedRatios.max, 2)}×)`,
+        ratio: `${fmt(result.parallel.pairedRatios.median, 2)}× raw commits/s, round by round (${fmt(result.parallel.pairedRatios.min, 2)}–${fmt(result.parallel.pairedRatios.max, 2)}×; of the medians ${fmt(result.parallel.ratio, 2)}×)`,
         target: `≥ 1× ${result.parallel.meetsTarget ? "✅" : "❌"}`,
       },
     ],
