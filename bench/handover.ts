@@ -9,8 +9,9 @@
  *   recovery) arriving through the PRINT binding. A fresh object per run. Target: p95 < 500 ms.
  * - **Effect-free steps while mirroring**: the same `bench.stepper` job of 1,000 checkpoint commits in a tab that
  *   mirrors to its object, under a lease from an in-process arbiter (the fenced log without a link), and with no
- *   lease at all, taking turns; µs per step, and the ratio of the medians (mirrored ÷ no lease).
- *   Target: zero added latency — reported as the ratio.
+ *   lease at all, taking turns; µs per step, and the ratio of the medians (mirrored ÷ no lease). Beside it the tab
+ *   process's CPU time per step, mirrored ÷ no lease run by run: what the mirrored step costs the tab whatever else
+ *   the machine runs (decision 0042). Target: zero added latency — reported as the ratio.
  * - **Round trips before an effect**: `bench.effect` commits its intent and waits for `runtime.beforeEffect` at every
  *   step; counted per step: the object's acknowledgements the wait took (1: the push of that commit and its ack). Target: one.
  *
@@ -60,6 +61,13 @@ export interface HandoverBench {
   addedLatencyRatio: number;
   /** The same ratio run by run (each run's mirrored job over its job with no lease). */
   addedLatencyRunRatio: Summary;
+  /**
+   * The tab process's CPU time per step (user + system, µs), mirrored and with no lease, best of three per run like the
+   * wall times, and their ratio run by run: what a step costs the tab whatever else the machine runs (decision 0042).
+   */
+  followStepCpuMicros: Summary;
+  plainStepCpuMicros: Summary;
+  addedCpuRunRatio: Summary;
   effectSteps: number;
   /** Acknowledgements each wait before an effect took, per step. */
   roundTripsBeforeEffect: { median: number; max: number; histogram: Record<string, number> };
@@ -184,22 +192,31 @@ export async function benchHandover(): Promise<HandoverBench> {
     const fenced: number[] = [];
     const runRatios: number[] = [];
     const plain: number[] = [];
+    const followCpu: number[] = [];
+    const plainCpu: number[] = [];
+    const cpuRatios: number[] = [];
     const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [relayTask(() => {}), effectTask, stepper] }));
     const job = async (harness: Harness) => {
       const root = await harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stepper, { steps: STEPS }), ctx);
       const start = performance.now();
+      const cpuStart = process.cpuUsage();
       harness.resume();
       await harness.waitForTask(id, ctx);
-      return ((performance.now() - start) * 1000) / STEPS;
+      const cpu = process.cpuUsage(cpuStart);
+      return { wall: ((performance.now() - start) * 1000) / STEPS, cpu: (cpu.user + cpu.system) / STEPS };
     };
     for (let run = -1; run < STEP_RUNS; run++) {
       let withFollow = Infinity;
       let fencedOnly = Infinity;
       let without = Infinity;
+      let withFollowCpu = Infinity;
+      let withoutCpu = Infinity;
       for (let turn = 0; turn < 3; turn++) {
         const tab = await openTab(`steps-${run}-${turn}`, registry);
-        withFollow = Math.min(withFollow, await job(tab.harness));
+        const mirrored = await job(tab.harness);
+        withFollow = Math.min(withFollow, mirrored.wall);
+        withFollowCpu = Math.min(withFollowCpu, mirrored.cpu);
         await tab.mirror.whenAcknowledged(tab.harness.lease!.position, ctx); // the object caught up before the next run
         tab.close();
         await tab.harness.close(ctx).catch(() => {});
@@ -209,14 +226,19 @@ export async function benchHandover(): Promise<HandoverBench> {
           { registry, lease: { place: "tab", arbiter: memoryArbiter({ clock: systemClock, ttlMs: 600_000 }) } },
           ctx,
         );
-        fencedOnly = Math.min(fencedOnly, await job(local));
+        fencedOnly = Math.min(fencedOnly, (await job(local)).wall);
         await local.close(ctx);
         const alone = await Harness.open(await openSqliteStorage({ vfs: "memory" }), { registry }, ctx);
-        without = Math.min(without, await job(alone));
+        const unleased = await job(alone);
+        without = Math.min(without, unleased.wall);
+        withoutCpu = Math.min(withoutCpu, unleased.cpu);
         await alone.close(ctx);
       }
       if (run < 0) continue;
       runRatios.push(withFollow / without);
+      cpuRatios.push(withFollowCpu / withoutCpu);
+      followCpu.push(withFollowCpu);
+      plainCpu.push(withoutCpu);
       follow.push(withFollow);
       fenced.push(fencedOnly);
       plain.push(without);
@@ -255,6 +277,9 @@ export async function benchHandover(): Promise<HandoverBench> {
       fencedStepMicros: summarize(fenced),
       addedLatencyRatio: followStepMicros.median / plainStepMicros.median,
       addedLatencyRunRatio: summarize(runRatios),
+      followStepCpuMicros: summarize(followCpu),
+      plainStepCpuMicros: summarize(plainCpu),
+      addedCpuRunRatio: summarize(cpuRatios),
       effectSteps: trips.length,
       roundTripsBeforeEffect: { median: summarize(trips).median, max: Math.max(...trips), histogram },
       effectStepMs: summarize(stepMs),

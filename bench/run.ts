@@ -168,7 +168,7 @@ await section("handover", async () => {
         what: `effect-free step while mirroring (${result.steps.toLocaleString("en-US")} checkpoint commits; no lease ${µs(result.plainStepMicros)}, fenced log without a link ${µs(result.fencedStepMicros)})`,
         median: µs(result.followStepMicros),
         range: range(result.followStepMicros),
-        ratio: `${fmt(result.addedLatencyRatio, 2)}× no lease (run by run: median ${fmt(result.addedLatencyRunRatio.median, 2)}×, ${fmt(result.addedLatencyRunRatio.min, 2)}–${fmt(result.addedLatencyRunRatio.max, 2)}×)`,
+        ratio: `${fmt(result.addedLatencyRatio, 2)}× no lease (run by run: median ${fmt(result.addedLatencyRunRatio.median, 2)}×, ${fmt(result.addedLatencyRunRatio.min, 2)}–${fmt(result.addedLatencyRunRatio.max, 2)}×; the tab's CPU per step ${fmt(result.addedCpuRunRatio.median, 2)}×, ${fmt(result.addedCpuRunRatio.min, 2)}–${fmt(result.addedCpuRunRatio.max, 2)}×)`,
         target: `zero added ${result.addedLatencyRatio <= 1.1 ? "✅" : "❌"}`,
       },
       {
