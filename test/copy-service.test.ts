@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ConversationViewStore } from "../src/agent/view/view-store.ts";
 import { SerialQueue } from "../src/base/serial.ts";
 import { type LeaseBook, memoryArbiter } from "../src/follow/arbiter.ts";
-import { type CopyService, createCopyService, FORWARD_RESEND_MS } from "../src/follow/copy-service.ts";
+import { type CopyService, createCopyService, FORWARD_RESEND_MS, MAX_FORWARDS } from "../src/follow/copy-service.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort } from "../src/follow/forwarding.ts";
 import { applyPushed, type LoggedBatch } from "../src/follow/handover.ts";
 import { hostEndpoint, remoteHost } from "../src/host/endpoint.ts";
@@ -360,6 +360,40 @@ describe("forwarding over a lossy link (decision 0034)", () => {
     // Writes go straight to the harness that runs now.
     await device.configure(root.id, { instructions: "be brief" });
     expect(harness.conversation(root.id).agent().instructions).toBe("be brief");
+    await opened.copy.close();
+  });
+});
+
+// Review (session 9): while the holder is unreachable every forward waited for ever and was sent again every
+// FORWARD_RESEND_MS, one per key and without a bound: 500 device submits under 500 keys were 500 sends a second,
+// none settled (under a pinned lease nothing ever settles them). At most MAX_FORWARDS wait now; a write under a new
+// key past that is ConnectionLost at once (send again later), nothing written.
+describe("forwards waiting for an unreachable holder are bounded (decision 0034)", () => {
+  it("past MAX_FORWARDS a new key is ConnectionLost at once; a resend tick sends at most MAX_FORWARDS; back online each waiting one is admitted once", async () => {
+    const opened = await world(
+      memoryBackend.create,
+      Array.from({ length: MAX_FORWARDS }, () => answer("ok")),
+    );
+    const { device, root, clock, port, tab } = opened;
+    port.up = false;
+    const waiting: Array<Promise<number>> = [];
+    for (let n = 0; n < MAX_FORWARDS; n++) waiting.push(device.submit(root.id, { type: "input", content: `m${n}`, requestId: `r${n}` }));
+    await flush(20);
+    const extra = device.submit(root.id, { type: "input", content: "one more", requestId: "extra" });
+    // Before: it waited for ever with the others.
+    await expect(Promise.race([extra, flush(20).then(() => "still waiting")])).rejects.toThrow(ConnectionLost);
+    // The same key as a waiting one joins it: not refused.
+    const again = device.submit(root.id, { type: "input", content: "m0", requestId: "r0" });
+    const before = port.sent;
+    clock.advance(FORWARD_RESEND_MS);
+    await flush(20);
+    expect(port.sent - before).toBeLessThanOrEqual(MAX_FORWARDS); // before: 500 of 500 keys, every second
+    port.up = true;
+    clock.advance(FORWARD_RESEND_MS);
+    const ids = await Promise.all(waiting);
+    expect(new Set(ids).size).toBe(MAX_FORWARDS);
+    expect(await again).toBe(ids[0]);
+    expect((await tab.storage.findSubmission(root.id, "extra")) ?? null).toBeNull();
     await opened.copy.close();
   });
 });

@@ -10,7 +10,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
-import { HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
+import { ConnectionLost, HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
 import { type HarnessService, type HarnessStatus, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
@@ -19,6 +19,12 @@ import type { LoggedBatch } from "./handover.ts";
 
 /** How often a forward that got no answer is sent again, on the harness clock (the holder dedupes by key). */
 export const FORWARD_RESEND_MS = 1_000;
+/**
+ * At most this many forwards wait for the holder at once (as `OutgoingCalls`' own bound): while it is unreachable each
+ * waits and is sent again, and a device must not pile up writes without end. A new key past it is `ConnectionLost`
+ * at once, nothing sent: the caller sends it again later, as after any lost connection.
+ */
+export const MAX_FORWARDS = 256;
 
 export interface CopyServiceOptions {
   /** The host over this place's copy, opened read-only (`createHost({ …, harness: { …, readOnly: true } })`). */
@@ -127,6 +133,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
   const forward = (key: string, write: ForwardedWrite, copy: Harness): Promise<ForwardAnswer> => {
     const existing = forwards.get(key);
     if (existing) return existing.promise;
+    if (forwards.size >= MAX_FORWARDS) return Promise.reject(new ConnectionLost());
     let settle!: Forward["settle"];
     const promise = new Promise<ForwardAnswer>((resolve, reject) => {
       settle = (outcome) => {
