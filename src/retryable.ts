@@ -75,6 +75,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   FollowVersionMismatch: false,
   // The same call succeeds unchanged once the lease comes to this place (or made where the conversation runs).
   RunsElsewhere: true,
+  // A new snapshot is served when asked again (the one asked for was displaced, or the object has a history by then).
+  SnapshotUnavailable: true,
   // A page tool call is claimed once and answered once: the same claim or result is refused again.
   PageCallTaken: false,
   PageCallEnded: false,

@@ -27,6 +27,8 @@ export async function comebackWorld(
     fate?: Fate;
     tasks?: (place: string) => AnyTaskDefinition[];
     settings?: HarnessOptions["settings"];
+    /** The object's `keepLog` (decision 0047). */
+    keepLog?: number;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -57,6 +59,7 @@ export async function comebackWorld(
     storage: copy,
     book,
     clock,
+    ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
     open: (storage: Storage, lease) =>
       Harness.open(storage, { registry: registry("object"), clock, lease, resume: true, settings: options.settings }, ctx),
   });
@@ -112,6 +115,7 @@ export async function comebackWorld(
   );
   return {
     clock,
+    registry,
     book,
     record: () => record,
     printed,

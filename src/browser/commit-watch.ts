@@ -138,6 +138,9 @@ export function watchCommits(storage: Storage): Storage {
     ...(storage.readLog ? { readLog: gate(storage.readLog) } : {}),
     ...(storage.trimLog ? { trimLog: gate(storage.trimLog) } : {}),
     ...(storage.readEpochs ? { readEpochs: gate(storage.readEpochs) } : {}),
+    // The whole copy, read for another place and rebuilt from the object's (decision 0047).
+    ...(storage.readSnapshot ? { readSnapshot: gate(storage.readSnapshot) } : {}),
+    ...(storage.rebuild ? { rebuild: gate(storage.rebuild) } : {}),
     // The place's own rows outside every batch (decision 0039): its kept forks and its remembered pinned lease.
     ...(storage.keepFork ? { keepFork: gate(storage.keepFork) } : {}),
     ...(storage.readForks ? { readForks: gate(storage.readForks) } : {}),

@@ -100,3 +100,19 @@ export class RunsElsewhere extends DurableError {
     );
   }
 }
+
+/**
+ * The object could not serve (a part of) a snapshot of its copy (decision 0047): it holds no history yet (`empty`),
+ * the snapshot asked for is no longer kept (`gone`: the object's instance restarted, or newer snapshots displaced
+ * it), or its copy is larger than a snapshot carries (`size`). Nothing was changed at either end; ask for a new
+ * snapshot (`gone`), or follow once the object has a history (`empty`).
+ */
+export class SnapshotUnavailable extends DurableError {
+  override name = "SnapshotUnavailable";
+  constructor(
+    readonly reason: "empty" | "gone" | "size",
+    detail: string,
+  ) {
+    super(`The object's snapshot is unavailable (${reason}): ${detail}. Nothing was changed; ask for a new snapshot.`);
+  }
+}

@@ -43,7 +43,7 @@ export interface PushLoad {
 }
 
 /** Splits `text` into slices whose JSON string literals each take at most `budget` bytes. */
-function slices(text: string, budget: number): string[] {
+export function sliceJsonText(text: string, budget: number): string[] {
   const out: string[] = [];
   let at = 0;
   // A character takes at most 6 bytes as a JSON string (\u00XX): start at a third of the budget, halve on excess.
@@ -86,7 +86,7 @@ export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET
     }
     const { epoch, position } = batch.fence;
     // A part's own fields (epoch, position, index, count) take well under 100 bytes.
-    const pieces = slices(text, budget - 100);
+    const pieces = sliceJsonText(text, budget - 100);
     pieces.forEach((piece, index) => {
       const part: BatchPart = { epoch, position, index, count: pieces.length, text: piece };
       add(utf8Length(JSON.stringify(part)), (into) => into.parts.push(part));

@@ -27,12 +27,25 @@ export interface FeedOptions {
   resendMs?: number;
   /** Transactions read from the durable tail for one round. Default 256. */
   roundLimit?: number;
+  /**
+   * Bytes of stored transactions read from the durable tail for one round (at least one transaction is, whatever its
+   * size). Default 4 MiB (decision 0047): a lagging tab's round of 256 transactions of 2 MB each is not read at once.
+   */
+  roundBytes?: number;
+  /**
+   * Transactions the durable tail keeps behind the head while this place's harness holds the lease (decision 0047):
+   * older ones are trimmed, and a tab further behind rebuilds from the object's snapshot instead. A connected tab
+   * that lags keeps the tail for it up to `8 × keepLog` behind. Default 1,024; `Infinity` trims nothing.
+   */
+  keepLog?: number;
 }
 
 /** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
 const RESENDS = 5;
 /** Transactions kept in memory for connections that lag; older ones are read from the durable tail. */
 const BUFFERED = 256;
+/** How far behind the head a connected, lagging tab keeps the tail from being trimmed, in `keepLog`s. */
+const LAGGING_KEEPS = 8;
 
 interface Following {
   send(frame: string): void;
@@ -58,6 +71,9 @@ export class Feed {
   #stopLog: (() => void) | undefined;
   /** Whether the tail is pushed without a harness (`hold`). */
   #serving = false;
+  /** The position the durable tail was last trimmed through here, and whether a trim is under way. */
+  #trimmed = 0;
+  #trimming = false;
 
   constructor(options: FeedOptions) {
     this.#options = options;
@@ -80,6 +96,7 @@ export class Feed {
         if (following.acked === undefined && following.inFlight === undefined) this.#send(following, [batch]);
         else this.#pump(following);
       }
+      this.#trim();
     });
     for (const following of this.#followers.values()) this.#pump(following);
   }
@@ -183,6 +200,31 @@ export class Feed {
     return following;
   }
 
+  /**
+   * Trims the durable tail to `keepLog` transactions behind the head (in steps of a sixteenth of it), or to the
+   * slowest connected tab's head when that is within `LAGGING_KEEPS × keepLog`. One trim at a time; a failed one is
+   * tried again at a later transaction.
+   */
+  #trim(): void {
+    const keep = this.#options.keepLog ?? 1_024;
+    const storage = this.#options.storage;
+    if (this.#trimming || !storage.trimLog || !Number.isFinite(keep)) return;
+    let through = this.#stored - keep;
+    for (const following of this.#followers.values()) {
+      const acked = following.acked;
+      if (acked !== undefined && acked < through && acked >= this.#stored - LAGGING_KEEPS * keep) through = acked;
+    }
+    if (through - this.#trimmed < Math.max(1, Math.floor(keep / 16))) return;
+    this.#trimming = true;
+    storage.trimLog(through).then(
+      () => {
+        this.#trimmed = through;
+        this.#trimming = false;
+      },
+      () => void (this.#trimming = false),
+    );
+  }
+
   #pump(following: Following): void {
     if (!(this.#stopLog || this.#serving) || following.inFlight !== undefined || following.acked === undefined) return;
     if (following.acked >= this.#stored) return;
@@ -197,7 +239,8 @@ export class Feed {
     let batches = this.#buffer.filter((batch) => batch.fence.position > acked);
     if (batches[0]?.fence.position !== acked + 1) {
       const storage = this.#options.storage;
-      batches = storage.readLog ? await storage.readLog(acked, this.#options.roundLimit ?? 256) : [];
+      const { roundLimit = 256, roundBytes = 4 << 20 } = this.#options;
+      batches = storage.readLog ? await storage.readLog(acked, roundLimit, roundBytes) : [];
     }
     // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
     if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !(this.#stopLog || this.#serving)) {

@@ -30,6 +30,7 @@ import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
+import { SnapshotServer } from "./snapshot.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 import { answerHello, WIRE_TOPIC } from "./wire-version.ts";
 
@@ -85,6 +86,8 @@ export interface ObjectEndOptions {
    * object's calls of the tab. Default: the connection that last spoke for it to this instance.
    */
   connection?(place: string): ((frame: string) => void) | undefined;
+  /** Transactions the log's tail keeps behind the head while this place holds the lease (`FeedOptions.keepLog`). */
+  keepLog?: number;
 }
 
 /** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
@@ -109,6 +112,8 @@ export class ObjectEnd {
   readonly #feed: Feed;
   /** This object's calls of its tabs, waiting for their answers. */
   readonly #calls: OutgoingCalls;
+  /** Snapshots of the copy for tabs that rebuild from it (decision 0047). */
+  readonly #snapshots: SnapshotServer;
   /** The connection that last spoke for each place, in this instance. */
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
@@ -126,6 +131,7 @@ export class ObjectEnd {
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
     this.#calls = new OutgoingCalls(options.clock);
+    this.#snapshots = new SnapshotServer(options.storage);
   }
 
   /**
@@ -135,7 +141,12 @@ export class ObjectEnd {
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
     let holder: Harness | undefined;
-    const feed = new Feed({ place: options.place, storage: options.storage, clock: options.clock });
+    const feed = new Feed({
+      place: options.place,
+      storage: options.storage,
+      clock: options.clock,
+      ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
+    });
     const arrival = await Arrival.start({
       place: options.place,
       storage: options.storage,
@@ -283,7 +294,8 @@ export class ObjectEnd {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
       }
-      if (topic === "follow") return this.#startFollowing(id, args, reply, connection);
+      if (topic === "follow")
+        return method === "snapshot" ? this.#serveSnapshot(id, args, reply) : this.#startFollowing(id, args, reply, connection);
       // A call still being answered is answered once, where it was asked last: a tab resends a long call (a server
       // tool) every few hundred ms, and each resend must not queue another copy of the answer.
       if (this.#waiting.has(id)) {
@@ -365,6 +377,22 @@ export class ObjectEnd {
       reply(encodeFollowMessage({ type: "answer", id, value: start as unknown as Json }));
       this.#feed.follow(connection, reply, head);
     });
+  }
+
+  /**
+   * `follow.snapshot(place, id?, index?)` (decision 0047): a part of a snapshot of this copy, for a tab that cannot
+   * follow the log (forked, new, or behind the trimmed tail). Not remembered by id: asking again reads the same part.
+   */
+  async #serveSnapshot(id: string, args: Json[], reply: (frame: string) => void): Promise<void> {
+    const [place, snapshot, index] = args as [string, string | undefined, number | undefined];
+    try {
+      if (place === this.#options.place)
+        throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
+      const part = await this.#snapshots.part(snapshot, index);
+      reply(encodeFollowMessage({ type: "answer", id, value: part as unknown as Json }));
+    } catch (error) {
+      reply(encodeFollowMessage({ type: "answer", id, error: errorShape(error) }));
+    }
   }
 
   async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {

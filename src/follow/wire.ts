@@ -121,7 +121,12 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   },
   // A tab that does not hold the lease follows the object's log from its own head (decision 0038):
   // `from(place, head)` → the object's `FollowStart`; the object then pushes to that connection.
-  follow: { calledBy: "tab", methods: { from: args([place, position]) } },
+  // `snapshot(place, id?, index?)` → a `SnapshotPart` of the object's copy (decision 0047): without an id, a new
+  // snapshot's first part; with one, its part `index`. A tab that cannot follow the log rebuilds from it.
+  follow: {
+    calledBy: "tab",
+    methods: { from: args([place, position]), snapshot: args([place], [text({ max: 100 }), integer(0, MAX_PARTS - 1)]) },
+  },
   // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
   [FORWARD]: FORWARD_TOPIC,
   // Server tools' calls: the tab asks the object to run one, `call(request)` → `ServerCallAnswer` (decision 0036).

@@ -9,6 +9,7 @@ import type {
   EpochStart,
   LogMark,
   PinnedLease,
+  Snapshot,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -110,24 +111,7 @@ export class MemoryStorage implements Storage {
   async apply(batch: Batch): Promise<void> {
     const image = this.#open();
     if (this.readOnly) throw new ReadOnlySession("A write");
-    // Serialize everything first: a value that is not JSON rejects the whole batch before any change.
-    const tasks = batch.tasks.map((task) => [String(task.id), JSON.stringify(task)] as const);
-    const conversations = batch.conversations.map((c) => [String(c.id), JSON.stringify(c)] as const);
-    const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
-    const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
-    const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
-    if (this.maxRowBytes !== undefined) {
-      const max = this.maxRowBytes;
-      for (const [table, rows] of [
-        ["tasks", tasks],
-        ["conversations", conversations],
-        ["entries", entries],
-        ["submissions", submissions],
-        ["documents", documents],
-      ] as const) {
-        for (const [id, text] of rows) if (text !== null) refuseLargeRow(max, table, id, text, columnBytes(id));
-      }
-    }
+    const { tasks, conversations, entries, submissions, documents } = this.#rows(batch);
     const fence = batch.fence;
     // The tail keeps a transaction of any size (SQLite splits it into rows under the limit; decision 0039).
     const logged = fence ? JSON.stringify(batch) : undefined;
@@ -148,12 +132,80 @@ export class MemoryStorage implements Storage {
     if (batch.rootConversationId !== undefined) image.rootConversationId = batch.rootConversationId;
   }
 
-  async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
-    return Object.entries(this.#open().tail ?? {})
+  /** Serializes every row of `batch` first (a value that is not JSON rejects it before any change), sizes checked. */
+  #rows(batch: Batch) {
+    const tasks = batch.tasks.map((task) => [String(task.id), JSON.stringify(task)] as const);
+    const conversations = batch.conversations.map((c) => [String(c.id), JSON.stringify(c)] as const);
+    const entries = batch.entries.map((e) => [String(e.id), JSON.stringify(e)] as const);
+    const submissions = batch.submissions.map((s) => [String(s.id), JSON.stringify(s)] as const);
+    const documents = batch.documents.map((d) => [docKey(d.scope, d.key), d.value === null ? null : JSON.stringify(d)] as const);
+    if (this.maxRowBytes !== undefined) {
+      const max = this.maxRowBytes;
+      for (const [table, rows] of [
+        ["tasks", tasks],
+        ["conversations", conversations],
+        ["entries", entries],
+        ["submissions", submissions],
+        ["documents", documents],
+      ] as const) {
+        for (const [id, text] of rows) if (text !== null) refuseLargeRow(max, table, id, text, columnBytes(id));
+      }
+    }
+    return { tasks, conversations, entries, submissions, documents };
+  }
+
+  async readLog(after: number, limit: number, maxBytes = Infinity): Promise<Array<Batch & { fence: LogMark }>> {
+    const rows = Object.entries(this.#open().tail ?? {})
       .filter(([position]) => Number(position) > after)
       .sort(([a], [b]) => Number(a) - Number(b))
-      .slice(0, limit)
-      .map(([position, text]) => parseStored<Batch & { fence: LogMark }>("memory", "log", position, text));
+      .slice(0, limit);
+    let bytes = 0;
+    const within = rows.filter(([, text], index) => (bytes += text.length) <= maxBytes || index === 0);
+    return within.map(([position, text]) => parseStored<Batch & { fence: LogMark }>("memory", "log", position, text));
+  }
+
+  async readSnapshot(): Promise<Snapshot | undefined> {
+    const image = this.#open();
+    if (!image.log) return undefined;
+    const table = <T>(name: "tasks" | "conversations" | "entries" | "submissions") => values<T & { id: number }>(image[name], name);
+    const documents = Object.entries(image.documents)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, text]) => parseStored<DocumentRecord>("memory", "documents", key, text));
+    return {
+      batch: {
+        fence: { ...image.log },
+        nextId: image.nextId,
+        ...(image.rootConversationId === undefined ? {} : { rootConversationId: image.rootConversationId }),
+        tasks: table<TaskRecord>("tasks"),
+        conversations: table<ConversationRecord>("conversations"),
+        entries: table<EntryRecord>("entries"),
+        submissions: table<SubmissionRecord>("submissions"),
+        documents,
+      },
+      epochs: await this.readEpochs(),
+    };
+  }
+
+  async rebuild(snapshot: Snapshot): Promise<void> {
+    const image = this.#open();
+    if (this.readOnly) throw new ReadOnlySession("Rebuilding from a snapshot");
+    const { batch, epochs } = snapshot;
+    const { tasks, conversations, entries, submissions, documents } = this.#rows(batch);
+    // Everything is serialized and checked above: from here the image is swapped whole, as one transaction.
+    const next: Image = {
+      format: "pi-durable-memory/1",
+      nextId: batch.nextId,
+      ...(batch.rootConversationId === undefined ? {} : { rootConversationId: batch.rootConversationId }),
+      tasks: Object.fromEntries(tasks),
+      conversations: Object.fromEntries(conversations),
+      entries: Object.fromEntries(entries),
+      submissions: Object.fromEntries(submissions),
+      documents: Object.fromEntries(documents.filter((row): row is readonly [string, string] => row[1] !== null)),
+      log: { epoch: batch.fence.epoch, position: batch.fence.position },
+      epochs: Object.fromEntries(epochs.map(({ epoch, start }) => [String(epoch), start])),
+      ...(image.forks ? { forks: image.forks } : {}),
+    };
+    this.#image = next;
   }
 
   async readEpochs(): Promise<EpochStart[]> {

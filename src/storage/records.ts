@@ -140,3 +140,14 @@ export interface Batch {
   /** `value: null` deletes the document. */
   documents: Array<{ scope: string; key: string; value: Json | null }>;
 }
+
+/**
+ * A copy's whole state at one place in its log (decision 0047): every row as one transaction-shaped `batch` whose
+ * fence is the log's head there (its `nextId` and `rootConversationId` the copy's), and where each epoch's stretch of
+ * that history begins. A copy rebuilt from it (`Storage.rebuild`) holds that history up to `batch.fence` and follows
+ * on from there; it keeps no log tail of it.
+ */
+export interface Snapshot {
+  batch: Batch & { fence: LogMark; nextId: number };
+  epochs: EpochStart[];
+}

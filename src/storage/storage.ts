@@ -7,6 +7,7 @@ import type {
   EpochStart,
   LogMark,
   PinnedLease,
+  Snapshot,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -72,11 +73,26 @@ export interface Storage {
   holdCheckpoints?(): () => void;
   /**
    * The log's tail (decision 0029): the fenced transactions after position `after`, at most `limit`, in order, as
-   * they were stored. Kept until `trimLog` drops them. Absent on a storage that keeps no log.
+   * they were stored. Kept until `trimLog` drops them. Absent on a storage that keeps no log. With `maxBytes`, no
+   * more of them than their stored JSON fits in that many bytes — but always the first (a round of a feed is bounded
+   * by bytes as well as by count, decision 0047).
    */
-  readLog?(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>>;
+  readLog?(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>>;
   /** Drops the log's tail up to and including `through` (the other place acknowledged it). */
   trimLog?(through: number): Promise<void>;
+  /**
+   * The whole copy at its log's head, read in one transaction (decision 0047): what another place rebuilds from when
+   * it cannot follow this one's log (its copy forked, is empty, or is behind the trimmed tail). Undefined before the
+   * first fenced commit. Absent on a storage without a log.
+   */
+  readSnapshot?(): Promise<Snapshot | undefined>;
+  /**
+   * Replaces this copy with `snapshot` in one transaction (decision 0047): every row, the log's head and epochs, the
+   * id counter and the root conversation become the snapshot's; the log's tail and a remembered pinned lease are
+   * dropped (they belong to the history replaced); the kept forks stay. A crash leaves the old copy or the new one.
+   * Absent on a storage without a log.
+   */
+  rebuild?(snapshot: Snapshot): Promise<void>;
   /**
    * Where each lease epoch's stretch of the log begins (`pi_durable_epochs`), oldest first: which epoch wrote which
    * position, so two copies can tell where they diverged (a fork, decision 0032). Absent on a storage without a log.

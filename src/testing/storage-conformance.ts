@@ -8,6 +8,7 @@
 import { jsonEqual } from "../base/json.ts";
 import type { Batch, TaskRecord } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
+import { snapshotConformance } from "./snapshot-conformance.ts";
 
 export interface ConformanceBackend {
   /** A new, empty storage. */
@@ -403,6 +404,7 @@ export function storageConformance(backend: ConformanceBackend): ConformanceCase
         );
       },
     },
+    ...snapshotConformance(backend),
   ];
   return cases;
 }

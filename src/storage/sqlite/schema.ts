@@ -138,6 +138,17 @@ export const SQL = {
     SELECT position, 0 AS part, batch AS text FROM head
     UNION ALL SELECT position, part, text FROM pi_durable_log_parts WHERE position IN (SELECT position FROM head)
     ORDER BY position, part`,
+  /**
+   * `readLog` within a byte budget (decision 0047): the tail's transactions after a position, at most a number of
+   * them and no more than their stored text (first slice and parts) fits in the budget, but always the first.
+   */
+  readLogWithin: `WITH head AS (SELECT position, batch FROM pi_durable_log WHERE position > ? ORDER BY position LIMIT ?),
+    sized AS (SELECT position, sum(length(CAST(batch AS BLOB)) + coalesce((SELECT sum(length(CAST(p.text AS BLOB)))
+      FROM pi_durable_log_parts p WHERE p.position = head.position), 0)) OVER (ORDER BY position) AS running FROM head),
+    kept AS (SELECT position FROM sized WHERE running <= ? OR position = (SELECT min(position) FROM head))
+    SELECT position, 0 AS part, batch AS text FROM pi_durable_log WHERE position IN (SELECT position FROM kept)
+    UNION ALL SELECT position, part, text FROM pi_durable_log_parts WHERE position IN (SELECT position FROM kept)
+    ORDER BY position, part`,
   trimLog: `DELETE FROM pi_durable_log WHERE position <= ?`,
   trimLogParts: `DELETE FROM pi_durable_log_parts WHERE position <= ?`,
   readEpochs: `SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch`,
@@ -177,4 +188,24 @@ export const SQL = {
   allDocuments: `SELECT scope || '/' || key AS id, record FROM documents`,
   openSubmissions: `SELECT id, record FROM submissions WHERE status IN ('queued', 'running') ORDER BY id`,
   listDocuments: `SELECT record FROM documents WHERE scope = ? ORDER BY key`,
+  /** A snapshot's rows (decision 0047), every one of each table, read in one transaction. */
+  snapshotRows: {
+    tasks: `SELECT id, record FROM tasks ORDER BY id`,
+    conversations: `SELECT id, record FROM conversations ORDER BY id`,
+    entries: `SELECT id, record FROM entries ORDER BY id`,
+    submissions: `SELECT id, record FROM submissions ORDER BY id`,
+    documents: `SELECT scope || '/' || key AS id, record FROM documents ORDER BY scope, key`,
+  },
+  /** What a rebuild replaces (decision 0047): every row and the log; the forks and the app's tables stay. */
+  clearForRebuild: [
+    `DELETE FROM tasks`,
+    `DELETE FROM conversations`,
+    `DELETE FROM entries`,
+    `DELETE FROM submissions`,
+    `DELETE FROM documents`,
+    `DELETE FROM pi_durable_log`,
+    `DELETE FROM pi_durable_log_parts`,
+    `DELETE FROM pi_durable_epochs`,
+    `DELETE FROM pi_durable_meta WHERE key IN ('pinned_lease', 'root_conversation')`,
+  ],
 } as const;

@@ -8,6 +8,7 @@ import type {
   EpochStart,
   LogMark,
   PinnedLease,
+  Snapshot,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
@@ -20,6 +21,7 @@ import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
+import { readSnapshotIn, rebuildStatements } from "./snapshot.ts";
 import { type TaskText, taskText } from "./task-text.ts";
 
 export interface SqliteStorageOptions {
@@ -267,10 +269,14 @@ export class SqliteStorage implements Storage {
     return this.#db.holdCheckpoints?.() ?? noop;
   }
 
-  async readLog(after: number, limit: number): Promise<Array<Batch & { fence: LogMark }>> {
+  async readLog(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> {
     if (!this.#log) return [];
     // One statement: a trim cannot fall between a transaction's first slice and its others.
-    const rows = this.#parts ? await this.#db.all(SQL.readLog, after, limit) : await this.#db.all(SQL.readLogRows, after, limit);
+    const rows = !this.#parts
+      ? await this.#db.all(SQL.readLogRows, after, limit)
+      : maxBytes === undefined
+        ? await this.#db.all(SQL.readLog, after, limit)
+        : await this.#db.all(SQL.readLogWithin, after, limit, maxBytes);
     const batches: Array<Batch & { fence: LogMark }> = [];
     for (let index = 0; index < rows.length; ) {
       const position = Number(rows[index]!.position);
@@ -308,6 +314,22 @@ export class SqliteStorage implements Storage {
   async dismissFork(key: string): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Dismissing a fork");
     await this.#db.run(SQL.dismissFork, key);
+  }
+
+  async readSnapshot(): Promise<Snapshot | undefined> {
+    if (!this.#log) return undefined;
+    return this.#db.transaction((tx) => readSnapshotIn(tx, this.label));
+  }
+
+  async rebuild(snapshot: Snapshot): Promise<void> {
+    if (this.readOnly) throw new ReadOnlySession("Rebuilding from a snapshot");
+    const statements = rebuildStatements(snapshot, this.#db.maxRowBytes);
+    await this.#db.transaction((tx) => {
+      for (const [sql, ...params] of statements) tx.run(sql, ...params);
+    });
+    // Only after the commit: the caches describe the rows now stored.
+    this.#liveStatus.clear();
+    this.#texts.clear();
   }
 
   async trimLog(through: number): Promise<void> {

@@ -1,0 +1,213 @@
+/**
+ * A tab rebuilt from its object's snapshot (docs/decisions/0047), platform-neutral. A tab that cannot follow the
+ * object's log — its copy forked, it is a new device's (empty), or it is behind what the object's trimmed tail keeps —
+ * asks for the object's copy whole instead: `follow.snapshot(place)` answers the first part of a snapshot at the
+ * object's head P and the tab asks for the rest by its id, each part under the link's message limit. The parts are
+ * checked as they arrive and the joined snapshot as a whole (size, depth, shape, the history it claims) before one
+ * transaction writes it (`Storage.rebuild`); the tab's fork is kept first, and survives the rebuild. Then the tab
+ * opens its harness again (read-only: the object holds the lease) and follows from P.
+ *
+ * ```ts
+ * const head = await rebuildFromObject({ storage, link, place: "phone", now: clock.now() }, ctx); // harness closed
+ * const harness = await Harness.open(storage, { registry, lease: { place: "phone", arbiter: remoteArbiter(link) } }, ctx);
+ * const follower = new Follower({ harness, link, place: "phone" }); // follows from `head`
+ * ```
+ */
+import { type Context, waitFor } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
+import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
+import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
+import { type Check, integer, record, text } from "../shape.ts";
+import type { LogMark, Snapshot } from "../storage/records.ts";
+import type { Storage } from "../storage/storage.ts";
+import { batchProblem, MAX_BATCH_RECORDS } from "./batch-shape.ts";
+import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, sliceJsonText } from "./chunks.ts";
+import { deliverFork } from "./fork.ts";
+
+/** The most characters of one snapshot's JSON a tab joins (its memory for one rebuild). */
+export const MAX_SNAPSHOT_BYTES = 64 << 20;
+/** The most a Durable Object serves (its 128 MB holds the copy's rows, their JSON and the parts at once). */
+export const MAX_OBJECT_SNAPSHOT_BYTES = 16 << 20;
+/** What an answer's envelope (its id, the part's id, place and counts) may take beside a part's text. */
+const PART_ENVELOPE_BYTES = 2_048;
+/** Snapshots an object keeps for the tabs reading them part by part; a newer one displaces the oldest. */
+const KEPT_SNAPSHOTS = 2;
+
+/** One part of a snapshot: `index` of `count`, of the snapshot `id` taken at `at` (the object's head then). */
+export interface SnapshotPart {
+  id: string;
+  at: LogMark;
+  index: number;
+  count: number;
+  text: string;
+}
+
+const mark = record({ epoch: integer(1, Number.MAX_SAFE_INTEGER), position: integer(1, Number.MAX_SAFE_INTEGER) });
+/** Checks an object's `follow.snapshot` answer where it arrives (the tab). */
+export const snapshotPart: Check = record({
+  id: text({ max: 100 }),
+  at: mark,
+  index: integer(0, MAX_PARTS - 1),
+  count: integer(1, MAX_PARTS),
+  text: text({ empty: true }),
+});
+
+/** The object's half: takes snapshots of its copy and serves them part by part. */
+export class SnapshotServer {
+  readonly #storage: Storage;
+  readonly #maxBytes: number;
+  readonly #kept = new Map<string, { at: LogMark; parts: string[] }>();
+  readonly #prefix = globalThis.crypto.randomUUID();
+  #next = 0;
+
+  constructor(storage: Storage) {
+    this.#storage = storage;
+    this.#maxBytes = storage.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES;
+  }
+
+  /**
+   * Part `index` of snapshot `id`; without an id, a new snapshot of the copy (read in one transaction) and its first
+   * part. `SnapshotUnavailable`: the copy has no history yet, `id` is not kept (ask again without it), or the copy is
+   * larger than a snapshot carries.
+   */
+  async part(id: string | undefined, index = 0): Promise<SnapshotPart> {
+    const kept = id === undefined ? await this.#take() : this.#kept.get(id);
+    if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
+    const key = id ?? [...this.#kept.keys()].at(-1)!;
+    if (index >= kept.parts.length)
+      throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
+    return { id: key, at: kept.at, index, count: kept.parts.length, text: kept.parts[index]! };
+  }
+
+  async #take(): Promise<{ at: LogMark; parts: string[] }> {
+    const snapshot = await this.#storage.readSnapshot?.();
+    if (!snapshot) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
+    const whole = JSON.stringify(snapshot);
+    if (whole.length > this.#maxBytes)
+      throw new SnapshotUnavailable(
+        "size",
+        `the object's copy is ${whole.length} characters, over the ${this.#maxBytes} a snapshot carries`,
+      );
+    const taken = { at: snapshot.batch.fence, parts: sliceJsonText(whole, MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES) };
+    this.#kept.set(`${this.#prefix}:${++this.#next}`, taken);
+    if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
+    return taken;
+  }
+}
+
+/** What the tab calls the object through (its `FollowLink`). */
+export interface SnapshotLink {
+  call(topic: string, method: string, args: Json[]): Promise<Json>;
+}
+
+/**
+ * Reads the object's snapshot over `link` for `place`: every part checked as it arrives (shape, the same snapshot,
+ * in order, the total within `MAX_SNAPSHOT_BYTES`), then the whole (`parseSnapshot`). `FollowMessageRefused` for
+ * anything that is not the snapshot it claims to be; the object's `SnapshotUnavailable` or `ConnectionLost` as is.
+ */
+export async function fetchSnapshot(link: SnapshotLink, place: string, context: Context): Promise<Snapshot> {
+  const first = checkPart(await waitFor(link.call("follow", "snapshot", [place]), context), 0);
+  const texts = [first.text];
+  let chars = first.text.length;
+  for (let index = 1; index < first.count; index++) {
+    const part = checkPart(await waitFor(link.call("follow", "snapshot", [place, first.id, index]), context), index);
+    if (part.id !== first.id || part.count !== first.count || part.at.epoch !== first.at.epoch || part.at.position !== first.at.position)
+      throw new FollowMessageRefused("shape", `part ${index} of snapshot ${first.id} belongs to another snapshot`);
+    chars += part.text.length;
+    if (chars > MAX_SNAPSHOT_BYTES) throw new FollowMessageRefused("size", `a snapshot of more than ${MAX_SNAPSHOT_BYTES} bytes`);
+    texts.push(part.text);
+  }
+  return parseSnapshot(texts.join(""), first.at);
+}
+
+function checkPart(value: Json, index: number): SnapshotPart {
+  const problem = snapshotPart(value, "the object's follow.snapshot answer");
+  if (problem) throw new FollowMessageRefused("shape", problem);
+  const part = value as unknown as SnapshotPart;
+  if (part.index !== index) throw new FollowMessageRefused("shape", `the object answered part ${part.index} when part ${index} was asked`);
+  return part;
+}
+
+/** A snapshot's JSON nests at most this deep: a stored value's own depth below the few levels of the snapshot. */
+const MAX_SNAPSHOT_DEPTH = MAX_DEPTH_LIMIT + 16;
+
+/**
+ * Checks a joined snapshot before anything is written: JSON within `MAX_SNAPSHOT_BYTES` and `MAX_SNAPSHOT_DEPTH`,
+ * `{ batch, epochs }` with a batch a stored transaction is (its rows' ids, kinds, statuses; `batchProblem`) at
+ * `at` with an id counter past every row's id, and a history that leads to `at` (epochs rising, each starting after
+ * the one before, the last `at`'s epoch, starting at or before `at`). `FollowMessageRefused` otherwise.
+ */
+export function parseSnapshot(joined: string, at: LogMark): Snapshot {
+  if (joined.length > MAX_SNAPSHOT_BYTES) throw new FollowMessageRefused("size", `a snapshot of more than ${MAX_SNAPSHOT_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(joined);
+  } catch {
+    throw new FollowMessageRefused("json", "the snapshot's parts do not join into JSON");
+  }
+  const { fault } = walkJson(value, { maxDepth: MAX_SNAPSHOT_DEPTH });
+  if (fault)
+    throw fault.kind === "depth"
+      ? new FollowMessageRefused("depth", `the snapshot nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`)
+      : new FollowMessageRefused("json", `the snapshot holds ${fault.kind}`);
+  const problem = snapshotProblem(value, at);
+  if (problem) throw new FollowMessageRefused("shape", problem);
+  return value as Snapshot;
+}
+
+function snapshotProblem(value: unknown, at: LogMark): string | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "the snapshot must be an object";
+  const { batch, epochs, ...rest } = value as { batch?: unknown; epochs?: unknown };
+  if (Object.keys(rest).length > 0) return `the snapshot has no field ${JSON.stringify(Object.keys(rest)[0])}`;
+  const wrong = batchProblem(batch, "the snapshot's batch");
+  if (wrong) return wrong;
+  const rows = batch as Snapshot["batch"];
+  if (rows.fence.epoch !== at.epoch || rows.fence.position !== at.position)
+    return `the snapshot's batch is at ${rows.fence.epoch}/${rows.fence.position}, not at ${at.epoch}/${at.position} as its parts said`;
+  if (!Number.isSafeInteger(rows.nextId) || rows.nextId < 1) return "the snapshot's batch.nextId must be a positive integer";
+  for (const list of [rows.tasks, rows.conversations, rows.entries, rows.submissions])
+    for (const row of list) if (row.id >= rows.nextId) return `the snapshot's row id ${row.id} is not below its nextId ${rows.nextId}`;
+  for (const document of rows.documents) if (document.value === null) return "the snapshot's documents hold a deletion";
+  if (!Array.isArray(epochs) || epochs.length === 0 || epochs.length > MAX_BATCH_RECORDS)
+    return `the snapshot's epochs must be a list of 1 to ${MAX_BATCH_RECORDS} stretches`;
+  let previous = { epoch: 0, start: 0 };
+  for (const stretch of epochs as unknown[]) {
+    const { epoch, start, ...extra } = (typeof stretch === "object" && stretch !== null ? stretch : {}) as {
+      epoch?: unknown;
+      start?: unknown;
+    };
+    if (!Number.isSafeInteger(epoch) || !Number.isSafeInteger(start) || Object.keys(extra).length > 0)
+      return "each of the snapshot's epochs must be { epoch, start } (integers)";
+    if ((epoch as number) <= previous.epoch || (start as number) <= previous.start)
+      return "the snapshot's epochs must rise, each starting after the one before";
+    previous = { epoch: epoch as number, start: start as number };
+  }
+  if (previous.epoch !== at.epoch || previous.start > at.position) return `the snapshot's epochs do not lead to ${at.epoch}/${at.position}`;
+  return undefined;
+}
+
+export interface RebuildOptions {
+  /** The tab's storage; no writable harness may be open on it (close the read-only one first, and reopen it after). */
+  storage: Storage;
+  link: SnapshotLink;
+  /** The tab's place in the lease. */
+  place: string;
+  /** When the fork, if any, is found (the harness clock's now). */
+  now: number;
+}
+
+/**
+ * Rebuilds the tab's copy from the object's snapshot (decision 0047): fetched and checked first, then this copy's
+ * fork against the snapshot's history kept (never lost: it is in `pi_durable_forks` before anything is replaced),
+ * then the copy replaced in one transaction. Resolves with the head it holds now, P: open the harness on the storage
+ * again and follow from there. Rejects (nothing replaced) with what `fetchSnapshot` refused or the storage's error.
+ */
+export async function rebuildFromObject(options: RebuildOptions, context: Context): Promise<LogMark> {
+  const { storage } = options;
+  if (!storage.rebuild)
+    throw new TypeError(`${storage.label} cannot be rebuilt from a snapshot: use a storage with rebuild (MemoryStorage, SqliteStorage).`);
+  const snapshot = await fetchSnapshot(options.link, options.place, context);
+  await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now);
+  await storage.rebuild(snapshot);
+  return { ...snapshot.batch.fence };
+}
