@@ -35,6 +35,11 @@ export interface FollowOptions {
   ttlMs?: number;
   /** The object's place name in the lease. Default "object". */
   place?: string;
+  /**
+   * Transactions the object's log keeps behind its head while it holds the lease (decision 0047): older ones are
+   * trimmed, and a tab further behind rebuilds from the object's snapshot. Default 1,024.
+   */
+  keepLog?: number;
 }
 
 /** The follow link's path on the object. */

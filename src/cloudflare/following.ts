@@ -69,6 +69,7 @@ export class ObjectFollowing {
         book: options.book,
         answers: objectAnswers(options.storage),
         watchExpiry: false, // the alarm watches it (armExpiry): a pending timer would keep the object from hibernating
+        ...(follow.keepLog === undefined ? {} : { keepLog: follow.keepLog }),
         // Handed back to a tab (decision 0038): this instance's harness is drained and closed, and its host serves
         // it; the object starts again as a follower (message() ends the instance once the answer is out).
         onHandedBack: () => {

@@ -17,6 +17,8 @@ import { writeFileTool } from "./write-file-tool.ts";
 
 interface Env {
   PRINT: { fetch(url: string, init: RequestInit): Promise<Response> };
+  /** The follow option `keepLog` (decision 0047), when a test's workerd binds it. */
+  FOLLOW_KEEP_LOG?: string;
 }
 
 /** `ctx.storage` that dies right after the write recording a release, when armed. */
@@ -82,6 +84,7 @@ export class FollowObject extends HarnessObject<Env> {
       authenticate: (request) => request.headers.get("x-caller") ?? undefined,
       follow: {
         ttlMs: 3_000,
+        ...(env.FOLLOW_KEEP_LOG ? { keepLog: Number(env.FOLLOW_KEEP_LOG) } : {}),
         authorize: (caller, action, place) =>
           caller === "alice" || (caller === "mallory" && action.startsWith("lease.")) || (caller === "bob" && place === "bob-phone"),
       },
@@ -121,6 +124,7 @@ export class FollowObject extends HarnessObject<Env> {
         lease: lease ? JSON.parse(String(lease.record)) : undefined,
         head: head ? Number(head.value) : 0,
         epochs: rows("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch"),
+        tail: rows("SELECT min(position) AS first, count(*) AS count FROM pi_durable_log")[0],
         tasks: rows(SEED_QUERY),
         recovery: harness?.recovery,
         holding: harness !== undefined && !harness.readOnly,
