@@ -38,6 +38,11 @@ export interface FeedOptions {
    * that lags keeps the tail for it up to `8 × keepLog` behind. Default 1,024; `Infinity` trims nothing.
    */
   keepLog?: number;
+  /**
+   * Positions a tab will follow from soon (the snapshots the object serves, decision 0047): the tail after each is
+   * kept as for a connected tab that lags.
+   */
+  holds?: () => readonly number[];
 }
 
 /** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
@@ -202,7 +207,7 @@ export class Feed {
 
   /**
    * Trims the durable tail to `keepLog` transactions behind the head (in steps of a sixteenth of it), or to the
-   * slowest connected tab's head when that is within `LAGGING_KEEPS × keepLog`. One trim at a time; a failed one is
+   * slowest connected tab's head (or a served snapshot's, `holds`) when that is within `LAGGING_KEEPS × keepLog`. One trim at a time; a failed one is
    * tried again at a later transaction.
    */
   #trim(): void {
@@ -210,10 +215,9 @@ export class Feed {
     const storage = this.#options.storage;
     if (this.#trimming || !storage.trimLog || !Number.isFinite(keep)) return;
     let through = this.#stored - keep;
-    for (const following of this.#followers.values()) {
-      const acked = following.acked;
-      if (acked !== undefined && acked < through && acked >= this.#stored - LAGGING_KEEPS * keep) through = acked;
-    }
+    const behind = [...this.#followers.values()].map((following) => following.acked);
+    for (const head of [...behind, ...(this.#options.holds?.() ?? [])])
+      if (head !== undefined && head < through && head >= this.#stored - LAGGING_KEEPS * keep) through = head;
     if (through - this.#trimmed < Math.max(1, Math.floor(keep / 16))) return;
     this.#trimming = true;
     storage.trimLog(through).then(

@@ -123,15 +123,15 @@ export class ObjectEnd {
   /** Where the arrival's messages go: the connection that spoke last. */
   #replyTo: ((frame: string) => void) | undefined;
 
-  private constructor(options: ObjectEndOptions, arrival: Arrival, feed: Feed) {
+  private constructor(options: ObjectEndOptions, arrival: Arrival, feed: Feed, snapshots: SnapshotServer) {
     this.#options = options;
     this.#arrival = arrival;
     this.#feed = feed;
+    this.#snapshots = snapshots;
     // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
     this.#calls = new OutgoingCalls(options.clock);
-    this.#snapshots = new SnapshotServer(options.storage);
   }
 
   /**
@@ -141,7 +141,9 @@ export class ObjectEnd {
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
     let holder: Harness | undefined;
+    const snapshots = new SnapshotServer(options.storage);
     const feed = new Feed({
+      holds: () => snapshots.positions(), // a tab rebuilt from a snapshot follows from its position
       place: options.place,
       storage: options.storage,
       clock: options.clock,
@@ -167,7 +169,7 @@ export class ObjectEnd {
       ...(options.apply ? { apply: options.apply } : {}),
       ...(options.watchExpiry === false ? { watchExpiry: false } : {}),
     });
-    end = new ObjectEnd(options, arrival, feed);
+    end = new ObjectEnd(options, arrival, feed, snapshots);
     if (!holder) feed.hold(arrival.head); // what this copy wrote while it held the lease is still a tab's to follow
     end.#holder = holder;
     return end;

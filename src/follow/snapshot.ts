@@ -65,6 +65,11 @@ export class SnapshotServer {
     this.#maxBytes = storage.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES;
   }
 
+  /** The positions of the snapshots kept: a tab rebuilt from one follows from there (the feed keeps the log after it). */
+  positions(): number[] {
+    return [...this.#kept.values()].map((kept) => kept.at.position);
+  }
+
   /**
    * Part `index` of snapshot `id`; without an id, a new snapshot of the copy (read in one transaction) and its first
    * part. `SnapshotUnavailable`: the copy has no history yet, `id` is not kept (ask again without it), or the copy is
