@@ -29,7 +29,9 @@ import { FollowLink } from "../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../follow/mirror.ts";
 import { DEVICE_PAGE_CALLS, linkPageCalls, PAGE_CALLS, type PageCallPort, PageCallRelay } from "../follow/page-call-relay.ts";
 import { linkServerCalls } from "../follow/server-call-client.ts";
+import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
+import type { Storage } from "../storage/storage.ts";
 import type { SocketLike } from "./socket.ts";
 
 export interface FollowObjectOptions {
@@ -55,6 +57,14 @@ export interface FollowObjectOptions {
    * this option (two that both take it back hand the lease to and fro).
    */
   returnWhenOnline?: boolean;
+  /**
+   * Rebuild this tab's copy from the object's snapshot by itself when it cannot follow (decision 0047): its copy
+   * forked (the fork is kept first, and stays), is behind the object's trimmed log, or is a new device's. The worker
+   * closes its read-only harness, replaces the copy in one transaction, opens it again (the page's views move) and
+   * follows the object live. A failed rebuild is tried again after the link reconnects. Default false: the copy
+   * stays as it is and follows nothing.
+   */
+  rebuild?: boolean;
   /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
   connect?: (url: string) => SocketLike;
 }
@@ -108,6 +118,12 @@ export interface TabFollow {
    * `listForks(harness.storage)`. Returns the function that stops listening.
    */
   onFork(listener: () => void): () => void;
+  /**
+   * With `rebuild` (decision 0047): `when(listener)` hears each time this tab's copy cannot follow the object (after
+   * its fork, if any, was kept); `run(storage)` replaces the copy from the object's snapshot — the worker's host calls
+   * it between closing its harness and opening it again.
+   */
+  readonly rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
   /** Stops the link (the worker's harness closed for good). */
   close(): void;
 }
@@ -131,6 +147,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   // This page moved the agent to the object (`leave()` handed the lease over and the page stayed): following it
   // after that is not "the tab came back", so `onFollowing` stays quiet until the page takes the lease back.
   let sentAway = false;
+  /** Told when the copy cannot follow (with `options.rebuild`); not again after a failed rebuild until a reconnect. */
+  const cannotFollow = new Set<() => void>();
+  let rebuildFailed = false;
   /** Keeps this tab's fork against the object's history `theirs`, if it has one, and tells the listeners. */
   const findFork = (opened: Harness, theirs: LogHistory) =>
     deliverFork(opened.storage, theirs, clock.now())
@@ -177,9 +196,25 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     ws.addEventListener("error", drop);
   };
   open();
+  link.onConnected(() => void (rebuildFailed = false));
+
+  const rebuild = {
+    when: (listener: () => void) => void cannotFollow.add(listener),
+    async run(storage: Storage) {
+      follower?.stop();
+      follower = undefined;
+      try {
+        await rebuildFromObject({ storage, link, place, now: clock.now() }, BACKGROUND_CONTEXT);
+      } catch (error) {
+        rebuildFailed = true;
+        throw error;
+      }
+    },
+  };
 
   return {
     ready,
+    ...(options.rebuild ? { rebuild } : {}),
     lease: {
       // Read when the harness opens, after `ready`.
       get place() {
@@ -211,7 +246,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           link,
           place,
           onForked: (theirs) => {
-            void findFork(opened, theirs);
+            // The fork is kept before anything rebuilds the copy: it is never lost (decision 0047).
+            void findFork(opened, theirs).then(() => {
+              if (options.rebuild && !rebuildFailed) for (const listener of cannotFollow) listener();
+            });
             options.onForked?.(theirs);
           },
           onFollowing: () => {

@@ -129,6 +129,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
       ? {
           leave: () => follow.leave(),
           takeBack: () => follow.takeBack(),
+          ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
           onFork: (listener: () => void) => void follow.onFork(listener),
           pageCallsElsewhere: () => follow.pageCalls,
         }

@@ -47,6 +47,12 @@ export interface HostOptions {
    */
   takeBack?: () => Promise<void>;
   /**
+   * A host whose storage can be rebuilt from elsewhere (decision 0047: a worker following its object with
+   * `follow.rebuild`): each time `when`'s listener is called the host closes its harness, awaits `run(storage)` (the
+   * copy replaced from the object's snapshot), opens the harness again on it and moves the page's views there.
+   */
+  rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
+  /**
    * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
    * the ready status counts it (`forks`).
    */
@@ -234,14 +240,31 @@ export function createHost(options: HostOptions): ServedHost {
   /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
   const liveViews = new Set<(next: Harness) => void>();
   let reopening: Promise<void> | undefined;
-  /** Opens the harness again on its storage (after the lease came back here): views follow. */
-  const reopen = async () => {
+  /**
+   * Opens the harness again on its storage (after the lease came back here, or `between` rebuilt it): views follow.
+   * A failed `between` still opens it again (on the storage as it was) and then rejects.
+   */
+  const reopen = async (between?: () => Promise<void>) => {
     const old = harness!;
     harness = undefined;
     await old.close(ctx);
-    const next = await open(storage, pageCalls.watchingPages());
-    for (const rebind of liveViews) rebind(next);
+    try {
+      await between?.();
+    } finally {
+      const next = await open(storage, pageCalls.watchingPages());
+      for (const rebind of liveViews) rebind(next);
+    }
   };
+  options.rebuild?.when(() => {
+    if (!harness || closing) return;
+    const rebuild = options.rebuild!;
+    reopening ??= reopen(() => rebuild.run(storage!))
+      .then(recountForks)
+      .catch(() => {}) // not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was
+      .finally(() => {
+        reopening = undefined;
+      });
+  });
 
   const requireHarness = () => {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
