@@ -10,7 +10,7 @@ import type { ToolResultEntryPayload } from "../src/index.ts";
 // Page tools across a follow link (decision 0044): the pieces both sides' tests share.
 
 /** An in-memory socket from a tab's follow link to `end`, each frame on a later turn; `close()` is the socket's close. */
-export function socketTo(end: ObjectEnd, sockets: Array<{ close(): void }>): SocketLike {
+export function socketTo(end: ObjectEnd, sockets: Array<{ close(): void }> = []): SocketLike {
   const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
   let open = true;
   const connection = {};

@@ -1,37 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { followObject } from "../src/browser/follow.ts";
-import type { SocketLike } from "../src/browser/socket.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // `serveHarness({ follow: { url, rebuild: true } })` (decision 0047) as the worker serves it: a host whose copy cannot
 // follow the object — here a new device's, behind the object's trimmed log — rebuilds it from the object's snapshot by
 // itself, opens its harness again and follows the object live; its page sees the conversation.
-
-/** An in-memory socket from a tab's follow link to `end`: each frame on a later turn, in order. */
-function socketTo(end: ObjectEnd): SocketLike {
-  const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
-  const toTab = (frame: string) =>
-    setTimeout(() => {
-      for (const listener of listeners.message!) listener({ data: frame });
-    }, 0);
-  const connection = {};
-  setTimeout(() => {
-    for (const listener of listeners.open!) listener();
-  }, 0);
-  return {
-    send: (frame: string) => setTimeout(() => void end.receive(frame, toTab, () => true, connection), 0),
-    close() {},
-    addEventListener(type: string, listener: (event?: { data: unknown }) => void) {
-      listeners[type]!.push(listener);
-    },
-  } as SocketLike;
-}
 
 describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", () => {
   it("0047: a new device's worker with follow.rebuild, behind the object's trimmed log, rebuilds from the snapshot, follows the object live and its page reads the conversation", async () => {

@@ -1,57 +1,38 @@
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { followObject } from "../src/browser/follow.ts";
-import type { SocketLike } from "../src/browser/socket.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // `client.runHere()` (decision 0038) as the worker serves it: the host's harness under the object's lease follows the
 // object read-only; runHere asks for the lease back, opens the harness again under it, and the page's views move.
 
-/** An in-memory socket from a tab's follow link to `end`: each frame on a later turn, in order. */
-function socketTo(end: ObjectEnd): SocketLike {
-  const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
-  const toTab = (frame: string) =>
-    setTimeout(() => {
-      for (const listener of listeners.message!) listener({ data: frame });
-    }, 0);
-  const connection = {};
-  setTimeout(() => {
-    for (const listener of listeners.open!) listener();
-  }, 0);
-  return {
-    send: (frame: string) => setTimeout(() => void end.receive(frame, toTab, () => true, connection), 0),
-    close() {},
-    addEventListener(type: string, listener: (event?: { data: unknown }) => void) {
-      listeners[type]!.push(listener);
-    },
-  } as SocketLike;
+/** The object's end over an in-memory copy (60 s leases), a counter's prints recorded with the place that printed. */
+async function countingObject() {
+  const printed: Array<[string, string]> = [];
+  const registry = (place: string) =>
+    createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({ clock: { now: () => Date.now() }, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: await openSqliteStorage({ vfs: "memory" }),
+    book,
+    clock: { now: () => Date.now(), setTimer: (ms, fire) => clearTimeout.bind(null, setTimeout(fire, ms)) },
+    open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), lease, resume: true }, ctx),
+  });
+  return { printed, registry, end, record: () => record };
 }
 
 describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 0038)", () => {
   it("S4/S12: the page's view moves while the object counts; runHere takes the lease back and the tab counts to the end, every tick once", async () => {
-    const printed: Array<[string, string]> = [];
-    const registry = (place: string) =>
-      createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
-    let record: LeaseRecord = { epoch: 0 };
-    const book = new LeaseBook({
-      clock: { now: () => Date.now() },
-      ttlMs: 60_000,
-      load: () => record,
-      save: (next) => void (record = next),
-    });
-    const end = await ObjectEnd.start({
-      place: "object",
-      storage: await openSqliteStorage({ vfs: "memory" }),
-      book,
-      clock: { now: () => Date.now(), setTimer: (ms, fire) => clearTimeout.bind(null, setTimeout(fire, ms)) },
-      open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), lease, resume: true }, ctx),
-    });
+    const { printed, registry, end, record } = await countingObject();
     const tabStorage = await openSqliteStorage({ vfs: "memory" });
     /** A worker's host on the tab's storage, following the object (a page load). */
     const load = (storage: Storage = tabStorage) => {
@@ -106,7 +87,7 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
     const returned = places.indexOf("tab", 2);
     expect(places.slice(2, returned).every((place) => place === "object")).toBe(true);
     expect(places.slice(returned).every((place) => place === "tab")).toBe(true);
-    expect(record).toMatchObject({ epoch: 3, holder: "tab" });
+    expect(record()).toMatchObject({ epoch: 3, holder: "tab" });
     // The view the page held before runHere went on after it (moved to the reopened harness).
     expect(views).toBeGreaterThan(before);
     expect(statuses.some((status) => status.kind === "ready" && status.runs === "here")).toBe(true);
@@ -116,23 +97,7 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
   }, 30_000);
 
   it("S4/S5: a page that stays after leave() follows the object live (read-only, the epoch moves) and runHere brings the count back; every tick once (decision 0045)", async () => {
-    const printed: Array<[string, string]> = [];
-    const registry = (place: string) =>
-      createRegistry().install(defineExtension({ name: "example", tasks: [counterTask((line) => void printed.push([place, line]))] }));
-    let record: LeaseRecord = { epoch: 0 };
-    const book = new LeaseBook({
-      clock: { now: () => Date.now() },
-      ttlMs: 60_000,
-      load: () => record,
-      save: (next) => void (record = next),
-    });
-    const end = await ObjectEnd.start({
-      place: "object",
-      storage: await openSqliteStorage({ vfs: "memory" }),
-      book,
-      clock: { now: () => Date.now(), setTimer: (ms, fire) => clearTimeout.bind(null, setTimeout(fire, ms)) },
-      open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), lease, resume: true }, ctx),
-    });
+    const { printed, registry, end } = await countingObject();
     const follow = followObject({ url: "ws://object/follow", connect: () => socketTo(end) });
     const host = createHost({
       database: "tab",
