@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { followObject } from "../src/browser/follow.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
@@ -192,6 +193,39 @@ describe("page tools while the object runs (issue 27 item 5, decision 0044)", ()
     expect(answers.find((a) => a.id === "h2")).toMatchObject({ value: null });
     expect(answers.find((a) => a.id === "h3")?.error?.name).toBe("FollowMessageRefused");
     expect(answers.find((a) => a.id === "h4")?.error?.name).toBe("PageClaimLost");
+    expect(JSON.stringify(await world.object.storage.load())).toBe(before);
+    expect(world.root.pendingPageCalls()).toMatchObject([{ callId: "call_1", status: "waiting" }]);
+    await world.object.close(ctx);
+  });
+
+  it("property (S8: a refused call changes nothing): random page-calls frames — any method, any arguments — are answered once each with an error or nothing, never a stack; the object's storage is unchanged and the call still waits", async () => {
+    const world = await objectRuns();
+    const before = JSON.stringify(await world.object.storage.load());
+    const replies: string[] = [];
+    const connection = {};
+    let n = 0;
+    const method = fc.oneof(fc.constantFrom("claimPageCall", "answerPageCall", "releasePage"), fc.string({ maxLength: 20 }));
+    const values = fc.array(fc.oneof(fc.anything(), fc.constant(world.root.id), fc.constant("call_1")), { maxLength: 5 });
+    await fc.assert(
+      fc.asyncProperty(method, values, async (name, args) => {
+        // A claim of the waiting call that names a page would be a real claim: not hostile, left out.
+        fc.pre(!(name === "claimPageCall" && args[0] === world.root.id && args[1] === "call_1"));
+        const id = `p${n++}`;
+        const seen = replies.length;
+        await world.end.receive(
+          encodeFollowMessage({ type: "call", id, topic: "page-calls", method: name, args: args as never }),
+          (reply) => void replies.push(reply),
+          () => true,
+          connection,
+        );
+        await until(() => replies.length === seen + 1, "one answer");
+        const reply = JSON.parse(replies[seen]!) as { id: string; error?: { name: string; stack?: unknown }; value?: unknown };
+        expect(reply.id).toBe(id);
+        if (reply.error) expect(reply.error.stack).toBeUndefined();
+        else expect(reply.value ?? null).toBeNull();
+      }),
+      { numRuns: 80 },
+    );
     expect(JSON.stringify(await world.object.storage.load())).toBe(before);
     expect(world.root.pendingPageCalls()).toMatchObject([{ callId: "call_1", status: "waiting" }]);
     await world.object.close(ctx);
