@@ -12,7 +12,7 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest } from "../errors.ts";
 import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord } from "../follow/arbiter.ts";
-import type { AnswerStore, FollowAction } from "../follow/object-end.ts";
+import type { AnswerStore, FollowAction, FollowRequest } from "../follow/object-end.ts";
 import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
 import type { LogMark } from "../storage/records.ts";
@@ -29,8 +29,11 @@ export interface FollowOptions {
    * `place` is the place the frame speaks for when it names one (a push's or release's `from`, the first argument of
    * `lease.*` and `follow.*`, a `server-tools.call` request's `place`): check it to bind each caller to its own place — without that check any caller allowed
    * `lease.*` may acquire or hand back the lease under another device's name (the epochs still fence the loser).
+   * For `page-calls.claimPageCall`/`answerPageCall`, `place` is the place the socket follows or speaks for, and
+   * `request.conversationId` the conversation the object's harness has that page call in (read there, never the
+   * caller's; absent when it has no such call): check it to grant page calls per conversation (decision 0051).
    */
-  authorize(caller: Json, action: FollowAction, place?: string): boolean | Promise<boolean>;
+  authorize(caller: Json, action: FollowAction, place?: string, request?: FollowRequest): boolean | Promise<boolean>;
   /** How long a lease lasts unless renewed, on the object's clock. Default 30,000 ms. */
   ttlMs?: number;
   /** The object's place name in the lease. Default "object". */

@@ -15,6 +15,7 @@ import type { Harness } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
 import {
   type FollowOptions,
+  followCaller,
   followConnection,
   followingSockets,
   lastOfPlace,
@@ -82,7 +83,7 @@ export class ObjectFollowing {
       });
       if (options.serverTools) end.serve(SERVER_TOOLS_TOPIC, options.serverTools); // the tab's server tools (decision 0036)
       // Tabs that followed the object's last instance are pushed to again (decision 0038).
-      for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame));
+      for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame), followCaller(socket)?.place);
       options.restorePages(); // pages that stayed through a hibernation watch the copy again
       return end;
     });
@@ -96,7 +97,8 @@ export class ObjectFollowing {
     await end.receive(
       message,
       (frame) => sendFollow(socket, frame),
-      (action, place) => this.#follow.authorize(caller, action, place),
+      (action, place, request) =>
+        request === undefined ? this.#follow.authorize(caller, action, place) : this.#follow.authorize(caller, action, place, request),
       socket,
       (place) => speaksFor(socket, caller, place),
     );

@@ -43,7 +43,18 @@ export type FollowAction = "push" | "release" | `${string}.${string}`;
  * `follow.*` calls, the `place` of a `server-tools.call` request — so an app can bind a caller to its own place
  * (another device must not take or hand back the lease, or have server tools run, under this tab's name).
  */
-export type FollowAuthorize = (action: FollowAction, place?: string) => boolean | Promise<boolean>;
+export type FollowAuthorize = (action: FollowAction, place?: string, request?: FollowRequest) => boolean | Promise<boolean>;
+
+/**
+ * What else the door is told about a call, read by the object rather than taken from the caller (decision 0051).
+ * For `page-calls.claimPageCall` and `page-calls.answerPageCall`: `conversationId`, the conversation whose page tool
+ * call it is — present only when the harness that holds the lease here has that call in the conversation the call
+ * names (else the call would find nothing there) — so an app can grant page calls per conversation; and `place` (the
+ * door's second argument) is the place the connection follows or speaks for, when it named one.
+ */
+export interface FollowRequest {
+  conversationId?: number;
+}
 
 /**
  * Told which place a connection speaks for: its caller may push, and it pushed for that place or was granted its
@@ -114,6 +125,8 @@ export class ObjectEnd {
   readonly #calls: OutgoingCalls;
   /** Snapshots of the copy for tabs that rebuild from it (decision 0047). */
   readonly #snapshots: SnapshotServer;
+  /** The place each connection asked `follow.from` for or spoke for (the door's `place` for its page calls). */
+  readonly #placeOf = new Map<unknown, string>();
   /** The connection that last spoke for each place, in this instance. */
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
@@ -232,7 +245,8 @@ export class ObjectEnd {
    * A connection that followed this place before (its socket outlived the object's last instance, say): it is pushed
    * what the harness stores from now on, and its first `ack` says where it stands.
    */
-  rejoin(connection: unknown, reply: (frame: string) => void): void {
+  rejoin(connection: unknown, reply: (frame: string) => void, place?: string): void {
+    if (place !== undefined) this.#placeOf.set(connection, place);
     this.#feed.rejoin(connection, reply);
   }
 
@@ -244,6 +258,7 @@ export class ObjectEnd {
   /** The connection closed: nothing more is pushed to it, and the page tool calls claimed through it are released. */
   drop(connection: unknown): void {
     this.#feed.drop(connection);
+    this.#placeOf.delete(connection);
     this.#pageCalls.dropped(connection);
   }
 
@@ -287,12 +302,14 @@ export class ObjectEnd {
     const spoke = async (place: string) => {
       if (!(await allowed(authorize, "push", place))) return; // only a caller with the write power receives the tab's calls
       this.#speakers.set(place, reply);
+      this.#placeOf.set(connection, place);
       speaksFor?.(place);
     };
     if (message.type === "call") {
       const { id, topic, method, args } = message;
       // The door first: a remembered answer is only for a caller that may make the call.
-      if (!(await allowed(authorize, `${topic}.${method}`, namedPlace(topic, args)))) {
+      const door = this.#door(topic, method, args, connection);
+      if (!(await allowed(authorize, `${topic}.${method}`, door.place, door.request))) {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
       }
@@ -378,6 +395,7 @@ export class ObjectEnd {
       const start = await this.#feed.start(this.head);
       reply(encodeFollowMessage({ type: "answer", id, value: start as unknown as Json }));
       this.#feed.follow(connection, reply, head);
+      this.#placeOf.set(connection, place); // the door allowed this caller follow.from for it
     });
   }
 
@@ -457,6 +475,20 @@ export class ObjectEnd {
       throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
   }
 
+  /**
+   * What the door is told of a call: the place it speaks for (its arguments', or for page calls the connection's), and
+   * for a page call the conversation the holder's harness has it in (decision 0051).
+   */
+  #door(topic: string, method: string, args: readonly Json[], connection: unknown): { place?: string; request?: FollowRequest } {
+    if (topic !== PAGE_CALLS) {
+      const place = namedPlace(topic, args);
+      return place === undefined ? {} : { place };
+    }
+    const place = this.#placeOf.get(connection);
+    const conversationId = this.#pageCalls.conversationOf(method, args);
+    return { ...(place === undefined ? {} : { place }), request: conversationId === undefined ? {} : { conversationId } };
+  }
+
   /** The arrival's hand-over messages, as the link's. */
   #forward(message: HandOverMessage): void {
     const reply = this.#replyTo;
@@ -466,9 +498,9 @@ export class ObjectEnd {
   }
 }
 
-async function allowed(authorize: FollowAuthorize, action: FollowAction, place?: string): Promise<boolean> {
+async function allowed(authorize: FollowAuthorize, action: FollowAction, place?: string, request?: FollowRequest): Promise<boolean> {
   try {
-    return (await authorize(action, place)) === true;
+    return (await (request === undefined ? authorize(action, place) : authorize(action, place, request))) === true;
   } catch {
     return false;
   }

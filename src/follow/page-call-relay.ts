@@ -101,6 +101,24 @@ export class PageCallRelay {
     throw new NotAuthorized(method, "no such page tool call over a follow link.");
   }
 
+  /**
+   * The conversation a `claimPageCall` or `answerPageCall` (already checked against its row) is about, read in the
+   * harness that holds the lease here: the conversation the call names if it has that page call, else undefined (no
+   * such call there, another method, or no harness here holds the lease). What the follow door is told (decision 0051).
+   */
+  conversationOf(method: string, values: readonly Json[]): number | undefined {
+    if (method !== "claimPageCall" && method !== "answerPageCall") return undefined;
+    const [conversationId, callId] = values;
+    const harness = this.#holder();
+    if (!harness || harness.readOnly || harness.closed || typeof conversationId !== "number" || typeof callId !== "string")
+      return undefined;
+    try {
+      return harness.conversation(conversationId).hasPageCall(callId) ? conversationId : undefined;
+    } catch {
+      return undefined; // no such conversation
+    }
+  }
+
   /** `connection` closed: the claims its pages made are released (they follow their replay policy, S8). */
   dropped(connection: unknown): void {
     const pages = this.#pages.get(connection);

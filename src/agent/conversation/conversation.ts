@@ -16,6 +16,7 @@ import {
   type PageToolResult,
   type PendingPageCall,
   pendingPageCalls,
+  readPageCall,
 } from "../tasks/page-calls.ts";
 import type { AgentChange, AgentConfig, ModelRef, SubmissionDraft } from "../types.ts";
 import {
@@ -226,6 +227,14 @@ export class Conversation {
     const answered = await this.#host.commitIn(this.id, (tx) => answerIn(tx, this.id, callId, claimId, result), context);
     this.#host.kernel.resume();
     return cloneJson(answered);
+  }
+
+  /**
+   * Whether this conversation has the page tool call `callId` (waiting, claimed, or among its last ended ones), as
+   * committed: the follow link's door reads a page call's conversation here rather than take a caller's word for it.
+   */
+  hasPageCall(callId: string): boolean {
+    return readPageCall(this.#committed, this.id, callId) !== undefined;
   }
 
   /** The page tool calls of this conversation that wait for a page or that a page runs, oldest first. */
