@@ -58,6 +58,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   UnknownAppMethod: false,
   // The caller needs another identity or the app another policy; the same call is refused again.
   NotAuthorized: false,
+  // Not the agent's own call (or its intent has not reached the object): the same ask is refused again.
+  ServerCallNotInCopy: false,
   // A decision is final: once a call was decided, withdrawn or ended, deciding it again gives the same answer.
   AlreadyDecided: false,
   ApprovalWithdrawn: false,

@@ -137,14 +137,15 @@ export async function followWorld(
 export async function memoryObjectEnd(clock: ManualClock) {
   let record: LeaseRecord = { epoch: 0 };
   const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const storage = new MemoryStorage();
   const end = await ObjectEnd.start({
     place: "object",
-    storage: new MemoryStorage(),
+    storage,
     book,
     clock,
     open: (storage: Storage, lease) => Harness.open(storage, { registry: createRegistry(), clock, lease }, ctx),
   });
-  return { end, book, record: () => record };
+  return { end, book, storage, record: () => record };
 }
 
 export async function rows(storage: SqliteStorage) {

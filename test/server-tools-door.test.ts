@@ -9,6 +9,7 @@ import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.t
 import { encodeFollowMessage } from "../src/follow/wire.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { type AskedCall, intentInCopy } from "./server-call-copy-support.ts";
 import { ctx } from "./support.ts";
 
 // Review (session 9): a server tool's call (`server-tools.call(request)`, decision 0036) names the place it speaks for
@@ -20,9 +21,10 @@ import { ctx } from "./support.ts";
 async function world() {
   const clock = createManualClock(1_000);
   const book = memoryArbiter({ clock, ttlMs: 60_000 });
+  const storage = new MemoryStorage();
   const end = await ObjectEnd.start({
     place: "object",
-    storage: new MemoryStorage(),
+    storage,
     book,
     clock,
     watchExpiry: false,
@@ -53,7 +55,7 @@ async function world() {
     await end.receive(encodeFollowMessage(message), (frame) => replies.push(JSON.parse(frame)), door);
     return replies;
   };
-  return { end, book, runs, as };
+  return { end, book, runs, as, storage };
 }
 
 const request = (place: string, epoch: number, callId: string, amount: number) => ({
@@ -82,6 +84,7 @@ describe("the follow door sees the place a server tool's call speaks for (decisi
     expect(forged).toMatchObject([{ type: "answer", id: "b1", error: { name: "NotAuthorized" } }]);
     expect(w.runs).toEqual([]); // before: [100], run for a caller that does not hold the lease
 
+    await intentInCopy(w.storage, request("tab-a", 1, "y", 5) as AskedCall); // the agent's own call (decision 0051)
     const own = await tabA({ type: "call", id: "a3", topic: SERVER_TOOLS_TOPIC, method: "call", args: [request("tab-a", 1, "y", 5)] });
     expect(own).toMatchObject([{ id: "a3", value: { ending: "returned" } }]);
     expect(w.runs).toEqual([5]);

@@ -6,6 +6,7 @@ import { createRegistry, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { memoryObjectEnd } from "./follow-support.ts";
+import { type AskedCall, holds, intentInCopy } from "./server-call-copy-support.ts";
 import { ctx } from "./support.ts";
 
 /**
@@ -15,7 +16,7 @@ import { ctx } from "./support.ts";
  */
 async function tabAndObject() {
   const clock = createManualClock(1_000);
-  const { end } = await memoryObjectEnd(clock);
+  const { end, storage } = await memoryObjectEnd(clock);
   const fromTab: string[] = [];
   const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
   const toTab = (frame: string) =>
@@ -42,7 +43,7 @@ async function tabAndObject() {
     ctx,
   );
   follow.attach(tab);
-  return { tab, end, follow, fromTab, toTab };
+  return { tab, end, follow, fromTab, toTab, storage };
 }
 
 describe("a tab's follow link (decisions 0034, 0036)", () => {
@@ -66,7 +67,7 @@ describe("a tab's follow link (decisions 0034, 0036)", () => {
   });
 
   it("0036: the tab's serverCalls ask the object's server-tools topic over the link and resolve with its answer", async () => {
-    const { tab, end, follow } = await tabAndObject();
+    const { tab, end, follow, storage } = await tabAndObject();
     const asked: unknown[] = [];
     end.serve("server-tools", async (_method, args) => {
       asked.push(args[0]);
@@ -82,6 +83,7 @@ describe("a tab's follow link (decisions 0034, 0036)", () => {
       arguments: { amount: 5 },
       replay: "unsafe" as const,
     };
+    await intentInCopy(storage, request); // the agent's own call, in the object's copy (decision 0051)
     const answer = await follow.serverCalls.call(request, ctx);
     expect(answer).toMatchObject({ ending: "returned", result: { content: [{ type: "text", text: "charged 5" }] } });
     expect(asked).toEqual([request]);
@@ -111,7 +113,8 @@ describe("a tab's worker that comes back follows the object (decision 0038)", ()
 describe("the object's end answers a call once (decision 0031)", () => {
   it("0031: a call resent while it is still being answered gets one answer, on the connection that asked last", async () => {
     const clock = createManualClock(1_000);
-    const { end } = await memoryObjectEnd(clock);
+    const { end, book, storage } = await memoryObjectEnd(clock);
+    await holds(book, "tab");
     let finish!: () => void;
     const running = new Promise<void>((resolve) => {
       finish = resolve;
@@ -123,6 +126,7 @@ describe("the object's end answers a call once (decision 0031)", () => {
       return { result: { content: [{ type: "text", text: "done" }], isError: false }, ending: "returned" };
     });
     const request = { place: "tab", epoch: 1, conversationId: 1, taskId: 2, callId: "c", tool: "t", arguments: {}, replay: "safe" };
+    await intentInCopy(storage, request as AskedCall);
     const frame = encodeFollowMessage({ type: "call", id: "tab:1", topic: "server-tools", method: "call", args: [request] });
     const first: string[] = [];
     const second: string[] = [];

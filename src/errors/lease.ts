@@ -116,3 +116,21 @@ export class SnapshotUnavailable extends DurableError {
     super(`The object's snapshot is unavailable (${reason}): ${detail}. Nothing was changed; ask for a new snapshot.`);
   }
 }
+
+/**
+ * A server tool call the lease holder asked the object for (decision 0036) that is not a call of the object's copy of
+ * its log (decision 0051): the call id names no `pi.tool` task of that conversation in its `server` phase, or that
+ * task's call is another tool or has other arguments. Nothing was run or stored. A tab whose intent commit had not
+ * reached the object yet asks after its acknowledgement; anything else was not asked by the agent.
+ */
+export class ServerCallNotInCopy extends DurableError {
+  override name = "ServerCallNotInCopy";
+  constructor(
+    readonly callId: string,
+    why: string,
+  ) {
+    super(
+      `Server tool call ${JSON.stringify(callId)} is not a call of the object's copy: ${why}. Nothing was run or stored; only the agent's own calls run on the server.`,
+    );
+  }
+}

@@ -13,6 +13,7 @@
  * - The object calls its tab too (`call`: forwarded writes, decision 0034), on the connection of the place that
  *   holds the lease (decision 0037), and hears the answer on any.
  */
+import type { ServerCallRequest } from "../agent/server-port.ts";
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
@@ -29,7 +30,9 @@ import { Feed } from "./feed.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
+import { checkServerCallInCopy } from "./server-call-check.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
+import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
 import { encodeFollowMessage, type FollowTopic, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
 import { answerHello, WIRE_TOPIC } from "./wire-version.ts";
@@ -435,6 +438,13 @@ export class ObjectEnd {
     }
     const handler = this.#handlers.get(topic);
     if (!handler) throw new NotAuthorized(`${topic}.${method}`, "this object serves no such calls.");
+    if (topic === SERVER_TOOLS_TOPIC) {
+      // Decision 0051: the holder's epoch first (a superseded tab must hear that it lost the lease), then the call must
+      // be one of the agent's own in this copy; otherwise nothing runs and nothing is stored.
+      const request = args[0] as unknown as ServerCallRequest;
+      admitServerCall(this.#options.book.record, this.#options.clock.now(), request);
+      await checkServerCallInCopy(this.#options.storage, request);
+    }
     return handler(method, args);
   }
 

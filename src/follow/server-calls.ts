@@ -134,14 +134,8 @@ export class ServerCalls implements ServerCallPort {
     return settled;
   }
 
-  /** Only the holder of the current epoch may have a call run (a superseded one is `StaleEpoch`). */
   #admit(request: ServerCallRequest): void {
-    const record = this.#options.lease.record;
-    if (request.epoch < record.epoch) throw new StaleEpoch(request.epoch, record.epoch, "the server of its server tools");
-    const now = this.#options.clock.now();
-    if (request.epoch > record.epoch) throw new LeaseNotHeld(request.place, `epoch ${request.epoch} was never granted`);
-    if (record.holder !== request.place || now >= (record.expiresAt ?? Infinity))
-      throw new LeaseNotHeld(request.place, `its lease of epoch ${request.epoch} is not held (holder: ${record.holder ?? "none"})`);
+    admitServerCall(this.#options.lease.record, this.#options.clock.now(), request);
   }
 
   async #run(call: StoredServerCall, tool: AnyTool | undefined): Promise<ServerCallAnswer> {
@@ -191,6 +185,14 @@ export class ServerCalls implements ServerCallPort {
     }
     return bounded(call.tool, answer);
   }
+}
+
+/** Only the holder of the current epoch may have a call run (a superseded one is `StaleEpoch`, another `LeaseNotHeld`). */
+export function admitServerCall(record: LeaseRecord, now: number, request: Pick<ServerCallRequest, "epoch" | "place">): void {
+  if (request.epoch < record.epoch) throw new StaleEpoch(request.epoch, record.epoch, "the server of its server tools");
+  if (request.epoch > record.epoch) throw new LeaseNotHeld(request.place, `epoch ${request.epoch} was never granted`);
+  if (record.holder !== request.place || now >= (record.expiresAt ?? Infinity))
+    throw new LeaseNotHeld(request.place, `its lease of epoch ${request.epoch} is not held (holder: ${record.holder ?? "none"})`);
 }
 
 function sameCall(stored: StoredServerCall, request: ServerCallRequest): boolean {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/base/clock.ts";
 import { FollowLink } from "../../src/follow/link-client.ts";
-import { remoteArbiter } from "../../src/follow/mirror.ts";
+import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import { linkServerCalls } from "../../src/follow/server-call-client.ts";
+import { encodeFollowMessage } from "../../src/follow/wire.ts";
 import {
   createRegistry,
   BACKGROUND_CONTEXT as ctx,
@@ -81,6 +82,36 @@ const request = (epoch: number): ServerCallRequest => ({
   replay: "unsafe",
 });
 
+/**
+ * The tab pushes the intent of `request`'s call to the object's copy (its first transaction, under `epoch`): the
+ * object runs only a call of its copy (decision 0051). Resolves once the object acknowledged it.
+ */
+async function pushIntent(link: FollowLink, epoch: number): Promise<void> {
+  const { place: _place, epoch: _epoch, ...call } = request(epoch);
+  let acked = false;
+  const stop = link.onReply((reply) => {
+    if (reply.type === "ack" && reply.head >= 1) acked = true;
+  });
+  const task = {
+    id: call.taskId,
+    conversationId: call.conversationId,
+    kind: "pi.tool",
+    version: 1,
+    input: { assistant: 1, callId: call.callId, name: call.tool },
+    background: false,
+    abortRequested: false,
+    state: { status: "running", checkpoint: { phase: "server", arguments: call.arguments, replay: call.replay } },
+  };
+  const batch = { fence: { epoch, position: 1 }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
+  const message = JSON.parse(encodeFollowMessage({ type: "push", from: "tab", epoch, batches: [batch as never], parts: [] }));
+  for (let i = 0; i < 40 && !acked; i++) {
+    link.send(message);
+    await pause(50);
+  }
+  stop();
+  expect(acked).toBe(true);
+}
+
 describe("server tools on the object in follow mode (decision 0036)", () => {
   let edge: Edge;
   beforeAll(async () => {
@@ -96,6 +127,15 @@ describe("server tools on the object in follow mode (decision 0036)", () => {
     await until("the follow socket opens", () => tab.open);
     const arbiter = remoteArbiter(tab.link);
     const { epoch } = await arbiter.acquire("tab", 0);
+    // Decision 0051: before the copy holds the call's intent, the holder's ask runs nothing (the run below is run 1).
+    await expect(tab.link.call("server-tools", "call", [request(epoch) as never])).rejects.toMatchObject({ name: "ServerCallNotInCopy" });
+    await expect(
+      tab.link.call("server-tools", "call", [{ ...request(epoch), arguments: { amount: 5_000 } } as never]),
+    ).rejects.toMatchObject({ name: "ServerCallNotInCopy" });
+    await pushIntent(tab.link, epoch);
+    await expect(
+      tab.link.call("server-tools", "call", [{ ...request(epoch), arguments: { amount: 5_000 } } as never]),
+    ).rejects.toMatchObject({ name: "ServerCallNotInCopy" });
     const first = (await tab.link.call("server-tools", "call", [request(epoch) as never])) as { result: { content: unknown } };
     expect(first.result.content).toEqual([{ type: "text", text: "charged 5 (run 1)" }]);
     expect(await tab.link.call("server-tools", "call", [request(epoch) as never])).toEqual(first);
@@ -103,7 +143,7 @@ describe("server tools on the object in follow mode (decision 0036)", () => {
     await pause(200);
     expect(await tab.link.call("server-tools", "call", [request(epoch) as never])).toEqual(first);
     // A restarted tab takes epoch + 1: an ask under the old epoch is refused, the new one gets the stored answer.
-    const next = await arbiter.acquire("tab", 0);
+    const next = await arbiter.acquire("tab", 1);
     await expect(tab.link.call("server-tools", "call", [request(epoch) as never])).rejects.toMatchObject({ name: "StaleEpoch" });
     expect(await tab.link.call("server-tools", "call", [request(next.epoch) as never])).toEqual(first);
     tab.stop();
@@ -132,22 +172,31 @@ describe("server tools on the object in follow mode (decision 0036)", () => {
       },
     });
     const models = new ScriptedModels([callTool("charge", { amount: 5 }, "call_tab"), answer("paid")]);
+    let mirror!: Mirror;
     const harness = await Harness.open(
       await openSqliteStorage({ vfs: "memory" }),
       {
         registry: createRegistry().install(defineExtension({ name: "shop", tools: [tabTool] })),
         models: models.api,
-        lease: { place: "tab", arbiter: remoteArbiter(tab.link) },
+        // Effects wait for the object's acknowledgement (decision 0032), as the worker's follow link wires it.
+        lease: {
+          place: "tab",
+          arbiter: remoteArbiter(tab.link),
+          confirm: (position, context) => mirror.whenAcknowledged(position, context),
+        },
         serverCalls: linkServerCalls(tab.link, systemClock),
       },
       ctx,
     );
+    // The tab's commits reach the object's copy: the object runs only a call its copy holds (decision 0051).
+    mirror = new Mirror({ harness, link: tab.link, clock: systemClock, resendMs: 300 });
     expect(harness.lease?.place).toBe("tab");
     const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
     const submission = await root.submit({ type: "input", content: "pay", requestId: "pay" }, ctx);
     expect((await submission.wait(ctx)).status).toBe("done");
     const results = (await root.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result");
     expect(results.map((entry) => texts((entry.payload as unknown as ToolResultEntryPayload).message))).toEqual([["charged 5 (run 1)"]]);
+    mirror.stop();
     await harness.close(ctx);
     tab.stop();
   }, 60_000);

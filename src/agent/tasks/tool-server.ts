@@ -42,9 +42,6 @@ export async function callServer(
     return { status: "running", checkpoint };
   }, context);
   await runtime.crashPoint("tool:after-server-intent");
-  // Decision 0032: an unsafe call is asked for only once its intent is held where a takeover would recover from (the
-  // server's store would keep a second run away all the same, but then the server may check its copy holds it).
-  if (replay === "unsafe") await runtime.beforeEffect(context);
   await serverPhase(task, runtime, context, after, checkpoint);
 }
 
@@ -68,6 +65,10 @@ export async function serverPhase(
     await settleFromProgress(task, runtime, "interrupted", message, { status: "failed", message, interrupted: "interrupted" }, context);
     return;
   }
+  // Decision 0032: a call is asked for only once its intent is held where a takeover would recover from; and the
+  // server runs only a call its copy holds (decision 0051), so a safe one waits for that acknowledgement too. Every
+  // run of the phase waits (after a crash, the new epoch's copy may not have reached the server yet).
+  await runtime.beforeEffect(context);
   let answer: ServerCallAnswer;
   try {
     answer = await calling.port.call(
