@@ -7,6 +7,10 @@ import { remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { encodeFollowMessage, FOLLOW_TOPICS, parseFollowMessage } from "../src/follow/wire.ts";
 import { FOLLOW_WIRE_VERSION } from "../src/follow/wire-version.ts";
+
+/** A wire version newer than this release's. */
+const NEWER = FOLLOW_WIRE_VERSION + 1;
+
 import { deserializeError } from "../src/host/error-wire.ts";
 import { createRegistry, FollowMessageRefused, FollowVersionMismatch, Harness, MemoryStorage, type Storage } from "../src/index.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
@@ -78,7 +82,7 @@ describe("the follow wire's version (decision 0046)", () => {
     expect(first).toMatchObject({ type: "call", topic: "wire", method: "hello", args: [FOLLOW_WIRE_VERSION] });
   });
 
-  it("0046: a tab of this release and a Worker deployed before versions: the tab's open fails with FollowVersionMismatch naming 2 and 1; nothing but the hello was sent, nothing granted", async () => {
+  it("0046: a tab of this release and a Worker deployed before versions: the tab's open fails with FollowVersionMismatch naming ours and 1; nothing but the hello was sent, nothing granted", async () => {
     const clock = createManualClock(1_000);
     const { end, record } = await objectEnd(clock, { before: true });
     const { link, sent, mismatches } = tabLink(clock, (frame, reply) => end.receive(frame, reply, () => true));
@@ -93,7 +97,7 @@ describe("the follow wire's version (decision 0046)", () => {
     );
     expect(refused).toBeInstanceOf(FollowVersionMismatch);
     expect(refused).toMatchObject({ tab: FOLLOW_WIRE_VERSION, object: 1 });
-    expect((refused as Error).message).toContain("version 2");
+    expect((refused as Error).message).toContain(`version ${FOLLOW_WIRE_VERSION}`);
     expect((refused as Error).message).toContain("version 1");
     expect(mismatches).toHaveLength(1);
     expect(link.up).toBe(false);
@@ -103,25 +107,25 @@ describe("the follow wire's version (decision 0046)", () => {
     await expect(link.call("lease", "renew", ["tab", 1])).rejects.toBeInstanceOf(FollowVersionMismatch);
   });
 
-  it("0046: a tab of this release and an object of a newer wire (it answers version 3): FollowVersionMismatch naming 2 and 3", async () => {
+  it("0046: a tab of this release and an object of a newer wire (it answers a version past ours): FollowVersionMismatch naming both", async () => {
     const clock = createManualClock(1_000);
     const { link } = tabLink(clock, (frame, reply) => {
       const { id } = JSON.parse(frame) as { id: string };
-      reply(encodeFollowMessage({ type: "answer", id, value: { version: 3 } }));
+      reply(encodeFollowMessage({ type: "answer", id, value: { version: NEWER } }));
     });
     const refused = await link.call("lease", "acquire", ["tab", 0]).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(FollowVersionMismatch);
-    expect(refused).toMatchObject({ tab: FOLLOW_WIRE_VERSION, object: 3 });
+    expect(refused).toMatchObject({ tab: FOLLOW_WIRE_VERSION, object: NEWER });
   });
 
-  it("0046: an object of this release and a tab of a newer wire (hello 3): the answer is FollowVersionMismatch naming 3 and 2, and nothing is granted", async () => {
+  it("0046: an object of this release and a tab of a newer wire (a hello past ours): the answer is FollowVersionMismatch naming both, and nothing is granted", async () => {
     const clock = createManualClock(1_000);
     const { end, record } = await objectEnd(clock);
-    const answer = await answerTo(end, { type: "call", id: "h", topic: "wire", method: "hello", args: [3] });
+    const answer = await answerTo(end, { type: "call", id: "h", topic: "wire", method: "hello", args: [NEWER] });
     const error = deserializeError(answer.error as never);
     expect(error).toBeInstanceOf(FollowVersionMismatch);
-    expect(error).toMatchObject({ tab: 3, object: FOLLOW_WIRE_VERSION });
-    expect(error.message).toContain("version 3");
+    expect(error).toMatchObject({ tab: NEWER, object: FOLLOW_WIRE_VERSION });
+    expect(error.message).toContain(`version ${NEWER}`);
     expect(record()).toEqual({ epoch: 0 });
   });
 

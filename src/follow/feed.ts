@@ -14,6 +14,7 @@ import type { Clock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
 import { packPushes } from "./chunks.ts";
+import { historyWindow } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
 import { encodeFollowMessage, type FollowStart } from "./wire.ts";
 
@@ -135,14 +136,16 @@ export class Feed {
    * Where a connection can start following: this copy's history (for the tab's `continuesHistory`) and `after`, the
    * earliest head the durable tail can push from. `head` is the copy's last position.
    */
-  async start(head: number): Promise<FollowStart> {
+  async start(head: number, tail: { from: number; to: number } = { from: 0, to: head }): Promise<FollowStart> {
     const storage = this.#options.storage;
     const epochs = (await storage.readEpochs?.()) ?? [];
     const epoch = epochs.filter((stretch) => stretch.start <= head).at(-1)?.epoch;
     const first = (await storage.readLog?.(0, 1))?.[0]?.fence.position;
     return {
       head: head > 0 && epoch !== undefined ? { epoch, position: head } : null,
-      epochs: epochs.map(({ epoch, start }) => ({ epoch, start })),
+      // Only what the tab's log tail needs (decision 0051): all of them pass the link's 1 MB frame after tens of
+      // thousands of takeovers.
+      epochs: historyWindow(epochs, tail.from, tail.to),
       after: first === undefined ? head : first - 1,
     };
   }

@@ -135,7 +135,9 @@ export class Follower {
     let start: FollowStart;
     try {
       const mine = await this.#line.run(async () => (this.#head ??= (await this.#harness.storage.load()).log ?? { epoch: 0, position: 0 }));
-      const answer = await this.#link.call("follow", "from", [this.#place, mine.position]);
+      // Where this copy's log tail starts: the object sends the epoch stretches from there to the head (decision 0051).
+      const tail = (await this.#harness.storage.readLog?.(0, 1).catch(() => undefined))?.[0]?.fence.position;
+      const answer = await this.#link.call("follow", "from", [this.#place, mine.position, Math.min(tail ?? mine.position, mine.position)]);
       const problem = followStart(answer, "the object's follow.from answer");
       if (problem) throw new TypeError(problem);
       start = answer as unknown as FollowStart;

@@ -45,6 +45,26 @@ export async function historyOf(storage: Storage): Promise<LogHistory> {
   return { head: state.log, epochs };
 }
 
+/** How many epoch stretches a history sent over the link carries at most (~40 bytes each: well under 1 MB). */
+export const MAX_SENT_STRETCHES = 4_096;
+
+/**
+ * The stretches of `epochs` (oldest first) that say which epoch wrote each position in [from, to] — the one in force
+ * at `from` and those that start after it up to `to` — the newest `MAX_SENT_STRETCHES` of them (decision 0051). What a
+ * tab whose log tail spans [from, to] needs of the object's history to tell whether it continues it and which of its
+ * transactions forked; a position before the first stretch sent reads as not the object's (a fork, kept, never lost).
+ */
+export function historyWindow(epochs: readonly EpochStart[], from: number, to: number): EpochStart[] {
+  let first = 0;
+  let end = 0;
+  for (let i = 0; i < epochs.length; i++) {
+    const start = epochs[i]!.start;
+    if (start <= from) first = i;
+    if (start <= to) end = i + 1;
+  }
+  return epochs.slice(Math.max(first, end - MAX_SENT_STRETCHES), Math.max(end, first)).map(({ epoch, start }) => ({ epoch, start }));
+}
+
 /** The epoch that wrote `position` in `history`, or undefined past its head. */
 export function epochAt(history: LogHistory, position: number): number | undefined {
   if (!history.head || position > history.head.position) return undefined;

@@ -27,6 +27,7 @@ import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
+import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage, type LoggedBatch } from "./handover.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
@@ -371,7 +372,9 @@ export class ObjectEnd {
         await spoke(message.from);
         await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
       } catch (error) {
-        const epochs = (await this.#options.storage.readEpochs?.().catch(() => undefined)) ?? undefined;
+        // Where this copy's log stands, for the pusher's fork (decision 0032): the newest stretches, bounded (decision 0051).
+        const all = await this.#options.storage.readEpochs?.().catch(() => undefined);
+        const epochs = all && historyWindow(all, 0, Number.MAX_SAFE_INTEGER);
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(error), ...(epochs ? { epochs } : {}) }));
       }
     });
@@ -383,7 +386,7 @@ export class ObjectEnd {
    * there), so it is not remembered by id.
    */
   async #startFollowing(id: string, args: Json[], reply: (frame: string) => void, connection: unknown): Promise<void> {
-    const [place, head] = args as [string, number];
+    const [place, head, tail] = args as [string, number, number | undefined];
     if (place === this.#options.place) {
       reply(
         encodeFollowMessage({
@@ -395,7 +398,7 @@ export class ObjectEnd {
       return;
     }
     await this.#line.run(async () => {
-      const start = await this.#feed.start(this.head);
+      const start = await this.#feed.start(this.head, { from: Math.min(tail ?? 0, head), to: head });
       reply(encodeFollowMessage({ type: "answer", id, value: start as unknown as Json }));
       this.#feed.follow(connection, reply, head);
       this.#placeOf.set(connection, place); // the door allowed this caller follow.from for it

@@ -14,8 +14,11 @@ import type { Json } from "../base/json.ts";
 import { FollowVersionMismatch } from "../errors.ts";
 import { args, type Check, integer, record } from "../shape.ts";
 
-/** This release's follow wire. Version 1 is the wire before versions (no `wire.hello`). */
-export const FOLLOW_WIRE_VERSION = 2;
+/**
+ * This release's follow wire. Version 1 is the wire before versions (no `wire.hello`); 3 (decision 0051): `follow.from`
+ * takes the tab's log tail as a third argument (an object of version 2 refuses it).
+ */
+export const FOLLOW_WIRE_VERSION = 3;
 
 /** The wire before versions: what a tab that says no hello speaks, and what an object that knows no hello is. */
 export const UNVERSIONED_WIRE = 1;

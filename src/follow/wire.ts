@@ -120,12 +120,14 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
     },
   },
   // A tab that does not hold the lease follows the object's log from its own head (decision 0038):
-  // `from(place, head)` → the object's `FollowStart`; the object then pushes to that connection.
+  // `from(place, head, tail?)` → the object's `FollowStart`; the object then pushes to that connection. `tail`: the
+  // first position of the tab's log tail (default 0), so the answer carries only the epoch stretches that cover
+  // [tail, head] (decision 0051: after tens of thousands of takeovers all of them pass the 1 MB frame).
   // `snapshot(place, id?, index?)` → a `SnapshotPart` of the object's copy (decision 0047): without an id, a new
   // snapshot's first part; with one, its part `index`. A tab that cannot follow the log rebuilds from it.
   follow: {
     calledBy: "tab",
-    methods: { from: args([place, position]), snapshot: args([place], [text({ max: 100 }), integer(0, MAX_PARTS - 1)]) },
+    methods: { from: args([place, position], [position]), snapshot: args([place], [text({ max: 100 }), integer(0, MAX_PARTS - 1)]) },
   },
   // Writes a device made at the object's copy, made by the tab that holds the lease (decision 0034).
   [FORWARD]: FORWARD_TOPIC,
