@@ -117,6 +117,53 @@ interface FollowAttachment {
   following?: true;
   /** The place it speaks for (`SpeaksFor`): the object's calls of that place go on it (decision 0037). */
   place?: string;
+  /** The pages whose page tool calls were claimed through it (decision 0051): connected while it is open. */
+  pages?: string[];
+}
+
+/**
+ * Keeps with a follow socket the pages that claimed page tool calls through it (`ObjectEndOptions.claimedPages`), so
+ * the object's next instance counts them as connected (`claimedThroughFollow`). As many as fit in the attachment
+ * (2 KB with the caller and place), newest first; a page that does not fit loses its claim at the next instance.
+ */
+export function keepClaimedPages(socket: HibernatableWebSocket, pages: readonly string[]): void {
+  let attachment: FollowAttachment | undefined;
+  try {
+    attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
+  } catch {
+    return; // closing
+  }
+  if (attachment?.follow !== true) return;
+  for (let kept = pages.length; kept >= 0; kept--) {
+    try {
+      const { pages: _old, ...rest } = attachment;
+      socket.serializeAttachment(kept === 0 ? rest : { ...rest, pages: pages.slice(pages.length - kept) });
+      return;
+    } catch {
+      // Too large: keep one page fewer.
+    }
+  }
+}
+
+/** The open follow sockets with the pages kept with each by `keepClaimedPages` (those with any). */
+export function claimsKept(ctx: DurableObjectState): Array<[HibernatableWebSocket, string[]]> {
+  return (ctx.getWebSockets?.(FOLLOW_TAG) ?? [])
+    .map((socket): [HibernatableWebSocket, string[]] => [socket, claimedPagesOf(socket)])
+    .filter(([, pages]) => pages.length > 0);
+}
+
+function claimedPagesOf(socket: HibernatableWebSocket): string[] {
+  try {
+    const pages = (socket.deserializeAttachment() as FollowAttachment | undefined)?.pages;
+    return Array.isArray(pages) ? pages.filter((page): page is string => typeof page === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Every page that claimed through a follow socket still open (the open's `connectedPages`, decision 0051). */
+export function claimedThroughFollow(ctx: DurableObjectState): string[] {
+  return claimsKept(ctx).flatMap(([, pages]) => pages);
 }
 
 /** Accepts a follow link for `caller`: the tab's end of a new socket (101). */

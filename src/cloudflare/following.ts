@@ -14,10 +14,12 @@ import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
 import {
+  claimsKept,
   type FollowOptions,
   followCaller,
   followConnection,
   followingSockets,
+  keepClaimedPages,
   lastOfPlace,
   markFollowing,
   objectAnswers,
@@ -79,11 +81,14 @@ export class ObjectFollowing {
         clock: systemClock,
         apply: options.apply, // pages watching the copy see each push
         connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
+        // Claims made through a follow socket outlive this instance with the socket (decision 0051).
+        claimedPages: (socket, pages) => keepClaimedPages(socket as HibernatableWebSocket, pages),
         open: options.open,
       });
       if (options.serverTools) end.serve(SERVER_TOOLS_TOPIC, options.serverTools); // the tab's server tools (decision 0036)
       // Tabs that followed the object's last instance are pushed to again (decision 0038).
       for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame), followCaller(socket)?.place);
+      for (const [socket, pages] of claimsKept(ctx)) end.restorePages(socket, pages);
       options.restorePages(); // pages that stayed through a hibernation watch the copy again
       return end;
     });

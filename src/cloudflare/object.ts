@@ -36,7 +36,7 @@ import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
 import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
-import { acceptFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
+import { acceptFollow, claimedThroughFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
 import { objectCopy } from "./follow-copy.ts";
 import { ObjectFollowing } from "./following.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
@@ -127,7 +127,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       harness: {
         ...harnessOptions,
         clock: systemClock,
-        connectedPages: this.#sockets.connectedPages(),
+        // And pages that claimed through a follow socket still open (decision 0051).
+        connectedPages: [...this.#sockets.connectedPages(), ...claimedThroughFollow(ctx)],
         ...(book && server ? { lease: { place, arbiter: book }, serverCalls: server.calls } : {}),
       },
       ...(methods ? { methods } : {}),

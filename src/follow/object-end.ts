@@ -101,6 +101,13 @@ export interface ObjectEndOptions {
    * object's calls of the tab. Default: the connection that last spoke for it to this instance.
    */
   connection?(place: string): ((frame: string) => void) | undefined;
+  /**
+   * Told the pages whose page tool calls were claimed through `connection` (`page-calls`, decision 0044) each time
+   * they change, for the platform to keep with the connection (a follow socket's attachment): its next instance opens
+   * the harness with them among `connectedPages` and gives them back to `restorePages`, so a claim made through a
+   * follow socket lives as long as the socket, across instances, as a page socket's does (decision 0051).
+   */
+  claimedPages?(connection: unknown, pages: readonly string[]): void;
   /** Transactions the log's tail keeps behind the head while this place holds the lease (`FeedOptions.keepLog`). */
   keepLog?: number;
 }
@@ -136,7 +143,11 @@ export class ObjectEnd {
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
   /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
-  readonly #pageCalls = new PageCallRelay("object", () => this.#holder);
+  readonly #pageCalls = new PageCallRelay(
+    "object",
+    () => this.#holder,
+    (connection, pages) => this.#options.claimedPages?.(connection, pages),
+  );
   /** Where the arrival's messages go: the connection that spoke last. */
   #replyTo: ((frame: string) => void) | undefined;
 
@@ -252,6 +263,14 @@ export class ObjectEnd {
   rejoin(connection: unknown, reply: (frame: string) => void, place?: string): void {
     if (place !== undefined) this.#placeOf.set(connection, place);
     this.#feed.rejoin(connection, reply);
+  }
+
+  /**
+   * The pages that claimed page tool calls through `connection` in an earlier instance (kept by `claimedPages`): its
+   * `releasePage` and its close release them here (decision 0051).
+   */
+  restorePages(connection: unknown, pages: readonly string[]): void {
+    this.#pageCalls.restore(connection, pages);
   }
 
   /** Whether `connection` follows this place (asked `follow.from`, or rejoined). */

@@ -66,9 +66,24 @@ export class PageCallRelay {
   /** The pages that claimed through each connection (the connection is the platform's: a socket). */
   readonly #pages = new Map<unknown, Set<string>>();
 
-  constructor(place: string, holder: () => Harness | undefined) {
+  /** Told the pages that claimed through a connection each time they change (decision 0051). */
+  readonly #onPages: ((connection: unknown, pages: readonly string[]) => void) | undefined;
+
+  constructor(place: string, holder: () => Harness | undefined, onPages?: (connection: unknown, pages: readonly string[]) => void) {
     this.#place = place;
     this.#holder = holder;
+    this.#onPages = onPages;
+  }
+
+  /**
+   * The pages that claimed through `connection` before this relay existed (a follow socket that outlived the object's
+   * last instance, its pages kept with it): its `releasePage` and close release them as if claimed here.
+   */
+  restore(connection: unknown, pages: readonly string[]): void {
+    if (pages.length === 0) return;
+    const known = this.#pages.get(connection) ?? new Set<string>();
+    for (const page of pages) known.add(page);
+    this.#pages.set(connection, known);
   }
 
   async call(method: string, values: Json[], connection: unknown): Promise<Json> {
@@ -81,7 +96,10 @@ export class PageCallRelay {
         const claimed = await harness.conversation(conversationId).claimPageCall(callId, claim, ctx);
         let pages = this.#pages.get(connection);
         if (!pages) this.#pages.set(connection, (pages = new Set()));
-        pages.add(claim.pageId);
+        if (!pages.has(claim.pageId)) {
+          pages.add(claim.pageId);
+          this.#onPages?.(connection, [...pages]);
+        }
         return claimed as unknown as Json;
       }
       case "answerPageCall": {
@@ -94,6 +112,7 @@ export class PageCallRelay {
         const pages = this.#pages.get(connection);
         if (!pages?.delete(page)) return null;
         if (pages.size === 0) this.#pages.delete(connection);
+        this.#onPages?.(connection, [...pages]);
         await harness.releasePage(page, ctx);
         return null;
       }
