@@ -60,6 +60,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   NotAuthorized: false,
   // Not the agent's own call (or its intent has not reached the object): the same ask is refused again.
   ServerCallNotInCopy: false,
+  // The hand-over's outcome is the object's once the lease expired: reload, or runHere() once online.
+  HandOverUnanswered: false,
   // A decision is final: once a call was decided, withdrawn or ended, deciding it again gives the same answer.
   AlreadyDecided: false,
   ApprovalWithdrawn: false,

@@ -21,7 +21,8 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import { HandOverUnanswered, LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import type { LeaseArbiter, LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
@@ -31,6 +32,7 @@ import { DEVICE_PAGE_CALLS, linkPageCalls, PAGE_CALLS, type PageCallPort, PageCa
 import { linkServerCalls } from "../follow/server-call-client.ts";
 import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
+import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { SocketLike } from "./socket.ts";
 
@@ -190,6 +192,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       devicePages.dropped(link);
       if (socket === ws) socket = undefined;
       link.disconnected();
+      for (const check of [...drops]) check();
       if (!closed) clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
     };
     ws.addEventListener("close", drop);
@@ -197,6 +200,58 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   };
   open();
   link.onConnected(() => void (rebuildFailed = false));
+
+  // The lease's expiry as the tab's harness reckons it (the last grant's time from when it was asked), for a leave()
+  // whose answer never comes (decision 0051).
+  const remote = remoteArbiter(link);
+  let expiresAt = Number.POSITIVE_INFINITY;
+  const granted = async (asked: Promise<LeaseGrant>) => {
+    const askedAt = clock.now();
+    const grant = await asked;
+    expiresAt = askedAt + grant.ttlMs;
+    return grant;
+  };
+  const arbiter: LeaseArbiter = {
+    acquire: (at, head, epoch) => granted(remote.acquire(at, head, epoch)),
+    renew: (at, epoch) => granted(remote.renew(at, epoch)),
+    release: (at, epoch, position, heir) => remote.release(at, epoch, position, heir),
+  };
+  /** Listeners for the link's drops (a leave that waits for its answer). */
+  const drops = new Set<() => void>();
+  /**
+   * `leaving`, or `HandOverUnanswered` once the link is down past the lease's expiry (at the expiry, or at a drop after
+   * it): the object takes the lease then, whether or not the release reached it. A pinned lease never expires: a
+   * leave of one waits for the link (the lease is the tab's until the object answers).
+   */
+  const unanswered = (leaving: Promise<void>, mark: LogMark, stop: () => void): Promise<void> => {
+    if (!Number.isFinite(expiresAt)) return leaving;
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      let expired = false;
+      const done = (outcome: () => void) => {
+        if (settled) return;
+        settled = true;
+        cancel();
+        drops.delete(check);
+        outcome();
+      };
+      const check = () => {
+        if (expired && !link.up) {
+          stop();
+          done(() => reject(new HandOverUnanswered(mark.position)));
+        }
+      };
+      const cancel = clock.setTimer(Math.max(0, expiresAt - clock.now()), () => {
+        expired = true;
+        check();
+      });
+      drops.add(check);
+      leaving.then(
+        () => done(resolve),
+        (error: unknown) => done(() => reject(error)),
+      );
+    });
+  };
 
   const rebuild = {
     when: (listener: () => void) => void cannotFollow.add(listener),
@@ -220,7 +275,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       get place() {
         return place;
       },
-      arbiter: remoteArbiter(link),
+      arbiter,
       // Before an external effect the object must hold the commit that recorded it (decision 0032).
       confirm: (position, context) => (mirror ? mirror.whenAcknowledged(position, context) : Promise.resolve()),
       // A pinned lease is reopened offline at once: the worker's Web Lock says its previous incarnation is gone.
@@ -289,7 +344,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         .handOver(BACKGROUND_CONTEXT, { drain: false })
         .then((mark) => {
           sentAway = true;
-          return leaving.leave(mark, BACKGROUND_CONTEXT);
+          return unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop());
         })
         .then(() => true);
     },

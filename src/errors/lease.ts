@@ -134,3 +134,17 @@ export class ServerCallNotInCopy extends DurableError {
     );
   }
 }
+
+/**
+ * A page's `leave()` handed the lease over (the rest of the log and the release were sent) and the object's answer
+ * never came: the link has been down past the lease's expiry (decision 0051). The object takes the lease at that
+ * expiry, as after a lost release; nothing runs here any more. Reload the page, or `runHere()` once online.
+ */
+export class HandOverUnanswered extends DurableError {
+  override name = "HandOverUnanswered";
+  constructor(position: number) {
+    super(
+      `The hand-over at log position ${position} was sent and the object never answered; the link has been down past the lease's expiry, so the object takes the lease then. Nothing runs here any more: reload, or runHere() once online.`,
+    );
+  }
+}
