@@ -33,7 +33,11 @@ async function tab() {
             () =>
               void end.receive(
                 frame,
-                (reply) => setTimeout(() => !cut && listeners.message!.forEach((l) => l({ data: reply })), 0),
+                (reply) =>
+                  setTimeout(() => {
+                    if (cut) return;
+                    for (const listener of listeners.message!) listener({ data: reply });
+                  }, 0),
                 () => true,
               ),
             0,

@@ -108,7 +108,7 @@ describe("a server tool runs only for a call of the object's copy (decision 0051
 
   it("0051: a superseded epoch still hears StaleEpoch first (its tab must stop writing), not the copy's refusal", async () => {
     const w = await holderAndObject();
-    const reply = await w.ask({ ...own, epoch: w.epoch - 1 < 1 ? 1 : w.epoch - 1, place: "tab-b", taskId: 99 });
+    const reply = await w.ask({ ...own, epoch: Math.max(w.epoch - 1, 1), place: "tab-b", taskId: 99 });
     expect(["StaleEpoch", "LeaseNotHeld"]).toContain(reply.error?.name);
     expect(w.store.calls.size).toBe(0);
   });

@@ -18,7 +18,7 @@ export async function checkServerCallInCopy(storage: Pick<Storage, "getTask">, r
     throw new ServerCallNotInCopy(request.callId, why);
   };
   const task = await storage.getTask(request.taskId);
-  if (!task || task.kind !== "pi.tool" || task.conversationId !== request.conversationId)
+  if (task?.kind !== "pi.tool" || task.conversationId !== request.conversationId)
     return refuse(`the object's copy has no tool task ${request.taskId} in conversation ${request.conversationId}`);
   const input = task.input as { callId?: unknown; name?: unknown } | null;
   if (input?.callId !== request.callId) return refuse(`task ${request.taskId} is another tool call`);
