@@ -1,7 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { type Batch, defineTool, MemoryStorage, type Storage, StorageQuotaExceeded, type ToolResultEntryPayload } from "../src/index.ts";
+import {
+  type Batch,
+  createRegistry,
+  defineExtension,
+  defineTask,
+  defineTool,
+  MemoryStorage,
+  type Storage,
+  StorageQuotaExceeded,
+  type TaskRecord,
+  type ToolResultEntryPayload,
+} from "../src/index.ts";
 import { answer, callTool, createWorld, INTERRUPTED, openAgent, ScriptedModels, texts, until } from "./agent-support.ts";
-import { ctx } from "./support.ts";
+import { ctx, flush, openHarness } from "./support.ts";
 
 /** MemoryStorage that refuses (quota) the first `times` batches matching `refuse`, as a full origin would. */
 function refusing(refuse: (batch: Batch) => boolean, times = 2): Storage & { refused: number } {
@@ -95,5 +106,59 @@ describe("B9: a refused commit of a result is retried as a commit", () => {
     expect(models.requests).toHaveLength(1);
     expect(outcome).toMatchObject({ status: "done", answer: { text: "the answer" } });
     expect(opened.reports.filter((r) => r.kind === "error")).toHaveLength(2);
+  });
+});
+
+describe("B9: a refusal the phase retried is not its failure (decision 0049)", () => {
+  it("B9/decision 0049: a phase that catches a refused commit and commits again goes on at once, without the storage-failure back-off", async () => {
+    const phases: string[] = [];
+    let caught = 0;
+    const retrying = defineTask<Record<string, never>, { phase: "first" } | { phase: "second" }, string>({
+      name: "test.retrying",
+      version: 1,
+      initial: () => ({ phase: "first" }),
+      phases: {
+        first: async (_task, runtime, context) => {
+          phases.push("first");
+          const next = () => ({ status: "running" as const, checkpoint: { phase: "second" as const } });
+          try {
+            await runtime.commit(next, context);
+          } catch (error) {
+            if (!(error instanceof StorageQuotaExceeded)) throw error;
+            caught++;
+            await runtime.commit(next, context); // stored: the refusal before it is no longer this invocation's failure
+          }
+        },
+        second: async (_task, runtime, context) => {
+          phases.push("second");
+          await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "done" } }), context);
+        },
+      },
+      abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
+    });
+    // The first phase's commit (its checkpoint moving to "second") is refused once; the pass's own commits are not.
+    const storage = refusing(
+      (batch) =>
+        batch.tasks.some(
+          (task) => task.kind === "test.retrying" && task.state.status === "running" && task.state.checkpoint.phase === "second",
+        ),
+      1,
+    );
+    const registry = createRegistry().install(defineExtension({ name: "test", tasks: [retrying] }));
+    const { harness, clock } = await openHarness(storage, { registry });
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(retrying, {}), ctx);
+    const start = clock.now();
+    let done: TaskRecord | undefined;
+    void harness.waitForTask(id, ctx).then((task) => (done = task));
+    // No timer fired: the clock never moves here. The old code kept the caught refusal as the invocation's failure,
+    // so the task backed off after its first phase and waited for the clock.
+    for (let round = 0; round < 20 && !done; round++) await flush(2);
+    expect(storage.refused).toBe(1);
+    expect(caught).toBe(1);
+    expect(clock.now()).toBe(start);
+    expect(phases).toEqual(["first", "second"]);
+    expect(done?.state).toMatchObject({ status: "terminal", outcome: { status: "completed", result: "done" } });
+    await harness.close(ctx);
   });
 });

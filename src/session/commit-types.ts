@@ -17,6 +17,17 @@ export interface CommitOptions {
    * (decision 0026): a task's own commits, whose callbacks read only through their `tx`.
    */
   group?: boolean;
+  /**
+   * Told how the commit settled, synchronously, right before its promise settles (decision 0049): a task
+   * invocation's bookkeeping of storage refusals without a promise and an async frame of its own on every step.
+   */
+  settled?: CommitSettled;
+}
+
+/** How a commit settled: `stored` once it is durable and published, `refused` with whatever it is rejected with. */
+export interface CommitSettled {
+  stored(): void;
+  refused(error: unknown): void;
 }
 
 /** A commit waiting on the line for its turn. */
@@ -25,6 +36,7 @@ export interface Pending {
   actor: TxActor | undefined;
   resolve(value: unknown): void;
   reject(error: unknown): void;
+  settled: CommitSettled | undefined;
 }
 
 /** A commit of a group that passed its callback and checks, waiting for the group's transaction. */

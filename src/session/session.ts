@@ -137,7 +137,7 @@ export class Session {
     if (this.#sealed && !options?.whileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { body, actor, resolve: resolve as (value: unknown) => void, reject };
+      const pending: Pending = { body, actor, resolve: resolve as (value: unknown) => void, reject, settled: options?.settled };
       if (!options?.group) {
         this.#turn(() => this.#runGroup([pending], false));
         return;
@@ -213,7 +213,7 @@ export class Session {
         this.#stamp(batch);
       } catch (lost) {
         // The lease no longer holds: nothing of this turn is stored, every commit of it is refused with the reason.
-        for (const member of built) member.pending.reject("tx" in member ? lost : member.error);
+        for (const member of built) refuse(member.pending, "tx" in member ? lost : member.error);
         return true;
       }
       try {
@@ -224,7 +224,7 @@ export class Session {
         // as before (no commit is stored twice); a group's commits are decided again, one at a time.
         if (this.#fenceRefused(error) || !group) {
           if (!isFenceError(error)) markStorageFailure(error);
-          for (const member of built) member.pending.reject("tx" in member ? error : member.error);
+          for (const member of built) refuse(member.pending, "tx" in member ? error : member.error);
           return true;
         }
         return false;
@@ -233,7 +233,7 @@ export class Session {
     }
     for (const member of built) {
       if (!("tx" in member)) {
-        member.pending.reject(member.error);
+        refuse(member.pending, member.error);
         continue;
       }
       const { pending, tx, result, batch } = member;
@@ -244,10 +244,12 @@ export class Session {
           for (const listener of this.#listeners) listener(published);
         }
         for (const callback of tx.callbacks) callback();
-        pending.resolve(result);
       } catch (error) {
-        pending.reject(error);
+        refuse(pending, error);
+        continue;
       }
+      pending.settled?.stored();
+      pending.resolve(result);
     }
     return true;
   }
@@ -395,6 +397,12 @@ export class Session {
       else this.openSubmissions.delete(submission.id);
     }
   }
+}
+
+/** Rejects a commit, telling its `settled` first. */
+function refuse(pending: Pending, error: unknown): void {
+  pending.settled?.refused(error);
+  pending.reject(error);
 }
 
 function isFenceError(error: unknown): boolean {

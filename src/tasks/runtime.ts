@@ -5,7 +5,7 @@ import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded } from "../
 import { deliver, type Report } from "../reports.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import { documentKey } from "../session/keys.ts";
-import type { Session } from "../session/session.ts";
+import type { CommitOptions, Session } from "../session/session.ts";
 import { isStorageFailure } from "../session/storage-failure.ts";
 import type { KernelTx, TxActor } from "../session/tx.ts";
 import type { Checkpoint, EntryRecord, TaskOutcome, TaskRecord } from "../storage/records.ts";
@@ -24,9 +24,6 @@ export interface TaskRuntimesOptions {
   /** True once the scheduler is closing: every commit of a phase is refused from then on. */
   readonly closing: () => boolean;
 }
-
-/** A task's own commits read only through their `tx`: they may share a transaction with others (decision 0026). */
-const GROUPED = { group: true } as const;
 
 const CONFIRMED: Promise<void> = Promise.resolve();
 
@@ -65,6 +62,12 @@ class InvocationRuntime implements TaskRuntime {
   readonly #kind: string;
   /** Who this invocation's commits are by: one object for all of them (a commit reads it, never changes it). */
   readonly #actor: TxActor;
+  /**
+   * How its commits go on the line: grouped (they read only through their `tx`, so they may share a transaction
+   * with others, decision 0026), and settled into the invocation's bookkeeping by the session itself
+   * (a storage refusal remembered, a stored commit clearing it), so a step awaits the commit's own promise.
+   */
+  readonly #commitOptions: CommitOptions;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
@@ -76,6 +79,17 @@ class InvocationRuntime implements TaskRuntime {
     this.#invocation = invocation;
     this.#kind = first.kind;
     this.#actor = Object.freeze({ conversationId: first.conversationId, taskId: invocation.taskId });
+    this.#commitOptions = {
+      group: true,
+      settled: {
+        stored: () => {
+          invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
+        },
+        refused: (error) => {
+          if (isStorageFailure(error)) invocation.storageFailure = error;
+        },
+      },
+    };
   }
 
   get signal(): AbortSignal {
@@ -106,26 +120,18 @@ class InvocationRuntime implements TaskRuntime {
         return body(tx, current);
       },
       this.#actor,
-      GROUPED,
+      this.#commitOptions,
     );
   }
 
   /**
-   * Waits for a commit of this task under `context`; a storage refusal is remembered as the invocation's when
-   * the commit settles. The invocation's own context needs no extra wait: its end already rejects the commit on
-   * the line, so the commit is awaited directly (one promise less on every step).
+   * Waits for a commit of this task under `context`. The session has already settled it into the invocation's
+   * bookkeeping (`#commitOptions`: a storage refusal remembered as the invocation's). The invocation's own context
+   * needs no extra wait: its end already rejects the commit on the line, so the commit's promise is the answer
+   * (decision 0049: before, an async frame and its promise on every step did the bookkeeping).
    */
-  async #settled<T>(committed: Promise<T>, context: Context): Promise<T> {
-    const invocation = this.#invocation;
-    if (context !== invocation.context) return waitFor(committed.then(remembered(invocation), refused(invocation)), context);
-    try {
-      const result = await committed;
-      invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
-      return result;
-    } catch (error) {
-      if (isStorageFailure(error)) invocation.storageFailure = error;
-      throw error;
-    }
+  #settled<T>(committed: Promise<T>, context: Context): Promise<T> {
+    return context === this.#invocation.context ? committed : waitFor(committed, context);
   }
 
   /** Not an async function: a step's commit is the hot path, and one async frame and its promise less counts there. */
@@ -288,20 +294,4 @@ class InvocationRuntime implements TaskRuntime {
     invocation.cancellation.onAbort(cancel);
     return cancel;
   }
-}
-
-/** A commit's result: it was stored, so a refusal the phase retried is no longer the invocation's failure. */
-function remembered(invocation: Invocation): <T>(result: T) => T {
-  return (result) => {
-    invocation.storageFailure = undefined;
-    return result;
-  };
-}
-
-/** A commit's refusal: a storage failure is remembered as the invocation's (the scheduler backs off). */
-function refused(invocation: Invocation): (error: unknown) => never {
-  return (error) => {
-    if (isStorageFailure(error)) invocation.storageFailure = error;
-    throw error;
-  };
 }
