@@ -173,6 +173,8 @@ function snapshotProblem(value: unknown, at: LogMark): string | undefined {
   for (const list of [rows.tasks, rows.conversations, rows.entries, rows.submissions])
     for (const row of list) if (row.id >= rows.nextId) return `the snapshot's row id ${row.id} is not below its nextId ${rows.nextId}`;
   for (const document of rows.documents) if (document.value === null) return "the snapshot's documents hold a deletion";
+  const twice = duplicateRow(rows);
+  if (twice) return `the snapshot holds ${twice} twice: a copy stores each row once`;
   if (!Array.isArray(epochs) || epochs.length === 0 || epochs.length > MAX_BATCH_RECORDS)
     return `the snapshot's epochs must be a list of 1 to ${MAX_BATCH_RECORDS} stretches`;
   let previous = { epoch: 0, start: 0 };
@@ -188,6 +190,30 @@ function snapshotProblem(value: unknown, at: LogMark): string | undefined {
     previous = { epoch: epoch as number, start: start as number };
   }
   if (previous.epoch !== at.epoch || previous.start > at.position) return `the snapshot's epochs do not lead to ${at.epoch}/${at.position}`;
+  return undefined;
+}
+
+/** A row a snapshot names twice (a table's key, or a submission's request id in its conversation), or undefined. */
+function duplicateRow(rows: Snapshot["batch"]): string | undefined {
+  const keyed: Array<[string, Array<string | number | undefined>]> = [
+    ["task", rows.tasks.map((row) => row.id)],
+    ["conversation", rows.conversations.map((row) => row.id)],
+    ["entry", rows.entries.map((row) => row.id)],
+    ["submission", rows.submissions.map((row) => row.id)],
+    [
+      "submission request",
+      rows.submissions.map((row) => (row.requestId === undefined ? undefined : `${row.conversationId}/${row.requestId}`)),
+    ],
+    ["document", rows.documents.map((row) => JSON.stringify([row.scope, row.key]))],
+  ];
+  for (const [what, keys] of keyed) {
+    const seen = new Set<string | number>();
+    for (const key of keys) {
+      if (key === undefined) continue;
+      if (seen.has(key)) return `the ${what} ${JSON.stringify(key)}`;
+      seen.add(key);
+    }
+  }
   return undefined;
 }
 
