@@ -129,12 +129,12 @@ export function createHost(options: HostOptions): ServedHost {
   };
 
   /** Opens the harness (on `reuse`, the storage already open, when the host opens it again: `runHere`). */
-  const open = async (reuse?: Storage, connectedPages?: readonly string[]) => {
+  const open = async (reuse?: Storage, connectedPages?: readonly string[], readOnly?: true) => {
     setStatus({ kind: "opening", database });
     storage = reuse ?? (await options.openStorage());
     setStatus({ kind: "recovering", database });
     const started = options.now();
-    const harnessOptions = { ...options.harness, onReport, crashPoint: stopAtCrashPoint };
+    const harnessOptions = { ...options.harness, onReport, crashPoint: stopAtCrashPoint, ...(readOnly ? { readOnly } : {}) };
     // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
     if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
     harness = await Harness.open(storage, harnessOptions, ctx);
@@ -242,18 +242,27 @@ export function createHost(options: HostOptions): ServedHost {
   let reopening: Promise<void> | undefined;
   /**
    * Opens the harness again on its storage (after the lease came back here, or `between` rebuilt it): views follow.
-   * A failed `between` still opens it again (on the storage as it was) and then rejects.
+   * A failed `between` still opens it again (on the storage as it was) and then rejects. An open that could not ask
+   * for the lease (the object's link down past a call's timeout) opens read-only instead — nothing is written
+   * without the lease, and the page may ask again — and resolves with that error.
    */
-  const reopen = async (between?: () => Promise<void>) => {
+  const reopen = async (between?: () => Promise<void>): Promise<unknown> => {
     const old = harness!;
     harness = undefined;
     await old.close(ctx);
+    let failed: unknown;
     try {
       await between?.();
     } finally {
-      const next = await open(storage, pageCalls.watchingPages());
+      const pages = pageCalls.watchingPages();
+      const next = await open(storage, pages).catch((error: unknown) => {
+        if (!options.harness.lease || harness) throw error; // opened, and failed after: not a second harness
+        failed = error;
+        return open(storage, pages, true);
+      });
       for (const rebind of liveViews) rebind(next);
     }
+    return failed;
   };
   options.rebuild?.when(() => {
     if (!harness || closing) return;
@@ -342,7 +351,8 @@ export function createHost(options: HostOptions): ServedHost {
       if (!current.readOnly || !options.takeBack || closing) return;
       reopening ??= (async () => {
         await options.takeBack!();
-        await reopen();
+        const failed = await reopen();
+        if (failed !== undefined) throw failed; // opened read-only: the page may ask again
       })().finally(() => {
         reopening = undefined;
       });
@@ -354,9 +364,11 @@ export function createHost(options: HostOptions): ServedHost {
       // Within this task the rest and the release went out (all a closing page may send); the rest is for a page
       // that stays: its harness, stopped at the hand-over, opens again read-only and follows the object.
       if (!(await handedOver) || closing) return;
-      reopening ??= reopen().finally(() => {
-        reopening = undefined;
-      });
+      reopening ??= reopen()
+        .then(() => {}) // read-only either way: the object took the lease
+        .finally(() => {
+          reopening = undefined;
+        });
       return reopening;
     },
     async forks() {
