@@ -101,13 +101,16 @@ export function forked(batch: LoggedBatch, theirs: LogHistory): boolean {
  * every transaction the other place did not acknowledge (decision 0029) — or undefined when its copy is a prefix
  * of theirs (or only ahead of it). Writes nothing.
  */
-export async function findFork(storage: Storage, theirs: LogHistory): Promise<Fork | undefined> {
+export async function findFork(storage: Storage, theirs: LogHistory, replacing = false): Promise<Fork | undefined> {
   if (!storage.readLog) return undefined;
   const transactions: ForkedTransaction[] = [];
+  // A copy about to be replaced by their history (a rebuild, decision 0047) can push nothing past their head after:
+  // what it holds there is a fork too, whatever its epoch.
+  const past = (batch: LoggedBatch) => replacing && batch.fence.position > (theirs.head?.position ?? 0);
   for (let after = 0; ; ) {
     const page = await storage.readLog(after, 64);
     if (page.length === 0) break;
-    for (const batch of page) if (forked(batch, theirs)) transactions.push(describe(batch));
+    for (const batch of page) if (forked(batch, theirs) || past(batch)) transactions.push(describe(batch));
     after = page.at(-1)!.fence.position;
   }
   if (transactions.length === 0) return undefined;
@@ -168,8 +171,8 @@ export async function listForks(storage: Storage): Promise<KeptFork[]> {
  * Finds this place's fork against `theirs` and keeps it (decision 0039): what a place does when it learns another
  * history superseded its own (its push refused as stale, its lease refused at open). Undefined when there is none.
  */
-export async function deliverFork(storage: Storage, theirs: LogHistory, now: number): Promise<KeptFork | undefined> {
-  const fork = await findFork(storage, theirs);
+export async function deliverFork(storage: Storage, theirs: LogHistory, now: number, replacing = false): Promise<KeptFork | undefined> {
+  const fork = await findFork(storage, theirs, replacing);
   return fork && keepFork(storage, fork, now);
 }
 

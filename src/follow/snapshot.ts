@@ -238,7 +238,7 @@ export async function rebuildFromObject(options: RebuildOptions, context: Contex
   if (!storage.rebuild)
     throw new TypeError(`${storage.label} cannot be rebuilt from a snapshot: use a storage with rebuild (MemoryStorage, SqliteStorage).`);
   const snapshot = await fetchSnapshot(options.link, options.place, context);
-  await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now);
+  await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now, true);
   await storage.rebuild(snapshot);
   return { ...snapshot.batch.fence };
 }
