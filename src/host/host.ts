@@ -363,7 +363,14 @@ export function createHost(options: HostOptions): ServedHost {
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
       // Within this task the rest and the release went out (all a closing page may send); the rest is for a page
       // that stays: its harness, stopped at the hand-over, opens again read-only and follows the object.
-      if (!(await handedOver) || closing) return;
+      if (!(await handedOver)) {
+        // The object took nothing (offline): the harness runs here still, and the status says so again.
+        const current = harness;
+        if (current && !current.readOnly && !current.closed && status.kind === "ready" && status.runs === "elsewhere")
+          setStatus({ ...status, runs: "here" });
+        return;
+      }
+      if (closing) return;
       reopening ??= reopen()
         .then(() => {}) // read-only either way: the object took the lease
         .finally(() => {
