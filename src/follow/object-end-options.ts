@@ -1,0 +1,93 @@
+/**
+ * What the object's end of follow links (`ObjectEnd`, object-end.ts) is given and asks: its options, the door a
+ * caller's frames go through (`FollowAuthorize`, with what the object reads for it: `FollowRequest`, decision 0051),
+ * and the stores the platform keeps for it.
+ */
+import type { Clock } from "../base/clock.ts";
+import type { Json } from "../base/json.ts";
+import type { Harness, LeaseOptions } from "../harness.ts";
+import type { LogMark } from "../storage/records.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { LeaseBook } from "./arbiter.ts";
+import type { LoggedBatch } from "./handover.ts";
+import type { FollowTopic } from "./wire.ts";
+
+/** What a caller asks of the object on a follow link, for `authorize`. */
+export type FollowAction = "push" | "release" | `${string}.${string}`;
+
+/**
+ * Whether the connection's caller may do `action` (false or a throw: refused with `NotAuthorized`). `place` is the
+ * place the frame speaks for when it names one — a push's or release's `from`, the first argument of `lease.*` and
+ * `follow.*` calls, the `place` of a `server-tools.call` request — so an app can bind a caller to its own place
+ * (another device must not take or hand back the lease, or have server tools run, under this tab's name).
+ */
+export type FollowAuthorize = (action: FollowAction, place?: string, request?: FollowRequest) => boolean | Promise<boolean>;
+
+/**
+ * What else the door is told about a call, read by the object rather than taken from the caller (decision 0051).
+ * For `page-calls.claimPageCall` and `page-calls.answerPageCall`: `conversationId`, the conversation whose page tool
+ * call it is — present only when the harness that holds the lease here has that call in the conversation the call
+ * names (else the call would find nothing there) — so an app can grant page calls per conversation; and `place` (the
+ * door's second argument) is the place the connection follows or speaks for, when it named one.
+ */
+export interface FollowRequest {
+  conversationId?: number;
+}
+
+/**
+ * Told which place a connection speaks for: its caller may push, and it pushed for that place or was granted its
+ * lease (the platform keeps it with the connection, so `ObjectEndOptions.connection` finds it after a hibernation).
+ */
+export type SpeaksFor = (place: string) => void;
+
+/** Serves the tab's calls of one topic besides `lease` (server tool calls, say). */
+export type ObjectTopicHandler = (method: string, args: Json[]) => Promise<Json> | Json;
+
+export interface ObjectEndOptions {
+  /** This place's name ("object"). */
+  place: string;
+  /** The copy of the log. */
+  storage: Storage;
+  /** The lease's arbiter, whose record this place stores. */
+  book: LeaseBook;
+  clock: Clock;
+  /** Opens the harness under `lease` on the copy and starts it (the takeover: recovery as after a crash). */
+  open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
+  /** The link's topics (default `FOLLOW_TOPICS`). */
+  topics?: Readonly<Record<string, FollowTopic>>;
+  /** Stores one pushed transaction in the copy (default `storage.apply`; a follower harness's, so views update). */
+  apply?(batch: LoggedBatch): Promise<void>;
+  /**
+   * Where lease answers are kept by request id beyond this instance (the object's SQLite), so a duplicate call
+   * that reaches the next instance gets the answer the first one gave — above all an `acquire`'s grant, which
+   * would otherwise mint another epoch. Default: in memory only.
+   */
+  answers?: AnswerStore;
+  /** Whether a timer on `clock` watches the lease's expiry (default true; an object's alarm does it instead). */
+  watchExpiry?: boolean;
+  /**
+   * Told when this place handed the lease back to a tab (`lease.handBack`, decision 0038): its harness stopped
+   * writing at `position` (drained, closed) and the release to the tab is recorded; this place follows again.
+   */
+  onHandedBack?(mark: LogMark): void;
+  /**
+   * The open connection of `place` (the platform's: the newest that spoke for it, see `SpeaksFor`), for this
+   * object's calls of the tab. Default: the connection that last spoke for it to this instance.
+   */
+  connection?(place: string): ((frame: string) => void) | undefined;
+  /**
+   * Told the pages whose page tool calls were claimed through `connection` (`page-calls`, decision 0044) each time
+   * they change, for the platform to keep with the connection (a follow socket's attachment): its next instance opens
+   * the harness with them among `connectedPages` and gives them back to `restorePages`, so a claim made through a
+   * follow socket lives as long as the socket, across instances, as a page socket's does (decision 0051).
+   */
+  claimedPages?(connection: unknown, pages: readonly string[]): void;
+  /** Transactions the log's tail keeps behind the head while this place holds the lease (`FeedOptions.keepLog`). */
+  keepLog?: number;
+}
+
+/** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */
+export interface AnswerStore {
+  get(id: string): Json | undefined;
+  put(id: string, answer: Json): void;
+}
