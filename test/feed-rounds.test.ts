@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Feed } from "../src/follow/feed.ts";
+import type { LoggedBatch } from "../src/follow/handover.ts";
 import type { Harness } from "../src/harness.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -88,5 +89,41 @@ describe("the object's feed sends a round once, whatever acks come back while it
       ),
       { numRuns: 15 },
     );
+  });
+});
+
+describe("the feed's memory is bounded by bytes as well as by count (decision 0053)", () => {
+  it("a tab 30 transactions of 500 KB behind, within the 256 buffered: its first round carries at most roundBytes and one transaction, and it still reaches the head", async () => {
+    const clock = createManualClock(1_000);
+    const count = 40;
+    const bytes = 500_000;
+    const roundBytes = 2_000_000;
+    const storage = await tailOf(count, bytes);
+    const feed = new Feed({ place: "object", storage, clock, roundBytes });
+    // The harness stores each transaction live (its log listener), as an object under load does.
+    let stored: ((batch: LoggedBatch) => void) | undefined;
+    feed.attach({
+      lease: { place: "object", epoch: 2, position: 0 },
+      onLog: (listener: (batch: LoggedBatch) => void) => ((stored = listener), () => {}),
+    } as unknown as Harness);
+    for (const batch of await storage.readLog(0, count)) stored!(batch);
+    const rounds: number[] = [];
+    let head = 10;
+    let acking = false;
+    const connection = {};
+    const send = (frame: string) => {
+      const push = JSON.parse(frame) as { batches: LoggedBatch[] };
+      if (!acking) rounds.push(frame.length);
+      for (const batch of push.batches.sort((a, b) => a.fence.position - b.fence.position))
+        if (batch.fence.position === head + 1) head++;
+      setTimeout(() => ((acking = true), feed.ack(connection, send, head)), 0);
+    };
+    feed.follow(connection, send, head);
+    await settle();
+    // Old code: the 30 were served from memory at once, 15 MB in the first round's frames.
+    const firstRound = rounds.reduce((sum, length) => sum + length, 0);
+    expect(firstRound).toBeLessThanOrEqual(roundBytes + bytes + 10_000);
+    for (let turn = 0; turn < 20 && head < count; turn++) await settle();
+    expect(head).toBe(count);
   });
 });

@@ -48,8 +48,13 @@ export interface FeedOptions {
 
 /** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
 const RESENDS = 5;
-/** Transactions kept in memory for connections that lag; older ones are read from the durable tail. */
+/**
+ * Transactions kept in memory for connections that lag, at most this many and at most `roundBytes` of them (the
+ * newest one always); older ones are read from the durable tail, which is read by bytes too.
+ */
 const BUFFERED = 256;
+/** The default of `FeedOptions.roundBytes`. */
+const ROUND_BYTES = 4 << 20;
 /** How far behind the head a connected, lagging tab keeps the tail from being trimmed, in `keepLog`s. */
 const LAGGING_KEEPS = 8;
 
@@ -71,6 +76,9 @@ export class Feed {
   readonly #options: FeedOptions;
   readonly #followers = new Map<unknown, Following>();
   #buffer: LoggedBatch[] = [];
+  /** The JSON length of each buffered transaction (as the stored tail counts it), and their sum. */
+  #bufferSizes: number[] = [];
+  #bufferBytes = 0;
   #epoch = 0;
   /** The last position the harness stored (0 while no harness holds the lease here). */
   #stored = 0;
@@ -95,8 +103,7 @@ export class Feed {
     this.#stored = lease.position;
     this.#stopLog = harness.onLog((batch) => {
       this.#stored = batch.fence.position;
-      this.#buffer.push(batch);
-      if (this.#buffer.length > BUFFERED) this.#buffer.shift();
+      this.#keep(batch);
       for (const following of this.#followers.values()) {
         // Head unknown (a rejoined connection): the newest transaction alone makes the tab say its head.
         if (following.acked === undefined && following.inFlight === undefined) this.#send(following, [batch]);
@@ -125,6 +132,8 @@ export class Feed {
     this.#stopLog = undefined;
     this.#serving = false;
     this.#buffer = [];
+    this.#bufferSizes = [];
+    this.#bufferBytes = 0;
     this.#stored = 0;
     for (const following of this.#followers.values()) {
       following.cancel?.();
@@ -198,6 +207,23 @@ export class Feed {
     this.#followers.delete(connection);
   }
 
+  /**
+   * Buffers `batch` for lagging connections: the oldest go while more than `BUFFERED` are kept or their JSON takes
+   * more than `roundBytes` (decision 0053: 256 transactions of 2 MB each were half a gigabyte held in the object's
+   * 128 MB, and a round served from memory was not bounded by bytes). The newest stays, whatever its size.
+   */
+  #keep(batch: LoggedBatch): void {
+    const size = JSON.stringify(batch).length;
+    this.#buffer.push(batch);
+    this.#bufferSizes.push(size);
+    this.#bufferBytes += size;
+    const budget = this.#options.roundBytes ?? ROUND_BYTES;
+    while (this.#buffer.length > 1 && (this.#buffer.length > BUFFERED || this.#bufferBytes > budget)) {
+      this.#buffer.shift();
+      this.#bufferBytes -= this.#bufferSizes.shift()!;
+    }
+  }
+
   #connection(connection: unknown, send: (frame: string) => void): Following {
     let following = this.#followers.get(connection);
     if (!following) {
@@ -246,7 +272,7 @@ export class Feed {
     let batches = this.#buffer.filter((batch) => batch.fence.position > acked);
     if (batches[0]?.fence.position !== acked + 1) {
       const storage = this.#options.storage;
-      const { roundLimit = 256, roundBytes = 4 << 20 } = this.#options;
+      const { roundLimit = 256, roundBytes = ROUND_BYTES } = this.#options;
       batches = storage.readLog ? await storage.readLog(acked, roundLimit, roundBytes) : [];
     }
     // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
