@@ -110,7 +110,7 @@ export class RunsElsewhere extends DurableError {
 export class SnapshotUnavailable extends DurableError {
   override name = "SnapshotUnavailable";
   constructor(
-    readonly reason: "empty" | "gone" | "size",
+    readonly reason: "empty" | "gone" | "size" | "busy",
     detail: string,
   ) {
     super(`The object's snapshot is unavailable (${reason}): ${detail}. Nothing was changed; ask for a new snapshot.`);

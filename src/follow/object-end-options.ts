@@ -10,6 +10,7 @@ import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import type { LoggedBatch } from "./handover.ts";
+import type { SnapshotLimits } from "./snapshot-limit.ts";
 import type { FollowTopic } from "./wire.ts";
 
 /** What a caller asks of the object on a follow link, for `authorize`. */
@@ -84,6 +85,8 @@ export interface ObjectEndOptions {
   claimedPages?(connection: unknown, pages: readonly string[]): void;
   /** Transactions the log's tail keeps behind the head while this place holds the lease (`FeedOptions.keepLog`). */
   keepLog?: number;
+  /** How often each caller, and all together, may have a new snapshot taken (decision 0053; `SnapshotLimits`). */
+  snapshotLimits?: SnapshotLimits;
 }
 
 /** Lease answers by request id, kept where the lease's record is (synchronous, as the record's own load/save). */

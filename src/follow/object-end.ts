@@ -95,7 +95,7 @@ export class ObjectEnd {
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
     let holder: Harness | undefined;
-    const snapshots = new SnapshotServer(options.storage);
+    const snapshots = new SnapshotServer(options.storage, options.clock, options.snapshotLimits);
     const feed = new Feed({
       holds: () => snapshots.positions(), // a tab rebuilt from a snapshot follows from its position
       place: options.place,
@@ -359,7 +359,7 @@ export class ObjectEnd {
     try {
       if (place === this.#options.place)
         throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
-      const part = await this.#snapshots.part(snapshot, index);
+      const part = await this.#snapshots.part(snapshot, index, place);
       reply(encodeFollowMessage({ type: "answer", id, value: part as unknown as Json }));
     } catch (error) {
       reply(encodeFollowMessage({ type: "answer", id, error: errorShape(error) }));

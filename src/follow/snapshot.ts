@@ -13,6 +13,7 @@
  * const follower = new Follower({ harness, link, place: "phone" }); // follows from `head`
  * ```
  */
+import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
@@ -23,6 +24,7 @@ import type { Storage } from "../storage/storage.ts";
 import { batchProblem, MAX_BATCH_RECORDS } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, sliceJsonText } from "./chunks.ts";
 import { deliverFork } from "./fork.ts";
+import { SnapshotLimit, type SnapshotLimits } from "./snapshot-limit.ts";
 
 /** The most characters of one snapshot's JSON a tab joins (its memory for one rebuild). */
 export const MAX_SNAPSHOT_BYTES = 64 << 20;
@@ -58,10 +60,12 @@ export class SnapshotServer {
   readonly #maxBytes: number;
   readonly #kept = new Map<string, { at: LogMark; parts: string[] }>();
   readonly #prefix = globalThis.crypto.randomUUID();
+  readonly #limit: SnapshotLimit;
   #next = 0;
 
-  constructor(storage: Storage) {
+  constructor(storage: Storage, clock: Clock, limits?: SnapshotLimits) {
     this.#storage = storage;
+    this.#limit = new SnapshotLimit(clock, limits);
     this.#maxBytes = storage.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES;
   }
 
@@ -72,10 +76,13 @@ export class SnapshotServer {
 
   /**
    * Part `index` of snapshot `id`; without an id, a new snapshot of the copy (read in one transaction) and its first
-   * part. `SnapshotUnavailable`: the copy has no history yet, `id` is not kept (ask again without it), or the copy is
-   * larger than a snapshot carries.
+   * part. `SnapshotUnavailable`: the copy has no history yet, `id` is not kept (ask again without it), the copy is
+   * larger than a snapshot carries, or `caller` (or all callers together) asked for new snapshots too often (`busy`,
+   * decision 0053: nothing is read).
    */
-  async part(id: string | undefined, index = 0): Promise<SnapshotPart> {
+  async part(id: string | undefined, index = 0, caller = ""): Promise<SnapshotPart> {
+    if (id === undefined && index !== 0) throw new SnapshotUnavailable("gone", "a new snapshot is asked for by its first part");
+    if (id === undefined) this.#limit.take(caller);
     const kept = id === undefined ? await this.#take() : this.#kept.get(id);
     if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
     const key = id ?? [...this.#kept.keys()].at(-1)!;
