@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
+import { sha256Text } from "../src/base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../src/errors.ts";
 import { sliceJsonText } from "../src/follow/chunks.ts";
 import { deliverFork, listForks } from "../src/follow/fork.ts";
@@ -83,10 +84,11 @@ function servingLink(answers: Json[]): SnapshotLink {
   };
 }
 
-/** The parts the object serves for `text`: slices of at most about `budget` bytes. */
+/** The parts the object serves for `text`: slices of at most about `budget` bytes, each with the whole's SHA-256. */
 function partsOf(text: string, at: { epoch: number; position: number }, budget = 400): Json[] {
   const slices = sliceJsonText(text, budget);
-  return slices.map((slice, index) => ({ id: "s-1", at, index, count: slices.length, text: slice }));
+  const digest = sha256Text(text);
+  return slices.map((slice, index) => ({ id: "s-1", at, index, count: slices.length, digest, text: slice }));
 }
 
 /** A SqliteDatabase whose transactions fail at their `at`-th statement once armed (a crash inside the rebuild). */
@@ -191,7 +193,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
       (s, value) => void ((s.batch as unknown as Record<string, Json>).conversations = value === null ? {} : [value]),
     ];
     let refusals = 0;
-    const partFields = ["id", "at", "index", "count", "text", "whole"] as const;
+    const partFields = ["id", "at", "index", "count", "digest", "text", "whole"] as const;
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
@@ -225,6 +227,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
             else if (attack.field === "at") part.at = { epoch: 1, position: typeof value === "number" ? Math.abs(value) + 5 : 4 };
             else if (attack.field === "index") part.index = typeof value === "number" && value !== attack.part ? value : attack.part + 1;
             else if (attack.field === "count") part.count = typeof value === "number" && value !== count ? value : count + 1;
+            else if (attack.field === "digest") part.digest = typeof value === "string" ? value : sha256Text(String(value));
             else part.text = `${String(part.text)}${typeof value === "string" && value !== "" ? value : "}"}`;
           }
           const storage = MemoryStorage.fromImage(image);
@@ -232,13 +235,8 @@ describe("a snapshot arrives checked and is written in one transaction (decision
             () => undefined,
             (error: unknown) => error,
           );
-          // Text added inside a string literal still joins into a well-formed snapshot (the object's to vouch for, as for
-          // a push): then what is stored is exactly what arrived.
-          if (refused === undefined) {
-            const joined = answers.map((answer) => (answer as { text: string }).text).join("");
-            expect(await storage.readSnapshot()).toEqual(JSON.parse(joined));
-            return;
-          }
+          // Every attack is refused now (decision 0053: text added inside a string literal joined into a well-formed
+          // snapshot, and was stored; the whole's digest refuses it).
           // A count raised past the parts there are asks the object for a part it does not have: its own refusal.
           if (!(refused instanceof SnapshotUnavailable)) expect(refused).toBeInstanceOf(FollowMessageRefused);
           expect(await storage.exportImage()).toEqual(image);
@@ -247,6 +245,34 @@ describe("a snapshot arrives checked and is written in one transaction (decision
       ),
       { numRuns: 150 },
     );
-    expect(refusals).toBeGreaterThan(120);
+    expect(refusals).toBe(150);
+  });
+
+  it("0053 property: a part whose text changed by one letter (inside a string literal: still well-formed JSON) is refused as FollowMessageRefused('digest') before anything is written", async () => {
+    const { tab, snapshot } = await places(async () => new MemoryStorage());
+    const image = await tab.exportImage();
+    const text = JSON.stringify(snapshot);
+    const at = snapshot.batch.fence;
+    const count = partsOf(text, at).length;
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: count - 1 }), fc.nat(), async (index, where) => {
+        const answers = partsOf(text, at);
+        const part = answers[index] as { text: string };
+        // The letters inside the part's string literals' values (after a colon and a quote): one of them moves on.
+        const letters = [...part.text.matchAll(/:"([a-y]+)"/g)].map((match) => match.index! + 2);
+        fc.pre(letters.length > 0);
+        const at2 = letters[where % letters.length]!;
+        part.text = `${part.text.slice(0, at2)}${String.fromCharCode(part.text.charCodeAt(at2) + 1)}${part.text.slice(at2 + 1)}`;
+        const storage = MemoryStorage.fromImage(image);
+        const refused = await rebuildFromObject({ storage, link: servingLink(answers), place: "tab", now: 7 }, ctx).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(refused).toBeInstanceOf(FollowMessageRefused);
+        expect((refused as FollowMessageRefused).reason).toBe("digest");
+        expect(await storage.exportImage()).toEqual(image);
+      }),
+      { numRuns: 60 },
+    );
   });
 });

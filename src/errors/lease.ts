@@ -58,7 +58,7 @@ export class LogOutOfOrder extends DurableError {
 export class FollowMessageRefused extends DurableError {
   override name = "FollowMessageRefused";
   constructor(
-    readonly reason: "size" | "depth" | "json" | "shape",
+    readonly reason: "size" | "depth" | "json" | "shape" | "digest",
     detail: string,
   ) {
     super(`A follow-link message was refused (${reason}): ${detail}. Nothing was applied; send the messages src/follow/wire.ts describes.`);

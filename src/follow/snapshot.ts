@@ -15,6 +15,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
+import { sha256Text } from "../base/sha256.ts";
 import type { Json } from "../base/json.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
 import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
@@ -35,12 +36,16 @@ const PART_ENVELOPE_BYTES = 2_048;
 /** Snapshots an object keeps for the tabs reading them part by part; a newer one displaces the oldest. */
 const KEPT_SNAPSHOTS = 2;
 
-/** One part of a snapshot: `index` of `count`, of the snapshot `id` taken at `at` (the object's head then). */
+/**
+ * One part of a snapshot: `index` of `count`, of the snapshot `id` taken at `at` (the object's head then), whose
+ * joined text's SHA-256 (UTF-8, lowercase hex) is `digest` (decision 0053).
+ */
 export interface SnapshotPart {
   id: string;
   at: LogMark;
   index: number;
   count: number;
+  digest: string;
   text: string;
 }
 
@@ -51,14 +56,23 @@ export const snapshotPart: Check = record({
   at: mark,
   index: integer(0, MAX_PARTS - 1),
   count: integer(1, MAX_PARTS),
+  digest: text({ max: 64 }),
   text: text({ empty: true }),
 });
+const HEX_DIGEST = /^[0-9a-f]{64}$/;
+
+/** A snapshot the object took: where, its whole's SHA-256, its parts. */
+interface Taken {
+  at: LogMark;
+  digest: string;
+  parts: string[];
+}
 
 /** The object's half: takes snapshots of its copy and serves them part by part. */
 export class SnapshotServer {
   readonly #storage: Storage;
   readonly #maxBytes: number;
-  readonly #kept = new Map<string, { at: LogMark; parts: string[] }>();
+  readonly #kept = new Map<string, Taken>();
   readonly #prefix = globalThis.crypto.randomUUID();
   readonly #limit: SnapshotLimit;
   #next = 0;
@@ -88,10 +102,10 @@ export class SnapshotServer {
     const key = id ?? [...this.#kept.keys()].at(-1)!;
     if (index >= kept.parts.length)
       throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
-    return { id: key, at: kept.at, index, count: kept.parts.length, text: kept.parts[index]! };
+    return { id: key, at: kept.at, index, count: kept.parts.length, digest: kept.digest, text: kept.parts[index]! };
   }
 
-  async #take(): Promise<{ at: LogMark; parts: string[] }> {
+  async #take(): Promise<Taken> {
     const snapshot = await this.#storage.readSnapshot?.();
     if (!snapshot) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
     const whole = JSON.stringify(snapshot);
@@ -100,7 +114,11 @@ export class SnapshotServer {
         "size",
         `the object's copy is ${whole.length} characters, over the ${this.#maxBytes} a snapshot carries`,
       );
-    const taken = { at: snapshot.batch.fence, parts: sliceJsonText(whole, MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES) };
+    const taken = {
+      at: snapshot.batch.fence,
+      digest: sha256Text(whole),
+      parts: sliceJsonText(whole, MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES),
+    };
     this.#kept.set(`${this.#prefix}:${++this.#next}`, taken);
     if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
     return taken;
@@ -114,7 +132,8 @@ export interface SnapshotLink {
 
 /**
  * Reads the object's snapshot over `link` for `place`: every part checked as it arrives (shape, the same snapshot,
- * in order, the total within `MAX_SNAPSHOT_BYTES`), then the whole (`parseSnapshot`). `FollowMessageRefused` for
+ * in order, the total within `MAX_SNAPSHOT_BYTES`), then the whole: its SHA-256 the one every part carried
+ * (`FollowMessageRefused("digest")`), then its content (`parseSnapshot`). `FollowMessageRefused` for
  * anything that is not the snapshot it claims to be; the object's `SnapshotUnavailable` or `ConnectionLost` as is.
  */
 export async function fetchSnapshot(link: SnapshotLink, place: string, context: Context): Promise<Snapshot> {
@@ -123,19 +142,32 @@ export async function fetchSnapshot(link: SnapshotLink, place: string, context: 
   let chars = first.text.length;
   for (let index = 1; index < first.count; index++) {
     const part = checkPart(await waitFor(link.call("follow", "snapshot", [place, first.id, index]), context), index);
-    if (part.id !== first.id || part.count !== first.count || part.at.epoch !== first.at.epoch || part.at.position !== first.at.position)
+    if (
+      part.id !== first.id ||
+      part.count !== first.count ||
+      part.digest !== first.digest ||
+      part.at.epoch !== first.at.epoch ||
+      part.at.position !== first.at.position
+    )
       throw new FollowMessageRefused("shape", `part ${index} of snapshot ${first.id} belongs to another snapshot`);
     chars += part.text.length;
     if (chars > MAX_SNAPSHOT_BYTES) throw new FollowMessageRefused("size", `a snapshot of more than ${MAX_SNAPSHOT_BYTES} bytes`);
     texts.push(part.text);
   }
-  return parseSnapshot(texts.join(""), first.at);
+  const joined = texts.join("");
+  // The whole the object serialized, before anything parses it (decision 0053): a part changed, lost or swapped on
+  // the way joins into other text.
+  const digest = sha256Text(joined);
+  if (digest !== first.digest)
+    throw new FollowMessageRefused("digest", `the snapshot's joined parts hash to ${digest}, not to the ${first.digest} the object said`);
+  return parseSnapshot(joined, first.at);
 }
 
 function checkPart(value: Json, index: number): SnapshotPart {
   const problem = snapshotPart(value, "the object's follow.snapshot answer");
   if (problem) throw new FollowMessageRefused("shape", problem);
   const part = value as unknown as SnapshotPart;
+  if (!HEX_DIGEST.test(part.digest)) throw new FollowMessageRefused("shape", "a snapshot part's digest must be 64 lowercase hex digits (SHA-256)");
   if (part.index !== index) throw new FollowMessageRefused("shape", `the object answered part ${part.index} when part ${index} was asked`);
   return part;
 }
