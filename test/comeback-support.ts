@@ -29,6 +29,8 @@ export async function comebackWorld(
     settings?: HarnessOptions["settings"];
     /** The object's `keepLog` (decision 0047). */
     keepLog?: number;
+    /** The object's feed's `roundBytes` (decision 0053: also what it keeps in memory). */
+    roundBytes?: number;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -60,6 +62,7 @@ export async function comebackWorld(
     book,
     clock,
     ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
+    ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
     open: (storage: Storage, lease) =>
       Harness.open(storage, { registry: registry("object"), clock, lease, resume: true, settings: options.settings }, ctx),
   });

@@ -37,14 +37,23 @@ async function forkTheTab(world: World) {
   return back;
 }
 
-/** A second device on its own link to the same object, with an empty database. */
+/**
+ * A second device on its own link to the same object, with an empty database. While `pushes.lost`, the object's
+ * pushes to it are lost on the way (the socket stays up: a device too slow to keep up, say).
+ */
 async function newDevice(world: World, place: string) {
   const storage = await openSqliteStorage({ vfs: "memory" });
+  const pushes = { lost: false, behind: 0 };
   const link: FollowLink = new FollowLink({
     clock: world.clock,
     send: (frame) => void setTimeout(() => void world.end.receive(frame, reply, () => true, `${place}'s socket`), 0),
   });
-  const reply = (frame: string) => void setTimeout(() => link.receive(frame), 0);
+  const reply = (frame: string) => {
+    const type = (JSON.parse(frame) as { type: string }).type;
+    if (type === "behind") pushes.behind++;
+    if (pushes.lost && type === "push") return;
+    setTimeout(() => link.receive(frame), 0);
+  };
   link.connected();
   const behind: unknown[] = [];
   const open = async () => {
@@ -55,7 +64,7 @@ async function newDevice(world: World, place: string) {
     const follower = new Follower({ harness, link, place, onForked: (theirs) => void behind.push(theirs) });
     return { harness, follower };
   };
-  return { storage, link, behind, open };
+  return { storage, link, behind, open, pushes };
 }
 
 describe("a tab rebuilt from the object's snapshot (issue 27, decision 0047)", () => {
@@ -167,5 +176,48 @@ describe("a tab rebuilt from the object's snapshot (issue 27, decision 0047)", (
     await ask(["phone", part.id, part.count]);
     expect((answers[5]!.error as { name: string }).name).toBe("SnapshotUnavailable");
     await world.tab.harness.close(ctx);
+  });
+
+  it("0053: a connected device that falls more than 8 x keepLog behind is told so while connected (no reconnect), finds it is behind, rebuilds and follows to the end", async () => {
+    // Its memory holds little (roundBytes 4 KB): what the tab lacks comes from the trimmed tail, as past 256 transactions.
+    const world = await comebackWorld({ to: 60, keepLog: 2, roundBytes: 4_000 });
+    world.tab.harness.resume();
+    await runUntil(world.clock, () => world.printed.length >= 2);
+    await settle(world, world.tab.mirror!.handOver(ctx));
+    const object = (await world.end.harness)!;
+    await runUntil(world.clock, () => world.printed.length >= 6);
+    const phone = await newDevice(world, "phone");
+    const first = await phone.open();
+    await runUntil(world.clock, () => phone.behind.length > 0);
+    first.follower.stop();
+    await first.harness.close(ctx);
+    await settle(world, rebuildFromObject({ storage: phone.storage, link: phone.link, place: "phone", now: world.clock.now() }, ctx));
+    const following = await phone.open();
+    await runUntil(world.clock, () => following.follower.following);
+    await runUntil(world.clock, () => following.follower.head >= object.lease!.position);
+
+    // The phone stops keeping up (its pushes are lost; the socket stays up) while the object counts on.
+    phone.pushes.lost = true;
+    const stuck = following.follower.head;
+    const told = phone.pushes.behind; // the empty phone's first follow.from was told too (harmless: it knew)
+    await runUntil(world.clock, async () => ((await world.copy.readLog(0, 1))[0]?.fence.position ?? 0) > stuck + 1);
+    // The object tells it once that its log no longer holds what it lacks; the phone asks again and finds it is behind.
+    await runUntil(world.clock, () => phone.behind.length > 1);
+    expect(phone.pushes.behind).toBe(told + 1);
+    expect(following.follower.following).toBe(false);
+    phone.pushes.lost = false;
+
+    // It rebuilds (what the browser host does when told) and follows to the end.
+    following.follower.stop();
+    await following.harness.close(ctx);
+    await settle(world, rebuildFromObject({ storage: phone.storage, link: phone.link, place: "phone", now: world.clock.now() }, ctx));
+    const again = await phone.open();
+    await runUntil(world.clock, () => again.follower.following);
+    await runUntil(world.clock, async () => (await object.getTask(world.taskId, ctx))?.state.status === "terminal");
+    await runUntil(world.clock, () => again.follower.head >= object.lease!.position);
+    expect((await again.harness.getTask(world.taskId, ctx))?.state).toMatchObject({ outcome: { result: "counted to 60" } });
+    expect(await rows(phone.storage)).toEqual(await rows(world.copy));
+    expect(phone.pushes.behind).toBe(told + 1);
+    await object.close(ctx);
   });
 });

@@ -70,6 +70,8 @@ interface Following {
   reading: object | undefined;
   resends: number;
   cancel: (() => void) | undefined;
+  /** The head it was told it is behind at (`behind`): not told again, nor pushed, until it follows from elsewhere. */
+  behind: number | undefined;
 }
 
 export class Feed {
@@ -227,7 +229,16 @@ export class Feed {
   #connection(connection: unknown, send: (frame: string) => void): Following {
     let following = this.#followers.get(connection);
     if (!following) {
-      following = { send, acked: undefined, inFlight: undefined, roundFrom: undefined, reading: undefined, resends: 0, cancel: undefined };
+      following = {
+        send,
+        acked: undefined,
+        inFlight: undefined,
+        roundFrom: undefined,
+        reading: undefined,
+        resends: 0,
+        cancel: undefined,
+        behind: undefined,
+      };
       this.#followers.set(connection, following);
     }
     following.send = send;
@@ -260,7 +271,7 @@ export class Feed {
 
   #pump(following: Following): void {
     if (!(this.#stopLog || this.#serving) || following.inFlight !== undefined || following.acked === undefined) return;
-    if (following.acked >= this.#stored) return;
+    if (following.acked >= this.#stored || following.behind === following.acked) return;
     void this.#round(following, following.acked);
   }
 
@@ -278,9 +289,25 @@ export class Feed {
     // Past what the tail keeps (the tab was told `after` at its start), or the connection moved on meanwhile.
     if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !(this.#stopLog || this.#serving)) {
       if (following.reading === token) following.inFlight = undefined; // else a newer round is on its way
+      const first = batches[0]?.fence.position;
+      if (following.reading === token && following.acked === acked && first !== undefined && first > acked + 1) this.#behind(following, first - 1);
       return;
     }
     this.#send(following, batches);
+  }
+
+  /**
+   * The tail was trimmed past the connection's head while it followed (it lagged more than `LAGGING_KEEPS × keepLog`,
+   * decision 0053): told once at this head, so the tab asks `follow.from` again and rebuilds instead of waiting
+   * for a reconnect. Before, it stalled here until its socket dropped.
+   */
+  #behind(following: Following, after: number): void {
+    following.behind = following.acked;
+    try {
+      following.send(encodeFollowMessage({ type: "behind", after }));
+    } catch {
+      // the connection is gone: its close drops it
+    }
   }
 
   #send(following: Following, batches: LoggedBatch[]): void {

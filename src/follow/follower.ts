@@ -8,7 +8,8 @@
  *   tail keeps — is never followed; `onForked(theirs)` is told once instead (the rebuild from the object's snapshot
  *   is the app's and the fork's part).
  * - Each push is applied in log order from its head (duplicates skipped, a gap waits), then acknowledged with the
- *   head: the object sends again from there. On every reconnect it asks again (the object may be a new instance).
+ *   head: the object sends again from there. On every reconnect it asks again (the object may be a new instance),
+ *   and when the object says it fell behind what the log keeps (`behind`, decision 0053).
  *
  * ```ts
  * const follower = new Follower({ harness, link, place: "tab", onForked: (theirs) => rebuild(theirs) });
@@ -67,6 +68,8 @@ export class Follower {
     this.#stops.push(
       options.link.onPush((push) => void this.#line.run(() => this.#apply(push))),
       options.link.onConnected(() => void this.#ask()),
+      // Fallen behind what the object's log keeps while connected (decision 0053): asking again says so.
+      options.link.onBehind(() => void this.#ask()),
     );
     if (options.link.up) void this.#ask();
   }

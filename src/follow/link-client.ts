@@ -71,6 +71,7 @@ export class FollowLink {
   readonly #replyListeners = new Set<(reply: PushReply) => void>();
   readonly #pushListeners = new Set<(push: PushMessage) => void>();
   readonly #upListeners = new Set<() => void>();
+  readonly #behindListeners = new Set<(after: number) => void>();
   readonly #prefix = globalThis.crypto.randomUUID();
   #next = 0;
   /** The transport is up and the object answered the hello with this link's version. */
@@ -158,6 +159,15 @@ export class FollowLink {
     return () => this.#pushListeners.delete(listener);
   }
 
+  /**
+   * Hears the object say this tab fell behind what its log keeps (decision 0053): the follower asks where to start
+   * again. Returns the function that stops listening.
+   */
+  onBehind(listener: (after: number) => void): () => void {
+    this.#behindListeners.add(listener);
+    return () => this.#behindListeners.delete(listener);
+  }
+
   /** Hears the link come up (each connection whose hello the object answered). Returns the function that stops listening. */
   onConnected(listener: () => void): () => void {
     this.#upListeners.add(listener);
@@ -193,6 +203,10 @@ export class FollowLink {
     }
     if (message.type === "push") {
       for (const listener of this.#pushListeners) listener(message);
+      return;
+    }
+    if (message.type === "behind") {
+      for (const listener of this.#behindListeners) listener(message.after);
       return;
     }
     for (const listener of this.#replyListeners) listener(message);

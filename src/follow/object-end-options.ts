@@ -85,6 +85,8 @@ export interface ObjectEndOptions {
   claimedPages?(connection: unknown, pages: readonly string[]): void;
   /** Transactions the log's tail keeps behind the head while this place holds the lease (`FeedOptions.keepLog`). */
   keepLog?: number;
+  /** Bytes of transactions one round of pushes to a lagging tab reads, and the feed keeps in memory (`FeedOptions.roundBytes`). */
+  roundBytes?: number;
   /** How often each caller, and all together, may have a new snapshot taken (decision 0053; `SnapshotLimits`). */
   snapshotLimits?: SnapshotLimits;
 }

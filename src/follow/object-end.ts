@@ -102,6 +102,7 @@ export class ObjectEnd {
       storage: options.storage,
       clock: options.clock,
       ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
+      ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
     });
     const arrival = await Arrival.start({
       place: options.place,

@@ -62,6 +62,15 @@ export interface RefusedMessage {
   error: ErrorShape;
   epochs?: Array<{ epoch: number; start: number }>;
 }
+/**
+ * To a tab that follows: the object's log no longer holds what it lacks after its head (it fell behind what the
+ * tail keeps while connected, decision 0053); `after` is the earliest head the tail can push from. The tab asks
+ * `follow.from` again, is told it is behind, and rebuilds from the object's snapshot.
+ */
+export interface BehindMessage {
+  type: "behind";
+  after: number;
+}
 /** The tab gives up lease `epoch` at `position` (the hand-over: everything up to it was acknowledged). */
 export interface ReleaseMessage {
   type: "release";
@@ -86,7 +95,7 @@ export interface CallMessage {
 export type AnswerMessage = { type: "answer"; id: string; value: Json } | { type: "answer"; id: string; error: ErrorShape };
 
 export type TabMessage = PushMessage | ReleaseMessage | AckMessage | CallMessage | AnswerMessage;
-export type ObjectMessage = AckMessage | RefusedMessage | TakenMessage | PushMessage | CallMessage | AnswerMessage;
+export type ObjectMessage = AckMessage | RefusedMessage | TakenMessage | PushMessage | BehindMessage | CallMessage | AnswerMessage;
 export type FollowMessage = TabMessage | ObjectMessage;
 
 /** A topic's calls: which side calls them, and each method's argument check. */
@@ -208,6 +217,7 @@ const SHAPES: Record<FollowSide, Record<string, Check>> = {
       { epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000) },
     ),
     taken: record({ type: literal("taken"), epoch }),
+    behind: record({ type: literal("behind"), after: position }),
     call,
     answer,
   },
