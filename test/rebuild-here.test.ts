@@ -29,8 +29,16 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
       open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), lease, resume: true }, ctx),
     });
     /** A worker's host on `storage`, following the object as `place` (a page load). */
-    const load = (place: string, storage: Storage, rebuild: boolean) => {
-      const follow = followObject({ url: "ws://object/follow", place, rebuild, connect: () => socketTo(end) });
+    const load = (place: string, storage: Storage, rebuild?: boolean, gate?: { started(): void; open: Promise<void> }) => {
+      const follow = followObject({ url: "ws://object/follow", place, ...(rebuild === undefined ? {} : { rebuild }), connect: () => socketTo(end) });
+      const rebuilding = follow.rebuild && {
+        when: follow.rebuild.when,
+        run: async (storage: Storage) => {
+          gate?.started();
+          await gate?.open;
+          return follow.rebuild!.run(storage);
+        },
+      };
       const host = createHost({
         database: place,
         openStorage: async () => storage,
@@ -38,7 +46,7 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
         onReady: (harness) => follow.attach(harness),
         leave: () => follow.leave(),
         takeBack: () => follow.takeBack(),
-        ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
+        ...(rebuilding ? { rebuild: rebuilding } : {}),
         now: () => performance.now(),
       });
       return { follow, host, service: host.service };
@@ -58,17 +66,30 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
     const object = (await end.harness)!;
     await expect.poll(async () => ((await copy.readLog(0, 1))[0]?.fence.position ?? 0) > 2, { timeout: 10_000 }).toBe(true);
 
-    // A new device: an empty database, behind the trim. It rebuilds by itself and follows.
+    // A new device: an empty database, behind the trim. It rebuilds by itself (the default now, decision 0053) and
+    // follows.
     const phoneStorage = await openSqliteStorage({ vfs: "memory" });
-    const phone = load("phone", phoneStorage, true);
+    let started = () => {};
+    const rebuildStarted = new Promise<void>((resolve) => (started = resolve));
+    let open = () => {};
+    const phone = load("phone", phoneStorage, undefined, { started, open: new Promise<void>((resolve) => (open = resolve)) });
     await phone.host.ready;
     expect(phone.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    // The page's first calls land while the host rebuilds (its harness closed): they wait for the copy it opens next
+    // instead of failing with "not open" (seen in Chromium: the demo's first steps failed on a new device).
+    await rebuildStarted;
+    const seen: number[] = [];
+    const root = phone.service.rootConversation();
+    const counted = phone.service.query("SELECT COUNT(*) AS n FROM tasks");
+    const stopWatching = phone.service.watchConversation(1, () => void seen.push(1));
+    open();
+    expect(await counted).toEqual([{ n: 1 }]);
+    stopWatching();
     await expect.poll(async () => (await phone.service.getTask(taskId))?.state.status, { timeout: 15_000 }).toBe("terminal");
     expect((await phone.service.getTask(taskId))?.state).toMatchObject({ outcome: { status: "completed", result: "counted to 40" } });
     await expect.poll(async () => (await phoneStorage.load()).log?.position, { timeout: 5_000 }).toBe(object.lease!.position);
     expect(phone.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
-    const root = await phone.service.rootConversation();
-    expect(root).toBe(await (await object.root(ctx)).id);
+    expect(await root).toBe(await (await object.root(ctx)).id);
     await phone.service.close();
     phone.follow.close();
     await object.close(ctx);

@@ -27,9 +27,19 @@ interface Env {
  *   before the takeover's recovery transaction (decision 0031: two writes);
  * - `abort-first-step`: `ctx.abort()` instead of the object's first print after arming (the takeover done, the
  *   object's first step under way).
+ * - `hold-snapshot-parts`: every `follow.snapshot` call for a part after the first is lost (a tab rebuilding stops
+ *   in the middle of fetching the snapshot, decision 0053); each one lost is printed as `held snapshot part`.
+ * `none` disarms.
  */
-type StopPoint = "drop-pushes" | "drop-release" | "abort-at-release" | "abort-in-takeover" | "abort-first-step";
-const STOP_POINTS: readonly string[] = ["drop-pushes", "drop-release", "abort-at-release", "abort-in-takeover", "abort-first-step"];
+type StopPoint = "drop-pushes" | "drop-release" | "abort-at-release" | "abort-in-takeover" | "abort-first-step" | "hold-snapshot-parts";
+const STOP_POINTS: readonly string[] = [
+  "drop-pushes",
+  "drop-release",
+  "abort-at-release",
+  "abort-in-takeover",
+  "abort-first-step",
+  "hold-snapshot-parts",
+];
 
 /** `ctx.storage` that, armed `abort-in-takeover`, refuses every write after the takeover's lease record and aborts. */
 function stoppableStorage(state: DurableObjectState, plan: { point?: StopPoint; dead?: boolean }): DurableObjectStorage {
@@ -71,7 +81,9 @@ class E2eObject extends HarnessObject<Env> {
   readonly #state: DurableObjectState;
   readonly #plan: { point?: StopPoint; dead?: boolean };
 
-  constructor(state: DurableObjectState, env: Env, ttlMs?: number) {
+  readonly #env: Env;
+
+  constructor(state: DurableObjectState, env: Env, ttlMs?: number, keepLog?: number) {
     const models = createDemoModels();
     const envs = memoryEnvs();
     const plan: { point?: StopPoint; dead?: boolean } = {};
@@ -94,8 +106,9 @@ class E2eObject extends HarnessObject<Env> {
       methods: demoMethods(models, envs),
       crashPoints: true,
       storage: stoppableStorage(state, plan),
-      ...(ttlMs === undefined ? {} : { follow: { authorize: () => true, ttlMs } }),
+      ...(ttlMs === undefined ? {} : { follow: { authorize: () => true, ttlMs, ...(keepLog === undefined ? {} : { keepLog }) } }),
     }));
+    this.#env = env;
     this.#state = state;
     this.#plan = plan;
     void env.STARTED.fetch("http://started/", { method: "POST", body: "started" }).catch(() => {});
@@ -108,6 +121,10 @@ class E2eObject extends HarnessObject<Env> {
     }
     if (request.method === "POST" && url.pathname === "/arm") {
       const point = url.searchParams.get("point") ?? "";
+      if (point === "none") {
+        this.#plan.point = undefined;
+        return new Response("disarmed");
+      }
       if (!STOP_POINTS.includes(point)) return new Response(`no stop point ${point}`, { status: 400 });
       this.#plan.point = point as StopPoint;
       return new Response("armed");
@@ -121,6 +138,10 @@ class E2eObject extends HarnessObject<Env> {
       const type = frameType(message);
       if (point === "drop-pushes" && (type === "push" || type === "release")) return;
       if (point === "drop-release" && type === "release") return;
+      if (point === "hold-snapshot-parts" && snapshotPartAsked(message)) {
+        void this.#env.PRINT.fetch("http://print/", { method: "POST", body: "held snapshot part" }).catch(() => {});
+        return;
+      }
       if (point === "abort-at-release" && type === "release") {
         this.#plan.point = undefined;
         this.#state.abort("e2e: the object was aborted as the release arrived");
@@ -128,6 +149,16 @@ class E2eObject extends HarnessObject<Env> {
       }
     }
     return super.webSocketMessage(socket, message);
+  }
+}
+
+/** Whether `frame` is a `follow.snapshot` call for a part after the first. */
+function snapshotPartAsked(frame: string): boolean {
+  try {
+    const call = JSON.parse(frame) as { type?: unknown; topic?: unknown; method?: unknown; args?: unknown[] };
+    return call.type === "call" && call.topic === "follow" && call.method === "snapshot" && typeof call.args?.[2] === "number" && call.args[2] > 0;
+  } catch {
+    return false;
   }
 }
 
@@ -164,6 +195,21 @@ export class ShortLeaseObject extends E2eObject {
   }
 }
 
+/** The log keeps its last few transactions (decision 0047): a new device or a forked tab rebuilds from the snapshot. */
+const TRIM_KEEP_LOG = 4;
+
+export class TrimObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env, LONG_TTL_MS, TRIM_KEEP_LOG);
+  }
+}
+
+export class TrimShortObject extends E2eObject {
+  constructor(state: DurableObjectState, env: Env) {
+    super(state, env, SHORT_TTL_MS, TRIM_KEEP_LOG);
+  }
+}
+
 interface Namespace {
   idFromName(name: string): unknown;
   get(id: unknown): { fetch(request: Request): Promise<Response> };
@@ -171,12 +217,16 @@ interface Namespace {
 
 /** `/<name>/<rest>` goes to the object `name` as `/<rest>` (its host socket on `/`, `/follow`, `/abort`). */
 export default {
-  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace }) {
+  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace; TRIM: Namespace; TRIMSHORT: Namespace }) {
     const url = new URL(request.url);
     const [, encoded = "e2e", ...rest] = url.pathname.split("/");
     const name = decodeURIComponent(encoded);
     url.pathname = `/${rest.join("/")}`;
-    const namespace = name.startsWith("short-")
+    const namespace = name.startsWith("trim-")
+      ? env.TRIM
+      : name.startsWith("trimshort-")
+        ? env.TRIMSHORT
+        : name.startsWith("short-")
       ? env.SHORT
       : name.startsWith("follow-")
         ? env.LONG

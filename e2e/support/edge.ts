@@ -24,7 +24,8 @@ export interface LocalObject {
   socketUrl(name: string): string;
   /**
    * The URL of the follow link of object `name` (`serveHarness({ follow: { url } })`): a `follow-…` name leases for
-   * 10 minutes, a `short-…` one for 3 s, a `pinned-…` one for good (e2e/edge/worker.ts).
+   * 10 minutes, a `short-…` one for 3 s, a `pinned-…` one for good; a `trim-…` one leases for 10 minutes and a
+   * `trimshort-…` one for 3 s, both keeping only the last 4 transactions of their log (e2e/edge/worker.ts).
    */
   followUrl(name: string): string;
   /** What the objects printed (the counter's `tick n`), in arrival order: side effects outside the objects. */
@@ -68,6 +69,8 @@ export async function startLocalObject(): Promise<LocalObject> {
         LONG: sqliteObject("LongLeaseObject"),
         SHORT: sqliteObject("ShortLeaseObject"),
         PINNED: sqliteObject("PinnedLeaseObject"),
+        TRIM: sqliteObject("TrimObject"),
+        TRIMSHORT: sqliteObject("TrimShortObject"),
       },
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string> }) => {

@@ -63,8 +63,9 @@ export interface FollowObjectOptions {
    * Rebuild this tab's copy from the object's snapshot by itself when it cannot follow (decision 0047): its copy
    * forked (the fork is kept first, and stays), is behind the object's trimmed log, or is a new device's. The worker
    * closes its read-only harness, replaces the copy in one transaction, opens it again (the page's views move) and
-   * follows the object live. A failed rebuild is tried again after the link reconnects. Default false: the copy
-   * stays as it is and follows nothing.
+   * follows the object live. A failed rebuild is tried again after the link reconnects. Default true (decision 0053,
+   * after the Chromium test `e2e/rebuild.e2e.ts`); `false`: the copy stays as it is and follows nothing (the fork is
+   * still kept, and `onForked` told).
    */
   rebuild?: boolean;
   /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
@@ -269,7 +270,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
 
   return {
     ready,
-    ...(options.rebuild ? { rebuild } : {}),
+    ...(options.rebuild !== false ? { rebuild } : {}),
     lease: {
       // Read when the harness opens, after `ready`.
       get place() {
@@ -303,7 +304,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           onForked: (theirs) => {
             // The fork is kept before anything rebuilds the copy: it is never lost (decision 0047).
             void findFork(opened, theirs).then(() => {
-              if (options.rebuild && !rebuildFailed) for (const listener of cannotFollow) listener();
+              if (options.rebuild !== false && !rebuildFailed) for (const listener of cannotFollow) listener();
             });
             options.onForked?.(theirs);
           },

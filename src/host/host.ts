@@ -280,8 +280,18 @@ export function createHost(options: HostOptions): ServedHost {
     return harness;
   };
 
+  /**
+   * The open harness once a reopen under way (a rebuild, decision 0053) is done: a page's call made in that window
+   * waits for it instead of failing with "not open".
+   */
+  const whenOpen = async () => {
+    while (reopening) await reopening.catch(() => {});
+    return requireHarness();
+  };
+
   const pageCalls = pageCallMethods({
     requireHarness,
+    reopening: () => reopening !== undefined,
     rebinds: liveViews,
     ...(options.pageCallsElsewhere ? { elsewhere: options.pageCallsElsewhere } : {}),
   });
@@ -309,7 +319,7 @@ export function createHost(options: HostOptions): ServedHost {
       };
     },
     async createTask(kind, input, createOptions = {}) {
-      const open = requireHarness();
+      const open = await whenOpen();
       const definition = open.registry.task(kind);
       if (!definition)
         throw new UnknownTaskKind(
@@ -323,14 +333,14 @@ export function createHost(options: HostOptions): ServedHost {
         ctx,
       );
     },
-    getTask: async (id) => requireHarness().getTask(id, ctx),
-    waitForTask: async (id) => requireHarness().waitForTask(id, ctx),
-    abortTask: async (id) => requireHarness().abortTask(id, ctx),
-    inspect: async () => requireHarness().inspect(ctx),
+    getTask: async (id) => (await whenOpen()).getTask(id, ctx),
+    waitForTask: async (id) => (await whenOpen()).waitForTask(id, ctx),
+    abortTask: async (id) => (await whenOpen()).abortTask(id, ctx),
+    inspect: async () => (await whenOpen()).inspect(ctx),
     resume: () => requireHarness().resume(),
     // On the commit line: storage.query() switches the connection to query_only around the statement, and a
     // commit that slipped in between would fail with SQLITE_READONLY.
-    query: async (sql, ...params) => requireHarness().query(sql, ...params),
+    query: async (sql, ...params) => (await whenOpen()).query(sql, ...params),
     async exportDatabase() {
       requireHarness();
       return storage!.exportImage();
@@ -388,13 +398,13 @@ export function createHost(options: HostOptions): ServedHost {
       await recountForks();
     },
     async rootConversation(agent) {
-      return (await requireHarness().root(ctx, agent ? { agent } : {})).id;
+      return (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
     },
     async createConversation(agent) {
-      return (await requireHarness().createConversation(agent ? { agent } : {}, ctx)).id;
+      return (await (await whenOpen()).createConversation(agent ? { agent } : {}, ctx)).id;
     },
     async listConversations() {
-      const open = requireHarness();
+      const open = await whenOpen();
       return open
         .conversationIds()
         .sort((a, b) => a - b)
@@ -403,27 +413,33 @@ export function createHost(options: HostOptions): ServedHost {
           return { id, agent: conversation.agent(), busy: conversation.busy };
         });
     },
-    configure: async (conversationId, change) => requireHarness().conversation(conversationId).configure(change, ctx),
+    configure: async (conversationId, change) => (await whenOpen()).conversation(conversationId).configure(change, ctx),
     async submit(conversationId, draft) {
-      return (await requireHarness().conversation(conversationId).submit(draft, ctx)).id;
+      return (await (await whenOpen()).conversation(conversationId).submit(draft, ctx)).id;
     },
     async waitForSubmission(submissionId) {
-      return (await requireHarness().submission(submissionId, ctx)).wait(ctx);
+      return (await (await whenOpen()).submission(submissionId, ctx)).wait(ctx);
     },
-    abortConversation: async (conversationId) => requireHarness().conversation(conversationId).abort(ctx),
-    decide: async (conversationId, call, decision) => requireHarness().conversation(conversationId).decide(call, decision, ctx),
-    pendingApprovals: async (conversationId) => requireHarness().conversation(conversationId).pendingApprovals(),
+    abortConversation: async (conversationId) => (await whenOpen()).conversation(conversationId).abort(ctx),
+    decide: async (conversationId, call, decision) => (await whenOpen()).conversation(conversationId).decide(call, decision, ctx),
+    pendingApprovals: async (conversationId) => (await whenOpen()).conversation(conversationId).pendingApprovals(),
     watchPageCalls: pageCalls.watchPageCalls,
     claimPageCall: pageCalls.claimPageCall,
     answerPageCall: pageCalls.answerPageCall,
     compact: async (conversationId, instructions) =>
-      requireHarness()
+      (await whenOpen())
         .conversation(conversationId)
         .compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      let unsubscribe = requireHarness().conversation(conversationId).watch(send);
+      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`).
+      let unsubscribe = () => {};
+      try {
+        unsubscribe = requireHarness().conversation(conversationId).watch(send);
+      } catch (error) {
+        if (!reopening) throw error;
+      }
       const rebind = (next: Harness) => {
         unsubscribe();
         unsubscribe = next.conversation(conversationId).watch(send);
@@ -440,7 +456,7 @@ export function createHost(options: HostOptions): ServedHost {
       };
     },
     conversationEntries: async (conversationId, beforeId, limit) =>
-      requireHarness().conversation(conversationId).entriesBefore(beforeId, limit, ctx),
+      (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
     async call(method, ...args) {
       const open = requireHarness();
       // Own properties only: `constructor`, `toString` or `__proto__` are no app method.

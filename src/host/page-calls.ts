@@ -26,6 +26,8 @@ export interface PageCallHost {
   elsewhere?: () => PageCallPort | undefined;
   /** Watches to move when the host opens its harness again. */
   rebinds: Set<(next: Harness) => void>;
+  /** Whether the host is opening its harness again (a rebuild): a watch made now starts on the next one. */
+  reopening?: () => boolean;
 }
 
 export interface PageCallService extends PageCallMethods {
@@ -34,7 +36,7 @@ export interface PageCallService extends PageCallMethods {
 }
 
 export function pageCallMethods(host: PageCallHost): PageCallService {
-  const { requireHarness, elsewhere, rebinds } = host;
+  const { requireHarness, elsewhere, rebinds, reopening } = host;
   /** Live watches per page id: the page's claims are released when its last one ends. */
   const watching = new Map<string, number>();
   const release = (open: Harness, pageId: string) => {
@@ -44,12 +46,19 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
   };
   return {
     watchPageCalls(conversationId, { pageId, tools }, listener) {
-      let open = requireHarness();
-      open.conversation(conversationId);
+      // While the host reopens (a rebuild, decision 0053) the watch starts on the harness it opens next.
+      let open: Harness | undefined;
+      try {
+        open = requireHarness();
+      } catch (error) {
+        if (!reopening?.()) throw error;
+      }
+      open?.conversation(conversationId);
       const provided = new Set(tools);
       const scope = scopeOf(conversationId);
       let last: string | undefined;
       const publish = () => {
+        if (!open) return;
         const calls = open
           .conversation(conversationId)
           .pendingPageCalls()
@@ -59,13 +68,15 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
         last = text;
         safely(() => listener(calls));
       };
-      const watch = () =>
-        open.onCommit(({ batch }) => {
-          const touched =
-            batch.documents.some((document) => document.scope === scope && document.key.startsWith(PAGE_CALL_PREFIX)) ||
-            batch.tasks.some((task) => task.kind === "pi.tool" && task.conversationId === conversationId);
-          if (touched) publish();
-        });
+      const watch = (): (() => void) =>
+        open
+          ? open.onCommit(({ batch }) => {
+              const touched =
+                batch.documents.some((document) => document.scope === scope && document.key.startsWith(PAGE_CALL_PREFIX)) ||
+                batch.tasks.some((task) => task.kind === "pi.tool" && task.conversationId === conversationId);
+              if (touched) publish();
+            })
+          : () => {};
       publish();
       let stop = watch();
       const rebind = (next: Harness) => {
@@ -89,7 +100,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
           return;
         }
         watching.delete(pageId);
-        release(open, pageId);
+        if (open) release(open, pageId);
       };
     },
     async claimPageCall(conversationId, callId, claim) {
