@@ -22,7 +22,9 @@ async function shownN(page: Page, id: number, to: number): Promise<number> {
 /** Waits until the page's Tasks panel shows the count going on: the page follows it live. */
 async function seesItGoOn(page: Page, id: number, to: number, what: string): Promise<void> {
   const from = await shownN(page, id, to);
-  await expect.poll(() => shownN(page, id, to), { timeout: 30_000, message: `${what}: the count goes on past n ${from}` }).toBeGreaterThan(from + 1);
+  await expect
+    .poll(() => shownN(page, id, to), { timeout: 30_000, message: `${what}: the count goes on past n ${from}` })
+    .toBeGreaterThan(from + 1);
 }
 
 /** The id of the newest task in the page's copy. */
@@ -79,7 +81,9 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
       expect(all).toEqual(Array.from({ length: TO }, (_, i) => i + 1));
       expect(devicePrints.length).toBeGreaterThan(0);
       expect(await device.$$eval("#errors li", (items) => items.map((item) => item.textContent))).toEqual([]);
-      console.log(`new device: the object's log began at ${tail!.first}; the tab printed ${tabPrints.length}, the object ${edge.printed.lines.length}, the device ${devicePrints.length}`);
+      console.log(
+        `new device: the object's log began at ${tail!.first}; the tab printed ${tabPrints.length}, the object ${edge.printed.lines.length}, the device ${devicePrints.length}`,
+      );
     } finally {
       await other.close();
     }
@@ -93,12 +97,13 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
     await tab.waitForSelector('body[data-runs="here"]', { state: "attached" });
     // Over 1 MB in the conversation's copy: the object's snapshot goes in several parts.
     for (const pad of ["a", "b"]) await startTask(tab, "example.counter", { to: 1, everyMs: 10, pad: pad.repeat(600_000) });
-    await expect.poll(async () => (await copyOf(tab)).tasks.filter((task) => task.endsWith(":terminal")).length, { timeout: 30_000 }).toBe(2);
+    await expect
+      .poll(async () => (await copyOf(tab)).tasks.filter((task) => task.endsWith(":terminal")).length, { timeout: 30_000 })
+      .toBe(2);
     tabPrints.length = 0;
     edge.printed.lines.length = 0;
     await startTask(tab, "example.counter", { to: TO, everyMs: 200 });
     await expect.poll(() => tabPrints.includes("tick 3"), { timeout: 30_000 }).toBe(true);
-    const id = await newestTask(tab);
     await session.context.setOffline(true);
     await edge.printed.until((lines) => lines.length >= 10, "the object's ticks after it took over");
     await session.context.setOffline(false);
@@ -116,7 +121,9 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
     const held = edge.printed.lines.filter((line) => line === "held snapshot part").length;
     await tab.reload();
     await waitForStatus(tab, "ready");
-    await expect.poll(() => edge.printed.lines.filter((line) => line === "held snapshot part").length, { timeout: 30_000 }).toBeGreaterThan(held);
+    await expect
+      .poll(() => edge.printed.lines.filter((line) => line === "held snapshot part").length, { timeout: 30_000 })
+      .toBeGreaterThan(held);
     expect(await tab.getAttribute("body", "data-forks")).toBe("1");
 
     // Released: this load finishes the rebuild (its harness is closed meanwhile: reads wait for it to open again)
@@ -133,7 +140,9 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
       .poll(() => readable(async () => (await copyOf(tab)).tasks), { timeout: 60_000, message: "the tab's copy is the object's" })
       .toEqual(theirs.tasks);
     await expect
-      .poll(() => readable(async () => (await query(tab, "SELECT value FROM pi_durable_meta WHERE key = 'log_position'"))[0]), { timeout: 30_000 })
+      .poll(() => readable(async () => (await query(tab, "SELECT value FROM pi_durable_meta WHERE key = 'log_position'"))[0]), {
+        timeout: 30_000,
+      })
       .toEqual(theirHead);
     await tab.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 30_000 });
     expect(await waitForShownTask(tab, `counted to ${TO}`)).toContain("terminal");
@@ -141,6 +150,8 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
     const [fork] = await query(tab, "SELECT COUNT(*) AS n FROM pi_durable_forks");
     expect(Number(fork!.n)).toBe(1);
     expect(await tab.getAttribute("body", "data-forks")).toBe("1");
-    console.log(`forked tab: printed ${tabPrints.length} ticks, the object ${edge.printed.lines.filter((l) => l.startsWith("tick")).length}; ${held} part(s) held before the reload`);
+    console.log(
+      `forked tab: printed ${tabPrints.length} ticks, the object ${edge.printed.lines.filter((l) => l.startsWith("tick")).length}; ${held} part(s) held before the reload`,
+    );
   }, 240_000);
 });

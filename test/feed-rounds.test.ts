@@ -104,7 +104,10 @@ describe("the feed's memory is bounded by bytes as well as by count (decision 00
     let stored: ((batch: LoggedBatch) => void) | undefined;
     feed.attach({
       lease: { place: "object", epoch: 2, position: 0 },
-      onLog: (listener: (batch: LoggedBatch) => void) => ((stored = listener), () => {}),
+      onLog: (listener: (batch: LoggedBatch) => void) => {
+        stored = listener;
+        return () => {};
+      },
     } as unknown as Harness);
     for (const batch of await storage.readLog(0, count)) stored!(batch);
     const rounds: number[] = [];
@@ -114,9 +117,11 @@ describe("the feed's memory is bounded by bytes as well as by count (decision 00
     const send = (frame: string) => {
       const push = JSON.parse(frame) as { batches: LoggedBatch[] };
       if (!acking) rounds.push(frame.length);
-      for (const batch of push.batches.sort((a, b) => a.fence.position - b.fence.position))
-        if (batch.fence.position === head + 1) head++;
-      setTimeout(() => ((acking = true), feed.ack(connection, send, head)), 0);
+      for (const batch of push.batches.sort((a, b) => a.fence.position - b.fence.position)) if (batch.fence.position === head + 1) head++;
+      setTimeout(() => {
+        acking = true;
+        feed.ack(connection, send, head);
+      }, 0);
     };
     feed.follow(connection, send, head);
     await settle();

@@ -30,7 +30,12 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
     });
     /** A worker's host on `storage`, following the object as `place` (a page load). */
     const load = (place: string, storage: Storage, rebuild?: boolean, gate?: { started(): void; open: Promise<void> }) => {
-      const follow = followObject({ url: "ws://object/follow", place, ...(rebuild === undefined ? {} : { rebuild }), connect: () => socketTo(end) });
+      const follow = followObject({
+        url: "ws://object/follow",
+        place,
+        ...(rebuild === undefined ? {} : { rebuild }),
+        connect: () => socketTo(end),
+      });
       const rebuilding = follow.rebuild && {
         when: follow.rebuild.when,
         run: async (storage: Storage) => {

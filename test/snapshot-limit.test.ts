@@ -17,10 +17,17 @@ import { ctx, runUntil } from "./support.ts";
 async function countingCopy(): Promise<{ storage: MemoryStorage; reads: () => number }> {
   const storage = new MemoryStorage();
   for (let position = 1; position <= 3; position++)
-    await storage.apply({ ...emptyBatch(), fence: { epoch: 1, position }, documents: [{ scope: "s", key: `k${position}`, value: "x".repeat(3_000) }] });
+    await storage.apply({
+      ...emptyBatch(),
+      fence: { epoch: 1, position },
+      documents: [{ scope: "s", key: `k${position}`, value: "x".repeat(3_000) }],
+    });
   let reads = 0;
   const read = storage.readSnapshot.bind(storage);
-  storage.readSnapshot = () => (reads++, read());
+  storage.readSnapshot = () => {
+    reads++;
+    return read();
+  };
   return { storage, reads: () => reads };
 }
 
@@ -95,7 +102,9 @@ describe("follow.snapshot is rate-limited per caller and for the object (decisio
       );
     for (let call = 0; call < 20; call++) await ask("stranger");
     expect(answers.filter((answer) => answer.value).length).toBe(3);
-    expect(answers.slice(3).every((answer) => answer.error?.name === "SnapshotUnavailable" && /busy/.test(answer.error.message))).toBe(true);
+    expect(answers.slice(3).every((answer) => answer.error?.name === "SnapshotUnavailable" && /busy/.test(answer.error.message))).toBe(
+      true,
+    );
     await ask("phone");
     expect(answers.at(-1)!.value?.id).toBeTypeOf("string");
     world.clock.advance(10_000);

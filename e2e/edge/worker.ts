@@ -156,7 +156,13 @@ class E2eObject extends HarnessObject<Env> {
 function snapshotPartAsked(frame: string): boolean {
   try {
     const call = JSON.parse(frame) as { type?: unknown; topic?: unknown; method?: unknown; args?: unknown[] };
-    return call.type === "call" && call.topic === "follow" && call.method === "snapshot" && typeof call.args?.[2] === "number" && call.args[2] > 0;
+    return (
+      call.type === "call" &&
+      call.topic === "follow" &&
+      call.method === "snapshot" &&
+      typeof call.args?.[2] === "number" &&
+      call.args[2] > 0
+    );
   } catch {
     return false;
   }
@@ -217,7 +223,10 @@ interface Namespace {
 
 /** `/<name>/<rest>` goes to the object `name` as `/<rest>` (its host socket on `/`, `/follow`, `/abort`). */
 export default {
-  fetch(request: Request, env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace; TRIM: Namespace; TRIMSHORT: Namespace }) {
+  fetch(
+    request: Request,
+    env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace; TRIM: Namespace; TRIMSHORT: Namespace },
+  ) {
     const url = new URL(request.url);
     const [, encoded = "e2e", ...rest] = url.pathname.split("/");
     const name = decodeURIComponent(encoded);
@@ -227,12 +236,12 @@ export default {
       : name.startsWith("trimshort-")
         ? env.TRIMSHORT
         : name.startsWith("short-")
-      ? env.SHORT
-      : name.startsWith("follow-")
-        ? env.LONG
-        : name.startsWith("pinned-")
-          ? env.PINNED
-          : env.PLAIN;
+          ? env.SHORT
+          : name.startsWith("follow-")
+            ? env.LONG
+            : name.startsWith("pinned-")
+              ? env.PINNED
+              : env.PLAIN;
     return namespace.get(namespace.idFromName(name)).fetch(new Request(url, request));
   },
 };

@@ -290,7 +290,8 @@ export class Feed {
     if (batches[0]?.fence.position !== acked + 1 || following.acked !== acked || !(this.#stopLog || this.#serving)) {
       if (following.reading === token) following.inFlight = undefined; // else a newer round is on its way
       const first = batches[0]?.fence.position;
-      if (following.reading === token && following.acked === acked && first !== undefined && first > acked + 1) this.#behind(following, first - 1);
+      if (following.reading === token && following.acked === acked && first !== undefined && first > acked + 1)
+        this.#behind(following, first - 1);
       return;
     }
     this.#send(following, batches);

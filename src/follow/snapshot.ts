@@ -15,8 +15,8 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
-import { sha256Text } from "../base/sha256.ts";
 import type { Json } from "../base/json.ts";
+import { sha256Text } from "../base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
 import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
 import { type Check, integer, record, text } from "../shape.ts";
@@ -167,7 +167,8 @@ function checkPart(value: Json, index: number): SnapshotPart {
   const problem = snapshotPart(value, "the object's follow.snapshot answer");
   if (problem) throw new FollowMessageRefused("shape", problem);
   const part = value as unknown as SnapshotPart;
-  if (!HEX_DIGEST.test(part.digest)) throw new FollowMessageRefused("shape", "a snapshot part's digest must be 64 lowercase hex digits (SHA-256)");
+  if (!HEX_DIGEST.test(part.digest))
+    throw new FollowMessageRefused("shape", "a snapshot part's digest must be 64 lowercase hex digits (SHA-256)");
   if (part.index !== index) throw new FollowMessageRefused("shape", `the object answered part ${part.index} when part ${index} was asked`);
   return part;
 }

@@ -427,9 +427,7 @@ export function createHost(options: HostOptions): ServedHost {
     claimPageCall: pageCalls.claimPageCall,
     answerPageCall: pageCalls.answerPageCall,
     compact: async (conversationId, instructions) =>
-      (await whenOpen())
-        .conversation(conversationId)
-        .compact(instructions ? { instructions } : {}, ctx),
+      (await whenOpen()).conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
