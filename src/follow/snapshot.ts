@@ -97,15 +97,15 @@ export class SnapshotServer {
   async part(id: string | undefined, index = 0, caller = ""): Promise<SnapshotPart> {
     if (id === undefined && index !== 0) throw new SnapshotUnavailable("gone", "a new snapshot is asked for by its first part");
     if (id === undefined) this.#limit.take(caller);
-    const kept = id === undefined ? await this.#take() : this.#kept.get(id);
+    // A new snapshot is named by its own key: another take may have finished while this one was read.
+    const [key, kept] = id === undefined ? await this.#take() : [id, this.#kept.get(id)];
     if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
-    const key = id ?? [...this.#kept.keys()].at(-1)!;
     if (index >= kept.parts.length)
       throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
     return { id: key, at: kept.at, index, count: kept.parts.length, digest: kept.digest, text: kept.parts[index]! };
   }
 
-  async #take(): Promise<Taken> {
+  async #take(): Promise<[string, Taken]> {
     const snapshot = await this.#storage.readSnapshot?.();
     if (!snapshot) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
     const whole = JSON.stringify(snapshot);
@@ -119,9 +119,10 @@ export class SnapshotServer {
       digest: sha256Text(whole),
       parts: sliceJsonText(whole, MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES),
     };
-    this.#kept.set(`${this.#prefix}:${++this.#next}`, taken);
+    const key = `${this.#prefix}:${++this.#next}`;
+    this.#kept.set(key, taken);
     if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
-    return taken;
+    return [key, taken];
   }
 }
 
