@@ -228,23 +228,27 @@ export class Harness {
     if (!Number.isFinite(ttlMs)) return;
     const arm = () => {
       if (this.#closed) return;
-      this.#cancelRenewal = clock.setTimer(ttlMs / 3, () => {
-        const askedAt = clock.now();
-        lease.arbiter.renew(lease.place, fence.epoch).then(
-          (grant) => {
-            fence.renewed(askedAt, grant.ttlMs);
-            arm();
-          },
-          (error: unknown) => {
-            if (error instanceof LeaseNotHeld || error instanceof StaleEpoch) return this.#session.loseFence(error);
-            // Unreachable: try again while the lease holds. Once it expired the place stops now, not at its next
-            // commit: its effects may be waiting for an acknowledgement that cannot come (decision 0032).
-            const expired = fence.lost(clock.now());
-            if (expired) this.#session.loseFence(expired);
-            else arm();
-          },
-        );
-      });
+      this.#cancelRenewal = clock.setTimer(
+        ttlMs / 3,
+        () => {
+          const askedAt = clock.now();
+          lease.arbiter.renew(lease.place, fence.epoch).then(
+            (grant) => {
+              fence.renewed(askedAt, grant.ttlMs);
+              arm();
+            },
+            (error: unknown) => {
+              if (error instanceof LeaseNotHeld || error instanceof StaleEpoch) return this.#session.loseFence(error);
+              // Unreachable: try again while the lease holds. Once it expired the place stops now, not at its next
+              // commit: its effects may be waiting for an acknowledgement that cannot come (decision 0032).
+              const expired = fence.lost(clock.now());
+              if (expired) this.#session.loseFence(expired);
+              else arm();
+            },
+          );
+        },
+        "lease-renewal",
+      );
     };
     arm();
   }

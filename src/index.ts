@@ -1,5 +1,5 @@
 export * from "./agent/index.ts";
-export type { Clock } from "./base/clock.ts";
+export type { Clock, TimerKind } from "./base/clock.ts";
 export type { Context } from "./base/context.ts";
 export { BACKGROUND_CONTEXT } from "./base/context.ts";
 export type { Json } from "./base/json.ts";

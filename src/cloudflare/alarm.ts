@@ -1,11 +1,12 @@
 /**
  * The one alarm of a harness object: at the earliest `until` of its sleeping tasks, and every `heartbeatMs`
- * while work is live, so work goes on after an eviction with no client connected. While the object is in
- * memory its own timers run the work; the alarm only revives it.
+ * while work is live, so work goes on after an eviction with no client connected. While work runs the harness's
+ * own timers run it; once nothing is ready to run or running the harness clock parks its timers (object-clock.ts)
+ * and the alarm comes for the earliest of them too, so the object keeps no timer and can be evicted (decision 0052).
  */
-import { systemClock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
 import type { Batch } from "../storage/records.ts";
+import type { ObjectClock } from "./object-clock.ts";
 import type { DurableObjectStorage } from "./types.ts";
 
 /** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
@@ -14,6 +15,7 @@ const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
 export class ObjectAlarm {
   readonly #storage: DurableObjectStorage;
   readonly #heartbeatMs: number;
+  readonly #clock: ObjectClock;
   /** The alarm this instance last set (undefined: none, or not known yet). */
   #alarmAt: number | undefined;
   #armQueued = false;
@@ -21,14 +23,16 @@ export class ObjectAlarm {
   #armedBusy = false;
   readonly #idleWaiters = new Set<() => void>();
 
-  constructor(storage: DurableObjectStorage, heartbeatMs: number) {
+  constructor(storage: DurableObjectStorage, heartbeatMs: number, clock: ObjectClock) {
     this.#storage = storage;
     this.#heartbeatMs = heartbeatMs;
+    this.#clock = clock;
   }
 
   /** Reads the alarm the object has (at its start), and looks again after the commits that may move it. */
   async attach(harness: Harness): Promise<void> {
     this.#alarmAt = (await this.#storage.getAlarm()) ?? undefined;
+    this.#clock.onParked = () => this.#armSoon(harness);
     harness.onCommit(({ batch }) => {
       if (this.#movesNothing(batch)) return;
       this.#armSoon(harness);
@@ -61,15 +65,23 @@ export class ObjectAlarm {
   /**
    * Puts the one alarm on the kernel's next wake-up (`harness.nextWake`: the earliest sleeper not yet due), or
    * the heartbeat while work is live. A due sleeper is work the scheduler takes now (the heartbeat covers a
-   * crash before it does): an alarm at a past `until` would only fire again and again.
+   * crash before it does): an alarm at a past `until` would only fire again and again. With nothing ready to run
+   * or running, the harness clock's timers are parked and the alarm comes for the earliest one that must come on
+   * time (a lease's renewal does not: the idle holder lets it lapse).
    */
   arm(harness: Harness): void {
     if (harness.closed) return;
-    const now = systemClock.now();
+    const now = this.#clock.now();
     const { busy, at } = harness.nextWake(now + this.#heartbeatMs);
     let earliest = at;
     this.#armedBusy = busy;
-    if (!busy) for (const wake of this.#idleWaiters) wake();
+    if (busy) this.#clock.run();
+    else {
+      this.#clock.park();
+      const parked = this.#clock.alarmAt;
+      if (parked !== undefined) earliest = earliest === undefined ? parked : Math.min(earliest, parked);
+      for (const wake of this.#idleWaiters) wake();
+    }
     if (busy) {
       // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.
       const beat =
@@ -92,7 +104,7 @@ export class ObjectAlarm {
         this.#idleWaiters.delete(done);
         resolve();
       };
-      const cancel = systemClock.setTimer(this.#heartbeatMs, done);
+      const cancel = this.#clock.setTimer(this.#heartbeatMs, done);
       this.#idleWaiters.add(done);
       this.arm(harness);
     });

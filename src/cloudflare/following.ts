@@ -47,6 +47,11 @@ export interface FollowingOptions {
   restorePages(): void;
   /** Whether the object's harness is open here (it holds the lease). */
   holds(): boolean;
+  /**
+   * Whether the harness open here may no longer write under its lease: it lapsed while the object was idle (the
+   * renewal is parked, decision 0052), another place took it, or the harness stopped on its loss.
+   */
+  lapsed(): boolean;
 }
 
 export class ObjectFollowing {
@@ -55,14 +60,18 @@ export class ObjectFollowing {
   readonly #ctx: DurableObjectState;
   readonly #follow: FollowOptions;
   readonly #holds: () => boolean;
+  readonly #lapsed: () => boolean;
   #expiryAlarm: number | undefined;
   /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
   #handedBack = false;
+  /** This instance's lease lapsed while it held it (decision 0052): it ends in its alarm, as after a hand-back. */
+  #ending = false;
 
   constructor(ctx: DurableObjectState, follow: FollowOptions, options: FollowingOptions) {
     this.#ctx = ctx;
     this.#follow = follow;
     this.#holds = options.holds;
+    this.#lapsed = options.lapsed;
     // Follows until a release or the lease's expiry lets it take over: then the harness opens (`open`), its recovery
     // the new epoch's first transaction, and starts.
     this.end = ctx.blockConcurrencyWhile(async () => {
@@ -108,7 +117,7 @@ export class ObjectFollowing {
       (place) => speaksFor(socket, caller, place),
     );
     if (end.follows(socket)) markFollowing(socket);
-    if (this.#handedBack) {
+    if (this.#handedBack || this.ended()) {
       // The instance ends in the alarm, an event of its own: an abort here would drop this event's writes (the
       // drain and the release). The next instance starts as a follower (the copy, the record released to the tab,
       // the expiry alarm); a tab that missed the answer asks again there and gets the same release.
@@ -135,12 +144,32 @@ export class ObjectFollowing {
       this.#ctx.abort("the lease was handed back to a tab; the object follows again");
       return false;
     }
+    if (this.#ending || (this.#holds() && this.#lapsed())) {
+      // Ended here, in an event of its own (the platform runs a failed alarm again, on the next instance): that one
+      // takes the lease under a new epoch when it is still the object's, or follows the place that took it.
+      this.#ending = true;
+      this.#ctx.abort("the object's lease lapsed while it was idle; its next instance takes it again");
+      return false;
+    }
     if (this.#holds()) return true;
     this.#expiryAlarm = undefined;
     await (await this.end).checkExpiry();
     if (this.#holds()) return true;
     this.armExpiry();
     return false;
+  }
+
+  /**
+   * Whether this instance ends because its harness may no longer write under its lease (decision 0052): an idle
+   * holder's lease lapsed, or another place took it. Its alarm is set now to end it there, in an event of its own
+   * (the next instance takes the lease again, or follows). Serves nothing more from the harness meanwhile.
+   */
+  ended(): boolean {
+    if (this.#ending) return true;
+    if (this.#handedBack || !this.#holds() || !this.#lapsed()) return false;
+    this.#ending = true;
+    void this.#ctx.storage.setAlarm(systemClock.now());
+    return true;
   }
 
   /**

@@ -11,8 +11,9 @@
  *   first event was handled, so a request arriving first sees the recovered state.
  * - One alarm wakes the object: at the earliest `until` of every sleeping task (sleeps and retry backoffs are
  *   durable `sleepUntil`s), and every `heartbeatMs` while tasks are running, so work goes on after an eviction
- *   with no client connected. While the object is in memory its own timers run the work; the alarm only
- *   revives it.
+ *   with no client connected. While tasks run the harness's own timers run the work; once none is ready to run
+ *   or running its timers are parked and the alarm comes for them (object-clock.ts, decision 0052): the object
+ *   keeps no timer, so it is evicted while its tasks sleep or wait, and the alarm starts its next instance.
  * - It serves the same client API as the browser worker — the runtime-neutral host of src/host/ — over a
  *   WebSocket (the hibernation API, sockets.ts: pages stay subscribed while the object sleeps), over HTTP
  *   (`POST /rpc` with `{ method, args }`) and as RPC methods (rpc.ts), each call through the same doors. A crash
@@ -39,6 +40,7 @@ import { DurableObjectDatabase } from "./database.ts";
 import { acceptFollow, claimedThroughFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
 import { objectCopy } from "./follow-copy.ts";
 import { ObjectFollowing } from "./following.ts";
+import { ObjectClock } from "./object-clock.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
@@ -74,6 +76,8 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly #sockets: ObjectSockets;
   /** The one alarm (alarm.ts). */
   readonly #alarm: ObjectAlarm;
+  /** The harness clock: its timers are parked while nothing runs (object-clock.ts). */
+  readonly #clock = new ObjectClock();
   /** Follow mode (following.ts): the object's end of the follow links, its expiry alarm. */
   readonly #following: ObjectFollowing | undefined;
   /** The harness once open (in follow mode: once this object took the lease). */
@@ -108,7 +112,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       ...harnessOptions
     } = setup(env, ctx);
     this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
-    this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
+    this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const openStorage = () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits });
@@ -126,7 +130,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       // Pages whose sockets outlived a hibernation keep the page tool calls they are running (decision 0028).
       harness: {
         ...harnessOptions,
-        clock: systemClock,
+        clock: this.#clock,
         // And pages that claimed through a follow socket still open (decision 0051).
         connectedPages: [...this.#sockets.connectedPages(), ...claimedThroughFollow(ctx)],
         ...(book && server ? { lease: { place, arbiter: book }, serverCalls: server.calls } : {}),
@@ -177,6 +181,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         ...(server ? { serverTools: server.handler } : {}),
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
+        lapsed: () => this.#lapsed(book, place),
       });
       return;
     }
@@ -333,22 +338,45 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
    * stays until nothing is ready to run (or one heartbeat has passed; the next alarm carries on).
    */
   async alarm(): Promise<void> {
-    // Following: the alarm is the lease's expiry, or the end of an instance that handed the lease back (following.ts).
+    // Following: the alarm is the lease's expiry, or the end of an instance that handed the lease back or whose
+    // lease lapsed while it was idle (following.ts).
     if (this.#following && !(await this.#following.alarm())) return;
     const harness = await this.ready;
     this.#alarm.fired();
     if (harness.closed) return; // closed by the app: this instance runs nothing more (the next start does)
+    this.#clock.fireDue(); // the parked timers the alarm came for (a sleeper's wake-up, a backoff)
     this.#start(harness);
     await this.#alarm.idle(harness);
     this.#alarm.arm(harness);
   }
 
   #start(harness: Harness): void {
+    // Following: an idle holder let its lease lapse (object-clock.ts); this instance ends and its next one takes the
+    // lease again under a new epoch, as after an eviction.
+    if (this.#following?.ended()) return;
+    this.#clock.fireDue(); // what came due while the timers were parked (a renewal while the lease still holds)
     if (!this.#started && !harness.closed) {
       this.#started = true;
       harness.resume();
     }
     this.#alarm.arm(harness);
+  }
+
+  /**
+   * Whether this instance's harness may no longer write under the lease it holds: the lease lapsed while the object
+   * was idle (its renewal is parked, object-clock.ts), another place took it, or the harness stopped on its loss.
+   */
+  #lapsed(book: { record: { holder?: string; epoch: number; expiresAt?: number } }, place: string): boolean {
+    const harness = this.#harness;
+    if (!harness) return false;
+    const record = book.record;
+    const at = record.expiresAt;
+    return (
+      harness.closed ||
+      record.holder !== place ||
+      record.epoch !== harness.lease?.epoch ||
+      (typeof at === "number" && Number.isFinite(at) && systemClock.now() >= at)
+    );
   }
 }
 
