@@ -87,13 +87,15 @@ class E2eObject extends HarnessObject<Env> {
     const models = createDemoModels();
     const envs = memoryEnvs();
     const plan: { point?: StopPoint; dead?: boolean } = {};
+    // Which instance printed a line or started: e2e/support/edge.ts keeps them (`instances`), to see an eviction.
+    const instance = crypto.randomUUID();
     const print = async (line: string) => {
       if (plan.point === "abort-first-step") {
         plan.point = undefined;
         state.abort("e2e: the object was aborted in its first step");
         return;
       }
-      await env.PRINT.fetch("http://print/", { method: "POST", body: line });
+      await env.PRINT.fetch("http://print/", { method: "POST", body: line, headers: { "x-instance": instance } });
     };
     super(state, env, () => ({
       registry: createRegistry()
@@ -111,7 +113,7 @@ class E2eObject extends HarnessObject<Env> {
     this.#env = env;
     this.#state = state;
     this.#plan = plan;
-    void env.STARTED.fetch("http://started/", { method: "POST", body: "started" }).catch(() => {});
+    void env.STARTED.fetch("http://started/", { method: "POST", body: "started", headers: { "x-instance": instance } }).catch(() => {});
   }
 
   override async fetch(request: Request): Promise<Response> {

@@ -32,6 +32,11 @@ export interface LocalObject {
   readonly printed: Printed;
   /** How many object instances started (each object's first request, and again after an eviction or an abort). */
   readonly started: Printed;
+  /**
+   * Every start and print of an object instance, in arrival order, as `<instance>: started` or `<instance>: <line>`
+   * (`instance` a random id per instance): which instance printed a tick, and whether it started after something.
+   */
+  readonly instances: Printed;
   /** `ctx.abort()` inside the object `name` (its committed writes stay; its sockets drop; its next event starts it anew). */
   abort(name: string): Promise<void>;
   /** Arms a stop point of the object `name` (e2e/edge/worker.ts: `drop-pushes`, `abort-at-release`, …). */
@@ -51,6 +56,7 @@ export async function startLocalObject(): Promise<LocalObject> {
   const port = await freePort();
   const printed = new Printed();
   const started = new Printed();
+  const instances = new Printed();
   const runtimeErrors: string[] = [];
   onTestFailed(() => {
     if (runtimeErrors.length) console.log(`workerd stderr:\n${runtimeErrors.join("")}`);
@@ -73,12 +79,16 @@ export async function startLocalObject(): Promise<LocalObject> {
         TRIMSHORT: sqliteObject("TrimShortObject"),
       },
       serviceBindings: {
-        PRINT: async (request: { text(): Promise<string> }) => {
-          printed.push(await request.text());
+        PRINT: async (request: { text(): Promise<string>; headers: Headers }) => {
+          const line = await request.text();
+          printed.push(line);
+          instances.push(`${request.headers.get("x-instance")}: ${line}`);
           return new Response("ok");
         },
-        STARTED: async (request: { text(): Promise<string> }) => {
-          started.push(await request.text());
+        STARTED: async (request: { text(): Promise<string>; headers: Headers }) => {
+          const line = await request.text();
+          started.push(line);
+          instances.push(`${request.headers.get("x-instance")}: ${line}`);
           return new Response("ok");
         },
       },
@@ -95,6 +105,7 @@ export async function startLocalObject(): Promise<LocalObject> {
     followUrl: (name) => `ws://${origin}/${encodeURIComponent(name)}/follow`,
     printed,
     started,
+    instances,
     async abort(name) {
       // The object resets in the middle of this request: its answer is an error, which is the point.
       await fetch(`http://${origin}/${encodeURIComponent(name)}/abort`, { method: "POST" })
@@ -138,6 +149,9 @@ export function edgePerTest(): LocalObject {
     },
     get started() {
       return now().started;
+    },
+    get instances() {
+      return now().instances;
     },
     abort: (name) => now().abort(name),
     arm: (name, point) => now().arm(name, point),
