@@ -80,4 +80,24 @@ describe("an object whose tasks sleep is evicted, and its alarm brings it back (
     // The tab's epoch, the takeover's, then one per instance the alarm started that wrote (tick 2's, tick 3's).
     expect(epoch).toBeGreaterThanOrEqual(4);
   }, 240_000);
+
+  it("decision 0052, S3/S12: a held lease of 3 s lapses while the object idles in memory (no eviction yet): the instance ends at the alarm, the platform runs the alarm again on a new instance, which takes the lease anew and counts on, each tick once", async () => {
+    const name = "short-held-idle"; // a 3 s lease: the count's 6 s sleeps outlive it, workerd's 10 s eviction does not come first
+    const tabPrints = await recordTabPrints(session);
+    const page = await openFollowing(session, edge, name);
+    await page.waitForSelector('body[data-runs="here"]', { state: "attached" });
+    await startTask(page, "example.counter", { to: 3, everyMs: 6_000 });
+    await expect.poll(() => tabPrints.includes("tick 1"), { timeout: 30_000 }).toBe(true);
+    await page.evaluate(() => pi.client.leave());
+    const before = new Set(starts(edge));
+    await page.close();
+    await expect.poll(() => edge.printed.lines.includes("tick 3"), { timeout: 90_000, interval: 500 }).toBe(true);
+    expect(tabPrints).toEqual(["tick 1"]);
+    expect(edge.printed.lines).toEqual(["tick 2", "tick 3"]);
+    const two = printer(edge, "tick 2")!;
+    const three = printer(edge, "tick 3")!;
+    expect(before.has(two)).toBe(false);
+    expect(three).not.toBe(two);
+    expect(await rpc(edge, name, "query", S12_END)).toEqual([{ status: "terminal", memos: null, restarts: null }]);
+  }, 240_000);
 });
