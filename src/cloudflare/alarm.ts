@@ -9,6 +9,12 @@ import type { Batch } from "../storage/records.ts";
 import type { ObjectClock } from "./object-clock.ts";
 import type { DurableObjectStorage } from "./types.ts";
 
+/**
+ * How far off the next wake-up must be before the object parks its timers (decision 0052). Nearer, it keeps them:
+ * the object is in memory until then anyway (workerd evicts after 10 s of inactivity).
+ */
+const PARK_AFTER_MS = 2_000;
+
 /** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
 const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
 
@@ -75,12 +81,15 @@ export class ObjectAlarm {
     const { busy, at } = harness.nextWake(now + this.#heartbeatMs);
     let earliest = at;
     this.#armedBusy = busy;
-    if (busy) this.#clock.run();
+    if (!busy) for (const wake of this.#idleWaiters) wake();
+    // Parked only when nothing is due soon: a wake-up within PARK_AFTER_MS keeps its real timer (an alarm is a
+    // storage write and an event each, and no platform evicts an object that soon).
+    const soon = at !== undefined && at - now < PARK_AFTER_MS;
+    if (busy || soon || this.#clock.dueWithin(now + PARK_AFTER_MS)) this.#clock.run();
     else {
       this.#clock.park();
       const parked = this.#clock.alarmAt;
       if (parked !== undefined) earliest = earliest === undefined ? parked : Math.min(earliest, parked);
-      for (const wake of this.#idleWaiters) wake();
     }
     if (busy) {
       // Keep a heartbeat already set within the next period: moving it on every commit would be a write each.

@@ -81,6 +81,12 @@ export class ObjectClock implements Clock {
     return earliest;
   }
 
+  /** Whether a timer that is no lease's renewal comes due by `at` (parked or not). */
+  dueWithin(at: number): boolean {
+    for (const timer of this.#timers) if (timer.kind !== "lease-renewal" && timer.at <= at) return true;
+    return false;
+  }
+
   /** Fires every parked timer that is due, earliest first (at the alarm, or at any event of the object). */
   fireDue(): void {
     if (!this.#parked) return;
