@@ -49,7 +49,7 @@ export interface FollowingOptions {
   holds(): boolean;
   /**
    * Whether the harness open here may no longer write under its lease: it lapsed while the object was idle (the
-   * renewal is parked, decision 0052), another place took it, or the harness stopped on its loss.
+   * renewal is parked, decision 0052), or another place took it since. A release (a hand-back) is no lapse.
    */
   lapsed(): boolean;
 }

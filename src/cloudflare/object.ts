@@ -364,19 +364,16 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
 
   /**
    * Whether this instance's harness may no longer write under the lease it holds: the lease lapsed while the object
-   * was idle (its renewal is parked, object-clock.ts), another place took it, or the harness stopped on its loss.
+   * was idle (its renewal is parked, object-clock.ts), or another place took it since (a newer epoch). A release (a
+   * hand-back in progress) is no lapse: the hand-back ends the instance itself.
    */
   #lapsed(book: { record: { holder?: string; epoch: number; expiresAt?: number } }, place: string): boolean {
-    const harness = this.#harness;
-    if (!harness) return false;
+    const epoch = this.#harness?.lease?.epoch;
+    if (epoch === undefined) return false;
     const record = book.record;
+    if (record.epoch !== epoch) return true;
     const at = record.expiresAt;
-    return (
-      harness.closed ||
-      record.holder !== place ||
-      record.epoch !== harness.lease?.epoch ||
-      (typeof at === "number" && Number.isFinite(at) && systemClock.now() >= at)
-    );
+    return record.holder === place && typeof at === "number" && Number.isFinite(at) && systemClock.now() >= at;
   }
 }
 
