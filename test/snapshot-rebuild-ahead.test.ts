@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
+import { sha256Text } from "../src/base/sha256.ts";
 import { SnapshotUnavailable } from "../src/errors.ts";
 import { sliceJsonText } from "../src/follow/chunks.ts";
 import { listForks } from "../src/follow/fork.ts";
@@ -28,11 +29,12 @@ const at = (epoch: number, position: number, entries: EntryRecord[] = []) => ({
 
 function servingLink(text: string, fence: { epoch: number; position: number }): SnapshotLink {
   const slices = sliceJsonText(text, 400);
+  const digest = sha256Text(text);
   return {
     call: async (_topic, _method, args) => {
       const index = (args[2] as number | undefined) ?? 0;
       if (index >= slices.length) throw new SnapshotUnavailable("gone", "no such part");
-      return { id: "s-1", at: fence, index, count: slices.length, text: slices[index]! } as unknown as Json;
+      return { id: "s-1", at: fence, index, count: slices.length, digest, text: slices[index]! } as unknown as Json;
     },
   };
 }
