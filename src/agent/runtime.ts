@@ -95,6 +95,10 @@ class AgentTaskRuntime<S extends Checkpoint, R> implements AgentRuntime<S, R> {
     return this.#runtime.signal;
   }
 
+  untilAborted(): Promise<void> {
+    return this.#runtime.untilAborted();
+  }
+
   get settings(): TaskRuntime<S, R>["settings"] {
     return this.#runtime.settings;
   }

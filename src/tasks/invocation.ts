@@ -36,7 +36,9 @@ export function newInvocation(task: TaskRecord, definition: AnyTaskDefinition, m
 export class LazyAbort {
   #controller: AbortController | undefined;
   #reason: (() => unknown) | undefined;
-  #listeners = new Set<() => void>();
+  /** Made on the first `onAbort` (most invocations never register one). */
+  #listeners: Set<() => void> | undefined;
+  #ended: Promise<void> | undefined;
 
   get aborted(): boolean {
     return this.#reason !== undefined;
@@ -54,18 +56,27 @@ export class LazyAbort {
     if (this.#reason) return;
     this.#reason = reason;
     this.#controller?.abort(reason());
-    const listeners = [...this.#listeners];
-    this.#listeners.clear();
-    for (const listener of listeners) listener();
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners) for (const listener of listeners) listener();
   }
 
   onAbort(listener: () => void): void {
     if (this.#reason) listener();
-    else this.#listeners.add(listener);
+    else (this.#listeners ??= new Set()).add(listener);
   }
 
   forget(listener: () => void): void {
-    this.#listeners.delete(listener);
+    this.#listeners?.delete(listener);
+  }
+
+  /**
+   * Resolves once aborted, without making a signal (decision 0050): one promise per invocation, made on the
+   * first call. A signal and its listener cost several times as much (an `AbortController` is an EventTarget),
+   * which a reload pays once per held task before the last task by id starts.
+   */
+  whenAborted(): Promise<void> {
+    return (this.#ended ??= new Promise<void>((resolve) => this.onAbort(resolve)));
   }
 }
 

@@ -96,6 +96,10 @@ class InvocationRuntime implements TaskRuntime {
     return this.#invocation.cancellation.signal;
   }
 
+  untilAborted(): Promise<void> {
+    return this.#invocation.cancellation.whenAborted();
+  }
+
   get settings(): TaskRuntime["settings"] {
     return this.#runtimes.kernel.options.settings;
   }

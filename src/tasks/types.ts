@@ -27,6 +27,12 @@ export interface TaskRuntime<S extends Checkpoint = Checkpoint, R = Json> {
   readonly conversationId: number;
   /** Aborts when the invocation ends: close, an abort mark, or the phase's own end. */
   readonly signal: AbortSignal;
+  /**
+   * Resolves when `signal` would abort, without making the signal (decision 0050): the cheap way for a phase
+   * that only holds its invocation until it is stopped (waiting on something outside, parked work). Use
+   * `signal` to pass on to `fetch` and the like; never rejects.
+   */
+  untilAborted(): Promise<void>;
   /** The resolved settings, read fresh at each access. */
   readonly settings: ResolvedSettings;
   /** What the layer above the kernel gave its tasks (`SchedulerOptions.layer`); the kernel never reads it. */

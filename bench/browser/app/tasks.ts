@@ -71,7 +71,8 @@ export const stall = defineTask<Record<string, never>, { phase: "stall" }, null>
   initial: () => ({ phase: "stall" }),
   phases: {
     stall: async (_task, runtime) => {
-      await new Promise((resolve) => runtime.signal.addEventListener("abort", resolve));
+      // Held until stopped, without a signal and listener per task (decision 0050: runtime.untilAborted).
+      await runtime.untilAborted();
       throw new Error("stopped");
     },
   },
