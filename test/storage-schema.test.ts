@@ -117,7 +117,7 @@ describe("S11: a file of the harness's own (the browser) keeps telling foreign a
   });
 });
 
-describe("S11: schema version 2 migrates to version 4 (the fenced log, decision 0029)", () => {
+describe("S11: schema version 2 migrates to the current version (the fenced log, decision 0029)", () => {
   /** A version-2 image: today's schema without the log's table, its marker saying 2, one live task. */
   async function v2Image(): Promise<Uint8Array> {
     const storage = await openSqliteStorage({ vfs: "memory" });
@@ -146,10 +146,12 @@ describe("S11: schema version 2 migrates to version 4 (the fenced log, decision 
     return storage.exportImage();
   }
 
-  it("S11: a writable open adds the log's tables and says version 4; the rows stay, and the first fenced commit starts the log", async () => {
+  it("S11: a writable open adds the log's tables and says the current version; the rows stay, and the first fenced commit starts the log", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: await v2Image() });
     expect(await tableNames(storage.database)).toEqual(expect.arrayContaining(["pi_durable_epochs", "pi_durable_log"]));
-    expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "4" });
+    expect(await storage.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({
+      value: String(SCHEMA_VERSION),
+    });
     expect((await storage.load()).liveTasks.map((task) => task.id)).toEqual([1]);
     expect((await storage.load()).log).toBeUndefined();
     await storage.apply({ tasks: [], conversations: [], entries: [], submissions: [], documents: [], fence: { epoch: 1, position: 1 } });

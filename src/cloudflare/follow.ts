@@ -16,6 +16,7 @@ import type { AnswerStore, FollowAction, FollowRequest } from "../follow/object-
 import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
 import type { LogMark } from "../storage/records.ts";
+import { SQL } from "../storage/sqlite/schema.ts";
 import { pageError } from "./answers.ts";
 import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } from "./types.ts";
 
@@ -77,8 +78,9 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
 function copyHead(sql: DurableObjectStorage["sql"]): LogMark {
   let position = 0;
   try {
-    const row = sql.exec("SELECT value FROM pi_durable_meta WHERE key = 'log_position'").toArray()[0];
-    position = row ? Number(row.value) : 0;
+    // The log's last row, or its floor once trimmed to nothing (schema version 5, decision 0048).
+    const row = sql.exec(SQL.logHead).toArray()[0];
+    position = row?.position === null || row?.position === undefined ? 0 : Number(row.position);
   } catch {
     // The copy's schema is not there yet: it holds nothing.
   }

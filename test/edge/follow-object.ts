@@ -13,6 +13,7 @@
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
 import { createRegistry, defineExtension, defineTool, type Harness } from "../../src/index.ts";
+import { SQL } from "../../src/storage/sqlite/schema.ts";
 import { writeFileTool } from "./write-file-tool.ts";
 
 interface Env {
@@ -118,11 +119,11 @@ export class FollowObject extends HarnessObject<Env> {
         }
       };
       const lease = rows("SELECT record FROM pi_follow_lease")[0];
-      const head = rows("SELECT value FROM pi_durable_meta WHERE key = 'log_position'")[0];
+      const head = rows(SQL.logHead)[0];
       const harness = await Promise.race([this.ready, Promise.resolve(undefined as Harness | undefined)]);
       return Response.json({
         lease: lease ? JSON.parse(String(lease.record)) : undefined,
-        head: head ? Number(head.value) : 0,
+        head: head?.position ? Number(head.position) : 0,
         epochs: rows("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch"),
         tail: rows("SELECT min(position) AS first, count(*) AS count FROM pi_durable_log")[0],
         tasks: rows(SEED_QUERY),

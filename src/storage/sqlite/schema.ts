@@ -9,9 +9,11 @@
  * Versions: 1 named the marker `meta`; 2 renamed it `pi_durable_meta` (an app's own `meta` no longer collides);
  * 3 added the fenced log (`pi_durable_epochs`, `pi_durable_log`, and `log_position` in the marker; decision 0029);
  * 4 split the log's tail into rows under the row limit (`pi_durable_log_parts`) and keeps a place's forks
- * (`pi_durable_forks`; decision 0039).
+ * (`pi_durable_forks`; decision 0039); 5 writes one row per fenced transaction (decision 0048): the log's head is its
+ * last row, and `log_position` is only the head's floor, written when the tail is trimmed or a copy rebuilt (a
+ * version 4 database's `log_position` is its head, already a valid floor: the migration only moves the version).
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** The marker table: its `schema_version` row says which schema the rest is. */
 export const META_TABLE = "pi_durable_meta";
@@ -31,8 +33,10 @@ CREATE TABLE IF NOT EXISTS pi_durable_meta (
   value TEXT NOT NULL
 ) WITHOUT ROWID;
 
--- The fenced log (decision 0029), written only by a harness that holds a lease: the head's position is the
--- marker's log_position; each lease epoch that wrote is one row, with the position where its stretch begins.
+-- The fenced log (decision 0029), written only by a harness that holds a lease: the head's position is the last
+-- row's of pi_durable_log, or, when the tail is trimmed to nothing, the marker's log_position (decision 0048: the
+-- head's floor, written by a trim and a rebuild only); each lease epoch that wrote is one row, with the position
+-- where its stretch begins.
 CREATE TABLE IF NOT EXISTS pi_durable_epochs (
   epoch INTEGER PRIMARY KEY,
   start INTEGER NOT NULL
@@ -124,10 +128,24 @@ export const SQL = {
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   deleteMeta: `DELETE FROM pi_durable_meta WHERE key = ?`,
   writeMeta: `INSERT INTO pi_durable_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
-  logHead: `SELECT (SELECT value FROM pi_durable_meta WHERE key = 'log_position') AS position,
-    (SELECT max(epoch) FROM pi_durable_epochs) AS epoch`,
-  /** The fenced log's head moved on by one under the same epoch, only from where this storage left it (decision 0042). */
-  advanceLog: `UPDATE pi_durable_meta SET value = ? WHERE key = 'log_position' AND value = ?`,
+  /**
+   * The fenced log's head (decision 0048): the tail's last position, else (trimmed to nothing, or a rebuilt copy)
+   * the marker's floor. The floor is never above a row still kept, so the larger of the two is the head.
+   */
+  logHead: `SELECT CASE WHEN last IS NULL THEN floor WHEN floor IS NULL OR last >= floor THEN last ELSE floor END AS position,
+    (SELECT max(epoch) FROM pi_durable_epochs) AS epoch
+    FROM (SELECT (SELECT max(position) FROM pi_durable_log) AS last,
+      (SELECT CAST(value AS INTEGER) FROM pi_durable_meta WHERE key = 'log_position') AS floor)`,
+  /**
+   * A transaction's log row appended only where this storage left the head (decisions 0042, 0048): the whole
+   * fence check of a same-epoch continuation, in the row's own statement. The last row is the head, and every
+   * other writer's commit (any epoch's start included) adds a row above it, so finding the last row where the
+   * storage left it means no one else wrote since.
+   */
+  appendNextLog: `INSERT INTO pi_durable_log (position, epoch, batch) SELECT ?, ?, ? WHERE (SELECT max(position) FROM pi_durable_log) = ?`,
+  /** The head's floor kept before a trim removes rows (decision 0048): the last row's position, if any. */
+  keepLogFloor: `INSERT INTO pi_durable_meta (key, value) SELECT 'log_position', head FROM (SELECT max(position) AS head FROM pi_durable_log)
+    WHERE head IS NOT NULL ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   startEpoch: `INSERT INTO pi_durable_epochs (epoch, start) VALUES (?, ?)`,
   appendLog: `INSERT INTO pi_durable_log (position, epoch, batch) VALUES (?, ?, ?)`,
   appendLogPart: `INSERT INTO pi_durable_log_parts (position, part, text) VALUES (?, ?, ?)`,

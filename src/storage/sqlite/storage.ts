@@ -335,6 +335,8 @@ export class SqliteStorage implements Storage {
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
     await this.#db.transaction((tx) => {
+      // The head's floor first (decision 0048): a trim through the last row must not lose the head.
+      tx.run(SQL.keepLogFloor);
       tx.run(SQL.trimLog, through);
       tx.run(SQL.trimLogParts, through);
     });
