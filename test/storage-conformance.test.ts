@@ -46,7 +46,7 @@ describe("SQLite storage: schema, bad input and read-only SQL", () => {
     await db.run("UPDATE pi_durable_meta SET value = '99' WHERE key = 'schema_version'");
     const image = await storage.exportImage();
     await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(SchemaTooNew);
-    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 4.*left unmodified/);
+    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 5.*left unmodified/);
     const raw = await openSqliteDatabase({ vfs: "memory", image });
     expect(await raw.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "99" });
     expect(await raw.exportImage()).toEqual(image);

@@ -36,7 +36,7 @@ function shared(db: SqliteDatabase): SqliteDatabase {
   };
 }
 
-describe("S11: schema version 1 migrates to version 4", () => {
+describe("S11: schema version 1 migrates to the current version", () => {
   it("S11/S12: a version-1 image opens writable, its marker becomes pi_durable_meta, and the counter goes on from tick 3", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: V1_IMAGE });
     const db = storage.database;

@@ -27,8 +27,8 @@ export function batchText(batch: Batch, texts: BatchTexts): string {
  * Checks and advances the fenced log inside the transaction that carries the commit (decision 0029), then appends
  * its slices. `known` is the head this storage itself last read or stored. The head is the log's last row
  * (decision 0048: one row per fenced transaction, the marker is not rewritten). When the batch continues `known`
- * under the same epoch, the row is inserted only if the last row is still where `known` left it — one statement,
- * the whole check: every other writer's commit, any new epoch's included, adds a row above it. Anything else
+ * under the same epoch, the row is inserted if the last row is still where `known` left it — one read, the whole
+ * check: every other writer's commit, any new epoch's included, adds a row above it. Anything else
  * (including a log trimmed to nothing or a rebuilt copy, which have no last row) reads the head and decides as
  * before: `StaleEpoch` or `LogOutOfOrder`, nothing written.
  */
@@ -43,11 +43,9 @@ export function writeLog(
     known !== undefined &&
     known.epoch === fence.epoch &&
     fence.position === known.position + 1 &&
-    tx.run(SQL.appendNextLog, fence.position, fence.epoch, slices[0]!, known.position) === 1;
-  if (!continued) {
-    if (continuesLog(logHead(tx.get(SQL.logHead)), fence, label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
-    tx.run(SQL.appendLog, fence.position, fence.epoch, slices[0]!);
-  }
+    tx.get(SQL.lastLogRow)?.position === known.position;
+  if (!continued && continuesLog(logHead(tx.get(SQL.logHead)), fence, label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
+  tx.run(SQL.appendLog, fence.position, fence.epoch, slices[0]!);
   for (let part = 1; part < slices.length; part++) tx.run(SQL.appendLogPart, fence.position, part, slices[part]!);
 }
 
