@@ -70,7 +70,8 @@ async function v4Image(trimThrough: number) {
   const db = await openSqliteDatabase({ vfs: "memory" });
   const storage = await SqliteStorage.open(db);
   await storage.load();
-  for (let position = 1; position <= 6; position++) await storage.apply(stepped(1 + (position % 2), position, position, position <= 3 ? 1 : 2));
+  for (let position = 1; position <= 6; position++)
+    await storage.apply(stepped(1 + (position % 2), position, position, position <= 3 ? 1 : 2));
   await db.exec(`DELETE FROM pi_durable_log WHERE position <= ${trimThrough}; DELETE FROM pi_durable_log_parts WHERE position <= ${trimThrough};
     INSERT INTO pi_durable_meta (key, value) VALUES ('log_position', '6') ON CONFLICT (key) DO UPDATE SET value = excluded.value;
     UPDATE pi_durable_meta SET value = '4' WHERE key = 'schema_version';`);

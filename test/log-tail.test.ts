@@ -4,9 +4,9 @@ import { InvalidInput } from "../src/index.ts";
 import { utf8Length, utf8Slices } from "../src/limits.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
-import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { emptyBatch } from "../src/testing/storage-conformance.ts";
 
 // Decision 0039: the log's tail keeps a fenced transaction of any size, in slices that each fit in one row of a
@@ -79,7 +79,9 @@ describe("decision 0039: the log's tail under a row limit", () => {
     expect((await readOnly.readLog(0, 10)).map((batch) => batch.fence)).toEqual([{ epoch: 1, position: 1 }]);
     expect(await readOnly.exportImage()).toEqual(v3);
     const writable = await openSqliteStorage({ vfs: "memory", image: v3 });
-    expect(await writable.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: String(SCHEMA_VERSION) });
+    expect(await writable.database.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({
+      value: String(SCHEMA_VERSION),
+    });
     expect((await writable.readLog(0, 10)).map((batch) => batch.entries.length)).toEqual([1]);
     await writable.apply({ ...emptyBatch(), fence: { epoch: 1, position: 2 }, entries: inputs(1, 10).map((e) => ({ ...e, id: 2 })) });
     expect((await writable.readLog(0, 10)).map((batch) => batch.fence.position)).toEqual([1, 2]);
