@@ -39,6 +39,22 @@ export function whenConversation(): Promise<{ client: HarnessClient; id: number;
   });
 }
 
+/**
+ * The worker's root conversation. A read-only copy that holds none yet (a new device's, before the object's snapshot
+ * or log reached it) cannot create it and answers ReadOnlySession: ask again until the copy holds it, for as long as
+ * this worker is the page's.
+ */
+export async function rootConversationOf(client: HarnessClient): Promise<number> {
+  for (;;) {
+    try {
+      return await client.rootConversation();
+    } catch (error) {
+      if ((error as { name?: unknown } | undefined)?.name !== "ReadOnlySession" || !app.isCurrent(client)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
 export function modelKey(model: ModelRef | undefined): string {
   return model ? `${model.provider}/${model.id}` : "";
 }
@@ -54,7 +70,7 @@ export async function ensureModel(client: HarnessClient, id: number, view: Conve
 
 app.onReady((client) => {
   void (async () => {
-    const id = await client.rootConversation();
+    const id = await rootConversationOf(client);
     if (!app.isCurrent(client)) return;
     current = { client, id };
     let first = true;

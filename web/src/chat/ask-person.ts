@@ -2,6 +2,7 @@ import type { Json, ToolSlotView } from "pi-durable-web";
 import type { HarnessClient } from "pi-durable-web/client";
 import { ASK_PERSON } from "../../../worker/protocol.ts";
 import { app } from "../app.ts";
+import { rootConversationOf } from "../conversation.ts";
 import { h } from "../dom.ts";
 
 /**
@@ -70,7 +71,7 @@ function provide(client: HarnessClient): void {
   stop?.();
   stop = undefined;
   void (async () => {
-    const conversationId = await client.rootConversation();
+    const conversationId = await rootConversationOf(client);
     if (!app.isCurrent(client)) return;
     const stopping = await client.providePageTools(
       conversationId,
