@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { LogOutOfOrder, SchemaTooNew, StaleEpoch } from "../src/errors.ts";
 import type { Batch, TaskRecord } from "../src/storage/records.ts";
-import type { SqliteDatabase, SqliteTransaction } from "../src/storage/sqlite/database.ts";
+import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+import { failingAt } from "./failing-at.ts";
 
 // Decision 0048 (schema version 5): a fenced transaction writes one row of the log and nothing else of it; the
 // head is the log's last row, and the marker's log_position is only the head's floor, written when the tail is
@@ -23,34 +24,6 @@ function stepped(id: number, n: number, position: number, epoch: number): Batch 
     state: { status: "running", checkpoint: { phase: "step", n } },
   } as unknown as TaskRecord;
   return { fence: { epoch, position }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
-}
-
-/** A SqliteDatabase whose transactions fail at their `at`-th written statement once armed (a crash inside one). */
-function failingAt(db: SqliteDatabase) {
-  let at = 0;
-  let count = 0;
-  const wrap = (tx: SqliteTransaction): SqliteTransaction => ({
-    run: (sql, ...params) => {
-      if (at > 0 && ++count === at) throw new Error(`crashed at statement ${at}`);
-      return tx.run(sql, ...params);
-    },
-    get: (sql, ...params) => tx.get(sql, ...params),
-    all: (sql, ...params) => tx.all(sql, ...params),
-  });
-  const database: SqliteDatabase = new Proxy(db, {
-    get(target, key) {
-      if (key === "transaction") return <T>(body: (tx: SqliteTransaction) => T) => target.transaction((tx) => body(wrap(tx)));
-      const value = Reflect.get(target, key) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return {
-    database,
-    arm(statement: number) {
-      at = statement;
-      count = 0;
-    },
-  };
 }
 
 /** Everything a reader of the log sees: the head, the tail, the epochs, the rows. */

@@ -8,9 +8,9 @@ import { deliverFork, listForks } from "../src/follow/fork.ts";
 import { rebuildFromObject, type SnapshotLink } from "../src/follow/snapshot.ts";
 import { MemoryStorage, type Storage } from "../src/index.ts";
 import type { Batch, Snapshot, TaskRecord } from "../src/storage/records.ts";
-import type { SqliteDatabase, SqliteTransaction } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { failingAt } from "./failing-at.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: what arrives as a snapshot is checked whole before one transaction writes it, and that one
@@ -89,34 +89,6 @@ function partsOf(text: string, at: { epoch: number; position: number }, budget =
   const slices = sliceJsonText(text, budget);
   const digest = sha256Text(text);
   return slices.map((slice, index) => ({ id: "s-1", at, index, count: slices.length, digest, text: slice }));
-}
-
-/** A SqliteDatabase whose transactions fail at their `at`-th statement once armed (a crash inside the rebuild). */
-function failingAt(db: SqliteDatabase) {
-  let at = 0;
-  let count = 0;
-  const wrap = (tx: SqliteTransaction): SqliteTransaction => ({
-    run: (sql, ...params) => {
-      if (at > 0 && ++count === at) throw new Error(`crashed at statement ${at}`);
-      return tx.run(sql, ...params);
-    },
-    get: (sql, ...params) => tx.get(sql, ...params),
-    all: (sql, ...params) => tx.all(sql, ...params),
-  });
-  const database: SqliteDatabase = new Proxy(db, {
-    get(target, key) {
-      if (key === "transaction") return <T>(body: (tx: SqliteTransaction) => T) => target.transaction((tx) => body(wrap(tx)));
-      const value = Reflect.get(target, key) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return {
-    database,
-    arm(statement: number) {
-      at = statement;
-      count = 0;
-    },
-  };
 }
 
 describe("a snapshot arrives checked and is written in one transaction (decision 0047)", () => {
