@@ -7,7 +7,7 @@ import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../../src/storage/sqlite/storage.ts";
 import { pageOf } from "../page-tools-follow-support.ts";
 import { until } from "./follow-support.ts";
-import { type Edge, edgeSocket, startEdge } from "./support.ts";
+import { type Edge, edgeSocket, pause, startEdge } from "./support.ts";
 
 // Issue 27 item 5, decision 0044, in workerd: the object (test/edge/approval-object.ts, a `follow-page-…` object)
 // runs a turn whose page tool `ask_person` waits there; a Node-side tab — the worker's own host and follow link
@@ -50,6 +50,9 @@ function loadTab(edge: Edge, name: string, storage: SqliteStorage) {
   });
   return { follow, host, service: host.service };
 }
+
+/** Longer than workerd's 10 s of inactivity before it evicts an object, with room for a loaded machine. */
+const EVICTED_AFTER_MS = 16_000;
 
 type State = { tasks: Array<{ kind: string; state: { status: string } }>; entries: Array<{ kind: string; payload: unknown }> };
 
@@ -155,4 +158,33 @@ describe("page tools while the object runs, in workerd (issue 27 item 5, decisio
     again.follow.close();
     world.page.close();
   }, 60_000);
+
+  it("0051/0052 §4c S8: the object is idle-evicted while the tab's page runs a call it claimed through its follow socket: the new instance keeps the claim and the page's answer is the call's one result", async () => {
+    const name = "follow-page-evicted";
+    const world = await objectAsks(edge, name);
+    const tab = loadTab(edge, name, world.storage);
+    await tab.host.ready;
+    await until("the tab's copy has the call", async () => ((await tab.service.inspect()).pageCalls.length === 1 ? true : undefined));
+    let answer: ((value: string) => void) | undefined;
+    await pageOf(tab.service, "tab-page").providePageTools(world.conversation, {
+      ask_person: () => new Promise<string>((resolve) => (answer = resolve)),
+    });
+    await until("the tab's page runs the call it claimed at the object", () => (answer ? true : undefined));
+    world.page.close(); // only the tab's hibernatable follow socket stays open
+    const first = (await edge.json<{ instance: string }>("approval", name, "/state")).instance;
+    // Nothing reaches the object for longer than workerd's 10 s of inactivity: it is evicted (decision 0052: the
+    // waiting turn is neither ready nor running, so its timers are parked and none holds it in memory).
+    await pause(EVICTED_AFTER_MS);
+    answer!("green"); // reaches the object's next instance through the same follow socket
+    await until("the object's turn ends", async () =>
+      (await edge.json<State>("approval", name, "/state")).entries.at(-1)?.kind === "pi.assistant" ? true : undefined,
+    );
+    const after = await edge.json<State & { instance: string }>("approval", name, "/state");
+    expect(after.instance).not.toBe(first); // a new instance answered (the first was evicted)
+    const results = await world.results();
+    expect(results.map((result) => result.message.content)).toEqual([[{ type: "text", text: "green" }]]); // before 0051: interrupted
+    expect(after.tasks.filter((task) => task.kind === "pi.tool").map((task) => task.state.status)).toEqual(["terminal"]);
+    await tab.service.close();
+    tab.follow.close();
+  }, 90_000);
 });
