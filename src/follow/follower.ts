@@ -7,6 +7,8 @@
  *   its copy is a prefix of the object's history (`continuesHistory`): a fork — or a copy behind what the object's
  *   tail keeps — is never followed; `onForked(theirs)` is told once instead (the rebuild from the object's snapshot
  *   is the app's and the fork's part).
+ * - Its log tail holds only what the object may not have: trimmed to the head once the copy is found to continue
+ *   the object's history, and after each push applied (decision 0058).
  * - Each push is applied in log order from its head (duplicates skipped, a gap waits), then acknowledged with the
  *   head: the object sends again from there. On every reconnect it asks again (the object may be a new instance),
  *   and when the object says it fell behind what the log keeps (`behind`, decision 0053).
@@ -136,10 +138,11 @@ export class Follower {
   async #ask(): Promise<void> {
     if (this.#stopped || this.#forked) return;
     let start: FollowStart;
+    let tail: number | undefined;
     try {
       const mine = await this.#line.run(async () => (this.#head ??= (await this.#harness.storage.load()).log ?? { epoch: 0, position: 0 }));
       // Where this copy's log tail starts: the object sends the epoch stretches from there to the head (decision 0051).
-      const tail = (await this.#harness.storage.readLog?.(0, 1).catch(() => undefined))?.[0]?.fence.position;
+      tail = (await this.#harness.storage.readLog?.(0, 1).catch(() => undefined))?.[0]?.fence.position;
       const answer = await this.#link.call("follow", "from", [this.#place, mine.position, Math.min(tail ?? mine.position, mine.position)]);
       const problem = followStart(answer, "the object's follow.from answer");
       if (problem) throw new TypeError(problem);
@@ -147,7 +150,7 @@ export class Follower {
     } catch {
       return; // unreachable or refused: asked again at the next reconnect
     }
-    await this.#line.run(() => {
+    await this.#line.run(async () => {
       if (this.#stopped || this.#forked) return;
       const mine = this.#head!;
       const theirs: LogHistory = { head: start.head ?? undefined, epochs: start.epochs };
@@ -161,6 +164,10 @@ export class Follower {
       }
       this.#following = true;
       this.#onFollowing?.();
+      // Every position up to the head is the object's now: the tail need not wait for a push to be trimmed (decision
+      // 0058). Kept, it would be sent as `tail` on every reconnect and, past MAX_SENT_STRETCHES takeovers inside it,
+      // its oldest positions would read as a fork that never was.
+      if (tail !== undefined && tail <= mine.position) await this.#harness.storage.trimLog?.(mine.position).catch(() => {});
     });
   }
 
