@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { SnapshotServer } from "../src/follow/snapshot.ts";
+import { MAX_OBJECT_SNAPSHOT_BYTES, MAX_SNAPSHOT_BYTES, SnapshotServer, snapshotParts } from "../src/follow/snapshot.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { emptyBatch } from "../src/testing/storage-conformance.ts";
@@ -110,6 +110,93 @@ describe("follow.snapshot is rate-limited per caller and for the object (decisio
     world.clock.advance(10_000);
     await ask("stranger");
     expect(answers.at(-1)!.value?.id).toBeTypeOf("string");
+    await world.tab.harness.close(ctx);
+  });
+  it("0058 property: parts of snapshots already taken stay within each caller's parts bucket and the object's; every refusal is SnapshotUnavailable and a busy one counts nothing (the accepted calls alone, replayed at the same times, are all accepted) (fast-check)", async () => {
+    const limits = { partBurst: 4, partEveryMs: 1_000, totalPartBurst: 6, totalPartEveryMs: 300 };
+    type PartStep = { kind: "part"; caller: string; which: number; index: number } | { kind: "wait"; ms: number };
+    const partStep: fc.Arbitrary<PartStep> = fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          kind: fc.constant("part" as const),
+          caller: fc.constantFrom("phone", "laptop", "stranger", ""),
+          which: fc.integer({ min: 0, max: 2 }), // 2: an id the object never named
+          index: fc.integer({ min: -1, max: 2 }),
+        }),
+      },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant("wait" as const), ms: fc.integer({ min: 0, max: 3_000 }) }) },
+    );
+    /** Runs `steps` on a fresh server (two snapshots taken first, not counted as parts); the outcome of each part step. */
+    const run = async (steps: readonly PartStep[]) => {
+      const clock = createManualClock(0);
+      const { storage, reads } = await countingCopy();
+      const server = new SnapshotServer(storage, clock, limits);
+      const ids = [(await server.part(undefined, 0, "setup")).id, (await server.part(undefined, 0, "setup")).id, "not-an-id"];
+      const outcomes: Array<"served" | "busy" | "gone"> = [];
+      const served = new Map<string, number>();
+      for (const one of steps) {
+        if (one.kind === "wait") {
+          clock.advance(one.ms);
+          continue;
+        }
+        const before = reads();
+        try {
+          const part = await server.part(ids[one.which], one.index, one.caller);
+          expect(part.id).toBe(ids[one.which]);
+          expect(part.text).toBeTypeOf("string"); // before: index -1 was served with no text
+          outcomes.push("served");
+          served.set(one.caller, (served.get(one.caller) ?? 0) + 1);
+        } catch (error) {
+          expect((error as Error).name).toBe("SnapshotUnavailable");
+          const reason = (error as { reason: "busy" | "gone" }).reason;
+          expect(["busy", "gone"]).toContain(reason);
+          outcomes.push(reason);
+        }
+        expect(reads()).toBe(before); // a part never reads the copy
+      }
+      return { outcomes, served, elapsed: clock.now() };
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.array(partStep, { maxLength: 80 }), async (steps) => {
+        const { outcomes, served, elapsed } = await run(steps);
+        const total = [...served.values()].reduce((sum, count) => sum + count, 0);
+        expect(total).toBeLessThanOrEqual(limits.totalPartBurst + Math.floor(elapsed / limits.totalPartEveryMs));
+        for (const count of served.values()) expect(count).toBeLessThanOrEqual(limits.partBurst + Math.floor(elapsed / limits.partEveryMs));
+        // A refused call changed nothing: without the refused calls (their waits kept), every accepted one is again.
+        let next = 0;
+        const kept = steps.filter((one) => one.kind === "wait" || outcomes[next++] === "served");
+        const again = await run(kept);
+        expect(again.outcomes.every((outcome) => outcome === "served")).toBe(true);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("0058: a stranger reading a part of its snapshot in a loop through the object's door gets two whole fetches' worth, then busy (retryable), while another caller still reads one; a second later it reads one more", async () => {
+    const world = await comebackWorld({ to: 3 });
+    await runUntil(world.clock, async () => ((await world.copy.load()).log?.position ?? 0) >= 1);
+    const answers: Array<{ value?: { id: string }; error?: { name: string; message: string } }> = [];
+    const ask = (place: string, args: Array<string | number>) =>
+      world.end.receive(
+        JSON.stringify({ type: "call", id: `c${answers.length}`, topic: "follow", method: "snapshot", args: [place, ...args] }),
+        (frame) => void answers.push(JSON.parse(frame)),
+        () => true,
+      );
+    await ask("stranger", []);
+    const id = answers[0]!.value!.id;
+    answers.length = 0;
+    const burst = 2 * snapshotParts(world.copy.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES);
+    for (let call = 0; call < burst + 20; call++) await ask("stranger", [id, 0]);
+    expect(answers.filter((answer) => answer.value).length).toBe(burst); // before: every one, each a part of up to 1 MB
+    expect(answers.slice(burst).every((answer) => answer.error?.name === "SnapshotUnavailable" && /busy/.test(answer.error.message))).toBe(
+      true,
+    );
+    await ask("phone", [id, 0]);
+    expect(answers.at(-1)!.value?.id).toBe(id);
+    world.clock.advance(1_000);
+    await ask("stranger", [id, 0]);
+    expect(answers.at(-1)!.value?.id).toBe(id);
     await world.tab.harness.close(ctx);
   });
 });

@@ -1,10 +1,16 @@
 /**
- * How often an object takes a new snapshot for its callers (decision 0053), platform-neutral. A snapshot is the
- * object's whole copy read in one transaction and held in memory: a caller asking for new ones in a loop must not
- * pin the object. Each caller (the place it asks for, which the object's door vouched for) has a bucket of
- * `burst` takes that refills one every `everyMs` on the harness clock, and the object as a whole one more (so many
- * callers together cannot either). A refused take reads nothing and is `SnapshotUnavailable("busy")`, retryable:
- * ask again later. Parts of a snapshot already taken cost no read and are not counted.
+ * How often an object serves snapshots to its callers (decisions 0053, 0058), platform-neutral. A snapshot is the
+ * object's whole copy read in one transaction and held in memory, then sent part by part (each under the link's
+ * 1 MB frame): a caller asking in a loop must not pin the object, nor make it send its copy over and over.
+ *
+ * Two limits, each a bucket per caller (the place it asks for, which the object's door vouched for) and one for the
+ * object as a whole (so many callers together cannot either), refilled on the harness clock:
+ * - **takes**: new snapshots (a read of the whole copy): 3 per caller, one more every 10 s; 6 in all, one every 2 s.
+ * - **parts**: parts of a snapshot already taken: per caller as many as two fetches of the largest snapshot the object
+ *   serves (`SnapshotServer`: 34 on a Durable Object, whose copy is at most 16 MiB in 17 parts; 136 elsewhere, 64 MiB
+ *   in 68), one more every second; four such fetches in all, one more every 200 ms — past the bursts ~1 MB a second
+ *   per caller and ~5 MB a second in all. The first part comes with its take and counts there.
+ * A refused call is `SnapshotUnavailable("busy")`, retryable: ask again later. It reads nothing and counts nothing.
  */
 import type { Clock } from "../base/clock.ts";
 import { SnapshotUnavailable } from "../errors.ts";
@@ -18,6 +24,14 @@ export interface SnapshotLimits {
   totalBurst?: number;
   /** The object's bucket gains one take every this many ms. Default 2,000. */
   totalEveryMs?: number;
+  /** Parts of snapshots already taken one caller may read at once. Default 64 (`SnapshotServer`: two whole fetches). */
+  partBurst?: number;
+  /** A caller's parts bucket gains one every this many ms. Default 1,000. */
+  partEveryMs?: number;
+  /** Parts all callers together may read at once. Default 256 (`SnapshotServer`: four whole fetches). */
+  totalPartBurst?: number;
+  /** The object's parts bucket gains one every this many ms. Default 200. */
+  totalPartEveryMs?: number;
 }
 
 /** Callers whose buckets are remembered; the one heard longest ago is forgotten first (its bucket starts full). */
@@ -28,7 +42,8 @@ interface Bucket {
   at: number;
 }
 
-export class SnapshotLimit {
+/** A bucket per caller and one for all of them: `take(caller)` counts one in both, or refuses and counts nothing. */
+class Buckets {
   readonly #clock: Clock;
   readonly #burst: number;
   readonly #everyMs: number;
@@ -36,31 +51,66 @@ export class SnapshotLimit {
   readonly #totalBurst: number;
   readonly #totalEveryMs: number;
   readonly #callers = new Map<string, Bucket>();
+  readonly #what: string;
 
-  constructor(clock: Clock, limits: SnapshotLimits = {}) {
+  constructor(clock: Clock, what: string, burst: number, everyMs: number, totalBurst: number, totalEveryMs: number) {
     this.#clock = clock;
-    this.#burst = limits.burst ?? 3;
-    this.#everyMs = limits.everyMs ?? 10_000;
-    this.#totalBurst = limits.totalBurst ?? 6;
-    this.#totalEveryMs = limits.totalEveryMs ?? 2_000;
-    this.#total = { tokens: this.#totalBurst, at: clock.now() };
+    this.#what = what;
+    this.#burst = burst;
+    this.#everyMs = everyMs;
+    this.#totalBurst = totalBurst;
+    this.#totalEveryMs = totalEveryMs;
+    this.#total = { tokens: totalBurst, at: clock.now() };
   }
 
-  /** Counts one new snapshot for `caller`, or throws `SnapshotUnavailable("busy")` and counts nothing. */
   take(caller: string): void {
     const now = this.#clock.now();
     const mine = this.#callers.get(caller) ?? { tokens: this.#burst, at: now };
     refill(mine, now, this.#burst, this.#everyMs);
     refill(this.#total, now, this.#totalBurst, this.#totalEveryMs);
     if (mine.tokens < 1)
-      throw new SnapshotUnavailable("busy", `${caller} asked for new snapshots faster than one every ${this.#everyMs} ms`);
+      throw new SnapshotUnavailable("busy", `${caller} asked for ${this.#what} faster than one every ${this.#everyMs} ms`);
     if (this.#total.tokens < 1)
-      throw new SnapshotUnavailable("busy", `the object serves at most one new snapshot every ${this.#totalEveryMs} ms`);
+      throw new SnapshotUnavailable("busy", `the object serves at most one of ${this.#what} every ${this.#totalEveryMs} ms`);
     mine.tokens -= 1;
     this.#total.tokens -= 1;
     this.#callers.delete(caller); // re-inserted: the map's order is the order callers were last heard
     this.#callers.set(caller, mine);
     if (this.#callers.size > REMEMBERED_CALLERS) this.#callers.delete(this.#callers.keys().next().value!);
+  }
+}
+
+export class SnapshotLimit {
+  readonly #takes: Buckets;
+  readonly #parts: Buckets;
+
+  constructor(clock: Clock, limits: SnapshotLimits = {}) {
+    this.#takes = new Buckets(
+      clock,
+      "new snapshots",
+      limits.burst ?? 3,
+      limits.everyMs ?? 10_000,
+      limits.totalBurst ?? 6,
+      limits.totalEveryMs ?? 2_000,
+    );
+    this.#parts = new Buckets(
+      clock,
+      "snapshot parts",
+      limits.partBurst ?? 64,
+      limits.partEveryMs ?? 1_000,
+      limits.totalPartBurst ?? 256,
+      limits.totalPartEveryMs ?? 200,
+    );
+  }
+
+  /** Counts one new snapshot for `caller`, or throws `SnapshotUnavailable("busy")` and counts nothing. */
+  take(caller: string): void {
+    this.#takes.take(caller);
+  }
+
+  /** Counts one part of a snapshot already taken for `caller`, or throws `SnapshotUnavailable("busy")` and counts nothing. */
+  part(caller: string): void {
+    this.#parts.take(caller);
   }
 }
 

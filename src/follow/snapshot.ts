@@ -79,8 +79,10 @@ export class SnapshotServer {
 
   constructor(storage: Storage, clock: Clock, limits?: SnapshotLimits) {
     this.#storage = storage;
-    this.#limit = new SnapshotLimit(clock, limits);
     this.#maxBytes = storage.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES;
+    // Parts (decision 0058): a caller may fetch the largest snapshot this object serves twice at once, all callers four times.
+    const most = snapshotParts(this.#maxBytes);
+    this.#limit = new SnapshotLimit(clock, { partBurst: 2 * most, totalPartBurst: 4 * most, ...limits });
   }
 
   /** The positions of the snapshots kept: a tab rebuilt from one follows from there (the feed keeps the log after it). */
@@ -91,8 +93,8 @@ export class SnapshotServer {
   /**
    * Part `index` of snapshot `id`; without an id, a new snapshot of the copy (read in one transaction) and its first
    * part. `SnapshotUnavailable`: the copy has no history yet, `id` is not kept (ask again without it), the copy is
-   * larger than a snapshot carries, or `caller` (or all callers together) asked for new snapshots too often (`busy`,
-   * decision 0053: nothing is read).
+   * larger than a snapshot carries, or `caller` (or all callers together) asked for new snapshots (decision 0053) or
+   * for parts (decision 0058) too often (`busy`: nothing is read or counted).
    */
   async part(id: string | undefined, index = 0, caller = ""): Promise<SnapshotPart> {
     if (id === undefined && index !== 0) throw new SnapshotUnavailable("gone", "a new snapshot is asked for by its first part");
@@ -100,8 +102,9 @@ export class SnapshotServer {
     // A new snapshot is named by its own key: another take may have finished while this one was read.
     const [key, kept] = id === undefined ? await this.#take() : [id, this.#kept.get(id)];
     if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
-    if (index >= kept.parts.length)
+    if (!Number.isSafeInteger(index) || index < 0 || index >= kept.parts.length)
       throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
+    if (id !== undefined) this.#limit.part(caller); // decision 0058: parts of a snapshot already taken are counted too
     return { id: key, at: kept.at, index, count: kept.parts.length, digest: kept.digest, text: kept.parts[index]! };
   }
 
@@ -124,6 +127,11 @@ export class SnapshotServer {
     if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
     return [key, taken];
   }
+}
+
+/** How many parts a snapshot of `bytes` characters is served in, at most. */
+export function snapshotParts(bytes: number): number {
+  return Math.ceil(bytes / (MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES));
 }
 
 /** What the tab calls the object through (its `FollowLink`). */
