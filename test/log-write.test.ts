@@ -113,4 +113,33 @@ describe("the fenced log's row (decision 0042)", () => {
     ]);
     await db.close();
   });
+  it("0058 S11 (0042's ABA): a copy rebuilt under its writer and followed back to the same position under a newer epoch refuses the writer's stale continuation", async () => {
+    // The object's history: position 1 under epoch 1, then it took over at 2 (epoch 2) and wrote 3.
+    const objectDb = await openSqliteDatabase({ vfs: "memory" });
+    const object = await SqliteStorage.open(objectDb, "object");
+    await object.load();
+    await object.apply(stepped(1, 1, 1, 1));
+    await object.apply(stepped(1, 2, 2, 2));
+    const snapshot = (await object.readSnapshot())!;
+    await object.apply(stepped(1, 3, 3, 2));
+    const third = (await object.readLog(2, 1))[0]!;
+    // The tab's database: `first` wrote 1..3 under epoch 1 (it last stored the head 3, epoch 1) ...
+    const db = await openSqliteDatabase({ vfs: "memory" });
+    const first = await SqliteStorage.open(db, "first");
+    const second = await SqliteStorage.open(db, "second");
+    await first.load();
+    for (let position = 1; position <= 3; position++) await first.apply(stepped(9, position, position, 1));
+    // ... then another connection rebuilt the copy from the object's snapshot (head 2, epoch 2) and applied the
+    // object's position 3: the last row is at 3 again, where first left it, but under epoch 2.
+    await second.rebuild(snapshot);
+    await second.apply(third);
+    expect((await second.load()).log).toEqual({ epoch: 2, position: 3 });
+    // first continues what it believes is its own head under its old epoch: refused, nothing written. Before, the
+    // fast check compared only the last row's position and wrote position 4 under epoch 1 on top of epoch 2's history.
+    await expect(first.apply(stepped(9, 4, 4, 1))).rejects.toThrow(StaleEpoch);
+    expect((await second.readLog(0, 10)).map((logged) => [logged.fence.position, logged.fence.epoch])).toEqual([[3, 2]]);
+    expect((await second.load()).log).toEqual({ epoch: 2, position: 3 });
+    await db.close();
+    await objectDb.close();
+  });
 });

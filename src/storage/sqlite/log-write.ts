@@ -27,8 +27,10 @@ export function batchText(batch: Batch, texts: BatchTexts): string {
  * Checks and advances the fenced log inside the transaction that carries the commit (decision 0029), then appends
  * its slices. `known` is the head this storage itself last read or stored. The head is the log's last row
  * (decision 0048: one row per fenced transaction, the marker is not rewritten). When the batch continues `known`
- * under the same epoch, the row is inserted if the last row is still where `known` left it — one read, the whole
- * check: every other writer's commit, any new epoch's included, adds a row above it. Anything else
+ * under the same epoch, the row is inserted if the last row is still where `known` left it, at its position and
+ * under its epoch — one read, the whole check: every other writer's commit, any new epoch's included, adds a row
+ * above it, and a copy rebuilt and followed back to that position holds it under the epoch that wrote it there
+ * (decision 0058). Anything else
  * (including a log trimmed to nothing or a rebuilt copy, which have no last row) reads the head and decides as
  * before: `StaleEpoch` or `LogOutOfOrder`, nothing written.
  */
@@ -39,11 +41,13 @@ export function writeLog(
   slices: readonly string[],
   label: string,
 ): void {
-  const continued =
-    known !== undefined &&
-    known.epoch === fence.epoch &&
-    fence.position === known.position + 1 &&
-    tx.get(SQL.lastLogRow)?.position === known.position;
+  let continued = known !== undefined && known.epoch === fence.epoch && fence.position === known.position + 1;
+  if (continued) {
+    const last = tx.get(SQL.lastLogRow);
+    // The epoch too (decision 0058): a copy rebuilt by another writer and followed back to this position under a
+    // newer epoch has its last row here again (the ABA 0042 left open).
+    continued = last?.position === known!.position && last?.epoch === known!.epoch;
+  }
   if (!continued && continuesLog(logHead(tx.get(SQL.logHead)), fence, label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
   tx.run(SQL.appendLog, fence.position, fence.epoch, slices[0]!);
   for (let part = 1; part < slices.length; part++) tx.run(SQL.appendLogPart, fence.position, part, slices[part]!);

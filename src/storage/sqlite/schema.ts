@@ -137,13 +137,15 @@ export const SQL = {
     FROM (SELECT (SELECT max(position) FROM pi_durable_log) AS last,
       (SELECT CAST(value AS INTEGER) FROM pi_durable_meta WHERE key = 'log_position') AS floor)`,
   /**
-   * The log's last row (decision 0048): the whole fence check of a same-epoch continuation, a read in the
-   * commit's transaction (no write besides the log row). The last row is the head, and every other writer's
-   * commit (any epoch's start included) adds a row above it, so finding it where the storage left it means no one
-   * else wrote since. (An `INSERT … SELECT … WHERE` on the log itself was measured slower: SQLite stages an insert
+   * The log's last row, its position and epoch (decisions 0048, 0058): the whole fence check of a same-epoch
+   * continuation, a read in the commit's transaction (no write besides the log row). The last row is the head, and
+   * every other writer's commit (any epoch's start included) adds a row above it; a rebuild clears the log, and the
+   * copy may be followed back to the same position — under the epoch that wrote it there, so finding the last row
+   * at the position *and* epoch where the storage left it means no one else wrote since (only that epoch's holder
+   * writes under it). (An `INSERT … SELECT … WHERE` on the log itself was measured slower: SQLite stages an insert
    * that reads its own table.)
    */
-  lastLogRow: `SELECT max(position) AS position FROM pi_durable_log`,
+  lastLogRow: `SELECT position, epoch FROM pi_durable_log ORDER BY position DESC LIMIT 1`,
   /** The head's floor kept before a trim removes rows (decision 0048): the last row's position, if any. */
   keepLogFloor: `INSERT INTO pi_durable_meta (key, value) SELECT 'log_position', head FROM (SELECT max(position) AS head FROM pi_durable_log)
     WHERE head IS NOT NULL ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
