@@ -17,21 +17,23 @@ import type { ServerCallRequest } from "../agent/server-port.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
+import { LeaseNotHeld, NotAuthorized } from "../errors.ts";
 import type { Harness } from "../harness.ts";
+import { AnswerMemory } from "./answer-memory.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { allowed, errorShape, namedPlace, notAuthorized } from "./object-door.ts";
 import type { FollowAuthorize, FollowRequest, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
+import { checkPusher, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
 import { checkServerCallInCopy } from "./server-call-check.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
-import { encodeFollowMessage, joinPush, type ObjectMessage, type PushMessage, parseFollowMessage } from "./wire.ts";
+import { encodeFollowMessage, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
 import { answerHello, WIRE_TOPIC } from "./wire-version.ts";
 
 export type {
@@ -44,16 +46,11 @@ export type {
   SpeaksFor,
 } from "./object-end-options.ts";
 
-/** Answers remembered per request id (a duplicate call gets the same answer). */
-const REMEMBERED_ANSWERS = 512;
-
 export class ObjectEnd {
   readonly #options: ObjectEndOptions;
   readonly #arrival: Arrival;
   readonly #joining: Reassembly;
-  readonly #answers = new Map<string, Promise<ObjectMessage>>();
-  /** Calls still being answered: where their answer goes (the connection that asked last; a resend asks again). */
-  readonly #waiting = new Map<string, (frame: string) => void>();
+  readonly #remembered: AnswerMemory;
   readonly #handlers = new Map<string, ObjectTopicHandler>();
   readonly #line = new SerialQueue();
   /** The pushes to tabs that follow this place while it holds the lease (decision 0038). */
@@ -86,6 +83,7 @@ export class ObjectEnd {
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
     this.#calls = new OutgoingCalls(options.clock);
+    this.#remembered = new AnswerMemory(options.answers);
   }
 
   /**
@@ -265,39 +263,20 @@ export class ObjectEnd {
       }
       if (topic === "follow")
         return method === "snapshot" ? this.#serveSnapshot(id, args, reply) : this.#startFollowing(id, args, reply, connection);
-      // A call still being answered is answered once, where it was asked last: a tab resends a long call (a server
-      // tool) every few hundred ms, and each resend must not queue another copy of the answer.
-      if (this.#waiting.has(id)) {
-        this.#waiting.set(id, reply);
-        return;
-      }
-      let answer = this.#answers.get(id);
-      const kept = answer ? undefined : topic === "lease" ? this.#options.answers?.get(id) : undefined;
-      if (kept !== undefined) answer = Promise.resolve(kept as unknown as ObjectMessage);
-      if (!answer) {
-        answer = this.#call(topic, method, args, connection).then(
-          (value): ObjectMessage => ({ type: "answer", id, value }),
-          (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
-        );
-        if (topic === "lease" && this.#options.answers) {
-          const store = this.#options.answers;
-          answer = answer.then((message) => {
-            store.put(id, message as unknown as Json);
-            return message;
-          });
-        }
-        this.#answers.set(id, answer);
-        if (this.#answers.size > REMEMBERED_ANSWERS) this.#answers.delete(this.#answers.keys().next().value!);
-        this.#waiting.set(id, reply);
-        const settled = await answer;
-        if (topic === "lease" && method !== "release" && "value" in settled) await spoke(String(args[0]));
-        const to = this.#waiting.get(id) ?? reply;
-        this.#waiting.delete(id);
-        to(encodeFollowMessage(settled));
-        return;
-      }
-      reply(encodeFollowMessage(await answer));
-      return;
+      // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer.
+      return this.#remembered.answer(
+        id,
+        topic === "lease",
+        reply,
+        () =>
+          this.#call(topic, method, args, connection).then(
+            (value): ObjectMessage => ({ type: "answer", id, value }),
+            (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
+          ),
+        async (settled) => {
+          if (topic === "lease" && method !== "release" && "value" in settled) await spoke(String(args[0]));
+        },
+      );
     }
     if (message.type === "ack") {
       // A following tab's head (reading the log is the follow.from power).
@@ -313,7 +292,7 @@ export class ObjectEnd {
       this.#replyTo = reply;
       if (message.type === "release") return this.#arrival.receive(message);
       try {
-        this.#checkPusher(message);
+        checkPusher(this.#options.book, this.#options.place, this.#arrival.harness !== undefined, message);
         this.#feed.detach(); // the pusher holds the lease: what it writes is no longer this place's to push
         await spoke(message.from);
         await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
@@ -370,20 +349,8 @@ export class ObjectEnd {
   async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {
     if (topic === PAGE_CALLS) return this.#pageCalls.call(method, args, connection);
     if (topic === "lease") {
-      const book = this.#options.book;
-      const [place, number, position, heir] = args as [string, number, number, string | undefined];
-      // This object's own lease is its own to take (at a release or an expiry), never a caller's.
-      if (place === this.#options.place)
-        throw new NotAuthorized(`lease.${method}`, `the place ${JSON.stringify(place)} is this object's own.`);
-      if (method === "handBack") return this.#handBack(place, number);
-      if (method === "acquire") return { ...(await book.acquire(place, number, args[2] as number | undefined)) };
-      if (method === "renew") return { ...(await book.renew(place, number)) };
-      // Released past what this copy holds, no place could take the lease again (a taker's head must reach the
-      // release, and this object takes only a release its copy holds): the conversation would be stranded for good.
-      if (position > this.head)
-        throw new LeaseNotHeld(place, `it releases at log position ${position} and this object's copy holds only up to ${this.head}`);
-      await book.release(place, number, position, heir);
-      return null;
+      if (method === "handBack" && args[0] !== this.#options.place) return this.#handBack(String(args[0]), args[1] as number);
+      return leaseCall({ book: this.#options.book, place: this.#options.place, head: this.head }, method, args);
     }
     const handler = this.#handlers.get(topic);
     if (!handler) throw new NotAuthorized(`${topic}.${method}`, "this object serves no such calls.");
@@ -420,18 +387,6 @@ export class ObjectEnd {
       this.#options.onHandedBack?.(mark);
       return { epoch: mark.epoch, position: mark.position };
     });
-  }
-
-  /** Only the place that holds the lease under the push's epoch may push (or the one handing it over to here). */
-  #checkPusher(push: PushMessage): void {
-    const record = this.#options.book.record;
-    if (push.epoch < record.epoch || this.#arrival.harness) throw new StaleEpoch(push.epoch, record.epoch, "the object's copy");
-    if (push.epoch > record.epoch)
-      throw new LeaseNotHeld(push.from, `epoch ${push.epoch} was never granted (the lease is at ${record.epoch})`);
-    if (record.holder !== undefined && record.holder !== push.from)
-      throw new LeaseNotHeld(push.from, `${record.holder} holds epoch ${record.epoch}`);
-    if (record.holder === undefined && record.heir !== undefined && record.heir !== this.#options.place)
-      throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
   }
 
   /**
