@@ -44,11 +44,36 @@ describe("the object's snapshots taken at once (decision 0047)", () => {
     };
     const first = fetchSnapshot(link, "phone", ctx);
     const second = fetchSnapshot(link, "laptop", ctx);
-    while (gates.length < 2) await Promise.resolve();
-    for (const open of gates) open();
-    const [a, b] = await Promise.all([first, second]);
+    // Each read finishes when the test opens its gate (since decision 0058 the second starts after the first).
+    let done = false;
+    const both = Promise.all([first, second]).finally(() => (done = true));
+    while (!done) {
+      gates.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    const [a, b] = await both;
     expect([a.batch.fence.position, b.batch.fence.position]).toEqual([1, 2]);
     expect(a).toEqual(copyAt(1));
     expect(b).toEqual(copyAt(2));
+  });
+  it("0058: takes run one at a time, so the object holds at most one copy being read and serialized (concurrent asks do not multiply the peak); each caller still gets its own", async () => {
+    let reading = 0;
+    let most = 0;
+    let reads = 0;
+    const storage = {
+      label: "object",
+      readSnapshot: async () => {
+        most = Math.max(most, ++reading);
+        const snapshot = copyAt(++reads);
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        reading--;
+        return snapshot;
+      },
+    } as unknown as Storage;
+    const server = new SnapshotServer(storage, createManualClock(0));
+    const firsts = await Promise.all(["phone", "laptop", "tablet"].map((caller) => server.part(undefined, 0, caller)));
+    expect(most).toBe(1); // before: 3, each with its whole copy and its text in memory at once
+    expect(new Set(firsts.map((part) => part.id)).size).toBe(3);
+    expect(firsts.map((part) => part.at.position).sort()).toEqual([1, 2, 3]);
   });
 });

@@ -7,9 +7,10 @@
  * object as a whole (so many callers together cannot either), refilled on the harness clock:
  * - **takes**: new snapshots (a read of the whole copy): 3 per caller, one more every 10 s; 6 in all, one every 2 s.
  * - **parts**: parts of a snapshot already taken: per caller as many as two fetches of the largest snapshot the object
- *   serves (`SnapshotServer`: 34 on a Durable Object, whose copy is at most 16 MiB in 17 parts; 136 elsewhere, 64 MiB
- *   in 68), one more every second; four such fetches in all, one more every 200 ms — past the bursts ~1 MB a second
- *   per caller and ~5 MB a second in all. The first part comes with its take and counts there.
+ *   serves (`SnapshotServer`, `snapshotParts`: 102 on a Durable Object, whose copy is at most 16 MiB in 51 parts of
+ *   about a third of a megabyte; 404 elsewhere, 64 MiB in 202), one more every second; four such fetches in all, one
+ *   more every 200 ms — past the bursts about a third of a megabyte a second per caller and 1.7 MB a second in all.
+ *   The first part comes with its take and counts there.
  * A refused call is `SnapshotUnavailable("busy")`, retryable: ask again later. It reads nothing and counts nothing.
  */
 import type { Clock } from "../base/clock.ts";

@@ -16,6 +16,7 @@
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
+import { SerialQueue } from "../base/serial.ts";
 import { sha256Text } from "../base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
 import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
@@ -75,6 +76,8 @@ export class SnapshotServer {
   readonly #kept = new Map<string, Taken>();
   readonly #prefix = globalThis.crypto.randomUUID();
   readonly #limit: SnapshotLimit;
+  /** One take at a time (decision 0058): each holds a whole copy in memory while it reads and serializes it. */
+  readonly #taking = new SerialQueue();
   #next = 0;
 
   constructor(storage: Storage, clock: Clock, limits?: SnapshotLimits) {
@@ -100,7 +103,7 @@ export class SnapshotServer {
     if (id === undefined && index !== 0) throw new SnapshotUnavailable("gone", "a new snapshot is asked for by its first part");
     if (id === undefined) this.#limit.take(caller);
     // A new snapshot is named by its own key: another take may have finished while this one was read.
-    const [key, kept] = id === undefined ? await this.#take() : [id, this.#kept.get(id)];
+    const [key, kept] = id === undefined ? await this.#taking.run(() => this.#take()) : [id, this.#kept.get(id)];
     if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
     if (!Number.isSafeInteger(index) || index < 0 || index >= kept.parts.length)
       throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
@@ -129,9 +132,13 @@ export class SnapshotServer {
   }
 }
 
-/** How many parts a snapshot of `bytes` characters is served in, at most. */
+/**
+ * How many parts a snapshot of `bytes` characters is served in when none of its characters takes more than 3 bytes
+ * in a part's JSON (`sliceJsonText` starts at a third of the part's budget): 51 for a Durable Object's 16 MiB, 202
+ * for 64 MiB. A text of control characters or lone surrogates takes more parts.
+ */
 export function snapshotParts(bytes: number): number {
-  return Math.ceil(bytes / (MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES));
+  return Math.ceil(bytes / Math.floor((MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES) / 3));
 }
 
 /** What the tab calls the object through (its `FollowLink`). */
