@@ -123,6 +123,7 @@ export class Harness {
             throw error;
           }
         }),
+      { keepRunning: options.resume === true },
     );
     let live: ((event: Parameters<LiveHandler>[0]) => void) | undefined;
     const scheduler = new Scheduler(session, options.registry, {
@@ -134,7 +135,9 @@ export class Harness {
       env: options.env,
       crashPoint: options.crashPoint,
     });
-    const recovered = session.readOnly ? [] : await scheduler.recoverAtOpen(options.resume === true);
+    // Without a lease the session stored the recovery as it loaded (decision 0054); under one it is the epoch's first
+    // logged transaction, made here.
+    const recovered = session.readOnly ? [] : (session.recovered ?? (await scheduler.recoverAtOpen(options.resume === true)));
     const lifecycle = session.documents.get(documentKey(LIFECYCLE.scope, LIFECYCLE.key))?.value as { state?: string } | undefined;
     const recovery: Recovery = {
       stop: recovered.length > 0 || lifecycle?.state === "open" ? "crash" : lifecycle?.state === "closed" ? "close" : "none",

@@ -46,6 +46,8 @@ export class Session {
   readonly handoverKeys = new Map<string, number>();
   nextId = 1;
   rootConversationId: number | undefined;
+  /** The tasks the open's recovery counted when it was stored by `open` itself (`recover`, decision 0054). */
+  recovered: number[] | undefined;
   /** Rows a read-only open left out because they are damaged (a writable open refuses them). */
   damaged: DamagedRow[] = [];
   /** The commit line: commits, recovery and reads on it run one after another. */
@@ -79,6 +81,11 @@ export class Session {
   /**
    * Loads the mirrors from `storage`. With `lease`, the place takes its lease knowing the log's stored head: a
    * fence to write under, or undefined when another place holds it (the session then opens read-only).
+   *
+   * With `recover` (S4), a writable session without a lease stores the open's recovery here, before its mirror is
+   * built: every task loaded `running` gets `restarts + 1` (and `pending`, unless `keepRunning`) on the very record
+   * just parsed, in one commit through `storage.apply` (decision 0054). `recovered` then lists them; a fenced
+   * session recovers through `recoverRunning` instead (its recovery is the epoch's first logged transaction).
    */
   static async open(
     storage: Storage,
@@ -86,6 +93,7 @@ export class Session {
     readOnly: boolean,
     limits: JsonLimits,
     lease?: (head: LogMark | undefined, pinned: PinnedLease | undefined) => Promise<Fence | undefined>,
+    recover?: { keepRunning: boolean },
   ): Promise<Session> {
     const state = await storage.load();
     const writer = !readOnly && !storage.readOnly;
@@ -109,6 +117,7 @@ export class Session {
     session.damaged = damaged;
     session.nextId = state.nextId;
     session.rootConversationId = state.rootConversationId;
+    if (recover && !session.readOnly && !fence) session.recovered = await session.#recoverLoaded(liveTasks, recover.keepRunning);
     for (const task of liveTasks) session.live.set(task.id, deepFreeze(task));
     for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
     for (const document of state.documents) {
@@ -117,6 +126,34 @@ export class Session {
     }
     for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
     return session;
+  }
+
+  /**
+   * S4 at open, on the records the load just parsed (decision 0054): they are this session's own, not frozen and not
+   * shared yet, so each running one is counted in place — no second copy of every live task, no publication of a
+   * commit no one can hear yet (the scheduler indexes the mirror when it is built, after this). The batch is the
+   * same as `recoverRunning`'s: one commit, stored (on SQLite as one statement, decision 0043) before the mirror
+   * exists, so before any task can run. A refused commit fails the open, and the records are dropped with it.
+   */
+  async #recoverLoaded(tasks: TaskRecord[], keepRunning: boolean): Promise<number[]> {
+    const counted: TaskRecord[] = [];
+    for (const task of tasks) {
+      if (task.state.status !== "running") continue;
+      // Assigned in place, keys keep their order: the same JSON as `{ ...task, state, restarts }`.
+      if (!keepRunning) task.state = { status: "pending", checkpoint: task.state.checkpoint };
+      task.restarts = (task.restarts ?? 0) + 1;
+      counted.push(task);
+    }
+    if (counted.length === 0) return [];
+    // Its checkpoint (and the reservation passes') would stand in front of the first resumed step (decision 0033).
+    this.#releaseCheckpoints ??= this.storage.holdCheckpoints?.();
+    try {
+      await this.storage.apply({ ...emptyBatch, tasks: counted, recount: { keepRunning } });
+    } catch (error) {
+      throw markStorageFailure(error);
+    }
+    const ids = counted.map((task) => task.id);
+    return ids.every((id, index) => index === 0 || ids[index - 1]! < id) ? ids : ids.sort((a, b) => a - b);
   }
 
   get sealed(): boolean {
