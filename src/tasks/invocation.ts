@@ -22,10 +22,42 @@ export interface Invocation {
 }
 
 export function newInvocation(task: TaskRecord, definition: AnyTaskDefinition, mode: Mode): Invocation {
-  const cancellation = new LazyAbort();
-  let finish!: () => void;
-  const done = new Promise<void>((resolve) => (finish = resolve));
-  return { taskId: task.id, mode, definition, cancellation, context: new InvocationContext(cancellation), ended: false, done, finish };
+  return new RunningInvocation(task.id, mode, definition);
+}
+
+/**
+ * An invocation whose `done` promise is made only when somebody waits for it (a close, a hand-over): after a crash
+ * with thousands of running tasks every one gets an invocation before the last by id starts, and a promise with
+ * its resolving functions each is most of what one costs to make (decision 0054).
+ */
+class RunningInvocation implements Invocation {
+  readonly taskId: number;
+  readonly mode: Mode;
+  readonly definition: AnyTaskDefinition;
+  readonly cancellation = new LazyAbort();
+  readonly context: Context;
+  ended = false;
+  storageFailure?: unknown;
+  #done: Promise<void> | undefined;
+  #resolve: (() => void) | undefined;
+  #finished = false;
+
+  constructor(taskId: number, mode: Mode, definition: AnyTaskDefinition) {
+    this.taskId = taskId;
+    this.mode = mode;
+    this.definition = definition;
+    this.context = new InvocationContext(this.cancellation);
+  }
+
+  get done(): Promise<void> {
+    this.#done ??= this.#finished ? Promise.resolve() : new Promise<void>((resolve) => (this.#resolve = resolve));
+    return this.#done;
+  }
+
+  finish(): void {
+    this.#finished = true;
+    this.#resolve?.();
+  }
 }
 
 /**
@@ -39,6 +71,8 @@ export class LazyAbort {
   /** Made on the first `onAbort` (most invocations never register one). */
   #listeners: Set<() => void> | undefined;
   #ended: Promise<void> | undefined;
+  /** Resolves `#ended`: kept apart from the listeners, so a held phase makes no listener set (decision 0054). */
+  #end: (() => void) | undefined;
 
   get aborted(): boolean {
     return this.#reason !== undefined;
@@ -56,6 +90,9 @@ export class LazyAbort {
     if (this.#reason) return;
     this.#reason = reason;
     this.#controller?.abort(reason());
+    const end = this.#end;
+    this.#end = undefined;
+    end?.();
     const listeners = this.#listeners;
     this.#listeners = undefined;
     if (listeners) for (const listener of listeners) listener();
@@ -76,7 +113,8 @@ export class LazyAbort {
    * which a reload pays once per held task before the last task by id starts.
    */
   whenAborted(): Promise<void> {
-    return (this.#ended ??= new Promise<void>((resolve) => this.onAbort(resolve)));
+    this.#ended ??= this.#reason ? Promise.resolve() : new Promise<void>((resolve) => (this.#end = resolve));
+    return this.#ended;
   }
 }
 
