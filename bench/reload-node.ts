@@ -1,0 +1,56 @@
+/**
+ * Reload → first resumed step in Node (sqlite-wasm in memory), the browser bench's "stalled" shape without the
+ * browser: 10,000 `bench.stall` tasks running at the crash and the hot task (largest id) stepping.
+ *
+ *   npx tsx bench/reload-node.ts image <file> [live]   writes the crashed image
+ *   npx tsx bench/reload-node.ts open <file>            one fresh-process open: prints JSON timings
+ *
+ * A fresh process per open is the reload's cold JIT. Timings are from the start of `Harness.open`; `cpuMs` is the
+ * process's CPU time over the same span (decision 0054's A/B: old and new builds alternating).
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../src/index.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { benchExtension, firstCommittedStep, hot, stall } from "./browser/app/tasks.ts";
+
+const [mode, file, liveArg] = process.argv.slice(2);
+const registry = () => createRegistry().install(benchExtension);
+const settings = { restartLimit: Infinity };
+
+if (mode === "image") {
+  const live = Number(liveArg ?? 10_000);
+  const storage = await openSqliteStorage({ vfs: "memory" });
+  const harness = await Harness.open(storage, { registry: registry(), settings, resume: true }, ctx);
+  const root = await harness.root(ctx);
+  for (let made = 0; made < live - 1; made += 1000)
+    await root.commit((tx) => {
+      for (let index = made; index < Math.min(live - 1, made + 1000); index++) tx.createTask(stall, {});
+    }, ctx);
+  for (;;) {
+    const [row] = await harness.query("SELECT count(*) AS n FROM tasks WHERE status = 'running'");
+    if (Number(row?.n) >= live - 1) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await root.commit((tx) => tx.createTask(hot, {}), ctx);
+  while (!firstCommittedStep()) await new Promise((resolve) => setTimeout(resolve, 10));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  writeFileSync(file!, await storage.exportImage()); // the crash: the harness is never closed
+  process.exit(0);
+} else {
+  const image = new Uint8Array(readFileSync(file!));
+  const storage = await openSqliteStorage({ vfs: "memory", image });
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await Harness.open(storage, { registry: registry(), settings, resume: true }, ctx);
+  const opened = performance.now() - start;
+  while (!firstCommittedStep()) await new Promise((resolve) => setImmediate(resolve));
+  const used = process.cpuUsage(cpu);
+  const first = firstCommittedStep()!;
+  const step = first.at - performance.timeOrigin - start;
+  // CPU time of the process (every thread, the collector's helpers too) up to the first step: less bent by the
+  // machine's load than the wall clock.
+  const cpuMs = Math.round((used.user + used.system) / 1000);
+  console.log(JSON.stringify({ opened: Math.round(opened), firstStep: Math.round(step), cpuMs, kind: first.kind }));
+  process.exit(0);
+}
