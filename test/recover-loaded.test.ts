@@ -101,3 +101,36 @@ describe.each(backends)("the open's recovery on the loaded records (decision 005
     expect(await stored(await backend.fromImage(await storage.exportImage()))).toEqual(Array.from({ length: 300 }, () => ["pending", 1]));
   });
 });
+
+describe("the open parses its live tasks as it reads them (decision 0054)", () => {
+  it("B4: every live task is handed over row by row, never as an array of row texts; a damaged one still refuses a writable open with nothing written", async () => {
+    const { openSqliteStorage } = await import("../src/storage/sqlite/open-storage.ts");
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const { harness, clock } = await openHarness(seeded, { registry: registry() });
+    const root = await harness.root(ctx);
+    await root.commit((tx) => {
+      for (let index = 0; index < 50; index++) tx.createTask(stall, null);
+    }, ctx);
+    begun.clear();
+    harness.resume();
+    await runUntil(clock, () => begun.size === 50);
+    const image = await seeded.exportImage();
+
+    const storage = await openSqliteStorage({ vfs: "memory", image });
+    const all = vi.spyOn(storage.database, "all");
+    const each = vi.spyOn(storage.database, "each" as never);
+    const loaded = captureLoad(storage);
+    const opened = await openHarness(storage, { registry: registry() });
+    // Before, the live rows came back from one `all` as an array of every row's text, parsed after.
+    expect(all.mock.calls.some(([sql]) => String(sql).includes("tasks_live"))).toBe(false);
+    expect(each).toHaveBeenCalledTimes(1);
+    expect(loaded.map((task) => [task.state.status, task.restarts])).toEqual(loaded.map(() => ["pending", 1]));
+    await opened.harness.close(ctx);
+
+    const damaged = await openSqliteStorage({ vfs: "memory", image });
+    await damaged.database.run("UPDATE tasks SET record = '{broken' WHERE id = (SELECT max(id) FROM tasks WHERE status = 'running')");
+    const before = await damaged.exportImage();
+    await expect(openHarness(damaged, { registry: registry() })).rejects.toThrow(/damaged/);
+    expect(await damaged.exportImage()).toEqual(before);
+  });
+});

@@ -38,13 +38,16 @@ export function parseStored<T>(label: string, table: string, id: number | string
 /** Parses rows for a load: the sound ones in order, and the damaged ones listed instead of thrown. */
 export function parseAll<T>(table: string, rows: Iterable<readonly [id: number | string, text: unknown]>, damaged: DamagedRow[]): T[] {
   const out: T[] = [];
-  for (const [id, text] of rows) {
-    const parsed = parse(text);
-    const problem = "problem" in parsed ? parsed.problem : problemOf(table, parsed.value);
-    if (problem || "problem" in parsed) damaged.push({ table, id, problem: problem ?? "" });
-    else out.push(parsed.value as T);
-  }
+  for (const [id, text] of rows) parseInto(table, id, text, out, damaged);
   return out;
+}
+
+/** Parses one row for a load into `out`, or lists it in `damaged` (what `parseAll` does for each row). */
+export function parseInto<T>(table: string, id: number | string, text: unknown, out: T[], damaged: DamagedRow[]): void {
+  const parsed = parse(text);
+  const problem = "problem" in parsed ? parsed.problem : problemOf(table, parsed.value);
+  if (problem || "problem" in parsed) damaged.push({ table, id, problem: problem ?? "" });
+  else out.push(parsed.value as T);
 }
 
 /** What a row is called in a message, by its table. */

@@ -17,6 +17,12 @@ export interface SqliteDatabase {
   /** Every row of one statement. */
   all(sql: string, ...params: SqlValue[]): Promise<SqlRow[]>;
   /**
+   * Hands each row of one statement to `onRow` as it is read, keeping none: a large read whose rows become
+   * something else at once (the open's live tasks, decision 0054) then holds no array of row texts while it runs.
+   * Optional: without it the caller reads them with `all`.
+   */
+  each?(sql: string, onRow: (row: SqlRow) => void): Promise<void>;
+  /**
    * Runs `body` inside BEGIN IMMEDIATE … COMMIT. The body gets a synchronous handle so a transaction is one
    * uninterrupted turn of the database. A throwing body rolls back and the error is rethrown.
    */

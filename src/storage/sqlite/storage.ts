@@ -13,7 +13,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "../records.ts";
-import { columnBytes, logSlices, parseAll, parseStored, refuseLargeRow } from "../rows.ts";
+import { columnBytes, logSlices, parseAll, parseInto, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { batchText, logHead, writeLog } from "./log-write.ts";
@@ -105,7 +105,12 @@ export class SqliteStorage implements Storage {
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
-    const liveTasks = parseAll<TaskRecord>("tasks", await rows(SQL.liveTasks), damaged);
+    // The live tasks are parsed as they are read (decision 0054): with thousands live, an array of every row's
+    // text first would outlive a young-generation collection or two in front of the first resumed step.
+    const liveTasks: TaskRecord[] = [];
+    if (this.#db.each)
+      await this.#db.each(SQL.liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
+    else for (const [id, text] of await rows(SQL.liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);

@@ -115,6 +115,10 @@ export class Connection implements SqliteDatabase {
     return this.#enqueue(() => this.#all(sql, params));
   }
 
+  each(sql: string, onRow: (row: SqlRow) => void): Promise<void> {
+    return this.#enqueue(() => this.#each(sql, onRow));
+  }
+
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T> {
     return this.#enqueue(() => {
       // IMMEDIATE takes the write lock up front, so a write transaction never fails half-way for a lock;
@@ -336,6 +340,17 @@ export class Connection implements SqliteDatabase {
       while ((rc = this.#c.sqlite3_step(statement.pointer)) === SQLITE_ROW) rows.push(this.#codecs.row(statement));
       if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
       return rows;
+    } finally {
+      this.#statements.done(statement);
+    }
+  }
+
+  #each(sql: string, onRow: (row: SqlRow) => void): void {
+    const statement = this.#statements.prepare(sql, []);
+    try {
+      let rc: number;
+      while ((rc = this.#c.sqlite3_step(statement.pointer)) === SQLITE_ROW) onRow(this.#codecs.row(statement));
+      if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
     } finally {
       this.#statements.done(statement);
     }
