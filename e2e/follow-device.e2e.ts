@@ -1,3 +1,4 @@
+import { mkdir } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { describe, expect, inject, it } from "vitest";
 import { browserPerTest, startBrowser } from "./support/browser";
@@ -46,6 +47,15 @@ describe("a place per device (Chromium + workerd, decision 0046)", () => {
       const devicePlace = await keptPlace(device);
       expect(devicePlace).toMatch(/^tab-[0-9a-f-]{36}$/);
       expect(devicePlace).not.toBe(place);
+      // Its strip names the holder as the object records it (decision 0057): another device, by its place — before,
+      // "the Durable Object" (with a Run here the object could not grant) for any holder.
+      await device.waitForSelector('#place-bar[data-place="tab"]', { state: "attached", timeout: 30_000 });
+      const where = await device.textContent("#place-where");
+      expect(where).toBe(`another tab or device (${place.slice(0, 12)})`);
+      expect(await device.isVisible("#place-move")).toBe(false);
+      expect(await device.textContent("#place-note")).toContain("That tab holds the Durable Object's lease");
+      await mkdir(".tmp/screenshots", { recursive: true });
+      await device.screenshot({ path: ".tmp/screenshots/follow-device-held-by-tab.png" });
       // The first device still holds the lease and writes.
       expect(await leaseHolder(object)).toBe(place);
       expect(await tab.getAttribute("body", "data-runs")).toBe("here");

@@ -29,6 +29,12 @@ export interface HarnessOptions {
   clock?: Clock;
   /** S7: typed reports (faults, interruptions, extension errors). Never throws into the harness. */
   onReport?: ReportHandler;
+  /**
+   * Under a `lease`: told once when the harness finds its lease lost while it ran (a refused renewal, its expiry
+   * unrenewed, a commit refused by the log's fence); the harness stops then as after a crash, and a host may open it
+   * again read-only (decision 0057). Not told for a hand-over (`handOver`) or a close.
+   */
+  onLeaseLost?: (reason: Error) => void;
   /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
   readOnly?: boolean;
   /**

@@ -218,7 +218,9 @@ export class Harness {
       // Lost: a reopen must ask the arbiter again (decision 0039).
       if (lease.resumePinned) void this.storage.rememberLease?.(undefined).catch(() => {});
       deliver(this.#options.onReport, { kind: "error", error: reason });
-      void this.#stop();
+      const stopped = this.#stop();
+      const told = this.#options.onLeaseLost;
+      if (told) void stopped.finally(() => told(reason)).catch(() => {});
     };
     if (resumed)
       return void confirmResumed(

@@ -24,7 +24,7 @@ export { ConnectionLost } from "../errors.ts";
 export type { Fork, ForkedTransaction, KeptFork } from "../follow/fork.ts";
 export type { Recovery } from "../harness.ts";
 export type { PageToolCall, PageToolImplementation, ProvidePageToolsOptions } from "../host/page-tools.ts";
-export type { CrashPointHit, HarnessStatus, TabRole, Unsubscribe } from "../host/protocol.ts";
+export type { CrashPointHit, HarnessStatus, HeldBy, TabRole, Unsubscribe } from "../host/protocol.ts";
 export type { SocketLike } from "./socket.ts";
 
 /** The origin's storage as the browser reports it; sizes in bytes, absent where the browser does not tell. */

@@ -31,6 +31,7 @@ import { Mirror, remoteArbiter } from "../follow/mirror.ts";
 import { DEVICE_PAGE_CALLS, linkPageCalls, PAGE_CALLS, type PageCallPort, PageCallRelay } from "../follow/page-call-relay.ts";
 import { linkServerCalls } from "../follow/server-call-client.ts";
 import { rebuildFromObject } from "../follow/snapshot.ts";
+import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
@@ -122,6 +123,11 @@ export interface TabFollow {
    */
   onFork(listener: () => void): () => void;
   /**
+   * Hears who holds the lease each time the object says it while this tab follows (decision 0057): its `follow.from`
+   * answer and its pushes, from the object's own lease record. Returns the function that stops listening.
+   */
+  onHolder(listener: (holder: LeaseHolder | undefined) => void): () => void;
+  /**
    * With `rebuild` (decision 0047): `when(listener)` hears each time this tab's copy cannot follow the object (after
    * its fork, if any, was kept); `run(storage)` replaces the copy from the object's snapshot — the worker's host calls
    * it between closing its harness and opening it again.
@@ -146,6 +152,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let follower: Follower | undefined;
   let harness: Harness | undefined;
   const forkListeners = new Set<() => void>();
+  const holderListeners = new Set<(holder: LeaseHolder | undefined) => void>();
   const followingListeners = new Set<() => void>();
   // This page moved the agent to the object (`leave()` handed the lease over and the page stayed): following it
   // after that is not "the tab came back", so `onFollowing` stays quiet until the page takes the lease back.
@@ -311,6 +318,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           onFollowing: () => {
             if (!sentAway) for (const listener of followingListeners) listener();
           },
+          onHolder: (holder) => {
+            // This tab's own record (an expired lease the object has not taken yet) is no other holder.
+            const other = holder?.place === place ? undefined : holder;
+            for (const listener of holderListeners) listener(other);
+          },
         });
         return;
       }
@@ -362,6 +374,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     onFork(listener) {
       forkListeners.add(listener);
       return () => forkListeners.delete(listener);
+    },
+    onHolder(listener) {
+      holderListeners.add(listener);
+      return () => holderListeners.delete(listener);
     },
     close() {
       closed = true;

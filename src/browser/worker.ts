@@ -12,6 +12,7 @@
  */
 
 import { createRegistry } from "../agent/builtins.ts";
+import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
 import type { Authorize } from "../host/doors.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
@@ -131,6 +132,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
           takeBack: () => follow.takeBack(),
           ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
           onFork: (listener: () => void) => void follow.onFork(listener),
+          onHolder: (listener: (holder: LeaseHolder | undefined) => void) => void follow.onHolder(listener),
           pageCallsElsewhere: () => follow.pageCalls,
         }
       : {}),

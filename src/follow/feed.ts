@@ -13,10 +13,11 @@
 import type { Clock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
+import type { LeaseRecord } from "./arbiter.ts";
 import { packPushes } from "./chunks.ts";
 import { historyWindow } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
-import { encodeFollowMessage, type FollowStart } from "./wire.ts";
+import { encodeFollowMessage, type FollowStart, type LeaseHolder } from "./wire.ts";
 
 export interface FeedOptions {
   /** The object's place (the pushes' `from`). */
@@ -44,6 +45,13 @@ export interface FeedOptions {
    * kept as for a connected tab that lags.
    */
   holds?: () => readonly number[];
+  /** Who holds the lease now, by the object's own record (decision 0057): told in every push and `follow.from` answer. */
+  holder?: () => LeaseHolder | undefined;
+}
+
+/** The holder a lease record names, `object` when it is `objectPlace` (decision 0057); undefined while it is free. */
+export function holderOf(record: Pick<LeaseRecord, "holder">, objectPlace: string): LeaseHolder | undefined {
+  return record.holder === undefined ? undefined : { place: record.holder, object: record.holder === objectPlace };
 }
 
 /** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
@@ -152,7 +160,9 @@ export class Feed {
     const epochs = (await storage.readEpochs?.()) ?? [];
     const epoch = epochs.filter((stretch) => stretch.start <= head).at(-1)?.epoch;
     const first = (await storage.readLog?.(0, 1))?.[0]?.fence.position;
+    const holder = this.#options.holder?.();
     return {
+      ...(holder ? { holder } : {}),
       head: head > 0 && epoch !== undefined ? { epoch, position: head } : null,
       // Only what the tab's log tail needs (decision 0051): all of them pass the link's 1 MB frame after tens of
       // thousands of takeovers.
@@ -314,10 +324,17 @@ export class Feed {
   #send(following: Following, batches: LoggedBatch[]): void {
     following.inFlight = batches.at(-1)!.fence.position;
     following.roundFrom = following.acked;
+    const holder = this.#options.holder?.();
     for (const load of packPushes(batches)) {
       try {
         following.send(
-          encodeFollowMessage({ type: "push", from: this.#options.place, epoch: this.#epoch || batches.at(-1)!.fence.epoch, ...load }),
+          encodeFollowMessage({
+            type: "push",
+            from: this.#options.place,
+            epoch: this.#epoch || batches.at(-1)!.fence.epoch,
+            ...(holder ? { holder } : {}),
+            ...load,
+          }),
         );
       } catch {
         break; // the connection is gone: its close drops it

@@ -27,7 +27,7 @@ import { Reassembly } from "./chunks.ts";
 import { continuesHistory, type LogHistory } from "./fork.ts";
 import { applyPushed, type LoggedBatch } from "./handover.ts";
 import type { FollowLink } from "./link-client.ts";
-import { type FollowStart, followStart, type HandBack, handBack, joinPush, type PushMessage } from "./wire.ts";
+import { type FollowStart, followStart, type HandBack, handBack, joinPush, type LeaseHolder, type PushMessage } from "./wire.ts";
 
 export interface FollowerOptions {
   /** The tab's harness, opened read-only (another place holds the lease). */
@@ -42,6 +42,11 @@ export interface FollowerOptions {
   onForked?(theirs: LogHistory): void;
   /** Told each time the copy (again) follows the object: its first `follow.from` answered, and after each reconnect. */
   onFollowing?(): void;
+  /**
+   * Told who holds the lease each time the object says (its `follow.from` answer, its pushes; decision 0057):
+   * undefined while the lease is free.
+   */
+  onHolder?(holder: LeaseHolder | undefined): void;
 }
 
 export class Follower {
@@ -50,6 +55,7 @@ export class Follower {
   readonly #place: string;
   readonly #onForked: ((theirs: LogHistory) => void) | undefined;
   readonly #onFollowing: (() => void) | undefined;
+  readonly #onHolder: ((holder: LeaseHolder | undefined) => void) | undefined;
   readonly #joining: Reassembly;
   readonly #line = new SerialQueue();
   readonly #listeners = new Set<(head: LogMark) => void>();
@@ -66,6 +72,7 @@ export class Follower {
     this.#place = options.place;
     this.#onForked = options.onForked;
     this.#onFollowing = options.onFollowing;
+    this.#onHolder = options.onHolder;
     this.#joining = new Reassembly(options.harness.storage.maxRowBytes);
     this.#stops.push(
       options.link.onPush((push) => void this.#line.run(() => this.#apply(push))),
@@ -150,6 +157,7 @@ export class Follower {
     } catch {
       return; // unreachable or refused: asked again at the next reconnect
     }
+    if (!this.#stopped) this.#onHolder?.(start.holder);
     await this.#line.run(async () => {
       if (this.#stopped || this.#forked) return;
       const mine = this.#head!;
@@ -174,6 +182,7 @@ export class Follower {
   /** One push of the object's: applied in log order from the head, then the head acknowledged. */
   async #apply(push: PushMessage): Promise<void> {
     if (!this.#following || this.#stopped || !this.#head) return;
+    if (push.holder) this.#onHolder?.(push.holder);
     try {
       const batches = joinPush(push, this.#head.position, this.#joining);
       await applyPushed(this.#harness.storage, this.#head.position, batches, async (batch: LoggedBatch) => {

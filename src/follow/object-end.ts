@@ -21,7 +21,7 @@ import { LeaseNotHeld, NotAuthorized } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { AnswerMemory } from "./answer-memory.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
-import { Feed } from "./feed.ts";
+import { Feed, holderOf } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { allowed, errorShape, namedPlace, notAuthorized } from "./object-door.ts";
@@ -96,6 +96,7 @@ export class ObjectEnd {
     const snapshots = new SnapshotServer(options.storage, options.clock, options.snapshotLimits);
     const feed = new Feed({
       holds: () => snapshots.positions(), // a tab rebuilt from a snapshot follows from its position
+      holder: () => holderOf(options.book.record, options.place), // decision 0057
       place: options.place,
       storage: options.storage,
       clock: options.clock,

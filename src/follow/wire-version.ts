@@ -17,9 +17,10 @@ import { args, type Check, integer, record } from "../shape.ts";
 /**
  * This release's follow wire. Version 1 is the wire before versions (no `wire.hello`); 3 (decision 0051): `follow.from`
  * takes the tab's log tail as a third argument (an object of version 2 refuses it); 4 (decision 0053): a snapshot's
- * parts carry the whole's SHA-256, and the object tells a connected tab it fell behind its log (`behind`).
+ * parts carry the whole's SHA-256, and the object tells a connected tab it fell behind its log (`behind`); 5 (decision
+ * 0057): the object's pushes and its `follow.from` answer name the lease's holder (`holder`).
  */
-export const FOLLOW_WIRE_VERSION = 4;
+export const FOLLOW_WIRE_VERSION = 5;
 
 /** The wire before versions: what a tab that says no hello speaks, and what an object that knows no hello is. */
 export const UNVERSIONED_WIRE = 1;

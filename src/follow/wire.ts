@@ -22,7 +22,7 @@ import type { Json } from "../base/json.ts";
 import { FollowMessageRefused } from "../errors.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
-import { type ArgsCheck, args, type Check, integer, list, literal, nullable, record, text, variant } from "../shape.ts";
+import { type ArgsCheck, args, type Check, flag, integer, list, literal, nullable, record, text, variant } from "../shape.ts";
 import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad, type Reassembly } from "./chunks.ts";
 import { FORWARD, FORWARD_TOPIC } from "./forwarding.ts";
@@ -42,6 +42,16 @@ export interface PushMessage extends PushLoad {
   type: "push";
   from: string;
   epoch: number;
+  /** From the object only: who holds the lease now, by the object's own lease record (decision 0057). */
+  holder?: LeaseHolder;
+}
+/**
+ * Who holds the lease, as the object's `LeaseBook` records it (decision 0057): a place it granted the lease through
+ * its door, never a tab's own claim; `object` when that place is the object itself. Absent: the lease is free.
+ */
+export interface LeaseHolder {
+  place: string;
+  object: boolean;
 }
 /**
  * The copy holds the log up to `head` (whose epoch is `epoch`): from the object, what the tab may trim and count as
@@ -186,13 +196,15 @@ const part: Check = record({
 });
 const batch: Check = (value, path) => batchProblem(value, path);
 
-const push = record({
+const pushFields = {
   type: literal("push"),
   from: place,
   epoch,
   batches: list(batch, 100_000),
   parts: list(part, MAX_PARTS),
-});
+};
+const push = record(pushFields);
+const holder = record({ place, object: flag });
 const ack = record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) });
 
 const call = record({ type: literal("call"), id: requestId, topic: text({ max: 100 }), method: text({ max: 100 }), args: jsonList });
@@ -211,7 +223,7 @@ const SHAPES: Record<FollowSide, Record<string, Check>> = {
   },
   object: {
     ack,
-    push,
+    push: record(pushFields, { holder }),
     refused: record(
       { type: literal("refused"), head: position, error: errorShape },
       { epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000) },
@@ -305,14 +317,19 @@ export interface FollowStart {
   head: { epoch: number; position: number } | null;
   epochs: Array<{ epoch: number; start: number }>;
   after: number;
+  /** Who holds the lease now (decision 0057; absent: free, or an object before wire version 5). */
+  holder?: LeaseHolder;
 }
 
 /** Checks the object's `follow.from` answer where it arrives (the tab): `undefined` or what is wrong. */
-export const followStart: Check = record({
-  head: nullable(record({ epoch, position })),
-  epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000),
-  after: position,
-});
+export const followStart: Check = record(
+  {
+    head: nullable(record({ epoch, position })),
+    epochs: list(record({ epoch, start: integer(1, Number.MAX_SAFE_INTEGER) }), 100_000),
+    after: position,
+  },
+  { holder },
+);
 
 /**
  * A push's transactions in log order from `head` + 1, as far as they continue it: whole ones, and any joined

@@ -2,90 +2,24 @@
  * The runtime-neutral host: given storage it can open, it owns one harness and serves `HarnessService` — status,
  * tasks, conversations, views, reports, read-only SQL, crash points and the app's extra methods. It imports
  * no DOM, Worker or Node API; a runtime adapter (the browser worker, a Durable Object) hands it the storage,
- * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`).
+ * the ownership rules and a clock, and carries its methods over a transport (`hostEndpoint`). The calls that only
+ * reach the open harness are in harness-methods.ts; here is the harness's life (open, reopen, close, the lease's moves).
  */
-import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
-import type { Json } from "../base/json.ts";
-import { CrashPointsOff, DurableError, HarnessClosed, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
+import { CrashPointsOff, DurableError, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
-import type { PageCallPort } from "../follow/page-call-relay.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
-import { checkJson } from "../limits.ts";
 import type { Report } from "../reports.ts";
 import type { Storage } from "../storage/storage.ts";
-import { serializeError } from "./error-wire.ts";
+import { harnessCalls } from "./harness-methods.ts";
+import type { HostOptions, ServedHost } from "./host-options.ts";
 import { Listeners, safely } from "./listeners.ts";
-import type { Ownership } from "./ownership.ts";
 import { pageCallMethods } from "./page-calls.ts";
-import type { CrashPointHit, ErrorShape, HarnessService, HarnessStatus } from "./protocol.ts";
+import type { CrashPointHit, HarnessService, HarnessStatus, HeldBy } from "./protocol.ts";
+import { errorShape, forkCount, leaseEpoch } from "./status-parts.ts";
 
-/** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
-export type HostMethod = (harness: Harness, ...args: Json[]) => unknown;
-
-export interface HostOptions {
-  /** How statuses name the database (for example "default pool:/pi-durable.sqlite3"). */
-  database: string;
-  /** Opens the runtime's storage; called once this instance owns the database. */
-  openStorage: () => Promise<Storage>;
-  /** Registry, settings, models, env, resume… for `Harness.open`; the host adds `onReport` and `crashPoint`. */
-  harness: Omit<HarnessOptions, "onReport" | "crashPoint">;
-  /** Who may open the database (Web Locks in a browser). Default: this instance owns it outright. */
-  ownership?: Ownership;
-  /** Extra methods for `client.call(name, ...args)`. */
-  methods?: Record<string, HostMethod>;
-  /**
-   * The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). True once the object
-   * took it: the host then opens its harness again on the same storage, read-only, so a page that stays follows the
-   * object live and may `runHere` (decision 0045).
-   */
-  leave?: () => Promise<boolean>;
-  /**
-   * `runHere`: a host under its object's lease whose harness is read-only asks for the lease back; resolves once the
-   * object released it here and the storage holds everything up to the release (decision 0038). The host then
-   * opens its harness again on the same storage (under the lease: writable now), and the page's views move to it.
-   */
-  takeBack?: () => Promise<void>;
-  /**
-   * A host whose storage can be rebuilt from elsewhere (decision 0047: a worker following its object with
-   * `follow.rebuild`): each time `when`'s listener is called the host closes its harness, awaits `run(storage)` (the
-   * copy replaced from the object's snapshot), opens the harness again on it and moves the page's views there.
-   */
-  rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
-  /**
-   * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
-   * the ready status counts it (`forks`).
-   */
-  onFork?: (listener: () => void) => void;
-  /**
-   * Where the page's page tool calls go while the conversation runs elsewhere (decision 0044: a worker following its
-   * object claims, answers and releases them at the object); undefined, or returning undefined: the harness here.
-   */
-  pageCallsElsewhere?: () => PageCallPort | undefined;
-  /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
-  onReady?: (harness: Harness) => void | Promise<void>;
-  /**
-   * Whether `armCrashPoint` may stop the harness at a named crash point (the test hook of
-   * pi-durable-web/testing and crash tests). Default true; false makes it reject with `CrashPointsOff`.
-   */
-  crashPoints?: boolean;
-  /** A monotonic clock in ms, for `openMs` in the ready status. */
-  now: () => number;
-  /**
-   * The pace of live view updates (partial answers, tool output) on the clock `now`: at most one per
-   * `frameMs`, a timer for the rest of a frame. Default: each one at once.
-   */
-  liveFrames?: Omit<LivePace, "now">;
-}
-
-/** A host and its life. */
-export interface ServedHost {
-  service: HarnessService;
-  /** Resolves with the harness once it is open (rejects if opening failed). */
-  ready: Promise<Harness>;
-  /** How many listeners the host holds for subscriptions (status, reports, tasks, conversation views). */
-  listenerCount(): number;
-}
+export type { HostMethod } from "./harness-methods.ts";
+export type { HostOptions, ServedHost } from "./host-options.ts";
 
 /** Keeps at most this many reports for a listener that subscribes late. */
 const RECENT_REPORTS = 200;
@@ -96,7 +30,6 @@ export function createHost(options: HostOptions): ServedHost {
   const statuses = new Listeners<HarnessStatus>();
   const reports = new Listeners<Report>();
   const taskGraphs = new Listeners<Inspection>();
-  let views = 0;
   const recentReports: Report[] = [];
   let crashPoint: { name: string; reached: (hit: CrashPointHit) => void } | undefined;
   /** Phases stopped at a crash point, waiting for the test to crash the host; a clean close ends them. */
@@ -105,6 +38,8 @@ export function createHost(options: HostOptions): ServedHost {
   let storage: Storage | undefined;
   let release: (() => void) | undefined;
   let closing: Promise<void> | undefined;
+  /** Who holds the lease while the work runs elsewhere, as the object last said (decision 0057). */
+  let heldBy: HeldBy | undefined;
 
   const setStatus = (next: HarnessStatus) => {
     status = next;
@@ -134,10 +69,16 @@ export function createHost(options: HostOptions): ServedHost {
     storage = reuse ?? (await options.openStorage());
     setStatus({ kind: "recovering", database });
     const started = options.now();
-    const harnessOptions = { ...options.harness, onReport, crashPoint: stopAtCrashPoint, ...(readOnly ? { readOnly } : {}) };
+    const harnessOptions: HarnessOptions = {
+      ...options.harness,
+      onReport,
+      crashPoint: stopAtCrashPoint,
+      onLeaseLost: () => fenced(opened),
+      ...(readOnly ? { readOnly } : {}),
+    };
     // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
     if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
-    harness = await Harness.open(storage, harnessOptions, ctx);
+    const opened = (harness = await Harness.open(storage, harnessOptions, ctx));
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
@@ -150,6 +91,7 @@ export function createHost(options: HostOptions): ServedHost {
       recovery: harness.recovery,
       openMs: options.now() - started,
       ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
+      ...(options.harness.lease && harness.readOnly && heldBy ? { heldBy } : {}),
       ...(await leaseEpoch(harness)),
       ...(await forkCount(storage)),
     });
@@ -237,6 +179,14 @@ export function createHost(options: HostOptions): ServedHost {
   };
   options.onFork?.(() => void recountForks().catch(() => {}));
 
+  // The holder the object names (decision 0057): shown while the work runs elsewhere, never while it runs here.
+  options.onHolder?.((holder) => {
+    heldBy = holder && { kind: holder.object ? "object" : "tab", place: holder.place };
+    if (status.kind !== "ready" || status.runs !== "elsewhere") return;
+    const { heldBy: _old, ...rest } = status;
+    setStatus(heldBy ? { ...rest, heldBy } : rest);
+  });
+
   /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
   const liveViews = new Set<(next: Harness) => void>();
   let reopening: Promise<void> | undefined;
@@ -246,7 +196,7 @@ export function createHost(options: HostOptions): ServedHost {
    * for the lease (the object's link down past a call's timeout) opens read-only instead — nothing is written
    * without the lease, and the page may ask again — and resolves with that error.
    */
-  const reopen = async (between?: () => Promise<void>): Promise<unknown> => {
+  const reopen = async (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
     const old = harness!;
     harness = undefined;
     await old.close(ctx);
@@ -255,7 +205,7 @@ export function createHost(options: HostOptions): ServedHost {
       await between?.();
     } finally {
       const pages = pageCalls.watchingPages();
-      const next = await open(storage, pages).catch((error: unknown) => {
+      const next = await open(storage, pages, readOnly).catch((error: unknown) => {
         if (!options.harness.lease || harness) throw error; // opened, and failed after: not a second harness
         failed = error;
         return open(storage, pages, true);
@@ -264,6 +214,22 @@ export function createHost(options: HostOptions): ServedHost {
     }
     return failed;
   };
+  /**
+   * The harness found its lease lost while it ran (decision 0057: it expired while the tab was away, another place
+   * took it): it stopped as after a crash. The host opens it again read-only at once — the page's views move, the
+   * status says the work runs elsewhere, and the copy follows the object (its fork, if it has one, is kept and counted
+   * as its follow link finds it) — instead of a stopped harness that said "here" until the next load.
+   */
+  const fenced = (lost: Harness) => {
+    if (harness !== lost || closing || reopening || !options.harness.lease) return;
+    reopening = reopen(undefined, true)
+      .then(recountForks)
+      .catch(() => {})
+      .finally(() => {
+        reopening = undefined;
+      });
+  };
+
   options.rebuild?.when(() => {
     if (!harness || closing) return;
     const rebuild = options.rebuild!;
@@ -296,6 +262,16 @@ export function createHost(options: HostOptions): ServedHost {
     ...(options.pageCallsElsewhere ? { elsewhere: options.pageCallsElsewhere } : {}),
   });
 
+  const { calls: harnessCallsOf, views } = harnessCalls({
+    whenOpen,
+    requireHarness,
+    reopening: () => reopening !== undefined,
+    rebinds: liveViews,
+    methods: options.methods,
+    liveFrames: options.liveFrames,
+    now: options.now,
+  });
+
   const host: HarnessService = {
     status: () => status,
     lifeLock: () => ownership?.lifeLock() ?? Promise.resolve(undefined),
@@ -318,25 +294,7 @@ export function createHost(options: HostOptions): ServedHost {
         unsubscribe();
       };
     },
-    async createTask(kind, input, createOptions = {}) {
-      const open = await whenOpen();
-      const definition = open.registry.task(kind);
-      if (!definition)
-        throw new UnknownTaskKind(
-          kind,
-          open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)),
-        );
-      const conversation =
-        createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
-      return conversation.commit(
-        (tx) => tx.createTask(definition, input, createOptions.key !== undefined ? { key: createOptions.key } : {}),
-        ctx,
-      );
-    },
-    getTask: async (id) => (await whenOpen()).getTask(id, ctx),
-    waitForTask: async (id) => (await whenOpen()).waitForTask(id, ctx),
-    abortTask: async (id) => (await whenOpen()).abortTask(id, ctx),
-    inspect: async () => (await whenOpen()).inspect(ctx),
+    ...harnessCallsOf,
     resume: () => requireHarness().resume(),
     // On the commit line: storage.query() switches the connection to query_only around the statement, and a
     // commit that slipped in between would fail with SQLITE_READONLY.
@@ -373,7 +331,24 @@ export function createHost(options: HostOptions): ServedHost {
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
       // Within this task the rest and the release went out (all a closing page may send); the rest is for a page
       // that stays: its harness, stopped at the hand-over, opens again read-only and follows the object.
-      if (!(await handedOver)) {
+      let taken: boolean | undefined;
+      try {
+        taken = await handedOver;
+      } catch (error) {
+        // Unanswered past the lease's expiry (HandOverUnanswered): the harness gave its lease up at the hand-over and
+        // stopped, and the object takes the lease at its expiry. Open read-only like a taken leave (decision 0057):
+        // before, the status stayed "elsewhere" over a stopped harness that served no call.
+        const current = harness;
+        if (!closing && current && (current.closed || current.readOnly))
+          reopening ??= reopen(undefined, true)
+            .then(() => {})
+            .finally(() => {
+              reopening = undefined;
+            });
+        await reopening?.catch(() => {});
+        throw error;
+      }
+      if (!taken) {
         // The object took nothing (offline): the harness runs here still, and the status says so again.
         const current = harness;
         if (current && !current.readOnly && !current.closed && status.kind === "ready" && status.runs === "elsewhere")
@@ -381,6 +356,7 @@ export function createHost(options: HostOptions): ServedHost {
         return;
       }
       if (closing) return;
+      heldBy = undefined; // told again by the object once this copy follows it
       reopening ??= reopen()
         .then(() => {}) // read-only either way: the object took the lease
         .finally(() => {
@@ -397,92 +373,10 @@ export function createHost(options: HostOptions): ServedHost {
       await dismissFork(storage!, id);
       await recountForks();
     },
-    async rootConversation(agent) {
-      return (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
-    },
-    async createConversation(agent) {
-      return (await (await whenOpen()).createConversation(agent ? { agent } : {}, ctx)).id;
-    },
-    async listConversations() {
-      const open = await whenOpen();
-      return open
-        .conversationIds()
-        .sort((a, b) => a - b)
-        .map((id) => {
-          const conversation = open.conversation(id);
-          return { id, agent: conversation.agent(), busy: conversation.busy };
-        });
-    },
-    configure: async (conversationId, change) => (await whenOpen()).conversation(conversationId).configure(change, ctx),
-    async submit(conversationId, draft) {
-      return (await (await whenOpen()).conversation(conversationId).submit(draft, ctx)).id;
-    },
-    async waitForSubmission(submissionId) {
-      return (await (await whenOpen()).submission(submissionId, ctx)).wait(ctx);
-    },
-    abortConversation: async (conversationId) => (await whenOpen()).conversation(conversationId).abort(ctx),
-    decide: async (conversationId, call, decision) => (await whenOpen()).conversation(conversationId).decide(call, decision, ctx),
-    pendingApprovals: async (conversationId) => (await whenOpen()).conversation(conversationId).pendingApprovals(),
     watchPageCalls: pageCalls.watchPageCalls,
     claimPageCall: pageCalls.claimPageCall,
     answerPageCall: pageCalls.answerPageCall,
-    compact: async (conversationId, instructions) =>
-      (await whenOpen()).conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
-    watchConversation(conversationId, listener) {
-      const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
-      const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`).
-      let unsubscribe = () => {};
-      try {
-        unsubscribe = requireHarness().conversation(conversationId).watch(send);
-      } catch (error) {
-        if (!reopening) throw error;
-      }
-      const rebind = (next: Harness) => {
-        unsubscribe();
-        unsubscribe = next.conversation(conversationId).watch(send);
-      };
-      liveViews.add(rebind);
-      views += 1;
-      let subscribed = true;
-      return () => {
-        if (!subscribed) return;
-        subscribed = false;
-        views -= 1;
-        liveViews.delete(rebind);
-        unsubscribe();
-      };
-    },
-    conversationEntries: async (conversationId, beforeId, limit) =>
-      (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
-    async call(method, ...args) {
-      const open = requireHarness();
-      // Own properties only: `constructor`, `toString` or `__proto__` are no app method.
-      const methods = options.methods;
-      const implementation = methods && typeof method === "string" && Object.hasOwn(methods, method) ? methods[method] : undefined;
-      if (typeof implementation !== "function") throw new UnknownAppMethod(String(method));
-      checkJson(args, open.settings.limits, () => `The argument list of ${method}`);
-      return implementation(open, ...args);
-    },
   };
 
-  return { service: host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views };
-}
-
-/** An error for a status or a report: its serialized form without the stack (statuses and reports are kept). */
-function errorShape(error: unknown): ErrorShape {
-  const { stack: _stack, ...shape } = serializeError(error);
-  return shape;
-}
-
-/** The ready status's `forks`: how many forks `storage` keeps, absent when none. */
-/** The lease epoch this harness writes under, or else the epoch of its log's head (absent without a log). */
-async function leaseEpoch(harness: Harness): Promise<{ epoch?: number }> {
-  const epoch = harness.lease?.epoch ?? (await harness.storage.readEpochs?.())?.at(-1)?.epoch;
-  return epoch === undefined ? {} : { epoch };
-}
-
-async function forkCount(storage: Storage): Promise<{ forks?: number }> {
-  const count = (await listForks(storage)).length;
-  return count > 0 ? { forks: count } : {};
+  return { service: host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views() };
 }

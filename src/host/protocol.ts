@@ -50,6 +50,11 @@ export type HarnessStatus =
        * with `forks()`, drop one with `dismissFork(id)`). Absent when none.
        */
       forks?: number;
+      /**
+       * While the work runs elsewhere, which place holds the lease, as its object says (decision 0057): `object` (the
+       * Durable Object) or `tab` (another tab or device, by its `place` in the lease). Absent until the object said.
+       */
+      heldBy?: HeldBy;
     }
   /**
    * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
@@ -65,6 +70,13 @@ export type HarnessStatus =
  * lease and runs the work, "elsewhere" while another place does (the harness here is read-only, or handed over).
  */
 export type Runs = "here" | "elsewhere";
+
+/** The holder of the lease while the work runs elsewhere (decision 0057). */
+export interface HeldBy {
+  kind: "object" | "tab";
+  /** Its place in the lease: the object's name, or another tab's (`tab-<id>`, at most 200 characters). */
+  place: string;
+}
 
 /** A browser tab's part: its own worker has the database open (leader), or it talks to the leader's (follower). */
 export type TabRole = "leader" | "follower";

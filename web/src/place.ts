@@ -6,7 +6,9 @@ import { byId } from "./dom.ts";
  * Where the agent runs now, always on screen, and the control that moves it (decisions 0035, 0038, 0045):
  * - `?follow=` (the tab's worker under its Durable Object's lease): "this tab" while it holds the lease — Move to
  *   the Durable Object (`client.leave()`: the object takes over and this tab follows it live) —, "the Durable
- *   Object" while the object holds it — Run here (`client.runHere()`: the lease comes back, the next epoch);
+ *   Object" while the object holds it — Run here (`client.runHere()`: the lease comes back, the next epoch); "another
+ *   tab or device" (by its place in the lease, from the object's own record: `status.heldBy`, decision 0057) while
+ *   another of the user's tabs or devices holds it — no button (the object hands back only its own lease);
  * - `?edge=` (this page is a client of the object): the object, or the tab that holds its lease; nothing to move
  *   from here (this page has no harness of its own);
  * - neither (the offline demo): this tab only, and the bar says why nothing can move rather than showing a button.
@@ -71,6 +73,13 @@ export function placeOf(mode: PageMode, status: HarnessStatus): Place {
       note: "The Durable Object mirrors every step. Close the tab (or move it) and the object carries the work on.",
       move: "leave",
     };
+  if (status.heldBy?.kind === "tab")
+    return {
+      key: "tab",
+      where: `another tab or device (${shortPlace(status.heldBy.place)})`,
+      ...epoch,
+      note: "That tab holds the Durable Object's lease and runs the agent; this one opens read-only. Move the agent (or close that tab): the object takes over, and Run here appears here.",
+    };
   return {
     key: "object",
     where: "the Durable Object",
@@ -80,10 +89,22 @@ export function placeOf(mode: PageMode, status: HarnessStatus): Place {
   };
 }
 
+/** A lease place as the strip names it: a device's `tab-<uuid>` by its first 8 hex digits; others cut at 40 characters. */
+export function shortPlace(place: string): string {
+  const device = /^tab-([0-9a-f]{8})[0-9a-f-]*$/.exec(place);
+  if (device) return `tab-${device[1]}`;
+  return place.length > 40 ? `${place.slice(0, 39)}…` : place;
+}
+
 /** The status line's part about the place (", the agent runs in this tab"); empty where nothing can move. */
 export function runsPhrase(mode: PageMode, status: HarnessStatus & { kind: "ready" }): string {
   if (status.runs === undefined) return "";
-  const elsewhere = mode === "edge" ? "in the tab that holds the lease" : "on the Durable Object";
+  const elsewhere =
+    mode === "edge"
+      ? "in the tab that holds the lease"
+      : status.heldBy?.kind === "tab"
+        ? "in another tab or device"
+        : "on the Durable Object";
   const here = mode === "edge" ? "on the Durable Object" : "in this tab";
   return `, the agent runs ${status.runs === "here" ? here : elsewhere}`;
 }

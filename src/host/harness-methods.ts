@@ -1,0 +1,145 @@
+/**
+ * The host's calls that only reach the open harness (decision 0057 split them out of host.ts): tasks, conversations,
+ * their views and the app's extra methods. Each waits for a reopen under way (`whenOpen`); the host keeps the
+ * harness's life (open, reopen, close, the lease's moves) to itself.
+ */
+import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
+import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import type { Json } from "../base/json.ts";
+import { UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import { checkJson } from "../limits.ts";
+import { safely } from "./listeners.ts";
+import type { HarnessService } from "./protocol.ts";
+
+/** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
+export type HostMethod = (harness: Harness, ...args: Json[]) => unknown;
+
+type HarnessCallName =
+  | "createTask"
+  | "getTask"
+  | "waitForTask"
+  | "abortTask"
+  | "inspect"
+  | "rootConversation"
+  | "createConversation"
+  | "listConversations"
+  | "configure"
+  | "submit"
+  | "waitForSubmission"
+  | "abortConversation"
+  | "decide"
+  | "pendingApprovals"
+  | "compact"
+  | "watchConversation"
+  | "conversationEntries"
+  | "call";
+
+export interface HarnessCallsOptions {
+  /** The open harness once a reopen under way is done (a page's call made in that window waits for it). */
+  whenOpen(): Promise<Harness>;
+  /** The open harness now, or `DurableError` (not open). */
+  requireHarness(): Harness;
+  /** Whether the host is opening its harness again (a watch made meanwhile starts on the next one). */
+  reopening(): boolean;
+  /** The page's views: each `rebind` moves one to the harness the host opens next. */
+  rebinds: Set<(next: Harness) => void>;
+  methods: Record<string, HostMethod> | undefined;
+  liveFrames: Omit<LivePace, "now"> | undefined;
+  now: () => number;
+}
+
+/** The calls, and how many conversation views they hold (for `listenerCount`). */
+export function harnessCalls(options: HarnessCallsOptions): {
+  calls: Pick<HarnessService, HarnessCallName>;
+  views(): number;
+} {
+  const { whenOpen, requireHarness } = options;
+  let views = 0;
+  const calls: Pick<HarnessService, HarnessCallName> = {
+    async createTask(kind, input, createOptions = {}) {
+      const open = await whenOpen();
+      const definition = open.registry.task(kind);
+      if (!definition)
+        throw new UnknownTaskKind(
+          kind,
+          open.registry.extensions.flatMap((e) => (e.tasks ?? []).map((t) => t.name)),
+        );
+      const conversation =
+        createOptions.conversationId !== undefined ? open.conversation(createOptions.conversationId) : await open.root(ctx);
+      return conversation.commit(
+        (tx) => tx.createTask(definition, input, createOptions.key !== undefined ? { key: createOptions.key } : {}),
+        ctx,
+      );
+    },
+    getTask: async (id) => (await whenOpen()).getTask(id, ctx),
+    waitForTask: async (id) => (await whenOpen()).waitForTask(id, ctx),
+    abortTask: async (id) => (await whenOpen()).abortTask(id, ctx),
+    inspect: async () => (await whenOpen()).inspect(ctx),
+    async rootConversation(agent) {
+      return (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
+    },
+    async createConversation(agent) {
+      return (await (await whenOpen()).createConversation(agent ? { agent } : {}, ctx)).id;
+    },
+    async listConversations() {
+      const open = await whenOpen();
+      return open
+        .conversationIds()
+        .sort((a, b) => a - b)
+        .map((id) => {
+          const conversation = open.conversation(id);
+          return { id, agent: conversation.agent(), busy: conversation.busy };
+        });
+    },
+    configure: async (conversationId, change) => (await whenOpen()).conversation(conversationId).configure(change, ctx),
+    async submit(conversationId, draft) {
+      return (await (await whenOpen()).conversation(conversationId).submit(draft, ctx)).id;
+    },
+    async waitForSubmission(submissionId) {
+      return (await (await whenOpen()).submission(submissionId, ctx)).wait(ctx);
+    },
+    abortConversation: async (conversationId) => (await whenOpen()).conversation(conversationId).abort(ctx),
+    decide: async (conversationId, call, decision) => (await whenOpen()).conversation(conversationId).decide(call, decision, ctx),
+    pendingApprovals: async (conversationId) => (await whenOpen()).conversation(conversationId).pendingApprovals(),
+    compact: async (conversationId, instructions) =>
+      (await whenOpen()).conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
+    watchConversation(conversationId, listener) {
+      const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
+      const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
+      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`).
+      let unsubscribe = () => {};
+      try {
+        unsubscribe = requireHarness().conversation(conversationId).watch(send);
+      } catch (error) {
+        if (!options.reopening()) throw error;
+      }
+      const rebind = (next: Harness) => {
+        unsubscribe();
+        unsubscribe = next.conversation(conversationId).watch(send);
+      };
+      options.rebinds.add(rebind);
+      views += 1;
+      let subscribed = true;
+      return () => {
+        if (!subscribed) return;
+        subscribed = false;
+        views -= 1;
+        options.rebinds.delete(rebind);
+        unsubscribe();
+      };
+    },
+    conversationEntries: async (conversationId, beforeId, limit) =>
+      (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
+    async call(method, ...args) {
+      const open = requireHarness();
+      // Own properties only: `constructor`, `toString` or `__proto__` are no app method.
+      const methods = options.methods;
+      const implementation = methods && typeof method === "string" && Object.hasOwn(methods, method) ? methods[method] : undefined;
+      if (typeof implementation !== "function") throw new UnknownAppMethod(String(method));
+      checkJson(args, open.settings.limits, () => `The argument list of ${method}`);
+      return implementation(open, ...args);
+    },
+  };
+  return { calls, views: () => views };
+}

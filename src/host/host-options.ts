@@ -1,0 +1,78 @@
+/** What a runtime adapter hands `createHost` (its storage, ownership, lease moves and clock), and what it gets back. */
+import type { LivePace } from "../agent/view/live-frames.ts";
+import type { PageCallPort } from "../follow/page-call-relay.ts";
+import type { LeaseHolder } from "../follow/wire.ts";
+import type { Harness, HarnessOptions } from "../harness.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { HostMethod } from "./harness-methods.ts";
+import type { Ownership } from "./ownership.ts";
+import type { HarnessService } from "./protocol.ts";
+
+export interface HostOptions {
+  /** How statuses name the database (for example "default pool:/pi-durable.sqlite3"). */
+  database: string;
+  /** Opens the runtime's storage; called once this instance owns the database. */
+  openStorage: () => Promise<Storage>;
+  /** Registry, settings, models, env, resume… for `Harness.open`; the host adds `onReport` and `crashPoint`. */
+  harness: Omit<HarnessOptions, "onReport" | "crashPoint">;
+  /** Who may open the database (Web Locks in a browser). Default: this instance owns it outright. */
+  ownership?: Ownership;
+  /** Extra methods for `client.call(name, ...args)`. */
+  methods?: Record<string, HostMethod>;
+  /**
+   * The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). True once the object
+   * took it: the host then opens its harness again on the same storage, read-only, so a page that stays follows the
+   * object live and may `runHere` (decision 0045).
+   */
+  leave?: () => Promise<boolean>;
+  /**
+   * `runHere`: a host under its object's lease whose harness is read-only asks for the lease back; resolves once the
+   * object released it here and the storage holds everything up to the release (decision 0038). The host then
+   * opens its harness again on the same storage (under the lease: writable now), and the page's views move to it.
+   */
+  takeBack?: () => Promise<void>;
+  /**
+   * A host whose storage can be rebuilt from elsewhere (decision 0047: a worker following its object with
+   * `follow.rebuild`): each time `when`'s listener is called the host closes its harness, awaits `run(storage)` (the
+   * copy replaced from the object's snapshot), opens the harness again on it and moves the page's views there.
+   */
+  rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
+  /**
+   * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
+   * the ready status counts it (`forks`).
+   */
+  onFork?: (listener: () => void) => void;
+  /**
+   * Tells the host who holds the lease each time its object says (decision 0057: a worker following its object), so
+   * a ready status that runs elsewhere names the holder (`heldBy`). Undefined: free, or this place's own record.
+   */
+  onHolder?: (listener: (holder: LeaseHolder | undefined) => void) => void;
+  /**
+   * Where the page's page tool calls go while the conversation runs elsewhere (decision 0044: a worker following its
+   * object claims, answers and releases them at the object); undefined, or returning undefined: the harness here.
+   */
+  pageCallsElsewhere?: () => PageCallPort | undefined;
+  /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
+  onReady?: (harness: Harness) => void | Promise<void>;
+  /**
+   * Whether `armCrashPoint` may stop the harness at a named crash point (the test hook of
+   * pi-durable-web/testing and crash tests). Default true; false makes it reject with `CrashPointsOff`.
+   */
+  crashPoints?: boolean;
+  /** A monotonic clock in ms, for `openMs` in the ready status. */
+  now: () => number;
+  /**
+   * The pace of live view updates (partial answers, tool output) on the clock `now`: at most one per
+   * `frameMs`, a timer for the rest of a frame. Default: each one at once.
+   */
+  liveFrames?: Omit<LivePace, "now">;
+}
+
+/** A host and its life. */
+export interface ServedHost {
+  service: HarnessService;
+  /** Resolves with the harness once it is open (rejects if opening failed). */
+  ready: Promise<Harness>;
+  /** How many listeners the host holds for subscriptions (status, reports, tasks, conversation views). */
+  listenerCount(): number;
+}
