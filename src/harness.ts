@@ -191,8 +191,12 @@ export class Harness {
    * `running`: the next holder recovers them as after a crash. The caller then pushes everything up to that position to the
    * next place and releases the lease there. The harness is closed after. `drain: false` joins nothing (a tab at `pagehide`
    * has a few milliseconds, decision 0035): it gives up right after the transaction being stored; its phases stop behind it.
+   * `park: true` (a drained hand-over by a place that stays alive and moves the work on purpose, decision 0057: the
+   * object handing the lease back to a tab that asked) parks the tasks it ran as `pending` in one last transaction under
+   * the lease, as `close()` does: the next holder counts no restart and a model request cut there is sent again without
+   * counting a failed attempt, so moving the work to and fro does not use up a task's restarts or retries.
    */
-  handOver(context: Context, options: { drain?: boolean } = {}): Promise<LogMark> {
+  handOver(context: Context, options: { drain?: boolean; park?: boolean } = {}): Promise<LogMark> {
     throwIfCancelled(context);
     const fence = this.#session.fence;
     if (!fence) return Promise.reject(new LeaseNotHeld(this.#options.lease?.place ?? this.storage.label, "it was opened without one"));
@@ -204,7 +208,7 @@ export class Harness {
       fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
       return mark;
     };
-    if (options.drain !== false) return waitFor(this.#stop().then(giveUp), context);
+    if (options.drain !== false) return waitFor(this.#stop(options.park === true).then(giveUp), context);
     const given = this.#session.read(giveUp); // on the commit line: after the transaction in flight, before any other
     void given.then(() => this.#stop());
     return waitFor(given, context);
@@ -259,10 +263,10 @@ export class Harness {
   }
 
   /** Stops as a crash does, without one: nothing more is written, what ran stays `running`. */
-  #stop(): Promise<void> {
+  #stop(park = false): Promise<void> {
     this.#agent.close();
     this.#cancelRenewal?.();
-    this.#closed ??= this.#scheduler.close(false).finally(() => {
+    this.#closed ??= this.#scheduler.close(park).finally(() => {
       if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
     });
     return this.#closed;

@@ -93,6 +93,35 @@ describe("the tab takes the lease back (issue 27 item 3, decision 0038)", () => 
     await tab.harness.close(ctx);
   });
 
+  it("S4/S6/0057: a phase the object's drain joins (it returns at its signal) is parked, not cut: the tab's recovery counts no restart and runs it", async () => {
+    // A long step (a model request, say) that stops at its signal on the object, and completes in the tab.
+    const long = (place: string) =>
+      defineTask<Record<string, never>, { phase: "work" }, string>({
+        name: "example.long",
+        version: 1,
+        initial: () => ({ phase: "work" }),
+        phases: {
+          work: async (_task, runtime, context) => {
+            if (place === "object") return runtime.untilAborted();
+            await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: `done in the ${place}` } }), context);
+          },
+        },
+        abort: async () => {},
+      });
+    const world = await comebackWorld({ to: 4, ttlMs: 60_000, tasks: (place) => [long(place)] });
+    const { object, following } = await awayAndBack(world, 2, 2);
+    const longId = await (await object.root(ctx)).commit((tx) => tx.createTask(long("object"), {}), ctx);
+    await runUntil(world.clock, async () => (await object.getTask(longId, ctx))?.state.status === "running");
+    await runUntil(world.clock, () => following.follower!.head >= object.lease!.position);
+    const { tab } = await world.takeBack(following);
+    // Before (decision 0057): { id, kind: "example.long", restarts: 1 } — one restart per move, 5 moves and it faulted.
+    expect(tab.harness.recovery.tasks.filter((task) => task.id === longId)).toEqual([]);
+    expect((await tab.harness.getTask(longId, ctx))?.restarts ?? 0).toBe(0);
+    await runUntil(world.clock, async () => (await tab.harness.getTask(longId, ctx))?.state.status === "terminal");
+    expect((await tab.harness.getTask(longId, ctx))?.state).toMatchObject({ outcome: { result: "done in the tab" } });
+    await tab.harness.close(ctx);
+  });
+
   it("the tab dies right after the object released to it: the reservation lapses after one lease, the object takes the lease back (epoch 3) and finishes", async () => {
     const world = await comebackWorld({ to: 8, ttlMs: 5_000 });
     const { following } = await awayAndBack(world, 2, 4);

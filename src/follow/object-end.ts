@@ -381,7 +381,8 @@ export class ObjectEnd {
       if (!harness || record.holder !== this.#options.place)
         throw new LeaseNotHeld(place, `${record.holder ?? "no place"} holds the lease; only this object hands back its own`);
       if (head > this.head) throw new LeaseNotHeld(place, `its copy (at ${head}) is past this object's log (at ${this.head}): it forked`);
-      const mark = await harness.handOver(BACKGROUND_CONTEXT);
+      // Parked, not cut (decision 0057): the tab that asked counts no restart for the phases stopped here.
+      const mark = await harness.handOver(BACKGROUND_CONTEXT, { park: true });
       await book.release(this.#options.place, mark.epoch, mark.position, place);
       this.#holder = undefined;
       this.#arrival.handedBack(mark.position);
