@@ -115,9 +115,14 @@ export class SnapshotLimit {
   }
 }
 
-/** Adds the tokens `everyMs` earned since the bucket was last refilled, up to `burst` (a clock moved back adds none). */
+/**
+ * Adds the tokens `everyMs` earned since the bucket was last refilled, up to `burst`. A clock moved back adds none,
+ * and the bucket counts from there: kept at the later time, it would earn nothing until the clock caught up (a
+ * drained object refusing every caller for as long as the clock jumped).
+ */
 function refill(bucket: Bucket, now: number, burst: number, everyMs: number): void {
-  if (now <= bucket.at) return;
+  if (now < bucket.at) bucket.at = now;
+  if (now === bucket.at) return;
   const earned = Math.floor((now - bucket.at) / everyMs);
   if (earned === 0) return;
   bucket.tokens = Math.min(burst, bucket.tokens + earned);
