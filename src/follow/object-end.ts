@@ -52,6 +52,8 @@ export class ObjectEnd {
   readonly #joining: Reassembly;
   readonly #remembered: AnswerMemory;
   readonly #handlers = new Map<string, ObjectTopicHandler>();
+  /** `follow.snapshot` calls still being answered, by place and request id: where the answer goes (asked last). */
+  readonly #snapshotWaiting = new Map<string, (frame: string) => void>();
   readonly #line = new SerialQueue();
   /** The pushes to tabs that follow this place while it holds the lease (decision 0038). */
   readonly #feed: Feed;
@@ -333,18 +335,31 @@ export class ObjectEnd {
 
   /**
    * `follow.snapshot(place, id?, index?)` (decision 0047): a part of a snapshot of this copy, for a tab that cannot
-   * follow the log (forked, new, or behind the trimmed tail). Not remembered by id: asking again reads the same part.
+   * follow the log (forked, new, or behind the trimmed tail). Not remembered by id once answered: asking again reads
+   * the same part. A call still being answered is answered once, where it was asked last: the link resends an
+   * unanswered call every few seconds, and a take waits in line (one at a time, decision 0058) — each resend taken
+   * again would count against the caller's takes, read the copy again and evict its own snapshot.
    */
   async #serveSnapshot(id: string, args: Json[], reply: (frame: string) => void): Promise<void> {
     const [place, snapshot, index] = args as [string, string | undefined, number | undefined];
+    const key = JSON.stringify([place, id]);
+    if (this.#snapshotWaiting.has(key)) {
+      this.#snapshotWaiting.set(key, reply);
+      return;
+    }
+    this.#snapshotWaiting.set(key, reply);
+    let answer: ObjectMessage;
     try {
       if (place === this.#options.place)
         throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
       const part = await this.#snapshots.part(snapshot, index, place);
-      reply(encodeFollowMessage({ type: "answer", id, value: part as unknown as Json }));
+      answer = { type: "answer", id, value: part as unknown as Json };
     } catch (error) {
-      reply(encodeFollowMessage({ type: "answer", id, error: errorShape(error) }));
+      answer = { type: "answer", id, error: errorShape(error) };
     }
+    const to = this.#snapshotWaiting.get(key) ?? reply;
+    this.#snapshotWaiting.delete(key);
+    to(encodeFollowMessage(answer));
   }
 
   async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {
