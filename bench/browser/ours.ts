@@ -11,6 +11,9 @@
  *     new page's clock. Two shapes of live work: "sleeping" (the others sleep; recovery loads them) and
  *     "stalled" (the others are running when the reload hits; recovery rewrites and restarts every one).
  *     Median of TRIALS reloads, the configurations taking turns in rounds (see `recoveries`).
+ * (c) An effect-free step under a lease (issue 27, decision 0056): the same task's steps on a database of their own,
+ *     every transaction fenced and logged under a lease from an arbiter in the worker (no link), taking turns with
+ *     (a)'s runs; the ratio to (a)'s kernel step, of the medians and run by run.
  * Also: the worker's JS heap (CDP, after GC) with 1 and with 10,000 live tasks.
  */
 import { writeFileSync } from "node:fs";
@@ -94,22 +97,26 @@ export async function benchBrowser() {
   }
 }
 
-async function kernelVsRaw(page: Page, baseUrl: string) {
+export async function kernelVsRaw(page: Page, baseUrl: string) {
   await page.goto(`${baseUrl}?mode=kernel`);
   await waitInPage(page, () => window.bench?.kernel !== undefined);
   const settings = await page.evaluate(() => window.bench.kernel!.settings());
   // Warm-up: wasm, JIT, OPFS files and WAL sized, outside the measured runs.
   await page.evaluate((steps) => window.bench.kernel!.rawCommits(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.kernelSteps(steps), STEPS);
+  await page.evaluate((steps) => window.bench.kernel!.fencedSteps(steps), STEPS);
   await page.evaluate(([tasks, steps]) => window.bench.kernel!.parallelSteps(tasks, steps), [PARALLEL, STEPS] as const);
   const raw: number[] = [];
   const steps: number[] = [];
   const parallel: Array<{ ms: number; transactions: number }> = [];
+  const fenced: number[] = [];
   let bytes = { raw: 0, kernel: 0 };
   for (let run = 0; run < RUNS; run++) {
     const r = await page.evaluate((n) => window.bench.kernel!.rawCommits(n), STEPS);
     const k = await page.evaluate((n) => window.bench.kernel!.kernelSteps(n), STEPS);
     const p = await page.evaluate(([tasks, n]) => window.bench.kernel!.parallelSteps(tasks, n), [PARALLEL, STEPS] as const);
+    const f = await page.evaluate((n) => window.bench.kernel!.fencedSteps(n), STEPS);
+    fenced.push((f.ms * 1000) / STEPS);
     raw.push((r.ms * 1000) / STEPS);
     steps.push((k.ms * 1000) / STEPS);
     parallel.push(p);
@@ -126,6 +133,7 @@ async function kernelVsRaw(page: Page, baseUrl: string) {
   const parallelRatio = parallelPerSecond.median / rawPerSecond.median;
   const parallelPaired = summarize(parallel.map((run, index) => (STEPS * 1000) / run.ms / (1e6 / raw[index]!)));
   const stepsPerTransaction = summarize(parallel.map((run) => STEPS / run.transactions));
+  const fencedStepMicros = summarize(fenced);
   return {
     steps: STEPS,
     runs: RUNS,
@@ -146,6 +154,12 @@ async function kernelVsRaw(page: Page, baseUrl: string) {
       stepsPerTransaction,
       target: `${PARALLEL} parallel tasks: kernel steps/s ≥ 2× raw single commits/s`,
       meetsTarget: parallelRatio >= 2,
+    },
+    fenced: {
+      stepMicros: fencedStepMicros,
+      ratio: fencedStepMicros.median / kernelStepMicros.median,
+      pairedRatios: summarize(fenced.map((micros, run) => micros / steps[run]!)),
+      target: "an effect-free step under a lease: zero added latency over a step with no lease (issue 27)",
     },
   };
 }
@@ -328,6 +342,14 @@ function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>
       range: `${fmt(kernel.parallel.kernelStepsPerSecond.min, 0)}–${fmt(kernel.parallel.kernelStepsPerSecond.max, 0)} steps/s`,
       ratio: `${fmt(kernel.parallel.ratio, 2)}× raw commits/s (run by run: median ${fmt(kernel.parallel.pairedRatios.median, 2)}×, ${fmt(kernel.parallel.pairedRatios.min, 2)}–${fmt(kernel.parallel.pairedRatios.max, 2)}×)`,
       target: `≥ 2× ${kernel.parallel.meetsTarget ? "✅" : "❌"}`,
+    },
+    {
+      bench: "browser OPFS",
+      what: "kernel step under a lease (fenced and logged, no link; effect-free)",
+      median: `${fmt(kernel.fenced.stepMicros.median)} µs`,
+      range: `${fmt(kernel.fenced.stepMicros.min)}–${fmt(kernel.fenced.stepMicros.max)} µs`,
+      ratio: `${fmt(kernel.fenced.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fenced.pairedRatios.median, 2)}×, ${fmt(kernel.fenced.pairedRatios.min, 2)}–${fmt(kernel.fenced.pairedRatios.max, 2)}×)`,
+      target: "zero added latency",
     },
   ];
   for (const figure of recovery) {

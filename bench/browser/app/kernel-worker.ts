@@ -5,6 +5,8 @@
  * go through the same `SqliteDatabase` facade; each run is timed inside the worker.
  */
 import * as Comlink from "comlink";
+import { systemClock } from "../../../src/base/clock.ts";
+import { memoryArbiter } from "../../../src/follow/arbiter.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../../src/index.ts";
 import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
@@ -15,6 +17,7 @@ import { stepper } from "./tasks.ts";
 const POOL = "pi-bench-kernel";
 
 let kernel: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+let fenced: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let raw: Promise<SqliteDatabase> | undefined;
 
 function openKernel() {
@@ -25,6 +28,37 @@ function openKernel() {
     return { storage, harness };
   })();
   return kernel;
+}
+
+/**
+ * The same kernel on a database of its own, under a lease from an arbiter in this worker (issue 27, decision
+ * 0056): every transaction is fenced and logged (its position and epoch, and its log row) as a tab's under its
+ * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed).
+ */
+function openFenced() {
+  fenced ??= (async () => {
+    const storage = await openSqliteStorage({ vfs: "opfs-sahpool", path: "/fenced.sqlite3", poolDirectory: POOL });
+    const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+    const lease = { place: "bench", arbiter: memoryArbiter({ clock: systemClock, ttlMs: 600_000 }) };
+    const harness = await Harness.open(storage, { registry, lease }, ctx);
+    if (harness.readOnly) throw new Error("the fenced bench harness did not get its lease");
+    return { storage, harness };
+  })();
+  return fenced;
+}
+
+/** One task committing `steps` checkpoints on `harness`; ms from creation to its terminal record, and the record's size. */
+async function steps(harness: Harness, count: number): Promise<{ ms: number; recordBytes: number }> {
+  const root = await harness.root(ctx);
+  const started = performance.now();
+  const id = await root.commit((tx) => tx.createTask(stepper, { steps: count }), ctx);
+  const done = await harness.waitForTask(id, ctx);
+  const ms = performance.now() - started;
+  if (done.state.status !== "terminal" || done.state.outcome.status !== "completed")
+    throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
+  const running = { ...done, state: { status: "running", checkpoint: { phase: "step", n: count - 1 } } };
+  delete (running as { endedAt?: number }).endedAt;
+  return { ms, recordBytes: JSON.stringify(running).length };
 }
 
 function openRaw() {
@@ -40,18 +74,19 @@ function openRaw() {
 
 const api = {
   /** One task committing `steps` checkpoints; returns ms from creation to its terminal record, and the record's size. */
-  async kernelSteps(steps: number): Promise<{ ms: number; recordBytes: number }> {
-    const { harness } = await openKernel();
-    const root = await harness.root(ctx);
-    const started = performance.now();
-    const id = await root.commit((tx) => tx.createTask(stepper, { steps }), ctx);
-    const done = await harness.waitForTask(id, ctx);
-    const ms = performance.now() - started;
-    if (done.state.status !== "terminal" || done.state.outcome.status !== "completed")
-      throw new Error(`bench task did not complete: ${JSON.stringify(done.state)}`);
-    const running = { ...done, state: { status: "running", checkpoint: { phase: "step", n: steps - 1 } } };
-    delete (running as { endedAt?: number }).endedAt;
-    return { ms, recordBytes: JSON.stringify(running).length };
+  async kernelSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
+    return steps((await openKernel()).harness, count);
+  },
+
+  /**
+   * `kernelSteps` under a lease (every step fenced and logged). The log's tail is trimmed after the run, outside
+   * the time, as a link's acknowledgements would: each run starts from the same tail.
+   */
+  async fencedSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
+    const { harness, storage } = await openFenced();
+    const result = await steps(harness, count);
+    await storage.trimLog(harness.lease!.position);
+    return result;
   },
 
   /**
