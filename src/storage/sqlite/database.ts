@@ -60,4 +60,11 @@ export interface SqliteTransaction {
   run(sql: string, ...params: SqlValue[]): number;
   get(sql: string, ...params: SqlValue[]): SqlRow | undefined;
   all(sql: string, ...params: SqlValue[]): SqlRow[];
+  /**
+   * Optional (decision 0056): a count that moves whenever any statement writes a row of the database, on a
+   * connection that is its file's only writer (SQLite's `sqlite3_total_changes`, on a private in-memory database or
+   * an exclusively locked file): equal counts mean nothing was written in between. A connection that cannot promise
+   * that (another may write the file) leaves it out, and the fenced log then reads its head for each check.
+   */
+  writes?(): number;
 }

@@ -13,14 +13,45 @@ export type BatchTexts = Readonly<Record<"tasks" | "conversations" | "entries" |
  */
 export function batchText(batch: Batch, texts: BatchTexts): string {
   const members = batch as unknown as Record<string, unknown>;
-  let text = "{";
-  for (const key of Object.keys(members)) {
-    const list = Object.hasOwn(texts, key) ? texts[key as keyof BatchTexts] : undefined;
-    const value = list ? `[${list.join(",")}]` : JSON.stringify(members[key]);
+  let text = "";
+  for (const key in members) {
+    if (!Object.hasOwn(members, key)) continue;
+    const list = listOf(texts, key);
+    const value = list ? listText(list) : JSON.stringify(members[key]);
     if (value === undefined) continue; // an undefined member: JSON leaves it out
-    text += `${text.length > 1 ? "," : ""}${JSON.stringify(key)}:${value}`;
+    text += `${text.length > 0 ? "," : "{"}${memberKey(key)}${value}`;
   }
-  return `${text}}`;
+  return text.length > 0 ? `${text}}` : "{}";
+}
+
+/** The texts of `key`'s list, when it is one of the row lists (no prototype lookup: `texts` may be any object). */
+function listOf(texts: BatchTexts, key: string): readonly string[] | undefined {
+  switch (key) {
+    case "tasks":
+    case "conversations":
+    case "entries":
+    case "submissions":
+    case "documents":
+      return texts[key];
+    default:
+      return undefined;
+  }
+}
+
+function listText(list: readonly string[]): string {
+  return list.length === 0 ? "[]" : list.length === 1 ? `[${list[0]}]` : `[${list.join(",")}]`;
+}
+
+/** `"key":` for a batch's members, kept for the few names a batch has (decision 0056: one less JSON.stringify each). */
+const MEMBER_KEYS = new Map<string, string>();
+
+function memberKey(key: string): string {
+  let text = MEMBER_KEYS.get(key);
+  if (text === undefined) {
+    text = `${JSON.stringify(key)}:`;
+    if (MEMBER_KEYS.size < 32) MEMBER_KEYS.set(key, text);
+  }
+  return text;
 }
 
 /**
@@ -32,7 +63,8 @@ export function batchText(batch: Batch, texts: BatchTexts): string {
  * above it, and a copy rebuilt and followed back to that position holds it under the epoch that wrote it there
  * (decision 0058). Anything else
  * (including a log trimmed to nothing or a rebuilt copy, which have no last row) reads the head and decides as
- * before: `StaleEpoch` or `LogOutOfOrder`, nothing written.
+ * before: `StaleEpoch` or `LogOutOfOrder`, nothing written. `unchanged`: the caller knows nothing was written on
+ * the connection since `known` was the head (decision 0056, `FencedLog`), so the last row need not be read.
  */
 export function writeLog(
   tx: SqliteTransaction,
@@ -40,9 +72,10 @@ export function writeLog(
   known: LogMark | undefined,
   slices: readonly string[],
   label: string,
+  unchanged = false,
 ): void {
   let continued = known !== undefined && known.epoch === fence.epoch && fence.position === known.position + 1;
-  if (continued) {
+  if (continued && !unchanged) {
     const last = tx.get(SQL.lastLogRow);
     // The epoch too (decision 0058): a copy rebuilt by another writer and followed back to this position under a
     // newer epoch has its last row here again (the ABA 0042 left open).

@@ -16,7 +16,8 @@ import type {
 import { columnBytes, logSlices, parseAll, parseInto, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
-import { batchText, logHead, writeLog } from "./log-write.ts";
+import { type Committed, FencedLog } from "./fenced-log.ts";
+import { batchText } from "./log-write.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
@@ -47,13 +48,11 @@ export class SqliteStorage implements Storage {
    * commit that changes only the state serializes only the state.
    */
   readonly #texts = new Map<number, TaskText>();
-  /** The fenced log's head as this storage last read or stored it (`writeLog` checks a continuation against it). */
-  #head: LogMark | undefined;
+  /** The fenced log: its head as this storage last read or stored it, its check, its row, its tail (fenced-log.ts). */
+  readonly #log: FencedLog;
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
-  /** Whether the fenced log's table exists (not on a read-only open of a version 2 database). */
-  readonly #log: boolean;
   /** Whether the tail's slices' table exists (not on a read-only open of a database before version 4). */
   readonly #parts: boolean;
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
@@ -63,7 +62,7 @@ export class SqliteStorage implements Storage {
     this.#db = db;
     this.label = label;
     this.#meta = schema.meta;
-    this.#log = schema.log;
+    this.#log = new FencedLog(db, label, schema);
     this.#parts = schema.parts;
     this.queryLimits = limits;
   }
@@ -100,8 +99,7 @@ export class SqliteStorage implements Storage {
     const nextId = Math.max(floor, largest + 1);
     const root = meta.get("root_conversation");
     const pinned = pinnedLease(meta.get("pinned_lease"));
-    const log = this.#log ? logHead(await this.#db.get(SQL.logHead)) : undefined;
-    this.#head = log;
+    const log = await this.#log.load();
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
@@ -166,23 +164,26 @@ export class SqliteStorage implements Storage {
     }
     const fence = batch.fence;
     // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
-    // rows' own texts (decision 0042).
+    // rows' own texts (decision 0042); an empty list is not mapped (decision 0056).
     const logged = fence
       ? logSlices(
           batchText(batch, {
-            tasks: tasks.map((row) => row.record),
-            conversations: conversations.map((row) => row[2] as string),
-            entries: entries.map((row) => row[3] as string),
-            submissions: submissions.map((row) => row[4] as string),
-            documents: documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
+            tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
+            conversations: texts(conversations, 2),
+            entries: texts(entries, 3),
+            submissions: texts(submissions, 4),
+            documents:
+              documents.length === 0
+                ? NONE
+                : documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
           }),
           max,
         )
       : undefined;
-    const known = this.#head;
+    let committed: Committed | undefined;
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
-      if (fence) writeLog(tx, fence, known, logged!, this.label);
+      if (fence) this.#log.write(tx, fence, logged!);
       this.#writeTasks(tx, tasks);
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
@@ -192,9 +193,10 @@ export class SqliteStorage implements Storage {
       // The counter is rewritten only when the batch minted an id that no row of it carries; otherwise
       // load() finds the next id from the largest row id (rows are never deleted).
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
+      if (fence) committed = this.#log.written(tx, fence);
     });
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
-    if (fence) this.#head = fence;
+    if (committed) this.#log.stored(committed);
     for (const { task, pieces } of tasks) {
       if (task.state.status === "terminal") {
         this.#liveStatus.delete(task.id);
@@ -274,27 +276,12 @@ export class SqliteStorage implements Storage {
     return this.#db.holdCheckpoints?.() ?? noop;
   }
 
-  async readLog(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> {
-    if (!this.#log) return [];
-    // One statement: a trim cannot fall between a transaction's first slice and its others.
-    const rows = !this.#parts
-      ? await this.#db.all(SQL.readLogRows, after, limit)
-      : maxBytes === undefined
-        ? await this.#db.all(SQL.readLog, after, limit)
-        : await this.#db.all(SQL.readLogWithin, after, limit, maxBytes);
-    const batches: Array<Batch & { fence: LogMark }> = [];
-    for (let index = 0; index < rows.length; ) {
-      const position = Number(rows[index]!.position);
-      let text = "";
-      for (; index < rows.length && Number(rows[index]!.position) === position; index++) text += String(rows[index]!.text);
-      batches.push(parseStored("sqlite", "pi_durable_log", position, text));
-    }
-    return batches;
+  readLog(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> {
+    return this.#log.read(after, limit, maxBytes);
   }
 
-  async readEpochs(): Promise<EpochStart[]> {
-    if (!this.#log) return [];
-    return (await this.#db.all(SQL.readEpochs)).map((row) => ({ epoch: Number(row.epoch), start: Number(row.start) }));
+  readEpochs(): Promise<EpochStart[]> {
+    return this.#log.epochs();
   }
 
   async rememberLease(lease: PinnedLease | undefined): Promise<void> {
@@ -322,7 +309,7 @@ export class SqliteStorage implements Storage {
   }
 
   async readSnapshot(): Promise<Snapshot | undefined> {
-    if (!this.#log) return undefined;
+    if (!this.#log.exists) return undefined;
     return this.#db.transaction((tx) => readSnapshotIn(tx, this.label));
   }
 
@@ -335,16 +322,12 @@ export class SqliteStorage implements Storage {
     // Only after the commit: the caches describe the rows now stored.
     this.#liveStatus.clear();
     this.#texts.clear();
+    this.#log.forget();
   }
 
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
-    await this.#db.transaction((tx) => {
-      // The head's floor first (decision 0048): a trim through the last row must not lose the head.
-      tx.run(SQL.keepLogFloor);
-      tx.run(SQL.trimLog, through);
-      tx.run(SQL.trimLogParts, through);
-    });
+    await this.#log.trim(through);
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
@@ -448,6 +431,13 @@ export class SqliteStorage implements Storage {
 }
 
 function noop(): void {}
+
+const NONE: readonly string[] = [];
+
+/** The JSON texts at `column` of a list's rows (none mapped for an empty list). */
+function texts(rows: readonly SqlValue[][], column: number): readonly string[] {
+  return rows.length === 0 ? NONE : rows.map((row) => row[column] as string);
+}
 
 function largestRowId(batch: Batch): number {
   let largest = 0;

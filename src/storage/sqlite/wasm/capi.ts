@@ -12,6 +12,7 @@ export interface RawApi {
   sqlite3_reset(stmt: number): number;
   sqlite3_clear_bindings(stmt: number): number;
   sqlite3_changes(db: number): number;
+  sqlite3_total_changes(db: number): number;
   sqlite3_get_autocommit(db: number): number;
   sqlite3_bind_parameter_count(stmt: number): number;
   sqlite3_bind_null(stmt: number, index: number): number;

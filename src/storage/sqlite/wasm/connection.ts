@@ -79,6 +79,16 @@ export class Connection implements SqliteDatabase {
       return this.#live().#all(sql, params);
     }
 
+    /**
+     * Rows this connection's statements inserted, updated or deleted since it opened. It is its file's only writer:
+     * a private in-memory database, or an opfs-sahpool file in EXCLUSIVE locking mode (no other connection can
+     * commit to it once this one read it). Decision 0056.
+     */
+    writes(): number {
+      const connection = this.#live();
+      return connection.#c.sqlite3_total_changes(connection.#pointer);
+    }
+
     #live(): Connection {
       if (!this.live) throw new Error("This transaction handle was used after its transaction ended; use it only inside the body.");
       return this.#connection;
