@@ -100,12 +100,16 @@ describe("claims through a follow socket outlive the object's instance (decision
     const { world, second, socket, rootId } = await claimedThenNewInstance();
     const root = second.harness.conversation(rootId);
     second.end.drop(socket);
-    await until(() => root.pendingPageCalls().length === 0, "the claim released and the call ended");
+    // The call leaves the pending list before its interrupted result is committed: wait for the result itself.
+    const toolResults = async () =>
+      (await root.entriesBefore(Number.MAX_SAFE_INTEGER, 100, ctx)).entries.filter((entry) => entry.kind === "pi.tool-result");
+    await until(
+      async () => root.pendingPageCalls().length === 0 && (await toolResults()).length > 0,
+      "the claim released and the call ended",
+    );
     const late = await world.call(second.end, socket, "a2", "answerPageCall", [rootId, "call_1", "k", "green"]);
     expect(late.error).toBeDefined();
-    const results = (await root.entriesBefore(Number.MAX_SAFE_INTEGER, 100, ctx)).entries.filter(
-      (entry) => entry.kind === "pi.tool-result",
-    );
+    const results = await toolResults();
     expect(results).toHaveLength(1);
     expect(JSON.stringify(results[0]!.payload)).not.toContain("green");
     await second.harness.close(ctx);

@@ -234,7 +234,9 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
   });
 
   it("decision 0039: transactions of 1.8 MB, 2.7 MB and six 400 KB inputs (2.4 MB) cross in parts (each frame ≤ 1 MB) and are stored whole on the object", async () => {
-    const name = "large";
+    // A 60 s lease: writing and sending 2.7 MB under load can delay the tab's renewal past 3 s, and the object then
+    // took the lease (the tab's next write: HarnessClosed).
+    const name = "long-lease-large";
     const tab = await openTab(edge, name);
     const root = await tab.harness.root(ctx);
     const value = "é".repeat(450_000); // 0.9 MB as UTF-8
@@ -340,7 +342,9 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", () => 
   }, 60_000);
 
   it("0038: the tab that came back takes the lease back mid-count: the object drains and releases, the tab takes epoch 3 and counts to the end, every tick once", async () => {
-    const name = "comeback-take-back";
+    // A 60 s lease: every move here is a release; a renewal of the tab's delayed past 3 s under load let the object
+    // take the lease again under another epoch.
+    const name = "long-lease-comeback-take-back";
     const mark = edge.printed.lines.length;
     const tab = await openTab(edge, name, { leaveAt: "tick 2" });
     const taskId = await startCounter(tab, 14);
