@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { continuesHistory, findFork, historyWindow, type LogHistory, MAX_SENT_STRETCHES } from "../src/follow/fork.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { encodeFollowMessage, type FollowStart, followStart } from "../src/follow/wire.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { until } from "./agent-support.ts";
+import { servingEnd } from "./server-call-copy-support.ts";
 
 // Decision 0051 (issue 27): `follow.from`'s answer carried every epoch stretch of the object's history. Each takeover
 // (a hand-over, an expiry, a tab taking the lease back) starts one, so after tens of thousands of them the answer
@@ -36,14 +36,7 @@ async function objectAfterTakeovers() {
   // Another tab holds the lease: this object only serves its copy.
   let record: LeaseRecord = { epoch: TAKEOVERS, holder: "tab-x", expiresAt: Number.MAX_SAFE_INTEGER };
   const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage,
-    book,
-    clock,
-    watchExpiry: false,
-    open: () => Promise.reject(new Error("the object does not take the lease here")),
-  });
+  const end = await servingEnd(storage, book, clock);
   /** `follow.from` as a tab asks it; resolves with the answer's frame (the feed's pushes that follow it aside). */
   const from = async (args: Array<string | number>) => {
     const frames: string[] = [];

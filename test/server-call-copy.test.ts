@@ -5,15 +5,15 @@ import { followObject } from "../src/browser/follow.ts";
 import { LeaseBook, type LeaseRecord, memoryArbiter } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { SERVER_TOOLS_TOPIC } from "../src/follow/server-call-messages.ts";
-import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
+import { memoryServerCallStore } from "../src/follow/server-calls.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
-import { createRegistry, defineExtension, defineTool, Harness, type Storage, type ToolResultEntryPayload } from "../src/index.ts";
+import { createRegistry, defineExtension, Harness, type Storage, type ToolResultEntryPayload } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, ScriptedModels, until } from "./agent-support.ts";
 import { socketTo } from "./page-tools-follow-support.ts";
-import { type AskedCall, intentInCopy } from "./server-call-copy-support.ts";
+import { type AskedCall, chargeTool, intentInCopy, serveCharge, servingEnd } from "./server-call-copy-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0051 (issue 27, decision 0036's seam): the lease holder could ask the object for any server tool with any
@@ -22,36 +22,14 @@ import { ctx } from "./support.ts";
 // in its `server` phase, for the same call id, tool, replay and final arguments. Otherwise `ServerCallNotInCopy`,
 // nothing run, nothing stored.
 
-const chargeTool = (runs: Json[], replay: "safe" | "unsafe" = "unsafe") =>
-  defineTool<{ amount: number }>({
-    name: "charge",
-    description: "Charge the card on file (the server holds its key)",
-    parameters: { type: "object", properties: { amount: { type: "number" } }, required: ["amount"] },
-    runsOn: "server",
-    replay,
-    async execute({ amount }) {
-      runs.push(amount);
-      return `charged ${amount}`;
-    },
-  });
-
 async function holderAndObject() {
   const clock = createManualClock(1_000);
   const book = memoryArbiter({ clock, ttlMs: 60_000 });
   const storage = new MemoryStorage();
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage,
-    book,
-    clock,
-    watchExpiry: false,
-    open: () => Promise.reject(new Error("the object does not take the lease here")),
-  });
+  const end = await servingEnd(storage, book, clock);
   const runs: Json[] = [];
   const store = memoryServerCallStore();
-  const charge = chargeTool(runs);
-  const calls = new ServerCalls({ lease: book, store, clock, tool: (name) => (name === "charge" ? (charge as never) : undefined) });
-  end.serve(SERVER_TOOLS_TOPIC, async (_method, args) => (await calls.call(args[0] as never, ctx)) as unknown as Json);
+  serveCharge(end, book, clock, chargeTool(runs, "unsafe"), store);
   const epoch = (await book.acquire("tab", 0)).epoch;
   let n = 0;
   const ask = async (request: unknown) => {
@@ -157,14 +135,7 @@ describe("a server tool runs only for a call of the object's copy (decision 0051
       clock,
       open: (storage: Storage, lease) => Harness.open(storage, { registry: registry(), models: models.api, lease, resume: true }, ctx),
     });
-    const charge = chargeTool(objectRuns, "safe");
-    const calls = new ServerCalls({
-      lease: book,
-      store: memoryServerCallStore(),
-      clock,
-      tool: (name) => (name === "charge" ? (charge as never) : undefined),
-    });
-    end.serve(SERVER_TOOLS_TOPIC, async (_method, args) => (await calls.call(args[0] as never, ctx)) as unknown as Json);
+    serveCharge(end, book, clock, chargeTool(objectRuns, "safe"));
     const follow = followObject({ url: "ws://object/follow", connect: () => socketTo(end) });
     const tab = await Harness.open(
       await openSqliteStorage({ vfs: "memory" }),

@@ -1,16 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { defineTool } from "../src/agent/tool.ts";
 import type { Json } from "../src/base/json.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { SERVER_TOOLS_TOPIC } from "../src/follow/server-call-messages.ts";
-import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { type AskedCall, intentInCopy } from "./server-call-copy-support.ts";
-import { ctx } from "./support.ts";
+import { type AskedCall, chargeTool, intentInCopy, serveCharge, servingEnd } from "./server-call-copy-support.ts";
 
 // Review (session 9): a server tool's call (`server-tools.call(request)`, decision 0036) names the place it speaks for
 // in its request (`request.place`, checked against the lease's holder), but `follow.authorize` was asked about it with
@@ -22,32 +18,9 @@ async function world() {
   const clock = createManualClock(1_000);
   const book = memoryArbiter({ clock, ttlMs: 60_000 });
   const storage = new MemoryStorage();
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage,
-    book,
-    clock,
-    watchExpiry: false,
-    open: () => Promise.reject(new Error("the object does not take the lease here")),
-  });
+  const end = await servingEnd(storage, book, clock);
   const runs: Json[] = [];
-  const charge = defineTool<{ amount: number }>({
-    name: "charge",
-    description: "Charge the card on file (the server holds its key)",
-    parameters: { type: "object", properties: { amount: { type: "number" } }, required: ["amount"] },
-    runsOn: "server",
-    async execute({ amount }) {
-      runs.push(amount);
-      return `charged ${amount}`;
-    },
-  });
-  const calls = new ServerCalls({
-    lease: book,
-    store: memoryServerCallStore(),
-    clock,
-    tool: (name) => (name === "charge" ? (charge as never) : undefined),
-  });
-  end.serve(SERVER_TOOLS_TOPIC, async (_method, args) => (await calls.call(args[0] as never, ctx)) as unknown as Json);
+  serveCharge(end, book, clock, chargeTool(runs));
   /** A caller bound to `self`: the app's door allows it everything, for its own place only. */
   const as = (self: string) => async (message: Parameters<typeof encodeFollowMessage>[0]) => {
     const replies: Array<Record<string, unknown>> = [];

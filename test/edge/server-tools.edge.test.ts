@@ -15,60 +15,29 @@ import {
 } from "../../src/index.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
 import { answer, callTool, ScriptedModels, texts } from "../agent-support.ts";
+import { intentTask } from "../server-call-copy-support.ts";
+import { followSocket, until } from "./follow-support.ts";
 import { type Edge, pause, startEdge } from "./support.ts";
 
 // Issue 27 item 5 (decision 0036) in workerd: the object in follow mode serves the tab's server tool calls on the
 // follow link (topic server-tools), epoch-checked against its lease book, stored in its own SQLite under the call
 // id: asked again — after an abort of the object too — the call gets the stored answer and the tool never runs twice.
 
-interface Socket {
-  send(frame: string): void;
-  close(): void;
-}
-
-/** A follow link to object `name` as `caller` (reconnecting after a close until `stop()`). */
+/** A follow link to object `name` as `caller` on a follow socket (reconnecting after a close until `stop()`). */
 function followLink(edge: Edge, name: string, caller: string) {
-  let socket: Socket | undefined;
-  let stopped = false;
-  const link = new FollowLink({
+  const link: FollowLink = new FollowLink({
     clock: systemClock,
-    send: (frame) => socket?.send(frame),
+    send: (frame) => socket.open && socket.send(frame), // dropped while the socket is down, as before
     resendMs: 300,
   });
-  const open = () => {
-    void edge.call("follow", name, "/follow", { headers: { Upgrade: "websocket", "x-caller": caller } }).then((response) => {
-      const ws = (response as unknown as { webSocket?: any }).webSocket;
-      if (!ws) return void setTimeout(() => !stopped && open(), 100);
-      ws.accept();
-      ws.addEventListener("message", (event: { data: unknown }) => link.receive(String(event.data)));
-      ws.addEventListener("close", () => {
-        socket = undefined;
-        link.disconnected();
-        if (!stopped) setTimeout(open, 100);
-      });
-      socket = ws;
-      link.connected();
-    });
-  };
-  open();
+  const socket = followSocket(edge, name, caller, link);
   return {
     link,
     get open() {
-      return socket !== undefined;
+      return socket.open;
     },
-    stop() {
-      stopped = true;
-      socket?.close();
-    },
+    stop: () => socket.stop(),
   };
-}
-
-async function until(what: string, probe: () => boolean, tries = 400): Promise<void> {
-  for (let i = 0; i < tries; i++) {
-    if (probe()) return;
-    await pause(25);
-  }
-  throw new Error(`never: ${what}`);
 }
 
 const request = (epoch: number): ServerCallRequest => ({
@@ -92,16 +61,7 @@ async function pushIntent(link: FollowLink, epoch: number): Promise<void> {
   const stop = link.onReply((reply) => {
     if (reply.type === "ack" && reply.head >= 1) acked = true;
   });
-  const task = {
-    id: call.taskId,
-    conversationId: call.conversationId,
-    kind: "pi.tool",
-    version: 1,
-    input: { assistant: 1, callId: call.callId, name: call.tool },
-    background: false,
-    abortRequested: false,
-    state: { status: "running", checkpoint: { phase: "server", arguments: call.arguments, replay: call.replay } },
-  };
+  const task = intentTask(call);
   const batch = { fence: { epoch, position: 1 }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
   const message = JSON.parse(encodeFollowMessage({ type: "push", from: "tab", epoch, batches: [batch as never], parts: [] }));
   for (let i = 0; i < 40 && !acked; i++) {
