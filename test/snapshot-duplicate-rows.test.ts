@@ -1,30 +1,18 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { Json } from "../src/base/json.ts";
-import { FollowMessageRefused, SnapshotUnavailable } from "../src/errors.ts";
-import { sliceJsonText } from "../src/follow/chunks.ts";
-import { parseSnapshot, rebuildFromObject, type SnapshotLink } from "../src/follow/snapshot.ts";
+import { FollowMessageRefused } from "../src/errors.ts";
+import { parseSnapshot, rebuildFromObject } from "../src/follow/snapshot.ts";
 import { MemoryStorage, type Storage } from "../src/index.ts";
-import type { Batch, Snapshot, TaskRecord } from "../src/storage/records.ts";
+import type { Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { none, partsOf, servingLink, sleepingTask } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: a snapshot names each row once. Two rows under one id (or two submissions under one request id of
 // a conversation) are not a copy any storage holds: SQLite refused them inside the rebuild's transaction with its own
 // constraint text (after the fork was kept), while MemoryStorage kept the last one silently — two storages, two copies.
 
-const none = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
-const task = (id: number, n: number): TaskRecord => ({
-  id,
-  conversationId: 1,
-  kind: "example.count",
-  version: 1,
-  input: { to: 5 },
-  background: false,
-  abortRequested: false,
-  state: { status: "sleeping", checkpoint: { phase: "tick", n }, until: n * 50 },
-  memos: {},
-});
+const task = (id: number, n: number) => sleepingTask(id, n);
 
 function snapshotWith(change: (batch: Snapshot["batch"]) => void): Snapshot {
   const batch: Snapshot["batch"] = {
@@ -41,16 +29,8 @@ function snapshotWith(change: (batch: Snapshot["batch"]) => void): Snapshot {
   return { batch, epochs: [{ epoch: 1, start: 1 }] };
 }
 
-function servingLink(snapshot: Snapshot): SnapshotLink {
-  const slices = sliceJsonText(JSON.stringify(snapshot), 400);
-  return {
-    call: async (_topic, _method, args) => {
-      const index = (args[2] as number | undefined) ?? 0;
-      if (index >= slices.length) throw new SnapshotUnavailable("gone", "no such part");
-      return { id: "s-1", at: snapshot.batch.fence, index, count: slices.length, text: slices[index]! } as unknown as Json;
-    },
-  };
-}
+/** The object serves `snapshot` in parts, each with the whole's digest (decision 0053). */
+const served = (snapshot: Snapshot) => servingLink(partsOf(JSON.stringify(snapshot), snapshot.batch.fence));
 
 const submission = (id: number, requestId: string) =>
   ({
@@ -90,12 +70,14 @@ describe("a snapshot names each row once (decision 0047)", () => {
           conversations: [{ id: 1, createdAt: 1 }],
         });
         const image = await tab.exportImage();
-        const outcome = await rebuildFromObject({ storage: tab, link: servingLink(snapshotWith(change)), place: "tab", now: 5 }, ctx).then(
+        const outcome = await rebuildFromObject({ storage: tab, link: served(snapshotWith(change)), place: "tab", now: 5 }, ctx).then(
           () => undefined,
           (error: unknown) => error,
         );
         expect(outcome).toBeInstanceOf(FollowMessageRefused);
         expect((outcome as Error).message).not.toMatch(/constraint|SQLITE|INSERT/i);
+        // Refused for the row named twice, not for the answer's shape (before, the parts had no digest: decision 0053).
+        expect((outcome as Error).message).toMatch(/twice: a copy stores each row once/);
         expect(await tab.exportImage()).toEqual(image);
       });
 

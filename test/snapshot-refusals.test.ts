@@ -3,31 +3,20 @@ import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
 import { sha256Text } from "../src/base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../src/errors.ts";
-import { sliceJsonText } from "../src/follow/chunks.ts";
 import { deliverFork, listForks } from "../src/follow/fork.ts";
-import { rebuildFromObject, type SnapshotLink } from "../src/follow/snapshot.ts";
+import { rebuildFromObject } from "../src/follow/snapshot.ts";
 import { MemoryStorage, type Storage } from "../src/index.ts";
-import type { Batch, Snapshot, TaskRecord } from "../src/storage/records.ts";
+import type { Batch, Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { failingAt } from "./failing-at.ts";
+import { none, partsOf, servingLink, sleepingTask } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: what arrives as a snapshot is checked whole before one transaction writes it, and that one
 // transaction leaves the old copy or the new one.
 
-const none = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
-const task = (id: number, n: number): TaskRecord => ({
-  id,
-  conversationId: 1,
-  kind: "example.count",
-  version: 1,
-  input: { to: 5 },
-  background: false,
-  abortRequested: false,
-  state: { status: "sleeping", checkpoint: { phase: "tick", n }, until: n * 50 },
-  memos: { [`printed-${n - 1}`]: true },
-});
+const task = (id: number, n: number) => sleepingTask(id, n, { [`printed-${n - 1}`]: true });
 const shared = (position: number): Batch & { fence: { epoch: number; position: number } } => ({
   ...none(),
   fence: { epoch: 1, position },
@@ -71,24 +60,6 @@ async function state(storage: SqliteStorage) {
     tail: (await storage.readLog(0, 100)).map((batch) => batch.fence),
     forks: await storage.readForks(),
   };
-}
-
-/** A link whose object answers `follow.snapshot` with `answers[index]` (a hostile one, in the property). */
-function servingLink(answers: Json[]): SnapshotLink {
-  return {
-    call: async (_topic, _method, args) => {
-      const answer = answers[(args[2] as number | undefined) ?? 0];
-      if (answer === undefined) throw new SnapshotUnavailable("gone", "no such part");
-      return answer;
-    },
-  };
-}
-
-/** The parts the object serves for `text`: slices of at most about `budget` bytes, each with the whole's SHA-256. */
-function partsOf(text: string, at: { epoch: number; position: number }, budget = 400): Json[] {
-  const slices = sliceJsonText(text, budget);
-  const digest = sha256Text(text);
-  return slices.map((slice, index) => ({ id: "s-1", at, index, count: slices.length, digest, text: slice }));
 }
 
 describe("a snapshot arrives checked and is written in one transaction (decision 0047)", () => {
