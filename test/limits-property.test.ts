@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createRegistry, defineExtension, defineTask, Harness, type Json } from "../src/index.ts";
-import { backends, ctx, openHarness } from "./support.ts";
+import { backends, ctx, doneTask, openHarness } from "./support.ts";
 
 // Random deep, wide and huge JSON at every kernel boundary, against small limits: a value within them is
 // accepted, one past them is refused with InvalidInput naming the limit — nothing else, nothing written —
@@ -13,16 +13,7 @@ const limits = { maxDepth: 8, maxBytes: 2000 };
 const staged = new Map<number, unknown>();
 let tokens = 0;
 
-const done = defineTask<unknown, { phase: "go" }, string>({
-  name: "prop.done",
-  version: 1,
-  initial: () => ({ phase: "go" }),
-  phases: {
-    go: async (_t, runtime, context) =>
-      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
-  },
-  abort: async () => {},
-});
+const done = doneTask("prop.done");
 type Write = "checkpoint" | "outcome" | "memo" | "child";
 const writer = defineTask<{ write: Write; token: number }, { phase: "go" | "next"; value?: Json }, Json>({
   name: "prop.writer",

@@ -20,18 +20,9 @@ import { admitJson, checkJson, utf8Length } from "../src/limits.ts";
 import { jsonProblem } from "../src/shape.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { backends, ctx, nested, openHarness } from "./support.ts";
+import { backends, ctx, doneTask, nested, openHarness } from "./support.ts";
 
-const done = defineTask<unknown, { phase: "go" }, string>({
-  name: "test.done",
-  version: 1,
-  initial: () => ({ phase: "go" }),
-  phases: {
-    go: async (_t, runtime, context) =>
-      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
-  },
-  abort: async () => {},
-});
+const done = doneTask("test.done");
 /** Commits the checkpoint, outcome or memo its input asks for, `levels` deep. */
 const writer = defineTask<{ write: "checkpoint" | "outcome" | "memo"; levels: number }, { phase: "go" | "next"; deep?: Json }, Json>({
   name: "test.writer",

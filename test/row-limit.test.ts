@@ -4,7 +4,7 @@ import { createRegistry, defineExtension, defineTask, Harness, MemoryStorage, ty
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
-import { ctx, openHarness } from "./support.ts";
+import { ctx, doneTask, openHarness } from "./support.ts";
 
 // A whole row against the storage's row limit (issue 22 item 1): each value of a task's row is within
 // settings.limits.maxBytes, but the row holds several (input, memos, checkpoint, outcome). A commit whose row
@@ -91,16 +91,7 @@ const grower = defineTask<{ pad: string; token: number }, { phase: "grow" | "don
   },
   abort: async () => {},
 });
-const done = defineTask<unknown, { phase: "go" }, string>({
-  name: "row.done",
-  version: 1,
-  initial: () => ({ phase: "go" }),
-  phases: {
-    go: async (_t, runtime, context) =>
-      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
-  },
-  abort: async () => {},
-});
+const done = doneTask("row.done");
 const registry = () => createRegistry().install(defineExtension({ name: "row", tasks: [grower, done] }));
 
 const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value)).length;

@@ -1,6 +1,7 @@
 import {
   BACKGROUND_CONTEXT,
   createRegistry,
+  defineTask,
   Harness,
   type HarnessOptions,
   MemoryStorage,
@@ -11,6 +12,20 @@ import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 
 export const ctx = BACKGROUND_CONTEXT;
+
+/** A task named `name` that completes ("ok") in its first step. */
+export function doneTask(name: string) {
+  return defineTask<unknown, { phase: "go" }, string>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime, context) =>
+        runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
+    },
+    abort: async () => {},
+  });
+}
 
 /** A storage backend under test; `fromImage` makes the copy a crash leaves behind. */
 export interface Backend {

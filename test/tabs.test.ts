@@ -9,11 +9,11 @@ import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import type { Ownership } from "../src/host/ownership.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { createRegistry, defineExtension, defineTask, defineTool, type Registry, type Storage } from "../src/index.ts";
+import { createRegistry, defineExtension, defineTool, type Registry, type Storage } from "../src/index.ts";
 import { HANDOVER_KEY_TTL_MS } from "../src/session/tx.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, ScriptedModels } from "./agent-support.ts";
-import { sqliteMemoryBackend } from "./support.ts";
+import { doneTask, sqliteMemoryBackend } from "./support.ts";
 import { Locks } from "./tabs-support.ts";
 
 // The tabs module (src/browser/tabs/) in Node: Node's BroadcastChannel, and a Web Locks stand-in with the
@@ -39,16 +39,7 @@ afterEach(async () => {
   closeLater = [];
 });
 
-const quick = defineTask<unknown, { phase: "go" }, string>({
-  name: "test.quick",
-  version: 1,
-  initial: () => ({ phase: "go" }),
-  phases: {
-    go: async (_t, runtime, context) =>
-      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
-  },
-  abort: async () => {},
-});
+const quick = doneTask("test.quick");
 
 /** A tab's worker: a host on the shared storage, owning it once `grant()` is called (at once for `owner`). */
 function worker(owner: boolean, agent: { registry?: Registry; models?: Models; clock?: ManualClock } = {}) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createRegistry, defineExtension, defineTask, InvalidCommit, type Storage, TaskKeyConflict } from "../src/index.ts";
-import { backends, ctx, never, openHarness } from "./support.ts";
+import { backends, ctx, doneTask, never, openHarness } from "./support.ts";
 
 /** Runs `steps` steps; step `hangAt` never returns (the process dies there). */
 const stepper = defineTask<{ steps: number; hangAt?: number }, { phase: "step"; n: number }, string>({
@@ -22,16 +22,7 @@ const stepper = defineTask<{ steps: number; hangAt?: number }, { phase: "step"; 
   },
   abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
 });
-const other = defineTask<null, { phase: "go" }, string>({
-  name: "test.other",
-  version: 1,
-  initial: () => ({ phase: "go" }),
-  phases: {
-    go: async (_t, runtime, context) =>
-      runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: "ok" } }), context),
-  },
-  abort: async () => {},
-});
+const other = doneTask("test.other");
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stepper, other] }));
 
 async function taskCount(storage: Storage): Promise<number> {
