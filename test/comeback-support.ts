@@ -10,7 +10,7 @@ import { type AnyTaskDefinition, createRegistry, defineExtension, Harness, type 
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, runUntil, wire } from "./support.ts";
 
 /** What the link does with the `index`-th frame going `way`: deliver it, lose it, or deliver it twice. */
 export type Fate = (way: "toObject" | "toTab", index: number) => "deliver" | "drop" | "twice";
@@ -48,13 +48,14 @@ export async function comebackWorld(
   const tabStorage: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
   const fate = options.fate ?? (() => "deliver");
   const counts = { toObject: 0, toTab: 0 };
+  const carried = wire(clock);
   /** The link loses and duplicates only once `lossy` (the world is set up on a reliable one). */
   const link_ = { lossy: false };
   const carry = (way: "toObject" | "toTab", frame: string, deliver: (frame: string) => void) => {
     const what = link_.lossy ? fate(way, counts[way]++) : "deliver";
     if (what === "drop") return;
-    setTimeout(() => deliver(frame), 0);
-    if (what === "twice") setTimeout(() => deliver(frame), 0);
+    carried(() => deliver(frame));
+    if (what === "twice") carried(() => deliver(frame));
   };
   const end = await ObjectEnd.start({
     place: "object",

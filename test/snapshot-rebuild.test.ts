@@ -8,7 +8,7 @@ import { Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { comebackWorld } from "./comeback-support.ts";
 import { rows } from "./follow-support.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, runUntil, wire } from "./support.ts";
 
 // Issue 27's rebuild (decision 0047): a tab that cannot follow the object's log — its copy forked, it is a new
 // device's, or it is behind the object's trimmed tail — rebuilds its copy from the object's snapshot, then follows.
@@ -44,15 +44,16 @@ async function forkTheTab(world: World) {
 async function newDevice(world: World, place: string) {
   const storage = await openSqliteStorage({ vfs: "memory" });
   const pushes = { lost: false, behind: 0 };
+  const carried = wire(world.clock);
   const link: FollowLink = new FollowLink({
     clock: world.clock,
-    send: (frame) => void setTimeout(() => void world.end.receive(frame, reply, () => true, `${place}'s socket`), 0),
+    send: (frame) => carried(() => void world.end.receive(frame, reply, () => true, `${place}'s socket`)),
   });
   const reply = (frame: string) => {
     const type = (JSON.parse(frame) as { type: string }).type;
     if (type === "behind") pushes.behind++;
     if (pushes.lost && type === "push") return;
-    setTimeout(() => link.receive(frame), 0);
+    carried(() => link.receive(frame));
   };
   link.connected();
   const behind: unknown[] = [];

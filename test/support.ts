@@ -53,11 +53,37 @@ export async function flush(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setTimeout(resolve, 0));
 }
 
-/** Drives the manual clock until `done()` holds: flush, and when nothing moves, fire the next timer. */
+/** Frames on their way between the places of a world on a manual clock (`wire`), by clock. */
+const onTheWire = new WeakMap<ManualClock, { frames: number }>();
+
+/**
+ * A socket between two places of a world on `clock`: `carry(deliver)` delivers in a real macrotask (after `delayMs`),
+ * as a socket does, and `runUntil` on `clock` lets every frame on its way arrive before it moves the clock. Before, it
+ * moved the clock after two rounds whatever was on the way: a loaded machine's slower round trip met a lease's expiry
+ * or a resend the test never meant (a 3 ms delivery failed 3 of test/snapshot-rebuild.test.ts's 4 cases).
+ */
+export function wire(clock: ManualClock, delayMs = 0): (deliver: () => void) => void {
+  let wire = onTheWire.get(clock);
+  if (!wire) onTheWire.set(clock, (wire = { frames: 0 }));
+  const carried = wire;
+  return (deliver) => {
+    carried.frames++;
+    setTimeout(() => {
+      carried.frames--;
+      deliver();
+    }, delayMs);
+  };
+}
+
+/**
+ * Drives the manual clock until `done()` holds: flush, and when nothing moves and no frame of a `wire` on `clock` is
+ * on its way, fire the next timer.
+ */
 export async function runUntil(clock: ManualClock, done: () => boolean | Promise<boolean>, limit = 2000): Promise<void> {
   for (let i = 0; i < limit; i++) {
     if (await done()) return;
     await flush(2);
+    for (let round = 0; round < 200 && (onTheWire.get(clock)?.frames ?? 0) > 0; round++) await flush(1);
     if (await done()) return;
     clock.next();
   }
