@@ -8,7 +8,7 @@ import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage }
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
-import { ctx } from "./support.ts";
+import { ctx, wire } from "./support.ts";
 
 /**
  * A tab and its object in one process over an in-memory "socket" that delivers each frame on a later turn,
@@ -63,12 +63,13 @@ export async function followWorld(
     open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object"), clock, lease, resume: true }, ctx),
     ...(options.apply ? { apply: (batch: LoggedBatch) => options.apply!(copy, batch) } : {}),
   });
+  const carried = wire(clock);
   const toTab = (reply: string) => {
     if (!up) return;
     sent.toTab.push(reply);
-    setTimeout(() => {
+    carried(() => {
       if (up) link.receive(reply);
-    }, 0);
+    });
   };
   /** Delivers a frame to the object as the link would (tests send hostile ones through it too). */
   const deliver = (frame: unknown) => end.receive(frame, toTab, authorize);
@@ -79,9 +80,9 @@ export async function followWorld(
       sent.toObject.push(frame);
       if (held) held.push(frame);
       else
-        setTimeout(() => {
+        carried(() => {
           if (up) void deliver(frame);
-        }, 0);
+        });
     },
   });
   link.connected();
@@ -118,7 +119,7 @@ export async function followWorld(
     hold(next: boolean) {
       const frames = held ?? [];
       held = next ? frames : undefined;
-      if (!next) for (const frame of frames) setTimeout(() => void deliver(frame), 0);
+      if (!next) for (const frame of frames) carried(() => void deliver(frame));
     },
     /** Takes the socket down (frames in flight are lost) or brings it up again. */
     setUp(next: boolean) {
