@@ -1,30 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { LogOutOfOrder, SchemaTooNew, StaleEpoch } from "../src/errors.ts";
-import type { Batch, TaskRecord } from "../src/storage/records.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { failingAt } from "./failing-at.ts";
+import { stepped } from "./sqlite-support.ts";
 
 // Decision 0048 (schema version 5): a fenced transaction writes one row of the log and nothing else of it; the
 // head is the log's last row, and the marker's log_position is only the head's floor, written when the tail is
 // trimmed (or a copy rebuilt). The fence stays as strict (S11), a version 4 database opens with everything intact,
 // and a crash at any statement of the write, the trim or the migration leaves the old state or the new one.
-
-function stepped(id: number, n: number, position: number, epoch: number): Batch & { fence: { epoch: number; position: number } } {
-  const task = {
-    id,
-    conversationId: 1,
-    kind: "bench.stepper",
-    version: 1,
-    input: null,
-    background: false,
-    abortRequested: false,
-    state: { status: "running", checkpoint: { phase: "step", n } },
-  } as unknown as TaskRecord;
-  return { fence: { epoch, position }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
-}
 
 /** Everything a reader of the log sees: the head, the tail, the epochs, the rows. */
 async function state(db: SqliteDatabase) {

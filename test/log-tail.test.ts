@@ -8,27 +8,14 @@ import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { emptyBatch } from "../src/testing/storage-conformance.ts";
+import { asObjects } from "./sqlite-support.ts";
 
 // Decision 0039: the log's tail keeps a fenced transaction of any size, in slices that each fit in one row of a
 // storage whose rows are limited (a Durable Object's 2 MB): a takeover recovering 10,000 running tasks (2.15 MB) or
 // a group of six 400 KB inputs is stored; before, the one tail row refused it (InvalidInput, maxRowBytes).
 
 /** The same database with a row limit, as a Durable Object's is. */
-function rowLimited(db: SqliteDatabase, maxRowBytes: number): SqliteDatabase {
-  return {
-    maxRowBytes,
-    get readOnly() {
-      return db.readOnly;
-    },
-    exec: (sql) => db.exec(sql),
-    run: (sql, ...params) => db.run(sql, ...params),
-    get: (sql, ...params) => db.get(sql, ...params),
-    all: (sql, ...params) => db.all(sql, ...params),
-    transaction: (body) => db.transaction(body),
-    exportImage: () => db.exportImage(),
-    close: () => db.close(),
-  };
-}
+const rowLimited = (db: SqliteDatabase, maxRowBytes: number) => asObjects(db, { maxRowBytes });
 
 const inputs = (count: number, bytes: number) =>
   Array.from({ length: count }, (_, index) => ({

@@ -1,10 +1,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { LogOutOfOrder, StaleEpoch } from "../src/errors.ts";
-import type { Batch, TaskRecord } from "../src/storage/records.ts";
+import type { Batch } from "../src/storage/records.ts";
 import { batchText } from "../src/storage/sqlite/log-write.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+import { stepped } from "./sqlite-support.ts";
 
 // Decision 0042: a fenced transaction's log row is made of its rows' own texts, and a transaction that continues
 // this storage's own head under the same epoch checks the fence with one compare-and-set. The log must hold
@@ -34,20 +35,6 @@ const texts = (value: Batch) => ({
   submissions: value.submissions.map((item) => JSON.stringify(item)),
   documents: value.documents.map((item) => JSON.stringify(item)),
 });
-
-function stepped(id: number, n: number, position: number, epoch: number): Batch & { fence: { epoch: number; position: number } } {
-  const task = {
-    id,
-    conversationId: 1,
-    kind: "bench.stepper",
-    version: 1,
-    input: null,
-    background: false,
-    abortRequested: false,
-    state: { status: "running", checkpoint: { phase: "step", n } },
-  } as unknown as TaskRecord;
-  return { fence: { epoch, position }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
-}
 
 describe("the fenced log's row (decision 0042)", () => {
   it("S11: a transaction's log text is JSON.stringify of its batch, whatever it carries and in whatever key order", () => {

@@ -7,6 +7,7 @@ import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SCHEMA_VERSION } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+import { asObjects } from "./sqlite-support.ts";
 import { ctx, openHarness, runUntil } from "./support.ts";
 
 /**
@@ -20,21 +21,7 @@ async function tableNames(db: SqliteDatabase): Promise<string[]> {
 }
 
 /** The same database, saying it is shared with an app (as a Durable Object's is). */
-function shared(db: SqliteDatabase): SqliteDatabase {
-  return {
-    shared: true,
-    get readOnly() {
-      return db.readOnly;
-    },
-    exec: (sql) => db.exec(sql),
-    run: (sql, ...params) => db.run(sql, ...params),
-    get: (sql, ...params) => db.get(sql, ...params),
-    all: (sql, ...params) => db.all(sql, ...params),
-    transaction: (body) => db.transaction(body),
-    exportImage: () => db.exportImage(),
-    close: () => db.close(),
-  };
-}
+const shared = (db: SqliteDatabase) => asObjects(db, { shared: true });
 
 describe("S11: schema version 1 migrates to the current version", () => {
   it("S11/S12: a version-1 image opens writable, its marker becomes pi_durable_meta, and the counter goes on from tick 3", async () => {
