@@ -69,6 +69,12 @@ const browser: Bench = {
     { bench: "browser OPFS", what: "kernel step ÷ raw commit", read: (r) => r.kernel.ratio, unit: "×" },
     {
       bench: "browser OPFS",
+      what: "kernel step ÷ raw commit, interleaved",
+      read: (r) => r.kernel.interleaved?.ratio ?? Number.NaN,
+      unit: "×",
+    },
+    {
+      bench: "browser OPFS",
       what: "100 parallel tasks: steps/s ÷ raw commits/s",
       read: (r) => r.kernel.parallel?.ratio ?? Number.NaN,
       unit: "×",

@@ -5,6 +5,9 @@
  * (a) Kernel steps against raw commits: one task committing STEPS checkpoints, next to STEPS single-row
  *     UPDATE transactions of a JSON record as large as the task's, on the same VFS in the same worker.
  *     Median of RUNS alternating runs; the ratio is of the medians.
+ *     Beside it (decision 0061), the same two measured in LONE_ROUNDS rounds with nothing else between them, raw
+ *     first in one round and kernel first in the next (`interleavedLoneStep`); `npm run bench:lone-step` runs both
+ *     alone, with what each commit writes and runs counted.
  * (b) Reload to first resumed step: a `serveHarness` worker with 1, 1,000 or 10,000 live tasks, one of
  *     them stepping as fast as it can. `page.reload()` is the crash; the figure is the time from the new
  *     document's navigation start to the commit of the hot task's first step in the new worker, both on the
@@ -28,6 +31,17 @@ const STEPS = 2000;
 /** Group commit (decision 0026): this many tasks stepping at once, STEPS steps in all. */
 const PARALLEL = 100;
 const RUNS = QUICK ? 3 : 11;
+/**
+ * The interleaved lone-step figure (decision 0061): this many rounds of LONE_STEPS raw commits and LONE_STEPS kernel
+ * steps, the order alternating round by round, so neither side always runs first (or right after the other runs).
+ */
+const LONE_ROUNDS = QUICK ? 6 : 24;
+/**
+ * 2,000 (as STEPS): a whole number of SQLite's automatic checkpoints (every 1,000 WAL frames, one frame a commit), so
+ * a run does not take a checkpoint or not depending on where the last one left off. Runs of 500 did (range
+ * 0.28–3.98× run by run on an idle machine).
+ */
+const LONE_STEPS = 2000;
 /** Reloads per configuration: ROUNDS × PER_ROUND. */
 const ROUNDS = QUICK ? 1 : 5;
 const PER_ROUND = QUICK ? 3 : 2;
@@ -80,6 +94,7 @@ export async function benchBrowser() {
   try {
     const page = await browser.newPage();
     const kernel = await kernelVsRaw(page, server.url);
+    const lone = await interleavedLoneStep(page);
     // One live task is the hot one alone: the same for both shapes.
     const configs = VARIANTS.flatMap((variant) =>
       SIZES.filter((live) => variant === "sleeping" || live > 1).map((live): RecoveryConfig => ({ variant, live })),
@@ -87,7 +102,7 @@ export async function benchBrowser() {
     for (const history of HISTORIES) configs.push({ variant: "history", live: 1, history });
     const recovery = await recoveries(page, server.url, configs);
     await page.close();
-    return report(browser.version, kernel, recovery);
+    return report(browser.version, { ...kernel, interleaved: lone }, recovery);
   } catch (error) {
     if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
     throw error;
@@ -161,6 +176,41 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
       pairedRatios: summarize(fenced.map((micros, run) => micros / steps[run]!)),
       target: "an effect-free step under a lease: zero added latency over a step with no lease (issue 27)",
     },
+  };
+}
+
+/**
+ * A lone task's step against a raw commit, interleaved (decision 0061): LONE_ROUNDS rounds of LONE_STEPS each, raw
+ * first in even rounds and kernel first in odd ones; the ratio of the medians and the median of each round's own
+ * ratio. The same two measurements as `kernelVsRaw`'s first two (that figure stays as it was, beside this one).
+ */
+export async function interleavedLoneStep(page: Page) {
+  const raw: number[] = [];
+  const kernel: number[] = [];
+  for (let round = 0; round < LONE_ROUNDS; round++) {
+    const rawRun = () => page.evaluate((n) => window.bench.kernel!.rawCommits(n), LONE_STEPS);
+    const kernelRun = () => page.evaluate((n) => window.bench.kernel!.kernelSteps(n), LONE_STEPS);
+    let r: { ms: number };
+    let k: { ms: number };
+    if (round % 2 === 0) {
+      r = await rawRun();
+      k = await kernelRun();
+    } else {
+      k = await kernelRun();
+      r = await rawRun();
+    }
+    raw.push((r.ms * 1000) / LONE_STEPS);
+    kernel.push((k.ms * 1000) / LONE_STEPS);
+  }
+  const rawCommitMicros = summarize(raw);
+  const kernelStepMicros = summarize(kernel);
+  return {
+    rounds: LONE_ROUNDS,
+    steps: LONE_STEPS,
+    rawCommitMicros,
+    kernelStepMicros,
+    ratio: kernelStepMicros.median / rawCommitMicros.median,
+    pairedRatios: summarize(kernel.map((micros, round) => micros / raw[round]!)),
   };
 }
 
@@ -276,7 +326,12 @@ async function waitForHarness(page: Page): Promise<void> {
   if (status === "failed") throw new Error("the bench harness failed to open");
 }
 
-function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>>, recovery: RecoveryFigures[]) {
+function report(
+  chromium: string,
+  kernel: Awaited<ReturnType<typeof kernelVsRaw>> & { interleaved: Awaited<ReturnType<typeof interleavedLoneStep>> },
+  recovery: RecoveryFigures[],
+) {
+  const lone = kernel.interleaved;
   const baseline = recovery.find((r) => r.live === 1)!;
   const [smallHistory, largeHistory] = recovery.filter((r) => r.variant === "history");
   const historyRatio = largeHistory!.firstStepMs.median / smallHistory!.firstStepMs.median;
@@ -334,6 +389,14 @@ function report(chromium: string, kernel: Awaited<ReturnType<typeof kernelVsRaw>
       range: `${fmt(kernel.kernelStepMicros.min)}–${fmt(kernel.kernelStepMicros.max)} µs`,
       ratio: `${fmt(kernel.ratio, 2)}× raw (run by run: median ${fmt(kernel.pairedRatios.median, 2)}×, ${fmt(kernel.pairedRatios.min, 2)}–${fmt(kernel.pairedRatios.max, 2)}×)`,
       target: `≤ 1.2× ${kernel.meetsTarget ? "✅" : "❌"}`,
+    },
+    {
+      bench: "browser OPFS",
+      what: `kernel step, interleaved: ${lone.rounds} rounds of ${lone.steps.toLocaleString("en-US")}, raw and kernel taking turns first (raw ${fmt(lone.rawCommitMicros.median)} µs)`,
+      median: `${fmt(lone.kernelStepMicros.median)} µs (${fmt(1e6 / lone.kernelStepMicros.median, 0)}/s)`,
+      range: `${fmt(lone.kernelStepMicros.min)}–${fmt(lone.kernelStepMicros.max)} µs`,
+      ratio: `${fmt(lone.ratio, 2)}× raw (run by run: median ${fmt(lone.pairedRatios.median, 2)}×, ${fmt(lone.pairedRatios.min, 2)}–${fmt(lone.pairedRatios.max, 2)}×)`,
+      target: `≤ 1.2× ${lone.ratio <= 1.2 ? "✅" : "❌"}`,
     },
     {
       bench: "browser OPFS",

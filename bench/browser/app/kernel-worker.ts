@@ -12,6 +12,7 @@ import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../../../src/storage/sqlite/wasm.ts";
+import { countIo, type IoCounts } from "./io-count.ts";
 import { stepper } from "./tasks.ts";
 
 const POOL = "pi-bench-kernel";
@@ -137,6 +138,18 @@ const api = {
       await db.transaction((tx) => tx.run("UPDATE raw SET record = ? WHERE id = 1", text));
     }
     return { ms: performance.now() - started, recordBytes: bytes };
+  },
+
+  /**
+   * Decision 0061: `count` raw commits and then one task's `count` kernel steps, each with its VFS handle calls and
+   * its statements counted (io-count.ts), and both timed as in `rawCommits` and `kernelSteps`.
+   */
+  async ioProfile(count: number): Promise<{ raw: IoCounts & { ms: number }; kernel: IoCounts & { ms: number } }> {
+    const db = await openRaw();
+    const { harness, storage } = await openKernel();
+    const raw = await countIo(db, () => api.rawCommits(count));
+    const kernel = await countIo(storage.database, () => steps(harness, count));
+    return { raw: { ...raw.counts, ms: raw.result.ms }, kernel: { ...kernel.counts, ms: kernel.result.ms } };
   },
 
   /** The journal settings actually in force on both databases, and versions. */
