@@ -39,6 +39,8 @@ export async function benchLoneStep() {
       getSizes: counts.getSizes / PROFILED,
       truncates: counts.truncates / PROFILED,
       transactions: counts.transactions / PROFILED,
+      portMessages: counts.portMessages / PROFILED,
+      timers: counts.timers / PROFILED,
       statements: counts.statements / PROFILED,
       statementsOutside: counts.statementsOutside / PROFILED,
       boundBytes: counts.boundBytes / PROFILED,
@@ -61,7 +63,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const result = await benchLoneStep();
   const { old, interleaved, perCommit, load } = result;
   const line = (name: string, c: (typeof perCommit)["raw"]) =>
-    `${name}: ${fmt(c.micros)} µs, ${fmt(c.transactionMicros)} µs from transaction() to its commit, ${fmt(c.handleMicros)} µs in handle calls; per commit ${fmt(c.writes, 2)} writes (${fmt(c.pageWrites, 2)} whole pages, ${fmt(c.writeBytes, 0)} B), ${fmt(c.flushes, 3)} flushes, ${fmt(c.reads, 3)} reads, ${fmt(c.getSizes, 3)} size reads, ${fmt(c.truncates, 3)} truncates; ${fmt(c.transactions, 3)} transactions, ${fmt(c.statements, 2)} statements in them (+ BEGIN, COMMIT), ${fmt(c.statementsOutside, 3)} outside, ${fmt(c.boundBytes, 0)} B bound`;
+    `${name}: ${fmt(c.micros)} µs, ${fmt(c.transactionMicros)} µs from transaction() to its commit, ${fmt(c.handleMicros)} µs in handle calls; per commit ${fmt(c.writes, 2)} writes (${fmt(c.pageWrites, 2)} whole pages, ${fmt(c.writeBytes, 0)} B), ${fmt(c.flushes, 3)} flushes, ${fmt(c.reads, 3)} reads, ${fmt(c.getSizes, 3)} size reads, ${fmt(c.truncates, 3)} truncates, ${fmt(c.portMessages, 3)} port messages, ${fmt(c.timers, 3)} timers; ${fmt(c.transactions, 3)} transactions, ${fmt(c.statements, 2)} statements in them (+ BEGIN, COMMIT), ${fmt(c.statementsOutside, 3)} outside, ${fmt(c.boundBytes, 0)} B bound`;
   console.log(line("raw commit", perCommit.raw));
   console.log(line("kernel step", perCommit.kernel));
   console.log(

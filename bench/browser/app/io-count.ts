@@ -21,6 +21,9 @@ export interface IoCounts {
   truncates: number;
   /** Time inside the handles' calls (ms). */
   handleMs: number;
+  /** Messages posted on a MessagePort (the worker's macrotask hops: event-loop.ts's probe and yield) and timers set. */
+  portMessages: number;
+  timers: number;
   transactions: number;
   /** Time from each `transaction()` call to its promise settling (ms): the facade's queue, BEGIN, the body, COMMIT. */
   transactionMs: number;
@@ -47,6 +50,8 @@ function zero(): IoCounts {
     getSizes: 0,
     truncates: 0,
     handleMs: 0,
+    portMessages: 0,
+    timers: 0,
     transactions: 0,
     transactionMs: 0,
     statements: 0,
@@ -94,6 +99,17 @@ export async function countIo<T>(database: SqliteDatabase, body: () => Promise<T
       }
     };
   }
+  const port = MessagePort.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const postMessage = port.postMessage!;
+  port.postMessage = function (this: unknown, ...args: unknown[]) {
+    counts.portMessages++;
+    return postMessage.apply(this, args);
+  };
+  const setTimer = globalThis.setTimeout;
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    counts.timers++;
+    return setTimer(...args);
+  }) as typeof setTimeout;
   const note = (sql: string, params: readonly SqlValue[], inside: boolean) => {
     if (inside) counts.statements++;
     else counts.statementsOutside++;
@@ -140,6 +156,8 @@ export async function countIo<T>(database: SqliteDatabase, body: () => Promise<T
     return { result: await body(), counts };
   } finally {
     for (const [name, original] of originals) proto[name] = original;
+    port.postMessage = postMessage;
+    globalThis.setTimeout = setTimer;
     for (const name of ["transaction", "run", "get", "all", "exec"]) if (!own.includes(name)) delete db[name];
   }
 }
