@@ -19,8 +19,10 @@ export interface IoCounts {
   flushes: number;
   getSizes: number;
   truncates: number;
-  /** Time inside the handles' calls (ms). */
+  /** Time inside the handles' calls (ms): all of them, and the writes' and flushes' alone. */
   handleMs: number;
+  writeMs: number;
+  flushMs: number;
   /** Messages posted on a MessagePort (the worker's macrotask hops: event-loop.ts's probe and yield) and timers set. */
   portMessages: number;
   timers: number;
@@ -50,6 +52,8 @@ function zero(): IoCounts {
     getSizes: 0,
     truncates: 0,
     handleMs: 0,
+    writeMs: 0,
+    flushMs: 0,
     portMessages: 0,
     timers: 0,
     transactions: 0,
@@ -85,7 +89,10 @@ export async function countIo<T>(database: SqliteDatabase, body: () => Promise<T
       try {
         return original.apply(this, args);
       } finally {
-        counts.handleMs += performance.now() - started;
+        const ms = performance.now() - started;
+        counts.handleMs += ms;
+        if (name === "write") counts.writeMs += ms;
+        else if (name === "flush") counts.flushMs += ms;
         if (name === "write") {
           const bytes = (args[0] as ArrayBufferView).byteLength;
           counts.writes++;

@@ -144,11 +144,13 @@ const api = {
    * Decision 0061: `count` raw commits and then one task's `count` kernel steps, each with its VFS handle calls and
    * its statements counted (io-count.ts), and both timed as in `rawCommits` and `kernelSteps`.
    */
-  async ioProfile(count: number): Promise<{ raw: IoCounts & { ms: number }; kernel: IoCounts & { ms: number } }> {
+  async ioProfile(count: number, kernelFirst = false): Promise<{ raw: IoCounts & { ms: number }; kernel: IoCounts & { ms: number } }> {
     const db = await openRaw();
     const { harness, storage } = await openKernel();
+    const runKernel = () => countIo(storage.database, () => steps(harness, count));
+    const first = kernelFirst ? await runKernel() : undefined;
     const raw = await countIo(db, () => api.rawCommits(count));
-    const kernel = await countIo(storage.database, () => steps(harness, count));
+    const kernel = first ?? (await runKernel());
     return { raw: { ...raw.counts, ms: raw.result.ms }, kernel: { ...kernel.counts, ms: kernel.result.ms } };
   },
 
