@@ -70,8 +70,9 @@ describe("task record text (decision 0041)", () => {
             current = { ...current, state: { ...current.state } as TaskState };
           }
           if (freeze) deepFreeze(current);
-          const { text, pieces } = taskText(current, last);
+          const { record: text, pieces, spliced } = taskText(current, last);
           expect(text).toBe(JSON.stringify(current));
+          if (spliced) pieces!.record = current; // stored: as SqliteStorage.apply moves the pieces on
           last = pieces;
         }
       }),
@@ -92,9 +93,9 @@ describe("task record text (decision 0041)", () => {
     } as TaskRecord);
     const first = taskText(base, undefined);
     const withUndefined = { ...base, owner: undefined, state: { status: "running", checkpoint: { phase: "q" } } } as TaskRecord;
-    expect(taskText(withUndefined, first.pieces).text).toBe(JSON.stringify(withUndefined));
+    expect(taskText(withUndefined, first.pieces).record).toBe(JSON.stringify(withUndefined));
     const odd = { ...base, toJSON: () => ({ odd: true }) } as unknown as TaskRecord;
-    expect(taskText(odd, first.pieces).text).toBe('{"odd":true}');
+    expect(taskText(odd, first.pieces).record).toBe('{"odd":true}');
   });
 });
 

@@ -32,7 +32,9 @@ export interface CommitSettled {
 
 /** A commit waiting on the line for its turn. */
 export interface Pending {
-  body: (tx: KernelTx) => unknown;
+  body: (tx: KernelTx, arg: unknown) => unknown;
+  /** What `body` is called with beside its `tx`: a hot caller's one body for all its commits needs no closure each. */
+  arg: unknown;
   actor: TxActor | undefined;
   resolve(value: unknown): void;
   reject(error: unknown): void;

@@ -168,13 +168,14 @@ export class Session {
 
   /**
    * Runs `body` on the line and stores what it staged. `body` must be synchronous. The result is the body's
-   * return value, once the commit is durable.
+   * return value, once the commit is durable. `arg` is passed to `body` beside the `tx` (decision 0060: a task's
+   * step commits through one body made per invocation, with its change as `arg`, not two closures per step).
    */
-  commit<T>(body: (tx: KernelTx) => T, actor?: TxActor, options?: CommitOptions): Promise<T> {
+  commit<T, A = undefined>(body: (tx: KernelTx, arg: A) => T, actor?: TxActor, options?: CommitOptions, arg?: A): Promise<T> {
     if (this.#sealed && !options?.whileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { body, actor, resolve: resolve as (value: unknown) => void, reject, settled: options?.settled };
+      const pending: Pending = { body: body as Pending["body"], arg, actor, resolve: resolve as (value: unknown) => void, reject, settled: options?.settled };
       if (!options?.group) {
         this.#turn(() => this.#runGroup([pending], false));
         return;
@@ -229,7 +230,7 @@ export class Session {
     for (const pending of members) {
       try {
         const tx = new KernelTx(this, pending.actor, group);
-        const result = pending.body(tx);
+        const result = pending.body(tx, pending.arg);
         if (typeof (result as { then?: unknown } | null)?.then === "function") {
           throw new InvalidCommit(
             "A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.",

@@ -16,6 +16,9 @@ import type { Registry } from "./registry.ts";
 import { applyNext } from "./transitions.ts";
 import type { TaskRuntime } from "./types.ts";
 
+/** What `runtime.commit` is given: the change from the task as committed to its next state. */
+type Change = Parameters<TaskRuntime["commit"]>[0];
+
 export interface TaskRuntimesOptions {
   readonly session: Session;
   readonly registry: Registry;
@@ -68,6 +71,8 @@ class InvocationRuntime implements TaskRuntime {
    * (a storage refusal remembered, a stored commit clearing it), so a step awaits the commit's own promise.
    */
   readonly #commitOptions: CommitOptions;
+  /** `#step` bound once: every step of this invocation commits through it. */
+  readonly #stepBody: (tx: KernelTx, change: Change) => void;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
@@ -79,6 +84,7 @@ class InvocationRuntime implements TaskRuntime {
     this.#invocation = invocation;
     this.#kind = first.kind;
     this.#actor = Object.freeze({ conversationId: first.conversationId, taskId: invocation.taskId });
+    this.#stepBody = (tx, change) => this.#step(tx, change);
     this.#commitOptions = {
       group: true,
       settled: {
@@ -108,24 +114,38 @@ class InvocationRuntime implements TaskRuntime {
     if (this.#invocation.ended) throw new InvocationEnded(this.taskId);
   }
 
-  /** Commits `body` for this running task, on the line (groupable: it reads only through its `tx`). */
-  #gated<T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> {
-    const { session, closing } = this.#runtimes.kernel;
+  /** The task as `tx` sees it, when this invocation may still commit for it; throws the reason otherwise. */
+  #current(tx: KernelTx): TaskRecord {
     const invocation = this.#invocation;
     const id = this.taskId;
-    return session.commit(
-      (tx) => {
-        if (invocation.ended) throw new InvocationEnded(id);
-        if (closing()) throw new HarnessClosed();
-        const current = tx.task(id);
-        if (!current) throw new InvalidCommit(`Task ${id} is terminal.`);
-        if (current.state.status !== "running") throw new InvalidCommit(`Task ${id} is ${current.state.status}.`);
-        if (invocation.mode === "run" && current.abortRequested) throw new InvalidCommit(`Task ${id} has a durable abort mark.`);
-        return body(tx, current);
-      },
-      this.#actor,
-      this.#commitOptions,
-    );
+    if (invocation.ended) throw new InvocationEnded(id);
+    if (this.#runtimes.kernel.closing()) throw new HarnessClosed();
+    const current = tx.task(id);
+    if (!current) throw new InvalidCommit(`Task ${id} is terminal.`);
+    if (current.state.status !== "running") throw new InvalidCommit(`Task ${id} is ${current.state.status}.`);
+    if (invocation.mode === "run" && current.abortRequested) throw new InvalidCommit(`Task ${id} has a durable abort mark.`);
+    return current;
+  }
+
+  /** Commits `body` for this running task, on the line (groupable: it reads only through its `tx`). */
+  #gated<T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> {
+    return this.#runtimes.kernel.session.commit((tx) => body(tx, this.#current(tx)), this.#actor, this.#commitOptions);
+  }
+
+  /**
+   * A step's commit body, one per invocation: the change comes as the commit's `arg` (decision 0060: before, a
+   * step made two closures, the gate's and the change's wrapper, each kept alive until its group was stored).
+   */
+  #step(tx: KernelTx, change: Change): void {
+    const current = this.#current(tx);
+    // `current` is the committed record itself (frozen), not a copy.
+    const next = change(tx, current);
+    if (typeof (next as { then?: unknown } | undefined)?.then === "function") {
+      throw new InvalidCommit(
+        `The change callback of runtime.commit (task ${this.taskId}) returned a Promise: it must be synchronous. Do the async work before commit and return the next state (or undefined).`,
+      );
+    }
+    if (next !== undefined) applyNext(tx, this.#runtimes.kernel.index, current, next, this.#invocation.mode, this.#runtimes.stored);
   }
 
   /**
@@ -146,20 +166,8 @@ class InvocationRuntime implements TaskRuntime {
     } catch (error) {
       return Promise.reject(error);
     }
-    const { index, options } = this.#runtimes.kernel;
-    const stored = this.#runtimes.stored;
-    const invocation = this.#invocation;
-    const id = this.taskId;
-    const committed = this.#gated((tx, current) => {
-      // `current` is the committed record itself (frozen), not a copy.
-      const next = change(tx, current);
-      if (typeof (next as { then?: unknown } | undefined)?.then === "function") {
-        throw new InvalidCommit(
-          `The change callback of runtime.commit (task ${id}) returned a Promise: it must be synchronous. Do the async work before commit and return the next state (or undefined).`,
-        );
-      }
-      if (next !== undefined) applyNext(tx, index, current, next, invocation.mode, stored);
-    });
+    const { session, options } = this.#runtimes.kernel;
+    const committed = session.commit(this.#stepBody, this.#actor, this.#commitOptions, change);
     const settled = this.#settled(committed, context);
     return options.crashPoint ? settled.then(() => this.crashPoint("task:after-commit")) : (settled as Promise<void>);
   }

@@ -129,10 +129,7 @@ export class SqliteStorage implements Storage {
     if (this.readOnly) throw new ReadOnlySession("A write");
     if (await this.#recount(batch)) return;
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
-    const tasks = batch.tasks.map((task) => {
-      const { text, pieces } = taskText(task, this.#texts.get(task.id));
-      return { task, record: text, pieces };
-    });
+    const tasks = batch.tasks.map((task) => taskText(task, this.#texts.get(task.id)));
     const conversations = batch.conversations.map((c) => [c.id, c.owner ?? null, JSON.stringify(c)] as SqlValue[]);
     const entries = batch.entries.map((e) => [e.id, e.conversationId, e.kind, JSON.stringify(e)] as SqlValue[]);
     const submissions = batch.submissions.map(
@@ -197,12 +194,13 @@ export class SqliteStorage implements Storage {
     });
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
     if (committed) this.#log.stored(committed);
-    for (const { task, pieces } of tasks) {
+    for (const { task, pieces, spliced } of tasks) {
       if (task.state.status === "terminal") {
         this.#liveStatus.delete(task.id);
         this.#texts.delete(task.id);
       } else {
         this.#liveStatus.set(task.id, task.state.status);
+        if (spliced) pieces!.record = task; // the pieces it was spliced from now stand for the stored version
         if (pieces) this.#texts.set(task.id, pieces);
         else this.#texts.delete(task.id);
       }

@@ -6,7 +6,8 @@ import type { TaskRecord } from "../records.ts";
  * `head + state + tail`, and only the state is serialized again (decision 0041).
  */
 export interface TaskText {
-  readonly record: TaskRecord;
+  /** The record the text was made from: moved on in place once a spliced text of a later version is stored. */
+  record: TaskRecord;
   readonly keys: readonly string[];
   readonly head: string;
   readonly tail: string;
@@ -20,16 +21,26 @@ const STATUSES = new Set(["pending", "running", "waiting", "sleeping", "completi
  * every member but `state` is the same value — the same primitive or the same object, in the same key order.
  * Pieces are made only of a record whose members were all frozen when its text was made: committed records
  * are deep-frozen (`deepFreeze`), so a member shared with the last version cannot have changed since. Returns
- * the text, and the pieces to remember once it is stored (undefined when a member is not frozen yet, or the
- * record's shape is one JSON would not spell member by member).
+ * the row to write: the text, and the pieces to remember once it is stored (undefined when a member is not
+ * frozen yet, or the record's shape is one JSON would not spell member by member). A text spliced from `last`
+ * keeps `last` as its pieces (`spliced`): once stored, `last.record` moves on to `task` in place, so a step
+ * makes one object for its row rather than three (decision 0060).
  */
-export function taskText(task: TaskRecord, last: TaskText | undefined): { text: string; pieces: TaskText | undefined } {
+export function taskText(task: TaskRecord, last: TaskText | undefined): TaskRow {
   if (last !== undefined && sameBesideState(task, last)) {
     const state = stateText(task.state);
-    if (state !== undefined)
-      return { text: last.head + state + last.tail, pieces: { record: task, keys: last.keys, head: last.head, tail: last.tail } };
+    if (state !== undefined) return { task, record: last.head + state + last.tail, pieces: last, spliced: true };
   }
   return wholeText(task, Object.keys(task));
+}
+
+/** A task's row as a batch writes it: its record text, and the pieces to remember once it is stored. */
+export interface TaskRow {
+  readonly task: TaskRecord;
+  readonly record: string;
+  readonly pieces: TaskText | undefined;
+  /** The text was spliced from `pieces` as they were (`pieces.record` is still the version before `task`). */
+  readonly spliced: boolean;
 }
 
 /**
@@ -54,9 +65,9 @@ function sameBesideState(task: TaskRecord, last: TaskText): boolean {
  * only for a record whose pieces can be reused: one whose members are frozen (a pushed or replayed batch's
  * copies are not) and that stays live (a terminal row is never written again).
  */
-function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; pieces: TaskText | undefined } {
+function wholeText(task: TaskRecord, keys: readonly string[]): TaskRow {
   const record = task as unknown as Record<string, unknown>;
-  if (!reusable(record, keys)) return { text: JSON.stringify(task), pieces: undefined };
+  if (!reusable(record, keys)) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
   let head = "{";
   let tail: string | undefined;
   let state: string | undefined;
@@ -64,7 +75,7 @@ function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; p
   for (const key of keys) {
     if (key === "state") {
       state = stateText(task.state);
-      if (state === undefined) return { text: JSON.stringify(task), pieces: undefined };
+      if (state === undefined) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
       head += `${separator}"state":`;
       tail = "";
       separator = ",";
@@ -77,9 +88,9 @@ function wholeText(task: TaskRecord, keys: readonly string[]): { text: string; p
     else tail += text;
     separator = ",";
   }
-  if (state === undefined || tail === undefined) return { text: JSON.stringify(task), pieces: undefined };
+  if (state === undefined || tail === undefined) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
   tail += "}";
-  return { text: head + state + tail, pieces: { record: task, keys, head, tail } };
+  return { task, record: head + state + tail, pieces: { record: task, keys, head, tail }, spliced: false };
 }
 
 /** Whether a record's text is worth cutting into pieces: live, no `toJSON`, every member but its state frozen. */
