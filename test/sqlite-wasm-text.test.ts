@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm";
@@ -28,6 +29,25 @@ describe("sqlite-wasm text values", () => {
     expect(rows.map((row) => row.type)).toEqual(texts.map(() => "text"));
     // SQLite counts characters up to a NUL; a surrogate pair is one character.
     expect(rows.map((row) => row.chars)).toEqual([0, 5, 7, 13, 3, 70_000, 200_000]);
+  });
+
+  it("decision 0060: a statement's texts bound from one block read back exactly, ASCII or not, empty, NUL, beside other values", async () => {
+    const db = await memory();
+    await db.exec("CREATE TABLE m (id INTEGER PRIMARY KEY, a TEXT, b, c TEXT, d TEXT)");
+    const value = fc.oneof(fc.string({ unit: "grapheme-ascii" }), fc.string({ unit: "binary" }), fc.integer(), fc.constant(null));
+    let id = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.string({ unit: "grapheme-ascii" }), value, fc.string(), fc.string({ unit: "binary" }), async (a, b, c, d) => {
+        id++;
+        // Twice in one statement and again through the cache: the block is freed and made again each time.
+        await db.run("INSERT INTO m (id, a, b, c, d) VALUES (?, ?, ?, ?, ?)", id, a, b, c, d);
+        await db.run("UPDATE m SET a = ?, d = ? WHERE id = ?", d, a, id);
+        const row = await db.get("SELECT a, b, c, d, length(CAST(d AS BLOB)) AS bytes FROM m WHERE id = ?", id);
+        const expected = (text: string) => text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+        expect(row).toEqual({ a: expected(d), b: typeof b === "string" ? expected(b) : b, c: expected(c), d: expected(a), bytes: new TextEncoder().encode(a).length });
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it("stores a lone surrogate as U+FFFD, as the library's encoder does", async () => {

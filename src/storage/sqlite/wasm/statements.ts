@@ -1,7 +1,7 @@
 import type { Sqlite3Static } from "@sqlite.org/sqlite-wasm";
 import type { SqlValue } from "../database.ts";
 import { type RawApi, SQLITE_PREPARE_PERSISTENT } from "./capi.ts";
-import type { Codecs, Statement } from "./codecs.ts";
+import { BindFailed, type Codecs, type Statement } from "./codecs.ts";
 
 // Preparing statements: one at a time from a text (telling whether more follow), and the cache of prepared
 // statements a connection reuses.
@@ -79,6 +79,13 @@ export class StatementCache {
       }
       this.#statements.set(sql, statement);
     }
+    if (params.length > 1 && params.length === statement.parameters) {
+      try {
+        if (this.#codecs.bindTexts(statement, params)) return statement;
+      } catch (error) {
+        throw error instanceof BindFailed ? this.#fail(error.rc) : error;
+      }
+    }
     this.bindAll(statement, sql, params);
     return statement;
   }
@@ -99,7 +106,8 @@ export class StatementCache {
   /** Resets a cached statement for its next use and frees its bound values (a big JSON text, say) now. */
   done(statement: Statement): void {
     this.#c.sqlite3_reset(statement.pointer);
-    if (statement.parameters > 0) this.#c.sqlite3_clear_bindings(statement.pointer);
+    if (statement.block !== 0) this.#codecs.freeBlock(statement);
+    else if (statement.parameters > 0) this.#c.sqlite3_clear_bindings(statement.pointer);
   }
 
   /** Finalizes every cached statement (before the connection closes). */
@@ -121,5 +129,5 @@ export class StatementCache {
 }
 
 export function statementOf(c: RawApi, pointer: number): Statement {
-  return { pointer, parameters: c.sqlite3_bind_parameter_count(pointer), names: undefined, reprepares: 0 };
+  return { pointer, parameters: c.sqlite3_bind_parameter_count(pointer), names: undefined, reprepares: 0, block: 0 };
 }
