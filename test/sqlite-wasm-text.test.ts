@@ -43,8 +43,15 @@ describe("sqlite-wasm text values", () => {
         await db.run("INSERT INTO m (id, a, b, c, d) VALUES (?, ?, ?, ?, ?)", id, a, b, c, d);
         await db.run("UPDATE m SET a = ?, d = ? WHERE id = ?", d, a, id);
         const row = await db.get("SELECT a, b, c, d, length(CAST(d AS BLOB)) AS bytes FROM m WHERE id = ?", id);
-        const expected = (text: string) => text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
-        expect(row).toEqual({ a: expected(d), b: typeof b === "string" ? expected(b) : b, c: expected(c), d: expected(a), bytes: new TextEncoder().encode(a).length });
+        const expected = (text: string) =>
+          text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+        expect(row).toEqual({
+          a: expected(d),
+          b: typeof b === "string" ? expected(b) : b,
+          c: expected(c),
+          d: expected(a),
+          bytes: new TextEncoder().encode(a).length,
+        });
       }),
       { numRuns: 300 },
     );

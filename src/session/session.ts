@@ -175,7 +175,14 @@ export class Session {
     if (this.#sealed && !options?.whileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { body: body as Pending["body"], arg, actor, resolve: resolve as (value: unknown) => void, reject, settled: options?.settled };
+      const pending: Pending = {
+        body: body as Pending["body"],
+        arg,
+        actor,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        settled: options?.settled,
+      };
       if (!options?.group) {
         this.#turn(() => this.#runGroup([pending], false));
         return;
