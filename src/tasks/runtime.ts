@@ -63,16 +63,20 @@ class InvocationRuntime implements TaskRuntime {
   readonly #runtimes: TaskRuntimes;
   readonly #invocation: Invocation;
   readonly #kind: string;
-  /** Who this invocation's commits are by: one object for all of them (a commit reads it, never changes it). */
-  readonly #actor: TxActor;
+  /**
+   * Who this invocation's commits are by: one object for all of them (a commit reads it, never changes it). Made at
+   * the first commit, as `#commitOptions` is: a phase held without committing (thousands of them after a crash, each
+   * started before the last by id) makes neither (decision 0059).
+   */
+  #actor: TxActor | undefined;
   /**
    * How its commits go on the line: grouped (they read only through their `tx`, so they may share a transaction
    * with others, decision 0026), and settled into the invocation's bookkeeping by the session itself
    * (a storage refusal remembered, a stored commit clearing it), so a step awaits the commit's own promise.
    */
-  readonly #commitOptions: CommitOptions;
-  /** `#step` bound once: every step of this invocation commits through it. */
-  readonly #stepBody: (tx: KernelTx, change: Change) => void;
+  #commitOptions: CommitOptions | undefined;
+  /** `#step` bound once, at the first step: every step of this invocation commits through it. */
+  #stepBody: ((tx: KernelTx, change: Change) => void) | undefined;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
@@ -83,19 +87,6 @@ class InvocationRuntime implements TaskRuntime {
     this.#runtimes = runtimes;
     this.#invocation = invocation;
     this.#kind = first.kind;
-    this.#actor = Object.freeze({ conversationId: first.conversationId, taskId: invocation.taskId });
-    this.#stepBody = (tx, change) => this.#step(tx, change);
-    this.#commitOptions = {
-      group: true,
-      settled: {
-        stored: () => {
-          invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
-        },
-        refused: (error) => {
-          if (isStorageFailure(error)) invocation.storageFailure = error;
-        },
-      },
-    };
   }
 
   get signal(): AbortSignal {
@@ -127,9 +118,19 @@ class InvocationRuntime implements TaskRuntime {
     return current;
   }
 
+  /** Who this invocation's commits are by, made at its first commit (decision 0059). */
+  #by(): TxActor {
+    return (this.#actor ??= Object.freeze({ conversationId: this.conversationId, taskId: this.taskId }));
+  }
+
+  /** How this invocation's commits go on the line, made at its first commit (decision 0059). */
+  #options(): CommitOptions {
+    return (this.#commitOptions ??= commitOptions(this.#invocation));
+  }
+
   /** Commits `body` for this running task, on the line (groupable: it reads only through its `tx`). */
   #gated<T>(body: (tx: KernelTx, current: TaskRecord) => T): Promise<T> {
-    return this.#runtimes.kernel.session.commit((tx) => body(tx, this.#current(tx)), this.#actor, this.#commitOptions);
+    return this.#runtimes.kernel.session.commit((tx) => body(tx, this.#current(tx)), this.#by(), this.#options());
   }
 
   /**
@@ -167,7 +168,7 @@ class InvocationRuntime implements TaskRuntime {
       return Promise.reject(error);
     }
     const { session, options } = this.#runtimes.kernel;
-    const committed = session.commit(this.#stepBody, this.#actor, this.#commitOptions, change);
+    const committed = session.commit((this.#stepBody ??= (tx, next) => this.#step(tx, next)), this.#by(), this.#options(), change);
     const settled = this.#settled(committed, context);
     return options.crashPoint ? settled.then(() => this.crashPoint("task:after-commit")) : (settled as Promise<void>);
   }
@@ -306,4 +307,19 @@ class InvocationRuntime implements TaskRuntime {
     invocation.cancellation.onAbort(cancel);
     return cancel;
   }
+}
+
+/** How an invocation's commits go on the line (see `InvocationRuntime.#commitOptions`). */
+function commitOptions(invocation: Invocation): CommitOptions {
+  return {
+    group: true,
+    settled: {
+      stored: () => {
+        invocation.storageFailure = undefined; // a refusal the phase retried is no longer its failure
+      },
+      refused: (error) => {
+        if (isStorageFailure(error)) invocation.storageFailure = error;
+      },
+    },
+  };
 }
