@@ -113,6 +113,6 @@ describe("a started invocation (decision 0059)", () => {
     await ended;
     expect(context.cancelled).toBe(true);
     expect(context.abortSignal?.aborted).toBe(true);
-    expect((context.abortSignal?.reason as Error).message).toBe("stop");
+    expect((context.abortSignal?.reason as Error | undefined)?.message).toBe("stop");
   });
 });

@@ -51,7 +51,11 @@ export class SchedulingPass {
     this.#reconcile(tx, candidates, failed);
     const now = clock.now();
     // Reconciled candidates, merged with the ones an earlier pass deferred (already reconciled, in order).
-    const ordered = mergeSorted([...candidates].sort((a, b) => a - b), this.#deferred, this.#deferredAt);
+    const ordered = mergeSorted(
+      [...candidates].sort((a, b) => a - b),
+      this.#deferred,
+      this.#deferredAt,
+    );
     let position = ordered === this.#deferred ? this.#deferredAt : 0;
     this.#deferred = [];
     this.#deferredAt = 0;
