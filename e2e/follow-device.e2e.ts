@@ -38,6 +38,13 @@ describe("a place per device (Chromium + workerd, decision 0046)", () => {
     const object = await openDemo(session, `?edge=${encodeURIComponent(edge.socketUrl(name))}`);
     await waitForStatus(object, "ready");
     expect(await leaseHolder(object)).toBe(place);
+    // The `?edge=` page (a client of the object's own host) names the holder too, from the object's own lease record
+    // (decision 0067) — before, "a tab that holds the object's lease" for any holder.
+    await object.waitForSelector('#place-bar[data-place="tab"]', { state: "attached" });
+    expect(await object.textContent("#place-where")).toBe(`another tab or device (${place.slice(0, 12)})`);
+    expect(await object.isVisible("#place-move")).toBe(false);
+    await mkdir(".tmp/screenshots", { recursive: true });
+    await object.screenshot({ path: ".tmp/screenshots/follow-device-edge-held-by-tab.png" });
     // Another browser profile: another device.
     const other = await startBrowser();
     try {

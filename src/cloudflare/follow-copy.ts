@@ -10,6 +10,7 @@ import type { Json } from "../base/json.ts";
 import { ConnectionLost } from "../errors.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
 import { type CopyService, createCopyService, FORWARD_RESEND_MS } from "../follow/copy-service.ts";
+import { heldByOf } from "../follow/feed.ts";
 import { linkHolder } from "../follow/forwarding.ts";
 import type { ObjectEnd } from "../follow/object-end.ts";
 import { DEVICE_PAGE_CALLS, linkPageCalls } from "../follow/page-call-relay.ts";
@@ -28,6 +29,8 @@ export interface ObjectCopyOptions {
    */
   methods?: HostOptions["methods"];
   book: LeaseBook;
+  /** The object's own place in the lease (its status names the holder `object` when it is this one). */
+  place: string;
   /** The object's end, once it started (the forwards go through it). */
   end: () => Promise<ObjectEnd> | undefined;
 }
@@ -61,6 +64,8 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     holder: linkHolder(callTab),
     clock: systemClock,
     where: () => `${book.record.holder ?? "no place"} (lease epoch ${book.record.epoch})`,
+    // The object's host is told the holder from its own LeaseBook, as a tab is from the object (decision 0067).
+    heldBy: () => heldByOf(book.record, options.place),
   });
   return { copy, listenerCount: host.listenerCount };
 }

@@ -148,6 +148,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
             harness: harnessOptions,
             ...(methods ? { methods } : {}),
             book,
+            place,
             end: () => this.#following?.end,
           })
         : undefined;

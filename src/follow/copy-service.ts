@@ -13,7 +13,7 @@ import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { ConnectionLost, HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
-import { type HarnessService, type HarnessStatus, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
+import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 
@@ -35,6 +35,11 @@ export interface CopyServiceOptions {
   clock: Clock;
   /** Where the conversation runs now, for `RunsElsewhere` ("the tab, lease epoch 3"). */
   where?: () => string;
+  /**
+   * Who holds the lease while the copy follows it, as this place's own record says (decision 0067): the copy's ready
+   * status carries it as `heldBy`. Undefined (or returning undefined): the status names no holder.
+   */
+  heldBy?: () => HeldBy | undefined;
   /** Mints the key of a forwarded write sent without one. Default `crypto.randomUUID()`. */
   newKey?: () => string;
 }
@@ -173,9 +178,15 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     return harness;
   };
 
-  /** The copy's ready status says where the agent runs: elsewhere (the holding host's says here). */
-  const located = (status: HarnessStatus): HarnessStatus =>
-    !holding && status.kind === "ready" && status.runs === undefined ? { ...status, runs: "elsewhere" } : status;
+  /**
+   * The copy's ready status says where the agent runs: elsewhere (the holding host's says here), and who holds the
+   * lease, read from this place's own record at each status (decision 0067).
+   */
+  const located = (status: HarnessStatus): HarnessStatus => {
+    if (holding || status.kind !== "ready" || status.runs !== undefined) return status;
+    const heldBy = options.heldBy?.();
+    return { ...status, runs: "elsewhere", ...(heldBy ? { heldBy } : {}) };
+  };
 
   const service: HarnessService = {
     status: () => located(delegate("status", []) as HarnessStatus),

@@ -12,12 +12,13 @@
  */
 import type { Clock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
+import type { HeldBy } from "../host/protocol.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LeaseRecord } from "./arbiter.ts";
 import { packPushes } from "./chunks.ts";
 import { historyWindow } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
-import { encodeFollowMessage, type FollowStart, type LeaseHolder } from "./wire.ts";
+import { encodeFollowMessage, type FollowStart, type LeaseHolder, leaseHolder } from "./wire.ts";
 
 export interface FeedOptions {
   /** The object's place (the pushes' `from`). */
@@ -52,6 +53,16 @@ export interface FeedOptions {
 /** The holder a lease record names, `object` when it is `objectPlace` (decision 0057); undefined while it is free. */
 export function holderOf(record: Pick<LeaseRecord, "holder">, objectPlace: string): LeaseHolder | undefined {
   return record.holder === undefined ? undefined : { place: record.holder, object: record.holder === objectPlace };
+}
+
+/**
+ * The holder a lease record names as a status carries it (`heldBy`, decision 0067): only a place of the wire's shape
+ * (1–200 characters, what a tab reads in `follow.from`), anything else names no holder.
+ */
+export function heldByOf(record: Pick<LeaseRecord, "holder">, objectPlace: string): HeldBy | undefined {
+  const holder = holderOf(record, objectPlace);
+  if (!holder || leaseHolder(holder, "holder") !== undefined) return undefined;
+  return { kind: holder.object ? "object" : "tab", place: holder.place };
 }
 
 /** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */

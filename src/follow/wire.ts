@@ -204,7 +204,9 @@ const pushFields = {
   parts: list(part, MAX_PARTS),
 };
 const push = record(pushFields);
-const holder = record({ place, object: flag });
+/** A lease holder's shape (decision 0057): `place` 1–200 characters, `object` a boolean, nothing else. */
+export const leaseHolder: Check = record({ place, object: flag });
+const holder = leaseHolder;
 const ack = record({ type: literal("ack"), head: position, epoch: integer(0, Number.MAX_SAFE_INTEGER) });
 
 const call = record({ type: literal("call"), id: requestId, topic: text({ max: 100 }), method: text({ max: 100 }), args: jsonList });

@@ -9,8 +9,9 @@ import { byId } from "./dom.ts";
  *   Object" while the object holds it — Run here (`client.runHere()`: the lease comes back, the next epoch); "another
  *   tab or device" (by its place in the lease, from the object's own record: `status.heldBy`, decision 0057) while
  *   another of the user's tabs or devices holds it — no button (the object hands back only its own lease);
- * - `?edge=` (this page is a client of the object): the object, or the tab that holds its lease; nothing to move
- *   from here (this page has no harness of its own);
+ * - `?edge=` (this page is a client of the object): the object, or the tab or device that holds its lease (by its
+ *   place, from the object's own record: `status.heldBy`, decision 0067); nothing to move from here (this page has
+ *   no harness of its own);
  * - neither (the offline demo): this tab only, and the bar says why nothing can move rather than showing a button.
  */
 export type PageMode = "tab" | "follow" | "edge";
@@ -44,10 +45,11 @@ export function placeOf(mode: PageMode, status: HarnessStatus): Place {
       note: "The offline demo has no Durable Object to move it to. Open the demo with ?follow= (npm run start:edge) to have it go on when the tab closes.",
     };
   if (mode === "edge") {
-    if (status.runs === "elsewhere")
+    // The object names the holder from its own lease record (status.heldBy, decision 0067); an older object does not.
+    if (status.runs === "elsewhere" && status.heldBy?.kind !== "object")
       return {
         key: "tab",
-        where: "a tab that holds the object's lease",
+        where: status.heldBy ? `another tab or device (${shortPlace(status.heldBy.place)})` : "a tab that holds the object's lease",
         ...epoch,
         note: "This page watches the Durable Object's copy live; what you send here is forwarded to that tab.",
       };
@@ -101,7 +103,11 @@ export function runsPhrase(mode: PageMode, status: HarnessStatus & { kind: "read
   if (status.runs === undefined) return "";
   const elsewhere =
     mode === "edge"
-      ? "in the tab that holds the lease"
+      ? status.heldBy?.kind === "object"
+        ? "on the Durable Object"
+        : status.heldBy
+          ? "in another tab or device"
+          : "in the tab that holds the lease"
       : status.heldBy?.kind === "tab"
         ? "in another tab or device"
         : "on the Durable Object";
