@@ -45,6 +45,28 @@ async function settleUntilTerminal(harness: Harness, id: number, rounds = 400): 
   for (let i = 0; i < rounds && (await status(harness, id)).state.status !== "terminal"; i++) await flush(1);
 }
 
+/**
+ * A crash loop: six times the harness resumes, runs until the task's handler (or phase) started or the task ended,
+ * and the process dies there (the next open is on the image as it was). Returns the harness opened after the last.
+ */
+async function crashSixTimes(
+  backend: (typeof backends)[number],
+  opened: Awaited<ReturnType<typeof openHarness>>,
+  storage: Storage,
+  id: number,
+  reopen: (storage: Storage) => ReturnType<typeof openHarness>,
+): Promise<Awaited<ReturnType<typeof openHarness>>> {
+  for (let round = 0; round < 6; round++) {
+    opened.harness.resume();
+    // Until the handler (or the phase) runs, or the task ended: then the process dies.
+    for (let i = 0; i < 400 && !["running", "terminal"].includes((await storage.getTask(id))!.state.status); i++) await flush(1);
+    await flush(2);
+    storage = await backend.fromImage(await storage.exportImage());
+    opened = await reopen(storage);
+  }
+  return opened;
+}
+
 for (const backend of backends) {
   describe(`kernel corners on ${backend.name}`, () => {
     it("S3/B1: abortTask on a sleeping task runs its abort handler now, not when the sleep ends", async () => {
@@ -134,19 +156,13 @@ for (const backend of backends) {
         },
       });
       const registry = registryWith(stuck);
-      let storage: Storage = await backend.create();
-      let opened = await openHarness(storage, { registry, settings: { restartLimit: 2 } });
+      const storage: Storage = await backend.create();
+      const reopen = (next: Storage) => openHarness(next, { registry, settings: { restartLimit: 2 } });
+      let opened = await reopen(storage);
       const root = await opened.harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stuck, null), ctx);
       await opened.harness.abortTask(id, ctx);
-      for (let round = 0; round < 6; round++) {
-        opened.harness.resume();
-        // Until the handler (or the phase) runs, or the task ended: then the process dies.
-        for (let i = 0; i < 400 && !["running", "terminal"].includes((await storage.getTask(id))!.state.status); i++) await flush(1);
-        await flush(2);
-        storage = await backend.fromImage(await storage.exportImage());
-        opened = await openHarness(storage, { registry, settings: { restartLimit: 2 } });
-      }
+      opened = await crashSixTimes(backend, opened, storage, id, reopen);
       opened.harness.resume();
       await settleUntilTerminal(opened.harness, id);
       expect(aborts).toBeLessThanOrEqual(3);
@@ -171,18 +187,12 @@ for (const backend of backends) {
         },
       });
       const registry = registryWith(stuck);
-      let storage: Storage = await backend.create();
-      let opened = await openHarness(storage, { registry, settings: { restartLimit: 1 } });
+      const storage: Storage = await backend.create();
+      const reopen = (next: Storage) => openHarness(next, { registry, settings: { restartLimit: 1 } });
+      let opened = await reopen(storage);
       const root = await opened.harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stuck, null), ctx);
-      for (let round = 0; round < 6; round++) {
-        opened.harness.resume();
-        // Until the handler (or the phase) runs, or the task ended: then the process dies.
-        for (let i = 0; i < 400 && !["running", "terminal"].includes((await storage.getTask(id))!.state.status); i++) await flush(1);
-        await flush(2);
-        storage = await backend.fromImage(await storage.exportImage());
-        opened = await openHarness(storage, { registry, settings: { restartLimit: 1 } });
-      }
+      opened = await crashSixTimes(backend, opened, storage, id, reopen);
       opened.harness.resume();
       await settleUntilTerminal(opened.harness, id);
       expect(handlers).toBeLessThanOrEqual(2);

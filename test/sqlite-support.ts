@@ -1,6 +1,7 @@
 /** The SQLite storage tests' fixtures: a database seen as a Durable Object's, and a counter's step as a batch. */
-import type { Batch, TaskRecord } from "../src/storage/records.ts";
+import type { Batch } from "../src/storage/records.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
+import { taskRecord } from "./task-record.ts";
 
 /** The same database, with the traits a Durable Object's has: a row limit (`maxRowBytes`), shared with an app. */
 export function asObjects(db: SqliteDatabase, traits: { maxRowBytes?: number; shared?: boolean }): SqliteDatabase {
@@ -21,15 +22,6 @@ export function asObjects(db: SqliteDatabase, traits: { maxRowBytes?: number; sh
 
 /** Step `n` of the stepper task `id`, stored at `position` under `epoch`. */
 export function stepped(id: number, n: number, position: number, epoch: number): Batch & { fence: { epoch: number; position: number } } {
-  const task = {
-    id,
-    conversationId: 1,
-    kind: "bench.stepper",
-    version: 1,
-    input: null,
-    background: false,
-    abortRequested: false,
-    state: { status: "running", checkpoint: { phase: "step", n } },
-  } as unknown as TaskRecord;
+  const task = taskRecord(id, { status: "running", checkpoint: { phase: "step", n } }, { kind: "bench.stepper" });
   return { fence: { epoch, position }, tasks: [task], conversations: [], entries: [], submissions: [], documents: [] };
 }

@@ -9,6 +9,7 @@ import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { asObjects } from "./sqlite-support.ts";
 import { ctx, openHarness, runUntil } from "./support.ts";
+import { taskRecord } from "./task-record.ts";
 
 /**
  * An image made by the code of version 1 (commit 57aac82): the seed's counter to 5, killed right after it
@@ -109,18 +110,7 @@ describe("S11: schema version 2 migrates to the current version (the fenced log,
   async function v2Image(): Promise<Uint8Array> {
     const storage = await openSqliteStorage({ vfs: "memory" });
     await storage.apply({
-      tasks: [
-        {
-          id: 1,
-          conversationId: 1,
-          kind: "k",
-          version: 1,
-          input: null,
-          background: false,
-          abortRequested: false,
-          state: { status: "running", checkpoint: { phase: "p" } },
-        },
-      ],
+      tasks: [taskRecord(1, { status: "running", checkpoint: { phase: "p" } })],
       conversations: [],
       entries: [],
       submissions: [],

@@ -5,6 +5,7 @@ import type { EntryRecord, TaskRecord, TaskState } from "../src/storage/records.
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { type TaskText, taskText } from "../src/storage/sqlite/task-text.ts";
+import { taskRecord } from "./task-record.ts";
 
 // Decision 0041: a task's record text reuses the text of its last version when only its state changed. The
 // text must stay `JSON.stringify(record)` exactly, whatever changed and however the record was built.
@@ -81,16 +82,7 @@ describe("task record text (decision 0041)", () => {
   });
 
   it("leaves out undefined members as JSON does, and falls back to JSON for a record with toJSON", () => {
-    const base = deepFreeze({
-      id: 1,
-      conversationId: 1,
-      kind: "k",
-      version: 1,
-      input: { a: 1 },
-      background: false,
-      abortRequested: false,
-      state: { status: "running", checkpoint: { phase: "p" } },
-    } as TaskRecord);
+    const base = deepFreeze(taskRecord(1, { status: "running", checkpoint: { phase: "p" } }, { input: { a: 1 } }));
     const first = taskText(base, undefined);
     const withUndefined = { ...base, owner: undefined, state: { status: "running", checkpoint: { phase: "q" } } } as TaskRecord;
     expect(taskText(withUndefined, first.pieces).record).toBe(JSON.stringify(withUndefined));
@@ -144,16 +136,7 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
   });
 
   const task = (id: number, status: "pending" | "running" | "sleeping", n: number): TaskRecord =>
-    deepFreeze({
-      id,
-      conversationId: 1,
-      kind: "k",
-      version: 1,
-      input: { id },
-      background: false,
-      abortRequested: false,
-      state: { status, checkpoint: { phase: "p", n } },
-    } as TaskRecord);
+    deepFreeze(taskRecord(id, { status, checkpoint: { phase: "p", n } }, { input: { id } }));
 
   it("S1: after each batch every row holds its task's last record and status, whatever mix of new, stepped, moved and vanished rows", async () => {
     const empty = { conversations: [], entries: [], submissions: [], documents: [] };
@@ -201,16 +184,7 @@ describe("A refused transaction after a group's shared statements (decision 0041
     try {
       const empty = { conversations: [], entries: [], submissions: [], documents: [] };
       const version = (id: number, n: number): TaskRecord =>
-        deepFreeze({
-          id,
-          conversationId: 1,
-          kind: "k",
-          version: 1,
-          input: { id },
-          background: false,
-          abortRequested: false,
-          state: { status: "running", checkpoint: { phase: "p", n } },
-        } as TaskRecord);
+        deepFreeze(taskRecord(id, { status: "running", checkpoint: { phase: "p", n } }, { input: { id } }));
       const ids = Array.from({ length: 40 }, (_, index) => index + 1);
       await storage.apply({ ...empty, tasks: ids.map((id) => version(id, 0)) });
       await storage.apply({ ...empty, tasks: ids.map((id) => version(id, 1)) }); // pieces and statuses known

@@ -3,21 +3,13 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
 import { Session } from "../src/session/session.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { taskRecord } from "./task-record.ts";
 
 // Decision 0042: a transaction keeps the first task it stages outside any map (a step stages one). What it stores
 // and what it reads must be what a map in staging order gave: each task's last version, in the order first staged.
 
 function record(id: number, version: number): TaskRecord {
-  return {
-    id,
-    conversationId: 1,
-    kind: "test.any",
-    version: 1,
-    input: null,
-    background: false,
-    abortRequested: false,
-    state: { status: "running", checkpoint: { phase: "step", n: version } },
-  } as TaskRecord;
+  return taskRecord(id, { status: "running", checkpoint: { phase: "step", n: version } }, { kind: "test.any" });
 }
 
 describe("a transaction's staged tasks (decision 0042)", () => {
