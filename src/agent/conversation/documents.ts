@@ -1,7 +1,7 @@
 import { cloneJson, type Json } from "../../base/json.ts";
 import { type DocumentReader, defineDocument } from "../../session/documents.ts";
 import type { Tx } from "../../session/tx.ts";
-import type { AssistantMessage, Usage } from "../model-types.ts";
+import type { AssistantMessage, Model, Usage } from "../model-types.ts";
 import type { AgentConfig, BuiltinEntryKind, InboxState, LiveState, ToolProgress, UsageState } from "../types.ts";
 
 /**
@@ -95,6 +95,21 @@ export function zeroUsage(): Usage {
     cacheWrite: 0,
     totalTokens: 0,
     cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
+}
+
+/** The answer stored for a model request that failed (`text` says why): no content, no usage, `stopReason` error. */
+export function failedAnswer(model: Model, text: string, now: number): AssistantMessage {
+  return {
+    role: "assistant",
+    content: [],
+    api: model.api,
+    provider: model.provider,
+    model: model.id,
+    usage: zeroUsage(),
+    stopReason: "error",
+    errorMessage: text,
+    timestamp: now,
   };
 }
 

@@ -2,7 +2,7 @@ import type { Context } from "../../base/context.ts";
 import { errorMessage } from "../../base/error-message.ts";
 import type { Tx } from "../../session/tx.ts";
 import type { RunningTask } from "../../tasks/types.ts";
-import { addUsage, appendEntry, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
+import { addUsage, appendEntry, failedAnswer, readLive, writeLive } from "../conversation/documents.ts";
 import { activeEntries, deriveContext, messageOf, toolCallsOf } from "../conversation/transcript.ts";
 import type { AssistantMessage, Message, UserMessage } from "../model-types.ts";
 import { findModel } from "../models.ts";
@@ -127,17 +127,7 @@ async function summarize(task: Task, runtime: Runtime, context: Context): Promis
   try {
     response = await models.completeSimple(model, { systemPrompt: SUMMARIZER_PROMPT, messages: [prompt] }, { signal: runtime.signal });
   } catch (error) {
-    response = {
-      role: "assistant",
-      content: [],
-      api: model.api,
-      provider: model.provider,
-      model: model.id,
-      usage: zeroUsage(),
-      stopReason: "error",
-      errorMessage: errorMessage(error),
-      timestamp: runtime.now(),
-    };
+    response = failedAnswer(model, errorMessage(error), runtime.now());
   }
   if (runtime.signal.aborted) return;
   const text = response.content

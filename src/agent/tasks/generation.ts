@@ -4,10 +4,10 @@ import type { Tx } from "../../session/tx.ts";
 import { commitStored } from "../../tasks/commit-stored.ts";
 import type { RunningTask } from "../../tasks/types.ts";
 import { resolveAgent } from "../agent.ts";
-import { appendAssistant, appendEntry, dropUndefined, readLive, writeLive, zeroUsage } from "../conversation/documents.ts";
+import { appendAssistant, appendEntry, dropUndefined, failedAnswer, readLive, writeLive } from "../conversation/documents.ts";
 import { clearRound, endRun, postToolsBoundary } from "../conversation/runs.ts";
 import { deriveContext, toolCallsOf } from "../conversation/transcript.ts";
-import type { AssistantMessage, Model } from "../model-types.ts";
+import type { AssistantMessage } from "../model-types.ts";
 import { findModel } from "../models.ts";
 import { currentSystemMessage, isRetryableAnswer, planSystemMessage } from "../pi-calls.ts";
 import { type AgentRuntime, defineAgentTask } from "../runtime.ts";
@@ -157,7 +157,7 @@ async function request(task: Task, runtime: Runtime, context: Context): Promise<
     }
     message = await stream.result();
   } catch (error) {
-    message = failedMessage(model, errorMessage(error), runtime.now());
+    message = failedAnswer(model, errorMessage(error), runtime.now());
   } finally {
     await progress.stop();
   }
@@ -330,18 +330,4 @@ export function convertPartial(tx: Tx, conversationId: number): void {
   });
   const { message: _message, ...generation } = live.generation;
   writeLive(tx, conversationId, { ...live, generation });
-}
-
-function failedMessage(model: Model, text: string, now: number): AssistantMessage {
-  return {
-    role: "assistant",
-    content: [],
-    api: model.api,
-    provider: model.provider,
-    model: model.id,
-    usage: zeroUsage(),
-    stopReason: "error",
-    errorMessage: text,
-    timestamp: now,
-  };
 }
