@@ -29,7 +29,14 @@ async function tabRuns(replay: "safe" | "unsafe") {
   const book = new LeaseBook({ clock: { now: () => Date.now() }, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
   const copyStorage = openSqliteStorage({ vfs: "memory" });
   let started: Promise<ObjectEnd> | undefined;
-  const copied = objectCopy({ database: "copy", storage: copyStorage, harness: { registry: registry() }, book, place: "object", end: () => started });
+  const copied = objectCopy({
+    database: "copy",
+    storage: copyStorage,
+    harness: { registry: registry() },
+    book,
+    place: "object",
+    end: () => started,
+  });
   started = ObjectEnd.start({
     place: "object",
     storage: await copyStorage,
