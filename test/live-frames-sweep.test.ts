@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { LiveView } from "../src/agent/types.ts";
 import { type ConversationViewState, ConversationViewStore, type ConversationViewUpdate, coalesceLiveFrames } from "../src/index.ts";
+import { manualPace } from "./manual-pace.ts";
 
 // The live-frame sweep (issue 21): random programs of a streaming answer and streaming tools, with commits that
 // persist the text, start another attempt or end a tool, each subscription's live frames dropped, duplicated
@@ -60,25 +61,6 @@ const program = fc.record({
   /** Each page's fates, taken in turn for its frames. */
   fates: fc.tuple(fc.array(fate, { minLength: 1, maxLength: 16 }), fc.array(fate, { minLength: 1, maxLength: 16 })),
 });
-
-/** A manual pace: frames coalesce when the program's clock moves less than a frame between updates. */
-function manualPace() {
-  const timers: Array<{ at: number; callback: () => void }> = [];
-  const pace = {
-    frameMs: 16,
-    time: 0,
-    now: () => pace.time,
-    setTimer: (ms: number, callback: () => void) => void timers.push({ at: pace.time + ms, callback }),
-    advanceTo(time: number) {
-      pace.time = time;
-      for (const timer of timers.filter((candidate) => candidate.at <= time)) {
-        timers.splice(timers.indexOf(timer), 1);
-        timer.callback();
-      }
-    },
-  };
-  return pace;
-}
 
 /** JSON with sorted keys: the same value gives the same text whatever order its keys were written in. */
 function canonical(value: unknown): string {

@@ -13,6 +13,7 @@ import {
   ViewUpdateOutOfOrder,
 } from "../src/index.ts";
 import { answer, callTool, createWorld, openAgent, ScriptedModels, settle, texts, until } from "./agent-support.ts";
+import { manualPace } from "./manual-pace.ts";
 import { ctx } from "./support.ts";
 
 type Op =
@@ -208,27 +209,6 @@ describe("live frames", () => {
   const message = (...texts: string[]) =>
     ({ role: "assistant", content: texts.map((text) => ({ type: "text", text })), stopReason: "stop" }) as unknown as AssistantMessage;
   const answerOf = (...texts: string[]) => ({ taskId: 1, attempt: 1, message: message(...texts) });
-
-  /** A manual pace: the test moves the clock and fires the timer. */
-  function manualPace() {
-    const timers: Array<{ at: number; callback: () => void }> = [];
-    const pace = {
-      frameMs: 16,
-      time: 0,
-      now: () => pace.time,
-      setTimer: (ms: number, callback: () => void) => void timers.push({ at: pace.time + ms, callback }),
-      /** Moves the clock to `time`, firing the timers due by then. */
-      advanceTo(time: number) {
-        pace.time = time;
-        for (const timer of timers.filter((candidate) => candidate.at <= time)) {
-          timers.splice(timers.indexOf(timer), 1);
-          timer.callback();
-        }
-      },
-      timers,
-    };
-    return pace;
-  }
 
   it("at most one live frame per frame: one goes at once when the last left a frame ago, else it waits only for the rest of that frame, merged with what else came; commits pass at once", () => {
     const sent: ConversationViewUpdate[] = [];
