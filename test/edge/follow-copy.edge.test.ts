@@ -100,7 +100,8 @@ describe("the object serves its copy to other devices while the tab holds the le
     await until("the root acknowledged", () => tab.mirror.acknowledged >= tab.harness.lease!.position);
     const device = openDevice(edge, name);
     await device.ready();
-    expect(device.status).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    // Who holds the lease, from the object's own record (decision 0067): the tab, by its place.
+    expect(device.status).toMatchObject({ kind: "ready", runs: "elsewhere", heldBy: { kind: "tab", place: "tab" } });
     // pi-durable-web/testing's waitForReady finds a page's client of an object by URL, as it finds a worker's.
     expect((globalThis as Record<string, unknown> & { [PAGE_TEST_HOOK]?: Set<unknown> })[PAGE_TEST_HOOK]?.has(device)).toBe(true);
     let view: ConversationViewState | undefined;
