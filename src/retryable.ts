@@ -81,6 +81,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   RunsElsewhere: true,
   // A new snapshot is served when asked again (the one asked for was displaced, or the object has a history by then).
   SnapshotUnavailable: true,
+  // The object's parts limit refused every retry of one part: later, the limit has refilled.
+  SnapshotPartsBusy: true,
   // A page tool call is claimed once and answered once: the same claim or result is refused again.
   PageCallTaken: false,
   PageCallEnded: false,

@@ -267,7 +267,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       follower?.stop();
       follower = undefined;
       try {
-        await rebuildFromObject({ storage, link, place, now: clock.now() }, BACKGROUND_CONTEXT);
+        await rebuildFromObject({ storage, link, place, now: clock.now(), clock }, BACKGROUND_CONTEXT);
       } catch (error) {
         rebuildFailed = true;
         throw error;

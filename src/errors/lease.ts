@@ -118,6 +118,24 @@ export class SnapshotUnavailable extends DurableError {
 }
 
 /**
+ * The object kept answering `busy` for one part of a snapshot the tab was reading (decision 0064): its parts limit was
+ * held empty by other callers for every retry `fetchSnapshot` made (bounded backoff on the harness clock). Nothing was
+ * replaced; rebuild again later (the object may have displaced the snapshot by then, and a new one is taken).
+ */
+export class SnapshotPartsBusy extends DurableError {
+  override name = "SnapshotPartsBusy";
+  constructor(
+    readonly snapshotId: string,
+    readonly index: number,
+    readonly attempts: number,
+  ) {
+    super(
+      `The object answered busy ${attempts} times for part ${index} of snapshot ${JSON.stringify(snapshotId)}. Nothing was replaced; rebuild again later.`,
+    );
+  }
+}
+
+/**
  * A server tool call the lease holder asked the object for (decision 0036) that is not a call of the object's copy of
  * its log (decision 0051): the call id names no `pi.tool` task of that conversation in its `server` phase, or that
  * task's call is another tool or has other arguments. Nothing was run or stored. A tab whose intent commit had not

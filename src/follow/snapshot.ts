@@ -18,7 +18,7 @@ import { type Context, waitFor } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { sha256Text } from "../base/sha256.ts";
-import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
+import { FollowMessageRefused, SnapshotPartsBusy, SnapshotUnavailable } from "../errors.ts";
 import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
 import { type Check, integer, record, text } from "../shape.ts";
 import type { LogMark, Snapshot } from "../storage/records.ts";
@@ -147,17 +147,56 @@ export interface SnapshotLink {
 }
 
 /**
+ * How `fetchSnapshot` waits out a `busy` part (decision 0064), on the harness clock: the first retry after
+ * `firstDelayMs`, each next one after twice the last (at most `maxDelayMs`), at most `attempts` retries of one part;
+ * a part the object no longer keeps (`gone`: its instance restarted, or newer takes displaced it) starts a new take,
+ * at most `takes` times.
+ */
+export interface SnapshotRetry {
+  clock: Clock;
+  attempts?: number;
+  firstDelayMs?: number;
+  maxDelayMs?: number;
+  takes?: number;
+}
+
+const RETRY_DEFAULTS = { attempts: 6, firstDelayMs: 250, maxDelayMs: 4_000, takes: 2 };
+/** Bounds on what a caller passes (a retry count or delay from an app's options is still bounded). */
+const MAX_RETRY_ATTEMPTS = 32;
+const MAX_RETRY_DELAY_MS = 60_000;
+
+/** A take the object no longer keeps, found at a later part: start a new one. */
+class TakeGone {
+  constructor(readonly error: unknown) {}
+}
+
+/**
  * Reads the object's snapshot over `link` for `place`: every part checked as it arrives (shape, the same snapshot,
  * in order, the total within `MAX_SNAPSHOT_BYTES`), then the whole: its SHA-256 the one every part carried
  * (`FollowMessageRefused("digest")`), then its content (`parseSnapshot`). `FollowMessageRefused` for
  * anything that is not the snapshot it claims to be; the object's `SnapshotUnavailable` or `ConnectionLost` as is.
+ * With `retry` (decision 0064), a part answered `busy` is asked again after a backoff on `retry.clock`
+ * (`SnapshotPartsBusy` once its retries are spent), and a part answered `gone` starts a new take (bounded); without
+ * it, either ends the fetch.
  */
-export async function fetchSnapshot(link: SnapshotLink, place: string, context: Context): Promise<Snapshot> {
+export async function fetchSnapshot(link: SnapshotLink, place: string, context: Context, retry?: SnapshotRetry): Promise<Snapshot> {
+  const takes = retry ? bounded(retry.takes, RETRY_DEFAULTS.takes, 0, MAX_RETRY_ATTEMPTS) : 0;
+  for (let take = 0; ; take++) {
+    try {
+      return await fetchTake(link, place, context, retry);
+    } catch (error) {
+      if (!(error instanceof TakeGone)) throw error;
+      if (take >= takes) throw error.error;
+    }
+  }
+}
+
+async function fetchTake(link: SnapshotLink, place: string, context: Context, retry: SnapshotRetry | undefined): Promise<Snapshot> {
   const first = checkPart(await waitFor(link.call("follow", "snapshot", [place]), context), 0);
   const texts = [first.text];
   let chars = first.text.length;
   for (let index = 1; index < first.count; index++) {
-    const part = checkPart(await waitFor(link.call("follow", "snapshot", [place, first.id, index]), context), index);
+    const part = checkPart(await askPart(link, place, first.id, index, context, retry), index);
     if (
       part.id !== first.id ||
       part.count !== first.count ||
@@ -177,6 +216,47 @@ export async function fetchSnapshot(link: SnapshotLink, place: string, context: 
   if (digest !== first.digest)
     throw new FollowMessageRefused("digest", `the snapshot's joined parts hash to ${digest}, not to the ${first.digest} the object said`);
   return parseSnapshot(joined, first.at);
+}
+
+/** Part `index` of take `id`, its `busy` answers retried after a backoff on the harness clock (decision 0064). */
+async function askPart(
+  link: SnapshotLink,
+  place: string,
+  id: string,
+  index: number,
+  context: Context,
+  retry: SnapshotRetry | undefined,
+): Promise<Json> {
+  const attempts = retry ? bounded(retry.attempts, RETRY_DEFAULTS.attempts, 0, MAX_RETRY_ATTEMPTS) : 0;
+  let delay = retry ? bounded(retry.firstDelayMs, RETRY_DEFAULTS.firstDelayMs, 0, MAX_RETRY_DELAY_MS) : 0;
+  const most = retry ? bounded(retry.maxDelayMs, RETRY_DEFAULTS.maxDelayMs, 0, MAX_RETRY_DELAY_MS) : 0;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await waitFor(link.call("follow", "snapshot", [place, id, index]), context);
+    } catch (error) {
+      if (!retry || !(error instanceof SnapshotUnavailable)) throw error;
+      if (error.reason === "gone") throw new TakeGone(error);
+      if (error.reason !== "busy") throw error;
+      if (attempt >= attempts) throw new SnapshotPartsBusy(id, index, attempt + 1);
+      await pause(retry.clock, Math.min(delay, most), context);
+      delay = Math.min(delay * 2, most);
+    }
+  }
+}
+
+/** Waits `ms` on `clock` (the core's only timer), or rejects as `context` is cancelled (the timer cleared). */
+async function pause(clock: Clock, ms: number, context: Context): Promise<void> {
+  let cancel: (() => void) | undefined;
+  try {
+    await waitFor(new Promise<void>((resolve) => (cancel = clock.setTimer(ms, resolve))), context);
+  } finally {
+    cancel?.();
+  }
+}
+
+function bounded(value: number | undefined, fallback: number, least: number, most: number): number {
+  if (value === undefined || !Number.isFinite(value)) return fallback;
+  return Math.min(most, Math.max(least, Math.floor(value)));
 }
 
 function checkPart(value: Json, index: number): SnapshotPart {
@@ -281,6 +361,8 @@ export interface RebuildOptions {
   place: string;
   /** When the fork, if any, is found (the harness clock's now). */
   now: number;
+  /** Retries a `busy` part on this clock and starts a new take for a `gone` one (decision 0064); without it, either ends the rebuild. */
+  clock?: Clock;
 }
 
 /**
@@ -293,7 +375,7 @@ export async function rebuildFromObject(options: RebuildOptions, context: Contex
   const { storage } = options;
   if (!storage.rebuild)
     throw new TypeError(`${storage.label} cannot be rebuilt from a snapshot: use a storage with rebuild (MemoryStorage, SqliteStorage).`);
-  const snapshot = await fetchSnapshot(options.link, options.place, context);
+  const snapshot = await fetchSnapshot(options.link, options.place, context, options.clock ? { clock: options.clock } : undefined);
   await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now, true);
   await storage.rebuild(snapshot);
   return { ...snapshot.batch.fence };
