@@ -71,7 +71,10 @@ describe("a busy snapshot part is retried on the harness clock (decision 0064)",
   it("0064: a part the object keeps refusing ends in SnapshotPartsBusy after the bounded retries, each after a backoff", async () => {
     const clock = createManualClock(0);
     const object = served(clock, { partBurst: 1, partEveryMs: 1_000_000_000 });
-    const { error, elapsed } = await drive(clock, fetchSnapshot(object.link, "phone", ctx, { clock, attempts: 4, firstDelayMs: 500, maxDelayMs: 1_000 }));
+    const { error, elapsed } = await drive(
+      clock,
+      fetchSnapshot(object.link, "phone", ctx, { clock, attempts: 4, firstDelayMs: 500, maxDelayMs: 1_000 }),
+    );
     expect(error).toBeInstanceOf(SnapshotPartsBusy);
     expect(error).toMatchObject({ name: "SnapshotPartsBusy", index: 2, attempts: 5 });
     expect(object.calls.filter((args) => args[2] === 2)).toHaveLength(5); // the first ask and four retries
@@ -109,23 +112,32 @@ describe("a busy snapshot part is retried on the harness clock (decision 0064)",
       fc.anything().map((value) => ({ hostile: value })),
       fc.record({ index: fc.oneof(fc.integer(), fc.double()), id: fc.string() }),
     );
-    const option = fc.option(fc.oneof(fc.integer({ min: -10, max: 40 }), fc.double(), fc.constant(Number.NaN), fc.constant(1e12)), { nil: undefined });
+    const option = fc.option(fc.oneof(fc.integer({ min: -10, max: 40 }), fc.double(), fc.constant(Number.NaN), fc.constant(1e12)), {
+      nil: undefined,
+    });
     await fc.assert(
-      fc.asyncProperty(fc.array(answer, { maxLength: 40 }), option, option, option, option, async (script, attempts, firstDelayMs, maxDelayMs, takes) => {
-        let calls = 0;
-        const link = {
-          call: async (_t: string, _m: string, args: Json[]) => {
-            const next = script[calls++] ?? "real";
-            if (next instanceof Error) throw next;
-            if (next === "real") return parts[(args[2] as number | undefined) ?? 0]!;
-            return next as Json;
-          },
-        };
-        const { value, error } = await drive(clock, fetchSnapshot(link, "p", ctx, { clock, attempts, firstDelayMs, maxDelayMs, takes }));
-        if (error === undefined) expect(value).toEqual(copyAt(1));
-        else expect([SnapshotPartsBusy, SnapshotUnavailable, FollowMessageRefused].some((kind) => error instanceof kind)).toBe(true);
-        expect(calls).toBeLessThanOrEqual(33 * 33 * first.count);
-      }),
+      fc.asyncProperty(
+        fc.array(answer, { maxLength: 40 }),
+        option,
+        option,
+        option,
+        option,
+        async (script, attempts, firstDelayMs, maxDelayMs, takes) => {
+          let calls = 0;
+          const link = {
+            call: async (_t: string, _m: string, args: Json[]) => {
+              const next = script[calls++] ?? "real";
+              if (next instanceof Error) throw next;
+              if (next === "real") return parts[(args[2] as number | undefined) ?? 0]!;
+              return next as Json;
+            },
+          };
+          const { value, error } = await drive(clock, fetchSnapshot(link, "p", ctx, { clock, attempts, firstDelayMs, maxDelayMs, takes }));
+          if (error === undefined) expect(value).toEqual(copyAt(1));
+          else expect([SnapshotPartsBusy, SnapshotUnavailable, FollowMessageRefused].some((kind) => error instanceof kind)).toBe(true);
+          expect(calls).toBeLessThanOrEqual(33 * 33 * first.count);
+        },
+      ),
       { numRuns: 60 },
     );
   });
