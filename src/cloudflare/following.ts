@@ -7,6 +7,7 @@
  */
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
+import { sha256Text } from "../base/sha256.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
 import type { LoggedBatch } from "../follow/handover.ts";
 import { ObjectEnd, type ObjectTopicHandler } from "../follow/object-end.ts";
@@ -115,6 +116,7 @@ export class ObjectFollowing {
         request === undefined ? this.#follow.authorize(caller, action, place) : this.#follow.authorize(caller, action, place, request),
       socket,
       (place) => speaksFor(socket, caller, place),
+      callerKey(caller),
     );
     if (end.follows(socket)) markFollowing(socket);
     if (this.#handedBack || this.ended()) {
@@ -185,4 +187,12 @@ export class ObjectFollowing {
       void this.#ctx.storage.setAlarm(at + 1);
     });
   }
+}
+
+/**
+ * The authenticated caller as one bounded key (decision 0064): the snapshot limits count per caller, not per place
+ * name the caller declares. A hash, so a large caller value costs the object 64 characters a remembered caller.
+ */
+function callerKey(caller: Json): string {
+  return sha256Text(JSON.stringify(caller) ?? "null");
 }

@@ -216,7 +216,8 @@ export class ObjectEnd {
   /**
    * A frame from a tab's connection; `reply` sends to that connection; `authorize` is its caller's door.
    * `connection` names the connection for the pushes a following tab gets (default: `reply` itself); `speaksFor`
-   * is told the place it speaks for (see `SpeaksFor`).
+   * is told the place it speaks for (see `SpeaksFor`). `caller`, when the platform authenticated one, names it: the
+   * snapshot limits count per caller rather than per place name the caller declares (decision 0064).
    */
   async receive(
     frame: unknown,
@@ -224,6 +225,7 @@ export class ObjectEnd {
     authorize: FollowAuthorize,
     connection: unknown = reply,
     speaksFor?: SpeaksFor,
+    caller?: string,
   ): Promise<void> {
     const parsed = parseFollowMessage(frame, "tab", this.#options.topics);
     if ("error" in parsed) {
@@ -265,7 +267,7 @@ export class ObjectEnd {
         return;
       }
       if (topic === "follow")
-        return method === "snapshot" ? this.#serveSnapshot(id, args, reply) : this.#startFollowing(id, args, reply, connection);
+        return method === "snapshot" ? this.#serveSnapshot(id, args, reply, caller) : this.#startFollowing(id, args, reply, connection);
       // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer.
       return this.#remembered.answer(
         id,
@@ -340,9 +342,9 @@ export class ObjectEnd {
    * unanswered call every few seconds, and a take waits in line (one at a time, decision 0058) — each resend taken
    * again would count against the caller's takes, read the copy again and evict its own snapshot.
    */
-  async #serveSnapshot(id: string, args: Json[], reply: (frame: string) => void): Promise<void> {
+  async #serveSnapshot(id: string, args: Json[], reply: (frame: string) => void, caller?: string): Promise<void> {
     const [place, snapshot, index] = args as [string, string | undefined, number | undefined];
-    const key = JSON.stringify([place, id]);
+    const key = JSON.stringify([caller ?? null, place, id]);
     if (this.#snapshotWaiting.has(key)) {
       this.#snapshotWaiting.set(key, reply);
       return;
@@ -352,7 +354,9 @@ export class ObjectEnd {
     try {
       if (place === this.#options.place)
         throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
-      const part = await this.#snapshots.part(snapshot, index, place);
+      // Counted per authorized caller when the platform names one (decision 0064): a caller the door lets use many
+      // places has one bucket, not one per place name it declares.
+      const part = await this.#snapshots.part(snapshot, index, caller === undefined ? place : `caller:${caller}`);
       answer = { type: "answer", id, value: part as unknown as Json };
     } catch (error) {
       answer = { type: "answer", id, error: errorShape(error) };
