@@ -5,7 +5,7 @@ import { createHost } from "../src/host/host.ts";
 import { createRegistry, type Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx } from "./support.ts";
+import { ctx, runUntil } from "./support.ts";
 
 // Decision 0057 (issue 27): a tab that finds it lost its lease while it ran (its link down past the lease's expiry,
 // another place took it) stops as after a crash. Before, the host kept that stopped harness: the status said the work
@@ -34,7 +34,7 @@ function arbiterThenDown(): LeaseArbiter & { down: boolean } {
   return arbiter;
 }
 
-function hostUnderLease(leave?: (harness: () => Harness) => Promise<boolean>) {
+function hostUnderLease(leave?: (harness: () => Harness) => Promise<boolean>, resume?: true) {
   const clock = createManualClock(1_000);
   const attached: Harness[] = [];
   return (async () => {
@@ -42,7 +42,7 @@ function hostUnderLease(leave?: (harness: () => Harness) => Promise<boolean>) {
     const host = createHost({
       database: "tab",
       openStorage: async () => storage,
-      harness: { registry: createRegistry(), clock, lease: { place: "tab", arbiter: arbiterThenDown() } },
+      harness: { registry: createRegistry(), clock, lease: { place: "tab", arbiter: arbiterThenDown() }, ...(resume ? { resume } : {}) },
       onReady: (harness) => void attached.push(harness),
       ...(leave ? { leave: () => leave(() => attached.at(-1)!) } : {}),
       now: () => clock.now(),
@@ -52,12 +52,31 @@ function hostUnderLease(leave?: (harness: () => Harness) => Promise<boolean>) {
   })();
 }
 
-describe("the host when the lease is lost while the harness runs (decision 0057)", () => {
+// The browser worker opens its harness with `resume: true` (its autoResume), which Harness.open refuses beside
+// `readOnly`: each read-only reopen failed there (twice: the fallback is read-only too), left no harness and a status
+// stuck at "recovering" — e2e/rebuild.e2e.ts's forked-offline tab never counted its fork (0057's follow-up, fence).
+describe.each([
+  ["without resume", undefined],
+  ["opened with resume: true, as the browser worker does", true as const],
+])("the host when the lease is lost while the harness runs (decision 0057), %s", (_, resume) => {
+  it("0057: a harness that finds its lease expired while it ran opens again read-only at once (status 'elsewhere', calls served), without a reload", async () => {
+    const { host, clock, attached } = await hostUnderLease(undefined, resume);
+    expect(host.service.status()).toMatchObject({ kind: "ready", runs: "here" });
+    expect(attached[0]!.readOnly).toBe(false);
+    // The renewals fail (the link is down); at the lease's expiry the harness stops.
+    await runUntil(clock, () => attached.length === 2 && host.service.status().kind === "ready");
+    expect(attached[0]!.closed).toBe(true);
+    expect(attached[1]!.readOnly).toBe(true);
+    expect(host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    expect(await host.service.inspect()).toBeDefined();
+    await host.service.close();
+  });
+
   it("0057: a leave() rejected as HandOverUnanswered opens the harness again read-only and rethrows; the status does not stay 'elsewhere' over a stopped harness", async () => {
     const { host, attached } = await hostUnderLease(async (current) => {
       const mark = await current().handOver(ctx, { drain: false });
       throw new HandOverUnanswered(mark.position);
-    });
+    }, resume);
     expect(host.service.status()).toMatchObject({ kind: "ready", runs: "here" });
     await expect(host.service.leave()).rejects.toBeInstanceOf(HandOverUnanswered);
     expect(attached).toHaveLength(2);

@@ -73,11 +73,17 @@ export function createHost(options: HostOptions): ServedHost {
       ...options.harness,
       onReport,
       crashPoint: stopAtCrashPoint,
+      onLeaseLost: () => fenced(opened),
       ...(readOnly ? { readOnly } : {}),
     };
+    // A read-only harness runs no task, and Harness.open refuses `resume` beside `readOnly` (InvalidSetting): the
+    // browser worker opens with `resume: true`, so every read-only reopen here (a fenced harness, an unanswered leave,
+    // a runHere that could not ask for the lease) failed in the tab, twice, and left no harness (decision 0057's
+    // follow-up, 2026-12-05 fence).
+    if (readOnly) delete harnessOptions.resume;
     // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
     if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
-    harness = await Harness.open(storage, harnessOptions, ctx);
+    const opened = (harness = await Harness.open(storage, harnessOptions, ctx));
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
@@ -212,6 +218,21 @@ export function createHost(options: HostOptions): ServedHost {
       for (const rebind of liveViews) rebind(next);
     }
     return failed;
+  };
+  /**
+   * The harness found its lease lost while it ran (decision 0057: it expired while the tab was away, another place
+   * took it): it stopped as after a crash. The host opens it again read-only at once — the page's views move, the
+   * status says the work runs elsewhere, and the copy follows the object (its fork, if it has one, is kept and counted
+   * as its follow link finds it) — instead of a stopped harness that said "here" until the next load.
+   */
+  const fenced = (lost: Harness) => {
+    if (harness !== lost || closing || reopening || !options.harness.lease) return;
+    reopening = reopen(undefined, true)
+      .then(recountForks)
+      .catch(() => {})
+      .finally(() => {
+        reopening = undefined;
+      });
   };
 
   options.rebuild?.when(() => {
