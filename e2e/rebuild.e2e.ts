@@ -106,12 +106,14 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
     await expect.poll(() => tabPrints.includes("tick 3"), { timeout: 30_000 }).toBe(true);
     await session.context.setOffline(true);
     await edge.printed.until((lines) => lines.length >= 10, "the object's ticks after it took over");
-    await session.context.setOffline(false);
-    // Back online the tab finds its fork and keeps it: the page says so. Its worker was fenced (it stopped at the
-    // lease's expiry); the next load opens the copy read-only, finds it cannot follow, and rebuilds.
-    await tab.waitForSelector('body[data-forks="1"]', { state: "attached", timeout: 30_000 });
     // The rebuild will stop in the middle: every snapshot part after the first is held.
     await edge.arm(name, "hold-snapshot-parts");
+    await session.context.setOffline(false);
+    // Back online the tab finds its fork and keeps it: the page says so. Its worker was fenced (it stopped at the
+    // lease's expiry) and opened again read-only at once (decision 0057): it finds it cannot follow and rebuilds
+    // without a reload (held in the middle); a reload then opens the old copy and rebuilds again.
+    await tab.waitForSelector('body[data-forks="1"]', { state: "attached", timeout: 30_000 });
+    await edge.printed.until((lines) => lines.includes("held snapshot part"), "the fenced tab's rebuild at once (held)");
     await tab.reload();
     await waitForStatus(tab, "ready");
     await edge.printed.until((lines) => lines.includes("held snapshot part"), "the rebuild's second part asked (and held)");
