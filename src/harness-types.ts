@@ -31,10 +31,11 @@ export interface HarnessOptions {
   onReport?: ReportHandler;
   /**
    * Under a `lease`: told once when the harness finds its lease lost while it ran (a refused renewal, its expiry
-   * unrenewed, a commit refused by the log's fence); the harness stops then as after a crash, and a host may open it
-   * again read-only (decision 0057). Not told for a hand-over (`handOver`) or a close.
+   * unrenewed, a commit refused by the log's fence); the harness stops then as after a crash (`stopped` resolves when
+   * it has), and a host may open it again read-only (decision 0057). Told as the stop begins, so a host's status need
+   * not say the work runs here meanwhile. Not told for a hand-over (`handOver`) or a close.
    */
-  onLeaseLost?: (reason: Error) => void;
+  onLeaseLost?: (reason: Error, stopped: Promise<void>) => void;
   /** S5: open without changing anything; every write rejects with `ReadOnlySession`. */
   readOnly?: boolean;
   /**

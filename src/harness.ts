@@ -224,7 +224,16 @@ export class Harness {
       deliver(this.#options.onReport, { kind: "error", error: reason });
       const stopped = this.#stop();
       const told = this.#options.onLeaseLost;
-      if (told) void stopped.finally(() => told(reason)).catch(() => {});
+      // Told at once, with the stop under way (a host says "elsewhere" before the stop ends, decision 0057).
+      if (told)
+        try {
+          told(
+            reason,
+            stopped.catch(() => {}),
+          );
+        } catch {
+          // a listener's failure is not the harness's
+        }
     };
     if (resumed)
       return void confirmResumed(

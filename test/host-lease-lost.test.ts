@@ -72,6 +72,18 @@ describe.each([
     await host.service.close();
   });
 
+  it("0057: a lost lease turns the status 'elsewhere' as the stop begins, before the reopen: never 'here' while the harness stops", async () => {
+    const { host, clock, attached } = await hostUnderLease(undefined, resume);
+    const seen: string[] = [];
+    host.service.onStatus((status) => seen.push(status.kind === "ready" ? `ready:${status.runs}` : status.kind));
+    await runUntil(clock, () => attached.length === 2 && host.service.status().kind === "ready");
+    // The first change after the loss says the work runs elsewhere; the reopen's statuses come after it.
+    expect(seen.slice(0, 4)).toEqual(["ready:here", "ready:elsewhere", "opening", "recovering"]);
+    expect(seen.slice(1)).not.toContain("ready:here");
+    expect(seen.at(-1)).toBe("ready:elsewhere");
+    await host.service.close();
+  });
+
   it("0057: a leave() rejected as HandOverUnanswered opens the harness again read-only and rethrows; the status does not stay 'elsewhere' over a stopped harness", async () => {
     const { host, attached } = await hostUnderLease(async (current) => {
       const mark = await current().handOver(ctx, { drain: false });

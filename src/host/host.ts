@@ -73,7 +73,7 @@ export function createHost(options: HostOptions): ServedHost {
       ...options.harness,
       onReport,
       crashPoint: stopAtCrashPoint,
-      onLeaseLost: () => fenced(opened),
+      onLeaseLost: (_, stopped) => fenced(opened, stopped),
       ...(readOnly ? { readOnly } : {}),
     };
     // A read-only harness runs no task, and Harness.open refuses `resume` beside `readOnly` (InvalidSetting): the
@@ -225,9 +225,12 @@ export function createHost(options: HostOptions): ServedHost {
    * status says the work runs elsewhere, and the copy follows the object (its fork, if it has one, is kept and counted
    * as its follow link finds it) — instead of a stopped harness that said "here" until the next load.
    */
-  const fenced = (lost: Harness) => {
+  const fenced = (lost: Harness, stopped: Promise<void>) => {
     if (harness !== lost || closing || reopening || !options.harness.lease) return;
-    reopening = reopen(undefined, true)
+    // Said at once: the stop may take a moment (a phase ending), and the work no longer runs here (0057's Not done).
+    if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere", ...(heldBy ? { heldBy } : {}) });
+    reopening = stopped
+      .then(() => reopen(undefined, true))
       .then(recountForks)
       .catch(() => {})
       .finally(() => {
