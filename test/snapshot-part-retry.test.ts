@@ -3,29 +3,15 @@ import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
 import { FollowMessageRefused, SnapshotPartsBusy, SnapshotUnavailable } from "../src/errors.ts";
 import { fetchSnapshot, SnapshotServer } from "../src/follow/snapshot.ts";
-import type { Snapshot } from "../src/storage/records.ts";
 import type { Storage } from "../src/storage/storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
+import { copyAt } from "./snapshot-copy.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0064 (issue 27 item 1): a tab reading a snapshot part by part met the object's parts limit (decision 0058)
 // as `busy` and gave up the whole fetch; the app then asked for a new take, which counted against the take limit and
 // could displace another caller's kept snapshot. Now a `busy` part is asked again after a bounded backoff on the
 // harness clock, a `gone` part starts one new take, and spent retries end in SnapshotPartsBusy.
-
-/** A copy at `position` over 1 MB: three parts. */
-const copyAt = (position: number): Snapshot => ({
-  batch: {
-    fence: { epoch: 1, position },
-    nextId: 10,
-    tasks: [],
-    conversations: [],
-    entries: [],
-    submissions: [],
-    documents: [{ scope: "app", key: "big", value: `${position}`.repeat(1_500_000) }] as never,
-  },
-  epochs: [{ epoch: 1, start: 1 }],
-});
 
 function served(clock: ManualClock, limits: ConstructorParameters<typeof SnapshotServer>[2]) {
   let reads = 0;
@@ -42,7 +28,7 @@ function served(clock: ManualClock, limits: ConstructorParameters<typeof Snapsho
 }
 
 /** Settles `promise`, moving the manual clock 250 ms whenever everything else has run (no real time is waited on). */
-async function drive<T>(clock: ManualClock, promise: Promise<T>): Promise<{ value?: T; error?: unknown; elapsed: number }> {
+async function drive<T>(clock: ManualClock, promise: Promise<T>): Promise<{ value?: T; error?: unknown; clockMs: number }> {
   const start = clock.now();
   let outcome: { value?: T; error?: unknown } | undefined;
   promise.then(
@@ -54,7 +40,7 @@ async function drive<T>(clock: ManualClock, promise: Promise<T>): Promise<{ valu
     if (!outcome) clock.advance(250);
   }
   if (!outcome) throw new Error("the fetch never settled");
-  return { ...outcome, elapsed: clock.now() - start };
+  return { ...outcome, clockMs: clock.now() - start };
 }
 
 describe("a busy snapshot part is retried on the harness clock (decision 0064)", () => {
@@ -71,14 +57,14 @@ describe("a busy snapshot part is retried on the harness clock (decision 0064)",
   it("0064: a part the object keeps refusing ends in SnapshotPartsBusy after the bounded retries, each after a backoff", async () => {
     const clock = createManualClock(0);
     const object = served(clock, { partBurst: 1, partEveryMs: 1_000_000_000 });
-    const { error, elapsed } = await drive(
+    const { error, clockMs } = await drive(
       clock,
       fetchSnapshot(object.link, "phone", ctx, { clock, attempts: 4, firstDelayMs: 500, maxDelayMs: 1_000 }),
     );
     expect(error).toBeInstanceOf(SnapshotPartsBusy);
     expect(error).toMatchObject({ name: "SnapshotPartsBusy", index: 2, attempts: 5 });
     expect(object.calls.filter((args) => args[2] === 2)).toHaveLength(5); // the first ask and four retries
-    expect(elapsed).toBeGreaterThanOrEqual(500 + 1_000 * 3); // the delays doubled up to maxDelayMs, on the manual clock
+    expect(clockMs).toBeGreaterThanOrEqual(500 + 1_000 * 3); // the delays doubled up to maxDelayMs, on the manual clock
     expect(object.reads()).toBe(1);
   });
 

@@ -4,6 +4,7 @@ import { fetchSnapshot, SnapshotServer } from "../src/follow/snapshot.ts";
 import type { Snapshot } from "../src/storage/records.ts";
 import type { Storage } from "../src/storage/storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { copyAt } from "./snapshot-copy.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: two tabs that ask the object for a snapshot at once (two devices rebuilding while the object runs)
@@ -11,20 +12,6 @@ import { ctx } from "./support.ts";
 // last snapshot kept, not by the one it had just taken: when a second take finished before the first answer went
 // out, the first tab's part said one snapshot's id with another's position, its next parts were the other
 // snapshot's, and the tab refused the whole (FollowMessageRefused) and stayed on its stale copy until a reconnect.
-
-/** A copy at `position` over 1 MB (more than one part), its rows ids below its nextId. */
-const copyAt = (position: number): Snapshot => ({
-  batch: {
-    fence: { epoch: 1, position },
-    nextId: 10,
-    tasks: [],
-    conversations: [],
-    entries: [],
-    submissions: [],
-    documents: [{ scope: "app", key: "big", value: `${position}`.repeat(1_500_000) }] as never,
-  },
-  epochs: [{ epoch: 1, start: 1 }],
-});
 
 describe("the object's snapshots taken at once (decision 0047)", () => {
   it("0047: two tabs that ask for a new snapshot together each get every part of their own", async () => {
