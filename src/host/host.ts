@@ -40,6 +40,8 @@ export function createHost(options: HostOptions): ServedHost {
   let closing: Promise<void> | undefined;
   /** Who holds the lease while the work runs elsewhere, as the object last said (decision 0057). */
   let heldBy: HeldBy | undefined;
+  /** A fork was reported while the status was not ready (an open or a reopen under way): the open counts it at its end. */
+  let forksReported = false;
 
   const setStatus = (next: HarnessStatus) => {
     status = next;
@@ -89,6 +91,7 @@ export function createHost(options: HostOptions): ServedHost {
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
       if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });
     });
+    forksReported = false; // a fork reported from here on may come after the count below read the storage
     setStatus({
       kind: "ready",
       database,
@@ -100,6 +103,9 @@ export function createHost(options: HostOptions): ServedHost {
       ...(await leaseEpoch(harness)),
       ...(await forkCount(storage)),
     });
+    // A fork reported while this open read its count or before it (the status not ready: recountForks could not
+    // count it) is counted now (decision 0070): before, it waited for something else to recount.
+    if (forksReported) await recountForks();
     await options.onReady?.(harness);
     return harness;
   };
@@ -176,9 +182,13 @@ export function createHost(options: HostOptions): ServedHost {
     if (release && !closing) void closeCleanly("takeover");
   });
 
-  // A fork kept while the harness is ready: the status counts it (decision 0039).
+  // A fork kept while the harness is ready: the status counts it (decision 0039); one kept at any other time, once
+  // the open under way is ready (decision 0070).
   const recountForks = async () => {
-    if (!storage || status.kind !== "ready") return;
+    if (!storage || status.kind !== "ready") {
+      forksReported = true;
+      return;
+    }
     const { forks, ...rest } = status;
     setStatus({ ...rest, ...(await forkCount(storage)) });
   };
@@ -229,25 +239,60 @@ export function createHost(options: HostOptions): ServedHost {
     if (harness !== lost || closing || reopening || !options.harness.lease) return;
     // Said at once: the stop may take a moment (a phase ending), and the work no longer runs here (0057's Not done).
     if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere", ...(heldBy ? { heldBy } : {}) });
-    reopening = stopped
-      .then(() => reopen(undefined, true))
-      .then(recountForks)
-      .catch(() => {})
-      .finally(() => {
-        reopening = undefined;
-      });
+    track(() =>
+      stopped
+        .then(() => reopen(undefined, true))
+        .then(recountForks)
+        .catch(() => {}),
+    );
   };
 
-  options.rebuild?.when(() => {
-    if (!harness || closing) return;
-    const rebuild = options.rebuild!;
-    reopening ??= reopen(() => rebuild.run(storage!))
-      .then(recountForks)
-      .catch(() => {}) // not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was
+  /** A reopen under way is a rebuild (a request for another one meanwhile is that one). */
+  let rebuilding = false;
+  /** A rebuild asked for while another reopen ran (decision 0070): started once that one ends. */
+  let rebuildAsked = false;
+  /**
+   * Keeps `work` (a reopen) as the one under way: page calls wait for it, and no other reopen starts beside it. When
+   * it ends, a rebuild asked for meanwhile starts (decision 0070): before, `reopening ??=` dropped it — a copy that
+   * found it could not follow during a fenced, taken-back or left reopen stayed as it was until the next load.
+   */
+  const track = (work: () => Promise<void>, isRebuild = false): Promise<void> => {
+    rebuilding = isRebuild;
+    // Started after `reopening` is set: what the work hears at once (a takeBack's report) finds it under way.
+    const tracked: Promise<void> = Promise.resolve()
+      .then(work)
       .finally(() => {
+        if (reopening !== tracked) return;
         reopening = undefined;
+        rebuilding = false;
+        if (!rebuildAsked) return;
+        rebuildAsked = false;
+        // Still a copy that follows elsewhere: one that now holds the lease (runHere took it back) writes here, and its
+        // copy is no longer rebuilt from the object's.
+        if (harness && !(options.harness.lease && !harness.readOnly)) rebuild();
       });
-  });
+    reopening = tracked;
+    return tracked;
+  };
+
+  const rebuild = () => {
+    if (closing) return;
+    if (reopening) {
+      if (!rebuilding) rebuildAsked = true; // a rebuild under way is the one asked for
+      return;
+    }
+    if (!harness) return;
+    const { run } = options.rebuild!;
+    // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
+    track(
+      () =>
+        reopen(() => run(storage!))
+          .then(recountForks)
+          .catch(() => {}),
+      true,
+    );
+  };
+  options.rebuild?.when(rebuild);
 
   const requireHarness = () => {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
@@ -325,13 +370,12 @@ export function createHost(options: HostOptions): ServedHost {
     async runHere() {
       const current = requireHarness();
       if (!current.readOnly || !options.takeBack || closing) return;
-      reopening ??= (async () => {
-        await options.takeBack!();
-        const failed = await reopen();
-        if (failed !== undefined) throw failed; // opened read-only: the page may ask again
-      })().finally(() => {
-        reopening = undefined;
-      });
+      if (!reopening)
+        track(async () => {
+          await options.takeBack!();
+          const failed = await reopen();
+          if (failed !== undefined) throw failed; // opened read-only: the page may ask again
+        });
       return reopening;
     },
     async leave() {
@@ -347,12 +391,7 @@ export function createHost(options: HostOptions): ServedHost {
         // stopped, and the object takes the lease at its expiry. Open read-only like a taken leave (decision 0057):
         // before, the status stayed "elsewhere" over a stopped harness that served no call.
         const current = harness;
-        if (!closing && current && (current.closed || current.readOnly))
-          reopening ??= reopen(undefined, true)
-            .then(() => {})
-            .finally(() => {
-              reopening = undefined;
-            });
+        if (!closing && !reopening && current && (current.closed || current.readOnly)) track(() => reopen(undefined, true).then(() => {}));
         await reopening?.catch(() => {});
         throw error;
       }
@@ -365,11 +404,7 @@ export function createHost(options: HostOptions): ServedHost {
       }
       if (closing) return;
       heldBy = undefined; // told again by the object once this copy follows it
-      reopening ??= reopen()
-        .then(() => {}) // read-only either way: the object took the lease
-        .finally(() => {
-          reopening = undefined;
-        });
+      if (!reopening) track(() => reopen().then(() => {})); // read-only either way: the object took the lease
       return reopening;
     },
     async forks() {
