@@ -21,7 +21,7 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { HandOverUnanswered, LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import { HandOverUnanswered, LeaseNotHeld, SnapshotUnavailable, StaleEpoch } from "../errors.ts";
 import type { LeaseArbiter, LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
@@ -33,9 +33,18 @@ import { linkServerCalls } from "../follow/server-call-client.ts";
 import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
+import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { SocketLike } from "./socket.ts";
+
+/**
+ * A rebuild that failed on something that passes by itself (the object's take limit answered `busy`, a part held past
+ * the call's timeout) is tried again after this long, doubling up to `REBUILD_RETRY_MAX_MS` (decision 0070). A refused
+ * take reads and counts nothing at the object; its limit gives a caller one more take every 10 s by default.
+ */
+const REBUILD_RETRY_FIRST_MS = 1_000;
+const REBUILD_RETRY_MAX_MS = 30_000;
 
 export interface FollowObjectOptions {
   /** The object's follow link: the URL of its `/follow` socket (ws:, wss:, http: or https:). */
@@ -207,7 +216,29 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     ws.addEventListener("error", drop);
   };
   open();
-  link.onConnected(() => void (rebuildFailed = false));
+  let retryDelay = REBUILD_RETRY_FIRST_MS;
+  let cancelRetry: (() => void) | undefined;
+  link.onConnected(() => {
+    rebuildFailed = false;
+    retryDelay = REBUILD_RETRY_FIRST_MS;
+  });
+  /**
+   * After a rebuild that failed on something that passes by itself, the copy asks again on a timer (decision 0070).
+   * Before, only a reconnect did: a tab whose take the object refused as `busy` (a reload or two in the middle of a
+   * rebuild spend the caller's takes) stayed on its forked copy with the link up, until the next load.
+   */
+  const rebuildLater = () => {
+    cancelRetry?.();
+    const delay = retryDelay;
+    retryDelay = Math.min(2 * retryDelay, REBUILD_RETRY_MAX_MS);
+    cancelRetry = clock.setTimer(delay, () => {
+      cancelRetry = undefined;
+      if (closed || !link.up) return; // a reconnect asks again
+      rebuildFailed = false;
+      // A follower that already found it cannot follow is told no more: ask for it here. One still asking tells it.
+      if (follower?.forked) for (const listener of cannotFollow) listener();
+    });
+  };
 
   // The lease's expiry as the tab's harness reckons it (the last grant's time from when it was asked), for a leave()
   // whose answer never comes (decision 0051).
@@ -268,8 +299,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       follower = undefined;
       try {
         await rebuildFromObject({ storage, link, place, now: clock.now(), clock }, BACKGROUND_CONTEXT);
+        retryDelay = REBUILD_RETRY_FIRST_MS;
       } catch (error) {
         rebuildFailed = true;
+        // A snapshot larger than the object serves is refused again: that one waits for a reconnect, as before.
+        if (isRetryable(error) && !(error instanceof SnapshotUnavailable && error.reason === "size")) rebuildLater();
         throw error;
       }
     },
@@ -381,6 +415,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     },
     close() {
       closed = true;
+      cancelRetry?.();
       mirror?.stop();
       follower?.stop();
       socket?.close(1000, "the worker closed its harness");
