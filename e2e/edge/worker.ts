@@ -28,7 +28,8 @@ interface Env {
  * - `abort-first-step`: `ctx.abort()` instead of the object's first print after arming (the takeover done, the
  *   object's first step under way).
  * - `hold-snapshot-parts`: every `follow.snapshot` call for a part after the first is lost (a tab rebuilding stops
- *   in the middle of fetching the snapshot, decision 0053); each one lost is printed as `held snapshot part`.
+ *   in the middle of fetching the snapshot, decision 0053); each one lost is printed as `held snapshot part`, each
+ *   call for a new take (part 0, passed on) as `snapshot take asked`.
  * `none` disarms.
  */
 type StopPoint = "drop-pushes" | "drop-release" | "abort-at-release" | "abort-in-takeover" | "abort-first-step" | "hold-snapshot-parts";
@@ -144,6 +145,8 @@ class E2eObject extends HarnessObject<Env> {
         void this.#env.PRINT.fetch("http://print/", { method: "POST", body: "held snapshot part" }).catch(() => {});
         return;
       }
+      if (point === "hold-snapshot-parts" && snapshotPartAsked(message, 0))
+        void this.#env.PRINT.fetch("http://print/", { method: "POST", body: "snapshot take asked" }).catch(() => {});
       if (point === "abort-at-release" && type === "release") {
         this.#plan.point = undefined;
         this.#state.abort("e2e: the object was aborted as the release arrived");
@@ -154,16 +157,15 @@ class E2eObject extends HarnessObject<Env> {
   }
 }
 
-/** Whether `frame` is a `follow.snapshot` call for a part after the first. */
-function snapshotPartAsked(frame: string): boolean {
+/** Whether `frame` is a `follow.snapshot` call for a part after the first (with `first`: for a new take, part 0). */
+function snapshotPartAsked(frame: string, first?: 0): boolean {
   try {
     const call = JSON.parse(frame) as { type?: unknown; topic?: unknown; method?: unknown; args?: unknown[] };
     return (
       call.type === "call" &&
       call.topic === "follow" &&
       call.method === "snapshot" &&
-      typeof call.args?.[2] === "number" &&
-      call.args[2] > 0
+      (first === 0 ? call.args?.[1] === undefined && call.args?.[2] === undefined : typeof call.args?.[2] === "number" && call.args[2] > 0)
     );
   } catch {
     return false;
