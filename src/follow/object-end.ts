@@ -337,8 +337,9 @@ export class ObjectEnd {
 
   /**
    * `follow.snapshot(place, id?, index?)` (decision 0047): a part of a snapshot of this copy, for a tab that cannot
-   * follow the log (forked, new, or behind the trimmed tail). Not remembered by id once answered: asking again reads
-   * the same part. A call still being answered is answered once, where it was asked last: the link resends an
+   * follow the log (forked, new, or behind the trimmed tail). Asking again for a part reads the same part; asking again
+   * for a take already answered (a resend that crossed the answer) answers that take's first part again, while it is
+   * kept, without a new take (decision 0070). A call still being answered is answered once, where it was asked last: the link resends an
    * unanswered call every few seconds, and a take waits in line (one at a time, decision 0058) — each resend taken
    * again would count against the caller's takes, read the copy again and evict its own snapshot.
    */
@@ -356,7 +357,7 @@ export class ObjectEnd {
         throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
       // Counted per authorized caller when the platform names one (decision 0064): a caller the door lets use many
       // places has one bucket, not one per place name it declares.
-      const part = await this.#snapshots.part(snapshot, index, caller === undefined ? place : `caller:${caller}`);
+      const part = await this.#snapshots.part(snapshot, index, caller === undefined ? place : `caller:${caller}`, key);
       answer = { type: "answer", id, value: part as unknown as Json };
     } catch (error) {
       answer = { type: "answer", id, error: errorShape(error) };

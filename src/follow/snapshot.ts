@@ -36,6 +36,8 @@ export const MAX_OBJECT_SNAPSHOT_BYTES = 16 << 20;
 const PART_ENVELOPE_BYTES = 2_048;
 /** Snapshots an object keeps for the tabs reading them part by part; a newer one displaces the oldest. */
 const KEPT_SNAPSHOTS = 2;
+/** Take requests remembered with the snapshot they were answered with (decision 0070); the oldest forgotten first. */
+const REMEMBERED_TAKES = 64;
 
 /**
  * One part of a snapshot: `index` of `count`, of the snapshot `id` taken at `at` (the object's head then), whose
@@ -74,6 +76,8 @@ export class SnapshotServer {
   readonly #storage: Storage;
   readonly #maxBytes: number;
   readonly #kept = new Map<string, Taken>();
+  /** Each answered take's request (caller, place, request id) and its snapshot's key. */
+  readonly #answered = new Map<string, string>();
   readonly #prefix = globalThis.crypto.randomUUID();
   readonly #limit: SnapshotLimit;
   /** One take at a time (decision 0058): each holds a whole copy in memory while it reads and serializes it. */
@@ -99,11 +103,20 @@ export class SnapshotServer {
    * larger than a snapshot carries, or `caller` (or all callers together) asked for new snapshots (decision 0053) or
    * for parts (decision 0058) too often (`busy`: nothing is read or counted).
    */
-  async part(id: string | undefined, index = 0, caller = ""): Promise<SnapshotPart> {
+  async part(id: string | undefined, index = 0, caller = "", request?: string): Promise<SnapshotPart> {
     if (id === undefined && index !== 0) throw new SnapshotUnavailable("gone", "a new snapshot is asked for by its first part");
+    // A take asked again under a request already answered (the link's resend crossed the answer, decision 0070) is
+    // that take's first part again, counted as a part: before, it was a new take, and spent one of the caller's.
+    const earlier = id === undefined && request !== undefined ? this.#answered.get(request) : undefined;
+    if (earlier !== undefined && this.#kept.has(earlier)) return this.part(earlier, 0, caller);
     if (id === undefined) this.#limit.take(caller);
     // A new snapshot is named by its own key: another take may have finished while this one was read.
     const [key, kept] = id === undefined ? await this.#taking.run(() => this.#take()) : [id, this.#kept.get(id)];
+    if (id === undefined && request !== undefined) {
+      this.#answered.delete(request);
+      this.#answered.set(request, key);
+      if (this.#answered.size > REMEMBERED_TAKES) this.#answered.delete(this.#answered.keys().next().value!);
+    }
     if (!kept) throw new SnapshotUnavailable("gone", `snapshot ${JSON.stringify(id)} is no longer kept`);
     if (!Number.isSafeInteger(index) || index < 0 || index >= kept.parts.length)
       throw new SnapshotUnavailable("gone", `snapshot ${key} has ${kept.parts.length} parts, not ${index + 1}`);
