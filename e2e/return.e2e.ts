@@ -53,6 +53,13 @@ async function seesItGoOn(page: Page, what: string): Promise<void> {
     .toBeGreaterThan(from + 1);
 }
 
+/** The epoch a place bar shows ("lease epoch N"). */
+function epochOf(shown: { epoch: string }): number {
+  const epoch = Number(/^lease epoch (\d+)$/.exec(shown.epoch)?.[1]);
+  expect(Number.isSafeInteger(epoch) && epoch >= 1).toBe(true);
+  return epoch;
+}
+
 describe("the agent goes to its Durable Object and comes back (Chromium + workerd, issue 27)", () => {
   it("S4/S12: the tab closes mid-step, the object counts on (restart counted), another device sees it, the tab reopens, follows live, presses Run here and finishes; every tick once", async () => {
     await mkdir(SHOTS, { recursive: true });
@@ -60,7 +67,14 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
     const tabPrints = await recordTabPrints(session);
     const tab = await openFollowing(session, edge, name);
     await tab.waitForSelector('body[data-runs="here"]', { state: "attached" });
-    expect(await place(tab)).toEqual({ place: "here", where: "this tab", epoch: "lease epoch 1", move: "Move to the Durable Object" });
+    // The object draws its first epoch at random (decision 0074): the tab's is that one, the object's the next.
+    const first = epochOf(await place(tab));
+    expect(await place(tab)).toEqual({
+      place: "here",
+      where: "this tab",
+      epoch: `lease epoch ${first}`,
+      move: "Move to the Durable Object",
+    });
     // The seed's cut: the worker stops right after tick 3 is printed, before the step's next checkpoint is stored.
     await armCrashPoint(tab, "counter:after-tick-3");
     await startTask(tab, "example.counter", { to: TO, everyMs: EVERY_MS });
@@ -79,11 +93,11 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
       const watcher = await openDemo(other, `?edge=${encodeURIComponent(edge.socketUrl(name))}`);
       await waitForReady(watcher);
       await waitForStatus(watcher, "ready");
-      expect(await place(watcher)).toEqual({ place: "object", where: "the Durable Object", epoch: "lease epoch 2", move: null });
+      expect(await place(watcher)).toEqual({ place: "object", where: "the Durable Object", epoch: `lease epoch ${first + 1}`, move: null });
       await seesItGoOn(watcher, "the other device");
-      // The object's takeover recovered the cut step as after a crash: in epoch 2's first transaction the counter is
+      // The object's takeover recovered the cut step as after a crash: in the object's epoch's first transaction the counter is
       // pending again at n 3 with its restart counted (S4); the step then reran from its start (memo first, S12).
-      const [takeover] = await query(watcher, "SELECT batch FROM pi_durable_log WHERE epoch = 2 ORDER BY position LIMIT 1");
+      const [takeover] = await query(watcher, `SELECT batch FROM pi_durable_log WHERE epoch = ${first + 1} ORDER BY position LIMIT 1`);
       const recovered = (JSON.parse(String(takeover!.batch)) as { tasks: Array<{ id: number; restarts?: number; state: unknown }> }).tasks;
       expect(recovered.find((task) => task.id === hit.taskId)).toMatchObject({
         restarts: 1,
@@ -96,16 +110,26 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
       await back.waitForSelector('body[data-runs="elsewhere"]', { state: "attached" });
       expect(await back.textContent("#status")).toContain("the agent runs on the Durable Object");
       await seesItGoOn(back, "the reopened tab");
-      expect(await place(back)).toEqual({ place: "object", where: "the Durable Object", epoch: "lease epoch 2", move: "Run here" });
+      expect(await place(back)).toEqual({
+        place: "object",
+        where: "the Durable Object",
+        epoch: `lease epoch ${first + 1}`,
+        move: "Run here",
+      });
       await shoot(back, "return-3-tab-follows-the-object");
       const printedInTab = tabPrints.length;
       expect(printedInTab).toBe(3); // the reopened tab ran nothing while it followed
 
-      // 4. Run here: the object drains and releases, the tab takes epoch 3 and counts to the end.
+      // 4. Run here: the object drains and releases, the tab takes the epoch after the object's and counts to the end.
       expect(edge.printed.lines).not.toContain(`tick ${TO}`);
       await back.click("#place-move");
       await back.waitForSelector('body[data-runs="here"]', { state: "attached", timeout: 30_000 });
-      expect(await place(back)).toEqual({ place: "here", where: "this tab", epoch: "lease epoch 3", move: "Move to the Durable Object" });
+      expect(await place(back)).toEqual({
+        place: "here",
+        where: "this tab",
+        epoch: `lease epoch ${first + 2}`,
+        move: "Move to the Durable Object",
+      });
       expect(await waitForShownTask(back, `counted to ${TO}`, 60_000)).toContain("terminal");
       await shoot(back, "return-4-back-in-the-tab");
       // The other device saw it end too (the object follows the tab again and serves its copy).
@@ -125,12 +149,13 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
     }
   }, 180_000);
 
-  it("S4/S5: Move to the Durable Object in a tab that stays: the object takes over, the same page follows it live (epoch 2) and Run here brings the count back (epoch 3); every tick once", async () => {
+  it("S4/S5: Move to the Durable Object in a tab that stays: the object takes over, the same page follows it live (the next epoch) and Run here brings the count back (the one after); every tick once", async () => {
     await mkdir(SHOTS, { recursive: true });
     const name = "follow-move";
     const tabPrints = await recordTabPrints(session);
     const tab = await openFollowing(session, edge, name);
     await tab.waitForSelector('body[data-runs="here"]', { state: "attached" });
+    const first = epochOf(await place(tab));
     await startTask(tab, "example.counter", { to: TO, everyMs: EVERY_MS });
     await expect.poll(() => tabPrints.includes("tick 3"), { timeout: 30_000 }).toBe(true);
     await tab.click("#place-move"); // Move to the Durable Object
@@ -139,7 +164,7 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
     const printedInTab = tabPrints.length;
     // The button is "Run here" once the page follows the object (its harness open again read-only): it goes on.
     await tab.waitForSelector('#place-move[data-move="runHere"]:not([disabled])', { state: "attached", timeout: 30_000 });
-    expect(await place(tab)).toEqual({ place: "object", where: "the Durable Object", epoch: "lease epoch 2", move: "Run here" });
+    expect(await place(tab)).toEqual({ place: "object", where: "the Durable Object", epoch: `lease epoch ${first + 1}`, move: "Run here" });
     await seesItGoOn(tab, "the tab that moved the agent");
     await shoot(tab, "move-1-moved-to-the-object");
     await tab.setViewportSize({ width: 390, height: 760 }); // a phone: the bar wraps above the tab bar
@@ -149,7 +174,12 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
     expect(edge.printed.lines).not.toContain(`tick ${TO}`);
     await tab.click("#place-move"); // Run here
     await tab.waitForSelector('#place-bar[data-place="here"]', { state: "attached", timeout: 30_000 });
-    expect(await place(tab)).toEqual({ place: "here", where: "this tab", epoch: "lease epoch 3", move: "Move to the Durable Object" });
+    expect(await place(tab)).toEqual({
+      place: "here",
+      where: "this tab",
+      epoch: `lease epoch ${first + 2}`,
+      move: "Move to the Durable Object",
+    });
     expect(await waitForShownTask(tab, `counted to ${TO}`, 60_000)).toContain("terminal");
     await shoot(tab, "move-2-back-in-the-tab");
     const all = [...tabPrints.slice(0, printedInTab), ...edge.printed.lines, ...tabPrints.slice(printedInTab)].map(tickOf);

@@ -11,7 +11,7 @@
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest } from "../errors.ts";
-import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord } from "../follow/arbiter.ts";
+import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord, randomFirstEpoch } from "../follow/arbiter.ts";
 import type { AnswerStore, FollowAction, FollowRequest } from "../follow/object-end.ts";
 import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
@@ -68,7 +68,15 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
     },
     // The object's copy: a tab with a stale or forked copy must not take the lease and write over its history.
     copyHead: () => copyHead(sql),
+    // A reset object (its storage deleted) begins a new history: from a random epoch, not 1 again (decision 0074).
+    firstEpoch: () => randomFirstEpoch(cryptoRandom),
   });
+}
+
+/** Uniform in [0, 1) from the platform's CSPRNG (53 random bits). */
+function cryptoRandom(): number {
+  const [high, low] = crypto.getRandomValues(new Uint32Array(2));
+  return ((high! >>> 5) * 2 ** 26 + (low! >>> 6)) / 2 ** 53;
 }
 
 /**

@@ -58,6 +58,7 @@ export class LeaseBook implements LeaseArbiter {
   readonly #load: () => LeaseRecord;
   readonly #save: (record: LeaseRecord) => void;
   readonly #copyHead: (() => number | LogMark) | undefined;
+  readonly #firstEpoch: (() => number) | undefined;
 
   /**
    * `copyHead`: where the log of the copy kept beside the arbiter stands (the object's copy, decision 0039). A place
@@ -73,12 +74,20 @@ export class LeaseBook implements LeaseArbiter {
     load(): LeaseRecord;
     save(record: LeaseRecord): void;
     copyHead?(): number | LogMark;
+    /**
+     * The first epoch this book mints, when its record is new (decision 0074). Default: 1. A Durable Object passes a
+     * random one (`randomFirstEpoch`): an object whose storage was reset mints again from a new base, so its history
+     * and the one before it never share an epoch — a tab of the old history finds a fork against the new one instead
+     * of reading it as its own continuation (both would otherwise begin at epoch 1).
+     */
+    firstEpoch?(): number;
   }) {
     this.#clock = options.clock;
     this.#ttlMs = options.ttlMs;
     this.#load = options.load;
     this.#save = options.save;
     this.#copyHead = options.copyHead;
+    this.#firstEpoch = options.firstEpoch;
   }
 
   /** The record as it stands (for tests and diagnostics). */
@@ -115,7 +124,15 @@ export class LeaseBook implements LeaseArbiter {
         `its log (epoch ${headEpoch} at position ${head}) left the arbiter's copy's history (epoch ${copyEpoch} at ${copy}): it must keep its fork and rebuild from that history before it takes the lease`,
       );
     }
-    const epoch = record.epoch + 1;
+    // Every epoch of this book's history is one it minted, so none is past its record: a head written under a later
+    // one was written in another history (this book's storage was reset since, decision 0074).
+    if (headEpoch !== undefined && record.epoch > 0 && headEpoch > record.epoch) {
+      throw new LeaseNotHeld(
+        place,
+        `its log was written under epoch ${headEpoch}, which this arbiter never minted (its last is ${record.epoch}): it belongs to another history, and must keep its fork and rebuild from this one before it takes the lease`,
+      );
+    }
+    const epoch = record.epoch === 0 && this.#firstEpoch ? firstMinted(this.#firstEpoch(), headEpoch) : record.epoch + 1;
     this.#save({ epoch, holder: place, expiresAt: now + this.#ttlMs });
     return { epoch, ttlMs: this.#ttlMs };
   }
@@ -143,17 +160,40 @@ export class LeaseBook implements LeaseArbiter {
   }
 }
 
+/** The largest first epoch `randomFirstEpoch` picks: 2^40, leaving 2^53 − 2^40 epochs to mint after it. */
+export const MAX_FIRST_EPOCH = 2 ** 40;
+
+/**
+ * A first epoch drawn from `random` (uniform in [0, 1), e.g. from the platform's CSPRNG) in [1, MAX_FIRST_EPOCH]:
+ * two histories begun apart share their epochs with a chance of about one in 2^40 per pair.
+ */
+export function randomFirstEpoch(random: () => number): number {
+  const drawn = Math.floor(random() * MAX_FIRST_EPOCH) + 1;
+  return Number.isSafeInteger(drawn) && drawn >= 1 && drawn <= MAX_FIRST_EPOCH ? drawn : 1;
+}
+
+/**
+ * The first epoch a new record mints: the one drawn, or past the taker's head epoch when its log is older than this
+ * book (a place that wrote alone before it met its arbiter): a log's epochs only grow.
+ */
+function firstMinted(drawn: number, headEpoch: number | undefined): number {
+  const first = Number.isSafeInteger(drawn) && drawn >= 1 && drawn <= MAX_FIRST_EPOCH ? drawn : 1;
+  return headEpoch !== undefined && headEpoch >= first ? headEpoch + 1 : first;
+}
+
 /** An arbiter whose record lives in memory (for tests, and for both places of one process). */
 export function memoryArbiter(options: {
   clock: Pick<Clock, "now">;
   ttlMs?: number;
   record?: LeaseRecord;
   copyHead?(): number | LogMark;
+  firstEpoch?(): number;
 }): LeaseBook {
   let record: LeaseRecord = options.record ?? { epoch: 0 };
   return new LeaseBook({
     clock: options.clock,
     ...(options.copyHead ? { copyHead: options.copyHead } : {}),
+    ...(options.firstEpoch ? { firstEpoch: options.firstEpoch } : {}),
     ttlMs: options.ttlMs ?? DEFAULT_LEASE_TTL_MS,
     load: () => record,
     save: (next) => {

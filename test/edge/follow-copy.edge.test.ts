@@ -134,7 +134,7 @@ describe("the object serves its copy to other devices while the tab holds the le
     // What a copy does not forward says where the conversation runs.
     await expect(device.compact(root.id)).rejects.toMatchObject({
       name: "RunsElsewhere",
-      place: "tab (lease epoch 1)",
+      place: `tab (lease epoch ${tab.harness.lease!.epoch})`,
     });
     device.terminate();
     await tab.harness.close(ctx);
