@@ -6,6 +6,9 @@ import type { TaskRecord } from "../storage/records.ts";
  * live"), waiting tasks by the task they wait on, and sleepers. Kept in step by `index` for every committed
  * record (at open and after every commit); transitions read it together with what a commit staged.
  */
+/** What an id with no entry maps to: one shared empty list, so a row with none allocates nothing (decision 0066). */
+const NONE: readonly number[] = Object.freeze([]);
+
 export class LiveIndex {
   /** Live (non-background) children by owner. */
   readonly #children = new Map<number, Set<number>>();
@@ -30,11 +33,14 @@ export class LiveIndex {
         if (set.size === 0) this.#children.delete(task.owner);
       }
     }
-    for (const member of this.#waitingOn.get(task.id) ?? []) {
-      const waiters = this.#waitersOn.get(member);
-      if (waiters?.delete(task.id) && waiters.size === 0) this.#waitersOn.delete(member);
+    const waitedOn = this.#waitingOn.get(task.id);
+    if (waitedOn !== undefined) {
+      for (const member of waitedOn) {
+        const waiters = this.#waitersOn.get(member);
+        if (waiters?.delete(task.id) && waiters.size === 0) this.#waitersOn.delete(member);
+      }
+      this.#waitingOn.delete(task.id);
     }
-    this.#waitingOn.delete(task.id);
     let failFast: readonly number[] | undefined;
     if (task.state.status === "waiting") {
       this.#waitingOn.set(task.id, task.state.on);
@@ -52,12 +58,12 @@ export class LiveIndex {
 
   /** The tasks waiting on `id` (committed). */
   waitersOn(id: number): Iterable<number> {
-    return this.#waitersOn.get(id) ?? [];
+    return this.#waitersOn.get(id) ?? NONE;
   }
 
   /** The committed live children of `id`. */
   children(id: number): Iterable<number> {
-    return this.#children.get(id) ?? [];
+    return this.#children.get(id) ?? NONE;
   }
 
   /**
