@@ -1,14 +1,14 @@
 import type { KernelTx } from "../session/tx.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
+/** What an id with no entry maps to: one shared empty list, so a row with none allocates nothing (decision 0066). */
+const NONE: readonly number[] = Object.freeze([]);
+
 /**
  * The scheduler's index of the committed live set: owned children by owner (for cascades and "owned work is
  * live"), waiting tasks by the task they wait on, and sleepers. Kept in step by `index` for every committed
  * record (at open and after every commit); transitions read it together with what a commit staged.
  */
-/** What an id with no entry maps to: one shared empty list, so a row with none allocates nothing (decision 0066). */
-const NONE: readonly number[] = Object.freeze([]);
-
 export class LiveIndex {
   /** Live (non-background) children by owner. */
   readonly #children = new Map<number, Set<number>>();
