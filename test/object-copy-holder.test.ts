@@ -13,7 +13,16 @@ import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 
 async function objectCopyOver(initial: LeaseRecord) {
   let record = initial;
-  const book = new LeaseBook({ clock: { now: () => 0 }, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  let now = 0;
+  // Wired as the object wires it (src/cloudflare/object.ts): the book's onHolder tells the copy (decision 0075).
+  let holderChanged = () => {};
+  const book = new LeaseBook({
+    clock: { now: () => now },
+    ttlMs: 60_000,
+    load: () => record,
+    save: (next) => void (record = next),
+    onHolder: () => holderChanged(),
+  });
   const copied = objectCopy({
     database: "copy",
     storage: openSqliteStorage({ vfs: "memory" }),
@@ -25,7 +34,14 @@ async function objectCopyOver(initial: LeaseRecord) {
   const statuses: HarnessStatus[] = [];
   copied.copy.service.onStatus((status) => void statuses.push(status));
   while (copied.copy.service.status().kind !== "ready") await new Promise((resolve) => setTimeout(resolve, 1));
-  return { service: copied.copy.service, statuses, set: (next: LeaseRecord) => void (record = next) };
+  holderChanged = () => copied.copy.holderChanged();
+  return {
+    service: copied.copy.service,
+    statuses,
+    book,
+    set: (next: LeaseRecord) => void (record = next),
+    advance: (ms: number) => void (now += ms),
+  };
 }
 
 describe("the object's host names its lease's holder (decision 0067)", () => {
@@ -63,6 +79,52 @@ describe("the object's host names its lease's holder (decision 0067)", () => {
         },
       ),
       { numRuns: 300 },
+    );
+    await world.service.close();
+  });
+
+  it("0075: a holder change with no transaction after it reaches a subscribed page at once: a grant, a renewal (no status), a release, an expired lease taken", async () => {
+    const world = await objectCopyOver({ epoch: 1, holder: "tab-a", expiresAt: 60_000 });
+    const heldBy = () => world.statuses.map((status) => (status as HarnessStatus & { heldBy?: { place: string } }).heldBy?.place ?? "none");
+    const told = world.statuses.length;
+    // tab-a releases at position 0 (its copy holds nothing more): the lease is free — no transaction follows.
+    await world.book.release("tab-a", 1, 0);
+    expect(heldBy().slice(told)).toEqual(["none"]);
+    // tab-b takes it (its recovery writes nothing: it had nothing running).
+    await world.book.acquire("tab-b", 0);
+    expect(heldBy().slice(told)).toEqual(["none", "tab-b"]);
+    // A renewal names the same holder: no status.
+    await world.book.renew("tab-b", 2);
+    expect(heldBy().slice(told)).toEqual(["none", "tab-b"]);
+    // tab-b vanishes; after the expiry tab-c takes the lease.
+    world.advance(61_000);
+    await world.book.acquire("tab-c", 0);
+    expect(heldBy().slice(told)).toEqual(["none", "tab-b", "tab-c"]);
+    expect(world.statuses.at(-1)).toMatchObject({ kind: "ready", runs: "elsewhere", heldBy: { kind: "tab", place: "tab-c" } });
+    await world.service.close();
+  });
+
+  it("0075: hostile holders in any order of grants and releases: a subscriber hears one status per change of holder, each naming it or none (fast-check)", async () => {
+    const world = await objectCopyOver({ epoch: 0 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.oneof(fc.string({ minLength: 1, maxLength: 230 }), fc.constant("tab-x")), { minLength: 1, maxLength: 8 }),
+        async (places) => {
+          for (const place of places) {
+            if (place === "object") continue; // the object's own place is its own to take (not a caller's)
+            const before = world.statuses.length;
+            const holder = world.book.record.holder;
+            if (holder !== undefined) await world.book.release(holder, world.book.record.epoch, 0);
+            await world.book.acquire(place, 0);
+            const heard = world.statuses.slice(before) as Array<HarnessStatus & { heldBy?: { place: string } }>;
+            expect(heard.length).toBe(holder === undefined ? 1 : 2);
+            const last = heard.at(-1)!;
+            if (place.length <= 200) expect(last.heldBy).toEqual({ kind: "tab", place });
+            else expect(last.heldBy).toBeUndefined();
+          }
+        },
+      ),
+      { numRuns: 60 },
     );
     await world.service.close();
   });

@@ -53,7 +53,11 @@ const FOLLOW_TAG = "follow";
 const TABLE = `CREATE TABLE IF NOT EXISTS pi_follow_lease (key TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID`;
 
 /** The object's `LeaseBook`, its record in the object's own SQLite. */
-export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_LEASE_TTL_MS): LeaseBook {
+export function objectLeaseBook(
+  storage: DurableObjectStorage,
+  ttlMs = DEFAULT_LEASE_TTL_MS,
+  onHolder?: (holder: string | undefined) => void,
+): LeaseBook {
   const sql = storage.sql;
   sql.exec(TABLE);
   return new LeaseBook({
@@ -70,6 +74,8 @@ export function objectLeaseBook(storage: DurableObjectStorage, ttlMs = DEFAULT_L
     copyHead: () => copyHead(sql),
     // A reset object (its storage deleted) begins a new history: from a random epoch, not 1 again (decision 0074).
     firstEpoch: () => randomFirstEpoch(cryptoRandom),
+    // The object's own pages are told a new holder at once (decision 0075).
+    ...(onHolder ? { onHolder } : {}),
   });
 }
 

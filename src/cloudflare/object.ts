@@ -120,7 +120,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     // this object takes the lease (the gate), under the lease of its own book.
     const copy = follow ? openStorage() : undefined;
     const place = follow?.place ?? "object";
-    const book = follow ? objectLeaseBook(storage, follow.ttlMs) : undefined;
+    // A new holder is told to the pages the copy serves at once, not at its next status (decision 0075).
+    let holderChanged = () => {};
+    const book = follow ? objectLeaseBook(storage, follow.ttlMs, () => queueMicrotask(() => holderChanged())) : undefined;
     const gate = follow ? takeoverGate() : undefined;
     const server = book ? objectServerCalls({ storage, book, registry: harnessOptions.registry, env: harnessOptions.env }) : undefined;
     const served = createHost({
@@ -152,6 +154,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
             end: () => this.#following?.end,
           })
         : undefined;
+    if (copied) holderChanged = () => copied.copy.holderChanged();
     this.service = copied?.copy.service ?? served.service;
     this.listenerCount = copied ? () => copied.listenerCount() + served.listenerCount() : served.listenerCount;
     this.#endpoint = hostEndpoint(this.service);

@@ -81,11 +81,24 @@ export class LeaseBook implements LeaseArbiter {
      * of reading it as its own continuation (both would otherwise begin at epoch 1).
      */
     firstEpoch?(): number;
+    /**
+     * Told after a save that names another holder than the record before it (a grant to another place, a release, an
+     * expired lease taken; not a renewal): the object's pages are told the new holder at once (decision 0075).
+     */
+    onHolder?(holder: string | undefined): void;
   }) {
     this.#clock = options.clock;
     this.#ttlMs = options.ttlMs;
     this.#load = options.load;
-    this.#save = options.save;
+    const save = options.save;
+    const onHolder = options.onHolder;
+    this.#save = onHolder
+      ? (record) => {
+          const before = this.#load().holder;
+          save(record);
+          if (record.holder !== before) onHolder(record.holder);
+        }
+      : save;
     this.#copyHead = options.copyHead;
     this.#firstEpoch = options.firstEpoch;
   }

@@ -56,6 +56,12 @@ export interface CopyService {
   hold(host: ServedHost): Promise<void>;
   /** True once `hold` handed the service to the holding host. */
   readonly holding: boolean;
+  /**
+   * This place's lease record names another holder (decision 0075): every status subscriber is told the status again,
+   * with its `heldBy` read anew — a lease taken or released with no transaction after it reaches the pages at once,
+   * not at the copy's next status. Nothing once this place holds the lease (its host's status says `here`).
+   */
+  holderChanged(): void;
   /** Ends every forward and subscription and closes the current host. */
   close(): Promise<void>;
 }
@@ -273,6 +279,11 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     },
     get holding() {
       return holding;
+    },
+    holderChanged() {
+      if (holding || closed) return;
+      const status = delegate("status", []) as HarnessStatus;
+      for (const held of subscriptions) if (held.method === "onStatus") (held.listener as (status: HarnessStatus) => void)(status);
     },
     async hold(host) {
       const harness = await host.ready;
