@@ -10,7 +10,9 @@
  *   serves (`SnapshotServer`, `snapshotParts`: 102 on a Durable Object, whose copy is at most 16 MiB in 51 parts of
  *   about a third of a megabyte; 404 elsewhere, 64 MiB in 202), one more every second; four such fetches in all, one
  *   more every 200 ms — past the bursts about a third of a megabyte a second per caller and 1.7 MB a second in all.
- *   The first part comes with its take and counts there.
+ *   The first part comes with its take and counts there. The object keeps its last parts (one whole fetch's worth, half
+ *   a caller's burst) for callers that have drawn fewer than that from their own bucket lately (decision 0075):
+ *   callers that drain the object together cannot starve a new device, which can still read one whole snapshot.
  * A refused call is `SnapshotUnavailable("busy")`, retryable: ask again later. It reads nothing and counts nothing.
  */
 import type { Clock } from "../base/clock.ts";
@@ -33,6 +35,12 @@ export interface SnapshotLimits {
   totalPartBurst?: number;
   /** The object's parts bucket gains one every this many ms. Default 200. */
   totalPartEveryMs?: number;
+  /**
+   * The object's last parts, kept for callers that have drawn fewer than this many from their own bucket lately (a new
+   * device): one that has drawn more is refused them. Default half of `partBurst` (rounded up), at most
+   * `totalPartBurst − partBurst`; 0 keeps none.
+   */
+  partReserve?: number;
 }
 
 /** Callers whose buckets are remembered; the one heard longest ago is forgotten first (its bucket starts full). */
@@ -53,9 +61,11 @@ class Buckets {
   readonly #totalEveryMs: number;
   readonly #callers = new Map<string, Bucket>();
   readonly #what: string;
+  readonly #reserve: number;
 
-  constructor(clock: Clock, what: string, burst: number, everyMs: number, totalBurst: number, totalEveryMs: number) {
+  constructor(clock: Clock, what: string, burst: number, everyMs: number, totalBurst: number, totalEveryMs: number, reserve = 0) {
     this.#clock = clock;
+    this.#reserve = reserve;
     this.#what = what;
     this.#burst = burst;
     this.#everyMs = everyMs;
@@ -73,6 +83,10 @@ class Buckets {
       throw new SnapshotUnavailable("busy", `${caller} asked for ${this.#what} faster than one every ${this.#everyMs} ms`);
     if (this.#total.tokens < 1)
       throw new SnapshotUnavailable("busy", `the object serves at most one of ${this.#what} every ${this.#totalEveryMs} ms`);
+    // The reserve (decision 0075): the object's last tokens go only to a caller that has drawn fewer than that many
+    // from its own bucket lately (a new device: it can read one whole fetch), never to one that read more.
+    if (this.#total.tokens - 1 < this.#reserve && this.#burst - mine.tokens >= this.#reserve)
+      throw new SnapshotUnavailable("busy", `the object keeps its last ${this.#reserve} ${this.#what} for callers that have read less lately`);
     mine.tokens -= 1;
     this.#total.tokens -= 1;
     this.#callers.delete(caller); // re-inserted: the map's order is the order callers were last heard
@@ -94,13 +108,17 @@ export class SnapshotLimit {
       limits.totalBurst ?? 6,
       limits.totalEveryMs ?? 2_000,
     );
+    const partBurst = limits.partBurst ?? 64;
+    const totalPartBurst = limits.totalPartBurst ?? 256;
+    const reserve = limits.partReserve ?? Math.min(Math.ceil(partBurst / 2), totalPartBurst - partBurst);
     this.#parts = new Buckets(
       clock,
       "snapshot parts",
-      limits.partBurst ?? 64,
+      partBurst,
       limits.partEveryMs ?? 1_000,
-      limits.totalPartBurst ?? 256,
+      totalPartBurst,
       limits.totalPartEveryMs ?? 200,
+      Number.isFinite(reserve) ? Math.max(0, Math.floor(reserve)) : 0,
     );
   }
 
