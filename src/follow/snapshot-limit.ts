@@ -86,7 +86,10 @@ class Buckets {
     // The reserve (decision 0075): the object's last tokens go only to a caller that has drawn fewer than that many
     // from its own bucket lately (a new device: it can read one whole fetch), never to one that read more.
     if (this.#total.tokens - 1 < this.#reserve && this.#burst - mine.tokens >= this.#reserve)
-      throw new SnapshotUnavailable("busy", `the object keeps its last ${this.#reserve} ${this.#what} for callers that have read less lately`);
+      throw new SnapshotUnavailable(
+        "busy",
+        `the object keeps its last ${this.#reserve} ${this.#what} for callers that have read less lately`,
+      );
     mine.tokens -= 1;
     this.#total.tokens -= 1;
     this.#callers.delete(caller); // re-inserted: the map's order is the order callers were last heard
