@@ -283,7 +283,14 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     holderChanged() {
       if (holding || closed) return;
       const status = delegate("status", []) as HarnessStatus;
-      for (const held of subscriptions) if (held.method === "onStatus") (held.listener as (status: HarnessStatus) => void)(status);
+      for (const held of subscriptions) {
+        if (held.method !== "onStatus") continue;
+        try {
+          (held.listener as (status: HarnessStatus) => void)(status);
+        } catch {
+          // One page's listener failing (its socket gone) does not keep the new holder from the others.
+        }
+      }
     },
     async hold(host) {
       const harness = await host.ready;
