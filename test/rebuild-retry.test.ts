@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
+import { systemClock } from "../src/base/clock.ts";
 import { followObject } from "../src/browser/follow.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
@@ -20,7 +21,7 @@ describe("a worker whose rebuild the object refused as busy (decision 0070)", ()
   it("0070 (0053): a load whose snapshot take is answered busy (the place's takes spent by an earlier load) rebuilds by itself once a take is free, with its link up all along", async () => {
     const registry = (_place: string) => createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] }));
     let record: LeaseRecord = { epoch: 0 };
-    const clock = { now: () => Date.now(), setTimer: (ms: number, fire: () => void) => clearTimeout.bind(null, setTimeout(fire, ms)) };
+    const clock = systemClock; // real time: the worker's retry timer and the object's take refill run on it
     const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
     const copy = await openSqliteStorage({ vfs: "memory" });
     const end = await ObjectEnd.start({

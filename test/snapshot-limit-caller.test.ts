@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { comebackWorld } from "./comeback-support.ts";
-import { ctx, runUntil } from "./support.ts";
+import { snapshotCallWorld } from "./snapshot-copy.ts";
+import { ctx } from "./support.ts";
 
 // Decision 0064 (issue 27 item 2): the snapshot limits counted per place name, and the place name is the caller's
 // own argument. A caller the door lets use many places (or one whose door checks nothing per place) had a bucket per
@@ -9,30 +9,10 @@ import { ctx, runUntil } from "./support.ts";
 // new device. With the caller the platform authenticated (ObjectEnd.receive's `caller`), every place it names shares
 // that caller's one bucket; another caller keeps its own.
 
-type Answer = { id: string; value?: { id: string }; error?: { name: string; message: string } };
-
 async function world() {
-  const w = await comebackWorld({ to: 3 });
-  await runUntil(w.clock, async () => ((await w.copy.load()).log?.position ?? 0) >= 1);
-  let reads = 0;
-  const read = w.copy.readSnapshot.bind(w.copy);
-  w.copy.readSnapshot = async () => {
-    reads++;
-    return read();
-  };
-  const take = async (id: string, place: unknown, caller: string): Promise<Answer> => {
-    let answer: Answer | undefined;
-    await w.end.receive(
-      JSON.stringify({ type: "call", id, topic: "follow", method: "snapshot", args: [place] }),
-      (frame) => void (answer = JSON.parse(frame)),
-      () => true,
-      undefined,
-      undefined,
-      caller,
-    );
-    return answer!;
-  };
-  return { w, take, reads: () => reads };
+  const { w, call, reads } = await snapshotCallWorld();
+  const take = (id: string, place: unknown, caller: string) => call(id, [place], caller);
+  return { w, take, reads };
 }
 
 describe("snapshot limits per authenticated caller (decision 0064)", () => {

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { comebackWorld } from "./comeback-support.ts";
-import { ctx, runUntil } from "./support.ts";
+import { snapshotCallWorld } from "./snapshot-copy.ts";
+import { ctx } from "./support.ts";
 
 // Decision 0070 (issue 27; e2e/rebuild.e2e.ts's forked-offline case). The tab's FollowLink sends every unanswered call
 // again every 2 s. The object answers a take still being answered once (decision 0058's review), but a resend that
@@ -10,31 +10,7 @@ import { ctx, runUntil } from "./support.ts";
 // rebuilt and reloaded in the middle found its take answered 'busy'. Now the object remembers the requests it answered
 // a take to and answers a late resend with that take's first part again, while the take is kept.
 
-type Answer = { id: string; value?: { id: string; index: number }; error?: { name: string; message: string } };
-
-async function world() {
-  const w = await comebackWorld({ to: 3 });
-  await runUntil(w.clock, async () => ((await w.copy.load()).log?.position ?? 0) >= 1);
-  let reads = 0;
-  const read = w.copy.readSnapshot.bind(w.copy);
-  w.copy.readSnapshot = async () => {
-    reads++;
-    return read();
-  };
-  const call = async (id: string, args: unknown[], caller = "alice"): Promise<Answer> => {
-    let answer: Answer | undefined;
-    await w.end.receive(
-      JSON.stringify({ type: "call", id, topic: "follow", method: "snapshot", args }),
-      (frame) => void (answer = JSON.parse(frame)),
-      () => true,
-      undefined,
-      undefined,
-      caller,
-    );
-    return answer!;
-  };
-  return { w, call, reads: () => reads };
-}
+const world = snapshotCallWorld;
 
 describe("a take resent after its answer (decision 0070)", () => {
   it("0070 (0058): a take asked again under the id it was answered to is the same take's first part: no second read, none of the caller's takes spent", async () => {
