@@ -16,7 +16,9 @@
  *     Median of TRIALS reloads, the configurations taking turns in rounds (see `recoveries`).
  * (c) An effect-free step under a lease (issue 27, decision 0056): the same task's steps on a database of their own,
  *     every transaction fenced and logged under a lease from an arbiter in the worker (no link), taking turns with
- *     (a)'s runs; the ratio to (a)'s kernel step, of the medians and run by run.
+ *     (a)'s runs; the ratio to (a)'s kernel step, of the medians and run by run. Beside it (decision 0076), the same
+ *     fenced kernel with its status-unchanged task-row write skipped (an ablation in the bench worker only, not a
+ *     product path), taking turns with the fenced run; and the WAL frames each kind of commit writes, counted.
  * Also: the worker's JS heap (CDP, after GC) with 1 and with 10,000 live tasks.
  */
 import { writeFileSync } from "node:fs";
@@ -27,6 +29,10 @@ import type { RecoveryTimeline } from "./app/main.ts";
 import { buildPage, DIST, launchChromium, serveStatic, waitInPage, workerHeap } from "./support.ts";
 
 const QUICK = process.env.BENCH_QUICK === "1";
+/** `BENCH_KERNEL_ONLY=1`: section (a) and (c) alone (decision 0076), printed; no interleaved figure, no reloads, no file written. */
+const KERNEL_ONLY = process.env.BENCH_KERNEL_ONLY === "1";
+/** Decision 0076: steps per WAL-frame count (autocheckpoint off for them, outside the timed runs). */
+const FRAME_STEPS = 1000;
 const STEPS = 2000;
 /** Group commit (decision 0026): this many tasks stepping at once, STEPS steps in all. */
 const PARALLEL = 100;
@@ -112,6 +118,25 @@ export async function benchBrowser() {
   }
 }
 
+/** `BENCH_KERNEL_ONLY=1`: sections (a) and (c) alone, their rows printed (decision 0076). */
+async function benchKernelOnly(): Promise<string> {
+  await buildPage(new URL("./vite.config.ts", import.meta.url).pathname);
+  const server = await serveStatic(join(DIST, "app"));
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage();
+    const kernel = await kernelVsRaw(page, server.url);
+    await page.close();
+    return table(["bench", "what", "median", "min–max", "ratio", "target"], kernelRows(kernel).map(rowCells));
+  } catch (error) {
+    if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
+    throw error;
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+}
+
 export async function kernelVsRaw(page: Page, baseUrl: string) {
   await page.goto(`${baseUrl}?mode=kernel`);
   await waitInPage(page, () => window.bench?.kernel !== undefined);
@@ -120,18 +145,32 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   await page.evaluate((steps) => window.bench.kernel!.rawCommits(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.kernelSteps(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.fencedSteps(steps), STEPS);
+  await page.evaluate((steps) => window.bench.kernel!.fencedSkipSteps(steps), STEPS);
   await page.evaluate(([tasks, steps]) => window.bench.kernel!.parallelSteps(tasks, steps), [PARALLEL, STEPS] as const);
   const raw: number[] = [];
   const steps: number[] = [];
   const parallel: Array<{ ms: number; transactions: number }> = [];
   const fenced: number[] = [];
+  const fencedSkip: number[] = [];
   let bytes = { raw: 0, kernel: 0 };
   for (let run = 0; run < RUNS; run++) {
     const r = await page.evaluate((n) => window.bench.kernel!.rawCommits(n), STEPS);
     const k = await page.evaluate((n) => window.bench.kernel!.kernelSteps(n), STEPS);
     const p = await page.evaluate(([tasks, n]) => window.bench.kernel!.parallelSteps(tasks, n), [PARALLEL, STEPS] as const);
-    const f = await page.evaluate((n) => window.bench.kernel!.fencedSteps(n), STEPS);
+    // The fenced step and its ablation take turns first (decision 0076).
+    const fencedRun = () => page.evaluate((n) => window.bench.kernel!.fencedSteps(n), STEPS);
+    const skipRun = () => page.evaluate((n) => window.bench.kernel!.fencedSkipSteps(n), STEPS);
+    let f: { ms: number };
+    let s: { ms: number };
+    if (run % 2 === 0) {
+      f = await fencedRun();
+      s = await skipRun();
+    } else {
+      s = await skipRun();
+      f = await fencedRun();
+    }
     fenced.push((f.ms * 1000) / STEPS);
+    fencedSkip.push((s.ms * 1000) / STEPS);
     raw.push((r.ms * 1000) / STEPS);
     steps.push((k.ms * 1000) / STEPS);
     parallel.push(p);
@@ -149,6 +188,9 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   const parallelPaired = summarize(parallel.map((run, index) => (STEPS * 1000) / run.ms / (1e6 / raw[index]!)));
   const stepsPerTransaction = summarize(parallel.map((run) => STEPS / run.transactions));
   const fencedStepMicros = summarize(fenced);
+  const fencedSkipStepMicros = summarize(fencedSkip);
+  // After the timed runs: the frame count turns the automatic checkpoint off while it counts.
+  const walFrames = await page.evaluate((n) => window.bench.kernel!.walFramesPerCommit(n), FRAME_STEPS);
   return {
     steps: STEPS,
     runs: RUNS,
@@ -176,6 +218,14 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
       pairedRatios: summarize(fenced.map((micros, run) => micros / steps[run]!)),
       target: "an effect-free step under a lease: zero added latency over a step with no lease (issue 27)",
     },
+    fencedSkip: {
+      stepMicros: fencedSkipStepMicros,
+      ratio: fencedSkipStepMicros.median / kernelStepMicros.median,
+      pairedRatios: summarize(fencedSkip.map((micros, run) => micros / steps[run]!)),
+      toFenced: summarize(fencedSkip.map((micros, run) => micros / fenced[run]!)),
+      note: "decision 0076's ablation (bench worker only): the fenced step without its status-unchanged task-row write",
+    },
+    walFrames: { steps: FRAME_STEPS, perCommit: walFrames },
   };
 }
 
@@ -331,7 +381,6 @@ function report(
   kernel: Awaited<ReturnType<typeof kernelVsRaw>> & { interleaved: Awaited<ReturnType<typeof interleavedLoneStep>> },
   recovery: RecoveryFigures[],
 ) {
-  const lone = kernel.interleaved;
   const baseline = recovery.find((r) => r.live === 1)!;
   const [smallHistory, largeHistory] = recovery.filter((r) => r.variant === "history");
   const historyRatio = largeHistory!.firstStepMs.median / smallHistory!.firstStepMs.median;
@@ -373,48 +422,7 @@ function report(
   };
 
   const mb = (bytes: number) => `${fmt(bytes / 1048576, 1)} MB`;
-  const rows: Row[] = [
-    {
-      bench: "browser OPFS",
-      what: `raw single-row UPDATE commit (${kernel.recordBytes.raw} B JSON)`,
-      median: `${fmt(kernel.rawCommitMicros.median)} µs (${fmt(1e6 / kernel.rawCommitMicros.median, 0)}/s)`,
-      range: `${fmt(kernel.rawCommitMicros.min)}–${fmt(kernel.rawCommitMicros.max)} µs`,
-      ratio: "1.00×",
-      target: "",
-    },
-    {
-      bench: "browser OPFS",
-      what: `kernel step (checkpoint commit, ${kernel.recordBytes.kernel} B record)`,
-      median: `${fmt(kernel.kernelStepMicros.median)} µs (${fmt(1e6 / kernel.kernelStepMicros.median, 0)}/s)`,
-      range: `${fmt(kernel.kernelStepMicros.min)}–${fmt(kernel.kernelStepMicros.max)} µs`,
-      ratio: `${fmt(kernel.ratio, 2)}× raw (run by run: median ${fmt(kernel.pairedRatios.median, 2)}×, ${fmt(kernel.pairedRatios.min, 2)}–${fmt(kernel.pairedRatios.max, 2)}×)`,
-      target: `≤ 1.2× ${kernel.meetsTarget ? "✅" : "❌"}`,
-    },
-    {
-      bench: "browser OPFS",
-      what: `kernel step, interleaved: ${lone.rounds} rounds of ${lone.steps.toLocaleString("en-US")}, raw and kernel taking turns first (raw ${fmt(lone.rawCommitMicros.median)} µs)`,
-      median: `${fmt(lone.kernelStepMicros.median)} µs (${fmt(1e6 / lone.kernelStepMicros.median, 0)}/s)`,
-      range: `${fmt(lone.kernelStepMicros.min)}–${fmt(lone.kernelStepMicros.max)} µs`,
-      ratio: `${fmt(lone.ratio, 2)}× raw (run by run: median ${fmt(lone.pairedRatios.median, 2)}×, ${fmt(lone.pairedRatios.min, 2)}–${fmt(lone.pairedRatios.max, 2)}×)`,
-      target: `≤ 1.2× ${lone.ratio <= 1.2 ? "✅" : "❌"}`,
-    },
-    {
-      bench: "browser OPFS",
-      what: `${PARALLEL} parallel tasks stepping (group commit: ${fmt(kernel.parallel.stepsPerTransaction.median, 1)} steps per transaction)`,
-      median: `${fmt(kernel.parallel.kernelStepsPerSecond.median, 0)} steps/s`,
-      range: `${fmt(kernel.parallel.kernelStepsPerSecond.min, 0)}–${fmt(kernel.parallel.kernelStepsPerSecond.max, 0)} steps/s`,
-      ratio: `${fmt(kernel.parallel.ratio, 2)}× raw commits/s (run by run: median ${fmt(kernel.parallel.pairedRatios.median, 2)}×, ${fmt(kernel.parallel.pairedRatios.min, 2)}–${fmt(kernel.parallel.pairedRatios.max, 2)}×)`,
-      target: `≥ 2× ${kernel.parallel.meetsTarget ? "✅" : "❌"}`,
-    },
-    {
-      bench: "browser OPFS",
-      what: "kernel step under a lease (fenced and logged, no link; effect-free)",
-      median: `${fmt(kernel.fenced.stepMicros.median)} µs`,
-      range: `${fmt(kernel.fenced.stepMicros.min)}–${fmt(kernel.fenced.stepMicros.max)} µs`,
-      ratio: `${fmt(kernel.fenced.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fenced.pairedRatios.median, 2)}×, ${fmt(kernel.fenced.pairedRatios.min, 2)}–${fmt(kernel.fenced.pairedRatios.max, 2)}×)`,
-      target: "zero added latency",
-    },
-  ];
+  const rows = kernelRows(kernel);
   for (const figure of recovery) {
     if (figure.history) {
       const large = figure === largeHistory;
@@ -450,6 +458,76 @@ function report(
   return { result, rows, printed: table(["bench", "what", "median", "min–max", "ratio", "target"], rows.map(rowCells)) };
 }
 
+/** Sections (a) and (c)'s rows (the interleaved one when it was run), in the table's order. */
+function kernelRows(
+  kernel: Awaited<ReturnType<typeof kernelVsRaw>> & { interleaved?: Awaited<ReturnType<typeof interleavedLoneStep>> },
+): Row[] {
+  const lone = kernel.interleaved;
+  const frames = kernel.walFrames.perCommit;
+  return [
+    {
+      bench: "browser OPFS",
+      what: `raw single-row UPDATE commit (${kernel.recordBytes.raw} B JSON)`,
+      median: `${fmt(kernel.rawCommitMicros.median)} µs (${fmt(1e6 / kernel.rawCommitMicros.median, 0)}/s)`,
+      range: `${fmt(kernel.rawCommitMicros.min)}–${fmt(kernel.rawCommitMicros.max)} µs`,
+      ratio: "1.00×",
+      target: "",
+    },
+    {
+      bench: "browser OPFS",
+      what: `kernel step (checkpoint commit, ${kernel.recordBytes.kernel} B record)`,
+      median: `${fmt(kernel.kernelStepMicros.median)} µs (${fmt(1e6 / kernel.kernelStepMicros.median, 0)}/s)`,
+      range: `${fmt(kernel.kernelStepMicros.min)}–${fmt(kernel.kernelStepMicros.max)} µs`,
+      ratio: `${fmt(kernel.ratio, 2)}× raw (run by run: median ${fmt(kernel.pairedRatios.median, 2)}×, ${fmt(kernel.pairedRatios.min, 2)}–${fmt(kernel.pairedRatios.max, 2)}×)`,
+      target: `≤ 1.2× ${kernel.meetsTarget ? "✅" : "❌"}`,
+    },
+    ...(lone
+      ? [
+          {
+            bench: "browser OPFS",
+            what: `kernel step, interleaved: ${lone.rounds} rounds of ${lone.steps.toLocaleString("en-US")}, raw and kernel taking turns first (raw ${fmt(lone.rawCommitMicros.median)} µs)`,
+            median: `${fmt(lone.kernelStepMicros.median)} µs (${fmt(1e6 / lone.kernelStepMicros.median, 0)}/s)`,
+            range: `${fmt(lone.kernelStepMicros.min)}–${fmt(lone.kernelStepMicros.max)} µs`,
+            ratio: `${fmt(lone.ratio, 2)}× raw (run by run: median ${fmt(lone.pairedRatios.median, 2)}×, ${fmt(lone.pairedRatios.min, 2)}–${fmt(lone.pairedRatios.max, 2)}×)`,
+            target: `≤ 1.2× ${lone.ratio <= 1.2 ? "✅" : "❌"}`,
+          },
+        ]
+      : []),
+    {
+      bench: "browser OPFS",
+      what: `${PARALLEL} parallel tasks stepping (group commit: ${fmt(kernel.parallel.stepsPerTransaction.median, 1)} steps per transaction)`,
+      median: `${fmt(kernel.parallel.kernelStepsPerSecond.median, 0)} steps/s`,
+      range: `${fmt(kernel.parallel.kernelStepsPerSecond.min, 0)}–${fmt(kernel.parallel.kernelStepsPerSecond.max, 0)} steps/s`,
+      ratio: `${fmt(kernel.parallel.ratio, 2)}× raw commits/s (run by run: median ${fmt(kernel.parallel.pairedRatios.median, 2)}×, ${fmt(kernel.parallel.pairedRatios.min, 2)}–${fmt(kernel.parallel.pairedRatios.max, 2)}×)`,
+      target: `≥ 2× ${kernel.parallel.meetsTarget ? "✅" : "❌"}`,
+    },
+    {
+      bench: "browser OPFS",
+      what: "kernel step under a lease (fenced and logged, no link; effect-free)",
+      median: `${fmt(kernel.fenced.stepMicros.median)} µs`,
+      range: `${fmt(kernel.fenced.stepMicros.min)}–${fmt(kernel.fenced.stepMicros.max)} µs`,
+      ratio: `${fmt(kernel.fenced.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fenced.pairedRatios.median, 2)}×, ${fmt(kernel.fenced.pairedRatios.min, 2)}–${fmt(kernel.fenced.pairedRatios.max, 2)}×)`,
+      target: "zero added latency",
+    },
+    {
+      bench: "browser OPFS",
+      what: "the same, its status-unchanged task-row write skipped (decision 0076's ablation in the bench worker: not crash-safe, not a product path)",
+      median: `${fmt(kernel.fencedSkip.stepMicros.median)} µs`,
+      range: `${fmt(kernel.fencedSkip.stepMicros.min)}–${fmt(kernel.fencedSkip.stepMicros.max)} µs`,
+      ratio: `${fmt(kernel.fencedSkip.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fencedSkip.pairedRatios.median, 2)}×; ${fmt(kernel.fencedSkip.toFenced.median, 2)}× the fenced step)`,
+      target: "",
+    },
+    {
+      bench: "browser OPFS",
+      what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / fenced without the task-row write)`,
+      median: `${fmt(frames.raw, 2)} / ${fmt(frames.kernel, 2)} / ${fmt(frames.fenced, 2)} / ${fmt(frames.fencedSkip, 2)}`,
+      range: "",
+      ratio: `fenced ${fmt(frames.fenced / frames.kernel, 2)}× the step's frames`,
+      target: "",
+    },
+  ];
+}
+
 function signedMs(ms: number): string {
   return `${ms < 0 ? "−" : "+"}${fmt(Math.abs(ms), 0)} ms`;
 }
@@ -458,7 +536,8 @@ export function rowCells(row: Row): string[] {
   return [row.bench, row.what, row.median, row.range, row.ratio, row.target];
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (import.meta.url === `file://${process.argv[1]}` && KERNEL_ONLY) console.log(await benchKernelOnly());
+else if (import.meta.url === `file://${process.argv[1]}`) {
   const { result, printed } = await benchBrowser();
   console.log(printed);
   writeFileSync(new URL("./results-browser.json", new URL("..", import.meta.url)), `${JSON.stringify(result, null, 2)}\n`);

@@ -8,9 +8,10 @@ import * as Comlink from "comlink";
 import { systemClock } from "../../../src/base/clock.ts";
 import { memoryArbiter } from "../../../src/follow/arbiter.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../../src/index.ts";
-import type { SqliteDatabase } from "../../../src/storage/sqlite/database.ts";
+import type { SqliteDatabase, SqliteTransaction } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
-import type { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
+import { SQL } from "../../../src/storage/sqlite/schema.ts";
+import { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase, sqliteVersion } from "../../../src/storage/sqlite/wasm.ts";
 import { countIo, type IoCounts } from "./io-count.ts";
 import { stepper } from "./tasks.ts";
@@ -19,6 +20,7 @@ const POOL = "pi-bench-kernel";
 
 let kernel: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let fenced: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+let fencedSkip: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let raw: Promise<SqliteDatabase> | undefined;
 
 function openKernel() {
@@ -37,15 +39,74 @@ function openKernel() {
  * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed).
  */
 function openFenced() {
-  fenced ??= (async () => {
-    const storage = await openSqliteStorage({ vfs: "opfs-sahpool", path: "/fenced.sqlite3", poolDirectory: POOL });
-    const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
-    const lease = { place: "bench", arbiter: memoryArbiter({ clock: systemClock, ttlMs: 600_000 }) };
-    const harness = await Harness.open(storage, { registry, lease }, ctx);
-    if (harness.readOnly) throw new Error("the fenced bench harness did not get its lease");
-    return { storage, harness };
-  })();
+  fenced ??= fencedOn(openSqliteStorage({ vfs: "opfs-sahpool", path: "/fenced.sqlite3", poolDirectory: POOL }));
   return fenced;
+}
+
+/**
+ * Decision 0076's ablation, in this bench build only (never in src/): the fenced kernel on a database of its own
+ * whose facade answers the status-unchanged task-row write (`SQL.updateTaskRecord`, a step's) as done without
+ * running it. Every other statement runs: the log row, the epoch check, a status change's whole-row write (the
+ * task's creation and its terminal record). What this measures is the most a fenced step can save by not rewriting
+ * its task row; the file it leaves is behind its log (not crash-safe, not a product path).
+ */
+function openFencedSkip() {
+  fencedSkip ??= fencedOn(
+    (async () => {
+      const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/fenced-skip.sqlite3", poolDirectory: POOL });
+      return SqliteStorage.open(skippingTaskRecord(db), "sqlite:opfs-sahpool:/fenced-skip.sqlite3");
+    })(),
+  );
+  return fencedSkip;
+}
+
+/** `db` with every transaction's `SQL.updateTaskRecord` answered "one row changed" and not run (the ablation). */
+function skippingTaskRecord(db: SqliteDatabase): SqliteDatabase {
+  const skipping = (tx: SqliteTransaction): SqliteTransaction => ({
+    run: (sql, ...params) => (sql === SQL.updateTaskRecord ? 1 : tx.run(sql, ...params)),
+    get: (sql, ...params) => tx.get(sql, ...params),
+    all: (sql, ...params) => tx.all(sql, ...params),
+    ...(tx.writes ? { writes: () => tx.writes!() } : {}),
+  });
+  return new Proxy(db, {
+    get(target, key) {
+      if (key === "transaction") return <T>(body: (tx: SqliteTransaction) => T) => target.transaction((tx) => body(skipping(tx)));
+      const value = Reflect.get(target, key, target) as unknown;
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
+ * The same kernel on a database of its own, under a lease from an arbiter in this worker (issue 27, decision
+ * 0056): every transaction is fenced and logged (its position and epoch, and its log row) as a tab's under its
+ * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed).
+ */
+async function fencedOn(opening: Promise<SqliteStorage>): Promise<{ storage: SqliteStorage; harness: Harness }> {
+  const storage = await opening;
+  const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+  const lease = { place: "bench", arbiter: memoryArbiter({ clock: systemClock, ttlMs: 600_000 }) };
+  const harness = await Harness.open(storage, { registry, lease }, ctx);
+  if (harness.readOnly) throw new Error("the fenced bench harness did not get its lease");
+  return { storage, harness };
+}
+
+/**
+ * WAL frames per commit (decision 0076): the automatic checkpoint off, the log emptied (a TRUNCATE checkpoint), then
+ * `run`, then a PASSIVE checkpoint's count of the frames in the log, divided by the commits `run` made; the automatic
+ * checkpoint back on after. Every commit of a lone step touches whole pages, and on OPFS each is one frame written.
+ */
+async function walFrames(db: SqliteDatabase, commits: number, run: () => Promise<unknown>): Promise<{ frames: number; perCommit: number }> {
+  await db.exec("PRAGMA wal_autocheckpoint = 0");
+  try {
+    await db.get("PRAGMA wal_checkpoint(TRUNCATE)");
+    await run();
+    const row = await db.get("PRAGMA wal_checkpoint(PASSIVE)");
+    const frames = Number(row?.log);
+    return { frames, perCommit: frames / commits };
+  } finally {
+    await db.exec("PRAGMA wal_autocheckpoint = 1000");
+  }
 }
 
 /** One task committing `steps` checkpoints on `harness`; ms from creation to its terminal record, and the record's size. */
@@ -88,6 +149,40 @@ const api = {
     const result = await steps(harness, count);
     await storage.trimLog(harness.lease!.position);
     return result;
+  },
+
+  /** `fencedSteps` with the status-unchanged task-row write skipped (decision 0076's ablation, `openFencedSkip`). */
+  async fencedSkipSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
+    const { harness, storage } = await openFencedSkip();
+    const result = await steps(harness, count);
+    await storage.trimLog(harness.lease!.position);
+    return result;
+  },
+
+  /**
+   * Decision 0076: WAL frames per commit of each kind, counted (`walFrames`), not timed: `count` raw commits, and one
+   * task's `count` steps (plus its creation and its terminal commit) with no lease, fenced, and fenced with the
+   * task-row write skipped.
+   */
+  async walFramesPerCommit(count: number): Promise<Record<"raw" | "kernel" | "fenced" | "fencedSkip", number>> {
+    const db = await openRaw();
+    const kernel = await openKernel();
+    const fenced = await openFenced();
+    const skip = await openFencedSkip();
+    const commits = count + 2;
+    // The fenced runs' tails are trimmed after the count (as `fencedSteps` does after its time): the trim's own
+    // transaction is not a step's.
+    const fencedRun = async ({ storage, harness }: { storage: SqliteStorage; harness: Harness }) => {
+      const counted = await walFrames(storage.database, commits, () => steps(harness, count));
+      await storage.trimLog(harness.lease!.position);
+      return counted.perCommit;
+    };
+    return {
+      raw: (await walFrames(db, count, () => api.rawCommits(count))).perCommit,
+      kernel: (await walFrames(kernel.storage.database, commits, () => steps(kernel.harness, count))).perCommit,
+      fenced: await fencedRun(fenced),
+      fencedSkip: await fencedRun(skip),
+    };
   },
 
   /**
