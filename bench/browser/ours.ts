@@ -146,12 +146,14 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   await page.evaluate((steps) => window.bench.kernel!.kernelSteps(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.fencedSteps(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.fencedSkipSteps(steps), STEPS);
+  await page.evaluate((steps) => window.bench.kernel!.fencedDeferredSteps(steps), STEPS);
   await page.evaluate(([tasks, steps]) => window.bench.kernel!.parallelSteps(tasks, steps), [PARALLEL, STEPS] as const);
   const raw: number[] = [];
   const steps: number[] = [];
   const parallel: Array<{ ms: number; transactions: number }> = [];
   const fenced: number[] = [];
   const fencedSkip: number[] = [];
+  const fencedDeferred: number[] = [];
   let bytes = { raw: 0, kernel: 0 };
   for (let run = 0; run < RUNS; run++) {
     const r = await page.evaluate((n) => window.bench.kernel!.rawCommits(n), STEPS);
@@ -169,8 +171,10 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
       s = await skipRun();
       f = await fencedRun();
     }
+    const d = await page.evaluate((n) => window.bench.kernel!.fencedDeferredSteps(n), STEPS);
     fenced.push((f.ms * 1000) / STEPS);
     fencedSkip.push((s.ms * 1000) / STEPS);
+    fencedDeferred.push((d.ms * 1000) / STEPS);
     raw.push((r.ms * 1000) / STEPS);
     steps.push((k.ms * 1000) / STEPS);
     parallel.push(p);
@@ -189,6 +193,7 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   const stepsPerTransaction = summarize(parallel.map((run) => STEPS / run.transactions));
   const fencedStepMicros = summarize(fenced);
   const fencedSkipStepMicros = summarize(fencedSkip);
+  const fencedDeferredStepMicros = summarize(fencedDeferred);
   // After the timed runs: the frame count turns the automatic checkpoint off while it counts.
   const walFrames = await page.evaluate((n) => window.bench.kernel!.walFramesPerCommit(n), FRAME_STEPS);
   return {
@@ -224,6 +229,13 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
       pairedRatios: summarize(fencedSkip.map((micros, run) => micros / steps[run]!)),
       toFenced: summarize(fencedSkip.map((micros, run) => micros / fenced[run]!)),
       note: "decision 0076's ablation (bench worker only): the fenced step without its status-unchanged task-row write",
+    },
+    fencedDeferred: {
+      stepMicros: fencedDeferredStepMicros,
+      ratio: fencedDeferredStepMicros.median / kernelStepMicros.median,
+      pairedRatios: summarize(fencedDeferred.map((micros, run) => micros / steps[run]!)),
+      toFenced: summarize(fencedDeferred.map((micros, run) => micros / fenced[run]!)),
+      note: "decision 0076's second ablation (bench worker only): the skipped writes run, with a metadata write, every 32nd commit",
     },
     walFrames: { steps: FRAME_STEPS, perCommit: walFrames },
   };
@@ -519,8 +531,16 @@ function kernelRows(
     },
     {
       bench: "browser OPFS",
-      what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / fenced without the task-row write)`,
-      median: `${fmt(frames.raw, 2)} / ${fmt(frames.kernel, 2)} / ${fmt(frames.fenced, 2)} / ${fmt(frames.fencedSkip, 2)}`,
+      what: "the same, those writes deferred and run with a metadata write every 32nd commit (decision 0076's second ablation: not crash-safe, not a product path)",
+      median: `${fmt(kernel.fencedDeferred.stepMicros.median)} µs`,
+      range: `${fmt(kernel.fencedDeferred.stepMicros.min)}–${fmt(kernel.fencedDeferred.stepMicros.max)} µs`,
+      ratio: `${fmt(kernel.fencedDeferred.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fencedDeferred.pairedRatios.median, 2)}×; ${fmt(kernel.fencedDeferred.toFenced.median, 2)}× the fenced step)`,
+      target: "",
+    },
+    {
+      bench: "browser OPFS",
+      what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / without the task-row write / deferred)`,
+      median: `${fmt(frames.raw, 2)} / ${fmt(frames.kernel, 2)} / ${fmt(frames.fenced, 2)} / ${fmt(frames.fencedSkip, 2)} / ${fmt(frames.fencedDeferred, 2)}`,
       range: "",
       ratio: `fenced ${fmt(frames.fenced / frames.kernel, 2)}× the step's frames`,
       target: "",

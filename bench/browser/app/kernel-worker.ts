@@ -8,7 +8,7 @@ import * as Comlink from "comlink";
 import { systemClock } from "../../../src/base/clock.ts";
 import { memoryArbiter } from "../../../src/follow/arbiter.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../../../src/index.ts";
-import type { SqliteDatabase, SqliteTransaction } from "../../../src/storage/sqlite/database.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlValue } from "../../../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../../../src/storage/sqlite/open-storage.ts";
 import { SQL } from "../../../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../../../src/storage/sqlite/storage.ts";
@@ -21,6 +21,9 @@ const POOL = "pi-bench-kernel";
 let kernel: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let fenced: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let fencedSkip: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+let fencedDeferred: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+/** Decision 0076's second ablation: the deferred task-row writes reach the table every this many commits. */
+const FLUSH_EVERY = 32;
 let raw: Promise<SqliteDatabase> | undefined;
 
 function openKernel() {
@@ -60,28 +63,64 @@ function openFencedSkip() {
   return fencedSkip;
 }
 
-/** `db` with every transaction's `SQL.updateTaskRecord` answered "one row changed" and not run (the ablation). */
-function skippingTaskRecord(db: SqliteDatabase): SqliteDatabase {
+/**
+ * Decision 0076's second ablation, as the first but the skipped writes are kept (the last one per task) and run,
+ * with one metadata row's write (an "applied through" mark's page), in every FLUSH_EVERY-th transaction: the write
+ * pattern of the planned log-row-only step in its steady state, without its recovery (still not crash-safe).
+ */
+function openFencedDeferred() {
+  fencedDeferred ??= fencedOn(
+    (async () => {
+      const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/fenced-deferred.sqlite3", poolDirectory: POOL });
+      return SqliteStorage.open(skippingTaskRecord(db, FLUSH_EVERY), "sqlite:opfs-sahpool:/fenced-deferred.sqlite3");
+    })(),
+  );
+  return fencedDeferred;
+}
+
+/**
+ * `db` with every transaction's `SQL.updateTaskRecord` answered "one row changed" and not run (the ablation). With
+ * `flushEvery`, the last skipped write of each task is kept and run, with a metadata write, in every
+ * `flushEvery`-th transaction; a task's whole-row write (a status change) drops its kept one.
+ */
+function skippingTaskRecord(db: SqliteDatabase, flushEvery?: number): SqliteDatabase {
+  const kept = new Map<SqlValue, SqlValue[]>();
+  let transactions = 0;
   const skipping = (tx: SqliteTransaction): SqliteTransaction => ({
-    run: (sql, ...params) => (sql === SQL.updateTaskRecord ? 1 : tx.run(sql, ...params)),
+    run: (sql, ...params) => {
+      if (sql === SQL.updateTaskRecord) {
+        if (flushEvery !== undefined) kept.set(params[1]!, params);
+        return 1;
+      }
+      if (sql === SQL.updateTask) kept.delete(params[2]!);
+      return tx.run(sql, ...params);
+    },
     get: (sql, ...params) => tx.get(sql, ...params),
     all: (sql, ...params) => tx.all(sql, ...params),
     ...(tx.writes ? { writes: () => tx.writes!() } : {}),
   });
+  const flush = (tx: SqliteTransaction) => {
+    if (flushEvery === undefined || ++transactions % flushEvery !== 0) return;
+    for (const params of kept.values()) tx.run(SQL.updateTaskRecord, ...params);
+    kept.clear();
+    tx.run(SQL.writeMeta, "bench_applied_through", String(transactions));
+  };
   return new Proxy(db, {
     get(target, key) {
-      if (key === "transaction") return <T>(body: (tx: SqliteTransaction) => T) => target.transaction((tx) => body(skipping(tx)));
+      if (key === "transaction")
+        return <T>(body: (tx: SqliteTransaction) => T) =>
+          target.transaction((tx) => {
+            const result = body(skipping(tx));
+            flush(tx);
+            return result;
+          });
       const value = Reflect.get(target, key, target) as unknown;
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
 }
 
-/**
- * The same kernel on a database of its own, under a lease from an arbiter in this worker (issue 27, decision
- * 0056): every transaction is fenced and logged (its position and epoch, and its log row) as a tab's under its
- * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed).
- */
+/** The kernel on `opening`'s storage under a lease from an arbiter in this worker (`openFenced`). */
 async function fencedOn(opening: Promise<SqliteStorage>): Promise<{ storage: SqliteStorage; harness: Harness }> {
   const storage = await opening;
   const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
@@ -159,16 +198,25 @@ const api = {
     return result;
   },
 
+  /** `fencedSkipSteps` with the skipped writes run every FLUSH_EVERY commits (decision 0076, `openFencedDeferred`). */
+  async fencedDeferredSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
+    const { harness, storage } = await openFencedDeferred();
+    const result = await steps(harness, count);
+    await storage.trimLog(harness.lease!.position);
+    return result;
+  },
+
   /**
    * Decision 0076: WAL frames per commit of each kind, counted (`walFrames`), not timed: `count` raw commits, and one
    * task's `count` steps (plus its creation and its terminal commit) with no lease, fenced, and fenced with the
    * task-row write skipped.
    */
-  async walFramesPerCommit(count: number): Promise<Record<"raw" | "kernel" | "fenced" | "fencedSkip", number>> {
+  async walFramesPerCommit(count: number): Promise<Record<"raw" | "kernel" | "fenced" | "fencedSkip" | "fencedDeferred", number>> {
     const db = await openRaw();
     const kernel = await openKernel();
     const fenced = await openFenced();
     const skip = await openFencedSkip();
+    const deferred = await openFencedDeferred();
     const commits = count + 2;
     // The fenced runs' tails are trimmed after the count (as `fencedSteps` does after its time): the trim's own
     // transaction is not a step's.
@@ -182,6 +230,7 @@ const api = {
       kernel: (await walFrames(kernel.storage.database, commits, () => steps(kernel.harness, count))).perCommit,
       fenced: await fencedRun(fenced),
       fencedSkip: await fencedRun(skip),
+      fencedDeferred: await fencedRun(deferred),
     };
   },
 
