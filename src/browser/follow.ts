@@ -178,6 +178,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       .catch(() => {}); // a storage that closed meanwhile: the next open finds the fork again
   const link = new FollowLink({
     clock,
+    newId: () => crypto.randomUUID(), // the core is given its random source (decision 0078)
     send: (frame) => {
       if (!socket) throw new Error("the follow link is down");
       socket.send(frame);

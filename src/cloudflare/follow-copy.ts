@@ -63,6 +63,7 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     copy: host,
     holder: linkHolder(callTab),
     clock: systemClock,
+    newKey: () => crypto.randomUUID(), // the core is given its random source (decision 0078)
     where: () => `${book.record.holder ?? "no place"} (lease epoch ${book.record.epoch})`,
     // The object's host is told the holder from its own LeaseBook, as a tab is from the object (decision 0067).
     heldBy: () => heldByOf(book.record, options.place),

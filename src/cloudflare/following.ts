@@ -78,6 +78,7 @@ export class ObjectFollowing {
     this.end = ctx.blockConcurrencyWhile(async () => {
       const end = await ObjectEnd.start({
         place: options.place,
+        newId: () => crypto.randomUUID(), // the core is given its random source (decision 0078)
         storage: await options.copy,
         book: options.book,
         answers: objectAnswers(options.storage),

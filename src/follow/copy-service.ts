@@ -10,6 +10,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import { type IdSource, randomIds } from "../base/ids.ts";
 import { ConnectionLost, HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
@@ -40,8 +41,8 @@ export interface CopyServiceOptions {
    * status carries it as `heldBy`. Undefined (or returning undefined): the status names no holder.
    */
   heldBy?: () => HeldBy | undefined;
-  /** Mints the key of a forwarded write sent without one. Default `crypto.randomUUID()`. */
-  newKey?: () => string;
+  /** Mints the key of a forwarded write sent without one. Default `randomIds` (decision 0078). */
+  newKey?: IdSource;
 }
 
 export interface CopyService {
@@ -87,7 +88,7 @@ type AnyMethod = (...args: unknown[]) => unknown;
 export function createCopyService(options: CopyServiceOptions): CopyService {
   const follower = options.copy.ready;
   const where = options.where ?? (() => "the place that holds its lease");
-  const newKey = options.newKey ?? (() => crypto.randomUUID());
+  const newKey = options.newKey ?? randomIds;
   let current: ServedHost = options.copy;
   let holding = false;
   let closed = false;

@@ -15,6 +15,7 @@
  * ```
  */
 import type { Clock } from "../base/clock.ts";
+import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { ConnectionLost, type FollowVersionMismatch, UnknownMethod } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
@@ -51,6 +52,8 @@ export interface FollowLinkOptions {
   onRefused?(error: Error): void;
   /** Told when the object speaks another version of the wire (every call fails with it until a reconnect). */
   onMismatch?(error: FollowVersionMismatch): void;
+  /** The random part of this link's call ids, drawn once (decision 0078). Default `randomIds`. */
+  newId?: IdSource;
 }
 
 interface Pending {
@@ -72,7 +75,7 @@ export class FollowLink {
   readonly #pushListeners = new Set<(push: PushMessage) => void>();
   readonly #upListeners = new Set<() => void>();
   readonly #behindListeners = new Set<(after: number) => void>();
-  readonly #prefix = globalThis.crypto.randomUUID();
+  readonly #prefix: string;
   #next = 0;
   /** The transport is up and the object answered the hello with this link's version. */
   #up = false;
@@ -85,6 +88,7 @@ export class FollowLink {
 
   constructor(options: FollowLinkOptions) {
     this.#options = options;
+    this.#prefix = (options.newId ?? randomIds)();
   }
 
   /** Whether the link is up: its transport is (between `connected()` and `disconnected()`) and the hello answered. */

@@ -4,6 +4,7 @@
  * and the stores the platform keeps for it.
  */
 import type { Clock } from "../base/clock.ts";
+import type { IdSource } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
@@ -52,6 +53,8 @@ export interface ObjectEndOptions {
   /** The lease's arbiter, whose record this place stores. */
   book: LeaseBook;
   clock: Clock;
+  /** The random part of the ids this object mints (its calls of tabs, its snapshots; decision 0078). Default `randomIds`. */
+  newId?: IdSource;
   /** Opens the harness under `lease` on the copy and starts it (the takeover: recovery as after a crash). */
   open(storage: Storage, lease: LeaseOptions): Promise<Harness>;
   /** The link's topics (default `FOLLOW_TOPICS`). */

@@ -84,7 +84,7 @@ export class ObjectEnd {
     // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
-    this.#calls = new OutgoingCalls(options.clock);
+    this.#calls = new OutgoingCalls(options.clock, options.newId);
     this.#remembered = new AnswerMemory(options.answers);
   }
 
@@ -95,7 +95,7 @@ export class ObjectEnd {
   static async start(options: ObjectEndOptions): Promise<ObjectEnd> {
     let end: ObjectEnd | undefined;
     let holder: Harness | undefined;
-    const snapshots = new SnapshotServer(options.storage, options.clock, options.snapshotLimits);
+    const snapshots = new SnapshotServer(options.storage, options.clock, options.snapshotLimits, options.newId);
     const feed = new Feed({
       holds: () => snapshots.positions(), // a tab rebuilt from a snapshot follows from its position
       holder: () => holderOf(options.book.record, options.place), // decision 0057

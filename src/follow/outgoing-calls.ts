@@ -11,6 +11,7 @@
  * (an eviction) must never reuse an id of its earlier instance and be given that call's answer.
  */
 import type { Clock } from "../base/clock.ts";
+import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { ConnectionLost, FollowMessageRefused } from "../errors.ts";
 import { deserializeError } from "../host/error-wire.ts";
@@ -33,11 +34,13 @@ interface Pending {
 export class OutgoingCalls {
   readonly #clock: Clock;
   readonly #pending = new Map<string, Pending>();
-  readonly #prefix = globalThis.crypto.randomUUID();
+  readonly #prefix: string;
   #next = 0;
 
-  constructor(clock: Clock) {
+  /** `newId`: the random part of this instance's ids (decision 0078). */
+  constructor(clock: Clock, newId: IdSource = randomIds) {
     this.#clock = clock;
+    this.#prefix = newId();
   }
 
   /** How many calls wait for an answer. */

@@ -15,6 +15,7 @@
  */
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
+import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { sha256Text } from "../base/sha256.ts";
@@ -78,14 +79,16 @@ export class SnapshotServer {
   readonly #kept = new Map<string, Taken>();
   /** Each answered take's request (caller, place, request id) and its snapshot's key. */
   readonly #answered = new Map<string, string>();
-  readonly #prefix = globalThis.crypto.randomUUID();
+  readonly #prefix: string;
   readonly #limit: SnapshotLimit;
   /** One take at a time (decision 0058): each holds a whole copy in memory while it reads and serializes it. */
   readonly #taking = new SerialQueue();
   #next = 0;
 
-  constructor(storage: Storage, clock: Clock, limits?: SnapshotLimits) {
+  /** `newId`: the random part of this instance's snapshot ids (decision 0078). */
+  constructor(storage: Storage, clock: Clock, limits?: SnapshotLimits, newId: IdSource = randomIds) {
     this.#storage = storage;
+    this.#prefix = newId();
     this.#maxBytes = storage.maxRowBytes === undefined ? MAX_SNAPSHOT_BYTES : MAX_OBJECT_SNAPSHOT_BYTES;
     // Parts (decision 0058): a caller may fetch the largest snapshot this object serves twice at once, all callers four times.
     const most = snapshotParts(this.#maxBytes);

@@ -8,6 +8,7 @@
 
 import type { ConversationViewState, ConversationViewUpdate } from "../agent/view/view.ts";
 import { ConversationView } from "../agent/view/view-store.ts";
+import { randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { DurableError, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
@@ -59,7 +60,7 @@ export class HostClient {
   /** This page load's id: the page tool calls it claims carry it (`providePageTools`). */
   readonly pageId: string;
 
-  constructor(endpoint: HostEndpoint, pageId = `page-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`) {
+  constructor(endpoint: HostEndpoint, pageId = `page-${randomIds()}`) {
     this.remote = remoteHost(endpoint);
     this.pageId = pageId;
     void this.#track(() =>
