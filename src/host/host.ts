@@ -247,6 +247,9 @@ export function createHost(options: HostOptions): ServedHost {
     );
   };
 
+  /** Whether `opened` holds its object's lease here (it writes, and its copy is no longer rebuilt from the object's). */
+  const holdsLease = (opened: Harness) => options.harness.lease !== undefined && !opened.readOnly;
+
   /** A reopen under way is a rebuild (a request for another one meanwhile is that one). */
   let rebuilding = false;
   /** A rebuild asked for while another reopen ran (decision 0070): started once that one ends. */
@@ -267,9 +270,7 @@ export function createHost(options: HostOptions): ServedHost {
         rebuilding = false;
         if (!rebuildAsked) return;
         rebuildAsked = false;
-        // Still a copy that follows elsewhere: one that now holds the lease (runHere took it back) writes here, and its
-        // copy is no longer rebuilt from the object's.
-        if (harness && !(options.harness.lease && !harness.readOnly)) rebuild();
+        rebuild(); // refused there when the reopened harness now holds the lease (runHere took it back)
       });
     reopening = tracked;
     return tracked;
@@ -282,6 +283,11 @@ export function createHost(options: HostOptions): ServedHost {
       return;
     }
     if (!harness) return;
+    // Refused when the harness holds the lease here (decision 0078): its copy is the one that writes, and the object's
+    // snapshot would replace what it wrote since it took the lease. A report from the copy as it was while it followed
+    // (its fork found, then kept, while runHere took the lease back; a retry timer set before) arrives late; before,
+    // only one queued behind a reopen was checked, and one arriving after closed the writing harness and rebuilt it.
+    if (holdsLease(harness)) return;
     const { run } = options.rebuild!;
     // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
     track(
