@@ -289,10 +289,13 @@ export function createHost(options: HostOptions): ServedHost {
     // only one queued behind a reopen was checked, and one arriving after closed the writing harness and rebuilt it.
     if (holdsLease(harness)) return;
     const { run } = options.rebuild!;
-    // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
+    // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was. Once `run` ended, a request
+    // is a new one (decision 0078): the copy, opened again, found it still cannot follow, or a retry timer asked. Before,
+    // one that arrived while the failed rebuild's harness opened again was taken for this rebuild and dropped, and
+    // nothing asked again (the worker's timer had fired; its follower, told no more, waited for a reconnect).
     track(
       () =>
-        reopen(() => run(storage!))
+        reopen(() => run(storage!).finally(() => void (rebuilding = false)))
           .then(recountForks)
           .catch(() => {}),
       true,
