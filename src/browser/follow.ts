@@ -21,7 +21,7 @@ import type { ServerCallPort } from "../agent/server-port.ts";
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { HandOverUnanswered, LeaseNotHeld, SnapshotUnavailable, StaleEpoch } from "../errors.ts";
+import { HandOverUnanswered, LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import type { LeaseArbiter, LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
@@ -33,18 +33,10 @@ import { linkServerCalls } from "../follow/server-call-client.ts";
 import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, LeaseOptions } from "../harness.ts";
-import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
+import { RebuildRetry } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
-
-/**
- * A rebuild that failed on something that passes by itself (the object's take limit answered `busy`, a part held past
- * the call's timeout) is tried again after this long, doubling up to `REBUILD_RETRY_MAX_MS` (decision 0070). A refused
- * take reads and counts nothing at the object; its limit gives a caller one more take every 10 s by default.
- */
-const REBUILD_RETRY_FIRST_MS = 1_000;
-const REBUILD_RETRY_MAX_MS = 30_000;
 
 export interface FollowObjectOptions {
   /** The object's follow link: the URL of its `/follow` socket (ws:, wss:, http: or https:). */
@@ -73,7 +65,8 @@ export interface FollowObjectOptions {
    * Rebuild this tab's copy from the object's snapshot by itself when it cannot follow (decision 0047): its copy
    * forked (the fork is kept first, and stays), is behind the object's trimmed log, or is a new device's. The worker
    * closes its read-only harness, replaces the copy in one transaction, opens it again (the page's views move) and
-   * follows the object live. A failed rebuild is tried again after the link reconnects. Default true (decision 0053,
+   * follows the object live. A failed rebuild is tried again on a timer (decision 0070) at most `REBUILD_TRIES` times
+   * in a row, then after the link reconnects or the page's `retryRebuild()` (decision 0078). Default true (decision 0053,
    * after the Chromium test `e2e/rebuild.e2e.ts`); `false`: the copy stays as it is and follows nothing (the fork is
    * still kept, and `onForked` told).
    */
@@ -139,9 +132,15 @@ export interface TabFollow {
   /**
    * With `rebuild` (decision 0047): `when(listener)` hears each time this tab's copy cannot follow the object (after
    * its fork, if any, was kept); `run(storage)` replaces the copy from the object's snapshot — the worker's host calls
-   * it between closing its harness and opening it again.
+   * it between closing its harness and opening it again. `stopped(listener)` hears when the worker stops asking by
+   * itself (decision 0078: `tries` failures in a row, the last `error`); `again()` starts afresh (`retryRebuild()`).
    */
-  readonly rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
+  readonly rebuild?: {
+    when(listener: () => void): void;
+    run(storage: Storage): Promise<void>;
+    stopped(listener: (tries: number, error: unknown) => void): void;
+    again(): void;
+  };
   /** Stops the link (the worker's harness closed for good). */
   close(): void;
 }
@@ -166,9 +165,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   // This page moved the agent to the object (`leave()` handed the lease over and the page stayed): following it
   // after that is not "the tab came back", so `onFollowing` stays quiet until the page takes the lease back.
   let sentAway = false;
-  /** Told when the copy cannot follow (with `options.rebuild`); not again after a failed rebuild until a reconnect. */
+  /** Told when the copy cannot follow (with `options.rebuild`); not again after a failed rebuild until it is retried. */
   const cannotFollow = new Set<() => void>();
-  let rebuildFailed = false;
+  const rebuildStopped = new Set<(tries: number, error: unknown) => void>();
   /** Keeps this tab's fork against the object's history `theirs`, if it has one, and tells the listeners. */
   const findFork = (opened: Harness, theirs: LogHistory) =>
     deliverFork(opened.storage, theirs, clock.now())
@@ -217,29 +216,22 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     ws.addEventListener("error", drop);
   };
   open();
-  let retryDelay = REBUILD_RETRY_FIRST_MS;
-  let cancelRetry: (() => void) | undefined;
-  link.onConnected(() => {
-    rebuildFailed = false;
-    retryDelay = REBUILD_RETRY_FIRST_MS;
-  });
   /**
-   * After a rebuild that failed on something that passes by itself, the copy asks again on a timer (decision 0070).
-   * Before, only a reconnect did: a tab whose take the object refused as `busy` (a reload or two in the middle of a
-   * rebuild spend the caller's takes) stayed on its forked copy with the link up, until the next load.
+   * After a rebuild that failed on something that passes by itself, the copy asks again on a timer (decision 0070),
+   * at most `REBUILD_TRIES` times in a row (decision 0078). Before 0070 only a reconnect did: a tab whose take the
+   * object refused as `busy` stayed on its forked copy with the link up, until the next load.
    */
-  const rebuildLater = () => {
-    cancelRetry?.();
-    const delay = retryDelay;
-    retryDelay = Math.min(2 * retryDelay, REBUILD_RETRY_MAX_MS);
-    cancelRetry = clock.setTimer(delay, () => {
-      cancelRetry = undefined;
-      if (closed || !link.up) return; // a reconnect asks again
-      rebuildFailed = false;
-      // A follower that already found it cannot follow is told no more: ask for it here. One still asking tells it.
+  const retry = new RebuildRetry(clock, {
+    up: () => !closed && link.up,
+    // A follower that already found it cannot follow is told no more: ask for it here. One still asking tells it.
+    ask: () => {
       if (follower?.forked) for (const listener of cannotFollow) listener();
-    });
-  };
+    },
+    stopped: (tries, error) => {
+      for (const listener of rebuildStopped) listener(tries, error);
+    },
+  });
+  link.onConnected(() => retry.again());
 
   // The lease's expiry as the tab's harness reckons it (the last grant's time from when it was asked), for a leave()
   // whose answer never comes (decision 0051).
@@ -295,16 +287,16 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
 
   const rebuild = {
     when: (listener: () => void) => void cannotFollow.add(listener),
+    stopped: (listener: (tries: number, error: unknown) => void) => void rebuildStopped.add(listener),
+    again: () => retry.again(),
     async run(storage: Storage) {
       follower?.stop();
       follower = undefined;
       try {
         await rebuildFromObject({ storage, link, place, now: clock.now(), clock }, BACKGROUND_CONTEXT);
-        retryDelay = REBUILD_RETRY_FIRST_MS;
+        retry.succeeded();
       } catch (error) {
-        rebuildFailed = true;
-        // A snapshot larger than the object serves is refused again: that one waits for a reconnect, as before.
-        if (isRetryable(error) && !(error instanceof SnapshotUnavailable && error.reason === "size")) rebuildLater();
+        retry.failed(error);
         throw error;
       }
     },
@@ -346,7 +338,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           onForked: (theirs) => {
             // The fork is kept before anything rebuilds the copy: it is never lost (decision 0047).
             void findFork(opened, theirs).then(() => {
-              if (options.rebuild !== false && !rebuildFailed) for (const listener of cannotFollow) listener();
+              if (options.rebuild !== false && !retry.waiting) for (const listener of cannotFollow) listener();
             });
             options.onForked?.(theirs);
           },
@@ -416,7 +408,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     },
     close() {
       closed = true;
-      cancelRetry?.();
+      retry.close();
       mirror?.stop();
       follower?.stop();
       socket?.close(1000, "the worker closed its harness");

@@ -215,6 +215,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     requestTakeover() {},
     leave: async () => {},
     async runHere() {},
+    async retryRebuild() {},
     rootConversation: serve("rootConversation"),
     createConversation: serve("createConversation"),
     listConversations: serve("listConversations"),

@@ -35,8 +35,15 @@ export interface HostOptions {
    * A host whose storage can be rebuilt from elsewhere (decision 0047: a worker following its object with
    * `follow.rebuild`): each time `when`'s listener is called the host closes its harness, awaits `run(storage)` (the
    * copy replaced from the object's snapshot), opens the harness again on it and moves the page's views there.
+   * `stopped(listener)` tells the host when the copy stopped asking by itself (decision 0078: the ready status then says
+   * `rebuild: { kind: "stopped", … }`); `again()` starts its count afresh, for the page's `retryRebuild()`.
    */
-  rebuild?: { when(listener: () => void): void; run(storage: Storage): Promise<void> };
+  rebuild?: {
+    when(listener: () => void): void;
+    run(storage: Storage): Promise<void>;
+    stopped?(listener: (tries: number, error: unknown) => void): void;
+    again?(): void;
+  };
   /**
    * Tells the host each time a fork was kept in its storage (decision 0039: a worker following its object), so
    * the ready status counts it (`forks`).

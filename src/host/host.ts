@@ -15,7 +15,7 @@ import { harnessCalls } from "./harness-methods.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
 import { Listeners, safely } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
-import type { CrashPointHit, HarnessService, HarnessStatus, HeldBy } from "./protocol.ts";
+import type { CrashPointHit, HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { errorShape, forkCount, leaseEpoch } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
@@ -42,6 +42,8 @@ export function createHost(options: HostOptions): ServedHost {
   let heldBy: HeldBy | undefined;
   /** A fork was reported while the status was not ready (an open or a reopen under way): the open counts it at its end. */
   let forksReported = false;
+  /** The copy's rebuild the worker stopped retrying (decision 0078): shown while the copy is read-only. */
+  let rebuildStopped: RebuildStopped | undefined;
 
   const setStatus = (next: HarnessStatus) => {
     status = next;
@@ -86,6 +88,7 @@ export function createHost(options: HostOptions): ServedHost {
     // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
     if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
     const opened = (harness = await Harness.open(storage, harnessOptions, ctx));
+    if (!opened.readOnly) rebuildStopped = undefined; // its copy writes here: nothing to rebuild
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
@@ -100,6 +103,7 @@ export function createHost(options: HostOptions): ServedHost {
       openMs: options.now() - started,
       ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
       ...(options.harness.lease && harness.readOnly && heldBy ? { heldBy } : {}),
+      ...(harness.readOnly && rebuildStopped ? { rebuild: rebuildStopped } : {}),
       ...(await leaseEpoch(harness)),
       ...(await forkCount(storage)),
     });
@@ -289,6 +293,7 @@ export function createHost(options: HostOptions): ServedHost {
     // only one queued behind a reopen was checked, and one arriving after closed the writing harness and rebuilt it.
     if (holdsLease(harness)) return;
     const { run } = options.rebuild!;
+    rebuildStopped = undefined; // trying again: the status says so no more
     // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was. Once `run` ended, a request
     // is a new one (decision 0078): the copy, opened again, found it still cannot follow, or a retry timer asked. Before,
     // one that arrived while the failed rebuild's harness opened again was taken for this rebuild and dropped, and
@@ -302,6 +307,12 @@ export function createHost(options: HostOptions): ServedHost {
     );
   };
   options.rebuild?.when(rebuild);
+  // The worker stopped asking by itself (decision 0078): the status says so, for the page to show and `retryRebuild()`.
+  // Told during the failed rebuild, before its reopen's open: that open's ready status carries it.
+  options.rebuild?.stopped?.((tries, error) => {
+    rebuildStopped = { kind: "stopped", tries, error: errorShape(error) };
+    if (status.kind === "ready" && harness?.readOnly) setStatus({ ...status, rebuild: rebuildStopped });
+  });
 
   const requireHarness = () => {
     if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
@@ -386,6 +397,13 @@ export function createHost(options: HostOptions): ServedHost {
           if (failed !== undefined) throw failed; // opened read-only: the page may ask again
         });
       return reopening;
+    },
+    async retryRebuild() {
+      const current = requireHarness();
+      if (!options.rebuild || !rebuildStopped || holdsLease(current) || closing) return;
+      options.rebuild.again?.();
+      rebuild();
+      await reopening;
     },
     async leave() {
       const handedOver = options.leave?.();

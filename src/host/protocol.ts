@@ -55,6 +55,11 @@ export type HarnessStatus =
        * Durable Object) or `tab` (another tab or device, by its `place` in the lease). Absent until the object said.
        */
       heldBy?: HeldBy;
+      /**
+       * This copy could not follow its object, could not be rebuilt from the object's snapshot, and the worker
+       * stopped asking by itself (decision 0078). Absent otherwise; gone once a rebuild starts again.
+       */
+      rebuild?: RebuildStopped;
     }
   /**
    * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
@@ -70,6 +75,18 @@ export type HarnessStatus =
  * lease and runs the work, "elsewhere" while another place does (the harness here is read-only, or handed over).
  */
 export type Runs = "here" | "elsewhere";
+
+/**
+ * A rebuild the worker stopped retrying (decision 0078): after `tries` failures in a row of something that passes by
+ * itself (the object's take limit busy, decision 0070: 1 s doubling to 30 s), or at once for one that does not (a
+ * snapshot larger than the object serves); `error` is the last. The copy stays as it is (read-only, following
+ * nothing); the worker tries again when its link reconnects, or when the page calls `retryRebuild()`.
+ */
+export interface RebuildStopped {
+  kind: "stopped";
+  tries: number;
+  error: ErrorShape;
+}
 
 /** The holder of the lease while the work runs elsewhere (decision 0057). */
 export interface HeldBy {
@@ -153,6 +170,12 @@ export interface HarnessService {
    * Anywhere else (no follow link, or it runs here already) nothing happens.
    */
   runHere(): Promise<void>;
+  /**
+   * Rebuilds this copy from its object's snapshot again after the worker stopped trying by itself (decision 0078: the
+   * ready status's `rebuild`); resolves once that rebuild ended (the status says how: no `rebuild` when it worked).
+   * Anywhere else (no follow link with `rebuild`, nothing stopped, or the work runs here) nothing happens.
+   */
+  retryRebuild(): Promise<void>;
   // The agent: conversations, submissions and their live views.
   /** The root conversation's id (created on first use); `agent` is applied when it changes the stored config. */
   rootConversation(agent?: AgentChange): Promise<number>;
@@ -305,6 +328,7 @@ export const PROTOCOL = {
   requestTakeover: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   leave: row("call", none, { exposure: "page", servedToPages: false, local: true }),
   runHere: row("call", none, { exposure: "page", servedToPages: false, local: true }),
+  retryRebuild: row("call", none, { retry: "safe", exposure: "page", servedToPages: false }),
   rootConversation: row("call", args([], [agentChange]), { retry: "safe", exposure: configuresWith }),
   createConversation: row("call", args([], [agentChange]), { exposure: configuresWith }),
   listConversations: row("call", none, { retry: "safe", exposure: "page" }),
