@@ -1,13 +1,16 @@
 /**
  * The object's door on a follow link (object-end.ts): the app's `authorize` asked safely (false or a throw: refused),
- * the place a call speaks for, and errors as the tab receives them.
+ * the place a call speaks for, errors as the tab receives them, and the answer to the wire's hello (which needs no door).
  */
 import type { Json } from "../base/json.ts";
 import { NotAuthorized } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import type { FollowAction, FollowAuthorize, FollowRequest } from "./object-end-options.ts";
+import { PAGE_CALLS, type PageCallRelay } from "./page-call-relay.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
+import type { ObjectMessage } from "./wire.ts";
+import { answerHello } from "./wire-version.ts";
 
 export async function allowed(authorize: FollowAuthorize, action: FollowAction, place?: string, request?: FollowRequest): Promise<boolean> {
   try {
@@ -39,4 +42,39 @@ export function errorShape(error: unknown): ErrorShape {
 
 export function notAuthorized(action: string): NotAuthorized {
   return new NotAuthorized(action, "the object's follow.authorize refused this caller.");
+}
+
+/**
+ * The answer to call `id` of `wire.hello(version)`, a tab's first call on a connection (decision 0046): this object's
+ * version, or `FollowVersionMismatch`. It tells nothing but the version, so no door is asked.
+ */
+export function answerHelloCall(id: string, args: readonly Json[]): ObjectMessage {
+  try {
+    return { type: "answer", id, value: answerHello(args[0] as number) };
+  } catch (error) {
+    return { type: "answer", id, error: errorShape(error) };
+  }
+}
+
+/**
+ * What the door is told of a call: the place it speaks for (its arguments', or for page calls `connectionPlace`, the
+ * place its connection follows or spoke for), and for a page call the conversation the holder's harness has it in
+ * (decision 0051).
+ */
+export function doorOf(
+  topic: string,
+  method: string,
+  args: readonly Json[],
+  connectionPlace: string | undefined,
+  pageCalls: Pick<PageCallRelay, "conversationOf">,
+): { place?: string; request?: FollowRequest } {
+  if (topic !== PAGE_CALLS) {
+    const place = namedPlace(topic, args);
+    return place === undefined ? {} : { place };
+  }
+  const conversationId = pageCalls.conversationOf(method, args);
+  return {
+    ...(connectionPlace === undefined ? {} : { place: connectionPlace }),
+    request: conversationId === undefined ? {} : { conversationId },
+  };
 }

@@ -14,19 +14,18 @@
  *   holds the lease (decision 0037), and hears the answer on any.
  */
 import type { ServerCallRequest } from "../agent/server-port.ts";
-import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { LeaseNotHeld, NotAuthorized } from "../errors.ts";
+import { NotAuthorized } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { AnswerMemory } from "./answer-memory.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed, holderOf } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
-import { allowed, errorShape, namedPlace, notAuthorized } from "./object-door.ts";
-import type { FollowAuthorize, FollowRequest, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
-import { checkPusher, leaseCall } from "./object-lease.ts";
+import { allowed, answerHelloCall, doorOf, errorShape, notAuthorized } from "./object-door.ts";
+import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
+import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
 import { PAGE_CALLS, PageCallRelay } from "./page-call-relay.ts";
 import { checkServerCallInCopy } from "./server-call-check.ts";
@@ -34,7 +33,7 @@ import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
 import { encodeFollowMessage, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
-import { answerHello, WIRE_TOPIC } from "./wire-version.ts";
+import { WIRE_TOPIC } from "./wire-version.ts";
 
 export type {
   AnswerStore,
@@ -241,17 +240,8 @@ export class ObjectEnd {
     // An answer to this object's call: ids are random per instance, so a stranger's guess settles nothing.
     if (message.type === "answer") return this.#calls.answered(message);
     // The wire's version, a tab's first call on a connection (decision 0046): it tells nothing but the version, so no door.
-    if (message.type === "call" && message.topic === WIRE_TOPIC) {
-      const { id } = message;
-      let answer: ObjectMessage;
-      try {
-        answer = { type: "answer", id, value: answerHello(message.args[0] as number) };
-      } catch (error) {
-        answer = { type: "answer", id, error: errorShape(error) };
-      }
-      reply(encodeFollowMessage(answer));
-      return;
-    }
+    if (message.type === "call" && message.topic === WIRE_TOPIC)
+      return reply(encodeFollowMessage(answerHelloCall(message.id, message.args)));
     const spoke = async (place: string) => {
       if (!(await allowed(authorize, "push", place))) return; // only a caller with the write power receives the tab's calls
       this.#speakers.set(place, reply);
@@ -261,7 +251,7 @@ export class ObjectEnd {
     if (message.type === "call") {
       const { id, topic, method, args } = message;
       // The door first: a remembered answer is only for a caller that may make the call.
-      const door = this.#door(topic, method, args, connection);
+      const door = doorOf(topic, method, args, this.#placeOf.get(connection), this.#pageCalls);
       if (!(await allowed(authorize, `${topic}.${method}`, door.place, door.request))) {
         reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
         return;
@@ -393,36 +383,15 @@ export class ObjectEnd {
    */
   async #handBack(place: string, head: number): Promise<Json> {
     return this.#line.run(async () => {
-      const book = this.#options.book;
-      const record = book.record;
-      if (record.holder === undefined && record.heir === place && record.releasedAt !== undefined)
-        return { epoch: record.epoch, position: record.releasedAt };
-      const harness = this.#holder;
-      if (!harness || record.holder !== this.#options.place)
-        throw new LeaseNotHeld(place, `${record.holder ?? "no place"} holds the lease; only this object hands back its own`);
-      if (head > this.head) throw new LeaseNotHeld(place, `its copy (at ${head}) is past this object's log (at ${this.head}): it forked`);
-      // Parked, not cut (decision 0057): the tab that asked counts no restart for the phases stopped here.
-      const mark = await harness.handOver(BACKGROUND_CONTEXT, { park: true });
-      await book.release(this.#options.place, mark.epoch, mark.position, place);
-      this.#holder = undefined;
-      this.#arrival.handedBack(mark.position);
-      this.#options.onHandedBack?.(mark);
-      return { epoch: mark.epoch, position: mark.position };
+      const desk = { book: this.#options.book, place: this.#options.place, head: this.head };
+      const handed = await handBack(desk, this.#holder, place, head);
+      if (handed.mark) {
+        this.#holder = undefined;
+        this.#arrival.handedBack(handed.mark.position);
+        this.#options.onHandedBack?.(handed.mark);
+      }
+      return { epoch: handed.epoch, position: handed.position };
     });
-  }
-
-  /**
-   * What the door is told of a call: the place it speaks for (its arguments', or for page calls the connection's), and
-   * for a page call the conversation the holder's harness has it in (decision 0051).
-   */
-  #door(topic: string, method: string, args: readonly Json[], connection: unknown): { place?: string; request?: FollowRequest } {
-    if (topic !== PAGE_CALLS) {
-      const place = namedPlace(topic, args);
-      return place === undefined ? {} : { place };
-    }
-    const place = this.#placeOf.get(connection);
-    const conversationId = this.#pageCalls.conversationOf(method, args);
-    return { ...(place === undefined ? {} : { place }), request: conversationId === undefined ? {} : { conversationId } };
   }
 
   /** The arrival's hand-over messages, as the link's. */

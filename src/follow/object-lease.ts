@@ -1,10 +1,13 @@
 /**
  * The `lease` topic at the object's end (object-end.ts, decisions 0029, 0031), platform-neutral: a tab's acquire,
- * renew and release answered from the object's `LeaseBook`, and who may push to the object's copy. The hand-back
- * (`lease.handBack`) drains the object's harness and stays in object-end.ts.
+ * renew and release answered from the object's `LeaseBook`, who may push to the object's copy, and the hand-back
+ * (`lease.handBack`), which drains the object's harness (object-end.ts runs it in its line and moves its state).
  */
+import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import type { LogMark } from "../storage/records.ts";
 import type { LeaseBook } from "./arbiter.ts";
 import type { PushMessage } from "./wire.ts";
 
@@ -45,4 +48,28 @@ export function checkPusher(book: LeaseBook, place: string, holding: boolean, pu
     throw new LeaseNotHeld(push.from, `${record.holder} holds epoch ${record.epoch}`);
   if (record.holder === undefined && record.heir !== undefined && record.heir !== place)
     throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
+}
+
+/**
+ * Hands the lease back to `place` (a tab that follows this object, at `head`) from `holder`, the harness that holds it
+ * here: it drains (parked, decision 0057: the tab that asked counts no restart for the phases stopped here) at position
+ * P and the lease is released there to `place`. `mark` is set when this call handed it back (the caller then follows
+ * again); a release already made to `place` is answered again without one. `LeaseNotHeld` when this object does not
+ * hold the lease, or the tab's copy is past this object's log (it forked).
+ */
+export async function handBack(
+  desk: LeaseDesk,
+  holder: Harness | undefined,
+  place: string,
+  head: number,
+): Promise<{ epoch: number; position: number; mark?: LogMark }> {
+  const record = desk.book.record;
+  if (record.holder === undefined && record.heir === place && record.releasedAt !== undefined)
+    return { epoch: record.epoch, position: record.releasedAt };
+  if (!holder || record.holder !== desk.place)
+    throw new LeaseNotHeld(place, `${record.holder ?? "no place"} holds the lease; only this object hands back its own`);
+  if (head > desk.head) throw new LeaseNotHeld(place, `its copy (at ${head}) is past this object's log (at ${desk.head}): it forked`);
+  const mark = await holder.handOver(BACKGROUND_CONTEXT, { park: true });
+  await desk.book.release(desk.place, mark.epoch, mark.position, place);
+  return { epoch: mark.epoch, position: mark.position, mark };
 }
