@@ -9,31 +9,27 @@ import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { CrashPointsOff, DurableError, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
-import type { Report } from "../reports.ts";
 import type { Storage } from "../storage/storage.ts";
+import { CrashStops } from "./crash-stops.ts";
 import { harnessCalls } from "./harness-methods.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
 import { Listeners, safely } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
-import type { CrashPointHit, HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
+import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
+import { RecentReports } from "./recent-reports.ts";
+import { ReopenQueue } from "./reopen-queue.ts";
 import { errorShape, forkCount, leaseEpoch } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
 export type { HostOptions, ServedHost } from "./host-options.ts";
 
-/** Keeps at most this many reports for a listener that subscribes late. */
-const RECENT_REPORTS = 200;
-
 export function createHost(options: HostOptions): ServedHost {
   const { database, ownership } = options;
   let status: HarnessStatus = { kind: "starting" };
   const statuses = new Listeners<HarnessStatus>();
-  const reports = new Listeners<Report>();
+  const reports = new RecentReports();
   const taskGraphs = new Listeners<Inspection>();
-  const recentReports: Report[] = [];
-  let crashPoint: { name: string; reached: (hit: CrashPointHit) => void } | undefined;
-  /** Phases stopped at a crash point, waiting for the test to crash the host; a clean close ends them. */
-  const stopped = new Set<(error: unknown) => void>();
+  const crashStops = new CrashStops();
   let harness: Harness | undefined;
   let storage: Storage | undefined;
   let release: (() => void) | undefined;
@@ -50,23 +46,6 @@ export function createHost(options: HostOptions): ServedHost {
     statuses.emit(next);
   };
 
-  const onReport = (report: Report) => {
-    const shaped = report.kind === "error" ? { ...report, error: errorShape(report.error) } : report;
-    recentReports.push(shaped);
-    if (recentReports.length > RECENT_REPORTS) recentReports.shift();
-    reports.emit(shaped);
-  };
-
-  const stopAtCrashPoint: HarnessOptions["crashPoint"] = async (name, at) => {
-    if (crashPoint?.name !== name) return;
-    const { reached } = crashPoint;
-    crashPoint = undefined;
-    reached({ name, ...at });
-    // Stop here: the test crashes the host now. Only a clean close ends the stop (it waits for every running
-    // phase, so it would wait forever otherwise).
-    await new Promise<never>((_, reject) => stopped.add(reject));
-  };
-
   /** Opens the harness (on `reuse`, the storage already open, when the host opens it again: `runHere`). */
   const open = async (reuse?: Storage, connectedPages?: readonly string[], readOnly?: true) => {
     setStatus({ kind: "opening", database });
@@ -75,8 +54,8 @@ export function createHost(options: HostOptions): ServedHost {
     const started = options.now();
     const harnessOptions: HarnessOptions = {
       ...options.harness,
-      onReport,
-      crashPoint: stopAtCrashPoint,
+      onReport: reports.report,
+      crashPoint: crashStops.stop,
       onLeaseLost: (_, stopped) => fenced(opened, stopped),
       ...(readOnly ? { readOnly } : {}),
     };
@@ -159,8 +138,7 @@ export function createHost(options: HostOptions): ServedHost {
         await opening.catch(() => {}); // an open in progress finishes first, then is closed
         if (harness) {
           const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
-          for (const end of stopped) end(new HarnessClosed());
-          stopped.clear();
+          crashStops.end(new HarnessClosed());
           await closed;
         }
         if (storage) await storage.close();
@@ -208,7 +186,6 @@ export function createHost(options: HostOptions): ServedHost {
 
   /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
   const liveViews = new Set<(next: Harness) => void>();
-  let reopening: Promise<void> | undefined;
   /**
    * Opens the harness again on its storage (after the lease came back here, or `between` rebuilt it): views follow.
    * A failed `between` still opens it again (on the storage as it was) and then rejects. An open that could not ask
@@ -240,7 +217,7 @@ export function createHost(options: HostOptions): ServedHost {
    * as its follow link finds it) — instead of a stopped harness that said "here" until the next load.
    */
   const fenced = (lost: Harness, stopped: Promise<void>) => {
-    if (harness !== lost || closing || reopening || !options.harness.lease) return;
+    if (harness !== lost || closing || queue.current || !options.harness.lease) return;
     // Said at once: the stop may take a moment (a phase ending), and the work no longer runs here (0057's Not done).
     if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere", ...(heldBy ? { heldBy } : {}) });
     track(() =>
@@ -254,58 +231,23 @@ export function createHost(options: HostOptions): ServedHost {
   /** Whether `opened` holds its object's lease here (it writes, and its copy is no longer rebuilt from the object's). */
   const holdsLease = (opened: Harness) => options.harness.lease !== undefined && !opened.readOnly;
 
-  /** A reopen under way is a rebuild (a request for another one meanwhile is that one). */
-  let rebuilding = false;
-  /** A rebuild asked for while another reopen ran (decision 0070): started once that one ends. */
-  let rebuildAsked = false;
-  /**
-   * Keeps `work` (a reopen) as the one under way: page calls wait for it, and no other reopen starts beside it. When
-   * it ends, a rebuild asked for meanwhile starts (decision 0070): before, `reopening ??=` dropped it — a copy that
-   * found it could not follow during a fenced, taken-back or left reopen stayed as it was until the next load.
-   */
-  const track = (work: () => Promise<void>, isRebuild = false): Promise<void> => {
-    rebuilding = isRebuild;
-    // Started after `reopening` is set: what the work hears at once (a takeBack's report) finds it under way.
-    const tracked: Promise<void> = Promise.resolve()
-      .then(work)
-      .finally(() => {
-        if (reopening !== tracked) return;
-        reopening = undefined;
-        rebuilding = false;
-        if (!rebuildAsked) return;
-        rebuildAsked = false;
-        rebuild(); // refused there when the reopened harness now holds the lease (runHere took it back)
-      });
-    reopening = tracked;
-    return tracked;
-  };
-
-  const rebuild = () => {
-    if (closing) return;
-    if (reopening) {
-      if (!rebuilding) rebuildAsked = true; // a rebuild under way is the one asked for
-      return;
-    }
-    if (!harness) return;
+  const queue: ReopenQueue = new ReopenQueue({
+    closing: () => closing !== undefined,
     // Refused when the harness holds the lease here (decision 0078): its copy is the one that writes, and the object's
     // snapshot would replace what it wrote since it took the lease. A report from the copy as it was while it followed
     // (its fork found, then kept, while runHere took the lease back; a retry timer set before) arrives late; before,
     // only one queued behind a reopen was checked, and one arriving after closed the writing harness and rebuilt it.
-    if (holdsLease(harness)) return;
-    const { run } = options.rebuild!;
-    rebuildStopped = undefined; // trying again: the status says so no more
-    // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was. Once `run` ended, a request
-    // is a new one (decision 0078): the copy, opened again, found it still cannot follow, or a retry timer asked. Before,
-    // one that arrived while the failed rebuild's harness opened again was taken for this rebuild and dropped, and
-    // nothing asked again (the worker's timer had fired; its follower, told no more, waited for a reconnect).
-    track(
-      () =>
-        reopen(() => run(storage!).finally(() => void (rebuilding = false)))
-          .then(recountForks)
-          .catch(() => {}),
-      true,
-    );
-  };
+    mayRebuild: () => harness !== undefined && !holdsLease(harness),
+    rebuild: () => {
+      rebuildStopped = undefined; // trying again: the status says so no more
+      // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
+      return reopen(() => options.rebuild!.run(storage!).finally(() => queue.runEnded()))
+        .then(recountForks)
+        .catch(() => {});
+    },
+  });
+  const track = (work: () => Promise<void>) => queue.track(work);
+  const rebuild = () => queue.rebuild();
   options.rebuild?.when(rebuild);
   // The worker stopped asking by itself (decision 0078): the status says so, for the page to show and `retryRebuild()`.
   // Told during the failed rebuild, before its reopen's open: that open's ready status carries it.
@@ -324,13 +266,13 @@ export function createHost(options: HostOptions): ServedHost {
    * waits for it instead of failing with "not open".
    */
   const whenOpen = async () => {
-    while (reopening) await reopening.catch(() => {});
+    while (queue.current) await queue.current.catch(() => {});
     return requireHarness();
   };
 
   const pageCalls = pageCallMethods({
     requireHarness,
-    reopening: () => reopening !== undefined,
+    reopening: () => queue.current !== undefined,
     rebinds: liveViews,
     ...(options.pageCallsElsewhere ? { elsewhere: options.pageCallsElsewhere } : {}),
   });
@@ -338,7 +280,7 @@ export function createHost(options: HostOptions): ServedHost {
   const { calls: harnessCallsOf, views } = harnessCalls({
     whenOpen,
     requireHarness,
-    reopening: () => reopening !== undefined,
+    reopening: () => queue.current !== undefined,
     rebinds: liveViews,
     methods: options.methods,
     liveFrames: options.liveFrames,
@@ -353,11 +295,7 @@ export function createHost(options: HostOptions): ServedHost {
       safely(() => listener(status));
       return unsubscribe;
     },
-    onReport(listener) {
-      const unsubscribe = reports.add(listener);
-      for (const report of recentReports) safely(() => listener(report));
-      return unsubscribe;
-    },
+    onReport: (listener) => reports.add(listener),
     watchTasks(listener) {
       const unsubscribe = taskGraphs.add(listener);
       let subscribed = true;
@@ -378,11 +316,9 @@ export function createHost(options: HostOptions): ServedHost {
     },
     async armCrashPoint(name) {
       if (options.crashPoints === false) throw new CrashPointsOff(name);
-      return new Promise<CrashPointHit>((reached) => (crashPoint = { name, reached }));
+      return crashStops.arm(name);
     },
-    disarmCrashPoint() {
-      crashPoint = undefined;
-    },
+    disarmCrashPoint: () => crashStops.disarm(),
     close: () => closeCleanly("close"),
     requestTakeover() {
       ownership?.requestTakeover();
@@ -390,20 +326,20 @@ export function createHost(options: HostOptions): ServedHost {
     async runHere() {
       const current = requireHarness();
       if (!current.readOnly || !options.takeBack || closing) return;
-      if (!reopening)
+      if (!queue.current)
         track(async () => {
           await options.takeBack!();
           const failed = await reopen();
           if (failed !== undefined) throw failed; // opened read-only: the page may ask again
         });
-      return reopening;
+      return queue.current;
     },
     async retryRebuild() {
       const current = requireHarness();
       if (!options.rebuild || !rebuildStopped || holdsLease(current) || closing) return;
       options.rebuild.again?.();
       rebuild();
-      await reopening;
+      await queue.current;
     },
     async leave() {
       const handedOver = options.leave?.();
@@ -418,8 +354,9 @@ export function createHost(options: HostOptions): ServedHost {
         // stopped, and the object takes the lease at its expiry. Open read-only like a taken leave (decision 0057):
         // before, the status stayed "elsewhere" over a stopped harness that served no call.
         const current = harness;
-        if (!closing && !reopening && current && (current.closed || current.readOnly)) track(() => reopen(undefined, true).then(() => {}));
-        await reopening?.catch(() => {});
+        if (!closing && !queue.current && current && (current.closed || current.readOnly))
+          track(() => reopen(undefined, true).then(() => {}));
+        await queue.current?.catch(() => {});
         throw error;
       }
       if (!taken) {
@@ -431,8 +368,8 @@ export function createHost(options: HostOptions): ServedHost {
       }
       if (closing) return;
       heldBy = undefined; // told again by the object once this copy follows it
-      if (!reopening) track(() => reopen().then(() => {})); // read-only either way: the object took the lease
-      return reopening;
+      if (!queue.current) track(() => reopen().then(() => {})); // read-only either way: the object took the lease
+      return queue.current;
     },
     async forks() {
       requireHarness();
