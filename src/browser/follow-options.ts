@@ -1,0 +1,118 @@
+/**
+ * What `followObject` (follow.ts) is given and returns: the worker's follow options (`serveHarness({ follow })`) and the
+ * follow link as the worker's host uses it. Moved out of follow.ts.
+ */
+import type { ServerCallPort } from "../agent/server-port.ts";
+import type { LogHistory } from "../follow/fork.ts";
+import type { PageCallPort } from "../follow/page-call-relay.ts";
+import type { LeaseHolder } from "../follow/wire.ts";
+import type { Harness, LeaseOptions } from "../harness.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { SocketLike } from "./socket.ts";
+
+export interface FollowObjectOptions {
+  /** The object's follow link: the URL of its `/follow` socket (ws:, wss:, http: or https:). */
+  url: string;
+  /**
+   * This tab's name in the lease (the object calls itself "object"; bind it in the object's `follow.authorize`). In
+   * `serveHarness` the default is this browser's own, `devicePlace()`: `tab-<random id>` kept in the origin's private
+   * file system, the same across reloads and tabs, another in another browser (decision 0046). A promise is waited
+   * for before the harness opens (`TabFollow.ready`). Default here "tab".
+   */
+  place?: string | Promise<string>;
+  /**
+   * Told once when this tab's copy cannot follow the object (decision 0038): its log left the object's history
+   * (`findFork(storage, theirs)` names the fork) or is behind what the object keeps. The copy then applies nothing.
+   */
+  onForked?(theirs: LogHistory): void;
+  /**
+   * Take the lease back by itself (decision 0044): whenever this tab follows its object with the link up — it loaded
+   * while the object ran, or came back online after the object took over — the worker asks for the lease back, as
+   * `client.runHere()` does. Not after the page's own `client.leave()`: a page that moved the agent to the object keeps
+   * it there until it runs here again or loads anew. Default false: the agent stays where it runs until the page asks. Give one tab per place
+   * this option (two that both take it back hand the lease to and fro).
+   */
+  returnWhenOnline?: boolean;
+  /**
+   * Rebuild this tab's copy from the object's snapshot by itself when it cannot follow (decision 0047): its copy
+   * forked (the fork is kept first, and stays), is behind the object's trimmed log, or is a new device's. The worker
+   * closes its read-only harness, replaces the copy in one transaction, opens it again (the page's views move) and
+   * follows the object live. A failed rebuild is tried again on a timer (decision 0070) at most `REBUILD_TRIES` times
+   * in a row, then after the link reconnects or the page's `retryRebuild()` (decision 0078). Default true (decision 0053,
+   * after the Chromium test `e2e/rebuild.e2e.ts`); `false`: the copy stays as it is and follows nothing (the fork is
+   * still kept, and `onForked` told).
+   */
+  rebuild?: boolean;
+  /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
+  connect?: (url: string) => SocketLike;
+}
+
+/** Where the agent of a following tab runs now. */
+export type FollowPlace = "here" | "elsewhere";
+
+/** A worker's follow link, as `serveHarness` wires it. */
+export interface TabFollow {
+  /** `HarnessOptions.lease` for the worker's harness: this tab's place, the object as the arbiter. */
+  readonly lease: LeaseOptions;
+  /** Resolves once this tab's place is known (open the harness after it: the lease names it). */
+  readonly ready: Promise<void>;
+  /**
+   * `HarnessOptions.serverCalls` for the worker's harness: a tool declared `runsOn: "server"` is asked of the object
+   * over the link while this tab holds the lease (decision 0036), never run in the tab.
+   */
+  readonly serverCalls: ServerCallPort;
+  /**
+   * Where the page's page tool calls go while the object runs the conversation (decision 0044): claimed, answered
+   * and released at the object, over the link; undefined while this tab runs it (its own harness answers).
+   */
+  readonly pageCalls: PageCallPort | undefined;
+  /**
+   * Hears each time this tab starts following its object with the link up (a load while the object runs, each
+   * reconnection after): the moment `returnWhenOnline` takes the lease back. Not after this page's own `leave()` (it
+   * moved the agent to the object on purpose) until it takes the lease back. Returns the function that stops it.
+   */
+  onFollowing(listener: () => void): () => void;
+  /** The harness opened: mirrors it when it holds the lease. */
+  attach(harness: Harness): void;
+  /**
+   * The page leaves (its `pagehide`, or the app moves the agent to the object): hands the lease to the object at once,
+   * when this tab holds it. Everything a leaving page may still send goes in this task; the promise resolves true
+   * once the object says it took the lease (a page that stays may then follow it, below), false when there was
+   * nothing to hand over (this tab does not hold the lease, or the link is down: offline the page goes as a crash
+   * goes). A page that closes never hears the answer, and needs none.
+   */
+  leave(): Promise<boolean>;
+  /**
+   * Asks the object for the lease back (decision 0038) while this tab follows it: resolves once the object released
+   * it to this tab and the copy holds everything up to the release; the caller then opens the harness again under
+   * the lease (the host does: `runHere`). `LeaseNotHeld` when this tab does not follow (it runs here, or forked).
+   */
+  takeBack(): Promise<void>;
+  /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
+  readonly place: FollowPlace;
+  /**
+   * Hears each fork this tab found and kept (decision 0039): its push refused as stale (the object took over while
+   * it was away), or its lease refused at open with transactions the object's history lacks. Read them with
+   * `listForks(harness.storage)`. Returns the function that stops listening.
+   */
+  onFork(listener: () => void): () => void;
+  /**
+   * Hears who holds the lease each time the object says it while this tab follows (decision 0057): its `follow.from`
+   * answer and its pushes, from the object's own lease record. Returns the function that stops listening.
+   */
+  onHolder(listener: (holder: LeaseHolder | undefined) => void): () => void;
+  /**
+   * With `rebuild` (decision 0047): `when(listener)` hears each time this tab's copy cannot follow the object (after
+   * its fork, if any, was kept); `run(storage)` replaces the copy from the object's snapshot — the worker's host calls
+   * it between closing its harness and opening it again. `stopped(listener)` hears when the worker stops asking by
+   * itself (decision 0078: `tries` failures in a row, the last `error`); `again()` starts afresh (`retryRebuild()`).
+   */
+  readonly rebuild?: {
+    when(listener: () => void): void;
+    run(storage: Storage): Promise<void>;
+    stopped(listener: (tries: number, error: unknown) => void): void;
+    again(): void;
+  };
+  /** Stops the link (the worker's harness closed for good). */
+  close(): void;
+}
