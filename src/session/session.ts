@@ -5,6 +5,7 @@ import { HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySess
 import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
+import type { CommitRecord } from "./commit-record.ts";
 import type { Built, CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
@@ -183,19 +184,40 @@ export class Session {
         reject,
         settled: options?.settled,
       };
-      if (!options?.group) {
-        this.#turn(() => this.#runGroup([pending], false));
-        return;
-      }
-      let group = this.#open;
-      if (group === undefined || group.length >= GROUP_LIMIT) {
-        const members: Pending[] = [];
-        group = members;
-        this.#turn(() => this.#runGroup(members, true));
-        this.#open = members; // after #turn, which closes the group before it
-      }
-      group.push(pending);
+      this.#enqueue(pending, options?.group === true);
     });
+  }
+
+  /**
+   * `commit` through a record the caller reuses (decision 0077): `record.body` runs with `arg`, under the record's
+   * actor and options, and the promise is the commit's own. A record still on the line (a second commit before
+   * the first settled) is not shared: that commit goes through `commit`, with a record of its own.
+   */
+  commitThrough<T>(record: CommitRecord, arg: unknown): Promise<T> {
+    if (record.busy) return this.commit(record.body, record.actor, record.options, arg) as Promise<T>;
+    if (this.#sealed && !record.options.whileSealed) return Promise.reject(new HarnessClosed());
+    if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
+    const promise = new Promise<T>(record.executor as ConstructorParameters<typeof Promise<T>>[0]);
+    record.busy = true;
+    record.arg = arg;
+    this.#enqueue(record, record.options.group === true);
+    return promise;
+  }
+
+  /** Queues a commit: alone in a turn of its own, or (`group`) in the group the line's last queued turn carries. */
+  #enqueue(pending: Pending, group: boolean): void {
+    if (!group) {
+      this.#turn(() => this.#runGroup([pending], false));
+      return;
+    }
+    let open = this.#open;
+    if (open === undefined || open.length >= GROUP_LIMIT) {
+      const members: Pending[] = [];
+      open = members;
+      this.#turn(() => this.#runGroup(members, true));
+      this.#open = members; // after #turn, which closes the group before it
+    }
+    open.push(pending);
   }
 
   /** Queues a turn of the line; a group still open before it closes (commits keep their order). */
@@ -288,7 +310,8 @@ export class Session {
           const published: Published = { batch: batch ?? emptyBatch, reports: tx.reports };
           for (const listener of this.#listeners) listener(published);
         }
-        for (const callback of tx.callbacks) callback();
+        const callbacks = tx.callbacks; // most often the shared frozen empty list: indexed (see #publish)
+        for (let at = 0; at < callbacks.length; at++) callbacks[at]!();
       } catch (error) {
         refuse(pending, error);
         continue;
@@ -425,19 +448,24 @@ export class Session {
   #publish(batch: Batch): void {
     if (batch.nextId !== undefined) this.nextId = batch.nextId;
     if (batch.rootConversationId !== undefined) this.rootConversationId = batch.rootConversationId;
-    for (const task of batch.tasks) {
-      deepFreeze(task);
+    // Indexed loops, not for…of: a batch's unstaged lists are one shared frozen array, and Node 20's optimized
+    // for…of over a frozen array allocates its iterator and a result object each time (decision 0077).
+    const { tasks, conversations, documents, submissions } = batch;
+    for (let at = 0; at < tasks.length; at++) {
+      const task = deepFreeze(tasks[at]!);
       if (task.state.status === "terminal") this.live.delete(task.id);
       else this.live.set(task.id, task);
     }
-    for (const conversation of batch.conversations) this.conversations.set(conversation.id, conversation);
-    for (const document of batch.documents) {
+    for (let at = 0; at < conversations.length; at++) this.conversations.set(conversations[at]!.id, conversations[at]!);
+    for (let at = 0; at < documents.length; at++) {
+      const document = documents[at]!;
       const key = documentKey(document.scope, document.key);
       if (document.value === null) this.documents.delete(key);
       else this.documents.set(key, { scope: document.scope, key: document.key, value: document.value });
       if (document.scope === TASK_KEYS) this.#indexHandover(document.scope, document.key, document.value);
     }
-    for (const submission of batch.submissions) {
+    for (let at = 0; at < submissions.length; at++) {
+      const submission = submissions[at]!;
       if (submission.status === "queued" || submission.status === "running") this.openSubmissions.set(submission.id, submission);
       else this.openSubmissions.delete(submission.id);
     }

@@ -1,8 +1,13 @@
 import type { KernelTx } from "../session/tx.ts";
 import type { TaskRecord } from "../storage/records.ts";
 
-/** What an id with no entry maps to: one shared empty list, so a row with none allocates nothing (decision 0066). */
-const NONE: readonly number[] = Object.freeze([]);
+/**
+ * What an id with no entry maps to: one shared empty set, so a row with none allocates nothing (decision 0066).
+ * A set, not a frozen array: the callers' for…of then sees sets only, and Node 20's optimized for…of allocates an
+ * iterator and a result object to walk a frozen array (decision 0077). Never written: it is only handed out as
+ * an `Iterable`.
+ */
+const NONE: ReadonlySet<number> = new Set<number>();
 
 /**
  * The scheduler's index of the committed live set: owned children by owner (for cascades and "owned work is

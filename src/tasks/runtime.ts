@@ -2,7 +2,9 @@ import { type Context, throwIfCancelled, waitFor } from "../base/context.ts";
 import { cloneJson, deepFreeze, type Json } from "../base/json.ts";
 import type { ExecutionEnv } from "../env/types.ts";
 import { DurableError, HarnessClosed, InvalidCommit, InvocationEnded } from "../errors.ts";
+import type { What } from "../limits.ts";
 import { deliver, type Report } from "../reports.ts";
+import { CommitRecord } from "../session/commit-record.ts";
 import { notFound, storedKind } from "../session/ids.ts";
 import { documentKey } from "../session/keys.ts";
 import type { CommitOptions, Session } from "../session/session.ts";
@@ -13,7 +15,7 @@ import type { Invocation } from "./invocation.ts";
 import type { LiveIndex } from "./live-index.ts";
 import type { SchedulerOptions } from "./options.ts";
 import type { Registry } from "./registry.ts";
-import { applyNext } from "./transitions.ts";
+import { applyNext, checkpointOf } from "./transitions.ts";
 import type { TaskRuntime } from "./types.ts";
 
 /** What `runtime.commit` is given: the change from the task as committed to its next state. */
@@ -75,8 +77,13 @@ class InvocationRuntime implements TaskRuntime {
    * (a storage refusal remembered, a stored commit clearing it), so a step awaits the commit's own promise.
    */
   #commitOptions: CommitOptions | undefined;
-  /** `#step` bound once, at the first step: every step of this invocation commits through it. */
-  #stepBody: ((tx: KernelTx, change: Change) => void) | undefined;
+  /**
+   * Every step of this invocation commits through this one record (decision 0077), made at its first step with
+   * `#step` bound once as its body (decision 0060); the step's change is the commit's `arg`.
+   */
+  #record: CommitRecord | undefined;
+  /** What this task's checkpoint is called in a refusal, made at its first step (one closure, not one a step). */
+  #checkpoint: What | undefined;
 
   constructor(runtimes: TaskRuntimes, invocation: Invocation) {
     const first = runtimes.kernel.session.live.get(invocation.taskId)!;
@@ -146,7 +153,16 @@ class InvocationRuntime implements TaskRuntime {
         `The change callback of runtime.commit (task ${this.taskId}) returned a Promise: it must be synchronous. Do the async work before commit and return the next state (or undefined).`,
       );
     }
-    if (next !== undefined) applyNext(tx, this.#runtimes.kernel.index, current, next, this.#invocation.mode, this.#runtimes.stored);
+    if (next !== undefined)
+      applyNext(
+        tx,
+        this.#runtimes.kernel.index,
+        current,
+        next,
+        this.#invocation.mode,
+        this.#runtimes.stored,
+        (this.#checkpoint ??= checkpointOf(current)),
+      );
   }
 
   /**
@@ -168,7 +184,8 @@ class InvocationRuntime implements TaskRuntime {
       return Promise.reject(error);
     }
     const { session, options } = this.#runtimes.kernel;
-    const committed = session.commit((this.#stepBody ??= (tx, next) => this.#step(tx, next)), this.#by(), this.#options(), change);
+    const record = (this.#record ??= new CommitRecord((tx: KernelTx, next: Change) => this.#step(tx, next), this.#by(), this.#options()));
+    const committed = session.commitThrough<void>(record, change);
     const settled = this.#settled(committed, context);
     return options.crashPoint ? settled.then(() => this.crashPoint("task:after-commit")) : (settled as Promise<void>);
   }

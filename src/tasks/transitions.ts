@@ -7,6 +7,7 @@
 
 import { jsonEqual } from "../base/json.ts";
 import { InvalidCommit, NotFound } from "../errors.ts";
+import type { What } from "../limits.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Mode } from "./invocation.ts";
@@ -93,15 +94,31 @@ export function parkRunning(tx: KernelTx, except: ReadonlySet<number>): void {
   }
 }
 
-const checkpointOf = (task: TaskRecord) => () => `The checkpoint of task ${task.id} (${task.kind})`;
+/** What a task's checkpoint is called in a refusal's message (`checkpointWhat` makes one per invocation). */
+export const checkpointOf =
+  (task: TaskRecord): What =>
+  () =>
+    `The checkpoint of task ${task.id} (${task.kind})`;
 
-/** Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress). */
-export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, next: NextTaskState, mode: Mode, stored: StoredTask): void {
+/**
+ * Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress).
+ * `checkpoint` names the checkpoint in a refusal: a task's invocation passes the one it made for all its steps
+ * (decision 0077: a closure less on every step); by default one is made for `current`.
+ */
+export function applyNext(
+  tx: KernelTx,
+  index: LiveIndex,
+  current: TaskRecord,
+  next: NextTaskState,
+  mode: Mode,
+  stored: StoredTask,
+  checkpoint: What = checkpointOf(current),
+): void {
   let state: TaskState;
   switch (next.status) {
     case "running":
       // Frozen as built: the step's record then needs no deepFreeze walk when it is staged and published.
-      state = Object.freeze({ status: "running", checkpoint: tx.admitFrozen(next.checkpoint, checkpointOf(current)) });
+      state = Object.freeze({ status: "running", checkpoint: tx.admitFrozen(next.checkpoint, checkpoint) });
       break;
     case "sleeping":
       // No `until`: a wait with no deadline, ended by a commit that wakes the task (`wakeSleeper`).
@@ -109,15 +126,15 @@ export function applyNext(tx: KernelTx, index: LiveIndex, current: TaskRecord, n
         throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
       state =
         next.until === undefined
-          ? { status: "sleeping", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) }
-          : { status: "sleeping", until: next.until, checkpoint: tx.admit(next.checkpoint, checkpointOf(current)) };
+          ? { status: "sleeping", checkpoint: tx.admit(next.checkpoint, checkpoint) }
+          : { status: "sleeping", until: next.until, checkpoint: tx.admit(next.checkpoint, checkpoint) };
       break;
     case "waiting": {
       if (mode === "abort") throw new InvalidCommit(`Abort handler of task ${current.id} cannot wait.`);
       const on = [...new Set(next.on)];
       const policy = next.policy ?? "allSettled";
       validateWait(tx, current, on, policy, stored);
-      state = { status: "waiting", checkpoint: tx.admit(next.checkpoint, checkpointOf(current)), on, policy };
+      state = { status: "waiting", checkpoint: tx.admit(next.checkpoint, checkpoint), on, policy };
       break;
     }
     case "terminal": {

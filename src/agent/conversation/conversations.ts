@@ -213,7 +213,10 @@ export class Conversations implements ConversationPort {
   }
 
   #observe({ batch }: Published): void {
-    for (const submission of batch.submissions) {
+    // Indexed: most batches' submissions are the shared frozen empty list, which for…of allocates to walk (decision 0077).
+    const submissions = batch.submissions;
+    for (let at = 0; at < submissions.length; at++) {
+      const submission = submissions[at]!;
       if (submission.status !== "done" && submission.status !== "unanswered") continue;
       this.#waiters.resolve(submission.id, () => submission);
     }
