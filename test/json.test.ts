@@ -97,6 +97,12 @@ describe("jsonEqual and deepFreeze", () => {
     expect(jsonEqual({ a: 1 }, { a: 1, b: 2 })).toBe(false);
     expect(jsonEqual({ a: undefined }, { b: undefined })).toBe(true);
     expect(jsonEqual({ a: 1, b: undefined }, { a: 1, c: 3 })).toBe(false);
+    // Own members only, as JSON.stringify sees them (decision 0077 walks keys with for…in): inherited ones do not count.
+    const inheriting = Object.create({ inherited: 1 }) as Record<string, unknown>;
+    inheriting.a = 1;
+    expect(jsonEqual(inheriting, { a: 1 })).toBe(true);
+    expect(jsonEqual({ a: 1 }, inheriting)).toBe(true);
+    expect(jsonEqual(inheriting, { a: 1, inherited: 1 })).toBe(false);
   });
 
   it("deepFreeze freezes every object and array of a value at any depth, and leaves frozen parts shared", () => {

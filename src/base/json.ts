@@ -33,8 +33,11 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
     const r = right as Record<string, unknown>;
     // Members that are undefined do not count (JSON drops them). Counted, not filtered into new arrays: the
     // no-progress check compares two checkpoints after every phase.
+    // Walked with for…in and own keys only, the set Object.keys names: no key array per object (decision 0077;
+    // the progress check runs after every phase).
     let defined = 0;
-    for (const key of Object.keys(l)) {
+    for (const key in l) {
+      if (!Object.hasOwn(l, key)) continue;
       const value = l[key];
       if (value === undefined) continue;
       if (!Object.hasOwn(r, key)) return false;
@@ -48,7 +51,7 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 
 function definedMembers(object: Record<string, unknown>): number {
   let count = 0;
-  for (const key of Object.keys(object)) if (object[key] !== undefined) count++;
+  for (const key in object) if (Object.hasOwn(object, key) && object[key] !== undefined) count++;
   return count;
 }
 

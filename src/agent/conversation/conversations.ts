@@ -220,7 +220,9 @@ export class Conversations implements ConversationPort {
       if (submission.status !== "done" && submission.status !== "unanswered") continue;
       this.#waiters.resolve(submission.id, () => submission);
     }
-    for (const task of batch.tasks) {
+    const tasks = batch.tasks;
+    for (let at = 0; at < tasks.length; at++) {
+      const task = tasks[at]!;
       if (task.state.status !== "terminal") continue;
       const outcome = task.state.outcome.status;
       if ((outcome === "faulted" || outcome === "orphaned") && task.kind.startsWith("pi.")) this.#cleanup(task);
