@@ -18,6 +18,8 @@ const state: fc.Arbitrary<TaskState> = fc.oneof(
   fc.record({ status: fc.constantFrom("pending" as const, "running" as const), checkpoint }),
   fc.record({ status: fc.constant("sleeping" as const), checkpoint, until: fc.integer() }),
   fc.record({ checkpoint, status: fc.constant("running" as const) }), // another key order
+  // A member between the two (decision 0077 walks the state's keys with for…in): the text must keep it.
+  fc.record({ status: fc.constant("running" as const), note: fc.string(), checkpoint }),
   fc.record({
     status: fc.constant("terminal" as const),
     outcome: fc.record({ status: fc.constant("completed" as const), result: fc.jsonValue() }),

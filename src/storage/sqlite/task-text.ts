@@ -109,8 +109,18 @@ function stateText(state: unknown): string | undefined {
   const members = state as Record<string, unknown>;
   const status = members.status;
   if (typeof status === "string" && STATUSES.has(status) && typeof members.toJSON !== "function") {
-    const keys = Object.keys(members);
-    if (keys.length === 2 && keys[0] === "status" && keys[1] === "checkpoint") {
+    // Its keys walked with for…in rather than listed by Object.keys: no key array on every step (decision 0077).
+    // Exactly `status` then `checkpoint`, nothing inherited: then they are its own keys, in JSON's order.
+    let shape = 0; // 1: `status` seen first; 2: then `checkpoint`; -1: anything else
+    for (const key in members) {
+      if (shape === 0 && key === "status") shape = 1;
+      else if (shape === 1 && key === "checkpoint") shape = 2;
+      else {
+        shape = -1;
+        break;
+      }
+    }
+    if (shape === 2) {
       const checkpoint = JSON.stringify(members.checkpoint);
       if (checkpoint !== undefined) return `{"status":"${status}","checkpoint":${checkpoint}}`;
     }
