@@ -113,6 +113,22 @@ describe("checkJson: depth, size and shape without recursion", () => {
     );
   });
 
+  it("an admission made inside another (a getter that admits) does not disturb the outer one's measure (decision 0077 reuses one)", () => {
+    const limits = { maxDepth: 64, maxBytes: 60 };
+    let inner: unknown;
+    // {"big":"x…x","i":1} is 64 bytes; a measure the inner admission reset would count only what follows it.
+    const value = {
+      big: "x".repeat(50),
+      get i() {
+        inner = admitJson(1, limits, "The inner value");
+        return 1;
+      },
+    };
+    expect(() => admitJson(value, limits, "The outer value")).toThrow(expect.objectContaining({ name: "InvalidInput", limit: "maxBytes" }));
+    expect(inner).toBe(1);
+    expect(admitJson({ a: "y".repeat(40) }, limits, "A value after")).toEqual({ a: "y".repeat(40) });
+  });
+
   it("counts levels of nesting: maxDepth levels pass, one more is refused; a cycle is refused, not a stack overflow", () => {
     for (const depth of [1, 2, 32, 33, 34, 64, 512]) {
       expect(() => admitJson(nested(depth), { maxDepth: depth, maxBytes: 1 << 20 }, "A value")).not.toThrow();

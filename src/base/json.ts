@@ -15,38 +15,53 @@ export interface JsonObject {
  * of any depth compares without growing the call stack.
  */
 export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  const pairs: unknown[] = [a, b];
-  while (pairs.length > 0) {
-    const right = pairs.pop();
-    const left = pairs.pop();
-    if (left === right) continue;
-    if (typeof left !== "object" || typeof right !== "object" || left === null || right === null) return false;
-    if (Array.isArray(left) !== Array.isArray(right)) return false;
-    if (Array.isArray(left)) {
-      const other = right as unknown[];
-      if (left.length !== other.length) return false;
-      for (let index = 0; index < left.length; index++) pairs.push(left[index], other[index]);
-      continue;
+  // Pairs of members still to compare, made only when two members are distinct objects (decision 0077: the
+  // no-progress check compares two checkpoints after every phase, most often of primitive members only).
+  let pairs: unknown[] | undefined;
+  let left = a;
+  let right = b;
+  for (;;) {
+    if (left !== right) {
+      if (!isObject(left) || !isObject(right)) return false;
+      if (Array.isArray(left) !== Array.isArray(right)) return false;
+      if (Array.isArray(left)) {
+        const other = right as unknown[];
+        if (left.length !== other.length) return false;
+        for (let index = 0; index < left.length; index++) {
+          const value = left[index];
+          const otherValue = other[index];
+          if (value === otherValue) continue;
+          if (!isObject(value) || !isObject(otherValue)) return false;
+          (pairs ??= []).push(value, otherValue);
+        }
+      } else {
+        const l = left as Record<string, unknown>;
+        const r = right as Record<string, unknown>;
+        // Members that are undefined do not count (JSON drops them). Counted, not filtered into new arrays, and
+        // walked with for…in over own keys only (the set Object.keys names): no key array per object.
+        let defined = 0;
+        for (const key in l) {
+          if (!Object.hasOwn(l, key)) continue;
+          const value = l[key];
+          if (value === undefined) continue;
+          if (!Object.hasOwn(r, key)) return false;
+          defined++;
+          const otherValue = r[key];
+          if (value === otherValue) continue;
+          if (!isObject(value) || !isObject(otherValue)) return false;
+          (pairs ??= []).push(value, otherValue);
+        }
+        if (defined !== definedMembers(r)) return false;
+      }
     }
-    const l = left as Record<string, unknown>;
-    const r = right as Record<string, unknown>;
-    // Members that are undefined do not count (JSON drops them). Counted, not filtered into new arrays: the
-    // no-progress check compares two checkpoints after every phase.
-    // Walked with for…in and own keys only, the set Object.keys names: no key array per object (decision 0077;
-    // the progress check runs after every phase).
-    let defined = 0;
-    for (const key in l) {
-      if (!Object.hasOwn(l, key)) continue;
-      const value = l[key];
-      if (value === undefined) continue;
-      if (!Object.hasOwn(r, key)) return false;
-      defined++;
-      pairs.push(value, r[key]);
-    }
-    if (defined !== definedMembers(r)) return false;
+    if (pairs === undefined || pairs.length === 0) return true;
+    right = pairs.pop();
+    left = pairs.pop();
   }
-  return true;
+}
+
+function isObject(value: unknown): value is object {
+  return typeof value === "object" && value !== null;
 }
 
 function definedMembers(object: Record<string, unknown>): number {
@@ -76,7 +91,7 @@ export interface CopySize {
   depth: number;
   low: number;
   high: number;
-  readonly freeze: boolean;
+  freeze: boolean;
 }
 
 /** `cloneJson`, measuring the value into `size` on the way (the limits check of every boundary, src/limits.ts). */
