@@ -3,17 +3,10 @@ import { DatabaseCorrupt, QueryNotReadOnly, SchemaTooNew } from "../src/index.ts
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { emptyBatch as empty, storageConformance, sampleTask as task } from "../src/testing/storage-conformance.ts";
-import { type Backend, backends } from "./support.ts";
-
-/** SQLite in memory reading its live tasks in chunks, as on OPFS (decision 0080). */
-const chunkedBackend: Backend = {
-  name: "SQLite (sqlite-wasm, memory, live tasks read in chunks)",
-  create: () => openSqliteStorage({ vfs: "memory", liveRead: "chunks" }),
-  fromImage: (image, options) => openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly, liveRead: "chunks" }),
-};
+import { backends } from "./support.ts";
 
 /** The storage contract, run against every backend (S11); the same cases run on OPFS in e2e/sqlite-opfs.e2e.ts. */
-for (const backend of [...backends, chunkedBackend]) {
+for (const backend of backends) {
   describe(`storage conformance: ${backend.name}`, () => {
     for (const test of storageConformance(backend)) it(test.name, test.run);
   });

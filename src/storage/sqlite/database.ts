@@ -43,12 +43,6 @@ export interface SqliteDatabase {
    * damage. Absent: the file is the harness's alone, and tables that are not ours make it foreign.
    */
   readonly shared?: boolean;
-  /**
-   * True where handing a row's text over costs more than SQLite's work to join many rows' texts into one (each
-   * text decoded out of a wasm heap by Chromium's TextDecoder): the open then reads its live tasks in chunks
-   * (decision 0080). Absent: row by row.
-   */
-  readonly chunkedLiveRead?: boolean;
   /** The most bytes one row holds, where the platform limits it (a Durable Object: 2 MB). */
   readonly maxRowBytes?: number;
   /**

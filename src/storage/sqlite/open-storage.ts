@@ -1,6 +1,6 @@
 import { queryLimits } from "./query-rules.ts";
 import { META_TABLE } from "./schema.ts";
-import { liveReadOption, SqliteStorage, type SqliteStorageOptions } from "./storage.ts";
+import { SqliteStorage, type SqliteStorageOptions } from "./storage.ts";
 import { type OpenSqliteOptions, openSqliteDatabase } from "./wasm.ts";
 
 /**
@@ -17,13 +17,9 @@ const OPEN_READS_WHOLE = [META_TABLE, "meta", "conversations", "documents"];
  */
 export async function openSqliteStorage(options: OpenSqliteOptions & SqliteStorageOptions): Promise<SqliteStorage> {
   const limits = queryLimits(options.queryLimits); // a bad limit is refused before the database is touched
-  const liveRead = liveReadOption(options.liveRead);
   const database = await openSqliteDatabase({ integrityCheck: { tables: OPEN_READS_WHOLE }, ...options });
   try {
-    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`, {
-      queryLimits: limits,
-      liveRead,
-    });
+    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`, { queryLimits: limits });
   } catch (error) {
     await database.close().catch(() => {});
     throw error;

@@ -17,7 +17,6 @@ import { columnBytes, logSlices, parseAll, parseInto, parseStored, refuseLargeRo
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
-import { readLiveTasks } from "./live-read.ts";
 import { batchText } from "./log-write.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
@@ -29,17 +28,6 @@ import { type TaskText, taskText } from "./task-text.ts";
 export interface SqliteStorageOptions {
   /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
   queryLimits?: Partial<QueryLimits>;
-  /**
-   * How an open reads the live tasks: row by row, or in chunks of rows joined by SQLite into one text (decision
-   * 0080). Default: chunks where the database says it hands texts over slowly (`chunkedLiveRead`: opfs-sahpool).
-   */
-  liveRead?: "rows" | "chunks";
-}
-
-/** `SqliteStorageOptions.liveRead`, checked: a bad setting is refused before anything is opened. */
-export function liveReadOption(value: unknown): "rows" | "chunks" | undefined {
-  if (value === undefined || value === "rows" || value === "chunks") return value;
-  throw new TypeError(`SqliteStorageOptions.liveRead is ${JSON.stringify(value) ?? String(value)}: use "rows" or "chunks".`);
 }
 
 /**
@@ -49,7 +37,6 @@ export function liveReadOption(value: unknown): "rows" | "chunks" | undefined {
 export class SqliteStorage implements Storage {
   readonly label: string;
   readonly #db: SqliteDatabase;
-  readonly #liveRead: "rows" | "chunks";
   /**
    * The stored status of each live task this storage has read or written. Most commits move a task from
    * running to running with a new checkpoint; when the status is unchanged only `record` is rewritten, which
@@ -71,9 +58,8 @@ export class SqliteStorage implements Storage {
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
 
-  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits, liveRead: "rows" | "chunks") {
+  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits) {
     this.#db = db;
-    this.#liveRead = liveRead;
     this.label = label;
     this.#meta = schema.meta;
     this.#log = new FencedLog(db, label, schema);
@@ -100,8 +86,7 @@ export class SqliteStorage implements Storage {
    */
   static async open(db: SqliteDatabase, label = "sqlite", options: SqliteStorageOptions = {}): Promise<SqliteStorage> {
     const limits = queryLimits(options.queryLimits);
-    const liveRead = liveReadOption(options.liveRead) ?? (db.chunkedLiveRead ? "chunks" : "rows");
-    return new SqliteStorage(db, label, await prepareSchema(db, label), limits, liveRead);
+    return new SqliteStorage(db, label, await prepareSchema(db, label), limits);
   }
 
   async load(): Promise<StoredState> {
@@ -118,14 +103,12 @@ export class SqliteStorage implements Storage {
     // B4: a row that does not parse is listed as damaged, not thrown: a read-only open still shows the rest.
     const damaged: DamagedRow[] = [];
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
+    // The live tasks are parsed as they are read (decision 0054): with thousands live, an array of every row's
+    // text first would outlive a young-generation collection or two in front of the first resumed step.
     const liveTasks: TaskRecord[] = [];
-    // In chunks where a row's text costs more to hand over than SQLite's joining them (decision 0080); else row by
-    // row, each parsed as it is read (decision 0054): an array of every row's text first would outlive a
-    // young-generation collection or two in front of the first resumed step.
-    const chunked = this.#liveRead === "chunks" && (await readLiveTasks(this.#db, liveTasks, damaged));
-    if (!chunked && this.#db.each)
+    if (this.#db.each)
       await this.#db.each(SQL.liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
-    else if (!chunked) for (const [id, text] of await rows(SQL.liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
+    else for (const [id, text] of await rows(SQL.liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);

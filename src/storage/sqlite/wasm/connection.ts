@@ -22,8 +22,6 @@ export interface ConnectionOptions {
   readonly release: (() => Promise<void>) | undefined;
   /** The file is in WAL mode (opfs-sahpool, writable): its automatic checkpoint can be held (decision 0033). */
   readonly wal?: boolean;
-  /** Live task rows are read in chunks at an open (opfs-sahpool, in Chromium; decision 0080). */
-  readonly chunkedLiveRead?: boolean;
 }
 
 /** SQLite's default `wal_autocheckpoint` (pages), restored when a hold ends. */
@@ -40,7 +38,6 @@ function noop(): void {}
 export type OoDatabase = InstanceType<Sqlite3Static["oo1"]["DB"]>;
 
 export class Connection implements SqliteDatabase {
-  readonly chunkedLiveRead: boolean;
   readonly readOnly: boolean;
   readonly #sqlite3: Sqlite3Static;
   readonly #c: RawApi;
@@ -106,7 +103,6 @@ export class Connection implements SqliteDatabase {
     this.#pointer = db.pointer!;
     this.#options = options;
     this.readOnly = options.readOnly;
-    this.chunkedLiveRead = options.chunkedLiveRead === true;
     const fail = (rc: number) => this.sqliteError(rc);
     this.#codecs = new Codecs(sqlite3);
     this.#statements = new StatementCache(sqlite3, this.#pointer, this.#codecs, fail);

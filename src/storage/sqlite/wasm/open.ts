@@ -110,7 +110,6 @@ async function openSahPool(sqlite3: Sqlite3Static, options: OpenSqliteOptions): 
     label: `the database ${where}`,
     release: () => releasePool(pool),
     wal: !readOnly,
-    chunkedLiveRead: true,
   });
   try {
     // A read-only open must not touch the file, and a damaged one must stay as found: no checkpoint at
