@@ -1,11 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FollowMessageRefused } from "../src/errors.ts";
-import { parseSnapshot, rebuildFromObject } from "../src/follow/snapshot.ts";
+import { rebuildFromObject } from "../src/follow/snapshot.ts";
+import { parseSnapshot } from "../src/follow/snapshot-text.ts";
 import { MemoryStorage, type Storage } from "../src/index.ts";
 import type { Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { none, partsOf, servingLink, sleepingTask } from "./snapshot-support.ts";
+import { none, partsOf, servingLink, sleepingTask, snapshotText } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: a snapshot names each row once. Two rows under one id (or two submissions under one request id of
@@ -30,7 +31,7 @@ function snapshotWith(change: (batch: Snapshot["batch"]) => void): Snapshot {
 }
 
 /** The object serves `snapshot` in parts, each with the whole's digest (decision 0053). */
-const served = (snapshot: Snapshot) => servingLink(partsOf(JSON.stringify(snapshot), snapshot.batch.fence));
+const served = (snapshot: Snapshot) => servingLink(partsOf(snapshotText(snapshot), snapshot.batch.fence));
 
 const submission = (id: number, requestId: string) =>
   ({
@@ -99,12 +100,12 @@ describe("a snapshot names each row once (decision 0047)", () => {
           batch.submissions = Array.from({ length: rows }, (_, i) => submission(400 + i, `r${i}`));
           batch.documents = Array.from({ length: rows }, (_, i) => ({ scope: "s", key: `k${i}`, value: i }) as never);
         });
-        const text = JSON.stringify(base);
+        const text = snapshotText(base);
         expect(parseSnapshot(text, base.batch.fence)).toEqual(base);
-        const twice = JSON.parse(text) as Snapshot;
+        const twice = JSON.parse(JSON.stringify(base)) as Snapshot;
         const rowsOf = twice.batch[list] as unknown[];
         rowsOf.push(JSON.parse(JSON.stringify(rowsOf[copyIndex % rows])));
-        expect(() => parseSnapshot(JSON.stringify(twice), twice.batch.fence)).toThrow(FollowMessageRefused);
+        expect(() => parseSnapshot(snapshotText(twice), twice.batch.fence)).toThrow(FollowMessageRefused);
       }),
     );
   });

@@ -8,6 +8,7 @@ import { rebuildFromObject, type SnapshotLink } from "../src/follow/snapshot.ts"
 import { MemoryStorage, type Storage } from "../src/index.ts";
 import type { Batch, EntryRecord } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { snapshotText } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: the tab's fork is kept before the rebuild replaces its copy — every transaction of it the object's
@@ -59,7 +60,7 @@ describe("a rebuild keeps what the tab holds past the snapshot (decision 0047)",
       const snapshot = (await object.readSnapshot!())!;
       expect(snapshot.batch.fence).toEqual({ epoch: 2, position: 3 });
       const head = await rebuildFromObject(
-        { storage: tab, link: servingLink(JSON.stringify(snapshot), snapshot.batch.fence), place: "tab", now: 7 },
+        { storage: tab, link: servingLink(snapshotText(snapshot), snapshot.batch.fence), place: "tab", now: 7 },
         ctx,
       );
       expect(head).toEqual({ epoch: 2, position: 3 });

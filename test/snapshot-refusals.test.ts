@@ -10,7 +10,7 @@ import type { Batch, Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { failingAt } from "./failing-at.ts";
-import { none, partsOf, servingLink, sleepingTask } from "./snapshot-support.ts";
+import { none, partsOf, servingLink, sleepingTask, snapshotText } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: what arrives as a snapshot is checked whole before one transaction writes it, and that one
@@ -98,7 +98,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
 
   it("0047: a crash after the fork was kept and before the rebuild: started again, the tab keeps the fork once and rebuilds", async () => {
     const { tab, snapshot } = await places(sqlite);
-    const link = servingLink(partsOf(JSON.stringify(snapshot), snapshot.batch.fence));
+    const link = servingLink(partsOf(snapshotText(snapshot), snapshot.batch.fence));
     // The first commit of the rebuild's flow (the fork kept), then the crash.
     await deliverFork(tab, { head: snapshot.batch.fence, epochs: snapshot.epochs }, 5);
     const restarted = await openSqliteStorage({ vfs: "memory", image: await tab.exportImage() });
@@ -114,7 +114,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
     // In memory (the checks come before any storage is touched; the image shows that nothing was written).
     const { tab, snapshot } = await places(async () => new MemoryStorage());
     const image = await tab.exportImage();
-    const text = JSON.stringify(snapshot);
+    const text = snapshotText(snapshot);
     const at = snapshot.batch.fence;
     const count = partsOf(text, at).length;
     expect(count).toBeGreaterThan(3);
@@ -156,9 +156,9 @@ describe("a snapshot arrives checked and is written in one transaction (decision
         async (attack) => {
           let answers: Json[];
           if (attack.kind === "content") {
-            const hostile = JSON.parse(text) as Snapshot & Record<string, unknown>;
+            const hostile = structuredClone(snapshot) as Snapshot & Record<string, unknown>;
             contents[attack.attack]!(hostile, attack.value as Json);
-            answers = partsOf(JSON.stringify(hostile), at);
+            answers = partsOf(snapshotText(hostile), at);
           } else if (attack.kind === "cut") {
             answers = partsOf(text.slice(0, attack.keep), at);
           } else {
@@ -194,7 +194,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
   it("0053 property: a part whose text changed by one letter (inside a string literal: still well-formed JSON) is refused as FollowMessageRefused('digest') before anything is written", async () => {
     const { tab, snapshot } = await places(async () => new MemoryStorage());
     const image = await tab.exportImage();
-    const text = JSON.stringify(snapshot);
+    const text = snapshotText(snapshot);
     const at = snapshot.batch.fence;
     const count = partsOf(text, at).length;
     await fc.assert(

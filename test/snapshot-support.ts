@@ -4,7 +4,8 @@ import { sha256Text } from "../src/base/sha256.ts";
 import { SnapshotUnavailable } from "../src/errors.ts";
 import { sliceJsonText } from "../src/follow/chunks.ts";
 import type { SnapshotLink } from "../src/follow/snapshot.ts";
-import type { Batch, TaskRecord } from "../src/storage/records.ts";
+import { snapshotLines } from "../src/follow/snapshot-text.ts";
+import type { Batch, Snapshot, TaskRecord } from "../src/storage/records.ts";
 
 /** A transaction with no rows. */
 export const none = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
@@ -39,3 +40,6 @@ export function partsOf(text: string, at: { epoch: number; position: number }, b
   const digest = sha256Text(text);
   return slices.map((slice, index) => ({ id: "s-1", at, index, count: slices.length, digest, text: slice }));
 }
+
+/** A snapshot's whole text as the object writes it (decision 0079: a header record, then one record a row). */
+export const snapshotText = (snapshot: Snapshot): string => [...snapshotLines(snapshot)].join("");

@@ -23,16 +23,41 @@ const SLICE = 1 << 20;
 
 /** The SHA-256 of `text`'s UTF-8 bytes, as 64 lowercase hex digits. */
 export function sha256Text(text: string): string {
-  const hash = new Sha256();
-  const encoder = new TextEncoder();
-  for (let at = 0; at < text.length; ) {
-    let end = Math.min(text.length, at + SLICE);
-    const last = text.charCodeAt(end - 1);
-    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
-    hash.update(encoder.encode(text.slice(at, end)));
-    at = end;
-  }
+  const hash = new TextSha256();
+  hash.update(text);
   return hash.hex();
+}
+
+/**
+ * An incremental SHA-256 of a text given in pieces, in order (decision 0079): the same digest as `sha256Text` of the
+ * pieces joined, even where a piece ends between the two halves of a surrogate pair (the high half is held back
+ * until the next piece, so neither half is encoded alone as U+FFFD).
+ */
+export class TextSha256 {
+  readonly #hash = new Sha256();
+  readonly #encoder = new TextEncoder();
+  #held = "";
+
+  update(piece: string): void {
+    const text = this.#held + piece;
+    let end = text.length;
+    const last = text.charCodeAt(end - 1);
+    this.#held = last >= 0xd800 && last <= 0xdbff ? text.slice(end - 1) : "";
+    if (this.#held) end--;
+    for (let at = 0; at < end; ) {
+      let stop = Math.min(end, at + SLICE);
+      const before = text.charCodeAt(stop - 1);
+      if (stop < end && before >= 0xd800 && before <= 0xdbff) stop++;
+      this.#hash.update(this.#encoder.encode(text.slice(at, stop)));
+      at = stop;
+    }
+  }
+
+  hex(): string {
+    if (this.#held) this.#hash.update(this.#encoder.encode(this.#held));
+    this.#held = "";
+    return this.#hash.hex();
+  }
 }
 
 /** An incremental SHA-256: `update` with bytes in order, then `hex` once. */

@@ -78,7 +78,10 @@ export class FollowVersionMismatch extends DurableError {
   ) {
     super(
       `The tab speaks follow wire version ${tab} and the Durable Object version ${object}${object === 1 || tab === 1 ? " (1: before the wire had versions)" : ""}: ` +
-        "they cannot follow each other, and nothing was sent or applied. Deploy the Worker and the tab's app from the same release.",
+        "they cannot follow each other, and nothing was sent or applied. " +
+        (tab < object
+          ? "The tab's app is older than the Worker: reload the tab to load the app of the Worker's release."
+          : "Deploy the Worker and the tab's app from the same release."),
     );
   }
 }

@@ -2,9 +2,10 @@
  * A tab rebuilt from its object's snapshot (docs/decisions/0047), platform-neutral. A tab that cannot follow the
  * object's log — its copy forked, it is a new device's (empty), or it is behind what the object's trimmed tail keeps —
  * asks for the object's copy whole instead: `follow.snapshot(place)` answers the first part of a snapshot at the
- * object's head P and the tab asks for the rest by its id, each part under the link's message limit. The parts are
- * checked as they arrive and the joined snapshot as a whole (size, depth, shape, the history it claims) before one
- * transaction writes it (`Storage.rebuild`); the tab's fork is kept first, and survives the rebuild. Then the tab
+ * object's head P and the tab asks for the rest by its id, each part under the link's message limit. The object cuts
+ * its copy's rows into parts as they fill and the tab parses each part's whole records as it arrives (decision 0079,
+ * `snapshot-text.ts`: neither end holds the snapshot's whole text); the parts are checked as they arrive and the
+ * snapshot as a whole (its digest, size, depth, shape, the history it claims) before one transaction writes it (`Storage.rebuild`); the tab's fork is kept first, and survives the rebuild. Then the tab
  * opens its harness again (read-only: the object holds the lease) and follows from P.
  *
  * ```ts
@@ -18,19 +19,16 @@ import { type Context, waitFor } from "../base/context.ts";
 import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { sha256Text } from "../base/sha256.ts";
 import { FollowMessageRefused, SnapshotPartsBusy, SnapshotUnavailable } from "../errors.ts";
-import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
 import { type Check, integer, record, text } from "../shape.ts";
 import type { LogMark, Snapshot } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
-import { batchProblem, MAX_BATCH_RECORDS } from "./batch-shape.ts";
-import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, sliceJsonText } from "./chunks.ts";
+import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS } from "./chunks.ts";
 import { deliverFork } from "./fork.ts";
 import { SnapshotLimit, type SnapshotLimits } from "./snapshot-limit.ts";
+import { MAX_SNAPSHOT_BYTES, PartCutter, SnapshotReader, snapshotLines } from "./snapshot-text.ts";
 
-/** The most characters of one snapshot's JSON a tab joins (its memory for one rebuild). */
-export const MAX_SNAPSHOT_BYTES = 64 << 20;
+export { MAX_SNAPSHOT_BYTES } from "./snapshot-text.ts";
 /** The most a Durable Object serves (its 128 MB holds the copy's rows, their JSON and the parts at once). */
 export const MAX_OBJECT_SNAPSHOT_BYTES = 16 << 20;
 /** What an answer's envelope (its id, the part's id, place and counts) may take beside a part's text. */
@@ -81,7 +79,7 @@ export class SnapshotServer {
   readonly #answered = new Map<string, string>();
   readonly #prefix: string;
   readonly #limit: SnapshotLimit;
-  /** One take at a time (decision 0058): each holds a whole copy in memory while it reads and serializes it. */
+  /** One take at a time (decision 0058): each holds a whole copy's rows in memory while it reads and cuts them. */
   readonly #taking = new SerialQueue();
   #next = 0;
 
@@ -130,17 +128,11 @@ export class SnapshotServer {
   async #take(): Promise<[string, Taken]> {
     const snapshot = await this.#storage.readSnapshot?.();
     if (!snapshot) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
-    const whole = JSON.stringify(snapshot);
-    if (whole.length > this.#maxBytes)
-      throw new SnapshotUnavailable(
-        "size",
-        `the object's copy is ${whole.length} characters, over the ${this.#maxBytes} a snapshot carries`,
-      );
-    const taken = {
-      at: snapshot.batch.fence,
-      digest: sha256Text(whole),
-      parts: sliceJsonText(whole, MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES),
-    };
+    // Row by row into parts as they fill, hashed as they are cut (decision 0079): the whole text is never built.
+    const cutter = new PartCutter(MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES, this.#maxBytes);
+    for (const line of snapshotLines(snapshot)) cutter.add(line);
+    const { parts, digest } = cutter.finish();
+    const taken = { at: snapshot.batch.fence, digest, parts };
     const key = `${this.#prefix}:${++this.#next}`;
     this.#kept.set(key, taken);
     if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
@@ -188,8 +180,9 @@ class TakeGone {
 
 /**
  * Reads the object's snapshot over `link` for `place`: every part checked as it arrives (shape, the same snapshot,
- * in order, the total within `MAX_SNAPSHOT_BYTES`), then the whole: its SHA-256 the one every part carried
- * (`FollowMessageRefused("digest")`), then its content (`parseSnapshot`). `FollowMessageRefused` for
+ * in order, the total within `MAX_SNAPSHOT_BYTES`) and its whole records parsed as it arrives (`SnapshotReader`,
+ * decision 0079), then the whole: its SHA-256 the one every part carried (`FollowMessageRefused("digest")`), then its
+ * content. `FollowMessageRefused` for
  * anything that is not the snapshot it claims to be; the object's `SnapshotUnavailable` or `ConnectionLost` as is.
  * With `retry` (decision 0064), a part answered `busy` is asked again after a backoff on `retry.clock`
  * (`SnapshotPartsBusy` once its retries are spent), and a part answered `gone` starts a new take (bounded); without
@@ -209,8 +202,9 @@ export async function fetchSnapshot(link: SnapshotLink, place: string, context: 
 
 async function fetchTake(link: SnapshotLink, place: string, context: Context, retry: SnapshotRetry | undefined): Promise<Snapshot> {
   const first = checkPart(await waitFor(link.call("follow", "snapshot", [place]), context), 0);
-  const texts = [first.text];
-  let chars = first.text.length;
+  // Each part hashed and its whole records parsed as it arrives (decision 0079): the joined text is never built.
+  const reader = new SnapshotReader();
+  reader.add(first.text);
   for (let index = 1; index < first.count; index++) {
     const part = checkPart(await askPart(link, place, first.id, index, context, retry), index);
     if (
@@ -221,17 +215,11 @@ async function fetchTake(link: SnapshotLink, place: string, context: Context, re
       part.at.position !== first.at.position
     )
       throw new FollowMessageRefused("shape", `part ${index} of snapshot ${first.id} belongs to another snapshot`);
-    chars += part.text.length;
-    if (chars > MAX_SNAPSHOT_BYTES) throw new FollowMessageRefused("size", `a snapshot of more than ${MAX_SNAPSHOT_BYTES} bytes`);
-    texts.push(part.text);
+    reader.add(part.text);
   }
-  const joined = texts.join("");
-  // The whole the object serialized, before anything parses it (decision 0053): a part changed, lost or swapped on
-  // the way joins into other text.
-  const digest = sha256Text(joined);
-  if (digest !== first.digest)
-    throw new FollowMessageRefused("digest", `the snapshot's joined parts hash to ${digest}, not to the ${first.digest} the object said`);
-  return parseSnapshot(joined, first.at);
+  // The whole the object serialized, before its content is judged (decision 0053): a part changed, lost or swapped
+  // on the way hashes to another digest.
+  return reader.finish(first.at, first.digest);
 }
 
 /** Part `index` of take `id`, its `busy` answers retried after a backoff on the harness clock (decision 0064). */
@@ -283,90 +271,6 @@ function checkPart(value: Json, index: number): SnapshotPart {
     throw new FollowMessageRefused("shape", "a snapshot part's digest must be 64 lowercase hex digits (SHA-256)");
   if (part.index !== index) throw new FollowMessageRefused("shape", `the object answered part ${part.index} when part ${index} was asked`);
   return part;
-}
-
-/** A snapshot's JSON nests at most this deep: a stored value's own depth below the few levels of the snapshot. */
-const MAX_SNAPSHOT_DEPTH = MAX_DEPTH_LIMIT + 16;
-
-/**
- * Checks a joined snapshot before anything is written: JSON within `MAX_SNAPSHOT_BYTES` and `MAX_SNAPSHOT_DEPTH`,
- * `{ batch, epochs }` with a batch a stored transaction is (its rows' ids, kinds, statuses; `batchProblem`) at
- * `at` with an id counter past every row's id, and a history that leads to `at` (epochs rising, each starting after
- * the one before, the last `at`'s epoch, starting at or before `at`). `FollowMessageRefused` otherwise.
- */
-export function parseSnapshot(joined: string, at: LogMark): Snapshot {
-  if (joined.length > MAX_SNAPSHOT_BYTES) throw new FollowMessageRefused("size", `a snapshot of more than ${MAX_SNAPSHOT_BYTES} bytes`);
-  let value: unknown;
-  try {
-    value = JSON.parse(joined);
-  } catch {
-    throw new FollowMessageRefused("json", "the snapshot's parts do not join into JSON");
-  }
-  const { fault } = walkJson(value, { maxDepth: MAX_SNAPSHOT_DEPTH });
-  if (fault)
-    throw fault.kind === "depth"
-      ? new FollowMessageRefused("depth", `the snapshot nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`)
-      : new FollowMessageRefused("json", `the snapshot holds ${fault.kind}`);
-  const problem = snapshotProblem(value, at);
-  if (problem) throw new FollowMessageRefused("shape", problem);
-  return value as Snapshot;
-}
-
-function snapshotProblem(value: unknown, at: LogMark): string | undefined {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return "the snapshot must be an object";
-  const { batch, epochs, ...rest } = value as { batch?: unknown; epochs?: unknown };
-  if (Object.keys(rest).length > 0) return `the snapshot has no field ${JSON.stringify(Object.keys(rest)[0])}`;
-  const wrong = batchProblem(batch, "the snapshot's batch");
-  if (wrong) return wrong;
-  const rows = batch as Snapshot["batch"];
-  if (rows.fence.epoch !== at.epoch || rows.fence.position !== at.position)
-    return `the snapshot's batch is at ${rows.fence.epoch}/${rows.fence.position}, not at ${at.epoch}/${at.position} as its parts said`;
-  if (!Number.isSafeInteger(rows.nextId) || rows.nextId < 1) return "the snapshot's batch.nextId must be a positive integer";
-  for (const list of [rows.tasks, rows.conversations, rows.entries, rows.submissions])
-    for (const row of list) if (row.id >= rows.nextId) return `the snapshot's row id ${row.id} is not below its nextId ${rows.nextId}`;
-  for (const document of rows.documents) if (document.value === null) return "the snapshot's documents hold a deletion";
-  const twice = duplicateRow(rows);
-  if (twice) return `the snapshot holds ${twice} twice: a copy stores each row once`;
-  if (!Array.isArray(epochs) || epochs.length === 0 || epochs.length > MAX_BATCH_RECORDS)
-    return `the snapshot's epochs must be a list of 1 to ${MAX_BATCH_RECORDS} stretches`;
-  let previous = { epoch: 0, start: 0 };
-  for (const stretch of epochs as unknown[]) {
-    const { epoch, start, ...extra } = (typeof stretch === "object" && stretch !== null ? stretch : {}) as {
-      epoch?: unknown;
-      start?: unknown;
-    };
-    if (!Number.isSafeInteger(epoch) || !Number.isSafeInteger(start) || Object.keys(extra).length > 0)
-      return "each of the snapshot's epochs must be { epoch, start } (integers)";
-    if ((epoch as number) <= previous.epoch || (start as number) <= previous.start)
-      return "the snapshot's epochs must rise, each starting after the one before";
-    previous = { epoch: epoch as number, start: start as number };
-  }
-  if (previous.epoch !== at.epoch || previous.start > at.position) return `the snapshot's epochs do not lead to ${at.epoch}/${at.position}`;
-  return undefined;
-}
-
-/** A row a snapshot names twice (a table's key, or a submission's request id in its conversation), or undefined. */
-function duplicateRow(rows: Snapshot["batch"]): string | undefined {
-  const keyed: Array<[string, Array<string | number | undefined>]> = [
-    ["task", rows.tasks.map((row) => row.id)],
-    ["conversation", rows.conversations.map((row) => row.id)],
-    ["entry", rows.entries.map((row) => row.id)],
-    ["submission", rows.submissions.map((row) => row.id)],
-    [
-      "submission request",
-      rows.submissions.map((row) => (row.requestId === undefined ? undefined : `${row.conversationId}/${row.requestId}`)),
-    ],
-    ["document", rows.documents.map((row) => JSON.stringify([row.scope, row.key]))],
-  ];
-  for (const [what, keys] of keyed) {
-    const seen = new Set<string | number>();
-    for (const key of keys) {
-      if (key === undefined) continue;
-      if (seen.has(key)) return `the ${what} ${JSON.stringify(key)}`;
-      seen.add(key);
-    }
-  }
-  return undefined;
 }
 
 export interface RebuildOptions {

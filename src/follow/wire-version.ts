@@ -18,9 +18,12 @@ import { args, type Check, integer, record } from "../shape.ts";
  * This release's follow wire. Version 1 is the wire before versions (no `wire.hello`); 3 (decision 0051): `follow.from`
  * takes the tab's log tail as a third argument (an object of version 2 refuses it); 4 (decision 0053): a snapshot's
  * parts carry the whole's SHA-256, and the object tells a connected tab it fell behind its log (`behind`); 5 (decision
- * 0057): the object's pushes and its `follow.from` answer name the lease's holder (`holder`).
+ * 0057): the object's pushes and its `follow.from` answer name the lease's holder (`holder`); 6 (decision 0079): a
+ * snapshot's text is records, one a line (a header, one `[list, row]` a row, an end), cut into parts as they fill
+ * and read record by record — a tab of 5 would take it for one JSON value and refuse it, so it meets a
+ * `FollowVersionMismatch` at its hello instead, telling it to reload.
  */
-export const FOLLOW_WIRE_VERSION = 5;
+export const FOLLOW_WIRE_VERSION = 6;
 
 /** The wire before versions: what a tab that says no hello speaks, and what an object that knows no hello is. */
 export const UNVERSIONED_WIRE = 1;
