@@ -156,7 +156,8 @@ export class SnapshotReader {
       const line = this.#carry.length === 0 ? piece : this.#carry.join("") + piece;
       this.#carry = [];
       this.#carried = 0;
-      this.#record(line);
+      const problem = this.#record(line);
+      if (problem) this.#refuse(problem);
       at = end + 1;
     }
     if (at < text.length && !this.#problem) {
@@ -184,46 +185,43 @@ export class SnapshotReader {
     return value as unknown as Snapshot;
   }
 
-  #record(line: string): void {
+  /** Stages one whole record; what is wrong with it, if anything. */
+  #record(line: string): FollowMessageRefused | undefined {
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch {
-      return this.#refuse(new FollowMessageRefused("json", "the snapshot's parts do not join into JSON records"));
+      return new FollowMessageRefused("json", "the snapshot's parts do not join into JSON records");
     }
     const { fault } = walkJson(value, { maxDepth: MAX_SNAPSHOT_DEPTH });
     if (fault)
-      return this.#refuse(
-        fault.kind === "depth"
-          ? new FollowMessageRefused("depth", `the snapshot nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`)
-          : new FollowMessageRefused("json", `the snapshot holds ${fault.kind}`),
-      );
+      return fault.kind === "depth"
+        ? new FollowMessageRefused("depth", `the snapshot nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`)
+        : new FollowMessageRefused("json", `the snapshot holds ${fault.kind}`);
     if (!this.#header) {
       const batch = (value as { batch?: unknown } | null)?.batch;
       if (typeof value !== "object" || value === null || Array.isArray(value) || typeof batch !== "object" || batch === null)
-        return this.#refuse(new FollowMessageRefused("shape", "the snapshot's first record must be its header { batch, epochs }"));
+        return new FollowMessageRefused("shape", "the snapshot's first record must be its header { batch, epochs }");
       const inside = LISTS.find((name) => name in batch);
-      if (inside)
-        return this.#refuse(new FollowMessageRefused("shape", `the snapshot's header holds its ${inside}: rows come one a record`));
+      if (inside) return new FollowMessageRefused("shape", `the snapshot's header holds its ${inside}: rows come one a record`);
       this.#header = value as Record<string, unknown>;
-      return;
+      return undefined;
     }
-    if (this.#ended) return this.#refuse(new FollowMessageRefused("shape", "the snapshot has records after its end"));
+    if (this.#ended) return new FollowMessageRefused("shape", "the snapshot has records after its end");
     if (Array.isArray(value) && value[0] === END) {
       if (value.length !== 2 || value[1] !== this.#count)
-        return this.#refuse(new FollowMessageRefused("shape", `the snapshot's end names other than the ${this.#count} rows it carried`));
+        return new FollowMessageRefused("shape", `the snapshot's end names other than the ${this.#count} rows it carried`);
       this.#ended = true;
-      return;
+      return undefined;
     }
     if (!Array.isArray(value) || value.length !== 2 || !LISTS.includes(value[0] as ListName))
-      return this.#refuse(
-        new FollowMessageRefused(
-          "shape",
-          `each of the snapshot's records after its header must be [list, row], a list one of ${LISTS.join(", ")}`,
-        ),
+      return new FollowMessageRefused(
+        "shape",
+        `each of the snapshot's records after its header must be [list, row], a list one of ${LISTS.join(", ")}`,
       );
     this.#rows[value[0] as ListName].push(value[1]);
     this.#count++;
+    return undefined;
   }
 
   #refuse(problem: FollowMessageRefused): void {
