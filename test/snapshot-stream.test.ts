@@ -5,7 +5,7 @@ import { sha256Text, TextSha256 } from "../src/base/sha256.ts";
 import { ConnectionLost, FollowMessageRefused, FollowVersionMismatch } from "../src/errors.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES } from "../src/follow/chunks.ts";
 import { fetchSnapshot, rebuildFromObject, SnapshotServer } from "../src/follow/snapshot.ts";
-import { PartCutter, SnapshotReader, snapshotLines } from "../src/follow/snapshot-text.ts";
+import { jsonStringBytes, PartCutter, SnapshotReader, snapshotLines } from "../src/follow/snapshot-text.ts";
 import { answerHello } from "../src/follow/wire-version.ts";
 import { MemoryStorage } from "../src/index.ts";
 import { utf8Length } from "../src/limits.ts";
@@ -133,6 +133,19 @@ describe("snapshot parts made and read row by row (decision 0079)", () => {
       ),
       { numRuns: 200 },
     );
+  });
+
+  it("0079 property: jsonStringBytes counts the bytes JSON.stringify writes for any text, without its quotes", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: "binary", maxLength: 200 }), (text) => {
+        expect(jsonStringBytes(text)).toBe(utf8Length(JSON.stringify(text)) - 2);
+      }),
+      { numRuns: 500 },
+    );
+    for (let code = 0; code < 0x80; code++) {
+      const text = `a${String.fromCharCode(code)}\ud800`;
+      expect(jsonStringBytes(text)).toBe(utf8Length(JSON.stringify(text)) - 2);
+    }
   });
 
   it("0079 property: the incremental hash of any text in any pieces (surrogate pairs split included) is the whole's SHA-256", () => {

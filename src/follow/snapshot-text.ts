@@ -19,7 +19,7 @@
  */
 import { TextSha256 } from "../base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
-import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
+import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
 import type { LogMark, Snapshot } from "../storage/records.ts";
 import { batchProblem, MAX_BATCH_RECORDS } from "./batch-shape.ts";
 import { MAX_PARTS, sliceJsonText } from "./chunks.ts";
@@ -81,7 +81,7 @@ export class PartCutter {
     if (this.#chars > this.#maxChars)
       throw new SnapshotUnavailable("size", `the object's copy is over the ${this.#maxChars} characters a snapshot carries`);
     // The line's bytes inside a JSON string literal, without the two quotes.
-    const bytes = utf8Length(JSON.stringify(line)) - 2;
+    const bytes = jsonStringBytes(line);
     if (this.#bytes + bytes <= this.#budget - 2) {
       this.#pieces.push(line);
       this.#bytes += bytes;
@@ -97,7 +97,7 @@ export class PartCutter {
     for (const slice of slices.slice(0, -1)) this.#emit(slice);
     const last = slices.at(-1)!;
     this.#pieces.push(last);
-    this.#bytes = utf8Length(JSON.stringify(last)) - 2;
+    this.#bytes = jsonStringBytes(last);
   }
 
   /** The parts and the SHA-256 of their joined text. */
@@ -118,6 +118,28 @@ export class PartCutter {
     this.#hash.update(part);
     this.#parts.push(part);
   }
+}
+
+/**
+ * The UTF-8 bytes `text` takes inside a JSON string literal (without its quotes), as `JSON.stringify` writes it,
+ * counted without making that string: `"` and `\` escaped in two, other control characters in two or six, a lone
+ * surrogate in six.
+ */
+export function jsonStringBytes(text: string): number {
+  let bytes = 0;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (code === 0x22 || code === 0x5c) bytes += 2;
+    else if (code < 0x20) bytes += code === 8 || code === 9 || code === 10 || code === 12 || code === 13 ? 2 : 6;
+    else if (code < 0x80) bytes += 1;
+    else if (code < 0x800) bytes += 2;
+    else if (code >= 0xd800 && code <= 0xdbff && (text.charCodeAt(index + 1) & 0xfc00) === 0xdc00) {
+      bytes += 4;
+      index++;
+    } else if (code >= 0xd800 && code <= 0xdfff) bytes += 6;
+    else bytes += 3;
+  }
+  return bytes;
 }
 
 /**
