@@ -141,9 +141,11 @@ export class SnapshotServer {
 }
 
 /**
- * How many parts a snapshot of `bytes` characters is served in when none of its characters takes more than 3 bytes
- * in a part's JSON (`sliceJsonText` starts at a third of the part's budget): 51 for a Durable Object's 16 MiB, 202
- * for 64 MiB. A text of control characters or lone surrogates takes more parts.
+ * The most parts a snapshot of `bytes` characters is served in when none of its characters takes more than 3 bytes
+ * in a part's JSON: 51 for a Durable Object's 16 MiB, 202 for 64 MiB. Since decision 0079 a part packs whole records
+ * up to its budget (a 15.7 MB ASCII copy of 2 KB rows is 16 parts, not 47), and a record larger than a part is
+ * sliced at a third of it as before, so this stays the bound the parts limits are sized by. A text of control
+ * characters or lone surrogates takes more parts.
  */
 export function snapshotParts(bytes: number): number {
   return Math.ceil(bytes / Math.floor((MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES) / 3));
