@@ -39,7 +39,12 @@ function copyOf(rows: number, size: number, document = 0, position = 3): Snapsho
 /** An object's snapshot server over a copy that always reads `snapshot`, and a link to it through JSON frames. */
 function objectServing(snapshot: Snapshot) {
   const storage = { label: "object", readSnapshot: async () => snapshot } as unknown as Storage;
-  const server = new SnapshotServer(storage, createManualClock(0), { burst: 1_000, totalBurst: 1_000, partBurst: 10_000, totalPartBurst: 10_000 });
+  const server = new SnapshotServer(storage, createManualClock(0), {
+    burst: 1_000,
+    totalBurst: 1_000,
+    partBurst: 10_000,
+    totalPartBurst: 10_000,
+  });
   const asked: number[] = [];
   const link = {
     call: async (_topic: string, _method: string, args: Json[]) => {
