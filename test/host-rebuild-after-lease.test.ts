@@ -4,6 +4,7 @@ import type { LeaseArbiter } from "../src/follow/arbiter.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry, type Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { heldUntilGranted } from "./held-lease.ts";
 
 // Decision 0078 (issue 27, after decision 0070): a rebuild the copy asks for after its harness took the lease here is
 // refused. The follow link's report is late: the fork it found is kept first (a storage write), and only then is the
@@ -17,21 +18,13 @@ describe("a rebuild asked for after the lease was taken here (decision 0078)", (
     const attached: Harness[] = [];
     let rebuildNow: (() => void) | undefined;
     let rebuilt = 0;
-    const answer = { now: "held elsewhere" as "held elsewhere" | "granted" };
-    const arbiter: LeaseArbiter = {
-      acquire: async (place) => {
-        if (answer.now === "held elsewhere") throw new LeaseNotHeld(place, "the object holds it");
-        return { epoch: 2, ttlMs: 60_000 };
-      },
-      renew: async () => ({ epoch: 2, ttlMs: 60_000 }),
-      release: async () => {},
-    };
+    const { arbiter, grant } = heldUntilGranted();
     const host = createHost({
       database: "tab",
       openStorage: async () => storage,
       harness: { registry: createRegistry(), lease: { place: "tab", arbiter } },
       onReady: (harness) => void attached.push(harness),
-      takeBack: async () => void (answer.now = "granted"),
+      takeBack: async () => grant(),
       rebuild: {
         when: (listener) => void (rebuildNow = listener),
         run: async () => void rebuilt++,

@@ -6,6 +6,7 @@ import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, type Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { heldUntilGranted } from "./held-lease.ts";
 import { runUntil } from "./support.ts";
 
 // Decision 0070 (issue 27): what the host is told while it opens its harness again (a fenced harness's read-only
@@ -108,22 +109,14 @@ describe("the host's reopens hear what is asked meanwhile (decision 0070)", () =
     const attached: Harness[] = [];
     let rebuildNow: (() => void) | undefined;
     let rebuilt = 0;
-    const answer = { now: "held elsewhere" as "held elsewhere" | "granted" };
-    const arbiter: LeaseArbiter = {
-      acquire: async (place) => {
-        if (answer.now === "held elsewhere") throw new LeaseNotHeld(place, "the object holds it");
-        return { epoch: 2, ttlMs: 60_000 };
-      },
-      renew: async () => ({ epoch: 2, ttlMs: 60_000 }),
-      release: async () => {},
-    };
+    const { arbiter, grant } = heldUntilGranted();
     const host = createHost({
       database: "tab",
       openStorage: async () => storage,
       harness: { registry: createRegistry(), lease: { place: "tab", arbiter } },
       onReady: (harness) => void attached.push(harness),
       takeBack: async () => {
-        answer.now = "granted";
+        grant();
         rebuildNow!(); // a report from the copy as it was, while the lease comes back
       },
       rebuild: {
@@ -146,20 +139,12 @@ describe("the host's reopens hear what is asked meanwhile (decision 0070)", () =
   it("0070 (0039): a fork kept and reported after runHere's open read its count is counted once the harness is ready (before: not until something else recounted)", async () => {
     const storage = await openSqliteStorage({ vfs: "memory" });
     let reportFork: (() => void) | undefined;
-    const answer = { now: "held elsewhere" as "held elsewhere" | "granted" };
-    const arbiter: LeaseArbiter = {
-      acquire: async (place) => {
-        if (answer.now === "held elsewhere") throw new LeaseNotHeld(place, "the object holds it");
-        return { epoch: 2, ttlMs: 60_000 };
-      },
-      renew: async () => ({ epoch: 2, ttlMs: 60_000 }),
-      release: async () => {},
-    };
+    const { arbiter, grant } = heldUntilGranted();
     const host = createHost({
       database: "tab",
       openStorage: async () => storage,
       harness: { registry: createRegistry(), lease: { place: "tab", arbiter } },
-      takeBack: async () => void (answer.now = "granted"),
+      takeBack: async () => grant(),
       onFork: (listener) => void (reportFork = listener),
       now: () => 0,
     });
