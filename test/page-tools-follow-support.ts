@@ -5,7 +5,7 @@ import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { type ClientMessage, type HostMessage, messageEndpoint, serveMessages } from "../src/host/messages.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
-import type { ToolResultEntryPayload } from "../src/index.ts";
+import type { Storage, ToolResultEntryPayload } from "../src/index.ts";
 
 // Page tools across a follow link (decision 0044): the pieces both sides' tests share.
 
@@ -58,4 +58,19 @@ export async function resultsAt(service: HarnessService, conversationId: number)
 /** The tab's copy caught up with the object's waiting call (a page provides tools for a conversation it shows). */
 export async function sees(service: HarnessService): Promise<void> {
   await expect.poll(async () => (await service.inspect()).pageCalls.map((call) => call.callId), { timeout: 5_000 }).toEqual(["call_1"]);
+}
+
+/** `rebuild` with each run's outcome — "rebuilt", or the error's name — pushed to `outcomes`; the rest passed on. */
+export function recordingRebuild<R extends { run(storage: Storage): Promise<void> }>(rebuild: R, outcomes: string[]): R {
+  return {
+    ...rebuild,
+    run: (target: Storage) =>
+      rebuild.run(target).then(
+        () => void outcomes.push("rebuilt"),
+        (error: unknown) => {
+          outcomes.push((error as Error).name);
+          throw error;
+        },
+      ),
+  };
 }

@@ -9,7 +9,7 @@ import { createHost } from "../src/host/host.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { socketTo } from "./page-tools-follow-support.ts";
+import { recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0078 (after decision 0070): a worker whose rebuild fails on something that passes by itself asks again on
@@ -49,21 +49,7 @@ describe("the rebuild retry is bounded (decision 0078)", () => {
         harness: { registry: registry(), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
         leave: () => follow.leave(),
-        ...(follow.rebuild
-          ? {
-              rebuild: {
-                ...follow.rebuild,
-                run: (target: Storage) =>
-                  follow.rebuild!.run(target).then(
-                    () => void outcomes.push("rebuilt"),
-                    (error: unknown) => {
-                      outcomes.push((error as Error).name);
-                      throw error;
-                    },
-                  ),
-              },
-            }
-          : {}),
+        ...(follow.rebuild ? { rebuild: recordingRebuild(follow.rebuild, outcomes) } : {}),
         now: () => performance.now(),
       });
       return { host, service: host.service, outcomes };

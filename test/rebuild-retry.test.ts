@@ -7,7 +7,7 @@ import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { socketTo } from "./page-tools-follow-support.ts";
+import { recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0070 (issue 27; e2e/rebuild.e2e.ts's forked-offline case, 1 failure in 4 under load): each load of a tab
@@ -50,21 +50,7 @@ describe("a worker whose rebuild the object refused as busy (decision 0070)", ()
         harness: { registry: registry(place), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
         leave: () => follow.leave(),
-        ...(follow.rebuild
-          ? {
-              rebuild: {
-                when: follow.rebuild.when,
-                run: (target: Storage) =>
-                  follow.rebuild!.run(target).then(
-                    () => void outcomes.push("rebuilt"),
-                    (error: unknown) => {
-                      outcomes.push((error as Error).name);
-                      throw error;
-                    },
-                  ),
-              },
-            }
-          : {}),
+        ...(follow.rebuild ? { rebuild: recordingRebuild({ when: follow.rebuild.when, run: follow.rebuild.run }, outcomes) } : {}),
         now: () => performance.now(),
       });
       loads.push({ close: () => follow.close() });
