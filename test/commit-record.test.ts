@@ -5,29 +5,20 @@ import { CommitRecord } from "../src/session/commit-record.ts";
 import { Session } from "../src/session/session.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { flush } from "./support.ts";
+import { flush, holdApplies } from "./support.ts";
 
 /** A MemoryStorage that can hold its transactions in flight and refuses any batch writing a document named "refused". */
 function storageUnderTest(): MemoryStorage & { hold(): () => void; stored: string[] } {
-  const storage = new MemoryStorage() as MemoryStorage & { hold(): () => void; stored: string[] };
+  const storage = new MemoryStorage() as MemoryStorage & { stored: string[] };
   const apply = storage.apply.bind(storage);
-  let gate: Promise<void> | undefined;
   storage.stored = [];
-  storage.hold = () => {
-    let open!: () => void;
-    gate = new Promise<void>((resolve) => (open = resolve));
-    return () => {
-      gate = undefined;
-      open();
-    };
-  };
   storage.apply = async (batch: Batch) => {
-    if (gate) await gate;
     if (batch.documents.some((document) => document.key === "refused")) throw new Error("disk full");
     await apply(batch);
     for (const document of batch.documents) storage.stored.push(document.key);
   };
-  return storage;
+  // Held before the refusal and the record, as a transaction in flight.
+  return holdApplies(storage);
 }
 
 /** Writes the document named `arg` and answers with it; "throws" fails in the callback. */

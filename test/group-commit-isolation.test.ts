@@ -1,28 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { type Batch, type ConversationRecord, DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
+import { type ConversationRecord, DEFAULT_SETTINGS, MemoryStorage, type TaskRecord } from "../src/index.ts";
 import { Session } from "../src/session/session.ts";
 import { isStorageFailure } from "../src/session/storage-failure.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { flush } from "./support.ts";
+import { flush, holdApplies } from "./support.ts";
 
 /** A MemoryStorage whose transactions can be held in flight, so that the commits queued behind one form a group. */
 function holding(options: { maxRowBytes?: number } = {}): MemoryStorage & { hold(): () => void } {
-  const storage = new MemoryStorage(options) as MemoryStorage & { hold(): () => void };
-  const apply = storage.apply.bind(storage);
-  let gate: Promise<void> | undefined;
-  storage.hold = () => {
-    let open!: () => void;
-    gate = new Promise<void>((resolve) => (open = resolve));
-    return () => {
-      gate = undefined;
-      open();
-    };
-  };
-  storage.apply = async (batch: Batch) => {
-    if (gate) await gate;
-    return apply(batch);
-  };
-  return storage;
+  return holdApplies(new MemoryStorage(options));
 }
 
 describe("group commit (decision 0026): a commit of a group cannot reach into another one's writes", () => {

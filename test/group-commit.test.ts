@@ -13,35 +13,31 @@ import { GROUP_LIMIT, Session } from "../src/session/session.ts";
 import { isStorageFailure } from "../src/session/storage-failure.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx, flush, openHarness, runUntil } from "./support.ts";
+import { ctx, flush, holdApplies, openHarness, runUntil } from "./support.ts";
 
 /**
  * A MemoryStorage whose `apply` is counted, can be held (the transaction in flight) and can refuse (quota).
  * Every other method is the storage's own.
  */
 function recording(): MemoryStorage & { batches: Batch[]; hold(): () => void; refuseNext(times?: number): void } {
-  const storage = new MemoryStorage() as MemoryStorage & { batches: Batch[]; hold(): () => void; refuseNext(times?: number): void };
-  const apply = storage.apply.bind(storage);
-  let gate: Promise<void> | undefined;
-  let refusals = 0;
-  storage.batches = [];
-  storage.hold = () => {
-    let open!: () => void;
-    gate = new Promise<void>((resolve) => (open = resolve));
-    return () => {
-      gate = undefined;
-      open();
-    };
+  const base = new MemoryStorage() as MemoryStorage & { batches: Batch[] };
+  const apply = base.apply.bind(base);
+  base.batches = [];
+  base.apply = async (batch: Batch) => {
+    base.batches.push(structuredClone(batch));
+    return apply(batch);
   };
+  // A refusal is decided before the hold; a batch is recorded once the hold lets it through.
+  const storage = holdApplies(base) as MemoryStorage & { batches: Batch[]; hold(): () => void; refuseNext(times?: number): void };
+  const held = storage.apply.bind(storage);
+  let refusals = 0;
   storage.refuseNext = (times = 1) => void (refusals = times);
   storage.apply = async (batch: Batch) => {
     if (refusals > 0) {
       refusals--;
       throw new StorageQuotaExceeded("The origin's storage quota is exhausted.");
     }
-    if (gate) await gate;
-    storage.batches.push(structuredClone(batch));
-    return apply(batch);
+    return held(batch);
   };
   return storage;
 }

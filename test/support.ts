@@ -119,3 +119,26 @@ export function nested(levels: number): unknown {
   for (let i = 0; i < levels; i++) value = [value];
   return value;
 }
+
+/**
+ * Gates `storage.apply` (as it is now): after `hold()`, every transaction waits in flight until the returned release is
+ * called, so the commits queued behind it form a group (decision 0026).
+ */
+export function holdApplies<S extends Storage>(storage: S): S & { hold(): () => void } {
+  const held = storage as S & { hold(): () => void };
+  const apply = storage.apply.bind(storage);
+  let gate: Promise<void> | undefined;
+  held.hold = () => {
+    let open!: () => void;
+    gate = new Promise<void>((resolve) => (open = resolve));
+    return () => {
+      gate = undefined;
+      open();
+    };
+  };
+  held.apply = async (batch) => {
+    if (gate) await gate;
+    return apply(batch);
+  };
+  return held;
+}
