@@ -94,40 +94,36 @@ export interface RecoveryFigures {
 }
 
 export async function benchBrowser() {
-  await buildPage(new URL("./vite.config.ts", import.meta.url).pathname);
-  const server = await serveStatic(join(DIST, "app"));
-  const browser = await launchChromium();
-  try {
-    const page = await browser.newPage();
-    const kernel = await kernelVsRaw(page, server.url);
+  return onBenchPage(async (page, baseUrl, version) => {
+    const kernel = await kernelVsRaw(page, baseUrl);
     const lone = await interleavedLoneStep(page);
     // One live task is the hot one alone: the same for both shapes.
     const configs = VARIANTS.flatMap((variant) =>
       SIZES.filter((live) => variant === "sleeping" || live > 1).map((live): RecoveryConfig => ({ variant, live })),
     );
     for (const history of HISTORIES) configs.push({ variant: "history", live: 1, history });
-    const recovery = await recoveries(page, server.url, configs);
-    await page.close();
-    return report(browser.version, { ...kernel, interleaved: lone }, recovery);
-  } catch (error) {
-    if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
-    throw error;
-  } finally {
-    await browser.close();
-    await server.close();
-  }
+    const recovery = await recoveries(page, baseUrl, configs);
+    return report(version, { ...kernel, interleaved: lone }, recovery);
+  });
 }
 
 /** `BENCH_KERNEL_ONLY=1`: sections (a) and (c) alone, their rows printed (decision 0076). */
 async function benchKernelOnly(): Promise<string> {
+  return onBenchPage(async (page, baseUrl) =>
+    table(["bench", "what", "median", "min–max", "ratio", "target"], kernelRows(await kernelVsRaw(page, baseUrl)).map(rowCells)),
+  );
+}
+
+/** Builds and serves the bench page, runs `body` on a page of a new Chromium (its last log lines printed if it throws), closes both. */
+async function onBenchPage<T>(body: (page: Page, baseUrl: string, version: string) => Promise<T>): Promise<T> {
   await buildPage(new URL("./vite.config.ts", import.meta.url).pathname);
   const server = await serveStatic(join(DIST, "app"));
   const browser = await launchChromium();
   try {
     const page = await browser.newPage();
-    const kernel = await kernelVsRaw(page, server.url);
+    const result = await body(page, server.url, browser.version);
     await page.close();
-    return table(["bench", "what", "median", "min–max", "ratio", "target"], kernelRows(kernel).map(rowCells));
+    return result;
   } catch (error) {
     if (browser.logs.length) console.error(`browser log:\n  ${browser.logs.slice(-30).join("\n  ")}`);
     throw error;
@@ -521,22 +517,14 @@ function kernelRows(
       ratio: `${fmt(kernel.fenced.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fenced.pairedRatios.median, 2)}×, ${fmt(kernel.fenced.pairedRatios.min, 2)}–${fmt(kernel.fenced.pairedRatios.max, 2)}×)`,
       target: "zero added latency",
     },
-    {
-      bench: "browser OPFS",
-      what: "the same, its status-unchanged task-row write skipped (decision 0076's ablation in the bench worker: not crash-safe, not a product path)",
-      median: `${fmt(kernel.fencedSkip.stepMicros.median)} µs`,
-      range: `${fmt(kernel.fencedSkip.stepMicros.min)}–${fmt(kernel.fencedSkip.stepMicros.max)} µs`,
-      ratio: `${fmt(kernel.fencedSkip.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fencedSkip.pairedRatios.median, 2)}×; ${fmt(kernel.fencedSkip.toFenced.median, 2)}× the fenced step)`,
-      target: "",
-    },
-    {
-      bench: "browser OPFS",
-      what: "the same, those writes deferred and run with a metadata write every 32nd commit (decision 0076's second ablation: not crash-safe, not a product path)",
-      median: `${fmt(kernel.fencedDeferred.stepMicros.median)} µs`,
-      range: `${fmt(kernel.fencedDeferred.stepMicros.min)}–${fmt(kernel.fencedDeferred.stepMicros.max)} µs`,
-      ratio: `${fmt(kernel.fencedDeferred.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fencedDeferred.pairedRatios.median, 2)}×; ${fmt(kernel.fencedDeferred.toFenced.median, 2)}× the fenced step)`,
-      target: "",
-    },
+    ablationRow(
+      "the same, its status-unchanged task-row write skipped (decision 0076's ablation in the bench worker: not crash-safe, not a product path)",
+      kernel.fencedSkip,
+    ),
+    ablationRow(
+      "the same, those writes deferred and run with a metadata write every 32nd commit (decision 0076's second ablation: not crash-safe, not a product path)",
+      kernel.fencedDeferred,
+    ),
     {
       bench: "browser OPFS",
       what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / without the task-row write / deferred)`,
@@ -546,6 +534,18 @@ function kernelRows(
       target: "",
     },
   ];
+}
+
+/** A row of one of decision 0076's ablations of the fenced step: its time, to the step with no lease and to the fenced step. */
+function ablationRow(what: string, figure: { stepMicros: Summary; ratio: number; pairedRatios: Summary; toFenced: Summary }): Row {
+  return {
+    bench: "browser OPFS",
+    what,
+    median: `${fmt(figure.stepMicros.median)} µs`,
+    range: `${fmt(figure.stepMicros.min)}–${fmt(figure.stepMicros.max)} µs`,
+    ratio: `${fmt(figure.ratio, 2)}× the step with no lease (run by run: median ${fmt(figure.pairedRatios.median, 2)}×; ${fmt(figure.toFenced.median, 2)}× the fenced step)`,
+    target: "",
+  };
 }
 
 function signedMs(ms: number): string {
