@@ -74,3 +74,27 @@ export function recordingRebuild<R extends { run(storage: Storage): Promise<void
       ),
   };
 }
+
+/**
+ * The object takes over a counting tab: the tab's counter reaches 3, the tab leaves, the object runs it; `closeTab`
+ * then drops the tab's link, and the object counts on until its copy's log is trimmed past position 2 (so a new
+ * device's copy cannot follow it and must rebuild). Returns the counter's task id.
+ */
+export async function objectTakesOverTheCount(
+  service: HarnessService,
+  end: ObjectEnd,
+  copy: Pick<Storage, "readLog">,
+  closeTab: () => void,
+): Promise<number> {
+  const taskId = await service.createTask("example.counter", { to: 1_000 });
+  await expect
+    .poll(async () => ((await service.getTask(taskId))?.state as { checkpoint?: { n: number } } | undefined)?.checkpoint?.n ?? 0, {
+      timeout: 5_000,
+    })
+    .toBeGreaterThanOrEqual(3);
+  void service.leave();
+  await expect.poll(() => end.harness !== undefined, { timeout: 5_000 }).toBe(true);
+  closeTab();
+  await expect.poll(async () => ((await copy.readLog!(0, 1))[0]?.fence.position ?? 0) > 2, { timeout: 10_000 }).toBe(true);
+  return taskId;
+}

@@ -9,7 +9,7 @@ import { createHost } from "../src/host/host.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
+import { objectTakesOverTheCount, recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0078 (after decision 0070): a worker whose rebuild fails on something that passes by itself asks again on
@@ -57,16 +57,7 @@ describe("the rebuild retry is bounded (decision 0078)", () => {
     // A first tab counts and leaves: the object takes over, counts on and trims its log past a new device's copy.
     const tab = load("tab", await openSqliteStorage({ vfs: "memory" }), systemClock, false);
     await tab.host.ready;
-    const taskId = await tab.service.createTask("example.counter", { to: 1_000 });
-    await expect
-      .poll(async () => ((await tab.service.getTask(taskId))?.state as { checkpoint?: { n: number } } | undefined)?.checkpoint?.n ?? 0, {
-        timeout: 5_000,
-      })
-      .toBeGreaterThanOrEqual(3);
-    void tab.service.leave();
-    await expect.poll(() => end.harness !== undefined, { timeout: 5_000 }).toBe(true);
-    follows[0]!.close();
-    await expect.poll(async () => ((await copy.readLog(0, 1))[0]?.fence.position ?? 0) > 2, { timeout: 10_000 }).toBe(true);
+    await objectTakesOverTheCount(tab.service, end, copy, () => follows[0]!.close());
 
     // A new device, its worker on a manual clock: its first rebuild is refused at once.
     const clock = createManualClock(0);

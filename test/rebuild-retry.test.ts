@@ -7,7 +7,7 @@ import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry, defineExtension, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
+import { objectTakesOverTheCount, recordingRebuild, socketTo } from "./page-tools-follow-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0070 (issue 27; e2e/rebuild.e2e.ts's forked-offline case, 1 failure in 4 under load): each load of a tab
@@ -59,16 +59,7 @@ describe("a worker whose rebuild the object refused as busy (decision 0070)", ()
     // The first tab counts and leaves: the object takes over, counts on and trims its log.
     const tab = load("tab", await openSqliteStorage({ vfs: "memory" }), false);
     await tab.host.ready;
-    const taskId = await tab.service.createTask("example.counter", { to: 1_000 });
-    await expect
-      .poll(async () => ((await tab.service.getTask(taskId))?.state as { checkpoint?: { n: number } } | undefined)?.checkpoint?.n ?? 0, {
-        timeout: 5_000,
-      })
-      .toBeGreaterThanOrEqual(3);
-    void tab.service.leave();
-    await expect.poll(() => end.harness !== undefined, { timeout: 5_000 }).toBe(true);
-    tab.follow.close();
-    await expect.poll(async () => ((await copy.readLog(0, 1))[0]?.fence.position ?? 0) > 2, { timeout: 10_000 }).toBe(true);
+    const taskId = await objectTakesOverTheCount(tab.service, end, copy, () => tab.follow.close());
 
     // A phone's first load rebuilds (its place's one take), then goes (a reload).
     const first = load("phone", await openSqliteStorage({ vfs: "memory" }));
