@@ -92,6 +92,29 @@ describe("the object's feed sends a round once, whatever acks come back while it
   });
 });
 
+describe("the feed never stops sending a round a following tab lacks (issue 27, decision 0038)", () => {
+  it("S12: its first twelve frames lost in a row (more than the five resends at resendMs), with no transaction after: the tab still reaches the head, the resends further and further apart", async () => {
+    const clock = createManualClock(1_000);
+    const storage = await tailOf(3, 100);
+    const feed = new Feed({ place: "object", storage, clock, resendMs: 100 });
+    feed.attach(holder(3));
+    const sentAt: number[] = [];
+    const tab = followingTab(feed, {}, 0, (frame) => {
+      sentAt.push(clock.now());
+      return frame < 12;
+    });
+    for (let turn = 0; turn < 40 && tab.head < 3; turn++) {
+      await settle();
+      clock.next();
+    }
+    await settle();
+    expect(tab.head).toBe(3); // before: 0 (the feed gave up after five resends)
+    const gaps = sentAt.slice(1).map((at, index) => at - sentAt[index]!);
+    expect(gaps.slice(0, 5)).toEqual([100, 100, 100, 100, 100]);
+    expect(gaps.slice(5, 11)).toEqual([200, 400, 800, 1_600, 3_200, 3_200]);
+  });
+});
+
 describe("the feed's memory is bounded by bytes as well as by count (decision 0053)", () => {
   it("a tab 30 transactions of 500 KB behind, within the 256 buffered: its first round carries at most roundBytes and one transaction, and it still reaches the head", async () => {
     const clock = createManualClock(1_000);

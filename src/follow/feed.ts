@@ -6,8 +6,8 @@
  *   from the object's durable log tail (its own transactions stay there), then it gets each new one live.
  * - Coalesced: one round in flight per connection; whatever is stored meanwhile goes in the next one. The tab's
  *   `ack` says its head: a round it held moves on; an ack within the round waits for the rest (a gap, a lost push, is sent again at the resend).
- * - A round unanswered for `resendMs` goes again (a few times; then the connection waits for its next `ack` or
- *   the next transaction). A connection whose head is unknown (a socket that outlived the object's instance,
+ * - A round unanswered for `resendMs` goes again (a few times; then further and further apart, up to 32 times
+ *   `resendMs`, until an `ack` moves it on). A connection whose head is unknown (a socket that outlived the object's instance,
  *   `rejoin`) is pushed the newest transaction alone: the tab answers with its head, and the feed goes on from it.
  */
 import type { Clock } from "../base/clock.ts";
@@ -65,8 +65,13 @@ export function heldByOf(record: Pick<LeaseRecord, "holder">, objectPlace: strin
   return { kind: holder.object ? "object" : "tab", place: holder.place };
 }
 
-/** Rounds sent again without an answer before a connection waits for its next ack (or transaction). */
+/**
+ * Rounds sent again `resendMs` apart without an answer; after them the wait doubles each time, up to
+ * `BACKOFF_LIMIT × resendMs`, but never stops while the connection follows and lacks something: a round whose frames
+ * were all lost, with no transaction after it, would otherwise leave a tab's copy standing still until it reconnects.
+ */
 const RESENDS = 5;
+const BACKOFF_LIMIT = 32;
 /**
  * Transactions kept in memory for connections that lag, at most this many and at most `roundBytes` of them (the
  * newest one always); older ones are read from the durable tail, which is read by bytes too.
@@ -357,10 +362,12 @@ export class Feed {
   /** The round in flight goes again if no ack moves it on for `resendMs`. */
   #arm(following: Following): void {
     following.cancel?.();
-    following.cancel = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
+    const backoff = Math.min(BACKOFF_LIMIT, 2 ** Math.max(0, following.resends + 1 - RESENDS));
+    following.cancel = this.#options.clock.setTimer((this.#options.resendMs ?? 2_000) * backoff, () => {
       following.cancel = undefined;
       following.inFlight = undefined;
-      if (++following.resends <= RESENDS) this.#pump(following);
+      following.resends++;
+      this.#pump(following);
     });
   }
 }

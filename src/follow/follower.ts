@@ -20,7 +20,7 @@
  */
 import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { FollowMessageRefused, LeaseNotHeld } from "../errors.ts";
+import { ConnectionLost, FollowMessageRefused, LeaseNotHeld } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import { Reassembly } from "./chunks.ts";
@@ -154,8 +154,12 @@ export class Follower {
       const problem = followStart(answer, "the object's follow.from answer");
       if (problem) throw new TypeError(problem);
       start = answer as unknown as FollowStart;
-    } catch {
-      return; // unreachable or refused: asked again at the next reconnect
+    } catch (error) {
+      // Unanswered within the call's timeout while the link stays up (its frames lost, the object slow): nothing else
+      // would ask again until a reconnect, and the copy would stand still. Refused, or the link down: asked again at
+      // the next reconnect.
+      if (error instanceof ConnectionLost && this.#link.up && !this.#stopped) void this.#ask();
+      return;
     }
     if (!this.#stopped) this.#onHolder?.(start.holder);
     await this.#line.run(async () => {
