@@ -53,13 +53,26 @@ describe("a follower whose first ask goes unanswered past the call's timeout (is
           asked.push(clock.now());
           if (lost++ < 10) return;
         }
-        setTimeout(() => void end.receive(frame, (reply) => setTimeout(() => link.receive(reply), 0), () => true, "the tab's socket"), 0);
+        setTimeout(
+          () =>
+            void end.receive(
+              frame,
+              (reply) => setTimeout(() => link.receive(reply), 0),
+              () => true,
+              "the tab's socket",
+            ),
+          0,
+        );
       },
     });
     link.connected();
     const tab = new MemoryStorage();
     await positions(tab, 2);
-    const harness = await Harness.open(tab, { registry: createRegistry(), clock, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    const harness = await Harness.open(
+      tab,
+      { registry: createRegistry(), clock, lease: { place: "tab", arbiter: remoteArbiter(link) } },
+      ctx,
+    );
     expect(harness.readOnly).toBe(true);
     const follower = new Follower({ harness, link, place: "tab" });
     await runUntil(clock, () => follower.following, 200); // before: never (the follower waited for a reconnect)
