@@ -92,8 +92,9 @@ describe("the object's feed sends a round once, whatever acks come back while it
   });
 });
 
-describe("the feed never stops sending a round a following tab lacks (issue 27, decision 0038)", () => {
-  it("S12: its first twelve frames lost in a row (more than the five resends at resendMs), with no transaction after: the tab still reaches the head, the resends further and further apart", async () => {
+describe("the feed sends a round a following tab lacks again and again, further and further apart (issue 27, decision 0038)", () => {
+  /** A tab following from 0 a tail of three transactions over a link that loses the frames `lost` says. */
+  async function lossyTab(lost: (frame: number) => boolean) {
     const clock = createManualClock(1_000);
     const storage = await tailOf(3, 100);
     const feed = new Feed({ place: "object", storage, clock, resendMs: 100 });
@@ -101,17 +102,27 @@ describe("the feed never stops sending a round a following tab lacks (issue 27, 
     const sentAt: number[] = [];
     const tab = followingTab(feed, {}, 0, (frame) => {
       sentAt.push(clock.now());
-      return frame < 12;
+      return lost(frame);
     });
     for (let turn = 0; turn < 40 && tab.head < 3; turn++) {
       await settle();
-      clock.next();
+      if (!clock.next()) break;
     }
     await settle();
+    return { tab, clock, gaps: sentAt.slice(1).map((at, index) => at - sentAt[index]!) };
+  }
+
+  it("S12: its first eleven frames lost in a row (more than the five resends at resendMs), with no transaction after: the tab still reaches the head", async () => {
+    const { tab, gaps } = await lossyTab((frame) => frame < 11);
     expect(tab.head).toBe(3); // before: 0 (the feed gave up after five resends)
-    const gaps = sentAt.slice(1).map((at, index) => at - sentAt[index]!);
-    expect(gaps.slice(0, 5)).toEqual([100, 100, 100, 100, 100]);
-    expect(gaps.slice(5, 11)).toEqual([200, 400, 800, 1_600, 3_200, 3_200]);
+    expect(gaps).toEqual([100, 100, 100, 100, 100, 200, 400, 800, 1_600, 3_200, 3_200]);
+  });
+
+  it("a link that loses every frame: eleven resends, then no timer is left (a Durable Object may hibernate)", async () => {
+    const { tab, clock, gaps } = await lossyTab(() => true);
+    expect(tab.head).toBe(0);
+    expect(gaps).toHaveLength(11);
+    expect(clock.pending).toBe(0);
   });
 });
 

@@ -6,8 +6,8 @@
  *   from the object's durable log tail (its own transactions stay there), then it gets each new one live.
  * - Coalesced: one round in flight per connection; whatever is stored meanwhile goes in the next one. The tab's
  *   `ack` says its head: a round it held moves on; an ack within the round waits for the rest (a gap, a lost push, is sent again at the resend).
- * - A round unanswered for `resendMs` goes again (a few times; then further and further apart, up to 32 times
- *   `resendMs`, until an `ack` moves it on). A connection whose head is unknown (a socket that outlived the object's instance,
+ * - A round unanswered for `resendMs` goes again (five times, then six more further and further apart, up to 32
+ *   times `resendMs`; then the connection waits for its next `ack` or the next transaction). A connection whose head is unknown (a socket that outlived the object's instance,
  *   `rejoin`) is pushed the newest transaction alone: the tab answers with its head, and the feed goes on from it.
  */
 import type { Clock } from "../base/clock.ts";
@@ -66,11 +66,14 @@ export function heldByOf(record: Pick<LeaseRecord, "holder">, objectPlace: strin
 }
 
 /**
- * Rounds sent again `resendMs` apart without an answer; after them the wait doubles each time, up to
- * `BACKOFF_LIMIT × resendMs`, but never stops while the connection follows and lacks something: a round whose frames
- * were all lost, with no transaction after it, would otherwise leave a tab's copy standing still until it reconnects.
+ * Rounds sent again `resendMs` apart without an answer; then `BACKOFFS` more, the wait doubling each time up to
+ * `BACKOFF_LIMIT × resendMs` (about three minutes in all at the default): a round whose frames were lost, with no
+ * transaction after it, reaches a tab whose link loses many in a row. After them the connection waits for its next
+ * `ack` or transaction: a pending timer would keep a Durable Object from hibernating, and a tab that answers nothing
+ * for that long is frozen or gone (a socket loses no frame without closing; a reconnect asks again).
  */
 const RESENDS = 5;
+const BACKOFFS = 6;
 const BACKOFF_LIMIT = 32;
 /**
  * Transactions kept in memory for connections that lag, at most this many and at most `roundBytes` of them (the
@@ -366,8 +369,7 @@ export class Feed {
     following.cancel = this.#options.clock.setTimer((this.#options.resendMs ?? 2_000) * backoff, () => {
       following.cancel = undefined;
       following.inFlight = undefined;
-      following.resends++;
-      this.#pump(following);
+      if (++following.resends <= RESENDS + BACKOFFS) this.#pump(following);
     });
   }
 }
