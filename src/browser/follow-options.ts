@@ -37,12 +37,19 @@ export interface FollowObjectOptions {
    * Rebuild this tab's copy from the object's snapshot by itself when it cannot follow (decision 0047): its copy
    * forked (the fork is kept first, and stays), is behind the object's trimmed log, or is a new device's. The worker
    * closes its read-only harness, replaces the copy in one transaction, opens it again (the page's views move) and
-   * follows the object live. A failed rebuild is tried again on a timer (decision 0070) at most `REBUILD_TRIES` times
+   * follows the object live. A failed rebuild is tried again on a timer (decision 0070) at most `rebuildTries` times
    * in a row, then after the link reconnects or the page's `retryRebuild()` (decision 0078). Default true (decision 0053,
    * after the Chromium test `e2e/rebuild.e2e.ts`); `false`: the copy stays as it is and follows nothing (the fork is
    * still kept, and `onForked` told).
    */
   rebuild?: boolean;
+  /**
+   * Failed rebuilds in a row (of failures that pass by themselves, retried 1 s doubling to 30 s apart) after which the
+   * worker stops rebuilding by itself and the ready status says `rebuild: { kind: "stopped", … }` until a reconnect or
+   * the page's `retryRebuild()`. A whole number from 1 to 1,000; anything else is refused with `InvalidSetting` when
+   * the worker starts. Default 8 (about two minutes).
+   */
+  rebuildTries?: number;
   /** For tests: how the worker opens its socket (default the runtime's `WebSocket`). */
   connect?: (url: string) => SocketLike;
 }

@@ -35,13 +35,14 @@ import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FollowObjectOptions, FollowPlace, TabFollow } from "./follow-options.ts";
-import { RebuildRetry } from "./rebuild-retry.ts";
+import { RebuildRetry, rebuildTriesOf } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
 
 export type { FollowObjectOptions, TabFollow } from "./follow-options.ts";
 
 /** Opens the worker's follow link to the object at `options.url`. */
 export function followObject(options: FollowObjectOptions, clock: Clock = systemClock): TabFollow {
+  const tries = rebuildTriesOf(options.rebuildTries);
   const url = options.url.replace(/^http/, "ws");
   let place = typeof options.place === "string" ? options.place : "tab";
   const ready = Promise.resolve(options.place).then((named) => {
@@ -113,10 +114,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   open();
   /**
    * After a rebuild that failed on something that passes by itself, the copy asks again on a timer (decision 0070),
-   * at most `REBUILD_TRIES` times in a row (decision 0078). Before 0070 only a reconnect did: a tab whose take the
+   * at most `rebuildTries` (default `REBUILD_TRIES`) times in a row (decision 0078). Before 0070 only a reconnect did: a tab whose take the
    * object refused as `busy` stayed on its forked copy with the link up, until the next load.
    */
   const retry = new RebuildRetry(clock, {
+    tries,
     up: () => !closed && link.up,
     // A follower that already found it cannot follow is told no more: ask for it here. One still asking tells it.
     ask: () => {

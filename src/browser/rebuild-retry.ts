@@ -1,13 +1,13 @@
 /**
  * When the worker asks again for a rebuild that failed (decisions 0070 and 0078): after a failure that passes by itself
  * (`isRetryable`: the object's take limit answered `busy`, a part held past the call's timeout) on a timer, 1 s
- * doubling up to 30 s, at most `REBUILD_TRIES` failures in a row; then it stops and says so (`stopped`), as it does at
+ * doubling up to 30 s, at most `REBUILD_TRIES` failures in a row (or the app's `rebuildTries`); then it stops and says so (`stopped`), as it does at
  * once for a failure that does not pass by itself (a snapshot larger than the object serves). A success, a reconnect
  * or the page's `retryRebuild()` (`again`) starts the count afresh. A refused take reads and counts nothing at the
  * object, so each try costs one small call.
  */
 import type { Clock } from "../base/clock.ts";
-import { SnapshotUnavailable } from "../errors.ts";
+import { InvalidSetting, SnapshotUnavailable } from "../errors.ts";
 import { isRetryable } from "../retryable.ts";
 
 export const REBUILD_RETRY_FIRST_MS = 1_000;
@@ -18,6 +18,21 @@ export const REBUILD_RETRY_MAX_MS = 30_000;
  * long as the page stayed open, and the page was never told.
  */
 export const REBUILD_TRIES = 8;
+/** The most `FollowObjectOptions.rebuildTries` may say (a thousand tries at 30 s apart: more than eight hours). */
+export const REBUILD_TRIES_LIMIT = 1_000;
+
+/** Checks `FollowObjectOptions.rebuildTries`: an integer from 1 to REBUILD_TRIES_LIMIT, else `InvalidSetting`. */
+export function rebuildTriesOf(value: unknown): number {
+  if (value === undefined) return REBUILD_TRIES;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > REBUILD_TRIES_LIMIT)
+    throw new InvalidSetting(
+      `follow.rebuildTries must be a whole number from 1 to ${REBUILD_TRIES_LIMIT} (failures in a row before the worker stops rebuilding by itself); got ${describe(value)}.`,
+    );
+  return value;
+}
+
+const describe = (value: unknown) =>
+  typeof value === "number" ? String(value) : typeof value === "string" ? `a string (${JSON.stringify(value.slice(0, 40))})` : typeof value;
 
 export interface RebuildRetryOptions {
   /** Asks for the rebuild again (the copy, if it still cannot follow, tells the host). */
@@ -26,6 +41,8 @@ export interface RebuildRetryOptions {
   up(): boolean;
   /** The worker stopped trying by itself after `tries` failures in a row, the last `error`. */
   stopped(tries: number, error: unknown): void;
+  /** Failures in a row before it stops (checked by `rebuildTriesOf`). Default REBUILD_TRIES. */
+  tries?: number;
 }
 
 export class RebuildRetry {
@@ -54,7 +71,7 @@ export class RebuildRetry {
     this.#failures++;
     // A snapshot larger than the object serves is refused again: that one waits for a reconnect, as before.
     const passes = isRetryable(error) && !(error instanceof SnapshotUnavailable && error.reason === "size");
-    if (!passes || this.#failures >= REBUILD_TRIES) {
+    if (!passes || this.#failures >= (this.#options.tries ?? REBUILD_TRIES)) {
       this.#cancel?.();
       this.#cancel = undefined;
       this.#options.stopped(this.#failures, error);

@@ -25,7 +25,7 @@ import type { Extension, Registry } from "../tasks/registry.ts";
 import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
 import { devicePlace } from "./device-place.ts";
-import { type FollowObjectOptions, followObject } from "./follow.ts";
+import { type FollowObjectOptions, followObject, type TabFollow } from "./follow.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -97,10 +97,18 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const registry = options.registry ?? createRegistry();
   for (const extension of options.extensions ?? []) registry.install(extension);
   // A tab follows under this browser's own place unless the app names one (decision 0046).
-  const follow = options.follow ? followObject({ ...options.follow, place: options.follow.place ?? devicePlace() }) : undefined;
+  // A bad follow option (`InvalidSetting`) fails the open, as a bad setting does: the page's status says why.
+  let follow: TabFollow | undefined;
+  let refused: unknown;
+  try {
+    follow = options.follow ? followObject({ ...options.follow, place: options.follow.place ?? devicePlace() }) : undefined;
+  } catch (error) {
+    refused = error;
+  }
   const { service, ready, listenerCount } = createHost({
     database,
     openStorage: async () => {
+      if (refused) throw refused;
       await follow?.ready;
       const storage = await openSqliteStorage({
         vfs: "opfs-sahpool",
