@@ -24,22 +24,17 @@ export class KernelTx implements Tx {
   /** The commits before this one in its group (decision 0026), when it is not alone. */
   readonly #group: GroupOverlay | undefined;
   /**
-   * The first task staged, and the others after it in order: most commits (a step) stage one task and nothing
-   * else, so that one needs no map (decision 0042). `#tasks` never holds `#task`'s id.
+   * The first task staged (the others follow it in `#more.tasks`, in order): most commits (a step) stage one task
+   * and nothing else, so that one needs no map (decision 0042). `#more.tasks` never holds `#task`'s id.
    */
   #task: TaskRecord | undefined;
-  #tasks: Map<number, TaskRecord> | undefined;
-  // The rest are made on first use too.
-  #conversations: Map<number, ConversationRecord> | undefined;
-  #entries: EntryRecord[] | undefined;
-  #submissions: Map<number, SubmissionRecord> | undefined;
-  #documents: Map<string, { scope: string; key: string; value: Json | null }> | undefined;
-  #checks: Array<() => Promise<void>> | undefined;
-  #reports: Report[] | undefined;
-  #afterCommit: Array<() => void> | undefined;
+  /**
+   * Everything else a transaction may stage or hold, made on first use (decision 0083): a step stages its task
+   * and nothing more, yet every transaction carried these nine as fields of its own.
+   */
+  #more: TxMore | undefined;
   #nextId: number;
   readonly #baseNextId: number;
-  #rootConversationId: number | undefined;
   actor: TxActor | undefined;
 
   constructor(session: TxSource, actor?: TxActor, group?: GroupOverlay) {
@@ -68,6 +63,11 @@ export class KernelTx implements Tx {
     return admitJson(value, this.#session.limits, what, true);
   }
 
+  /** What this transaction stages beyond its first task, made on first use. */
+  #extra(): TxMore {
+    return (this.#more ??= new TxMore());
+  }
+
   /** A fresh id from the one global id space (conversations, entries, tasks, submissions). */
   mintId(): number {
     return this.#nextId++;
@@ -75,7 +75,7 @@ export class KernelTx implements Tx {
 
   /** A live task as committed or staged here; terminal tasks are not in memory (use `harness.getTask`). */
   task(id: number): TaskRecord | undefined {
-    const staged = this.#task?.id === id ? this.#task : this.#tasks?.get(id);
+    const staged = this.#task?.id === id ? this.#task : this.#more?.tasks?.get(id);
     return staged ?? (this.#group ? this.#group.task(id) : this.#session.live.get(id));
   }
 
@@ -99,11 +99,12 @@ export class KernelTx implements Tx {
   /** The tasks this transaction staged, in the order first staged. */
   *#stagedHere(): Iterable<TaskRecord> {
     if (this.#task) yield this.#task;
-    if (this.#tasks) yield* this.#tasks.values();
+    const tasks = this.#more?.tasks;
+    if (tasks) yield* tasks.values();
   }
 
   #staged(id: number): boolean {
-    return this.#task?.id === id || this.#tasks?.has(id) === true;
+    return this.#task?.id === id || this.#more?.tasks?.has(id) === true;
   }
 
   /** What `id` names here (staged or committed), for the messages of `NotFound`. */
@@ -200,17 +201,16 @@ export class KernelTx implements Tx {
   /** Replaces a task record (the scheduler's and runtime's own writes). */
   putTask(record: TaskRecord): void {
     if (this.#task === undefined || this.#task.id === record.id) this.#task = record;
-    else (this.#tasks ??= new Map()).set(record.id, record);
+    else (this.#extra().tasks ??= new Map()).set(record.id, record);
   }
 
   conversation(id: number): ConversationRecord | undefined {
-    return this.#conversations?.get(id) ?? (this.#group ? this.#group.conversation(id) : this.#session.conversations.get(id));
+    return this.#more?.conversations?.get(id) ?? (this.#group ? this.#group.conversation(id) : this.#session.conversations.get(id));
   }
 
   createConversation(options: { owner?: number; config?: ConversationRecord["config"] } = {}): number {
     const id = this.mintId();
-    this.#conversations ??= new Map();
-    this.#conversations.set(id, {
+    (this.#extra().conversations ??= new Map()).set(id, {
       id,
       createdAt: this.now(),
       ...(options.owner !== undefined ? { owner: options.owner } : {}),
@@ -220,11 +220,11 @@ export class KernelTx implements Tx {
   }
 
   putConversation(record: ConversationRecord): void {
-    (this.#conversations ??= new Map()).set(record.id, record);
+    (this.#extra().conversations ??= new Map()).set(record.id, record);
   }
 
   setRootConversation(id: number): void {
-    this.#rootConversationId = id;
+    this.#extra().rootConversationId = id;
   }
 
   /** Appends an entry to a conversation (default: the actor's); records the committing task as its author. */
@@ -234,7 +234,7 @@ export class KernelTx implements Tx {
       throw notFound("conversation", conversationId as number, conversationId === undefined ? undefined : this.#kindOf(conversationId));
     }
     const id = this.mintId();
-    (this.#entries ??= []).push({
+    (this.#extra().entries ??= []).push({
       id,
       conversationId,
       kind: entry.kind,
@@ -247,31 +247,31 @@ export class KernelTx implements Tx {
 
   /** Entries appended in this transaction (not yet committed). */
   get stagedEntries(): readonly EntryRecord[] {
-    return this.#entries ?? NONE;
+    return this.#more?.entries ?? NONE;
   }
 
   document(scope: string, key: string): Json | undefined {
     const slot = documentKey(scope, key);
-    const staged = this.#documents?.get(slot);
+    const staged = this.#more?.documents?.get(slot);
     if (staged) return staged.value ?? undefined;
     return this.#group ? this.#group.document(slot) : this.#session.documents.get(slot)?.value;
   }
 
   setDocument(scope: string, key: string, value: Json): void {
     const admitted = this.admit(value, () => `Document ${scope}/${key}`);
-    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: admitted });
+    (this.#extra().documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: admitted });
   }
 
   deleteDocument(scope: string, key: string): void {
-    (this.#documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: null });
+    (this.#extra().documents ??= new Map()).set(documentKey(scope, key), { scope, key, value: null });
   }
 
   submission(id: number): SubmissionRecord | undefined {
-    return this.#submissions?.get(id) ?? (this.#group ? this.#group.submission(id) : this.#session.openSubmissions.get(id));
+    return this.#more?.submissions?.get(id) ?? (this.#group ? this.#group.submission(id) : this.#session.openSubmissions.get(id));
   }
 
   putSubmission(record: SubmissionRecord): void {
-    (this.#submissions ??= new Map()).set(record.id, record);
+    (this.#extra().submissions ??= new Map()).set(record.id, record);
   }
 
   /** Open (queued or running) submissions of a conversation, staged versions included, in id order. */
@@ -279,71 +279,90 @@ export class KernelTx implements Tx {
     const out = new Map<number, SubmissionRecord>();
     const base = this.#group ? this.#group.submissionsSeen() : this.#session.openSubmissions.values();
     for (const s of base) if (s.conversationId === conversationId) out.set(s.id, s);
-    for (const s of this.#submissions?.values() ?? NONE) if (s.conversationId === conversationId) out.set(s.id, s);
+    for (const s of this.#more?.submissions?.values() ?? NONE) if (s.conversationId === conversationId) out.set(s.id, s);
     return [...out.values()].filter((s) => s.status === "queued" || s.status === "running").sort((a, b) => a.id - b.id);
   }
 
   /** An async check that runs after the callback and before anything is stored (it may read storage). */
   check(check: () => Promise<void>): void {
-    (this.#checks ??= []).push(check);
+    (this.#extra().checks ??= []).push(check);
   }
 
   /** A report delivered once this transaction is stored. */
   report(report: Report): void {
-    (this.#reports ??= []).push(report);
+    (this.#extra().reports ??= []).push(report);
   }
 
   /** Runs once this transaction is stored. */
   afterCommit(callback: () => void): void {
-    (this.#afterCommit ??= []).push(callback);
+    (this.#extra().afterCommit ??= []).push(callback);
   }
 
   /** @internal */
   get hasChecks(): boolean {
-    return this.#checks !== undefined;
+    return this.#more?.checks !== undefined;
   }
 
   /** @internal */
   async runChecks(): Promise<void> {
-    for (const check of this.#checks ?? NONE) await check();
+    for (const check of this.#more?.checks ?? NONE) await check();
   }
 
   /** @internal */
   get reports(): readonly Report[] {
-    return this.#reports ?? NONE;
+    return this.#more?.reports ?? NONE;
   }
 
   /** @internal */
   get callbacks(): readonly (() => void)[] {
-    return this.#afterCommit ?? NONE;
+    return this.#more?.afterCommit ?? NONE;
   }
 
   /** @internal The batch to store, or undefined when this transaction wrote nothing. */
   batch(): Batch | undefined {
     const nextId = this.#nextId !== this.#baseNextId ? this.#nextId : undefined;
-    if (
-      nextId === undefined &&
-      this.#rootConversationId === undefined &&
-      this.#task === undefined &&
-      this.#conversations === undefined &&
-      this.#entries === undefined &&
-      this.#submissions === undefined &&
-      this.#documents === undefined
-    ) {
-      return undefined;
-    }
+    const more = this.#more;
+    if (nextId === undefined && this.#task === undefined && (more === undefined || !more.stagedBeyondTasks())) return undefined;
     // Built in one shape, without spreads: every step of every task makes one of these.
     // What it did not stage is one shared frozen empty list (a step stages a task only: four arrays less).
     const batch: Batch = {
-      tasks: this.#task === undefined ? UNSTAGED : this.#tasks ? [this.#task, ...this.#tasks.values()] : [this.#task],
-      conversations: this.#conversations ? Array.from(this.#conversations.values()) : UNSTAGED,
-      entries: this.#entries ?? UNSTAGED,
-      submissions: this.#submissions ? Array.from(this.#submissions.values()) : UNSTAGED,
-      documents: this.#documents ? Array.from(this.#documents.values()) : UNSTAGED,
+      tasks: this.#task === undefined ? UNSTAGED : more?.tasks ? [this.#task, ...more.tasks.values()] : [this.#task],
+      conversations: more?.conversations ? Array.from(more.conversations.values()) : UNSTAGED,
+      entries: more?.entries ?? UNSTAGED,
+      submissions: more?.submissions ? Array.from(more.submissions.values()) : UNSTAGED,
+      documents: more?.documents ? Array.from(more.documents.values()) : UNSTAGED,
     };
     if (nextId !== undefined) batch.nextId = nextId;
-    if (this.#rootConversationId !== undefined) batch.rootConversationId = this.#rootConversationId;
+    if (more?.rootConversationId !== undefined) batch.rootConversationId = more.rootConversationId;
     return batch;
+  }
+}
+
+/**
+ * What a transaction stages or holds beyond its first task (`KernelTx.#more`), each made on first use: its other
+ * tasks (never the first one's id), conversations, entries, submissions and documents, its checks, reports and
+ * after-commit callbacks, and a new root conversation.
+ */
+class TxMore {
+  tasks: Map<number, TaskRecord> | undefined = undefined;
+  conversations: Map<number, ConversationRecord> | undefined = undefined;
+  entries: EntryRecord[] | undefined = undefined;
+  submissions: Map<number, SubmissionRecord> | undefined = undefined;
+  documents: Map<string, { scope: string; key: string; value: Json | null }> | undefined = undefined;
+  checks: Array<() => Promise<void>> | undefined = undefined;
+  reports: Report[] | undefined = undefined;
+  afterCommit: Array<() => void> | undefined = undefined;
+  rootConversationId: number | undefined = undefined;
+
+  /** Whether a batch would carry something of these (checks, reports and callbacks are not stored). */
+  stagedBeyondTasks(): boolean {
+    return (
+      this.rootConversationId !== undefined ||
+      this.conversations !== undefined ||
+      this.entries !== undefined ||
+      this.submissions !== undefined ||
+      this.documents !== undefined
+    );
   }
 }
 
