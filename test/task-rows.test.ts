@@ -147,6 +147,8 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
         ids: fc.uniqueArray(fc.integer({ min: 1, max: 90 }), { maxLength: 80 }),
         status: fc.constantFrom("pending" as const, "running" as const, "sleeping" as const),
         vanish: fc.array(fc.integer({ min: 1, max: 90 }), { maxLength: 3 }),
+        // Tasks the batch names a second time, later, in another status (a pushed batch may): the last one wins.
+        again: fc.array(fc.nat({ max: 79 }), { maxLength: 3 }),
       }),
       { minLength: 1, maxLength: 6 },
     );
@@ -155,7 +157,7 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
         const storage = await openSqliteStorage({ vfs: "memory" });
         open.push(storage);
         const expected = new Map<number, TaskRecord>();
-        for (const [n, { ids, status, vanish }] of batches.entries()) {
+        for (const [n, { ids, status, vanish, again }] of batches.entries()) {
           // A row gone behind the storage's back: its cached status says live, the statement finds no row.
           for (const id of vanish) {
             await storage.database.run("DELETE FROM tasks WHERE id = ?", id);
@@ -165,6 +167,13 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
           const tasks = ids.map((id, index) =>
             task(id, index % 3 === 0 ? status : ((expected.get(id)?.state.status as "running") ?? status), n),
           );
+          // Named again in the status stored before the batch, or in another one.
+          for (const [k, index] of again.entries()) {
+            const id = ids[index - (index % 3)]; // one of those this batch may move first
+            if (id === undefined) continue;
+            const before = (expected.get(id)?.state.status as "running" | undefined) ?? status;
+            tasks.push(task(id, k === 1 ? (before === "running" ? "sleeping" : "running") : before, 1000 * n + k));
+          }
           await storage.apply({ ...empty, tasks });
           for (const record of tasks) expected.set(record.id, record);
           const rows = await storage.query("SELECT id, status, record FROM tasks ORDER BY id");
@@ -175,8 +184,50 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
           );
         }
       }),
-      { numRuns: 60 },
+      { numRuns: 100 },
     );
+  });
+});
+
+describe("The task rows' writer kept across batches (decision 0083)", () => {
+  it("shares statements for a group whose tasks the batch before named too, and goes row by row when one names a task twice", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    try {
+      const empty = { conversations: [], entries: [], submissions: [], documents: [] };
+      const version = (id: number, n: number, status: "running" | "pending" = "running"): TaskRecord =>
+        deepFreeze(taskRecord(id, { status, checkpoint: { phase: "p", n } }, { input: { id } }));
+      const database = storage.database;
+      const transaction = database.transaction.bind(database);
+      let statements = 0;
+      database.transaction = (body) =>
+        transaction((tx) => {
+          const counted = Object.create(tx) as typeof tx;
+          counted.run = (sql, ...params) => {
+            statements++;
+            return tx.run(sql, ...params);
+          };
+          return body(counted);
+        });
+      const ids = Array.from({ length: 40 }, (_, index) => index + 1);
+      const stored = async (tasks: TaskRecord[]) => {
+        statements = 0;
+        await storage.apply({ ...empty, tasks });
+        return statements;
+      };
+      await stored(ids.map((id) => version(id, 0)));
+      // Steps of tasks the batch before named: 32 + 8 rows in two shared statements, each time.
+      expect(await stored(ids.map((id) => version(id, 1)))).toBe(2);
+      expect(await stored(ids.map((id) => version(id, 2)))).toBe(2);
+      // Task 7 twice, moved first and stepped after: row by row, in order, so its step is what stays.
+      const twice = [version(7, 3, "pending"), ...ids.map((id) => version(id, 3))];
+      expect(await stored(twice)).toBe(41);
+      expect(await storage.query("SELECT status, record FROM tasks WHERE id = 7")).toEqual([
+        { status: "running", record: JSON.stringify(version(7, 3)) },
+      ]);
+      expect(await stored(ids.map((id) => version(id, 4)))).toBe(2);
+    } finally {
+      await storage.close();
+    }
   });
 });
 

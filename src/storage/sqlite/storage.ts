@@ -15,14 +15,15 @@ import type {
 } from "../records.ts";
 import { columnBytes, logSlices, parseAll, parseInto, parseStored, refuseLargeRow } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
-import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
+import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
 import { batchText } from "./log-write.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
-import { SQL, TASK_RECORD_ROWS } from "./schema.ts";
+import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
 import { readSnapshotIn, rebuildStatements } from "./snapshot.ts";
+import { TaskRowWriter } from "./task-rows-write.ts";
 import { type TaskText, taskText } from "./task-text.ts";
 
 export interface SqliteStorageOptions {
@@ -50,6 +51,8 @@ export class SqliteStorage implements Storage {
   readonly #texts = new Map<number, TaskText>();
   /** The fenced log: its head as this storage last read or stored it, its check, its row, its tail (fenced-log.ts). */
   readonly #log: FencedLog;
+  /** Writes each batch's task rows, several steps to a statement (task-rows-write.ts). */
+  readonly #rows = new TaskRowWriter();
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
@@ -181,7 +184,7 @@ export class SqliteStorage implements Storage {
     await this.#db.transaction((tx) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) this.#log.write(tx, fence, logged!);
-      this.#writeTasks(tx, tasks);
+      this.#rows.write(tx, tasks, this.#liveStatus);
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
@@ -205,52 +208,6 @@ export class SqliteStorage implements Storage {
         else this.#texts.delete(task.id);
       }
     }
-  }
-
-  /**
-   * The batch's task rows. A live task whose stored status stays (a step) rewrites only its record; a group's
-   * such rows go several to a statement (decision 0041), so the wasm boundary is crossed per statement rather
-   * than per row. Any other row, a row repeated in the batch, and a statement that did not change as many rows
-   * as it carries (a row not there after all) take the row-by-row path, in the batch's order.
-   */
-  #writeTasks(tx: SqliteTransaction, tasks: ReadonlyArray<{ task: TaskRecord; record: string }>): void {
-    const single = (task: TaskRecord, record: string) => {
-      const status = task.state.status;
-      if (this.#liveStatus.get(task.id) === status && tx.run(SQL.updateTaskRecord, record, task.id) === 1) return;
-      if (tx.run(SQL.updateTask, status, record, task.id) === 0)
-        tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, status, record);
-    };
-    if (tasks.length < 2) {
-      for (const { task, record } of tasks) single(task, record);
-      return;
-    }
-    const steps: Array<{ task: TaskRecord; record: string }> = [];
-    const rest: Array<{ task: TaskRecord; record: string }> = [];
-    const seen = new Set<number>();
-    let repeated = false;
-    for (const row of tasks) {
-      if (seen.has(row.task.id)) repeated = true;
-      seen.add(row.task.id);
-      (this.#liveStatus.get(row.task.id) === row.task.state.status ? steps : rest).push(row);
-    }
-    if (repeated) {
-      for (const { task, record } of tasks) single(task, record);
-      return;
-    }
-    for (let at = 0; at < steps.length; ) {
-      const rows = TASK_RECORD_ROWS.find((size) => size <= steps.length - at);
-      if (rows === undefined) {
-        single(steps[at]!.task, steps[at]!.record);
-        at++;
-        continue;
-      }
-      const chunk = steps.slice(at, at + rows);
-      const params: SqlValue[] = [];
-      for (const { task, record } of chunk) params.push(task.id, record);
-      if (tx.run(SQL.updateTaskRecords(rows), ...params) !== rows) for (const { task, record } of chunk) single(task, record);
-      at += rows;
-    }
-    for (const { task, record } of rest) single(task, record);
   }
 
   /** S4's recovery batch in one statement (decision 0043); false when it is not one, or counted other rows. */
