@@ -96,6 +96,18 @@ export class KernelTx implements Tx {
     yield* this.#stagedHere();
   }
 
+  /**
+   * Whether `test` holds for one of `stagedTasks()`, walked without a generator (decision 0083: a generator makes
+   * an object for every record it yields, and a task's last step in a group asks this of the whole group).
+   */
+  someStaged<A>(test: (task: TaskRecord, tx: KernelTx, arg: A) => boolean, arg: A): boolean {
+    if (this.#group) for (const task of this.#group.tasks.values()) if (test(task, this, arg)) return true;
+    if (this.#task !== undefined && test(this.#task, this, arg)) return true;
+    const tasks = this.#more?.tasks;
+    if (tasks) for (const task of tasks.values()) if (test(task, this, arg)) return true;
+    return false;
+  }
+
   /** The tasks this transaction staged, in the order first staged. */
   *#stagedHere(): Iterable<TaskRecord> {
     if (this.#task) yield this.#task;
