@@ -1,8 +1,9 @@
 /**
- * Reload → first resumed step in Node (sqlite-wasm in memory), the browser bench's "stalled" shape without the
- * browser: 10,000 `bench.stall` tasks running at the crash and the hot task (largest id) stepping.
+ * Reload → first resumed step in Node (sqlite-wasm in memory), the browser bench's shapes without the browser:
+ * 10,000 `bench.stall` tasks running at the crash ("stalled", the default) or `bench.idle` ones asleep for a year
+ * ("sleeping"), and the hot task (largest id) stepping.
  *
- *   npx tsx bench/reload-node.ts image <file> [live]   writes the crashed image
+ *   npx tsx bench/reload-node.ts image <file> [live] [stalled|sleeping]   writes the crashed image
  *   npx tsx bench/reload-node.ts open <file>            one fresh-process open: prints JSON timings
  *
  * A fresh process per open is the reload's cold JIT. Timings are from the start of `Harness.open`; `cpuMs` is the
@@ -12,9 +13,9 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { benchExtension, firstCommittedStep, hot, stall } from "./browser/app/tasks.ts";
+import { benchExtension, firstCommittedStep, hot, idle, stall } from "./browser/app/tasks.ts";
 
-const [mode, file, liveArg] = process.argv.slice(2);
+const [mode, file, liveArg, variant = "stalled"] = process.argv.slice(2);
 const registry = () => createRegistry().install(benchExtension);
 const settings = { restartLimit: Infinity };
 
@@ -25,10 +26,11 @@ if (mode === "image") {
   const root = await harness.root(ctx);
   for (let made = 0; made < live - 1; made += 1000)
     await root.commit((tx) => {
-      for (let index = made; index < Math.min(live - 1, made + 1000); index++) tx.createTask(stall, {});
+      for (let index = made; index < Math.min(live - 1, made + 1000); index++) tx.createTask(variant === "sleeping" ? idle : stall, {});
     }, ctx);
   for (;;) {
-    const [row] = await harness.query("SELECT count(*) AS n FROM tasks WHERE status = 'running'");
+    const settled = variant === "sleeping" ? "sleeping" : "running";
+    const [row] = await harness.query(`SELECT count(*) AS n FROM tasks WHERE status = '${settled}'`);
     if (Number(row?.n) >= live - 1) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

@@ -6,7 +6,9 @@ import type { DamagedRow } from "./storage.ts";
 function problemOf(table: string, value: unknown): string | undefined {
   if (value === null) return "the record is null";
   if (typeof value !== "object" || Array.isArray(value)) return "the record is not an object";
-  if (table === "tasks" && typeof (value as { state?: unknown }).state !== "object") return "the record has no state";
+  const state = (value as { state?: unknown }).state;
+  // A null state too (typeof null is "object"): the load reads every live task's status before the session checks it.
+  if (table === "tasks" && (typeof state !== "object" || state === null)) return "the record has no state";
   return undefined;
 }
 
