@@ -20,6 +20,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   HarnessClosed: false,
   InvalidSetting: false,
   SchemaTooNew: false,
+  // Open the file writable once: the same read-only open is refused until then.
+  TasksBehindLog: false,
   DatabaseCorrupt: false,
   // Free space (or ask for persistent storage) first; the failed commit left no trace.
   StorageQuotaExceeded: false,

@@ -49,7 +49,7 @@ describe("one row per fenced transaction (decision 0048, schema version 5)", () 
     expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'log_position'")).toBeUndefined();
     expect((await storage.load()).log).toEqual({ epoch: 2, position: 6 });
     expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: String(SCHEMA_VERSION) });
-    expect(SCHEMA_VERSION).toBe(5);
+    expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(5); // 6 (decision 0081) kept this layout
     await db.close();
   });
 
@@ -87,7 +87,7 @@ describe("one row per fenced transaction (decision 0048, schema version 5)", () 
   });
 
   for (const trimThrough of [0, 3, 6]) {
-    it(`0048: a version 4 database (tail trimmed through ${trimThrough}) opens as version 5 with its head, tail, epochs and rows intact, and goes on committing and following`, async () => {
+    it(`0048: a version 4 database (tail trimmed through ${trimThrough}) opens as the current version (5, then 6) with its head, tail, epochs and rows intact, and goes on committing and following`, async () => {
       const image = await v4Image(trimThrough);
       const readOnly = await openSqliteDatabase({ vfs: "memory", image, readOnly: true });
       const before = await state(readOnly);
@@ -96,7 +96,7 @@ describe("one row per fenced transaction (decision 0048, schema version 5)", () 
       const db = await openSqliteDatabase({ vfs: "memory", image });
       const after = await state(db);
       expect(after).toEqual(before);
-      expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "5" });
+      expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: String(SCHEMA_VERSION) });
       const writer = await SqliteStorage.open(db, "writer");
       const follower = await SqliteStorage.open(db, "follower");
       await writer.load();
@@ -179,7 +179,7 @@ describe("one row per fenced transaction (decision 0048, schema version 5)", () 
       expect(await db.exportImage()).toEqual(old);
     }
     expect(statement).toBeGreaterThan(1);
-    expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "5" });
+    expect(await db.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: String(SCHEMA_VERSION) });
     expect((await state(db)).head).toEqual({ epoch: 2, position: 6 });
     await db.close();
   }, 120_000);

@@ -6,7 +6,15 @@ import { emptyBatch as empty, storageConformance, sampleTask as task } from "../
 import { backends } from "./support.ts";
 
 /** The storage contract, run against every backend (S11); the same cases run on OPFS in e2e/sqlite-opfs.e2e.ts. */
-for (const backend of backends) {
+/** Decision 0081: the same contract with fenced steps' task rows waiting in memory (the default on OPFS). */
+const deferring = {
+  name: "SQLite (sqlite-wasm, memory, deferring fenced steps' task rows)",
+  create: () => openSqliteStorage({ vfs: "memory", deferTaskRows: true }),
+  fromImage: (image: Uint8Array, options?: { readOnly?: boolean }) =>
+    openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly, deferTaskRows: true }),
+};
+
+for (const backend of [...backends, deferring]) {
   describe(`storage conformance: ${backend.name}`, () => {
     for (const test of storageConformance(backend)) it(test.name, test.run);
   });
@@ -46,7 +54,7 @@ describe("SQLite storage: schema, bad input and read-only SQL", () => {
     await db.run("UPDATE pi_durable_meta SET value = '99' WHERE key = 'schema_version'");
     const image = await storage.exportImage();
     await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(SchemaTooNew);
-    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 5.*left unmodified/);
+    await expect(openSqliteStorage({ vfs: "memory", image })).rejects.toThrow(/schema version 99.*at most 6.*left unmodified/);
     const raw = await openSqliteDatabase({ vfs: "memory", image });
     expect(await raw.get("SELECT value FROM pi_durable_meta WHERE key = 'schema_version'")).toEqual({ value: "99" });
     expect(await raw.exportImage()).toEqual(image);

@@ -36,6 +36,23 @@ export class SchemaTooNew extends DurableError {
   }
 }
 
+/**
+ * The file's task rows are behind its fenced log (decision 0081: a crash while a fenced step's task row waited in
+ * memory). A writable open brings them up to date from the log; a read-only one cannot. Nothing was changed.
+ */
+export class TasksBehindLog extends DurableError {
+  override name = "TasksBehindLog";
+  constructor(
+    readonly label: string,
+    readonly through: number,
+  ) {
+    super(
+      `${label}: its task rows are complete only through log position ${through} (the rest is in its log, after a crash). ` +
+        "Open it writable once (it brings them up to date), then read-only; it was left unmodified.",
+    );
+  }
+}
+
 /** The bytes are not a SQLite database, or the database failed its integrity check. Nothing was changed. */
 export class DatabaseCorrupt extends DurableError {
   override name = "DatabaseCorrupt";

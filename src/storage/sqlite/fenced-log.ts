@@ -1,6 +1,6 @@
 import type { Batch, EpochStart, LogMark } from "../records.ts";
 import { parseStored } from "../rows.ts";
-import type { SqliteDatabase, SqliteTransaction } from "./database.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlRow } from "./database.ts";
 import { logHead, writeLog } from "./log-write.ts";
 import { SQL } from "./schema.ts";
 
@@ -80,14 +80,7 @@ export class FencedLog {
       : maxBytes === undefined
         ? await this.#db.all(SQL.readLog, after, limit)
         : await this.#db.all(SQL.readLogWithin, after, limit, maxBytes);
-    const batches: Array<Batch & { fence: LogMark }> = [];
-    for (let index = 0; index < rows.length; ) {
-      const position = Number(rows[index]!.position);
-      let text = "";
-      for (; index < rows.length && Number(rows[index]!.position) === position; index++) text += String(rows[index]!.text);
-      batches.push(parseStored("sqlite", "pi_durable_log", position, text));
-    }
-    return batches;
+    return batchesOf(rows);
   }
 
   async epochs(): Promise<EpochStart[]> {
@@ -98,13 +91,15 @@ export class FencedLog {
   /**
    * Drops the tail through `through`, keeping the head as the floor (decision 0048). A trim that finds the count
    * where this storage's last commit left it keeps the head known (its floor is that head): a link's
-   * acknowledgement trims after most rounds, and the next step then need not read the head.
+   * acknowledgement trims after most rounds, and the next step then need not read the head. `transaction`: how
+   * the storage runs its writing transactions (decision 0081: its waiting task rows are written first).
    */
-  async trim(through: number): Promise<void> {
+  async trim(through: number, transaction: Transaction = (body) => this.#db.transaction(body)): Promise<void> {
     const expected = this.#writes;
-    const writes = await this.#db.transaction((tx) => {
+    const writes = await transaction((tx, first) => {
       const unchanged = expected !== undefined && tx.writes?.() === expected;
-      // The head's floor first (decision 0048): a trim through the last row must not lose the head.
+      first?.();
+      // The head's floor next (decision 0048): a trim through the last row must not lose the head.
       tx.run(SQL.keepLogFloor);
       tx.run(SQL.trimLog, through);
       tx.run(SQL.trimLogParts, through);
@@ -119,4 +114,22 @@ export class FencedLog {
 export interface Committed {
   readonly head: LogMark;
   readonly writes: number | undefined;
+}
+
+/**
+ * A storage's way to run a writing transaction; `first`, when given, is what the storage writes before the body's own
+ * statements (the body calls it after its first read of the write count).
+ */
+export type Transaction = <T>(body: (tx: SqliteTransaction, first?: () => void) => T) => Promise<T>;
+
+/** The tail's rows (position, part, text; in order) as its transactions. */
+export function batchesOf(rows: readonly SqlRow[]): Array<Batch & { fence: LogMark }> {
+  const batches: Array<Batch & { fence: LogMark }> = [];
+  for (let index = 0; index < rows.length; ) {
+    const position = Number(rows[index]!.position);
+    let text = "";
+    for (; index < rows.length && Number(rows[index]!.position) === position; index++) text += String(rows[index]!.text);
+    batches.push(parseStored("sqlite", "pi_durable_log", position, text));
+  }
+  return batches;
 }

@@ -13,13 +13,17 @@ const OPEN_READS_WHOLE = [META_TABLE, "meta", "conversations", "documents"];
 /**
  * Opens durable storage on sqlite-wasm: `{ vfs: "memory" }` (Node and browser; `image` opens a copy of
  * exported bytes) or `{ vfs: "opfs-sahpool", path }` (a browser worker). Refuses damaged files, non-SQLite
- * bytes and schemas newer than this code, leaving them unmodified.
+ * bytes and schemas newer than this code, leaving them unmodified. On opfs-sahpool a fenced step's task rows wait in
+ * memory by default (`deferTaskRows`, decision 0081).
  */
 export async function openSqliteStorage(options: OpenSqliteOptions & SqliteStorageOptions): Promise<SqliteStorage> {
   const limits = queryLimits(options.queryLimits); // a bad limit is refused before the database is touched
   const database = await openSqliteDatabase({ integrityCheck: { tables: OPEN_READS_WHOLE }, ...options });
   try {
-    return await SqliteStorage.open(database, `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`, { queryLimits: limits });
+    // On OPFS a commit costs its WAL frames: a fenced step's task row waits (decision 0081) unless the caller says not.
+    const deferTaskRows = options.deferTaskRows ?? options.vfs === "opfs-sahpool";
+    const label = `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`;
+    return await SqliteStorage.open(database, label, { queryLimits: limits, deferTaskRows });
   } catch (error) {
     await database.close().catch(() => {});
     throw error;

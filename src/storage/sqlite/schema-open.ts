@@ -12,6 +12,7 @@
  *   foreign or damaged file; in a shared database, an app table that has one of our names.
  */
 import { DatabaseCorrupt, SchemaTooNew } from "../../errors.ts";
+import type { PinnedLease } from "../records.ts";
 import type { SqliteDatabase } from "./database.ts";
 import { DATA_TABLES, EPOCHS_TABLE, LOG_PARTS_TABLE, META_TABLE, SCHEMA, SCHEMA_VERSION, SQL } from "./schema.ts";
 
@@ -118,4 +119,15 @@ function splitStatements(sql: string): string[] {
     .split(";")
     .map((s) => s.trim())
     .filter(Boolean);
+}
+
+/** The remembered pinned lease from its metadata row, or undefined when there is none (or it does not parse). */
+export function pinnedLease(text: string | undefined): PinnedLease | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const value = JSON.parse(text) as Partial<PinnedLease>;
+    return typeof value.place === "string" && Number.isSafeInteger(value.epoch) ? { place: value.place, epoch: value.epoch! } : undefined;
+  } catch {
+    return undefined; // damaged: the place asks its arbiter, as without one
+  }
 }

@@ -11,9 +11,18 @@
  * 4 split the log's tail into rows under the row limit (`pi_durable_log_parts`) and keeps a place's forks
  * (`pi_durable_forks`; decision 0039); 5 writes one row per fenced transaction (decision 0048): the log's head is its
  * last row, and `log_position` is only the head's floor, written when the tail is trimmed or a copy rebuilt (a
- * version 4 database's `log_position` is its head, already a valid floor: the migration only moves the version).
+ * version 4 database's `log_position` is its head, already a valid floor: the migration only moves the version); 6 may
+ * leave a fenced step's task row in its log only (decision 0081: `tasks_behind_log` in the marker), which a version 5
+ * reader would take for current rows, so it must refuse the file (a version 5 file never has the key: the migration
+ * only moves the version).
  */
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
+
+/**
+ * The metadata key that says the task table is behind the log (decision 0081): its value is the log position the
+ * table is complete through; the rows past it are replayed at the next writable open, and a read-only open refuses.
+ */
+export const TASKS_BEHIND_LOG = "tasks_behind_log";
 
 /** The marker table: its `schema_version` row says which schema the rest is. */
 export const META_TABLE = "pi_durable_meta";
@@ -124,6 +133,7 @@ const UPDATE_TASK_RECORDS = Object.fromEntries(
 export const SQL = {
   tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
   readMeta: `SELECT key, value FROM pi_durable_meta`,
+  readMetaKey: `SELECT value FROM pi_durable_meta WHERE key = ?`,
   largestId: `SELECT max(id) AS id FROM (SELECT max(id) AS id FROM tasks UNION ALL SELECT max(id) FROM entries
     UNION ALL SELECT max(id) FROM conversations UNION ALL SELECT max(id) FROM submissions)`,
   deleteMeta: `DELETE FROM pi_durable_meta WHERE key = ?`,
@@ -227,6 +237,6 @@ export const SQL = {
     `DELETE FROM pi_durable_log`,
     `DELETE FROM pi_durable_log_parts`,
     `DELETE FROM pi_durable_epochs`,
-    `DELETE FROM pi_durable_meta WHERE key IN ('pinned_lease', 'root_conversation')`,
+    `DELETE FROM pi_durable_meta WHERE key IN ('pinned_lease', 'root_conversation', 'tasks_behind_log')`,
   ],
 } as const;

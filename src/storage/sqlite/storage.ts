@@ -1,5 +1,5 @@
 import type { Json } from "../../base/json.ts";
-import { DatabaseCorrupt, QueryLimitExceeded, QueryNotReadOnly, ReadOnlySession } from "../../errors.ts";
+import { DatabaseCorrupt, ReadOnlySession } from "../../errors.ts";
 import type {
   Batch,
   ConversationRecord,
@@ -13,15 +13,18 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "../records.ts";
-import { columnBytes, logSlices, parseAll, parseInto, parseStored, refuseLargeRow } from "../rows.ts";
+import { logSlices, parseAll, parseInto, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
-import type { SqliteDatabase, SqlRow, SqlValue } from "./database.ts";
+import { largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
+import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
+import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
 import { batchText } from "./log-write.ts";
+import { queryOnly, toSqlValue } from "./query-fallback.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL } from "./schema.ts";
-import { type MetaTable, type PreparedSchema, prepareSchema, readMeta } from "./schema-open.ts";
+import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMeta } from "./schema-open.ts";
 import { readSnapshotIn, rebuildStatements } from "./snapshot.ts";
 import { TaskRowWriter } from "./task-rows-write.ts";
 import { type TaskText, taskText } from "./task-text.ts";
@@ -29,6 +32,12 @@ import { type TaskText, taskText } from "./task-text.ts";
 export interface SqliteStorageOptions {
   /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
   queryLimits?: Partial<QueryLimits>;
+  /**
+   * A fenced step of live tasks whose status stays writes its log row only; the task rows wait in memory and are
+   * written at the next flush point (decision 0081). Default off (`openSqliteStorage` turns it on for
+   * opfs-sahpool); needs a connection that counts its writes (`SqliteTransaction.writes`), else nothing defers.
+   */
+  deferTaskRows?: DeferTaskRows;
 }
 
 /**
@@ -53,6 +62,8 @@ export class SqliteStorage implements Storage {
   readonly #log: FencedLog;
   /** Writes each batch's task rows, several steps to a statement (task-rows-write.ts). */
   readonly #rows = new TaskRowWriter();
+  /** The task rows fenced steps left waiting, when this storage defers them (deferred.ts). */
+  readonly #deferred: DeferredTaskRows | undefined;
 
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
@@ -61,13 +72,14 @@ export class SqliteStorage implements Storage {
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
 
-  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits) {
+  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits, defer: DeferTaskRows) {
     this.#db = db;
     this.label = label;
     this.#meta = schema.meta;
     this.#log = new FencedLog(db, label, schema);
     this.#parts = schema.parts;
     this.queryLimits = limits;
+    this.#deferred = defer && !db.readOnly ? new DeferredTaskRows(defer, label) : undefined;
   }
 
   get readOnly(): boolean {
@@ -89,10 +101,13 @@ export class SqliteStorage implements Storage {
    */
   static async open(db: SqliteDatabase, label = "sqlite", options: SqliteStorageOptions = {}): Promise<SqliteStorage> {
     const limits = queryLimits(options.queryLimits);
-    return new SqliteStorage(db, label, await prepareSchema(db, label), limits);
+    const schema = await prepareSchema(db, label);
+    await recoverTaskRows(db, label, schema.meta); // before anything reads the task table (decision 0081)
+    return new SqliteStorage(db, label, schema, limits, options.deferTaskRows ?? false);
   }
 
   async load(): Promise<StoredState> {
+    await this.#flushed();
     const meta = await readMeta(this.#db, this.#meta);
     const floor = Number(meta.get("next_id"));
     if (!Number.isSafeInteger(floor) || floor < 1) throw new DatabaseCorrupt(`${this.label}: metadata next_id is damaged.`);
@@ -142,26 +157,8 @@ export class SqliteStorage implements Storage {
       d.value === null ? ([d.scope, d.key] as SqlValue[]) : ([d.scope, d.key, JSON.stringify(d)] as SqlValue[]),
     );
     const max = this.#db.maxRowBytes;
-    if (max !== undefined) {
-      // A row larger than the platform's (a Durable Object's 2 MB) is the commit's InvalidInput, not an SQL error.
-      for (const { task, record } of tasks)
-        refuseLargeRow(max, "tasks", task.id, record, columnBytes(task.id, task.conversationId, task.kind, task.state.status));
-      for (const [id, owner, record] of conversations)
-        refuseLargeRow(max, "conversations", id as number, record as string, columnBytes(id as number, owner as number | null));
-      for (const [id, conversationId, kind, record] of entries)
-        refuseLargeRow(max, "entries", id as number, record as string, columnBytes(id as number, conversationId as number, kind as string));
-      for (const [id, conversationId, requestId, status, record] of submissions)
-        refuseLargeRow(
-          max,
-          "submissions",
-          id as number,
-          record as string,
-          columnBytes(id as number, conversationId as number, requestId as string | null, status as string),
-        );
-      for (const [scope, key, record] of documents)
-        if (record !== undefined)
-          refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
-    }
+    // A row larger than the platform's (a Durable Object's 2 MB) is the commit's InvalidInput, not an SQL error.
+    if (max !== undefined) refuseLargeRows(max, { tasks, conversations, entries, submissions, documents });
     const fence = batch.fence;
     // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
     // rows' own texts (decision 0042); an empty list is not mapped (decision 0056).
@@ -181,10 +178,15 @@ export class SqliteStorage implements Storage {
         )
       : undefined;
     let committed: Committed | undefined;
-    await this.#db.transaction((tx) => {
+    const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
+    await this.#writing((tx, turn) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) this.#log.write(tx, fence, logged!);
-      this.#rows.write(tx, tasks, this.#liveStatus);
+      // Decision 0081: the log row may be the step's only write; otherwise what waits is written first.
+      if (!(deferring && turn!.defer(fence!, tasks))) {
+        turn?.flush();
+        this.#rows.write(tx, tasks, this.#liveStatus);
+      }
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
@@ -215,7 +217,10 @@ export class SqliteStorage implements Storage {
     const recount = recountOf(batch, this.#db.maxRowBytes);
     if (!recount) return false;
     try {
-      await this.#db.transaction((tx) => recountRunning(tx, recount.keepRunning, batch.tasks.length));
+      await this.#writing((tx, turn) => {
+        turn?.flush();
+        recountRunning(tx, recount.keepRunning, batch.tasks.length);
+      });
     } catch (error) {
       if (error === RECOUNT_MISMATCH) return false; // rolled back: stored row by row instead
       throw error;
@@ -228,7 +233,7 @@ export class SqliteStorage implements Storage {
   }
 
   holdCheckpoints(): () => void {
-    return this.#db.holdCheckpoints?.() ?? noop;
+    return this.#db.holdCheckpoints?.() ?? (() => {});
   }
 
   readLog(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> {
@@ -265,14 +270,18 @@ export class SqliteStorage implements Storage {
 
   async readSnapshot(): Promise<Snapshot | undefined> {
     if (!this.#log.exists) return undefined;
-    return this.#db.transaction((tx) => readSnapshotIn(tx, this.label));
+    return this.#writing((tx, turn) => {
+      turn?.flush(); // in the snapshot's transaction: its rows are then the log's head's
+      return readSnapshotIn(tx, this.label);
+    });
   }
 
   async rebuild(snapshot: Snapshot): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Rebuilding from a snapshot");
     const statements = rebuildStatements(snapshot, this.#db.maxRowBytes);
-    await this.#db.transaction((tx) => {
-      for (const [sql, ...params] of statements) tx.run(sql, ...params);
+    await this.#writing((tx, turn) => {
+      for (const [sql, ...params] of statements) tx.run(sql, ...params); // the mark too: every row is the snapshot's
+      turn?.drop();
     });
     // Only after the commit: the caches describe the rows now stored.
     this.#liveStatus.clear();
@@ -282,10 +291,12 @@ export class SqliteStorage implements Storage {
 
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
-    await this.#log.trim(through);
+    // What waits is written first: the trim deletes the log rows it is in (decision 0081).
+    await this.#log.trim(through, (body) => this.#writing((tx, turn) => body(tx, () => turn?.flush())));
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
+    if (this.#deferred?.waits(id)) await this.#flushed();
     return optional(await this.#db.get(SQL.getTask, id), "tasks");
   }
 
@@ -300,6 +311,7 @@ export class SqliteStorage implements Storage {
       where.push("conversation_id = ?");
       params.push(filter.conversationId);
     }
+    await this.#flushed();
     const sql = `SELECT record FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
     return (await this.#db.all(sql, ...params)).map((row) => parseRecord<TaskRecord>(row, "tasks"));
   }
@@ -354,52 +366,29 @@ export class SqliteStorage implements Storage {
   async query(sql: string, ...params: Json[]): Promise<Row[]> {
     if (typeof sql !== "string") throw new TypeError("storage.query() takes the SQL text as its first argument.");
     const values = params.map(toSqlValue);
-    if (this.#db.query) return (await this.#db.query(sql, values, this.queryLimits)) as Row[];
-    // A database without its own door: a strict text check, then the statement under query_only.
-    if (!isReadOnlyStatement(sql)) throw new QueryNotReadOnly(sql);
-    let rows: SqlRow[];
-    try {
-      // One queued operation: a commit can never slip in while query_only is on (it would be refused).
-      rows = await this.#db.transaction((tx) => {
-        tx.run("PRAGMA query_only = 1");
-        try {
-          return tx.all(sql, ...values);
-        } finally {
-          if (!this.readOnly) tx.run("PRAGMA query_only = 0");
-        }
-      });
-    } catch (error) {
-      if (/readonly|read-only|query_only/i.test(String(error))) throw new QueryNotReadOnly(sql);
-      throw error;
-    }
-    if (rows.length > this.queryLimits.maxRows) throw new QueryLimitExceeded("maxRows", this.queryLimits.maxRows);
-    return rows as Row[];
+    await this.#flushed(); // S11: raw SQL on the tasks table sees every acknowledged step
+    return (await queryOnly(this.#db, sql, values, this.queryLimits)) as Row[];
   }
 
-  exportImage(): Promise<Uint8Array> {
+  async exportImage(): Promise<Uint8Array> {
+    await this.#flushed(); // a copy of the rows as they stand (the database's own image is the crash's)
     return this.#db.exportImage();
   }
 
   close(): Promise<void> {
-    return this.#db.close();
+    // Closed whether or not what waits could be written (the log holds it: the next open replays it).
+    return this.#flushed().finally(() => this.#db.close());
   }
-}
 
-function noop(): void {}
-
-const NONE: readonly string[] = [];
-
-/** The JSON texts at `column` of a list's rows (none mapped for an empty list). */
-function texts(rows: readonly SqlValue[][], column: number): readonly string[] {
-  return rows.length === 0 ? NONE : rows.map((row) => row[column] as string);
-}
-
-function largestRowId(batch: Batch): number {
-  let largest = 0;
-  for (const rows of [batch.tasks, batch.entries, batch.conversations, batch.submissions]) {
-    for (const row of rows) if (row.id > largest) largest = row.id;
+  /** A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). */
+  #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T): Promise<T> {
+    return this.#deferred ? this.#deferred.transaction(this.#db, body) : this.#db.transaction((tx) => body(tx, undefined));
   }
-  return largest;
+
+  /** Writes the waiting task rows, if any, before a read of the task table (decision 0081). */
+  async #flushed(): Promise<void> {
+    if (this.#deferred?.waiting) await this.#writing((_tx, turn) => turn!.flush());
+  }
 }
 
 function parseRecord<T>(row: SqlRow, table: string): T {
@@ -408,31 +397,4 @@ function parseRecord<T>(row: SqlRow, table: string): T {
 
 function optional<T>(row: SqlRow | undefined, table: string): T | undefined {
   return row === undefined ? undefined : parseRecord<T>(row, table);
-}
-
-function toSqlValue(param: Json): SqlValue {
-  if (param === null || typeof param !== "object") return typeof param === "boolean" ? Number(param) : param;
-  return JSON.stringify(param);
-}
-
-/** The fallback for databases without `statementIsReadOnly`: pragmas that only read, with no value at all. */
-const READ_ONLY_PRAGMAS =
-  /^pragma\s+(quick_check|integrity_check|table_info|table_xinfo|index_list|index_info|page_count|page_size|freelist_count|schema_version|user_version|database_list|compile_options|foreign_key_list)\s*(\(\s*[A-Za-z_][A-Za-z0-9_]*\s*\))?$/i;
-
-function isReadOnlyStatement(sql: string): boolean {
-  const text = sql.trim().replace(/;\s*$/, "");
-  if (text.includes(";")) return false; // one statement only
-  if (/^(select|with|explain|values)\b/i.test(text)) return true;
-  return READ_ONLY_PRAGMAS.test(text);
-}
-
-/** The remembered pinned lease from its metadata row, or undefined when there is none (or it does not parse). */
-function pinnedLease(text: string | undefined): PinnedLease | undefined {
-  if (text === undefined) return undefined;
-  try {
-    const value = JSON.parse(text) as Partial<PinnedLease>;
-    return typeof value.place === "string" && Number.isSafeInteger(value.epoch) ? { place: value.place, epoch: value.epoch! } : undefined;
-  } catch {
-    return undefined; // damaged: the place asks its arbiter, as without one
-  }
 }

@@ -1,0 +1,49 @@
+/** A commit's rows: their size checks and the texts its log row is made of (out of storage.ts in decision 0081). */
+import type { Batch, TaskRecord } from "../records.ts";
+import { columnBytes, refuseLargeRow } from "../rows.ts";
+import type { SqlValue } from "./database.ts";
+
+/** A commit's rows, serialized: each list's rows as their statements' parameters. */
+export interface CommitRows {
+  tasks: ReadonlyArray<{ task: TaskRecord; record: string }>;
+  conversations: readonly SqlValue[][];
+  entries: readonly SqlValue[][];
+  submissions: readonly SqlValue[][];
+  documents: readonly SqlValue[][];
+}
+
+/** `InvalidInput` for the first row past `max` bytes (a Durable Object's 2 MB), before anything runs. */
+export function refuseLargeRows(max: number, { tasks, conversations, entries, submissions, documents }: CommitRows): void {
+  for (const { task, record } of tasks)
+    refuseLargeRow(max, "tasks", task.id, record, columnBytes(task.id, task.conversationId, task.kind, task.state.status));
+  for (const [id, owner, record] of conversations)
+    refuseLargeRow(max, "conversations", id as number, record as string, columnBytes(id as number, owner as number | null));
+  for (const [id, conversationId, kind, record] of entries)
+    refuseLargeRow(max, "entries", id as number, record as string, columnBytes(id as number, conversationId as number, kind as string));
+  for (const [id, conversationId, requestId, status, record] of submissions)
+    refuseLargeRow(
+      max,
+      "submissions",
+      id as number,
+      record as string,
+      columnBytes(id as number, conversationId as number, requestId as string | null, status as string),
+    );
+  for (const [scope, key, record] of documents)
+    if (record !== undefined)
+      refuseLargeRow(max, "documents", `${scope}/${key}`, record as string, columnBytes(scope as string, key as string));
+}
+
+export const NONE: readonly string[] = [];
+
+/** The JSON texts at `column` of a list's rows (none mapped for an empty list). */
+export function texts(rows: readonly SqlValue[][], column: number): readonly string[] {
+  return rows.length === 0 ? NONE : rows.map((row) => row[column] as string);
+}
+
+export function largestRowId(batch: Batch): number {
+  let largest = 0;
+  for (const rows of [batch.tasks, batch.entries, batch.conversations, batch.submissions]) {
+    for (const row of rows) if (row.id > largest) largest = row.id;
+  }
+  return largest;
+}

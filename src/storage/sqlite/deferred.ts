@@ -1,0 +1,234 @@
+/**
+ * A fenced effect-free step whose only write is its log row (decision 0081, decision 0076's Step 2). On OPFS a
+ * commit costs its WAL frames, and a fenced step touched two pages (its task's row and the log's last leaf): 2.13
+ * frames against a lease-less step's 1.00. Here the task rows of such a step wait in memory and reach the table at
+ * the next flush point; the log already holds them, so a crash loses nothing acknowledged (S4): the next writable
+ * open replays the log rows past the mark.
+ *
+ * The mark (`tasks_behind_log` in the metadata) is the log position the task table is complete through. It is
+ * written in the transaction of the first deferring commit when nothing waits, and deleted in the transaction that
+ * applies what waits. Invariant: while it exists, every task-row write of the file since is in the log rows past it
+ * — so every other write of the task table (any commit that does not defer, the recount, the trim that would delete
+ * logged rows, a rebuild) applies what waits first, in its own transaction.
+ */
+import { DatabaseCorrupt, TasksBehindLog } from "../../errors.ts";
+import type { Batch, LogMark, TaskRecord } from "../records.ts";
+import type { SqliteDatabase, SqliteTransaction } from "./database.ts";
+import { batchesOf } from "./fenced-log.ts";
+import { META_TABLE, SQL, TASKS_BEHIND_LOG } from "./schema.ts";
+import type { MetaTable } from "./schema-open.ts";
+
+/** How many deferring commits in a row at most: the next one writes what waits (one meta page each way per run). */
+export const FLUSH_EVERY = 32;
+
+/** `SqliteStorageOptions.deferTaskRows`: on (true, or how often the waiting rows are written at the latest). */
+export type DeferTaskRows = boolean | { flushEvery: number };
+
+/**
+ * Whether `batch` may leave its task rows waiting: fenced, tasks only, each a live task whose stored status this
+ * storage knows and keeps (so the row exists and only its `record` changes), and no counter to write.
+ */
+export function mayDefer(batch: Batch, liveStatus: ReadonlyMap<number, string>): boolean {
+  if (!batch.fence || batch.tasks.length === 0 || batch.rootConversationId !== undefined) return false;
+  if (batch.conversations.length + batch.entries.length + batch.submissions.length + batch.documents.length > 0) return false;
+  let largest = 0;
+  for (const task of batch.tasks) {
+    const status = task.state.status;
+    if (status === "terminal" || liveStatus.get(task.id) !== status) return false;
+    if (task.id > largest) largest = task.id;
+  }
+  // The storage writes `next_id` only when the batch minted an id no row of it carries (storage.ts).
+  return batch.nextId === undefined || batch.nextId <= largest + 1;
+}
+
+/** The rows a storage keeps waiting, and the mark's state in its file. One per storage; only the open turns it on. */
+export class DeferredTaskRows {
+  /** Each waiting task's record text (a later step of the same task replaces it). */
+  #pending = new Map<number, string>();
+  /** Deferring commits since the mark was written. */
+  #commits = 0;
+  /** The connection's write count at the end of this storage's last writing transaction (undefined: not known). */
+  #writes: number | undefined;
+  readonly #every: number;
+  readonly #label: string;
+
+  constructor(option: DeferTaskRows, label: string) {
+    const every = option === true ? FLUSH_EVERY : option === false ? 1 : option.flushEvery;
+    if (!Number.isSafeInteger(every) || every < 1)
+      throw new TypeError(`deferTaskRows.flushEvery must be a positive integer, not ${every}.`);
+    this.#every = every;
+    this.#label = label;
+  }
+
+  /** How many task rows wait. */
+  get waiting(): number {
+    return this.#pending.size;
+  }
+
+  /** Whether task `id`'s row waits (a read of only that row need not write the others first). */
+  waits(id: number): boolean {
+    return this.#pending.has(id);
+  }
+
+  /**
+   * Runs `body` in one transaction of `db` as a turn of this storage: what the turn changed here is put back if the
+   * body throws (at once, before any other transaction) or the commit fails.
+   */
+  async transaction<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
+    let turn: Turn | undefined;
+    try {
+      return await db.transaction((tx) => {
+        turn = new Turn(this, tx, this.#state(tx));
+        try {
+          const result = body(tx, turn);
+          this.#writes = tx.writes?.();
+          return result;
+        } catch (error) {
+          this.#restore(turn.before);
+          turn = undefined;
+          throw error;
+        }
+      });
+    } catch (error) {
+      if (turn) this.#restore(turn.before); // the commit itself failed
+      throw error;
+    }
+  }
+
+  #state(tx: SqliteTransaction): Before {
+    const writes = tx.writes?.();
+    // Nothing wrote since this storage's last turn: the mark is in the file exactly when rows wait here.
+    const known = writes !== undefined && writes === this.#writes;
+    return { known, pending: this.#pending, commits: this.#commits, writes: this.#writes, replaced: [] };
+  }
+
+  #restore(before: Before): void {
+    this.#pending = before.pending;
+    for (let index = before.replaced.length - 1; index >= 0; index--) {
+      const [id, record] = before.replaced[index]!;
+      if (record === undefined) this.#pending.delete(id);
+      else this.#pending.set(id, record);
+    }
+    this.#commits = before.commits;
+    this.#writes = before.writes;
+  }
+
+  /** `Turn.defer`. */
+  defer(tx: SqliteTransaction, before: Before, fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
+    if (!before.known) return false; // the next turn knows again
+    if (this.#pending.size > 0 && this.#commits + 1 >= this.#every) return false;
+    if (this.#pending.size === 0) {
+      // The table is complete through the row before this one (the log has no row between).
+      tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(fence.position - 1));
+      this.#commits = 0;
+    }
+    for (const { task, record } of rows) {
+      before.replaced.push([task.id, this.#pending.get(task.id)]);
+      this.#pending.set(task.id, record);
+    }
+    this.#commits++;
+    return true;
+  }
+
+  /** `Turn.flush`. */
+  flush(tx: SqliteTransaction, before: Before): void {
+    if (before.known && this.#pending.size === 0) return;
+    let applied = before.known;
+    if (applied) {
+      for (const [id, record] of this.#pending) {
+        if (tx.run(SQL.updateTaskRecord, record, id) !== 1) {
+          applied = false; // not the row this storage left: the log says what it is
+          break;
+        }
+      }
+    }
+    if (applied) tx.run(SQL.deleteMeta, TASKS_BEHIND_LOG);
+    else replayLog(tx, this.#label); // another storage wrote on the connection, or the count is not known
+    this.drop();
+  }
+
+  /** Forgets what waits (applied, or a rebuild replaced every row and deleted the mark). */
+  drop(): void {
+    this.#pending = new Map();
+    this.#commits = 0;
+  }
+}
+
+/** What a turn found, and what to put back if it does not commit. */
+interface Before {
+  readonly known: boolean;
+  readonly pending: Map<number, string>;
+  readonly commits: number;
+  readonly writes: number | undefined;
+  /** Each id a deferring commit set, with the text it replaced. */
+  readonly replaced: Array<[number, string | undefined]>;
+}
+
+/** One writing transaction of a storage that defers. */
+export class Turn {
+  readonly #rows: DeferredTaskRows;
+  readonly #tx: SqliteTransaction;
+  readonly before: Before;
+
+  constructor(rows: DeferredTaskRows, tx: SqliteTransaction, before: Before) {
+    this.#rows = rows;
+    this.#tx = tx;
+    this.before = before;
+  }
+
+  /**
+   * After the log row's write: leaves `rows` waiting (writing the mark if none waited), or says no (false) — the
+   * mark's state is not known this turn, or enough commits deferred in a row: then the caller flushes and writes.
+   */
+  defer(fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
+    return this.#rows.defer(this.#tx, this.before, fence, rows);
+  }
+
+  /** Writes what waits and deletes the mark (from the log, when this storage cannot vouch for its own list). */
+  flush(): void {
+    this.#rows.flush(this.#tx, this.before);
+  }
+
+  /** A rebuild replaced every row and deleted the mark in this transaction: nothing waits. */
+  drop(): void {
+    this.#rows.drop();
+  }
+}
+
+/**
+ * Brings the task table up to date from the log past the mark, in order (the last logged state of each task wins,
+ * which by the mark's invariant is its latest), and deletes the mark. Nothing when there is no mark.
+ */
+export function replayLog(tx: SqliteTransaction, label: string): void {
+  const row = tx.get(SQL.readMetaKey, TASKS_BEHIND_LOG);
+  if (row === undefined) return;
+  const through = markOf(row.value, label);
+  for (const batch of batchesOf(tx.all(SQL.readLog, through, -1))) {
+    for (const task of batch.tasks) {
+      const status = task.state.status;
+      const record = JSON.stringify(task);
+      if (tx.run(SQL.updateTask, status, record, task.id) === 0)
+        tx.run(SQL.insertTask, task.id, task.conversationId, task.kind, status, record);
+    }
+  }
+  tx.run(SQL.deleteMeta, TASKS_BEHIND_LOG);
+}
+
+/**
+ * At an open (before anything reads the task table): a file whose task rows are behind its log is brought up to date
+ * when writable, and refused with `TasksBehindLog` when read-only (it cannot replay; raw SQL would read old rows).
+ */
+export async function recoverTaskRows(db: SqliteDatabase, label: string, meta: MetaTable): Promise<void> {
+  if (meta !== META_TABLE) return; // version 1's marker: older than the mark
+  const row = await db.get(SQL.readMetaKey, TASKS_BEHIND_LOG);
+  if (row === undefined) return;
+  const through = markOf(row.value, label);
+  if (db.readOnly) throw new TasksBehindLog(label, through);
+  await db.transaction((tx) => replayLog(tx, label));
+}
+
+function markOf(value: unknown, label: string): number {
+  const through = Number(value);
+  if (!Number.isSafeInteger(through) || through < 0) throw new DatabaseCorrupt(`${label}: metadata ${TASKS_BEHIND_LOG} is damaged.`);
+  return through;
+}
