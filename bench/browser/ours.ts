@@ -16,9 +16,10 @@
  *     Median of TRIALS reloads, the configurations taking turns in rounds (see `recoveries`).
  * (c) An effect-free step under a lease (issue 27, decision 0056): the same task's steps on a database of their own,
  *     every transaction fenced and logged under a lease from an arbiter in the worker (no link), taking turns with
- *     (a)'s runs; the ratio to (a)'s kernel step, of the medians and run by run. Beside it (decision 0076), the same
- *     fenced kernel with its status-unchanged task-row write skipped (an ablation in the bench worker only, not a
- *     product path), taking turns with the fenced run; and the WAL frames each kind of commit writes, counted.
+ *     (a)'s runs; the ratio to (a)'s kernel step, of the medians and run by run. The product's storage: its task rows
+ *     wait in memory, the log row is the step's only write (decision 0081). Beside it, the same with each step's
+ *     task row written (deferring off, as before 0081), taking turns with the fenced run; decision 0076's deferred
+ *     ablation (the bound, not crash-safe); and the WAL frames each kind of commit writes, counted.
  * Also: the worker's JS heap (CDP, after GC) with 1 and with 10,000 live tasks.
  */
 import { writeFileSync } from "node:fs";
@@ -141,35 +142,35 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   await page.evaluate((steps) => window.bench.kernel!.rawCommits(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.kernelSteps(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.fencedSteps(steps), STEPS);
-  await page.evaluate((steps) => window.bench.kernel!.fencedSkipSteps(steps), STEPS);
+  await page.evaluate((steps) => window.bench.kernel!.fencedWrittenSteps(steps), STEPS);
   await page.evaluate((steps) => window.bench.kernel!.fencedDeferredSteps(steps), STEPS);
   await page.evaluate(([tasks, steps]) => window.bench.kernel!.parallelSteps(tasks, steps), [PARALLEL, STEPS] as const);
   const raw: number[] = [];
   const steps: number[] = [];
   const parallel: Array<{ ms: number; transactions: number }> = [];
   const fenced: number[] = [];
-  const fencedSkip: number[] = [];
+  const fencedWritten: number[] = [];
   const fencedDeferred: number[] = [];
   let bytes = { raw: 0, kernel: 0 };
   for (let run = 0; run < RUNS; run++) {
     const r = await page.evaluate((n) => window.bench.kernel!.rawCommits(n), STEPS);
     const k = await page.evaluate((n) => window.bench.kernel!.kernelSteps(n), STEPS);
     const p = await page.evaluate(([tasks, n]) => window.bench.kernel!.parallelSteps(tasks, n), [PARALLEL, STEPS] as const);
-    // The fenced step and its ablation take turns first (decision 0076).
+    // The fenced step and the same with each task row written take turns first (decisions 0076, 0081).
     const fencedRun = () => page.evaluate((n) => window.bench.kernel!.fencedSteps(n), STEPS);
-    const skipRun = () => page.evaluate((n) => window.bench.kernel!.fencedSkipSteps(n), STEPS);
+    const writtenRun = () => page.evaluate((n) => window.bench.kernel!.fencedWrittenSteps(n), STEPS);
     let f: { ms: number };
     let s: { ms: number };
     if (run % 2 === 0) {
       f = await fencedRun();
-      s = await skipRun();
+      s = await writtenRun();
     } else {
-      s = await skipRun();
+      s = await writtenRun();
       f = await fencedRun();
     }
     const d = await page.evaluate((n) => window.bench.kernel!.fencedDeferredSteps(n), STEPS);
     fenced.push((f.ms * 1000) / STEPS);
-    fencedSkip.push((s.ms * 1000) / STEPS);
+    fencedWritten.push((s.ms * 1000) / STEPS);
     fencedDeferred.push((d.ms * 1000) / STEPS);
     raw.push((r.ms * 1000) / STEPS);
     steps.push((k.ms * 1000) / STEPS);
@@ -188,7 +189,7 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
   const parallelPaired = summarize(parallel.map((run, index) => (STEPS * 1000) / run.ms / (1e6 / raw[index]!)));
   const stepsPerTransaction = summarize(parallel.map((run) => STEPS / run.transactions));
   const fencedStepMicros = summarize(fenced);
-  const fencedSkipStepMicros = summarize(fencedSkip);
+  const fencedWrittenStepMicros = summarize(fencedWritten);
   const fencedDeferredStepMicros = summarize(fencedDeferred);
   // After the timed runs: the frame count turns the automatic checkpoint off while it counts.
   const walFrames = await page.evaluate((n) => window.bench.kernel!.walFramesPerCommit(n), FRAME_STEPS);
@@ -219,19 +220,19 @@ export async function kernelVsRaw(page: Page, baseUrl: string) {
       pairedRatios: summarize(fenced.map((micros, run) => micros / steps[run]!)),
       target: "an effect-free step under a lease: zero added latency over a step with no lease (issue 27)",
     },
-    fencedSkip: {
-      stepMicros: fencedSkipStepMicros,
-      ratio: fencedSkipStepMicros.median / kernelStepMicros.median,
-      pairedRatios: summarize(fencedSkip.map((micros, run) => micros / steps[run]!)),
-      toFenced: summarize(fencedSkip.map((micros, run) => micros / fenced[run]!)),
-      note: "decision 0076's ablation (bench worker only): the fenced step without its status-unchanged task-row write",
+    fencedWritten: {
+      stepMicros: fencedWrittenStepMicros,
+      ratio: fencedWrittenStepMicros.median / kernelStepMicros.median,
+      pairedRatios: summarize(fencedWritten.map((micros, run) => micros / steps[run]!)),
+      toFenced: summarize(fencedWritten.map((micros, run) => micros / fenced[run]!)),
+      note: "decision 0081's A/B: the fenced step with each step's task row written (deferTaskRows: false, the product before 0081)",
     },
     fencedDeferred: {
       stepMicros: fencedDeferredStepMicros,
       ratio: fencedDeferredStepMicros.median / kernelStepMicros.median,
       pairedRatios: summarize(fencedDeferred.map((micros, run) => micros / steps[run]!)),
       toFenced: summarize(fencedDeferred.map((micros, run) => micros / fenced[run]!)),
-      note: "decision 0076's second ablation (bench worker only): the skipped writes run, with a metadata write, every 32nd commit",
+      note: "decision 0076's second ablation (bench worker only, not crash-safe): task-row writes skipped and run, with a metadata write, every 32nd commit",
     },
     walFrames: { steps: FRAME_STEPS, perCommit: walFrames },
   };
@@ -511,24 +512,24 @@ function kernelRows(
     },
     {
       bench: "browser OPFS",
-      what: "kernel step under a lease (fenced and logged, no link; effect-free)",
+      what: "kernel step under a lease (fenced and logged, no link; effect-free; its task row waits, decision 0081)",
       median: `${fmt(kernel.fenced.stepMicros.median)} µs`,
       range: `${fmt(kernel.fenced.stepMicros.min)}–${fmt(kernel.fenced.stepMicros.max)} µs`,
       ratio: `${fmt(kernel.fenced.ratio, 2)}× the step with no lease (run by run: median ${fmt(kernel.fenced.pairedRatios.median, 2)}×, ${fmt(kernel.fenced.pairedRatios.min, 2)}–${fmt(kernel.fenced.pairedRatios.max, 2)}×)`,
       target: "zero added latency",
     },
     ablationRow(
-      "the same, its status-unchanged task-row write skipped (decision 0076's ablation in the bench worker: not crash-safe, not a product path)",
-      kernel.fencedSkip,
+      "the same with each step's task row written (deferTaskRows: false: the product before decision 0081)",
+      kernel.fencedWritten,
     ),
     ablationRow(
-      "the same, those writes deferred and run with a metadata write every 32nd commit (decision 0076's second ablation: not crash-safe, not a product path)",
+      "the same, task-row writes skipped and run with a metadata write every 32nd commit (decision 0076's ablation: the bound; not crash-safe, not a product path)",
       kernel.fencedDeferred,
     ),
     {
       bench: "browser OPFS",
-      what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / without the task-row write / deferred)`,
-      median: `${fmt(frames.raw, 2)} / ${fmt(frames.kernel, 2)} / ${fmt(frames.fenced, 2)} / ${fmt(frames.fencedSkip, 2)} / ${fmt(frames.fencedDeferred, 2)}`,
+      what: `WAL frames per commit, counted over ${kernel.walFrames.steps.toLocaleString("en-US")} (raw / step / fenced / fenced, task rows written / 0076's ablation)`,
+      median: `${fmt(frames.raw, 2)} / ${fmt(frames.kernel, 2)} / ${fmt(frames.fenced, 2)} / ${fmt(frames.fencedWritten, 2)} / ${fmt(frames.fencedDeferred, 2)}`,
       range: "",
       ratio: `fenced ${fmt(frames.fenced / frames.kernel, 2)}× the step's frames`,
       target: "",
@@ -536,7 +537,7 @@ function kernelRows(
   ];
 }
 
-/** A row of one of decision 0076's ablations of the fenced step: its time, to the step with no lease and to the fenced step. */
+/** A row beside the fenced step (its A/B, decision 0076's ablation): its time, to the step with no lease and to the fenced step. */
 function ablationRow(what: string, figure: { stepMicros: Summary; ratio: number; pairedRatios: Summary; toFenced: Summary }): Row {
   return {
     bench: "browser OPFS",

@@ -20,7 +20,7 @@ const POOL = "pi-bench-kernel";
 
 let kernel: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let fenced: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
-let fencedSkip: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
+let fencedWritten: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 let fencedDeferred: Promise<{ storage: SqliteStorage; harness: Harness }> | undefined;
 /** Decision 0076's second ablation: the deferred task-row writes reach the table every this many commits. */
 const FLUSH_EVERY = 32;
@@ -39,7 +39,9 @@ function openKernel() {
 /**
  * The same kernel on a database of its own, under a lease from an arbiter in this worker (issue 27, decision
  * 0056): every transaction is fenced and logged (its position and epoch, and its log row) as a tab's under its
- * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed).
+ * Durable Object's lease, without the link. The lease never lapses during the bench (ten minutes, renewed). The
+ * product's storage on OPFS: an effect-free step's task row waits in memory, its log row is its only write
+ * (decision 0081).
  */
 function openFenced() {
   fenced ??= fencedOn(openSqliteStorage({ vfs: "opfs-sahpool", path: "/fenced.sqlite3", poolDirectory: POOL }));
@@ -47,49 +49,44 @@ function openFenced() {
 }
 
 /**
- * Decision 0076's ablation, in this bench build only (never in src/): the fenced kernel on a database of its own
- * whose facade answers the status-unchanged task-row write (`SQL.updateTaskRecord`, a step's) as done without
- * running it. Every other statement runs: the log row, the epoch check, a status change's whole-row write (the
- * task's creation and its terminal record). What this measures is the most a fenced step can save by not rewriting
- * its task row; the file it leaves is behind its log (not crash-safe, not a product path).
+ * The A/B of decision 0081: the fenced kernel as it was before (`deferTaskRows: false`), each step writing its task
+ * row beside its log row. It takes turns with the fenced run.
  */
-function openFencedSkip() {
-  fencedSkip ??= fencedOn(
-    (async () => {
-      const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/fenced-skip.sqlite3", poolDirectory: POOL });
-      return SqliteStorage.open(skippingTaskRecord(db), "sqlite:opfs-sahpool:/fenced-skip.sqlite3");
-    })(),
+function openFencedWritten() {
+  fencedWritten ??= fencedOn(
+    openSqliteStorage({ vfs: "opfs-sahpool", path: "/fenced-written.sqlite3", poolDirectory: POOL, deferTaskRows: false }),
   );
-  return fencedSkip;
+  return fencedWritten;
 }
 
 /**
- * Decision 0076's second ablation, as the first but the skipped writes are kept (the last one per task) and run,
- * with one metadata row's write (an "applied through" mark's page), in every FLUSH_EVERY-th transaction: the write
- * pattern of the planned log-row-only step in its steady state, without its recovery (still not crash-safe).
+ * Decision 0076's second ablation, in this bench build only (never in src/): the fenced kernel (task rows written at
+ * each step) on a database of its own whose facade skips the status-unchanged task-row write (`SQL.updateTaskRecord`)
+ * and runs the last one per task, with one metadata row's write, in every FLUSH_EVERY-th transaction: the write
+ * pattern decision 0081 builds, without its bookkeeping or recovery (not crash-safe): the bound it can reach.
  */
 function openFencedDeferred() {
   fencedDeferred ??= fencedOn(
     (async () => {
       const db = await openSqliteDatabase({ vfs: "opfs-sahpool", path: "/fenced-deferred.sqlite3", poolDirectory: POOL });
-      return SqliteStorage.open(skippingTaskRecord(db, FLUSH_EVERY), "sqlite:opfs-sahpool:/fenced-deferred.sqlite3");
+      return SqliteStorage.open(deferringTaskRecord(db, FLUSH_EVERY), "sqlite:opfs-sahpool:/fenced-deferred.sqlite3");
     })(),
   );
   return fencedDeferred;
 }
 
 /**
- * `db` with every transaction's `SQL.updateTaskRecord` answered "one row changed" and not run (the ablation). With
- * `flushEvery`, the last skipped write of each task is kept and run, with a metadata write, in every
- * `flushEvery`-th transaction; a task's whole-row write (a status change) drops its kept one.
+ * `db` with every transaction's `SQL.updateTaskRecord` answered "one row changed" and not run (the ablation); the
+ * last skipped write of each task is kept and run, with a metadata write, in every `flushEvery`-th transaction; a
+ * task's whole-row write (a status change) drops its kept one.
  */
-function skippingTaskRecord(db: SqliteDatabase, flushEvery?: number): SqliteDatabase {
+function deferringTaskRecord(db: SqliteDatabase, flushEvery: number): SqliteDatabase {
   const kept = new Map<SqlValue, SqlValue[]>();
   let transactions = 0;
   const skipping = (tx: SqliteTransaction): SqliteTransaction => ({
     run: (sql, ...params) => {
       if (sql === SQL.updateTaskRecord) {
-        if (flushEvery !== undefined) kept.set(params[1]!, params);
+        kept.set(params[1]!, params);
         return 1;
       }
       if (sql === SQL.updateTask) kept.delete(params[2]!);
@@ -100,7 +97,7 @@ function skippingTaskRecord(db: SqliteDatabase, flushEvery?: number): SqliteData
     ...(tx.writes ? { writes: () => tx.writes!() } : {}),
   });
   const flush = (tx: SqliteTransaction) => {
-    if (flushEvery === undefined || ++transactions % flushEvery !== 0) return;
+    if (++transactions % flushEvery !== 0) return;
     for (const params of kept.values()) tx.run(SQL.updateTaskRecord, ...params);
     kept.clear();
     tx.run(SQL.writeMeta, "bench_applied_through", String(transactions));
@@ -190,15 +187,15 @@ const api = {
     return result;
   },
 
-  /** `fencedSteps` with the status-unchanged task-row write skipped (decision 0076's ablation, `openFencedSkip`). */
-  async fencedSkipSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
-    const { harness, storage } = await openFencedSkip();
+  /** `fencedSteps` with each step's task row written (deferring off: the A/B of decision 0081, `openFencedWritten`). */
+  async fencedWrittenSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
+    const { harness, storage } = await openFencedWritten();
     const result = await steps(harness, count);
     await storage.trimLog(harness.lease!.position);
     return result;
   },
 
-  /** `fencedSkipSteps` with the skipped writes run every FLUSH_EVERY commits (decision 0076, `openFencedDeferred`). */
+  /** The fenced steps of decision 0076's second ablation (`openFencedDeferred`). */
   async fencedDeferredSteps(count: number): Promise<{ ms: number; recordBytes: number }> {
     const { harness, storage } = await openFencedDeferred();
     const result = await steps(harness, count);
@@ -208,14 +205,14 @@ const api = {
 
   /**
    * Decision 0076: WAL frames per commit of each kind, counted (`walFrames`), not timed: `count` raw commits, and one
-   * task's `count` steps (plus its creation and its terminal commit) with no lease, fenced, and fenced with the
-   * task-row write skipped.
+   * task's `count` steps (plus its creation and its terminal commit) with no lease, fenced (the product's: deferring,
+   * decision 0081), fenced with each task row written, and the deferred ablation.
    */
-  async walFramesPerCommit(count: number): Promise<Record<"raw" | "kernel" | "fenced" | "fencedSkip" | "fencedDeferred", number>> {
+  async walFramesPerCommit(count: number): Promise<Record<"raw" | "kernel" | "fenced" | "fencedWritten" | "fencedDeferred", number>> {
     const db = await openRaw();
     const kernel = await openKernel();
     const fenced = await openFenced();
-    const skip = await openFencedSkip();
+    const written = await openFencedWritten();
     const deferred = await openFencedDeferred();
     const commits = count + 2;
     // The fenced runs' tails are trimmed after the count (as `fencedSteps` does after its time): the trim's own
@@ -229,7 +226,7 @@ const api = {
       raw: (await walFrames(db, count, () => api.rawCommits(count))).perCommit,
       kernel: (await walFrames(kernel.storage.database, commits, () => steps(kernel.harness, count))).perCommit,
       fenced: await fencedRun(fenced),
-      fencedSkip: await fencedRun(skip),
+      fencedWritten: await fencedRun(written),
       fencedDeferred: await fencedRun(deferred),
     };
   },
