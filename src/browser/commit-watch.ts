@@ -7,7 +7,7 @@
  */
 import { TASK_KEYS } from "../session/keys.ts";
 import type { Batch } from "../storage/records.ts";
-import type { Storage } from "../storage/storage.ts";
+import type { RebuildStage, Storage } from "../storage/storage.ts";
 
 /** How many commit summaries the watch keeps (the newest). */
 const KEPT = 2_000;
@@ -96,6 +96,11 @@ export function watchCommits(storage: Storage): Storage {
     <A extends unknown[], T>(method: (...args: A) => Promise<T>) =>
     (...args: A): Promise<T> =>
       frozen ? never : method.apply(storage, args);
+  const gateStage = (stage: RebuildStage): RebuildStage => ({
+    add: gate(stage.add),
+    commit: gate(stage.commit),
+    discard: gate(stage.discard),
+  });
   const releaseWhileAlive = (release: () => void) => () => {
     if (!frozen) release();
   };
@@ -141,6 +146,9 @@ export function watchCommits(storage: Storage): Storage {
     // The whole copy, read for another place and rebuilt from the object's (decision 0047).
     ...(storage.readSnapshot ? { readSnapshot: gate(storage.readSnapshot) } : {}),
     ...(storage.rebuild ? { rebuild: gate(storage.rebuild) } : {}),
+    // Read and rebuilt a row at a time (decision 0084): a staged rebuild's writes stop at a freeze as the storage's do.
+    ...(storage.readSnapshotRows ? { readSnapshotRows: gate(storage.readSnapshotRows) } : {}),
+    ...(storage.stageRebuild ? { stageRebuild: async () => gateStage(await gate(storage.stageRebuild!)()) } : {}),
     // The place's own rows outside every batch (decision 0039): its kept forks and its remembered pinned lease.
     ...(storage.keepFork ? { keepFork: gate(storage.keepFork) } : {}),
     ...(storage.readForks ? { readForks: gate(storage.readForks) } : {}),

@@ -65,6 +65,7 @@ export class DurableObjectDatabase implements SqliteDatabase {
       run: (sql, ...params) => this.#run(sql, params),
       get: (sql, ...params) => this.#all(sql, params)[0],
       all: (sql, ...params) => this.#all(sql, params),
+      each: (sql, onRow) => this.#each(sql, onRow),
     };
   }
 
@@ -143,6 +144,12 @@ export class DurableObjectDatabase implements SqliteDatabase {
 
   #all(sql: string, params: SqlValue[]): SqlRow[] {
     return this.#execute(sql, params).map(fromRow);
+  }
+
+  /** Steps the cursor row by row (decision 0084): a snapshot's rows are read inside its transaction, none kept. */
+  #each(sql: string, onRow: (row: SqlRow) => void): void {
+    this.#guard(sql);
+    for (const raw of this.#sql.exec(sql)) onRow(fromRow(raw));
   }
 
   #execute(sql: string, params: SqlValue[]): Record<string, unknown>[] {

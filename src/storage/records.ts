@@ -151,3 +151,15 @@ export interface Snapshot {
   batch: Batch & { fence: LogMark; nextId: number };
   epochs: EpochStart[];
 }
+
+/** A snapshot's row lists, in the order its text carries them (decision 0079). */
+export type SnapshotList = "tasks" | "conversations" | "entries" | "submissions" | "documents";
+
+/** A snapshot without its rows: where its history is (`batch.fence`, `epochs`) and its counters (decision 0084). */
+export interface SnapshotHead {
+  batch: Omit<Snapshot["batch"], SnapshotList>;
+  epochs: EpochStart[];
+}
+
+/** Some of a snapshot's rows, list by list: what a staged rebuild writes at a time (decision 0084). */
+export type SnapshotRows = Partial<Pick<Snapshot["batch"], SnapshotList>>;

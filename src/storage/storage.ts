@@ -8,10 +8,26 @@ import type {
   LogMark,
   PinnedLease,
   Snapshot,
+  SnapshotHead,
+  SnapshotList,
+  SnapshotRows,
   SubmissionRecord,
   TaskRecord,
   TaskStatus,
 } from "./records.ts";
+
+/**
+ * A rebuild staged beside the copy (decision 0084; `Storage.stageRebuild`): rows written as a snapshot's parts
+ * arrive, then swapped in whole. Until `commit` the copy is untouched; a crash leaves it as it was.
+ */
+export interface RebuildStage {
+  /** Writes checked rows beside the copy (not into it). `InvalidInput` for a row past the storage's row limit. */
+  add(rows: SnapshotRows): Promise<void>;
+  /** Replaces the copy with the rows staged and `head`, in one transaction (as `Storage.rebuild`); the stage is spent. */
+  commit(head: SnapshotHead): Promise<void>;
+  /** Drops the rows staged (a refused or abandoned take); the copy is untouched. */
+  discard(): Promise<void>;
+}
 
 /** What a harness reads at open: enough to rebuild its in-memory mirror of live work. */
 export interface StoredState {
@@ -93,6 +109,19 @@ export interface Storage {
    * Absent on a storage without a log.
    */
   rebuild?(snapshot: Snapshot): Promise<void>;
+  /**
+   * The copy at its log's head as `readSnapshot` reads it, in one transaction, but handed over a row at a time as the
+   * row's stored JSON text, never parsed (decision 0084): first `head` (the snapshot without its rows), then `row` for
+   * each row, list by list in `readSnapshot`'s order. False (nothing handed) before the first fenced commit.
+   * Optional: without it the object reads `readSnapshot`.
+   */
+  readSnapshotRows?(head: (head: SnapshotHead) => void, row: (list: SnapshotList, record: string) => void): Promise<boolean>;
+  /**
+   * Begins a rebuild staged beside the copy (decision 0084): the snapshot's rows are written as they arrive, outside
+   * the copy, and `commit` replaces the copy with them in one transaction as `rebuild` does. What a staged rebuild
+   * left (a crash, a refusal) is cleared by the next one. Optional: without it the rows are held until `rebuild`.
+   */
+  stageRebuild?(): Promise<RebuildStage>;
   /**
    * Where each lease epoch's stretch of the log begins (`pi_durable_epochs`), oldest first: which epoch wrote which
    * position, so two copies can tell where they diverged (a fork, decision 0032). Absent on a storage without a log.

@@ -102,6 +102,73 @@ export function snapshotConformance(backend: Backend): Array<{ name: string; run
       },
     },
     {
+      name: "decision 0084: the rows read a row at a time are the snapshot's, as their JSON text, in its order; a staged rebuild leaves what rebuild leaves, and a discarded one leaves the copy",
+      async run() {
+        const storage = await backend.create();
+        if (!storage.readSnapshot || !storage.rebuild) return;
+        const readRows = async () =>
+          storage.readSnapshotRows?.(
+            () => {},
+            () => {},
+          );
+        equal(await readRows(), storage.readSnapshotRows ? false : undefined, "no rows before the first fenced commit");
+        await storage.apply({
+          ...none(),
+          fence: { epoch: 1, position: 1 },
+          nextId: 9,
+          rootConversationId: 1,
+          conversations: [{ id: 1, createdAt: 1 }],
+          tasks: [task(3, "pending"), task(2, "terminal")],
+          entries: [{ id: 5, conversationId: 1, kind: "pi.user", payload: { text: "line\nbreak \u2028 \ud800" }, at: 1 }],
+          documents: [
+            { scope: "b", key: "k", value: [1, { x: null }] },
+            { scope: "a", key: "k", value: "v" },
+          ],
+        });
+        const snapshot = (await storage.readSnapshot())!;
+        if (storage.readSnapshotRows) {
+          let head: unknown;
+          const rows: Array<[string, unknown]> = [];
+          await storage.readSnapshotRows(
+            (read) => (head = read),
+            (list, record) => rows.push([list, JSON.parse(record)]),
+          );
+          const { tasks, conversations, entries, submissions, documents, ...counters } = snapshot.batch;
+          equal(head, { batch: counters, epochs: snapshot.epochs }, "the head handed first");
+          const lists = { tasks, conversations, entries, submissions, documents };
+          equal(
+            rows,
+            Object.entries(lists).flatMap(([list, listed]) => listed.map((row: unknown) => [list, row])),
+            "every row, in order",
+          );
+        }
+        if (!storage.stageRebuild) return;
+        const other: Snapshot = {
+          batch: {
+            ...none(),
+            fence: { epoch: 2, position: 4 },
+            nextId: 20,
+            conversations: [{ id: 1, createdAt: 1 }],
+            tasks: [task(11, "pending")],
+            documents: [{ scope: "a", key: "z", value: 1 }],
+          },
+          epochs: [{ epoch: 2, start: 1 }],
+        };
+        const dropped = await storage.stageRebuild();
+        await dropped.add({ tasks: other.batch.tasks });
+        await dropped.discard();
+        equal(await storage.readSnapshot(), snapshot, "a discarded stage leaves the copy");
+        const stage = await storage.stageRebuild();
+        await stage.add({ conversations: other.batch.conversations, tasks: other.batch.tasks });
+        await stage.add({ documents: other.batch.documents });
+        const { tasks: _t, conversations: _c, entries: _e, submissions: _s, documents: _d, ...counters } = other.batch;
+        await stage.commit({ batch: counters, epochs: other.epochs });
+        equal(await storage.readSnapshot(), other, "the staged rows and head, in place of the copy");
+        equal((await storage.load()).log, { epoch: 2, position: 4 }, "the staged head");
+        equal(await storage.getTask(3), undefined, "a row of the old copy is gone");
+      },
+    },
+    {
       name: "decision 0047: a read of the log's tail within a byte budget stops before the budget is passed, but reads at least one transaction",
       async run() {
         const storage = await backend.create();

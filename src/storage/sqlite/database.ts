@@ -61,6 +61,11 @@ export interface SqliteTransaction {
   get(sql: string, ...params: SqlValue[]): SqlRow | undefined;
   all(sql: string, ...params: SqlValue[]): SqlRow[];
   /**
+   * Hands each row of one statement to `onRow` as it is stepped, keeping none (decision 0084: a snapshot read a row at
+   * a time inside its one transaction). Optional: without it the caller reads them with `all`.
+   */
+  each?(sql: string, onRow: (row: SqlRow) => void): void;
+  /**
    * Optional (decision 0056): a count that moves whenever any statement writes a row of the database, on a
    * connection that is its file's only writer (SQLite's `sqlite3_total_changes`, on a private in-memory database or
    * an exclusively locked file): equal counts mean nothing was written in between. A connection that cannot promise

@@ -14,7 +14,7 @@ import type {
   TaskStatus,
 } from "../records.ts";
 import { logSlices, parseAll, parseInto, parseStored } from "../rows.ts";
-import type { DamagedRow, EntryRange, Row, Storage, StoredState } from "../storage.ts";
+import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } from "../storage.ts";
 import { largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
@@ -25,7 +25,7 @@ import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMeta } from "./schema-open.ts";
-import { readSnapshotIn, rebuildStatements } from "./snapshot.ts";
+import { SnapshotStore } from "./snapshot-store.ts";
 import { TaskRowWriter } from "./task-rows-write.ts";
 import { type TaskText, taskText } from "./task-text.ts";
 
@@ -65,6 +65,7 @@ export class SqliteStorage implements Storage {
   /** The task rows fenced steps left waiting, when this storage defers them (deferred.ts). */
   readonly #deferred: DeferredTaskRows | undefined;
 
+  readonly #snapshots: SnapshotStore;
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
   /** Whether the tail's slices' table exists (not on a read-only open of a database before version 4). */
@@ -80,6 +81,13 @@ export class SqliteStorage implements Storage {
     this.#parts = schema.parts;
     this.queryLimits = limits;
     this.#deferred = defer && !db.readOnly ? new DeferredTaskRows(defer, label) : undefined;
+    this.#snapshots = new SnapshotStore(
+      db,
+      label,
+      (body) => this.#writing(body),
+      () => this.#log.exists,
+      () => this.#rebuilt(),
+    );
   }
 
   get readOnly(): boolean {
@@ -268,26 +276,11 @@ export class SqliteStorage implements Storage {
     await this.#db.run(SQL.dismissFork, key);
   }
 
-  async readSnapshot(): Promise<Snapshot | undefined> {
-    if (!this.#log.exists) return undefined;
-    return this.#writing((tx, turn) => {
-      turn?.flush(); // in the snapshot's transaction: its rows are then the log's head's
-      return readSnapshotIn(tx, this.label);
-    });
-  }
-
-  async rebuild(snapshot: Snapshot): Promise<void> {
-    if (this.readOnly) throw new ReadOnlySession("Rebuilding from a snapshot");
-    const statements = rebuildStatements(snapshot, this.#db.maxRowBytes);
-    await this.#writing((tx, turn) => {
-      for (const [sql, ...params] of statements) tx.run(sql, ...params); // the mark too: every row is the snapshot's
-      turn?.drop();
-    });
-    // Only after the commit: the caches describe the rows now stored.
-    this.#liveStatus.clear();
-    this.#texts.clear();
-    this.#log.forget();
-  }
+  // The copy's snapshot (snapshot-store.ts): read whole or row by row, rebuilt at once or staged (decision 0084).
+  readSnapshot = (): Promise<Snapshot | undefined> => this.#snapshots.read();
+  readSnapshotRows: NonNullable<Storage["readSnapshotRows"]> = (head, row) => this.#snapshots.readRows(head, row);
+  rebuild = (snapshot: Snapshot): Promise<void> => this.#snapshots.rebuild(snapshot);
+  stageRebuild = (): Promise<RebuildStage> => this.#snapshots.stage();
 
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
@@ -381,6 +374,13 @@ export class SqliteStorage implements Storage {
   }
 
   /** A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). */
+  /** Only after a rebuild's commit: the caches describe the rows now stored. */
+  #rebuilt(): void {
+    this.#liveStatus.clear();
+    this.#texts.clear();
+    this.#log.forget();
+  }
+
   #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T): Promise<T> {
     return this.#deferred ? this.#deferred.transaction(this.#db, body) : this.#db.transaction((tx) => body(tx, undefined));
   }

@@ -79,6 +79,10 @@ export class Connection implements SqliteDatabase {
       return this.#live().#all(sql, params);
     }
 
+    each(sql: string, onRow: (row: SqlRow) => void): void {
+      this.#live().#each(sql, onRow);
+    }
+
     /**
      * Rows this connection's statements inserted, updated or deleted since it opened. It is its file's only writer:
      * a private in-memory database, or an opfs-sahpool file in EXCLUSIVE locking mode (no other connection can
