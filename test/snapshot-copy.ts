@@ -27,10 +27,10 @@ export async function snapshotCallWorld() {
   const w = await comebackWorld({ to: 3 });
   await runUntil(w.clock, async () => ((await w.copy.load()).log?.position ?? 0) >= 1);
   let reads = 0;
-  const read = w.copy.readSnapshot.bind(w.copy);
-  w.copy.readSnapshot = async () => {
+  const read = w.copy.readSnapshotRows.bind(w.copy);
+  w.copy.readSnapshotRows = async (head, row) => {
     reads++;
-    return read();
+    return read(head, row);
   };
   const call = async (id: string, args: unknown[], caller = "alice"): Promise<SnapshotAnswer> => {
     let answer: SnapshotAnswer | undefined;

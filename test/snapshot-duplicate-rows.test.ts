@@ -6,7 +6,7 @@ import { parseSnapshot } from "../src/follow/snapshot-text.ts";
 import { MemoryStorage, type Storage } from "../src/index.ts";
 import type { Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { none, partsOf, servingLink, sleepingTask, snapshotText } from "./snapshot-support.ts";
+import { copyState, none, partsOf, servingLink, sleepingTask, snapshotText } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: a snapshot names each row once. Two rows under one id (or two submissions under one request id of
@@ -70,7 +70,8 @@ describe("a snapshot names each row once (decision 0047)", () => {
           rootConversationId: 1,
           conversations: [{ id: 1, createdAt: 1 }],
         });
-        const image = await tab.exportImage();
+        const before = await copyState(tab);
+        const image = name === "memory" ? await tab.exportImage() : undefined;
         const outcome = await rebuildFromObject({ storage: tab, link: served(snapshotWith(change)), place: "tab", now: 5 }, ctx).then(
           () => undefined,
           (error: unknown) => error,
@@ -79,7 +80,9 @@ describe("a snapshot names each row once (decision 0047)", () => {
         expect((outcome as Error).message).not.toMatch(/constraint|SQLITE|INSERT/i);
         // Refused for the row named twice, not for the answer's shape (before, the parts had no digest: decision 0053).
         expect((outcome as Error).message).toMatch(/twice: a copy stores each row once/);
-        expect(await tab.exportImage()).toEqual(image);
+        // SQLite stages rows beside the copy as parts arrive (decision 0084): its copy and tables are as they were.
+        expect(await copyState(tab)).toEqual(before);
+        if (image) expect(await tab.exportImage()).toEqual(image);
       });
 
   it("0047 property: any row named twice in any list is refused by parseSnapshot, and the same snapshot with distinct keys is taken", () => {

@@ -10,7 +10,7 @@ import type { Batch, Snapshot } from "../src/storage/records.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { failingAt } from "./failing-at.ts";
-import { none, partsOf, servingLink, sleepingTask, snapshotText } from "./snapshot-support.ts";
+import { none, partsOf, servingLink, sleepingTask, snapshotText, sqliteCopyState } from "./snapshot-support.ts";
 import { ctx } from "./support.ts";
 
 // Decision 0047: what arrives as a snapshot is checked whole before one transaction writes it, and that one
@@ -47,27 +47,12 @@ async function places<S extends Storage>(open: () => Promise<S>) {
 
 const sqlite = () => openSqliteStorage({ vfs: "memory" });
 
-/** Everything a copy holds that a rebuild may change (rows, head, epochs, tail) and what it must keep (forks). */
-async function state(storage: SqliteStorage) {
-  return {
-    tasks: await storage.query("SELECT id, status, record FROM tasks ORDER BY id"),
-    entries: await storage.query("SELECT id, record FROM entries ORDER BY id"),
-    conversations: await storage.query("SELECT id, record FROM conversations ORDER BY id"),
-    submissions: await storage.query("SELECT id, record FROM submissions ORDER BY id"),
-    documents: await storage.query("SELECT scope, key, record FROM documents ORDER BY scope, key"),
-    meta: await storage.query("SELECT key, value FROM pi_durable_meta ORDER BY key"),
-    epochs: await storage.readEpochs(),
-    tail: (await storage.readLog(0, 100)).map((batch) => batch.fence),
-    forks: await storage.readForks(),
-  };
-}
-
 describe("a snapshot arrives checked and is written in one transaction (decision 0047)", () => {
   it("0047: a crash at every statement of the rebuild's transaction leaves the old copy with its fork; past the last, the new copy with its fork", async () => {
     const { tab, snapshot } = await places(sqlite);
     await deliverFork(tab, { head: snapshot.batch.fence, epochs: snapshot.epochs }, 5);
     const image = await tab.exportImage();
-    const before = await state(tab);
+    const before = await sqliteCopyState(tab);
     expect(before.forks).toHaveLength(1);
     let rebuiltAt: number | undefined;
     for (let statement = 1; rebuiltAt === undefined && statement < 200; statement++) {
@@ -83,13 +68,13 @@ describe("a snapshot arrives checked and is written in one transaction (decision
       const reopened = await openSqliteStorage({ vfs: "memory", image: await storage.exportImage() });
       if (outcome === "rebuilt") {
         rebuiltAt = statement;
-        const after = await state(reopened);
+        const after = await sqliteCopyState(reopened);
         expect(after.forks).toEqual(before.forks);
         expect(after.tail).toEqual([]);
         expect(await reopened.readSnapshot()).toEqual(snapshot);
       } else {
         expect(outcome).toBe(`crashed at statement ${statement}`);
-        expect(await state(reopened)).toEqual(before);
+        expect(await sqliteCopyState(reopened)).toEqual(before);
       }
     }
     // Every statement of the rebuild was a crash point (clearing, rows, epochs, head) before one went through.

@@ -18,11 +18,11 @@ describe("follow.snapshot resent while its take waits (decisions 0047, 0053, 005
     let reads = 0;
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const read = world.copy.readSnapshot.bind(world.copy);
-    world.copy.readSnapshot = async () => {
+    const read = world.copy.readSnapshotRows.bind(world.copy);
+    world.copy.readSnapshotRows = async (head, row) => {
       reads++;
       await gate;
-      return read();
+      return read(head, row);
     };
     const answers: Array<{ id: string; value?: { id: string }; error?: { name: string; message: string } }> = [];
     const frame = JSON.stringify({ type: "call", id: "take-1", topic: "follow", method: "snapshot", args: ["phone"] });
@@ -61,11 +61,11 @@ describe("follow.snapshot resent while its take waits (decisions 0047, 0053, 005
     await runUntil(world.clock, async () => ((await world.copy.load()).log?.position ?? 0) >= 1);
     let reads = 0;
     let gate: Promise<void> = Promise.resolve();
-    const read = world.copy.readSnapshot.bind(world.copy);
-    world.copy.readSnapshot = async () => {
+    const read = world.copy.readSnapshotRows.bind(world.copy);
+    world.copy.readSnapshotRows = async (head, row) => {
       reads++;
       await gate;
-      return read();
+      return read(head, row);
     };
     const call = fc.record({
       place: fc.oneof({ weight: 4, arbitrary: fc.constantFrom("phone", "laptop") }, fc.constant("object"), fc.string({ maxLength: 6 })),

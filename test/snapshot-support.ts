@@ -6,6 +6,8 @@ import { sliceJsonText } from "../src/follow/chunks.ts";
 import type { SnapshotLink } from "../src/follow/snapshot.ts";
 import { snapshotLines } from "../src/follow/snapshot-text.ts";
 import type { Batch, Snapshot, TaskRecord } from "../src/storage/records.ts";
+import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import type { Storage } from "../src/storage/storage.ts";
 
 /** A transaction with no rows. */
 export const none = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
@@ -43,3 +45,31 @@ export function partsOf(text: string, at: { epoch: number; position: number }, b
 
 /** A snapshot's whole text as the object writes it (decision 0079: a header record, then one record a row). */
 export const snapshotText = (snapshot: Snapshot): string => [...snapshotLines(snapshot)].join("");
+
+/**
+ * What a tab's copy holds that a rebuild may change or must keep (its snapshot and forks) and, on SQLite, its tables:
+ * a staged rebuild (decision 0084) writes beside the copy, so a refused or lost one is judged by these, not the image.
+ */
+export async function copyState(storage: Storage) {
+  const sqlite = storage.label !== "memory";
+  return {
+    snapshot: await storage.readSnapshot?.(),
+    forks: await storage.readForks?.(),
+    tables: sqlite ? await storage.query("SELECT type, name FROM sqlite_master ORDER BY type, name") : undefined,
+  };
+}
+
+/** Everything a SQLite copy holds that a rebuild may change (rows, head, epochs, tail) and what it must keep (forks). */
+export async function sqliteCopyState(storage: SqliteStorage) {
+  return {
+    tasks: await storage.query("SELECT id, status, record FROM tasks ORDER BY id"),
+    entries: await storage.query("SELECT id, record FROM entries ORDER BY id"),
+    conversations: await storage.query("SELECT id, record FROM conversations ORDER BY id"),
+    submissions: await storage.query("SELECT id, record FROM submissions ORDER BY id"),
+    documents: await storage.query("SELECT scope, key, record FROM documents ORDER BY scope, key"),
+    meta: await storage.query("SELECT key, value FROM pi_durable_meta ORDER BY key"),
+    epochs: await storage.readEpochs(),
+    tail: (await storage.readLog(0, 100)).map((batch) => batch.fence),
+    forks: await storage.readForks(),
+  };
+}

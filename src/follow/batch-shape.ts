@@ -69,6 +69,16 @@ const LISTS: ReadonlyArray<[keyof LoggedBatch, RowCheck]> = [
   ["documents", document],
 ];
 
+const CHECKS = new Map(LISTS);
+
+/** Why `row`, the `index`th of list `name` of the batch at `path`, is not such a row (decision 0084: a row checked alone). */
+export function rowProblem(name: keyof LoggedBatch, row: unknown, path: string, index: number): string | undefined {
+  const check = CHECKS.get(name);
+  const at = `${path}.${name}[${index}]`;
+  if (!check) return `${path} has no list ${JSON.stringify(name)}`;
+  return isObject(row) ? check(row, at) : `${at} must be an object; got ${describeValue(row)}`;
+}
+
 const KNOWN = new Set(["fence", "nextId", "rootConversationId", ...LISTS.map(([name]) => name)]);
 
 /**
@@ -84,14 +94,12 @@ export function batchProblem(value: unknown, path: string): string | undefined {
   if (value.nextId !== undefined && !isId(value.nextId)) return `${path}.nextId must be a positive integer`;
   if (value.rootConversationId !== undefined && !isId(value.rootConversationId))
     return `${path}.rootConversationId must be a positive integer`;
-  for (const [name, check] of LISTS) {
+  for (const [name] of LISTS) {
     const rows = value[name];
     if (!Array.isArray(rows)) return `${path}.${name} must be an array; got ${describeValue(rows)}`;
     if (rows.length > MAX_BATCH_RECORDS) return `${path}.${name} holds more than ${MAX_BATCH_RECORDS} records`;
     for (let index = 0; index < rows.length; index++) {
-      const row = rows[index];
-      const at = `${path}.${name}[${index}]`;
-      const problem = isObject(row) ? check(row, at) : `${at} must be an object; got ${describeValue(row)}`;
+      const problem = rowProblem(name, rows[index], path, index);
       if (problem) return problem;
     }
   }

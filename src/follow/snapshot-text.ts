@@ -5,8 +5,9 @@
  * `["end", rows]`, the number of row records (a text cut after a whole record is not a smaller snapshot). The object
  * serializes row after row and cuts parts as they fill (`PartCutter`), hashing as it goes; the tab hashes each part as
  * it arrives and parses the whole records it completes (`SnapshotReader`). Neither end ever holds the snapshot's
- * whole JSON text: the object holds its rows and the parts it keeps for the tabs, the tab the rows parsed so far and
- * the one record a part ended in the middle of.
+ * whole JSON text: the object holds the parts it keeps for the tabs (since decision 0084 its rows arrive as their
+ * stored text, `rowLine`, never parsed), the tab the rows parsed since the last part (staged into its storage,
+ * `drain`, or all of them for a storage that does not stage) and the one record a part ended in the middle of.
  *
  * ```ts
  * const cutter = new PartCutter(budget, MAX_OBJECT_SNAPSHOT_BYTES);
@@ -20,7 +21,7 @@
 import { TextSha256 } from "../base/sha256.ts";
 import { FollowMessageRefused, SnapshotUnavailable } from "../errors.ts";
 import { MAX_DEPTH_LIMIT, walkJson } from "../limits.ts";
-import type { LogMark, Snapshot } from "../storage/records.ts";
+import type { LogMark, Snapshot, SnapshotHead, SnapshotList } from "../storage/records.ts";
 import { batchProblem, MAX_BATCH_RECORDS } from "./batch-shape.ts";
 import { MAX_PARTS, sliceJsonText } from "./chunks.ts";
 
@@ -46,15 +47,25 @@ export function* snapshotLines(snapshot: Snapshot): Generator<string> {
       delete batch[name];
     }
   }
-  yield `${JSON.stringify({ ...snapshot, batch })}\n`;
+  yield headLine({ ...snapshot, batch } as unknown as SnapshotHead);
   let count = 0;
   for (const [name, rows] of lists)
     for (const row of rows) {
       count++;
       yield `${JSON.stringify([name, row])}\n`;
     }
-  yield `${JSON.stringify([END, count])}\n`;
+  yield endLine(count);
 }
+
+/** A snapshot's first record: its head (the snapshot without its rows). */
+export const headLine = (head: SnapshotHead): string => `${JSON.stringify(head)}\n`;
+/**
+ * A row's record, `[list, row]`, made from the row's JSON text as it is (decision 0084: the object hands its stored
+ * record text over unparsed; the text `JSON.stringify([list, row])` would make of the row it stores).
+ */
+export const rowLine = (list: SnapshotList, record: string): string => `["${list}",${record}]\n`;
+/** A snapshot's last record, `["end", rows]`. */
+export const endLine = (rows: number): string => `${JSON.stringify([END, rows])}\n`;
 
 /**
  * The object's half: takes a snapshot's lines in order and cuts them into parts whose JSON string literal each
@@ -193,6 +204,44 @@ export class SnapshotReader {
    * `parseSnapshot` checks it. The reader is spent.
    */
   finish(at: LogMark, digest?: string): Snapshot {
+    const header = this.#whole(digest);
+    const value = { ...header, batch: { ...header.batch, ...this.#rows } };
+    const problem = snapshotProblem(value, at);
+    if (problem) throw new FollowMessageRefused("shape", problem);
+    return value as unknown as Snapshot;
+  }
+
+  /** The header once its record was read (unchecked until the end). */
+  get header(): Readonly<Record<string, unknown>> | undefined {
+    return this.#header;
+  }
+
+  /**
+   * The rows parsed since the last drain, no longer held here (decision 0084: a staged rebuild writes them into the
+   * tab's storage as each part arrives, and checks each row as it goes; `finishHead` checks the rest).
+   */
+  drain(): Record<SnapshotList, unknown[]> {
+    const rows = this.#rows;
+    this.#rows = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };
+    return rows;
+  }
+
+  /** Refuses the snapshot for what a caller found in drained rows: `finish` reports it after the digest. */
+  refuse(problem: FollowMessageRefused): void {
+    if (!this.#problem) this.#refuse(problem);
+  }
+
+  /** As `finish` for a reader whose rows were drained (and checked) as they came: the snapshot's head, checked. */
+  finishHead(at: LogMark, digest: string): SnapshotHead {
+    const header = this.#whole(digest);
+    const value = { ...header, batch: { ...header.batch, tasks: [], conversations: [], entries: [], submissions: [], documents: [] } };
+    const problem = snapshotProblem(value, at);
+    if (problem) throw new FollowMessageRefused("shape", problem);
+    return header as unknown as SnapshotHead;
+  }
+
+  /** The header, once the digest, a refusal and the end were checked; the reader is spent. */
+  #whole(digest: string | undefined): { batch: Record<string, unknown> } {
     const hashed = this.#hash.hex();
     if (digest !== undefined && hashed !== digest)
       throw new FollowMessageRefused("digest", `the snapshot's joined parts hash to ${hashed}, not to the ${digest} the object said`);
@@ -200,11 +249,8 @@ export class SnapshotReader {
     if (this.#carried > 0 || !this.#header || !this.#ended)
       throw new FollowMessageRefused("json", "the snapshot's parts end before its last record (whole records, then its end)");
     const header = this.#header as { batch: Record<string, unknown> };
-    const value = { ...header, batch: { ...header.batch, ...this.#rows } };
     this.#header = undefined;
-    const problem = snapshotProblem(value, at);
-    if (problem) throw new FollowMessageRefused("shape", problem);
-    return value as unknown as Snapshot;
+    return header;
   }
 
   /** Stages one whole record; what is wrong with it, if anything. */

@@ -6,7 +6,9 @@
  * its copy's rows into parts as they fill and the tab parses each part's whole records as it arrives (decision 0079,
  * `snapshot-text.ts`: neither end holds the snapshot's whole text); the parts are checked as they arrive and the
  * snapshot as a whole (its digest, size, depth, shape, the history it claims) before one transaction writes it (`Storage.rebuild`); the tab's fork is kept first, and survives the rebuild. Then the tab
- * opens its harness again (read-only: the object holds the lease) and follows from P.
+ * opens its harness again (read-only: the object holds the lease) and follows from P. Since decision 0084 the object
+ * reads its rows as their stored text (`Storage.readSnapshotRows`) and a tab whose storage stages (`stageRebuild`)
+ * writes each part's checked rows beside its copy as they arrive, then swaps them in with one transaction.
  *
  * ```ts
  * const head = await rebuildFromObject({ storage, link, place: "phone", now: clock.now() }, ctx); // harness closed
@@ -22,11 +24,12 @@ import { SerialQueue } from "../base/serial.ts";
 import { FollowMessageRefused, SnapshotPartsBusy, SnapshotUnavailable } from "../errors.ts";
 import { type Check, integer, record, text } from "../shape.ts";
 import type { LogMark, Snapshot } from "../storage/records.ts";
-import type { Storage } from "../storage/storage.ts";
+import type { RebuildStage, Storage } from "../storage/storage.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS } from "./chunks.ts";
 import { deliverFork } from "./fork.ts";
 import { SnapshotLimit, type SnapshotLimits } from "./snapshot-limit.ts";
-import { MAX_SNAPSHOT_BYTES, PartCutter, SnapshotReader, snapshotLines } from "./snapshot-text.ts";
+import { StagedSnapshot } from "./snapshot-stage.ts";
+import { endLine, headLine, MAX_SNAPSHOT_BYTES, PartCutter, rowLine, SnapshotReader, snapshotLines } from "./snapshot-text.ts";
 
 export { MAX_SNAPSHOT_BYTES } from "./snapshot-text.ts";
 /** The most a Durable Object serves (its 128 MB holds the copy's rows, their JSON and the parts at once). */
@@ -79,7 +82,10 @@ export class SnapshotServer {
   readonly #answered = new Map<string, string>();
   readonly #prefix: string;
   readonly #limit: SnapshotLimit;
-  /** One take at a time (decision 0058): each holds a whole copy's rows in memory while it reads and cuts them. */
+  /**
+   * One take at a time (decision 0058): each holds the parts it cuts, a whole copy's size (and, on a storage without
+   * `readSnapshotRows`, the copy's rows too while it reads and cuts them; decision 0084).
+   */
   readonly #taking = new SerialQueue();
   #next = 0;
 
@@ -126,18 +132,43 @@ export class SnapshotServer {
   }
 
   async #take(): Promise<[string, Taken]> {
-    const snapshot = await this.#storage.readSnapshot?.();
-    if (!snapshot) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
-    // Row by row into parts as they fill, hashed as they are cut (decision 0079): the whole text is never built.
+    // Row by row into parts as they fill, hashed as they are cut (decision 0079): the whole text is never built. Where
+    // the storage hands its rows over as their stored text (decision 0084), no row is parsed either.
     const cutter = new PartCutter(MAX_FOLLOW_MESSAGE_BYTES - PART_ENVELOPE_BYTES, this.#maxBytes);
-    for (const line of snapshotLines(snapshot)) cutter.add(line);
+    const at = await cutSnapshot(this.#storage, cutter);
+    if (!at) throw new SnapshotUnavailable("empty", "the object's copy holds no history yet");
     const { parts, digest } = cutter.finish();
-    const taken = { at: snapshot.batch.fence, digest, parts };
+    const taken = { at, digest, parts };
     const key = `${this.#prefix}:${++this.#next}`;
     this.#kept.set(key, taken);
     if (this.#kept.size > KEPT_SNAPSHOTS) this.#kept.delete(this.#kept.keys().next().value!);
     return [key, taken];
   }
+}
+
+/** Adds `storage`'s snapshot's records to `cutter`, in one read transaction; where it is, or undefined (no history). */
+async function cutSnapshot(storage: Storage, cutter: PartCutter): Promise<LogMark | undefined> {
+  if (storage.readSnapshotRows) {
+    let at: LogMark | undefined;
+    let rows = 0;
+    const found = await storage.readSnapshotRows(
+      (head) => {
+        at = head.batch.fence;
+        cutter.add(headLine(head));
+      },
+      (list, record) => {
+        rows++;
+        cutter.add(rowLine(list, record));
+      },
+    );
+    if (!found || !at) return undefined;
+    cutter.add(endLine(rows));
+    return at;
+  }
+  const snapshot = await storage.readSnapshot?.();
+  if (!snapshot) return undefined;
+  for (const line of snapshotLines(snapshot)) cutter.add(line);
+  return snapshot.batch.fence;
 }
 
 /**
@@ -191,10 +222,30 @@ class TakeGone {
  * it, either ends the fetch.
  */
 export async function fetchSnapshot(link: SnapshotLink, place: string, context: Context, retry?: SnapshotRetry): Promise<Snapshot> {
+  return fetchInto(link, place, context, retry, () => new SnapshotReader());
+}
+
+/**
+ * Where a take's parts go as they arrive (after the first part came): parsed into memory (`SnapshotReader`), or
+ * staged into the tab's storage (`StagedSnapshot`, decision 0084); `finish` checks the whole after the digest.
+ */
+interface TakeSink<T> {
+  add(text: string): void | Promise<void>;
+  finish(at: LogMark, digest: string): T;
+}
+
+/** `fetchSnapshot` into a sink of each take's own (a `gone` take starts again with a new one). */
+async function fetchInto<T>(
+  link: SnapshotLink,
+  place: string,
+  context: Context,
+  retry: SnapshotRetry | undefined,
+  sink: () => TakeSink<T> | Promise<TakeSink<T>>,
+): Promise<T> {
   const takes = retry ? bounded(retry.takes, RETRY_DEFAULTS.takes, 0, MAX_RETRY_ATTEMPTS) : 0;
   for (let take = 0; ; take++) {
     try {
-      return await fetchTake(link, place, context, retry);
+      return await fetchTake(link, place, context, retry, sink);
     } catch (error) {
       if (!(error instanceof TakeGone)) throw error;
       if (take >= takes) throw error.error;
@@ -202,11 +253,17 @@ export async function fetchSnapshot(link: SnapshotLink, place: string, context: 
   }
 }
 
-async function fetchTake(link: SnapshotLink, place: string, context: Context, retry: SnapshotRetry | undefined): Promise<Snapshot> {
+async function fetchTake<T>(
+  link: SnapshotLink,
+  place: string,
+  context: Context,
+  retry: SnapshotRetry | undefined,
+  sink: () => TakeSink<T> | Promise<TakeSink<T>>,
+): Promise<T> {
   const first = checkPart(await waitFor(link.call("follow", "snapshot", [place]), context), 0);
   // Each part hashed and its whole records parsed as it arrives (decision 0079): the joined text is never built.
-  const reader = new SnapshotReader();
-  reader.add(first.text);
+  const reader = await sink();
+  await reader.add(first.text);
   for (let index = 1; index < first.count; index++) {
     const part = checkPart(await askPart(link, place, first.id, index, context, retry), index);
     if (
@@ -217,7 +274,7 @@ async function fetchTake(link: SnapshotLink, place: string, context: Context, re
       part.at.position !== first.at.position
     )
       throw new FollowMessageRefused("shape", `part ${index} of snapshot ${first.id} belongs to another snapshot`);
-    reader.add(part.text);
+    await reader.add(part.text);
   }
   // The whole the object serialized, before its content is judged (decision 0053): a part changed, lost or swapped
   // on the way hashes to another digest.
@@ -297,8 +354,37 @@ export async function rebuildFromObject(options: RebuildOptions, context: Contex
   const { storage } = options;
   if (!storage.rebuild)
     throw new TypeError(`${storage.label} cannot be rebuilt from a snapshot: use a storage with rebuild (MemoryStorage, SqliteStorage).`);
-  const snapshot = await fetchSnapshot(options.link, options.place, context, options.clock ? { clock: options.clock } : undefined);
+  const retry = options.clock ? { clock: options.clock } : undefined;
+  if (storage.stageRebuild) return rebuildStaged(options, storage.stageRebuild.bind(storage), retry, context);
+  const snapshot = await fetchSnapshot(options.link, options.place, context, retry);
   await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now, true);
   await storage.rebuild(snapshot);
   return { ...snapshot.batch.fence };
+}
+
+/**
+ * The rebuild staged part by part (decision 0084): each take's rows written beside the copy as its parts arrive (a
+ * new take's stage starts empty), then the fork kept and the copy replaced in one transaction. What was staged is
+ * dropped when the rebuild fails; a crash leaves it for the next rebuild to clear.
+ */
+async function rebuildStaged(
+  options: RebuildOptions,
+  stageRebuild: () => Promise<RebuildStage>,
+  retry: SnapshotRetry | undefined,
+  context: Context,
+): Promise<LogMark> {
+  let staged: StagedSnapshot | undefined;
+  try {
+    const head = await fetchInto(options.link, options.place, context, retry, async () => {
+      await staged?.discard();
+      staged = new StagedSnapshot(await stageRebuild());
+      return staged;
+    });
+    await deliverFork(options.storage, { head: head.batch.fence, epochs: head.epochs }, options.now, true);
+    await staged!.commit(head);
+    return { ...head.batch.fence };
+  } catch (error) {
+    await staged?.discard().catch(() => undefined);
+    throw error;
+  }
 }
