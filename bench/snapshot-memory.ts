@@ -1,12 +1,17 @@
 /**
- * What a snapshot's take (the object) and fetch (the tab) hold at their peak (decision 0079), measured in a fresh
- * Node process per side, over a baseline taken after the copy's rows (object) were made and collected:
- * `livePeakMB`, the most heap alive after a collection at any JSON.stringify/parse of 100,000 characters or more and
- * at the step's end (what the step holds at once); `peakRssMB`, the process's peak RSS grown (it also counts garbage
- * not yet collected, so it follows the collector more than the code); `keptHeapMB`, the heap still in use after the
- * step (what it keeps: the object's parts, the tab's rows). The tab reads each part's frame from a file as it asks
- * for it, as a socket delivers them one at a time. Run with the source tree to measure as its first argument, so the code before the
- * change can be measured the same way from an extracted copy:
+ * What a snapshot's take (the object) and rebuild (the tab) hold at their peak (decisions 0079, 0084), measured in a
+ * fresh Node process per side, each over a SQLite copy in memory (the object's opened from an image written once, so
+ * its rows were never made in the process that takes it), over a baseline taken after it was opened: `livePeakMB`,
+ * the most heap alive after a collection at any JSON.stringify/parse of 100,000 characters or more, while the object
+ * reads and cuts its copy (after a whole read; every 500 records added to the parts), before the tab asks for each
+ * part, and at the step's end; `peakRssMB`, the process's peak RSS grown (it also counts garbage not
+ * yet collected and the WASM heap the in-memory database grows, so it follows the collector and SQLite more than the
+ * code); `keptHeapMB`, the heap still in use after the step (the object's parts). Load-independent counts beside them:
+ * on the object `rowsParsed` (values JSON.parse made during the take) and on the tab `mostRowsAtOnce` (the most rows
+ * handed to its storage at once: a whole rebuild's, or one staged part's), and at both `longestJson` (the longest
+ * string JSON.stringify made or JSON.parse read). The tab reads each part's frame from a file as it asks for it, as a
+ * socket delivers them one at a time. Run with the source tree to measure as its first argument, so the code before
+ * the change can be measured the same way from an extracted copy:
  *
  * ```sh
  * tsx bench/snapshot-memory.ts            # this tree, both sides, 3 processes each
@@ -14,7 +19,7 @@
  * ```
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -22,7 +27,7 @@ import { pathToFileURL } from "node:url";
 const ROWS = 7_500;
 const ROW_CHARS = 2_000; // 15 MB of entries: under a Durable Object's 16 MiB snapshot
 
-type Side = "take" | "frames" | "fetch";
+type Side = "image" | "take" | "frames" | "rebuild";
 
 /** The copy's rows, each string flat as rows read from storage are (a padEnd string is a rope the first JSON.stringify flattens). */
 function copy(): unknown {
@@ -81,22 +86,72 @@ function livePeak(gc: () => void) {
   };
 }
 
-async function measure(root: string, side: Side, frames: string): Promise<void> {
+/** The longest string JSON.stringify made or JSON.parse read, and how many values JSON.parse made, from now on. */
+function jsonCounts() {
+  let longest = 0;
+  let parsed = 0;
+  const { stringify, parse } = JSON;
+  const outer = { stringify: JSON.stringify, parse: JSON.parse };
+  JSON.stringify = ((...args: Parameters<typeof stringify>) => {
+    const text = outer.stringify(...args);
+    longest = Math.max(longest, text?.length ?? 0);
+    return text;
+  }) as typeof stringify;
+  JSON.parse = ((...args: Parameters<typeof parse>) => {
+    parsed++;
+    longest = Math.max(longest, args[0].length);
+    return outer.parse(...args);
+  }) as typeof parse;
+  return { longest: () => longest, parsed: () => parsed };
+}
+
+type Row = unknown;
+interface SqliteCopy {
+  rebuild(snapshot: unknown): Promise<void>;
+  readSnapshot(): Promise<unknown>;
+  readSnapshotRows?(head: (head: unknown) => void, row: (list: string, record: string) => void): Promise<boolean>;
+  stageRebuild?(): Promise<{ add(rows: Record<string, Row[]>): Promise<void> }>;
+}
+
+async function measure(root: string, side: Side, dir: string): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (!gc) throw new Error("run with node --expose-gc");
   const live = livePeak(gc);
-  const { SnapshotServer, fetchSnapshot } = await import(pathToFileURL(resolve(root, "src/follow/snapshot.ts")).href);
-  const { BACKGROUND_CONTEXT } = await import(pathToFileURL(resolve(root, "src/base/context.ts")).href);
+  const load = (path: string) => import(pathToFileURL(resolve(root, path)).href);
+  const { SnapshotServer, rebuildFromObject } = await load("src/follow/snapshot.ts");
+  const { BACKGROUND_CONTEXT } = await load("src/base/context.ts");
+  const { openSqliteStorage } = await load("src/storage/sqlite/open-storage.ts");
   const clock = { now: () => 0, setTimer: () => () => {} };
   const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
+  if (side === "image") {
+    // The object's copy, written once into a SQLite image the take's processes open (its rows never made there).
+    const storage: SqliteCopy & { exportImage(): Promise<Uint8Array> } = await openSqliteStorage({ vfs: "memory" });
+    await storage.rebuild(copy());
+    writeFileSync(join(dir, "copy.sqlite"), await storage.exportImage());
+    return;
+  }
   if (side === "take" || side === "frames") {
-    const snapshot = copy();
-    // maxRowBytes set: the object's bounds (16 MiB); limits wide enough for one fetch.
-    const storage = { label: "object", maxRowBytes: 2_000_000, readSnapshot: async () => snapshot };
+    // The object's SQLite copy (in memory, from the image): its take reads it as the object reads its own.
+    const storage: SqliteCopy = await openSqliteStorage({ vfs: "memory", image: new Uint8Array(readFileSync(join(dir, "copy.sqlite"))) });
+    // Sampled while the take reads and cuts: after a whole read, and every 500 records added to the parts.
+    const readWhole = storage.readSnapshot.bind(storage);
+    storage.readSnapshot = async () => {
+      const read = await readWhole();
+      live.sample();
+      return read;
+    };
+    const { PartCutter } = await load("src/follow/snapshot-text.ts");
+    const add = PartCutter.prototype.add;
+    let added = 0;
+    PartCutter.prototype.add = function (this: unknown, line: string) {
+      add.call(this, line);
+      if (++added % 500 === 0) live.sample();
+    };
     const server = new SnapshotServer(storage, clock, { burst: 10, totalBurst: 10, partBurst: 1_000, totalPartBurst: 1_000 });
     gc();
     const base = process.resourceUsage().maxRSS * 1024;
     const heapBefore = process.memoryUsage().heapUsed;
+    const json = jsonCounts();
     if (side === "take") live.start();
     const first = await server.part(undefined, 0, "phone");
     if (side === "take") live.sample();
@@ -104,41 +159,70 @@ async function measure(root: string, side: Side, frames: string): Promise<void> 
     const peak = process.resourceUsage().maxRSS * 1024 - base;
     const kept = process.memoryUsage().heapUsed - heapBefore;
     if (side === "take") {
-      console.log(JSON.stringify({ side, parts: first.count, livePeakMB: mb(live.most()), peakRssMB: mb(peak), keptHeapMB: mb(kept) }));
+      const counts = { rowsParsed: json.parsed(), longestJson: json.longest() };
+      console.log(
+        JSON.stringify({ side, parts: first.count, ...counts, livePeakMB: mb(live.most()), peakRssMB: mb(peak), keptHeapMB: mb(kept) }),
+      );
       return;
     }
-    mkdirSync(frames, { recursive: true });
     for (let index = 0; index < first.count; index++)
-      writeFileSync(join(frames, `${index}.json`), JSON.stringify(await server.part(first.id, index, "phone")));
+      writeFileSync(join(dir, `${index}.json`), JSON.stringify(await server.part(first.id, index, "phone")));
     return;
   }
-  // The tab alone: each part's frame read as it arrives (a socket delivers one at a time), nothing of the object's.
+  // The tab alone: each part's frame read as it arrives (a socket delivers one at a time), nothing of the object's,
+  // and the rebuild of its SQLite copy (in memory) from them.
+  const tab: SqliteCopy = await openSqliteStorage({ vfs: "memory" });
+  let most = 0;
+  const rowsOf = (rows: Record<string, unknown>) =>
+    Object.values(rows).reduce<number>((sum, list) => sum + (Array.isArray(list) ? list.length : 0), 0);
+  const rebuild = tab.rebuild.bind(tab);
+  tab.rebuild = async (snapshot) => {
+    most = Math.max(most, rowsOf((snapshot as { batch: Record<string, unknown> }).batch));
+    await rebuild(snapshot);
+  };
+  const stageRebuild = tab.stageRebuild?.bind(tab);
+  if (stageRebuild)
+    tab.stageRebuild = async () => {
+      const stage = await stageRebuild();
+      return {
+        ...stage,
+        add: async (rows: Record<string, Row[]>) => {
+          most = Math.max(most, rowsOf(rows));
+          await stage.add(rows);
+        },
+      };
+    };
   gc();
   const base = process.resourceUsage().maxRSS * 1024;
   const heapBefore = process.memoryUsage().heapUsed;
+  const json = jsonCounts();
   live.start();
+  let parts = 0;
   const link = {
-    call: async (_t: string, _m: string, args: unknown[]) =>
-      JSON.parse(readFileSync(join(frames, `${(args[2] as number | undefined) ?? 0}.json`), "utf8")),
+    call: async (_t: string, _m: string, args: unknown[]) => {
+      live.sample(); // what the tab holds between parts
+      parts++;
+      return JSON.parse(readFileSync(join(dir, `${(args[2] as number | undefined) ?? 0}.json`), "utf8"));
+    },
   };
-  const result = await fetchSnapshot(link, "phone", BACKGROUND_CONTEXT);
+  await rebuildFromObject({ storage: tab, link, place: "phone", now: 0 }, BACKGROUND_CONTEXT);
   live.sample();
   gc();
   const peak = process.resourceUsage().maxRSS * 1024 - base;
   const kept = process.memoryUsage().heapUsed - heapBefore;
-  console.log(
-    JSON.stringify({ side, rows: result.batch.entries.length, livePeakMB: mb(live.most()), peakRssMB: mb(peak), keptHeapMB: mb(kept) }),
-  );
+  const counts = { mostRowsAtOnce: most, longestJson: json.longest() };
+  console.log(JSON.stringify({ side, parts, ...counts, livePeakMB: mb(live.most()), peakRssMB: mb(peak), keptHeapMB: mb(kept) }));
 }
 
-const [root = resolve(import.meta.dirname, ".."), side, frames = ""] = process.argv.slice(2);
+const [root = resolve(import.meta.dirname, ".."), side, dir = ""] = process.argv.slice(2);
 const child = (...args: string[]) =>
   execFileSync(process.execPath, ["--expose-gc", "--import", "tsx", import.meta.filename, root, ...args], { encoding: "utf8" });
-if (side === "take" || side === "fetch" || side === "frames") await measure(root, side, frames);
+if (side === "image" || side === "take" || side === "rebuild" || side === "frames") await measure(root, side, dir);
 else {
-  for (let run = 0; run < 3; run++) process.stdout.write(child("take"));
-  const dir = mkdtempSync(join(tmpdir(), "snapshot-frames-"));
-  child("frames", dir);
-  for (let run = 0; run < 3; run++) process.stdout.write(child("fetch", dir));
-  rmSync(dir, { recursive: true });
+  const files = mkdtempSync(join(tmpdir(), "snapshot-memory-"));
+  child("image", files);
+  for (let run = 0; run < 3; run++) process.stdout.write(child("take", files));
+  child("frames", files);
+  for (let run = 0; run < 3; run++) process.stdout.write(child("rebuild", files));
+  rmSync(files, { recursive: true });
 }
