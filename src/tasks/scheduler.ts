@@ -10,6 +10,7 @@ import type { TaskRecord } from "../storage/records.ts";
 import { inspectTask, type TaskInspectionState } from "./inspect.ts";
 import type { Invocation } from "./invocation.ts";
 import { invoke, type SchedulerPort } from "./invoke.ts";
+import { joinInvocations } from "./join.ts";
 import { LiveIndex } from "./live-index.ts";
 import type { SchedulerOptions } from "./options.ts";
 import { SchedulingPass } from "./pass.ts";
@@ -28,7 +29,7 @@ import { parkRunning, requestAbort } from "./transitions.ts";
  * This file is the drain and the lifecycle. The parts: `live-index.ts` (children, waits, sleepers), `pass.ts`
  * (one scheduling pass), `resolve.ts` (which definition runs a task), `transitions.ts` (the state changes),
  * `invoke.ts` (the invocation loop and its faults), `runtime.ts` (the task runtime), `timers.ts` (sleep timer,
- * backoff), `inspect.ts` (what `inspect()` says).
+ * backoff), `join.ts` (close's bounded join of running phases), `inspect.ts` (what `inspect()` says).
  */
 export class Scheduler {
   readonly #session: Session;
@@ -214,48 +215,13 @@ export class Scheduler {
     this.#waiters.rejectAll(() => new HarnessClosed());
     const sealed = this.#session.seal();
     for (const invocation of this.#invocations.values()) invocation.cancellation.abort(() => new HarnessClosed());
-    const abandoned = await this.#joinInvocations();
+    const abandoned = await joinInvocations(this.#invocations, this.#options);
     await this.#draining;
     await sealed;
     if (this.#session.readOnly || !park) return;
     // A task whose phase ignored its signal past closeTimeoutMs stays running: the next open counts it, as
     // after a crash.
     await this.#session.commitWhileSealing((tx) => parkRunning(tx, abandoned));
-  }
-
-  /**
-   * Waits for every invocation to return, at most `settings.closeTimeoutMs` on the harness clock. Phases still
-   * running then are given up on (their runtime refuses every later call) and their task ids returned.
-   */
-  async #joinInvocations(): Promise<Set<number>> {
-    const invocations = [...this.#invocations.values()];
-    const joined = Promise.all(invocations.map((invocation) => invocation.done));
-    const limit = this.#options.settings.closeTimeoutMs;
-    if (invocations.length === 0 || limit === Infinity) {
-      await joined;
-      return new Set();
-    }
-    let cancel: (() => void) | undefined;
-    const timedOut = await Promise.race([
-      joined.then(() => false),
-      new Promise<boolean>((resolve) => (cancel = this.#options.clock.setTimer(limit, () => resolve(true)))),
-    ]);
-    cancel?.();
-    if (!timedOut) return new Set();
-    const stuck = invocations.filter((invocation) => this.#invocations.get(invocation.taskId) === invocation);
-    for (const invocation of stuck) {
-      invocation.ended = true;
-      this.#invocations.delete(invocation.taskId);
-    }
-    const ids = stuck.map((invocation) => invocation.taskId);
-    deliver(this.#options.onReport, {
-      kind: "error",
-      error: new DurableError(
-        `close(): the phase of task${ids.length > 1 ? "s" : ""} ${ids.join(", ")} ignored its abort signal for settings.closeTimeoutMs (${limit} ms); ` +
-          `close went on without it. The task stays running in storage and the next open counts a restart, as after a crash.`,
-      ),
-    });
-    return new Set(ids);
   }
 
   // ---------------------------------------------------------------------------------------------------------
