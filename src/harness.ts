@@ -8,12 +8,12 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import { DatabaseLocked, HarnessClosed, LeaseNotHeld, NotAuthorized, ReadOnlySession, StaleEpoch } from "./errors.ts";
-import { confirmResumed } from "./harness-lease.ts";
+import { HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import { confirmResumed, LeaseTaking, renewLease } from "./harness-lease.ts";
+import { claimStorage, markLifecycle, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
-import { Fence } from "./session/fence.ts";
-import { documentKey } from "./session/keys.ts";
+import type { Fence } from "./session/fence.ts";
 import { Session } from "./session/session.ts";
 import { type ResolvedSettings, resolveSettings } from "./settings.ts";
 import type { Batch, LogMark, TaskRecord } from "./storage/records.ts";
@@ -26,19 +26,11 @@ import { type NextWake, nextWake } from "./tasks/wake.ts";
 export type { HarnessOptions, Inspection, LeaseOptions, Recovery } from "./harness-types.ts";
 
 /**
- * The writable harness that holds each storage (B5): from the start of `open` until its `close()` has finished.
- * Two writers on one storage would run every step twice; a crashed (abandoned) harness keeps its storage, as a
- * dead process keeps nothing — tests reopen a copy of the image instead.
- */
-const holders = new WeakMap<Storage, object>();
-
-/** Whether the harness on a storage is open or was closed cleanly (document `pi.harness` / `lifecycle`). */
-const LIFECYCLE = { scope: "pi.harness", key: "lifecycle" } as const;
-
-/**
  * The durable harness: one per storage at a time. `open` recovers what a crash left running (S4); nothing runs
  * until `resume()` or a call that starts work. It composes the kernel (session, scheduler, registry) with the
  * agent layer, which it reaches only through the `Conversations` it builds at open over a narrow `AgentKernel`.
+ * Beside it: `harness-lease.ts` (taking and keeping the lease), `harness-lifecycle.ts` (one writer per storage,
+ * the stored lifecycle), `harness-types.ts` (its options).
  */
 export class Harness {
   readonly #session: Session;
@@ -72,57 +64,23 @@ export class Harness {
     const settings = resolveSettings(options.settings, storage);
     const clock: Clock = options.clock ?? { now: options.now ?? systemClock.now, setTimer: options.timer ?? systemClock.setTimer };
     const writer = options.readOnly !== true && !storage.readOnly;
-    if (writer) {
-      if (holders.has(storage)) {
-        throw new DatabaseLocked(
-          `${storage.label} is held by another open harness (or one whose close() has not finished). Close it first, or open this one with readOnly: true.`,
-        );
-      }
-      holders.set(storage, options);
-    }
+    if (writer) claimStorage(storage, options);
     try {
       return await Harness.#open(storage, options, settings, clock);
     } catch (error) {
-      if (writer && holders.get(storage) === options) holders.delete(storage);
+      if (writer) releaseStorage(storage, options);
       throw error;
     }
   }
 
   static async #open(storage: Storage, options: HarnessOptions, settings: ResolvedSettings, clock: Clock): Promise<Harness> {
-    const lease = options.lease;
-    let ttlMs = Infinity;
-    let resumed = false;
+    const taking = options.lease && new LeaseTaking(storage, options.lease, clock);
     const session = await Session.open(
       storage,
       clock,
       options.readOnly === true,
       settings.limits,
-      lease &&
-        (async (head, pinned) => {
-          const askedAt = clock.now();
-          // A pinned lease this place holds, nothing written since under another epoch: no one else may take it, and
-          // its previous incarnation is gone (one writable harness per storage; in a browser the worker's Web Lock),
-          // so it writes on at once — offline too — and tells its arbiter once reachable (decision 0039).
-          if (lease.resumePinned && pinned?.place === lease.place && head?.epoch === pinned.epoch) {
-            resumed = true;
-            return new Fence(lease.place, pinned.epoch, head, Infinity, undefined, true);
-          }
-          try {
-            const grant = await lease.arbiter.acquire(lease.place, head?.position ?? 0, head && head.position > 0 ? head.epoch : undefined);
-            ttlMs = grant.ttlMs;
-            const pins = !Number.isFinite(grant.ttlMs);
-            if (lease.resumePinned && (pins || pinned))
-              await storage.rememberLease?.(pins ? { place: lease.place, epoch: grant.epoch } : undefined);
-            // Pinned (no expiry): no other place may take over, so effects do not wait for it.
-            const confirm = Number.isFinite(grant.ttlMs) ? lease.confirm : undefined;
-            return new Fence(lease.place, grant.epoch, head, askedAt + grant.ttlMs, confirm);
-          } catch (error) {
-            // Another place writes, or this caller may not write here (the arbiter's door refused it: a device that
-            // may only watch): this one reads.
-            if (error instanceof LeaseNotHeld || error instanceof NotAuthorized) return undefined;
-            throw error;
-          }
-        }),
+      taking && ((head, pinned) => taking.take(head, pinned)),
       { keepRunning: options.resume === true },
     );
     let live: ((event: Parameters<LiveHandler>[0]) => void) | undefined;
@@ -138,19 +96,12 @@ export class Harness {
     // Without a lease the session stored the recovery as it loaded (decision 0054); under one it is the epoch's first
     // logged transaction, made here.
     const recovered = session.readOnly ? [] : (session.recovered ?? (await scheduler.recoverAtOpen(options.resume === true)));
-    const lifecycle = session.documents.get(documentKey(LIFECYCLE.scope, LIFECYCLE.key))?.value as { state?: string } | undefined;
-    const recovery: Recovery = {
-      stop: recovered.length > 0 || lifecycle?.state === "open" ? "crash" : lifecycle?.state === "closed" ? "close" : "none",
-      tasks: recovered.map((id) => {
-        const record = session.live.get(id);
-        return { id, kind: record?.kind ?? "", restarts: record?.restarts ?? 1 };
-      }),
-    };
+    const lifecycle = storedLifecycle(session);
+    const recovery = recoveryAtOpen(session, recovered, lifecycle);
     // Marked open until a clean close marks it closed; after a crash it still says open (no write needed).
-    if (!session.readOnly && lifecycle?.state !== "open")
-      await session.commit((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "open" }));
+    if (!session.readOnly && lifecycle !== "open") await session.commit((tx) => markLifecycle(tx, "open"));
     const harness = new Harness(session, scheduler, options, recovery);
-    if (session.fence) harness.#hold(session.fence, ttlMs, resumed);
+    if (session.fence && taking) harness.#hold(session.fence, taking.ttlMs, taking.resumed);
     // The agent follows every commit from the start (views, submission waits, cleanup of faulted built-ins).
     const host = new Conversations(harness.#agentKernel());
     harness.#agent = host;
@@ -235,49 +186,18 @@ export class Harness {
           // a listener's failure is not the harness's
         }
     };
-    if (resumed)
-      return void confirmResumed(
-        lease,
-        fence.epoch,
-        clock,
-        () => this.#closed !== undefined,
-        (error) => this.#session.loseFence(error),
-      );
+    const stopped = () => this.#closed !== undefined;
+    const lose = (error: Error) => this.#session.loseFence(error);
+    if (resumed) return void confirmResumed(lease, fence.epoch, clock, stopped, lose);
     if (!Number.isFinite(ttlMs)) return;
-    const arm = () => {
-      if (this.#closed) return;
-      this.#cancelRenewal = clock.setTimer(
-        ttlMs / 3,
-        () => {
-          const askedAt = clock.now();
-          lease.arbiter.renew(lease.place, fence.epoch).then(
-            (grant) => {
-              fence.renewed(askedAt, grant.ttlMs);
-              arm();
-            },
-            (error: unknown) => {
-              if (error instanceof LeaseNotHeld || error instanceof StaleEpoch) return this.#session.loseFence(error);
-              // Unreachable: try again while the lease holds. Once it expired the place stops now, not at its next
-              // commit: its effects may be waiting for an acknowledgement that cannot come (decision 0032).
-              const expired = fence.lost(clock.now());
-              if (expired) this.#session.loseFence(expired);
-              else arm();
-            },
-          );
-        },
-        "lease-renewal",
-      );
-    };
-    arm();
+    this.#cancelRenewal = renewLease(lease, fence, ttlMs, clock, stopped, lose);
   }
 
   /** Stops as a crash does, without one: nothing more is written, what ran stays `running`. */
   #stop(park = false): Promise<void> {
     this.#agent.close();
     this.#cancelRenewal?.();
-    this.#closed ??= this.#scheduler.close(park).finally(() => {
-      if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
-    });
+    this.#closed ??= this.#scheduler.close(park).finally(() => releaseStorage(this.storage, this.#options));
     return this.#closed;
   }
 
@@ -421,11 +341,9 @@ export class Harness {
       .then(async () => {
         if (this.readOnly) return;
         // Best effort: if it cannot be written (a full quota), the next open reports a crash, which loses nothing.
-        await this.#session.commitWhileSealing((tx) => tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state: "closed" })).catch(() => {});
+        await this.#session.commitWhileSealing((tx) => markLifecycle(tx, "closed")).catch(() => {});
       })
-      .finally(() => {
-        if (holders.get(this.storage) === this.#options) holders.delete(this.storage);
-      });
+      .finally(() => releaseStorage(this.storage, this.#options));
     return waitFor(this.#closed, context);
   }
 

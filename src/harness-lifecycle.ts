@@ -1,0 +1,59 @@
+import { DatabaseLocked } from "./errors.ts";
+import type { Recovery } from "./harness-types.ts";
+import { documentKey } from "./session/keys.ts";
+import type { Session } from "./session/session.ts";
+import type { KernelTx } from "./session/tx.ts";
+import type { Storage } from "./storage/storage.ts";
+
+/**
+ * How a harness's lifetime is recorded: in this process, the one writable harness each storage has (B5); in storage,
+ * the lifecycle document from which the next open tells a crash from a clean close. Apart from `harness.ts` because
+ * both are bookkeeping around open and close that the harness's calls never read.
+ */
+
+/**
+ * The writable harness that holds each storage (B5): from the start of `open` until its `close()` has finished.
+ * Two writers on one storage would run every step twice; a crashed (abandoned) harness keeps its storage, as a
+ * dead process keeps nothing — tests reopen a copy of the image instead.
+ */
+const holders = new WeakMap<Storage, object>();
+
+/** Whether the harness on a storage is open or was closed cleanly (document `pi.harness` / `lifecycle`). */
+const LIFECYCLE = { scope: "pi.harness", key: "lifecycle" } as const;
+
+/** Makes `owner` (a writable harness's options) the holder of `storage`; `DatabaseLocked` when another holds it. */
+export function claimStorage(storage: Storage, owner: object): void {
+  if (holders.has(storage)) {
+    throw new DatabaseLocked(
+      `${storage.label} is held by another open harness (or one whose close() has not finished). Close it first, or open this one with readOnly: true.`,
+    );
+  }
+  holders.set(storage, owner);
+}
+
+/** Lets `storage` go, if `owner` still holds it. */
+export function releaseStorage(storage: Storage, owner: object): void {
+  if (holders.get(storage) === owner) holders.delete(storage);
+}
+
+/** The stored lifecycle state: `open` (never closed cleanly since), `closed`, or undefined (no open recorded). */
+export function storedLifecycle(session: Session): string | undefined {
+  const lifecycle = session.documents.get(documentKey(LIFECYCLE.scope, LIFECYCLE.key))?.value as { state?: string } | undefined;
+  return lifecycle?.state;
+}
+
+/** What an open recovered: how the last harness stopped (from `lifecycle` and the tasks a crash cut off). */
+export function recoveryAtOpen(session: Session, recovered: number[], lifecycle: string | undefined): Recovery {
+  return {
+    stop: recovered.length > 0 || lifecycle === "open" ? "crash" : lifecycle === "closed" ? "close" : "none",
+    tasks: recovered.map((id) => {
+      const record = session.live.get(id);
+      return { id, kind: record?.kind ?? "", restarts: record?.restarts ?? 1 };
+    }),
+  };
+}
+
+/** Stages the lifecycle document's new state (`open` at an open, `closed` at a clean close). */
+export function markLifecycle(tx: KernelTx, state: "open" | "closed"): void {
+  tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state });
+}
