@@ -1,7 +1,6 @@
 import type { Clock } from "../base/clock.ts";
-import { deepFreeze } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { HarnessClosed, InvalidCommit, LeaseNotHeld, LogOutOfOrder, ReadOnlySession, StaleEpoch } from "../errors.ts";
+import { HarnessClosed, InvalidCommit, LeaseNotHeld, ReadOnlySession } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
@@ -9,7 +8,9 @@ import type { CommitRecord } from "./commit-record.ts";
 import type { Built, CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
-import { documentKey, HANDOVER_KEY_PREFIX, TASK_KEYS } from "./keys.ts";
+import { documentKey } from "./keys.ts";
+import { isFenceError, LeaseLine } from "./lease-line.ts";
+import { loadMirror, publish } from "./mirror.ts";
 import { markStorageFailure } from "./storage-failure.ts";
 import { damagedRows, followProblem, taskProblem } from "./task-shape.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
@@ -32,8 +33,11 @@ export const GROUP_LIMIT = 128;
  * and take the next turn as one group — each built on the state the ones before it left, each failing alone,
  * all stored in one transaction, then published one by one in order. A commit that finds the line idle goes
  * at once, alone.
+ *
+ * The parts beside it: `mirror.ts` (the mirrors and how a stored batch moves them), `lease-line.ts` (the lease's
+ * side of the line, which this class extends), `group.ts` (a group's overlay), `tx.ts` (what a commit stages).
  */
-export class Session {
+export class Session extends LeaseLine {
   readonly storage: Storage;
   readonly clock: Clock;
   readonly readOnly: boolean;
@@ -61,22 +65,13 @@ export class Session {
   #releaseCheckpoints: (() => void) | undefined;
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
-  /**
-   * The lease this place writes under (decision 0029), or undefined in the single-place default, where no
-   * transaction carries a position and nothing about commits changes.
-   */
-  readonly fence: Fence | undefined;
-  /** Hears each stored transaction of a fenced session with its position: the log, in order. */
-  readonly #logListeners = new Set<(batch: Batch & { fence: LogMark }) => void>();
-  /** Called once, when the fence is found lost (the harness then stops as after a crash). */
-  onFenceLost: ((reason: Error) => void) | undefined;
 
   private constructor(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits, fence: Fence | undefined) {
+    super(fence);
     this.storage = storage;
     this.clock = clock;
     this.readOnly = readOnly;
     this.limits = limits;
-    this.fence = fence;
   }
 
   /**
@@ -119,13 +114,7 @@ export class Session {
     session.nextId = state.nextId;
     session.rootConversationId = state.rootConversationId;
     if (recover && !session.readOnly && !fence) session.recovered = await session.#recoverLoaded(liveTasks, recover.keepRunning);
-    for (const task of liveTasks) session.live.set(task.id, deepFreeze(task));
-    for (const conversation of state.conversations) session.conversations.set(conversation.id, conversation);
-    for (const document of state.documents) {
-      session.documents.set(documentKey(document.scope, document.key), document);
-      session.#indexHandover(document.scope, document.key, document.value);
-    }
-    for (const submission of state.openSubmissions) session.openSubmissions.set(submission.id, submission);
+    loadMirror(session, state, liveTasks);
     return session;
   }
 
@@ -277,7 +266,7 @@ export class Session {
     const batch = group ? (group.size > 0 ? group.batch() : undefined) : only && "tx" in only ? only.batch : undefined;
     if (batch) {
       try {
-        this.#stamp(batch);
+        this.stamp(batch);
       } catch (lost) {
         // The lease no longer holds: nothing of this turn is stored, every commit of it is refused with the reason.
         for (const member of built) refuse(member.pending, "tx" in member ? lost : member.error);
@@ -289,14 +278,14 @@ export class Session {
       } catch (error) {
         // Nothing was written. Alone, the commit is refused with the storage's error and its caller retries it
         // as before (no commit is stored twice); a group's commits are decided again, one at a time.
-        if (this.#fenceRefused(error) || !group) {
+        if (this.fenceRefused(error) || !group) {
           if (!isFenceError(error)) markStorageFailure(error);
           for (const member of built) refuse(member.pending, "tx" in member ? error : member.error);
           return true;
         }
         return false;
       }
-      this.#logged(batch);
+      this.logged(batch);
     }
     for (const member of built) {
       if (!("tx" in member)) {
@@ -305,12 +294,12 @@ export class Session {
       }
       const { pending, tx, result, batch } = member;
       try {
-        if (batch) this.#publish(batch);
+        if (batch) publish(this, batch);
         if (batch || tx.reports.length) {
           const published: Published = { batch: batch ?? emptyBatch, reports: tx.reports };
           for (const listener of this.#listeners) listener(published);
         }
-        const callbacks = tx.callbacks; // most often the shared frozen empty list: indexed (see #publish)
+        const callbacks = tx.callbacks; // most often the shared frozen empty list: indexed (see mirror.ts)
         for (let at = 0; at < callbacks.length; at++) callbacks[at]!();
       } catch (error) {
         refuse(pending, error);
@@ -343,16 +332,16 @@ export class Session {
       // Without a lease the storage may count every restart in one statement (decision 0043); a fenced batch is
       // logged and pushed whole, as it is.
       const batch: Batch = { ...emptyBatch, tasks, ...(this.fence || tasks.length === 0 ? {} : { recount: { keepRunning } }) };
-      this.#stamp(batch);
+      this.stamp(batch);
       // Its checkpoint (and the reservation passes') would stand in front of the first resumed step (decision 0033).
       if (tasks.length > 0) this.#releaseCheckpoints ??= this.storage.holdCheckpoints?.();
       try {
         await this.storage.apply(batch);
       } catch (error) {
-        throw this.#fenceRefused(error) ? error : markStorageFailure(error);
+        throw this.fenceRefused(error) ? error : markStorageFailure(error);
       }
-      this.#logged(batch);
-      this.#publish(batch);
+      this.logged(batch);
+      publish(this, batch);
       for (const listener of this.#listeners) listener({ batch, reports: [] });
       return tasks.map((task) => task.id).sort((a, b) => a - b);
     };
@@ -370,7 +359,7 @@ export class Session {
     if (problem) return Promise.reject(new InvalidCommit(`A pushed transaction was refused: ${problem}. Nothing was written.`));
     return this.#turn(async () => {
       await this.storage.apply(batch);
-      this.#publish(batch);
+      publish(this, batch);
       for (const listener of this.#listeners) listener({ batch, reports: [] });
     });
   }
@@ -392,94 +381,12 @@ export class Session {
   commitWhileSealing<T>(body: (tx: KernelTx) => T): Promise<T> {
     return this.commit(body, undefined, { whileSealed: true });
   }
-
-  /** Listens to the log: each stored transaction of a fenced session, stamped with its position, in order. */
-  subscribeLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
-    this.#logListeners.add(listener);
-    return () => this.#logListeners.delete(listener);
-  }
-
-  /** Gives a fenced session's batch its position; throws (and reports the loss once) when the lease is gone. */
-  #stamp(batch: Batch): void {
-    const fence = this.fence;
-    if (!fence) return;
-    try {
-      fence.stamp(batch, this.clock.now());
-    } catch (lost) {
-      this.#lost(lost as Error);
-      throw lost;
-    }
-  }
-
-  /** True (and the fence lost) when storage refused a batch by the log's rule: another writer moved it on. */
-  #fenceRefused(error: unknown): boolean {
-    if (!this.fence || !isFenceError(error)) return false;
-    this.fence.lose(error as Error);
-    this.#lost(error as Error);
-    return true;
-  }
-
-  /** The lease is gone for `reason` (a refused renewal): nothing more is written, the loss is reported once. */
-  loseFence(reason: Error): void {
-    this.fence?.lose(reason);
-    this.#lost(reason);
-  }
-
-  #lost(reason: Error): void {
-    const notify = this.onFenceLost;
-    this.onFenceLost = undefined;
-    notify?.(reason);
-  }
-
-  #logged(batch: Batch): void {
-    const fence = this.fence;
-    if (!fence) return;
-    fence.stored(batch);
-    for (const listener of this.#logListeners) listener(batch as Batch & { fence: LogMark });
-  }
-
-  #indexHandover(scope: string, key: string, value: unknown): void {
-    if (scope !== TASK_KEYS || !key.startsWith(HANDOVER_KEY_PREFIX)) return;
-    const expiresAt = (value as { expiresAt?: unknown } | null)?.expiresAt;
-    if (typeof expiresAt === "number") this.handoverKeys.set(key, expiresAt);
-    else this.handoverKeys.delete(key);
-  }
-
-  #publish(batch: Batch): void {
-    if (batch.nextId !== undefined) this.nextId = batch.nextId;
-    if (batch.rootConversationId !== undefined) this.rootConversationId = batch.rootConversationId;
-    // Indexed loops, not for…of: a batch's unstaged lists are one shared frozen array, and Node 20's optimized
-    // for…of over a frozen array allocates its iterator and a result object each time (decision 0077).
-    const { tasks, conversations, documents, submissions } = batch;
-    for (let at = 0; at < tasks.length; at++) {
-      const task = deepFreeze(tasks[at]!);
-      if (task.state.status === "terminal") this.live.delete(task.id);
-      else this.live.set(task.id, task);
-    }
-    for (let at = 0; at < conversations.length; at++) this.conversations.set(conversations[at]!.id, conversations[at]!);
-    for (let at = 0; at < documents.length; at++) {
-      const document = documents[at]!;
-      const key = documentKey(document.scope, document.key);
-      if (document.value === null) this.documents.delete(key);
-      else this.documents.set(key, { scope: document.scope, key: document.key, value: document.value });
-      if (document.scope === TASK_KEYS) this.#indexHandover(document.scope, document.key, document.value);
-    }
-    for (let at = 0; at < submissions.length; at++) {
-      const submission = submissions[at]!;
-      if (submission.status === "queued" || submission.status === "running") this.openSubmissions.set(submission.id, submission);
-      else this.openSubmissions.delete(submission.id);
-    }
-  }
 }
 
 /** Rejects a commit, telling its `settled` first. */
 function refuse(pending: Pending, error: unknown): void {
   pending.settled?.refused(error);
   pending.reject(error);
-}
-
-function isFenceError(error: unknown): boolean {
-  return error instanceof StaleEpoch || error instanceof LogOutOfOrder;
 }
 
 const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };
