@@ -164,7 +164,11 @@ describe("the agent goes to its Durable Object and comes back (Chromium + worker
     const printedInTab = tabPrints.length;
     // The button is "Run here" once the page follows the object (its harness open again read-only): it goes on.
     await tab.waitForSelector('#place-move[data-move="runHere"]:not([disabled])', { state: "attached", timeout: 30_000 });
-    expect(await place(tab)).toEqual({ place: "object", where: "the Durable Object", epoch: `lease epoch ${first + 1}`, move: "Run here" });
+    // The harness opened again read-only on the tab's own log (the tab's epoch); the object's epoch shows once its first
+    // push arrives (the status's epoch moves with each followed transaction): under load, a moment after the button.
+    await expect
+      .poll(() => place(tab), { timeout: 30_000 })
+      .toEqual({ place: "object", where: "the Durable Object", epoch: `lease epoch ${first + 1}`, move: "Run here" });
     await seesItGoOn(tab, "the tab that moved the agent");
     await shoot(tab, "move-1-moved-to-the-object");
     await tab.setViewportSize({ width: 390, height: 760 }); // a phone: the bar wraps above the tab bar
