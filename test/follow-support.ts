@@ -149,6 +149,34 @@ export async function memoryObjectEnd(clock: ManualClock) {
   return { end, book, storage, record: () => record };
 }
 
+/**
+ * A tab's link to `end` over an in-memory socket that carries each frame on a later turn, both ways. `keep` sees each
+ * frame the tab sends, parsed (its `topic` and `method` for a call, its `args`), and may lose it (false).
+ */
+export function linkToObject(
+  end: ObjectEnd,
+  clock: ManualClock,
+  keep: (message: { type: string; topic?: string; method?: string; args?: unknown[] }) => boolean = () => true,
+): FollowLink {
+  const link: FollowLink = new FollowLink({
+    clock,
+    send: (frame) => {
+      if (!keep(JSON.parse(frame))) return;
+      setTimeout(
+        () =>
+          void end.receive(
+            frame,
+            (reply) => setTimeout(() => link.receive(reply), 0),
+            () => true,
+            "the tab's socket",
+          ),
+        0,
+      );
+    },
+  });
+  return link;
+}
+
 export async function rows(storage: SqliteStorage) {
   return {
     tasks: await storage.query("SELECT id, status, record FROM tasks ORDER BY id"),

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { Follower } from "../src/follow/follower.ts";
-import { FollowLink } from "../src/follow/link-client.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { linkToObject } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
 // Issue 27 item 3 (decision 0038): a tab that follows asks the object where to start (`follow.from`). The call is
@@ -45,25 +45,10 @@ describe("a follower whose first ask goes unanswered past the call's timeout (is
     // The link loses the first ten `follow.from` frames (20 s of resends, past the 15 s timeout); all else arrives.
     let lost = 0;
     const asked: number[] = [];
-    const link: FollowLink = new FollowLink({
-      clock,
-      send: (frame) => {
-        const message = JSON.parse(frame) as { topic?: string; method?: string };
-        if (message.topic === "follow" && message.method === "from") {
-          asked.push(clock.now());
-          if (lost++ < 10) return;
-        }
-        setTimeout(
-          () =>
-            void end.receive(
-              frame,
-              (reply) => setTimeout(() => link.receive(reply), 0),
-              () => true,
-              "the tab's socket",
-            ),
-          0,
-        );
-      },
+    const link = linkToObject(end, clock, (message) => {
+      if (message.topic !== "follow" || message.method !== "from") return true;
+      asked.push(clock.now());
+      return lost++ >= 10;
     });
     link.connected();
     const tab = new MemoryStorage();

@@ -2,12 +2,12 @@ import { describe, expect, it } from "vitest";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { findFork, MAX_SENT_STRETCHES } from "../src/follow/fork.ts";
-import { FollowLink } from "../src/follow/link-client.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { linkToObject } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
 // Decision 0058 (issue 27): a following tab trimmed its log tail only when it applied a push. A tab that comes back
@@ -47,22 +47,9 @@ async function followingTab() {
     open: () => Promise.reject(new Error("the object does not take the lease here")),
   });
   const asked: unknown[][] = [];
-  const link: FollowLink = new FollowLink({
-    clock,
-    send: (frame) => {
-      const message = JSON.parse(frame) as { type: string; topic?: string; method?: string; args?: unknown[] };
-      if (message.topic === "follow" && message.method === "from") asked.push(message.args!);
-      setTimeout(
-        () =>
-          void end.receive(
-            frame,
-            (reply) => setTimeout(() => link.receive(reply), 0),
-            () => true,
-            "the tab's socket",
-          ),
-        0,
-      );
-    },
+  const link = linkToObject(end, clock, (message) => {
+    if (message.topic === "follow" && message.method === "from") asked.push(message.args!);
+    return true;
   });
   link.connected();
   // The tab's copy holds the same history, its whole log tail still kept.
