@@ -2,48 +2,21 @@ import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, defineTask, Harness } from "../src/index.ts";
 import { type CrashScenario, CrashSweepViolation, crashSweep } from "../src/testing/index.ts";
+import { counterCounted, counterRegistry, startCounter, ticksInOrder } from "./counter-scenario.ts";
 
-/** S12 Example 12 as a sweep scenario: every process starts the counter unless it exists. */
+/** S12 Example 12 as a sweep scenario: every process starts the counter unless it exists (test/counter-scenario.ts). */
 const example12: CrashScenario = {
   name: "Example 12",
-  open: (storage, clock, world) => {
-    const registry = createRegistry().install(
-      defineExtension({
-        name: "example",
-        tasks: [
-          counterTask((line) => {
-            world.once(line);
-            world.log(line);
-          }),
-        ],
-      }),
-    );
-    return Harness.open(storage, { registry, clock }, ctx);
-  },
-  start: async (harness) => {
-    const root = await harness.root(ctx);
-    if ((await harness.storage.listTasks()).length === 0)
-      await root.commit(
-        (tx) =>
-          tx.createTask(
-            counterTask(() => {}),
-            { to: 5 },
-          ),
-        ctx,
-      );
-    harness.resume();
-  },
+  open: (storage, clock, world) => Harness.open(storage, { registry: counterRegistry(world), clock }, ctx),
+  start: startCounter,
   invariants: [
     async ({ storage }) => {
+      const problem = await counterCounted({ storage });
+      if (problem) return problem;
       const [task] = await storage.listTasks();
-      if (task?.state.status !== "terminal" || (task.state.outcome as { result?: unknown }).result !== "counted to 5")
-        return `the counter ended ${JSON.stringify(task?.state)}`;
-      if (task.memos || task.restarts) return "memos or restarts left on a terminal task";
+      if (task!.memos || task!.restarts) return "memos or restarts left on a terminal task";
     },
-    ({ lines }) => {
-      const ticks = lines.map((line) => Number(line.slice(5)));
-      if (ticks.some((n, i) => i > 0 && n <= ticks[i - 1]!)) return `ticks out of order or repeated: ${lines.join(", ")}`;
-    },
+    ticksInOrder,
   ],
 };
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { counterTask } from "../examples/counter-task.ts";
 import { type LeaseBook, memoryArbiter } from "../src/follow/arbiter.ts";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, defineExtension, Harness } from "../src/index.ts";
+import { BACKGROUND_CONTEXT as ctx, Harness } from "../src/index.ts";
 import { type CrashScenario, crashSweep } from "../src/testing/index.ts";
 import { twoPlaceSweep } from "../src/testing/two-places/sweep.ts";
+import { counterCounted, counterRegistry, startCounter, ticksInOrder } from "./counter-scenario.ts";
 import { deferringBackend } from "./deferred-support.ts";
 import { mirroredTurn, toolTurn } from "./two-place-support.ts";
 
@@ -42,20 +42,8 @@ describe("the two-place crash sweep with deferred task rows (decision 0081)", { 
   });
 });
 
-/** S12's counter (test/crash-sweep.test.ts's Example 12) under a lease: each memo write is a fenced step that defers. */
+/** S12's counter (test/counter-scenario.ts, Example 12) under a lease: each memo write is a fenced step that defers. */
 function leasedCounter(): CrashScenario<{ clock?: { now(): number }; arbiter?: LeaseBook }> {
-  const registry = (world: { once(key: string): void; log(line: string): void }) =>
-    createRegistry().install(
-      defineExtension({
-        name: "example",
-        tasks: [
-          counterTask((line) => {
-            world.once(line);
-            world.log(line);
-          }),
-        ],
-      }),
-    );
   return {
     name: "Example 12 under a lease",
     world: () => ({}),
@@ -63,32 +51,10 @@ function leasedCounter(): CrashScenario<{ clock?: { now(): number }; arbiter?: L
       const state = world.state;
       state.clock = clock; // the arbiter keeps its record across crashes, on the current process's clock
       state.arbiter ??= memoryArbiter({ clock: { now: () => state.clock!.now() }, ttlMs: 600_000 });
-      return Harness.open(storage, { registry: registry(world), clock, lease: { place: "tab", arbiter: state.arbiter } }, ctx);
+      return Harness.open(storage, { registry: counterRegistry(world), clock, lease: { place: "tab", arbiter: state.arbiter } }, ctx);
     },
-    start: async (harness) => {
-      const root = await harness.root(ctx);
-      if ((await harness.storage.listTasks()).length === 0)
-        await root.commit(
-          (tx) =>
-            tx.createTask(
-              counterTask(() => {}),
-              { to: 5 },
-            ),
-          ctx,
-        );
-      harness.resume();
-    },
-    invariants: [
-      async ({ storage }) => {
-        const [task] = await storage.listTasks();
-        if (task?.state.status !== "terminal" || (task.state.outcome as { result?: unknown }).result !== "counted to 5")
-          return `the counter ended ${JSON.stringify(task?.state)}`;
-      },
-      ({ lines }) => {
-        const ticks = lines.map((line) => Number(line.slice(5)));
-        if (ticks.some((n, i) => i > 0 && n <= ticks[i - 1]!)) return `ticks out of order or repeated: ${lines.join(", ")}`;
-      },
-    ],
+    start: startCounter,
+    invariants: [counterCounted, ticksInOrder],
   };
 }
 
