@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { SchemaTooNew, StaleEpoch, TasksBehindLog } from "../src/errors.ts";
 import type { Batch, TaskRecord } from "../src/storage/records.ts";
-import type { SqliteDatabase, SqliteTransaction } from "../src/storage/sqlite/database.ts";
+import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SCHEMA_VERSION, TASKS_BEHIND_LOG } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
@@ -10,6 +10,7 @@ import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { SEED_QUERY } from "./deferred-support.ts";
 import { stepped } from "./sqlite-support.ts";
 import { taskRecord } from "./task-record.ts";
+import { watchTransactions } from "./watched-db.ts";
 
 // Decision 0081 (issue 27, decision 0076's Step 2): a fenced step of live tasks whose status stays writes its log row
 // only; the task rows wait in memory, a metadata mark says the table is behind the log, a writable open replays the
@@ -18,26 +19,7 @@ import { taskRecord } from "./task-record.ts";
 /** Counts the rows written by statements inside transactions. */
 function counting(db: SqliteDatabase) {
   const seen = { rows: 0 };
-  const database = new Proxy(db, {
-    get(target, key) {
-      if (key === "transaction")
-        return <T>(body: (tx: SqliteTransaction) => T) =>
-          target.transaction((tx) =>
-            body({
-              run: (sql, ...params) => {
-                const changed = tx.run(sql, ...params);
-                seen.rows += changed;
-                return changed;
-              },
-              get: (sql, ...params) => tx.get(sql, ...params),
-              all: (sql, ...params) => tx.all(sql, ...params),
-              ...(tx.writes ? { writes: () => tx.writes!() } : {}),
-            }),
-          );
-      const value = Reflect.get(target, key) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  const database = watchTransactions(db, { run: (_sql, changed) => void (seen.rows += changed) });
   return { database, seen };
 }
 

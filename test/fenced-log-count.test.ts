@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { StaleEpoch } from "../src/errors.ts";
-import type { SqliteDatabase, SqliteTransaction } from "../src/storage/sqlite/database.ts";
+import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { SQL } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { stepped } from "./sqlite-support.ts";
+import { watchTransactions } from "./watched-db.ts";
 
 // Decision 0056: a same-epoch continuation on a connection that counts its writes checks the fence in memory
 // (nothing written since this storage's last commit) instead of reading the log's last row; any write between
@@ -13,25 +14,7 @@ import { stepped } from "./sqlite-support.ts";
 /** Counts the reads of the log's last row inside transactions. */
 function counting(db: SqliteDatabase) {
   const seen = { lastRow: 0 };
-  const database = new Proxy(db, {
-    get(target, key) {
-      if (key === "transaction")
-        return <T>(body: (tx: SqliteTransaction) => T) =>
-          target.transaction((tx) =>
-            body({
-              run: (sql, ...params) => tx.run(sql, ...params),
-              get: (sql, ...params) => {
-                if (sql === SQL.lastLogRow) seen.lastRow++;
-                return tx.get(sql, ...params);
-              },
-              all: (sql, ...params) => tx.all(sql, ...params),
-              ...(tx.writes ? { writes: () => tx.writes!() } : {}),
-            }),
-          );
-      const value = Reflect.get(target, key) as unknown;
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  const database = watchTransactions(db, { get: (sql) => void (sql === SQL.lastLogRow && seen.lastRow++) });
   return { database, seen };
 }
 

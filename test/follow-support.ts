@@ -150,6 +150,22 @@ export async function memoryObjectEnd(clock: ManualClock) {
 }
 
 /**
+ * An object's end whose lease another tab (`tab-x`) holds for good at `epoch`, over `copy`: it serves that copy to a
+ * tab that follows (decisions 0038, 0058) and never takes the lease itself.
+ */
+export function servingObjectEnd(copy: Storage, clock: ManualClock, epoch: number): Promise<ObjectEnd> {
+  let record: LeaseRecord = { epoch, holder: "tab-x", expiresAt: Number.MAX_SAFE_INTEGER };
+  return ObjectEnd.start({
+    place: "object",
+    storage: copy,
+    book: new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) }),
+    clock,
+    watchExpiry: false,
+    open: () => Promise.reject(new Error("the object does not take the lease here")),
+  });
+}
+
+/**
  * A tab's link to `end` over an in-memory socket that carries each frame on a later turn, both ways. `keep` sees each
  * frame the tab sends, parsed (its `topic` and `method` for a call, its `args`), and may lose it (false).
  */

@@ -1,12 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { linkToObject } from "./follow-support.ts";
+import { linkToObject, servingObjectEnd } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
 // Issue 27 item 3 (decision 0038): a tab that follows asks the object where to start (`follow.from`). The call is
@@ -33,15 +31,7 @@ describe("a follower whose first ask goes unanswered past the call's timeout (is
     const copy = new MemoryStorage();
     await positions(copy, 6);
     // Another tab holds the lease: the object serves its copy to this one.
-    let record: LeaseRecord = { epoch: 1, holder: "tab-x", expiresAt: Number.MAX_SAFE_INTEGER };
-    const end = await ObjectEnd.start({
-      place: "object",
-      storage: copy,
-      book: new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) }),
-      clock,
-      watchExpiry: false,
-      open: () => Promise.reject(new Error("the object does not take the lease here")),
-    });
+    const end = await servingObjectEnd(copy, clock, 1);
     // The link loses the first ten `follow.from` frames (20 s of resends, past the 15 s timeout); all else arrives.
     let lost = 0;
     const asked: number[] = [];

@@ -1,13 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { findFork, MAX_SENT_STRETCHES } from "../src/follow/fork.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { MemoryStorage } from "../src/storage/memory.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { linkToObject } from "./follow-support.ts";
+import { linkToObject, servingObjectEnd } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
 // Decision 0058 (issue 27): a following tab trimmed its log tail only when it applied a push. A tab that comes back
@@ -37,15 +35,7 @@ async function followingTab() {
   const copy = new MemoryStorage();
   await takeovers(copy, TAKEOVERS);
   // Another tab holds the lease now: the object serves its copy.
-  let record: LeaseRecord = { epoch: TAKEOVERS, holder: "tab-x", expiresAt: Number.MAX_SAFE_INTEGER };
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: copy,
-    book: new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) }),
-    clock,
-    watchExpiry: false,
-    open: () => Promise.reject(new Error("the object does not take the lease here")),
-  });
+  const end = await servingObjectEnd(copy, clock, TAKEOVERS);
   const asked: unknown[][] = [];
   const link = linkToObject(end, clock, (message) => {
     if (message.topic === "follow" && message.method === "from") asked.push(message.args!);
