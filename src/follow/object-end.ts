@@ -32,6 +32,7 @@ import { checkServerCallInCopy } from "./server-call-check.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
+import { SnapshotAnswers } from "./snapshot-answers.ts";
 import { encodeFollowMessage, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
 import { WIRE_TOPIC } from "./wire-version.ts";
 
@@ -51,15 +52,13 @@ export class ObjectEnd {
   readonly #joining: Reassembly;
   readonly #remembered: AnswerMemory;
   readonly #handlers = new Map<string, ObjectTopicHandler>();
-  /** `follow.snapshot` calls still being answered, by place and request id: where the answer goes (asked last). */
-  readonly #snapshotWaiting = new Map<string, (frame: string) => void>();
   readonly #line = new SerialQueue();
   /** The pushes to tabs that follow this place while it holds the lease (decision 0038). */
   readonly #feed: Feed;
   /** This object's calls of its tabs, waiting for their answers. */
   readonly #calls: OutgoingCalls;
   /** Snapshots of the copy for tabs that rebuild from it (decision 0047). */
-  readonly #snapshots: SnapshotServer;
+  readonly #snapshots: SnapshotAnswers;
   /** The place each connection asked `follow.from` for or spoke for (the door's `place` for its page calls). */
   readonly #placeOf = new Map<unknown, string>();
   /** The connection that last spoke for each place, in this instance. */
@@ -79,7 +78,7 @@ export class ObjectEnd {
     this.#options = options;
     this.#arrival = arrival;
     this.#feed = feed;
-    this.#snapshots = snapshots;
+    this.#snapshots = new SnapshotAnswers(snapshots, options.place);
     // A storage with a row limit is a Durable Object's: what it holds of one transaction is bounded by its memory (its
     // log tail stores any size in rows under the limit, decision 0039).
     this.#joining = new Reassembly(options.storage.maxRowBytes === undefined ? undefined : MAX_OBJECT_TRANSACTION_BYTES);
@@ -257,7 +256,7 @@ export class ObjectEnd {
         return;
       }
       if (topic === "follow")
-        return method === "snapshot" ? this.#serveSnapshot(id, args, reply, caller) : this.#startFollowing(id, args, reply, connection);
+        return method === "snapshot" ? this.#snapshots.answer(id, args, reply, caller) : this.#startFollowing(id, args, reply, connection);
       // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer.
       return this.#remembered.answer(
         id,
@@ -323,38 +322,6 @@ export class ObjectEnd {
       this.#feed.follow(connection, reply, head);
       this.#placeOf.set(connection, place); // the door allowed this caller follow.from for it
     });
-  }
-
-  /**
-   * `follow.snapshot(place, id?, index?)` (decision 0047): a part of a snapshot of this copy, for a tab that cannot
-   * follow the log (forked, new, or behind the trimmed tail). Asking again for a part reads the same part; asking again
-   * for a take already answered (a resend that crossed the answer) answers that take's first part again, while it is
-   * kept, without a new take (decision 0070). A call still being answered is answered once, where it was asked last: the link resends an
-   * unanswered call every few seconds, and a take waits in line (one at a time, decision 0058) — each resend taken
-   * again would count against the caller's takes, read the copy again and evict its own snapshot.
-   */
-  async #serveSnapshot(id: string, args: Json[], reply: (frame: string) => void, caller?: string): Promise<void> {
-    const [place, snapshot, index] = args as [string, string | undefined, number | undefined];
-    const key = JSON.stringify([caller ?? null, place, id]);
-    if (this.#snapshotWaiting.has(key)) {
-      this.#snapshotWaiting.set(key, reply);
-      return;
-    }
-    this.#snapshotWaiting.set(key, reply);
-    let answer: ObjectMessage;
-    try {
-      if (place === this.#options.place)
-        throw new NotAuthorized("follow.snapshot", `the place ${JSON.stringify(place)} is this object's own.`);
-      // Counted per authorized caller when the platform names one (decision 0064): a caller the door lets use many
-      // places has one bucket, not one per place name it declares.
-      const part = await this.#snapshots.part(snapshot, index, caller === undefined ? place : `caller:${caller}`, key);
-      answer = { type: "answer", id, value: part as unknown as Json };
-    } catch (error) {
-      answer = { type: "answer", id, error: errorShape(error) };
-    }
-    const to = this.#snapshotWaiting.get(key) ?? reply;
-    this.#snapshotWaiting.delete(key);
-    to(encodeFollowMessage(answer));
   }
 
   async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {
