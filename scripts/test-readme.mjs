@@ -9,7 +9,8 @@
  * `registry`, `models`, `page`, … are declared once in readme-context.d.ts below, each as the type the earlier
  * block gives it. A name a block declares or imports itself shadows it. A block that imports the reader's own
  * module (`./my-extension.ts`) gets a small one from MODULES below, as does the Cloudflare block's
- * `./counter-task.ts` (examples/counter-task.ts importing the package).
+ * `./counter-task.ts` (examples/counter-task.ts importing the package), and the follow-mode Worker's `./verify-token.ts`
+ * (the signed-token block's `verifyToken`, exported).
  *
  *   node scripts/test-readme.mjs [README.md] [--no-build]
  */
@@ -132,6 +133,11 @@ if (readme === join(root, "README.md")) {
     }
   }
 }
+
+// The follow-mode Worker's `./verify-token.ts` is the signed-token recipe's own verifyToken, exported.
+const signed = blocks.find((block) => block.file === "signed-worker.ts")?.code ?? "";
+const verify = /^async function verifyToken\(.*?^}$/ms.exec(signed)?.[0];
+if (verify) MODULES["verify-token.ts"] = `export ${verify}\n`;
 
 // The reader's own modules, next to the blocks that import them.
 for (const [file] of origin) {
