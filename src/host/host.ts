@@ -324,7 +324,9 @@ export function createHost(options: HostOptions): ServedHost {
       ownership?.requestTakeover();
     },
     async runHere() {
-      const current = requireHarness();
+      // Pressed during a reopen (a rebuild, decision 0053): after it, on the copy it opened (before: "not open", or
+      // the rebuild's own promise, taking nothing back).
+      const current = await whenOpen();
       if (!current.readOnly || !options.takeBack || closing) return;
       if (!queue.current)
         track(async () => {
