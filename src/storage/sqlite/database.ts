@@ -35,6 +35,13 @@ export interface SqliteDatabase {
    * Optional: without it `storage.query()` falls back to a stricter text check plus `PRAGMA query_only`.
    */
   query?(sql: string, params: SqlValue[], limits: QueryLimits): Promise<SqlRow[]>;
+  /**
+   * On a read-only database: runs `body` in one transaction that writes only the connection's TEMP schema (in memory,
+   * gone at close; the file is not touched) — what a read-only open keeps beside the file (decision 0088: the task
+   * rows behind its log). The body's statements name `temp.` objects only. Optional: without it such a file is
+   * refused (`TasksBehindLog`).
+   */
+  temporary?<T>(body: (tx: SqliteTransaction) => T): Promise<T>;
   /** True when the database refuses writes (opened read-only). */
   readonly readOnly: boolean;
   /**

@@ -11,12 +11,13 @@
  * — so every other write of the task table (any commit that does not defer, the recount, the trim that would delete
  * logged rows, a rebuild) applies what waits first, in its own transaction.
  */
-import { DatabaseCorrupt, TasksBehindLog } from "../../errors.ts";
+import { DatabaseCorrupt } from "../../errors.ts";
 import type { Batch, LogMark, TaskRecord } from "../records.ts";
 import type { SqliteDatabase, SqliteTransaction } from "./database.ts";
 import { batchesOf } from "./fenced-log.ts";
 import { META_TABLE, SQL, TASKS_BEHIND_LOG } from "./schema.ts";
 import type { MetaTable } from "./schema-open.ts";
+import { overlayTaskRows } from "./task-overlay.ts";
 
 /** How many deferring commits in a row at most: the next one writes what waits (one meta page each way per run). */
 export const FLUSH_EVERY = 32;
@@ -216,15 +217,17 @@ export function replayLog(tx: SqliteTransaction, label: string): void {
 
 /**
  * At an open (before anything reads the task table): a file whose task rows are behind its log is brought up to date
- * when writable, and refused with `TasksBehindLog` when read-only (it cannot replay; raw SQL would read old rows).
+ * when writable; when read-only the log is replayed into an overlay in memory, the file untouched (task-overlay.ts,
+ * decision 0088). Resolves true when the task table is read through that overlay.
  */
-export async function recoverTaskRows(db: SqliteDatabase, label: string, meta: MetaTable): Promise<void> {
-  if (meta !== META_TABLE) return; // version 1's marker: older than the mark
+export async function recoverTaskRows(db: SqliteDatabase, label: string, meta: MetaTable): Promise<boolean> {
+  if (meta !== META_TABLE) return false; // version 1's marker: older than the mark
   const row = await db.get(SQL.readMetaKey, TASKS_BEHIND_LOG);
-  if (row === undefined) return;
+  if (row === undefined) return false;
   const through = markOf(row.value, label);
-  if (db.readOnly) throw new TasksBehindLog(label, through);
+  if (db.readOnly) return overlayTaskRows(db, label, through);
   await db.transaction((tx) => replayLog(tx, label));
+  return false;
 }
 
 function markOf(value: unknown, label: string): number {

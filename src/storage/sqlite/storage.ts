@@ -26,6 +26,7 @@ import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMeta } from "./schema-open.ts";
 import { SnapshotStore } from "./snapshot-store.ts";
+import { OVERLAID_LIVE_TASKS, type Overlaid } from "./task-overlay.ts";
 import { TaskRowWriter } from "./task-rows-write.ts";
 import { type TaskText, taskText } from "./task-text.ts";
 
@@ -64,7 +65,6 @@ export class SqliteStorage implements Storage {
   readonly #rows = new TaskRowWriter();
   /** The task rows fenced steps left waiting, when this storage defers them (deferred.ts). */
   readonly #deferred: DeferredTaskRows | undefined;
-
   readonly #snapshots: SnapshotStore;
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
@@ -72,9 +72,11 @@ export class SqliteStorage implements Storage {
   readonly #parts: boolean;
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
+  readonly #liveTasks: string; // through the overlay of a read-only file behind its log (decision 0088)
 
-  private constructor(db: SqliteDatabase, label: string, schema: PreparedSchema, limits: QueryLimits, defer: DeferTaskRows) {
+  private constructor(db: SqliteDatabase, label: string, schema: Overlaid<PreparedSchema>, limits: QueryLimits, defer: DeferTaskRows) {
     this.#db = db;
+    this.#liveTasks = schema.overlaid ? OVERLAID_LIVE_TASKS : SQL.liveTasks;
     this.label = label;
     this.#meta = schema.meta;
     this.#log = new FencedLog(db, label, schema);
@@ -110,8 +112,8 @@ export class SqliteStorage implements Storage {
   static async open(db: SqliteDatabase, label = "sqlite", options: SqliteStorageOptions = {}): Promise<SqliteStorage> {
     const limits = queryLimits(options.queryLimits);
     const schema = await prepareSchema(db, label);
-    await recoverTaskRows(db, label, schema.meta); // before anything reads the task table (decision 0081)
-    return new SqliteStorage(db, label, schema, limits, options.deferTaskRows ?? false);
+    const overlaid = await recoverTaskRows(db, label, schema.meta); // before anything reads the task table (0081, 0088)
+    return new SqliteStorage(db, label, { ...schema, overlaid }, limits, options.deferTaskRows ?? false);
   }
 
   async load(): Promise<StoredState> {
@@ -133,8 +135,8 @@ export class SqliteStorage implements Storage {
     // text first would outlive a young-generation collection or two in front of the first resumed step.
     const liveTasks: TaskRecord[] = [];
     if (this.#db.each)
-      await this.#db.each(SQL.liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
-    else for (const [id, text] of await rows(SQL.liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
+      await this.#db.each(this.#liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
+    else for (const [id, text] of await rows(this.#liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
@@ -244,13 +246,10 @@ export class SqliteStorage implements Storage {
     return this.#db.holdCheckpoints?.() ?? (() => {});
   }
 
-  readLog(after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> {
-    return this.#log.read(after, limit, maxBytes);
-  }
-
-  readEpochs(): Promise<EpochStart[]> {
-    return this.#log.epochs();
-  }
+  // The fenced log's tail and epochs (fenced-log.ts).
+  readLog = (after: number, limit: number, maxBytes?: number): Promise<Array<Batch & { fence: LogMark }>> =>
+    this.#log.read(after, limit, maxBytes);
+  readEpochs = (): Promise<EpochStart[]> => this.#log.epochs();
 
   async rememberLease(lease: PinnedLease | undefined): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Remembering a lease");
@@ -373,7 +372,6 @@ export class SqliteStorage implements Storage {
     return this.#flushed().finally(() => this.#db.close());
   }
 
-  /** A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). */
   /** Only after a rebuild's commit: the caches describe the rows now stored. */
   #rebuilt(): void {
     this.#liveStatus.clear();
@@ -381,6 +379,7 @@ export class SqliteStorage implements Storage {
     this.#log.forget();
   }
 
+  /** A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). */
   #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T): Promise<T> {
     return this.#deferred ? this.#deferred.transaction(this.#db, body) : this.#db.transaction((tx) => body(tx, undefined));
   }

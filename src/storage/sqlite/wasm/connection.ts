@@ -134,35 +134,51 @@ export class Connection implements SqliteDatabase {
   }
 
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T> {
+    return this.#enqueue(() => this.#transact(body));
+  }
+
+  /** `SqliteDatabase.temporary` (decision 0088): a transaction of a read-only connection on its TEMP schema only. */
+  temporary<T>(body: (tx: SqliteTransaction) => T): Promise<T> {
     return this.#enqueue(() => {
-      // IMMEDIATE takes the write lock up front, so a write transaction never fails half-way for a lock;
-      // a read-only database cannot take it, and only reads anyway.
-      this.#run(this.readOnly ? "BEGIN" : "BEGIN IMMEDIATE", []);
-      const tx = new Connection.#Transaction(this);
+      // `query_only` (a read-only OPFS file's guard) refuses TEMP writes too: lifted for this body alone.
+      const guarded = Number(this.#get("PRAGMA query_only", [])?.query_only) === 1;
+      this.execAll(`PRAGMA temp_store = MEMORY${guarded ? "; PRAGMA query_only = 0" : ""}`);
       try {
-        const result = body(tx);
-        if (isThenable(result)) {
-          throw new TypeError(
-            "A transaction body must be synchronous: it returned a promise, so its later statements would run outside the transaction. Nothing was committed.",
-          );
-        }
-        this.#run("COMMIT", []);
-        if (this.#held !== undefined && ++this.#held >= CHECKPOINT_HOLD_LIMIT) this.#releaseCheckpoints();
-        return result;
-      } catch (error) {
-        // A failed COMMIT (full disk, I/O error) may already have rolled back; ROLLBACK then would fail.
-        if (this.#c.sqlite3_get_autocommit(this.#pointer) === 0) {
-          try {
-            this.#run("ROLLBACK", []);
-          } catch {
-            // The original error is the one worth reporting.
-          }
-        }
-        throw error;
+        return this.#transact(body);
       } finally {
-        tx.live = false;
+        if (guarded) this.execAll("PRAGMA query_only = 1");
       }
     });
+  }
+
+  #transact<T>(body: (tx: SqliteTransaction) => T): T {
+    // IMMEDIATE takes the write lock up front, so a write transaction never fails half-way for a lock;
+    // a read-only database cannot take it, and only reads anyway.
+    this.#run(this.readOnly ? "BEGIN" : "BEGIN IMMEDIATE", []);
+    const tx = new Connection.#Transaction(this);
+    try {
+      const result = body(tx);
+      if (isThenable(result)) {
+        throw new TypeError(
+          "A transaction body must be synchronous: it returned a promise, so its later statements would run outside the transaction. Nothing was committed.",
+        );
+      }
+      this.#run("COMMIT", []);
+      if (this.#held !== undefined && ++this.#held >= CHECKPOINT_HOLD_LIMIT) this.#releaseCheckpoints();
+      return result;
+    } catch (error) {
+      // A failed COMMIT (full disk, I/O error) may already have rolled back; ROLLBACK then would fail.
+      if (this.#c.sqlite3_get_autocommit(this.#pointer) === 0) {
+        try {
+          this.#run("ROLLBACK", []);
+        } catch {
+          // The original error is the one worth reporting.
+        }
+      }
+      throw error;
+    } finally {
+      tx.live = false;
+    }
   }
 
   exportImage(): Promise<Uint8Array> {
