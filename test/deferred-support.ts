@@ -15,16 +15,23 @@ export const SEED_QUERY =
  * The storage, except that its image is the database's own (what the disk holds at a crash: the waiting rows are
  * lost with the process), not the storage's (which writes them first, as a copy should).
  */
-export function crashImages(storage: SqliteStorage, seen?: { behind: number; images: number }): Storage {
+export function crashImages(
+  storage: SqliteStorage,
+  seen?: { behind: number; images: number },
+  onBehind?: (image: Uint8Array) => Promise<void>,
+): Storage {
   return new Proxy(storage, {
     get(target, key) {
       if (key === "exportImage")
         return async () => {
+          const behind = (await target.database.get("SELECT 1 FROM pi_durable_meta WHERE key = ?", TASKS_BEHIND_LOG)) !== undefined;
+          const image = await target.database.exportImage();
           if (seen) {
             seen.images++;
-            if (await target.database.get("SELECT 1 FROM pi_durable_meta WHERE key = ?", TASKS_BEHIND_LOG)) seen.behind++;
+            if (behind) seen.behind++;
           }
-          return target.database.exportImage();
+          if (behind) await onBehind?.(image);
+          return image;
         };
       const value = Reflect.get(target, key, target) as unknown;
       return typeof value === "function" ? value.bind(target) : value;
@@ -34,13 +41,17 @@ export function crashImages(storage: SqliteStorage, seen?: { behind: number; ima
 
 /**
  * A sweep backend on SQLite in memory with deferring on, crashed through the database's image; `seen` counts the
- * images taken and those taken while task rows waited (the crashes that need the replay).
+ * images taken and those taken while task rows waited (the crashes that need the replay), each of which `onBehind`
+ * gets.
  */
-export function deferringBackend(deferTaskRows: DeferTaskRows = true): SweepBackend & { seen: { behind: number; images: number } } {
+export function deferringBackend(
+  deferTaskRows: DeferTaskRows = true,
+  onBehind?: (image: Uint8Array) => Promise<void>,
+): SweepBackend & { seen: { behind: number; images: number } } {
   const seen = { behind: 0, images: 0 };
   return {
     seen,
-    create: async () => crashImages(await openSqliteStorage({ vfs: "memory", deferTaskRows }), seen),
-    fromImage: async (image) => crashImages(await openSqliteStorage({ vfs: "memory", image, deferTaskRows }), seen),
+    create: async () => crashImages(await openSqliteStorage({ vfs: "memory", deferTaskRows }), seen, onBehind),
+    fromImage: async (image) => crashImages(await openSqliteStorage({ vfs: "memory", image, deferTaskRows }), seen, onBehind),
   };
 }
