@@ -97,6 +97,14 @@ describe("opfs-sahpool database in Chromium", () => {
     expect(await page.evaluate(() => window.e2e.api.integrityCheck())).toEqual(["ok"]);
   });
 
+  it("0088/S5: a read-only open of a file whose task rows are behind its log (a crash under a lease) shows the last step and leaves the file byte for byte", async () => {
+    const page = await session.newPage();
+    const result = await page.evaluate(() => window.e2e.api.readOnlyBehindLog("/behind-log.sqlite3", 5));
+    expect(result.mark).toBe("1"); // the file's rows are behind: the creation at position 1 is the last one written
+    expect(result.seen).toEqual([{ id: 1, n: 5 }]);
+    expect(result.after).toBe(result.before);
+  });
+
   it("refuses a damaged database with DatabaseCorrupt and neither deletes nor replaces the file", async () => {
     const page = await session.newPage();
     await openOk(page);

@@ -54,6 +54,15 @@ export interface WorkerApi {
    * case on a fresh database file; copies open in memory. Returns each case's name and error, if any.
    */
   conformance(): Promise<Array<{ name: string; error?: string }>>;
+  /**
+   * Decision 0088 on OPFS: a storage at `path` (deferring, as on opfs-sahpool by default) takes a task and `steps` fenced
+   * steps, and its connection closes without writing what waited (the crash's file: the mark and the log). Then the file
+   * is opened read-only: each task's checkpoint `n` and the mark as it reads them, and the file's digest before and after.
+   */
+  readOnlyBehindLog(
+    path: string,
+    steps: number,
+  ): Promise<{ mark: string | null; seen: Array<{ id: number; n: number }>; before: string; after: string }>;
 }
 
 export interface E2eWindow {

@@ -53,6 +53,38 @@ const api: WorkerApi = {
     }
     return results;
   },
+  async readOnlyBehindLog(path, steps) {
+    const task = (n: number) => ({
+      id: 1,
+      conversationId: 1,
+      kind: "k",
+      version: 1,
+      input: null,
+      background: false,
+      abortRequested: false,
+      state: { status: "running" as const, checkpoint: { phase: "step", n } },
+    });
+    const batch = (n: number) => ({
+      fence: { epoch: 1, position: n + 1 },
+      tasks: [task(n)],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [],
+    });
+    const writer = await openSqliteStorage({ vfs: "opfs-sahpool", path });
+    await writer.load();
+    for (let n = 0; n <= steps; n++) await writer.apply(batch(n));
+    await writer.database.close(); // not the storage's close: what waited is not written (a crash leaves the file so)
+    // The pool is paused when its last connection closes: asked again each time (as poolFileDigest does).
+    const before = (await digest((await installSahPool()).exportFile(path))).sha256;
+    const reader = await openSqliteStorage({ vfs: "opfs-sahpool", path, readOnly: true });
+    const seen = (await reader.query("SELECT id, record ->> '$.state.checkpoint.n' AS n FROM tasks")) as Array<{ id: number; n: number }>;
+    const mark = await reader.query("SELECT value FROM pi_durable_meta WHERE key = 'tasks_behind_log'");
+    await reader.close();
+    const after = (await digest((await installSahPool()).exportFile(path))).sha256;
+    return { mark: (mark[0]?.value as string | undefined) ?? null, seen, before, after };
+  },
   async open(options: OpenOptions = {}) {
     const started = performance.now();
     db = await openSqliteDatabase({ vfs: "opfs-sahpool", ...options });

@@ -38,7 +38,9 @@ export class SchemaTooNew extends DurableError {
 
 /**
  * The file's task rows are behind its fenced log (decision 0081: a crash while a fenced step's task row waited in
- * memory). A writable open brings them up to date from the log; a read-only one cannot. Nothing was changed.
+ * memory). A writable open brings them up to date from the log, a read-only one reads through the log in memory
+ * (decision 0088); only a read-only database that cannot hold that overlay (no `SqliteDatabase.temporary`) is refused
+ * with this. Nothing was changed.
  */
 export class TasksBehindLog extends DurableError {
   override name = "TasksBehindLog";
