@@ -130,6 +130,21 @@ const UPDATE_TASK_RECORDS = Object.fromEntries(
   ]),
 ) as Record<TaskRecordRows, string>;
 
+/**
+ * How many rows one statement of `SQL.upsertTasks` carries (decision 0087): five parameters a row, at most 80 in
+ * all (under a Durable Object's 100). A batch's rows that are new or change their status go in the largest that fit.
+ */
+export const TASK_UPSERT_ROWS = [16, 8, 4, 2] as const;
+export type TaskUpsertRows = (typeof TASK_UPSERT_ROWS)[number];
+
+const UPSERT_TASKS = Object.fromEntries(
+  TASK_UPSERT_ROWS.map((rows) => [
+    rows,
+    `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?, ?)").join(", ")}
+    ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record`,
+  ]),
+) as Record<TaskUpsertRows, string>;
+
 export const SQL = {
   tableNames: `SELECT name FROM sqlite_schema WHERE type = 'table'`,
   readMeta: `SELECT key, value FROM pi_durable_meta`,
@@ -196,6 +211,11 @@ export const SQL = {
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,
   /** A group's steps (decision 0041): the records of `rows` live tasks whose status stays, in one statement. */
   updateTaskRecords: (rows: TaskRecordRows) => UPDATE_TASK_RECORDS[rows],
+  /**
+   * `rows` tasks that are new or change status (decision 0087), in one statement: a new one is inserted, one already
+   * there gets its status and record, as `updateTask` then `insertTask` did one row at a time.
+   */
+  upsertTasks: (rows: TaskUpsertRows) => UPSERT_TASKS[rows],
   insertTask: `INSERT INTO tasks (id, conversation_id, kind, status, record) VALUES (?, ?, ?, ?, ?)`,
   getTask: `SELECT record FROM tasks WHERE id = ?`,
   upsertConversation: `INSERT INTO conversations (id, owner, record) VALUES (?, ?, ?)

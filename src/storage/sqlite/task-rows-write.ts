@@ -1,6 +1,6 @@
 import type { TaskRecord } from "../records.ts";
 import type { SqliteTransaction, SqlValue } from "./database.ts";
-import { SQL, TASK_RECORD_ROWS, type TaskRecordRows } from "./schema.ts";
+import { SQL, TASK_RECORD_ROWS, TASK_UPSERT_ROWS } from "./schema.ts";
 
 /** A task row as a batch writes it: the record and its text. */
 interface TaskRowText {
@@ -11,9 +11,11 @@ interface TaskRowText {
 /**
  * Writes a batch's task rows (decision 0041). A live task whose stored status stays (a step) rewrites only its
  * record; a group's such rows go several to a statement, so the wasm boundary is crossed per statement rather
- * than per row. Any other row, every row of a batch that names a task twice, and the rows of a statement that
- * did not change as many rows as it carries (a row not there after all) take the row-by-row path, in the batch's
- * order.
+ * than per row. The batch's other rows (new tasks, tasks that change status: a pass's claims, a group's last
+ * steps) are upserted several to a statement too, after the steps, in the batch's order (decision 0087: one or two
+ * statements a row before). Every row of a batch that names a task twice, the rows of a step statement that did
+ * not change as many rows as it carries (a row not there after all), and a last row left alone take the
+ * row-by-row path, in the batch's order.
  *
  * A batch that names a task twice goes row by row with every row's status written: before decision 0083 its
  * second row was checked against the status stored before the batch, so a task moved and moved back in one batch
@@ -31,8 +33,8 @@ export class TaskRowWriter {
   #batches = 0;
   /** Which rows of the batch being written are steps (1), by index; grown to the largest batch seen. */
   #steps = new Uint8Array(128);
-  /** One parameter list per statement size, all null between statements. */
-  readonly #params = new Map<TaskRecordRows, SqlValue[]>();
+  /** One parameter list per statement's parameter count, all null between statements. */
+  readonly #params = new Map<number, SqlValue[]>();
 
   /** Writes `tasks` in `tx`; `storedStatus` is each live task's stored status before this batch. */
   write(tx: SqliteTransaction, tasks: ReadonlyArray<TaskRowText>, storedStatus: ReadonlyMap<number, string>): void {
@@ -66,14 +68,14 @@ export class TaskRowWriter {
     // The steps in statements of the largest sizes that fit, in the batch's order; a last single step alone.
     let next = 0; // where the next step row is looked for
     for (let left = stepRows; left > 0; ) {
-      const rows = statementRows(left);
+      const rows = statementRows(left, TASK_RECORD_ROWS);
       if (rows === undefined) {
         while (steps[next] === 0) next++;
         writeOne(tx, tasks[next++]!, storedStatus);
         left--;
         continue;
       }
-      const params = this.#paramsOf(rows);
+      const params = this.#paramsOf(rows, 2);
       const first = next;
       for (let filled = 0; filled < rows; next++) {
         if (steps[next] === 0) continue;
@@ -91,22 +93,52 @@ export class TaskRowWriter {
       if (changed !== rows) for (let at = first; at < next; at++) if (steps[at] === 1) writeOne(tx, tasks[at]!, storedStatus);
       left -= rows;
     }
-    for (let at = 0; at < count; at++) if (steps[at] === 0) writeOne(tx, tasks[at]!, storedStatus);
+    // The other rows (new, or changing status) upserted several to a statement too (decision 0087), in the
+    // batch's order; a last single one alone.
+    next = 0;
+    for (let left = count - stepRows; left > 0; ) {
+      const rows = statementRows(left, TASK_UPSERT_ROWS);
+      if (rows === undefined) {
+        while (steps[next] === 1) next++;
+        writeOne(tx, tasks[next++]!, storedStatus);
+        left--;
+        continue;
+      }
+      const params = this.#paramsOf(rows, 5);
+      for (let filled = 0; filled < rows; next++) {
+        if (steps[next] === 1) continue;
+        const task = tasks[next]!.task;
+        const at = 5 * filled++;
+        params[at] = task.id;
+        params[at + 1] = task.conversationId;
+        params[at + 2] = task.kind;
+        params[at + 3] = task.state.status;
+        params[at + 4] = tasks[next]!.record;
+      }
+      try {
+        tx.run(SQL.upsertTasks(rows), ...params);
+      } finally {
+        params.fill(null);
+      }
+      left -= rows;
+    }
   }
 
-  #paramsOf(rows: TaskRecordRows): SqlValue[] {
-    let params = this.#params.get(rows);
+  /** The parameter list of a statement of `rows` rows of `width` parameters each (step rows 2, upserts 5). */
+  #paramsOf(rows: number, width: 2 | 5): SqlValue[] {
+    const key = rows * width;
+    let params = this.#params.get(key);
     if (params === undefined) {
-      params = new Array<SqlValue>(rows * 2).fill(null);
-      this.#params.set(rows, params);
+      params = new Array<SqlValue>(key).fill(null);
+      this.#params.set(key, params);
     }
     return params;
   }
 }
 
-/** The most rows of `TASK_RECORD_ROWS` that fit in `left`, or undefined when none does (one row left). */
-function statementRows(left: number): TaskRecordRows | undefined {
-  for (let index = 0; index < TASK_RECORD_ROWS.length; index++) if (TASK_RECORD_ROWS[index]! <= left) return TASK_RECORD_ROWS[index];
+/** The most rows of `sizes` that fit in `left`, or undefined when none does (one row left). */
+function statementRows<Rows extends number>(left: number, sizes: readonly Rows[]): Rows | undefined {
+  for (let index = 0; index < sizes.length; index++) if (sizes[index]! <= left) return sizes[index];
   return undefined;
 }
 
