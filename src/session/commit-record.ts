@@ -1,3 +1,4 @@
+import type { Batch } from "../storage/records.ts";
 import type { CommitOptions, CommitSettled, Pending } from "./commit-types.ts";
 import type { KernelTx, TxActor } from "./tx.ts";
 
@@ -16,6 +17,10 @@ export class CommitRecord implements Pending {
   readonly options: CommitOptions;
   readonly settled: CommitSettled | undefined;
   arg: unknown = undefined;
+  tx: KernelTx | undefined = undefined;
+  result: unknown = undefined;
+  batch: Batch | undefined = undefined;
+  error: unknown = undefined;
   /** On the line and not settled yet. */
   busy = false;
   #resolve: ((value: unknown) => void) | undefined = undefined;

@@ -39,12 +39,13 @@ export interface Pending {
   resolve(value: unknown): void;
   reject(error: unknown): void;
   settled: CommitSettled | undefined;
-}
-
-/** A commit of a group that passed its callback and checks, waiting for the group's transaction. */
-export interface Built {
-  pending: Pending;
-  tx: KernelTx;
+  /**
+   * What `Session` built for it in its turn (decision 0087: kept here, not in an entry object a commit), cleared
+   * as it settles: the transaction once its callback and checks passed (undefined: they threw `error`), the
+   * callback's result and the batch it staged.
+   */
+  tx: KernelTx | undefined;
   result: unknown;
   batch: Batch | undefined;
+  error: unknown;
 }

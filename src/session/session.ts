@@ -5,7 +5,8 @@ import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import type { CommitRecord } from "./commit-record.ts";
-import type { Built, CommitOptions, Pending, Published } from "./commit-types.ts";
+import { emptyBatch, refuse, resolveStored } from "./commit-settle.ts";
+import type { CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
 import { documentKey } from "./keys.ts";
@@ -172,6 +173,10 @@ export class Session extends LeaseLine {
         resolve: resolve as (value: unknown) => void,
         reject,
         settled: options?.settled,
+        tx: undefined,
+        result: undefined,
+        batch: undefined,
+        error: undefined,
       };
       this.#enqueue(pending, options?.group === true);
     });
@@ -244,8 +249,11 @@ export class Session extends LeaseLine {
    */
   async #store(members: Pending[]): Promise<boolean> {
     const group = members.length > 1 ? new GroupOverlay(this) : undefined;
-    const built: Array<Built | { pending: Pending; error: unknown }> = [];
-    for (const pending of members) {
+    // Each commit keeps what it built on itself (decision 0087: no entry object a commit; a task's steps go through
+    // one record reused by all of them). `tx` undefined: its callback or checks threw `error`.
+    for (let at = 0; at < members.length; at++) {
+      const pending = members[at]!;
+      pending.tx = undefined;
       try {
         const tx = new KernelTx(this, pending.actor, group);
         const result = pending.body(tx, pending.arg);
@@ -257,19 +265,21 @@ export class Session extends LeaseLine {
         if (tx.hasChecks) await tx.runChecks();
         const batch = tx.batch();
         if (batch && group) group.stage(batch, documentKey);
-        built.push({ pending, tx, result, batch });
+        pending.result = result;
+        pending.batch = batch;
+        pending.tx = tx;
       } catch (error) {
-        built.push({ pending, error });
+        pending.error = error;
       }
     }
-    const only = built[0];
-    const batch = group ? (group.size > 0 ? group.batch() : undefined) : only && "tx" in only ? only.batch : undefined;
+    const only = members[0];
+    const batch = group ? (group.size > 0 ? group.batch() : undefined) : only?.tx ? only.batch : undefined;
     if (batch) {
       try {
         this.stamp(batch);
       } catch (lost) {
         // The lease no longer holds: nothing of this turn is stored, every commit of it is refused with the reason.
-        for (const member of built) refuse(member.pending, "tx" in member ? lost : member.error);
+        for (let at = 0; at < members.length; at++) refuse(members[at]!, members[at]!.tx ? lost : members[at]!.error);
         return true;
       }
       try {
@@ -280,33 +290,35 @@ export class Session extends LeaseLine {
         // as before (no commit is stored twice); a group's commits are decided again, one at a time.
         if (this.fenceRefused(error) || !group) {
           if (!isFenceError(error)) markStorageFailure(error);
-          for (const member of built) refuse(member.pending, "tx" in member ? error : member.error);
+          for (let at = 0; at < members.length; at++) refuse(members[at]!, members[at]!.tx ? error : members[at]!.error);
           return true;
         }
         return false;
       }
       this.logged(batch);
     }
-    for (const member of built) {
-      if (!("tx" in member)) {
-        refuse(member.pending, member.error);
+    for (let at = 0; at < members.length; at++) {
+      const pending = members[at]!;
+      const tx = pending.tx;
+      if (tx === undefined) {
+        refuse(pending, pending.error);
         continue;
       }
-      const { pending, tx, result, batch } = member;
+      const stored = pending.batch;
       try {
-        if (batch) publish(this, batch);
-        if (batch || tx.reports.length) {
-          const published: Published = { batch: batch ?? emptyBatch, reports: tx.reports };
+        if (stored) publish(this, stored);
+        const reports = tx.reports;
+        if (stored || reports.length) {
+          const published: Published = { batch: stored ?? emptyBatch, reports };
           for (const listener of this.#listeners) listener(published);
         }
         const callbacks = tx.callbacks; // most often the shared frozen empty list: indexed (see mirror.ts)
-        for (let at = 0; at < callbacks.length; at++) callbacks[at]!();
+        for (let index = 0; index < callbacks.length; index++) callbacks[index]!();
       } catch (error) {
         refuse(pending, error);
         continue;
       }
-      pending.settled?.stored();
-      pending.resolve(result);
+      resolveStored(pending);
     }
     return true;
   }
@@ -382,11 +394,3 @@ export class Session extends LeaseLine {
     return this.commit(body, undefined, { whileSealed: true });
   }
 }
-
-/** Rejects a commit, telling its `settled` first. */
-function refuse(pending: Pending, error: unknown): void {
-  pending.settled?.refused(error);
-  pending.reject(error);
-}
-
-const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };
