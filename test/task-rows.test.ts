@@ -256,3 +256,50 @@ describe("A refused transaction after a group's shared statements (decision 0041
     }
   });
 });
+
+describe("A batch's new and status-changing task rows share statements (decision 0087)", () => {
+  it("S1: new tasks, moved tasks and a mix with steps take a few upserts, and every row holds its last record and status", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    try {
+      const empty = { conversations: [], entries: [], submissions: [], documents: [] };
+      const version = (id: number, n: number, status: "running" | "pending" | "sleeping" = "running"): TaskRecord =>
+        deepFreeze(taskRecord(id, { status, checkpoint: { phase: "p", n } }, { input: { id } }));
+      const database = storage.database;
+      const transaction = database.transaction.bind(database);
+      let statements = 0;
+      database.transaction = (body) =>
+        transaction((tx) => {
+          const counted = Object.create(tx) as typeof tx;
+          counted.run = (sql, ...params) => {
+            statements++;
+            return tx.run(sql, ...params);
+          };
+          return body(counted);
+        });
+      const stored = async (tasks: TaskRecord[]) => {
+        statements = 0;
+        await storage.apply({ ...empty, tasks });
+        expect(
+          await storage.query(
+            "SELECT id, status, record FROM tasks WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            JSON.stringify(tasks.map((t) => t.id)),
+          ),
+        ).toEqual(
+          [...tasks].sort((a, b) => a.id - b.id).map((task) => ({ id: task.id, status: task.state.status, record: JSON.stringify(task) })),
+        );
+        return statements;
+      };
+      const ids = Array.from({ length: 40 }, (_, index) => index + 1);
+      // 40 new tasks: 16 + 16 + 8 rows in three upserts (80 statements before: an update that found nothing, then an insert).
+      expect(await stored(ids.map((id) => version(id, 0, "pending")))).toBe(3);
+      // All 40 move (a pass's claims): three upserts (40 updates before).
+      expect(await stored(ids.map((id) => version(id, 1)))).toBe(3);
+      // 20 steps and 20 moves (a group's last steps): 16 + 4 steps, then 16 + 4 upserts (22 statements before).
+      expect(await stored(ids.map((id) => version(id, 2, id % 2 === 0 ? "sleeping" : "running")))).toBe(4);
+      // 38 moves and one new task: 16 + 16 + 4 + 2 upserted, the last one alone (an update, then an insert).
+      expect(await stored([...ids.slice(2).map((id) => version(id, 3, "pending")), version(41, 0, "pending")])).toBe(6);
+    } finally {
+      await storage.close();
+    }
+  });
+});
