@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type Batch, DEFAULT_SETTINGS, HarnessClosed, MemoryStorage } from "../src/index.ts";
 import { CommitRecord } from "../src/session/commit-record.ts";
+import { documentKey } from "../src/session/keys.ts";
 import { Session } from "../src/session/session.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -108,5 +109,41 @@ describe("one reusable commit record per invocation (decision 0077)", () => {
       }),
       { numRuns: 60 },
     );
+  });
+});
+
+describe("a grouped commit's promise follows its group's end (decision 0087)", () => {
+  it("S3/S8: it settles once the whole group is stored and published; until then its record stays busy, and a commit made meanwhile takes a record of its own", async () => {
+    const { storage, session, record } = await open();
+    const release = storage.hold();
+    const lead = session.commit((tx) => tx.setDocument("test", "lead", 1), undefined, { group: true });
+    await flush(1);
+    const order: string[] = [];
+    const first = session.commitThrough<string>(record, "a").then((result) => {
+      order.push(`record ${result}`);
+      return result;
+    });
+    let busyWhenOtherSettled: boolean | undefined;
+    let second: Promise<string> | undefined;
+    // Stored in the same transaction, after the record's commit: an ordinary commit settles in the group's loop.
+    const other = session
+      .commit((tx) => tx.setDocument("test", "other", 1), undefined, { group: true })
+      .then(() => {
+        order.push("other");
+        // The group is durable and published, but the record's promise has not settled yet: the record is still
+        // the first commit's, so this one goes with a record of its own (before decision 0087 it took the record).
+        busyWhenOtherSettled = record.busy;
+        expect(session.documents.get(documentKey("test", "a"))?.value).toBe(1);
+        second = session.commitThrough<string>(record, "b");
+      });
+    release();
+    await lead;
+    await other;
+    expect(await first).toBe("a");
+    expect(await second).toBe("b");
+    expect(busyWhenOtherSettled).toBe(true);
+    expect(order).toEqual(["other", "record a"]);
+    expect(storage.stored).toEqual(["lead", "a", "other", "b"]);
+    expect(record.busy).toBe(false);
   });
 });

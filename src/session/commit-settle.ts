@@ -1,6 +1,12 @@
 import type { Batch } from "../storage/records.ts";
 import type { Pending } from "./commit-types.ts";
 
+/**
+ * Commits a group carries at most (decision 0026): one storage transaction, and every one of them waits for
+ * it, so a group stays small enough that its transaction is a short wait.
+ */
+export const GROUP_LIMIT = 128;
+
 /** The batch a commit that stored nothing is published with (it has reports only). */
 export const emptyBatch: Batch = { tasks: [], conversations: [], entries: [], submissions: [], documents: [] };
 
@@ -29,3 +35,22 @@ function drop(pending: Pending): void {
   pending.batch = undefined;
   pending.error = undefined;
 }
+
+/**
+ * The commits one turn of the line carries as a group (decision 0026), and the promise of its end (decision 0087):
+ * a grouped commit through a reused record (`CommitRecord.settle`) follows it with one `then`, instead of a promise
+ * of its own with two resolving functions. It ends once every member is settled (`Session`'s turn, in a `finally`).
+ */
+export class TurnGroup {
+  readonly members: Pending[] = [];
+  readonly ended: Promise<void>;
+  end: () => void = noop;
+
+  constructor() {
+    this.ended = new Promise<void>((resolve) => {
+      this.end = resolve;
+    });
+  }
+}
+
+function noop(): void {}

@@ -5,7 +5,7 @@ import type { JsonLimits } from "../limits.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import type { CommitRecord } from "./commit-record.ts";
-import { emptyBatch, refuse, resolveStored } from "./commit-settle.ts";
+import { emptyBatch, GROUP_LIMIT, refuse, resolveStored, TurnGroup } from "./commit-settle.ts";
 import type { CommitOptions, Pending, Published } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
 import { GroupOverlay } from "./group.ts";
@@ -16,13 +16,8 @@ import { markStorageFailure } from "./storage-failure.ts";
 import { damagedRows, followProblem, taskProblem } from "./task-shape.ts";
 import { KernelTx, type TxActor } from "./tx.ts";
 
+export { GROUP_LIMIT } from "./commit-settle.ts";
 export type { CommitOptions, Published } from "./commit-types.ts";
-
-/**
- * Commits a group carries at most (decision 0026): one storage transaction, and every one of them waits for
- * it, so a group stays small enough that its transaction is a short wait.
- */
-export const GROUP_LIMIT = 128;
 
 /**
  * The one mutation line of a harness. Commits run strictly one after another: the callback stages writes on a
@@ -59,7 +54,7 @@ export class Session extends LeaseLine {
   /** The commit line: commits, recovery and reads on it run one after another. */
   readonly #line = new SerialQueue();
   /** The group that the line's last queued turn will carry, while that turn has not started. */
-  #open: Pending[] | undefined;
+  #open: TurnGroup | undefined;
   /** Storage refused the last transaction: groups go one commit at a time until one is stored. */
   #refused = false;
   /** Ends the hold on storage's checkpoint the open's recovery took, at the first task step stored (decision 0033). */
@@ -191,27 +186,30 @@ export class Session extends LeaseLine {
     if (record.busy) return this.commit(record.body, record.actor, record.options, arg) as Promise<T>;
     if (this.#sealed && !record.options.whileSealed) return Promise.reject(new HarnessClosed());
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A commit"));
-    const promise = new Promise<T>(record.executor as ConstructorParameters<typeof Promise<T>>[0]);
     record.busy = true;
     record.arg = arg;
-    this.#enqueue(record, record.options.group === true);
+    // Grouped: its promise follows its group's end (decision 0087), one `then` and no resolving functions a commit.
+    if (record.options.group === true) return this.#enqueue(record, true)!.ended.then(record.settle) as Promise<T>;
+    const promise = new Promise<T>(record.executor as ConstructorParameters<typeof Promise<T>>[0]);
+    this.#enqueue(record, false);
     return promise;
   }
 
-  /** Queues a commit: alone in a turn of its own, or (`group`) in the group the line's last queued turn carries. */
-  #enqueue(pending: Pending, group: boolean): void {
+  /** Queues a commit: alone in a turn of its own, or (`group`) in the group the line's last queued turn carries (returned). */
+  #enqueue(pending: Pending, group: boolean): TurnGroup | undefined {
     if (!group) {
-      this.#turn(() => this.#runGroup([pending], false));
-      return;
+      this.#turn(() => this.#runGroup([pending], undefined));
+      return undefined;
     }
     let open = this.#open;
-    if (open === undefined || open.length >= GROUP_LIMIT) {
-      const members: Pending[] = [];
-      open = members;
-      this.#turn(() => this.#runGroup(members, true));
-      this.#open = members; // after #turn, which closes the group before it
+    if (open === undefined || open.members.length >= GROUP_LIMIT) {
+      const next = new TurnGroup();
+      open = next;
+      this.#turn(() => this.#runGroup(next.members, next));
+      this.#open = next; // after #turn, which closes the group before it
     }
-    open.push(pending);
+    open.members.push(pending);
+    return open;
   }
 
   /** Queues a turn of the line; a group still open before it closes (commits keep their order). */
@@ -223,16 +221,21 @@ export class Session extends LeaseLine {
   /**
    * One turn: the group's commits. A refused group (more than one commit) settles none of them: they are decided
    * and stored again one at a time, so a refusal reaches exactly the commits storage refuses alone. After a
-   * refusal the next turns go one at a time too, until one is stored. Never rejects (each commit settles).
+   * refusal the next turns go one at a time too, until one is stored. Never rejects (each commit settles). A
+   * group of task steps (`group`) ends once all its commits are settled: the promises that follow it settle then.
    */
-  async #runGroup(members: Pending[], steps: boolean): Promise<void> {
-    if (this.#open === members) this.#open = undefined;
-    for (let start = 0; start < members.length; ) {
-      const count = this.#refused ? 1 : members.length - start;
-      if (await this.#store(members.slice(start, start + count))) start += count;
-      else this.#refused = true;
+  async #runGroup(members: Pending[], group: TurnGroup | undefined): Promise<void> {
+    if (group !== undefined && this.#open === group) this.#open = undefined;
+    try {
+      for (let start = 0; start < members.length; ) {
+        const count = this.#refused ? 1 : members.length - start;
+        if (await this.#store(members.slice(start, start + count))) start += count;
+        else this.#refused = true;
+      }
+      if (group) this.#endCheckpointHold(); // a task step after the open's recovery: its held checkpoint may run
+    } finally {
+      group?.end();
     }
-    if (steps) this.#endCheckpointHold(); // a task step after the open's recovery: its held checkpoint may run
   }
 
   #endCheckpointHold(): void {
