@@ -53,22 +53,24 @@ const mark = async (image: Uint8Array) => {
 };
 
 describe("a fenced effect-free step writes its log row only (decision 0081)", () => {
-  it("0081/S11: 31 fenced steps of a running task write 32 rows (their log rows and the mark once), not 62", async () => {
+  it("0081/0086/S11: 255 fenced steps of a running task write 256 rows (their log rows and the mark once), not 510; the mark stays after the 256th writes what waited", async () => {
     const db = await openSqliteDatabase({ vfs: "memory" });
     const { database, seen } = counting(db);
     const storage = await SqliteStorage.open(database, "deferring", { deferTaskRows: true });
     await storage.load();
     await storage.apply(stepped(1, 0, 1, 1)); // the task's creation: its row is written
     seen.rows = 0;
-    for (let n = 1; n <= 31; n++) await storage.apply(stepped(1, n, n + 1, 1));
-    expect(seen.rows).toBe(32);
-    await storage.apply(stepped(1, 32, 33, 1)); // the 32nd writes what waited, its own row, and deletes the mark
-    expect(seen.rows).toBe(32 + 4);
-    await storage.apply(stepped(1, 33, 34, 1)); // waits again: its log row and the mark
-    expect(seen.rows).toBe(36 + 2);
-    expect(await storage.getTask(1)).toMatchObject({ state: { checkpoint: { n: 33 } } }); // the read writes it first
-    expect(seen.rows).toBe(38 + 2);
-    expect((await storage.query(SEED_QUERY))[0]).toMatchObject({ id: 1, n: 33 });
+    for (let n = 1; n <= 255; n++) await storage.apply(stepped(1, n, n + 1, 1));
+    expect(seen.rows).toBe(256); // decision 0081 wrote 284: the mark 8 times, and 7 flushes of 3 rows more (task, mark, own row)
+    await storage.apply(stepped(1, 256, 257, 1)); // the 256th writes what waited and its own row; the mark stays
+    expect(seen.rows).toBe(256 + 3);
+    await storage.apply(stepped(1, 257, 258, 1)); // waits again: its log row alone (0081 wrote the mark again)
+    expect(seen.rows).toBe(259 + 1);
+    expect(await storage.getTask(1)).toMatchObject({ state: { checkpoint: { n: 257 } } }); // the read writes it, the mark stays
+    expect(seen.rows).toBe(260 + 1);
+    expect((await storage.query(SEED_QUERY))[0]).toMatchObject({ id: 1, n: 257 });
+    expect(await mark(await db.exportImage())).toBe("1"); // the disk: the table complete through 1 (the creation), the log past it
+    expect(await mark(await storage.exportImage())).toBeUndefined(); // a copy: complete, no mark, opens read-only
     await db.close();
   });
 
@@ -184,6 +186,7 @@ type Op =
   | { kind: "plain"; task: number }
   | { kind: "trim"; back: number }
   | { kind: "read" }
+  | { kind: "copy" }
   | { kind: "crash" };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -194,11 +197,12 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("plain" as const), task: fc.nat(3) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("trim" as const), back: fc.nat(4) }) },
   { weight: 1, arbitrary: fc.constant({ kind: "read" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "copy" as const }) },
   { weight: 3, arbitrary: fc.constant({ kind: "crash" as const }) },
 );
 
 describe("0081: the deferring storage against the same sequence without it (fast-check)", () => {
-  it("S4/S11: random fenced steps, status changes, ends, lease-less commits, trims, reads and crashes leave the same rows and the same seed's query", async () => {
+  it("S4/S11: random fenced steps, status changes, ends, lease-less commits, trims, reads, copies and crashes (opened read-only too) leave the same rows and the same seed's query", async () => {
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 6 }), fc.array(op, { minLength: 1, maxLength: 30 }), async (flushEvery, ops) => {
         let defers = await deferring(flushEvery);
@@ -238,9 +242,23 @@ describe("0081: the deferring storage against the same sequence without it (fast
             await defers.trimLog(Math.max(0, head - next.back));
             await plain.trimLog(Math.max(0, head - next.back));
           } else if (next.kind === "read") await same();
-          else {
+          else if (next.kind === "copy") {
+            // Decision 0086: a copy carries no mark (not even one a fenced commit kept): it opens read-only.
+            const viewer = await openSqliteStorage({ vfs: "memory", image: await defers.exportImage(), readOnly: true });
+            expect(await viewer.query(SEED_QUERY)).toEqual(await plain.query(SEED_QUERY));
+            await viewer.close();
+          } else {
             const image = await defers.database.exportImage();
             const copy = await plain.database.exportImage();
+            // A crash image opens read-only as it is, or is refused (never read behind its log).
+            const viewer = await openSqliteStorage({ vfs: "memory", image, readOnly: true }).catch((error: unknown) => {
+              expect(error).toBeInstanceOf(TasksBehindLog);
+              return undefined;
+            });
+            if (viewer) {
+              expect(await viewer.query(SEED_QUERY)).toEqual(await plain.query(SEED_QUERY));
+              await viewer.close();
+            }
             defers = await openSqliteStorage({ vfs: "memory", image, deferTaskRows: { flushEvery } });
             plain = await openSqliteStorage({ vfs: "memory", image: copy });
             expect((await defers.load()).liveTasks).toEqual((await plain.load()).liveTasks);

@@ -19,8 +19,14 @@ import { META_TABLE, SQL, TASKS_BEHIND_LOG } from "./schema.ts";
 import type { MetaTable } from "./schema-open.ts";
 import { overlayTaskRows } from "./task-overlay.ts";
 
-/** How many deferring commits in a row at most: the next one writes what waits (one meta page each way per run). */
-export const FLUSH_EVERY = 32;
+/**
+ * How many deferring commits in a row at most: the next one writes what waits (decision 0086: 256, was 32 — the
+ * task's page and the mark's once per run; a crash's replay reads at most about this many log rows past the mark).
+ */
+export const FLUSH_EVERY = 256;
+
+/** The record bytes deferring commits may leave waiting at most before the next one writes them (decision 0086). */
+export const FLUSH_BYTES = 1 << 20;
 
 /** `SqliteStorageOptions.deferTaskRows`: on (true, or how often the waiting rows are written at the latest). */
 export type DeferTaskRows = boolean | { flushEvery: number };
@@ -46,8 +52,12 @@ export function mayDefer(batch: Batch, liveStatus: ReadonlyMap<number, string>):
 export class DeferredTaskRows {
   /** Each waiting task's record text (a later step of the same task replaces it). */
   #pending = new Map<number, string>();
-  /** Deferring commits since the mark was written. */
+  /** Deferring commits since what waited was last written. */
   #commits = 0;
+  /** The record bytes those commits left waiting. */
+  #bytes = 0;
+  /** The mark's value while it is in the file (undefined: no mark); known only while `#writes` is. */
+  #mark: number | undefined;
   /** The connection's write count at the end of this storage's last writing transaction (undefined: not known). */
   #writes: number | undefined;
   readonly #every: number;
@@ -64,6 +74,11 @@ export class DeferredTaskRows {
   /** How many task rows wait. */
   get waiting(): number {
     return this.#pending.size;
+  }
+
+  /** Whether the file may carry the mark (rows wait, or a fenced commit kept it: decision 0086). */
+  get marked(): boolean {
+    return this.#pending.size > 0 || this.#mark !== undefined;
   }
 
   /** Whether task `id`'s row waits (a read of only that row need not write the others first). */
@@ -98,9 +113,17 @@ export class DeferredTaskRows {
 
   #state(tx: SqliteTransaction): Before {
     const writes = tx.writes?.();
-    // Nothing wrote since this storage's last turn: the mark is in the file exactly when rows wait here.
+    // Nothing wrote since this storage's last turn: the mark is in the file exactly as this storage left it.
     const known = writes !== undefined && writes === this.#writes;
-    return { known, pending: this.#pending, commits: this.#commits, writes: this.#writes, replaced: [] };
+    return {
+      known,
+      pending: this.#pending,
+      commits: this.#commits,
+      bytes: this.#bytes,
+      mark: this.#mark,
+      writes: this.#writes,
+      replaced: [],
+    };
   }
 
   #restore(before: Before): void {
@@ -111,47 +134,80 @@ export class DeferredTaskRows {
       else this.#pending.set(id, record);
     }
     this.#commits = before.commits;
+    this.#bytes = before.bytes;
+    this.#mark = before.mark;
     this.#writes = before.writes;
   }
 
   /** `Turn.defer`. */
   defer(tx: SqliteTransaction, before: Before, fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
     if (!before.known) return false; // the next turn knows again
-    if (this.#pending.size > 0 && this.#commits + 1 >= this.#every) return false;
-    if (this.#pending.size === 0) {
-      // The table is complete through the row before this one (the log has no row between).
-      tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(fence.position - 1));
-      this.#commits = 0;
-    }
+    if (this.#pending.size > 0 && (this.#commits + 1 >= this.#every || this.#bytes >= FLUSH_BYTES)) return false;
+    if (this.#mark === undefined) {
+      // Nothing waits (the table is complete) through the row before this one (the log has no row between).
+      this.#mark = fence.position - 1;
+      tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(this.#mark));
+    } else if (this.#far(fence.position - 1)) return false; // the caller's flush moves the mark up
     for (const { task, record } of rows) {
       before.replaced.push([task.id, this.#pending.get(task.id)]);
       this.#pending.set(task.id, record);
+      this.#bytes += record.length;
     }
     this.#commits++;
     return true;
   }
 
-  /** `Turn.flush`. */
-  flush(tx: SqliteTransaction, before: Before): void {
-    if (before.known && this.#pending.size === 0) return;
-    let applied = before.known;
-    if (applied) {
-      for (const [id, record] of this.#pending) {
-        if (tx.run(SQL.updateTaskRecord, record, id) !== 1) {
-          applied = false; // not the row this storage left: the log says what it is
-          break;
+  /** Whether a replay from the mark would read more than twice a run's log rows to reach `through`. */
+  #far(through: number): boolean {
+    return this.#mark !== undefined && through - this.#mark > 2 * this.#every;
+  }
+
+  /**
+   * `Turn.flush`. `keep`: the turn writes the task table only as its log rows say (a fenced commit, whose own task
+   * rows are in its log row; a read; a trim, which writes what waits before it deletes rows): the mark stays
+   * (decision 0086: the next deferring commit need not write it again), moved up to `keep.through` — the position
+   * the table is complete through once this turn commits — only when a replay from it would be long. Without
+   * `keep` the turn writes the task table outside the log (or makes a copy, or closes): the mark goes.
+   */
+  flush(tx: SqliteTransaction, before: Before, keep?: { through?: number }): void {
+    if (!before.known || this.#pending.size > 0) {
+      let applied = before.known;
+      if (applied) {
+        for (const [id, record] of this.#pending) {
+          if (tx.run(SQL.updateTaskRecord, record, id) !== 1) {
+            applied = false; // not the row this storage left: the log says what it is
+            break;
+          }
         }
       }
+      this.drop();
+      if (!applied) {
+        replayLog(tx, this.#label); // another storage wrote on the connection, or the count is not known
+        this.#mark = undefined;
+        return;
+      }
     }
-    if (applied) tx.run(SQL.deleteMeta, TASKS_BEHIND_LOG);
-    else replayLog(tx, this.#label); // another storage wrote on the connection, or the count is not known
-    this.drop();
+    if (this.#mark === undefined) return;
+    if (!keep) {
+      this.#mark = undefined;
+      tx.run(SQL.deleteMeta, TASKS_BEHIND_LOG);
+    } else if (keep.through !== undefined && this.#far(keep.through)) {
+      this.#mark = keep.through;
+      tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(this.#mark));
+    }
   }
 
   /** Forgets what waits (applied, or a rebuild replaced every row and deleted the mark). */
   drop(): void {
     this.#pending = new Map();
     this.#commits = 0;
+    this.#bytes = 0;
+  }
+
+  /** A rebuild replaced every row and deleted the mark in its transaction. */
+  rebuilt(): void {
+    this.drop();
+    this.#mark = undefined;
   }
 }
 
@@ -160,6 +216,8 @@ interface Before {
   readonly known: boolean;
   readonly pending: Map<number, string>;
   readonly commits: number;
+  readonly bytes: number;
+  readonly mark: number | undefined;
   readonly writes: number | undefined;
   /** Each id a deferring commit set, with the text it replaced. */
   readonly replaced: Array<[number, string | undefined]>;
@@ -178,21 +236,25 @@ export class Turn {
   }
 
   /**
-   * After the log row's write: leaves `rows` waiting (writing the mark if none waited), or says no (false) — the
+   * After the log row's write: leaves `rows` waiting (writing the mark if there is none), or says no (false) — the
    * mark's state is not known this turn, or enough commits deferred in a row: then the caller flushes and writes.
    */
   defer(fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
     return this.#rows.defer(this.#tx, this.before, fence, rows);
   }
 
-  /** Writes what waits and deletes the mark (from the log, when this storage cannot vouch for its own list). */
-  flush(): void {
-    this.#rows.flush(this.#tx, this.before);
+  /**
+   * Writes what waits (from the log, when this storage cannot vouch for its own list). With `keep` (the turn writes
+   * no task row outside the log) the mark stays, moved up to `keep.through` if a replay from it grew long; without,
+   * it is deleted.
+   */
+  flush(keep?: { through?: number }): void {
+    this.#rows.flush(this.#tx, this.before, keep);
   }
 
   /** A rebuild replaced every row and deleted the mark in this transaction: nothing waits. */
   drop(): void {
-    this.#rows.drop();
+    this.#rows.rebuilt();
   }
 }
 

@@ -35,7 +35,7 @@ export class SnapshotStore {
   async read(): Promise<Snapshot | undefined> {
     if (!this.#logExists()) return undefined;
     return this.#writing((tx, turn) => {
-      turn?.flush(); // in the snapshot's transaction: its rows are then the log's head's
+      turn?.flush({}); // in the snapshot's transaction: its rows are then the log's head's
       return readSnapshotIn(tx, this.#label);
     });
   }
@@ -44,7 +44,7 @@ export class SnapshotStore {
   async readRows(head: (head: SnapshotHead) => void, row: (list: SnapshotList, record: string) => void): Promise<boolean> {
     if (!this.#logExists()) return false;
     return this.#writing((tx, turn) => {
-      turn?.flush(); // as `read`
+      turn?.flush({}); // as `read`
       return readSnapshotRowsIn(tx, this.#label, head, row);
     });
   }

@@ -194,7 +194,7 @@ export class SqliteStorage implements Storage {
       if (fence) this.#log.write(tx, fence, logged!);
       // Decision 0081: the log row may be the step's only write; otherwise what waits is written first.
       if (!(deferring && turn!.defer(fence!, tasks))) {
-        turn?.flush();
+        turn?.flush(fence && { through: fence.position - 1 }); // fenced: its task rows are logged, the mark stays (0086)
         this.#rows.write(tx, tasks, this.#liveStatus);
       }
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
@@ -284,7 +284,7 @@ export class SqliteStorage implements Storage {
   async trimLog(through: number): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("Trimming the log");
     // What waits is written first: the trim deletes the log rows it is in (decision 0081).
-    await this.#log.trim(through, (body) => this.#writing((tx, turn) => body(tx, () => turn?.flush())));
+    await this.#log.trim(through, (body) => this.#writing((tx, turn) => body(tx, () => turn?.flush({}))));
   }
 
   async getTask(id: number): Promise<TaskRecord | undefined> {
@@ -363,14 +363,12 @@ export class SqliteStorage implements Storage {
   }
 
   async exportImage(): Promise<Uint8Array> {
-    await this.#flushed(); // a copy of the rows as they stand (the database's own image is the crash's)
+    await this.#flushed(true); // a copy of the rows as they stand (the database's own image is the crash's)
     return this.#db.exportImage();
   }
 
-  close(): Promise<void> {
-    // Closed whether or not what waits could be written (the log holds it: the next open replays it).
-    return this.#flushed().finally(() => this.#db.close());
-  }
+  /** Closed whether or not what waits could be written (the log holds it: the next open replays it). */
+  close = (): Promise<void> => this.#flushed(true).finally(() => this.#db.close());
 
   /** Only after a rebuild's commit: the caches describe the rows now stored. */
   #rebuilt(): void {
@@ -384,9 +382,10 @@ export class SqliteStorage implements Storage {
     return this.#deferred ? this.#deferred.transaction(this.#db, body) : this.#db.transaction((tx) => body(tx, undefined));
   }
 
-  /** Writes the waiting task rows, if any, before a read of the task table (decision 0081). */
-  async #flushed(): Promise<void> {
-    if (this.#deferred?.waiting) await this.#writing((_tx, turn) => turn!.flush());
+  /** Writes what waits before a read of the task table (0081); `unmarked`: and a kept mark goes (0086: a copy, a close). */
+  async #flushed(unmarked = false): Promise<void> {
+    if (unmarked ? this.#deferred?.marked : this.#deferred?.waiting)
+      await this.#writing((_tx, turn) => turn!.flush(unmarked ? undefined : {}));
   }
 }
 
