@@ -6,15 +6,18 @@ import { emptyBatch as empty, storageConformance, sampleTask as task } from "../
 import { backends } from "./support.ts";
 
 /** The storage contract, run against every backend (S11); the same cases run on OPFS in e2e/sqlite-opfs.e2e.ts. */
-/** Decision 0081: the same contract with fenced steps' task rows waiting in memory (the default on OPFS). */
-const deferring = {
-  name: "SQLite (sqlite-wasm, memory, deferring fenced steps' task rows)",
-  create: () => openSqliteStorage({ vfs: "memory", deferTaskRows: true }),
+/**
+ * Decisions 0081 and 0086: `backends`' SQLite storage defers fenced steps' task rows (the default on both backends);
+ * the same contract with deferring off, every step's task row written at once.
+ */
+const writing = {
+  name: "SQLite (sqlite-wasm, memory, deferTaskRows: false)",
+  create: () => openSqliteStorage({ vfs: "memory", deferTaskRows: false }),
   fromImage: (image: Uint8Array, options?: { readOnly?: boolean }) =>
-    openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly, deferTaskRows: true }),
+    openSqliteStorage({ vfs: "memory", image, readOnly: options?.readOnly, deferTaskRows: false }),
 };
 
-for (const backend of [...backends, deferring]) {
+for (const backend of [...backends, writing]) {
   describe(`storage conformance: ${backend.name}`, () => {
     for (const test of storageConformance(backend)) it(test.name, test.run);
   });

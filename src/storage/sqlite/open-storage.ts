@@ -13,15 +13,16 @@ const OPEN_READS_WHOLE = [META_TABLE, "meta", "conversations", "documents"];
 /**
  * Opens durable storage on sqlite-wasm: `{ vfs: "memory" }` (Node and browser; `image` opens a copy of
  * exported bytes) or `{ vfs: "opfs-sahpool", path }` (a browser worker). Refuses damaged files, non-SQLite
- * bytes and schemas newer than this code, leaving them unmodified. On opfs-sahpool a fenced step's task rows wait in
- * memory by default (`deferTaskRows`, decision 0081).
+ * bytes and schemas newer than this code, leaving them unmodified. A fenced step's task rows wait in memory by
+ * default (`deferTaskRows`, decisions 0081 and 0086; both backends).
  */
 export async function openSqliteStorage(options: OpenSqliteOptions & SqliteStorageOptions): Promise<SqliteStorage> {
   const limits = queryLimits(options.queryLimits); // a bad limit is refused before the database is touched
   const database = await openSqliteDatabase({ integrityCheck: { tables: OPEN_READS_WHOLE }, ...options });
   try {
-    // On OPFS a commit costs its WAL frames: a fenced step's task row waits (decision 0081) unless the caller says not.
-    const deferTaskRows = options.deferTaskRows ?? options.vfs === "opfs-sahpool";
+    // A fenced step's task row waits (decision 0081: on OPFS a commit costs its WAL frames; decision 0086: in memory
+    // one statement less a step) unless the caller says not.
+    const deferTaskRows = options.deferTaskRows ?? true;
     const label = `sqlite:${options.vfs}${options.path ? `:${options.path}` : ""}`;
     return await SqliteStorage.open(database, label, { queryLimits: limits, deferTaskRows });
   } catch (error) {

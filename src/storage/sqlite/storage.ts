@@ -35,8 +35,8 @@ export interface SqliteStorageOptions {
   queryLimits?: Partial<QueryLimits>;
   /**
    * A fenced step of live tasks whose status stays writes its log row only; the task rows wait in memory and are
-   * written at the next flush point (decision 0081). Default off (`openSqliteStorage` turns it on for
-   * opfs-sahpool); needs a connection that counts its writes (`SqliteTransaction.writes`), else nothing defers.
+   * written at the next flush point (decision 0081). Default off (`openSqliteStorage` turns it on, decision
+   * 0086); needs a connection that counts its writes (`SqliteTransaction.writes`), else nothing defers.
    */
   deferTaskRows?: DeferTaskRows;
 }
