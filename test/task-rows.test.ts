@@ -206,6 +206,11 @@ describe("The task rows' writer kept across batches (decision 0083)", () => {
             statements++;
             return tx.run(sql, ...params);
           };
+          // The connection's own methods, on its own instance (they read private fields; the storage defers by default
+          // since decision 0086, which reads the write count and the mark).
+          counted.get = (sql, ...params) => tx.get(sql, ...params);
+          counted.all = (sql, ...params) => tx.all(sql, ...params);
+          if (tx.writes) counted.writes = () => tx.writes!();
           return body(counted);
         });
       const ids = Array.from({ length: 40 }, (_, index) => index + 1);

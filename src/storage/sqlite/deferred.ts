@@ -6,10 +6,13 @@
  * open replays the log rows past the mark.
  *
  * The mark (`tasks_behind_log` in the metadata) is the log position the task table is complete through. It is
- * written in the transaction of the first deferring commit when nothing waits, and deleted in the transaction that
- * applies what waits. Invariant: while it exists, every task-row write of the file since is in the log rows past it
- * — so every other write of the task table (any commit that does not defer, the recount, the trim that would delete
- * logged rows, a rebuild) applies what waits first, in its own transaction.
+ * written in the transaction of a deferring commit that finds none. Invariant: while it exists, every task-row write
+ * of the file since is in the log rows past it — so every write of the task table outside the log (a commit without
+ * a lease, the recount, a rebuild) deletes it, after writing what waits, in its own transaction, and a trim writes
+ * what waits before it deletes the log rows that hold it. Writes that keep the invariant keep the mark (decision
+ * 0086: a fenced commit that writes what waited, a read, a trim; moved up only when a replay from it grew long), so
+ * a run of deferring commits writes the metadata page once, not twice; a copy and a close delete it (read-only
+ * opens refuse a file with the mark).
  */
 import { DatabaseCorrupt } from "../../errors.ts";
 import type { Batch, LogMark, TaskRecord } from "../records.ts";
