@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { SchemaTooNew, StaleEpoch } from "../src/errors.ts";
+import { SchemaTooNew, StaleEpoch, TasksBehindLog } from "../src/errors.ts";
 import type { Batch, TaskRecord } from "../src/storage/records.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";

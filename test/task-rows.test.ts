@@ -279,6 +279,10 @@ describe("A batch's new and status-changing task rows share statements (decision
             statements++;
             return tx.run(sql, ...params);
           };
+          // As in the test above: the connection's own methods on its own instance (decision 0086 defers by default).
+          counted.get = (sql, ...params) => tx.get(sql, ...params);
+          counted.all = (sql, ...params) => tx.all(sql, ...params);
+          if (tx.writes) counted.writes = () => tx.writes!();
           return body(counted);
         });
       const stored = async (tasks: TaskRecord[]) => {
