@@ -43,14 +43,21 @@ describe("the lease's holder, as the object records it (decision 0057)", () => {
     await world.mirror.leave(mark, ctx);
     await runUntil(world.clock, () => world.end.harness !== undefined);
     const object = (await world.end.harness)!;
+    // What the tab pushed while it held the lease was relayed to the device (decision 0090), naming the tab.
+    const relayed = frames.filter((frame) => frame.startsWith('{"type":"push"')).map((frame) => JSON.parse(frame));
+    for (const push of relayed) expect(push.holder).toEqual({ place: "tab", object: false });
     // The device follows from the object's head (it holds that much, say): the next steps are pushed to it.
+    const asked = frames.length;
     expect((await askFrom(world, "phone", frames, world.end.head)).holder).toEqual({ place: "object", object: true });
-    await runUntil(world.clock, () => frames.some((frame) => frame.startsWith('{"type":"push"')));
-    const pushes = frames.filter((frame) => frame.startsWith('{"type":"push"')).map((frame) => JSON.parse(frame));
+    await runUntil(world.clock, () => frames.slice(asked).some((frame) => frame.startsWith('{"type":"push"')));
+    const pushes = frames
+      .slice(asked)
+      .filter((frame) => frame.startsWith('{"type":"push"'))
+      .map((frame) => JSON.parse(frame));
     for (const push of pushes) expect(push.holder).toEqual({ place: "object", object: true });
     // Checked where it arrives: an object's push with its holder parses.
     const parsed = parseFollowMessage(
-      frames.find((frame) => frame.startsWith('{"type":"push"')),
+      frames.slice(asked).find((frame) => frame.startsWith('{"type":"push"')),
       "object",
     );
     expect("message" in parsed && parsed.message.type === "push" && parsed.message.holder).toEqual({ place: "object", object: true });

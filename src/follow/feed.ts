@@ -155,6 +155,30 @@ export class Feed {
     for (const following of this.#followers.values()) this.#pump(following);
   }
 
+  /** Whether a harness here holds the lease and what it stores is pushed (`attach`). */
+  get attached(): boolean {
+    return this.#stopLog !== undefined;
+  }
+
+  /**
+   * A tab that holds the lease pushed `batches`, applied to the copy up to `head` (decision 0090): they go on to the
+   * others that follow, from memory (the copy trims what a pusher sent); one further behind is told it is behind.
+   */
+  relay(head: number, batches: readonly LoggedBatch[]): void {
+    if (this.#stopLog) this.detach();
+    this.#epoch = 0; // each push names its newest transaction's epoch: the tab's, not this place's last
+    for (const batch of batches) if (batch.fence.position > this.#stored && batch.fence.position <= head) this.#keep(batch);
+    this.#stored = head;
+    this.#serving = true;
+    const newest = this.#buffer.at(-1);
+    for (const following of this.#followers.values()) {
+      // Head unknown (a connection that followed the object's last instance): the newest transaction makes it say it.
+      if (following.acked === undefined && following.inFlight === undefined && newest?.fence.position === head)
+        this.#send(following, [newest]);
+      else this.#pump(following);
+    }
+  }
+
   /** The harness stopped writing here (it handed the lease over): nothing more is pushed. */
   detach(): void {
     this.#stopLog?.();

@@ -287,9 +287,14 @@ export class ObjectEnd {
       if (message.type === "release") return this.#arrival.receive(message);
       try {
         checkPusher(this.#options.book, this.#options.place, this.#arrival.harness !== undefined, message);
-        this.#feed.detach(); // the pusher holds the lease: what it writes is no longer this place's to push
+        // The pusher holds the lease: what a harness here writes is no longer this place's to push.
+        if (this.#feed.attached) this.#feed.detach();
         await spoke(message.from);
-        await this.#arrival.receive({ type: "push", from: message.from, batches: joinPush(message, this.head, this.#joining) });
+        const batches = joinPush(message, this.head, this.#joining);
+        await this.#arrival.receive({ type: "push", from: message.from, batches });
+        // The pusher holds the lease (it follows no more); what it pushed goes on to the others that follow (decision 0090).
+        this.#feed.drop(connection);
+        this.#feed.relay(this.head, batches);
       } catch (error) {
         // Where this copy's log stands, for the pusher's fork (decision 0032): the newest stretches, bounded (decision 0051).
         const all = await this.#options.storage.readEpochs?.().catch(() => undefined);
