@@ -378,8 +378,7 @@ export class Connection implements SqliteDatabase {
   #each(sql: string, onRow: (row: SqlRow) => void): void {
     const statement = this.#statements.prepare(sql, []);
     try {
-      let rc: number;
-      while ((rc = this.#c.sqlite3_step(statement.pointer)) === SQLITE_ROW) onRow(this.#codecs.row(statement));
+      const rc = this.#codecs.each(statement, onRow);
       if (rc !== SQLITE_DONE) throw this.sqliteError(rc);
     } finally {
       this.#statements.done(statement);
