@@ -189,6 +189,30 @@ describe("SqliteStorage writes a group's task rows several to a statement (decis
   });
 });
 
+/**
+ * Counts the statements `storage`'s transactions run (`statements`, reset by the caller). The connection's own methods
+ * stay on its own instance (they read private fields; the storage defers by default since decision 0086, which reads
+ * the write count and the mark).
+ */
+function countStatements(storage: SqliteStorage): { statements: number } {
+  const count = { statements: 0 };
+  const database = storage.database;
+  const transaction = database.transaction.bind(database);
+  database.transaction = (body) =>
+    transaction((tx) => {
+      const counted = Object.create(tx) as typeof tx;
+      counted.run = (sql, ...params) => {
+        count.statements++;
+        return tx.run(sql, ...params);
+      };
+      counted.get = (sql, ...params) => tx.get(sql, ...params);
+      counted.all = (sql, ...params) => tx.all(sql, ...params);
+      if (tx.writes) counted.writes = () => tx.writes!();
+      return body(counted);
+    });
+  return count;
+}
+
 describe("The task rows' writer kept across batches (decision 0083)", () => {
   it("shares statements for a group whose tasks the batch before named too, and goes row by row when one names a task twice", async () => {
     const storage = await openSqliteStorage({ vfs: "memory" });
@@ -196,28 +220,12 @@ describe("The task rows' writer kept across batches (decision 0083)", () => {
       const empty = { conversations: [], entries: [], submissions: [], documents: [] };
       const version = (id: number, n: number, status: "running" | "pending" = "running"): TaskRecord =>
         deepFreeze(taskRecord(id, { status, checkpoint: { phase: "p", n } }, { input: { id } }));
-      const database = storage.database;
-      const transaction = database.transaction.bind(database);
-      let statements = 0;
-      database.transaction = (body) =>
-        transaction((tx) => {
-          const counted = Object.create(tx) as typeof tx;
-          counted.run = (sql, ...params) => {
-            statements++;
-            return tx.run(sql, ...params);
-          };
-          // The connection's own methods, on its own instance (they read private fields; the storage defers by default
-          // since decision 0086, which reads the write count and the mark).
-          counted.get = (sql, ...params) => tx.get(sql, ...params);
-          counted.all = (sql, ...params) => tx.all(sql, ...params);
-          if (tx.writes) counted.writes = () => tx.writes!();
-          return body(counted);
-        });
+      const count = countStatements(storage);
       const ids = Array.from({ length: 40 }, (_, index) => index + 1);
       const stored = async (tasks: TaskRecord[]) => {
-        statements = 0;
+        count.statements = 0;
         await storage.apply({ ...empty, tasks });
-        return statements;
+        return count.statements;
       };
       await stored(ids.map((id) => version(id, 0)));
       // Steps of tasks the batch before named: 32 + 8 rows in two shared statements, each time.
@@ -269,24 +277,9 @@ describe("A batch's new and status-changing task rows share statements (decision
       const empty = { conversations: [], entries: [], submissions: [], documents: [] };
       const version = (id: number, n: number, status: "running" | "pending" | "sleeping" = "running"): TaskRecord =>
         deepFreeze(taskRecord(id, { status, checkpoint: { phase: "p", n } }, { input: { id } }));
-      const database = storage.database;
-      const transaction = database.transaction.bind(database);
-      let statements = 0;
-      database.transaction = (body) =>
-        transaction((tx) => {
-          const counted = Object.create(tx) as typeof tx;
-          counted.run = (sql, ...params) => {
-            statements++;
-            return tx.run(sql, ...params);
-          };
-          // As in the test above: the connection's own methods on its own instance (decision 0086 defers by default).
-          counted.get = (sql, ...params) => tx.get(sql, ...params);
-          counted.all = (sql, ...params) => tx.all(sql, ...params);
-          if (tx.writes) counted.writes = () => tx.writes!();
-          return body(counted);
-        });
+      const count = countStatements(storage);
       const stored = async (tasks: TaskRecord[]) => {
-        statements = 0;
+        count.statements = 0;
         await storage.apply({ ...empty, tasks });
         expect(
           await storage.query(
@@ -296,7 +289,7 @@ describe("A batch's new and status-changing task rows share statements (decision
         ).toEqual(
           [...tasks].sort((a, b) => a.id - b.id).map((task) => ({ id: task.id, status: task.state.status, record: JSON.stringify(task) })),
         );
-        return statements;
+        return count.statements;
       };
       const ids = Array.from({ length: 40 }, (_, index) => index + 1);
       // 40 new tasks: 16 + 16 + 8 rows in three upserts (80 statements before: an update that found nothing, then an insert).
