@@ -293,7 +293,8 @@ describe("a snapshot read and rebuilt a row at a time (decision 0084)", () => {
       ),
       { numRuns: 40 },
     );
-  });
+    // 2 s on an idle machine; 17–22 s seen in the whole suite on two loaded cores (three SQLite opens a run).
+  }, 60_000);
 
   it("0084 property: a snapshot with a row that breaks the copy's rules (twice, at or past nextId, a deletion, a wrong shape) in any part is refused by the staged rebuild exactly when parseSnapshot refuses it, FollowMessageRefused with the tab's copy and tables as they were", async () => {
     const base = copyOf(12, 40);
