@@ -1,8 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { stepped } from "./sqlite-support.ts";
+import { ctx, openHarness, runUntil } from "./support.ts";
 
 // Decision 0086 (issue 27, "zero added latency for effect-free steps"): on OPFS a commit costs one WAL frame per page
 // it dirties. Counted here without a WAL: the database's image after each commit against the one before, page by
@@ -47,6 +50,27 @@ async function pagesDirtied(db: SqliteDatabase, storage: SqliteStorage, run: () 
 }
 
 const STEPS = 600;
+const LONE_STEPS = 40;
+
+/** A task of `steps` checkpoint steps, one commit each (the bench's stepper). */
+const loneStepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
+  name: "t.stepper",
+  version: 1,
+  initial: () => ({ phase: "step", n: 0 }),
+  phases: {
+    step: async (task, runtime, context) => {
+      const n = task.state.checkpoint.n + 1;
+      await runtime.commit(
+        () =>
+          n >= task.input.steps
+            ? { status: "terminal", outcome: { status: "completed", result: n } }
+            : { status: "running", checkpoint: { phase: "step", n } },
+        context,
+      );
+    },
+  },
+  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
+});
 
 describe("0086: the pages a fenced effect-free step dirties", () => {
   it("S4: 600 fenced steps of one task dirty the log's pages and next to nothing else: the task's and the mark's pages once in 100 steps or less (decision 0081: about once in 11)", async () => {
@@ -69,5 +93,31 @@ describe("0086: the pages a fenced effect-free step dirties", () => {
     expect(others).toEqual([]);
     expect(counted.perCommit("page 1")).toBeLessThan(0.1);
     await db.close();
+  });
+});
+
+describe("0091: the pages a lone step dirties on the product's storage", () => {
+  it("S3/S11: a task's steps with no lease on a deferring storage (openSqliteStorage's) dirty the task's leaf alone, once a step, as a raw single-row commit does (one WAL frame on OPFS); the live index only at its two status changes", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const db = storage.database;
+    const registry = createRegistry().install(defineExtension({ name: "t", tasks: [loneStepper] }));
+    const { harness, clock } = await openHarness(storage, { registry });
+    const root = await harness.root(ctx);
+    const id = await root.commit((tx) => tx.createTask(loneStepper, { steps: LONE_STEPS + 1 }), ctx);
+    let done = false;
+    const counted = await pagesDirtied(db, storage, async () => {
+      harness.resume();
+      void harness.waitForTask(id, ctx).then(() => {
+        done = true;
+      });
+      await runUntil(clock, () => done);
+    });
+    // Its start (pending → running), LONE_STEPS steps keeping it running, and its last step (→ terminal).
+    expect(counted.commits).toBe(LONE_STEPS + 2);
+    // Every commit changed the task's leaf and nothing else but the live index at its two status changes: no mark (a
+    // lease-less write keeps none), no log row, no page 1.
+    expect(Object.fromEntries(counted.pages)).toEqual({ tasks: LONE_STEPS + 2, tasks_live: 2 });
+    await harness.close(ctx);
+    await storage.close();
   });
 });

@@ -71,11 +71,16 @@ function recording(db: SqliteDatabase) {
   return { database, transactions, outside };
 }
 
-describe("a lone task's step in SQLite (decision 0061)", () => {
+// Decision 0091: the storage the product opens (`openSqliteStorage`) defers fenced steps' task rows (decisions 0081,
+// 0086); a lone step has no lease, so it writes its row at once, as the raw commit does: no mark, no more statements.
+describe.each([
+  { storage: "writing its task rows at once", deferTaskRows: false },
+  { storage: "deferring fenced steps' task rows (the product's, decisions 0081/0086/0091)", deferTaskRows: true },
+])("a lone task's step in SQLite (decision 0061), storage $storage", ({ deferTaskRows }) => {
   it("0061/S3/S11: each step is one transaction of one UPDATE of the task's record (its text and id bound), with nothing read", async () => {
     const db = await openSqliteDatabase({ vfs: "memory" });
     const { database, transactions, outside } = recording(db);
-    const storage = await SqliteStorage.open(database, "lone");
+    const storage = await SqliteStorage.open(database, "lone", { deferTaskRows });
     const registry = createRegistry().install(defineExtension({ name: "t", tasks: [stepper] }));
     const { harness, clock } = await openHarness(storage, { registry });
     const root = await harness.root(ctx);

@@ -1,5 +1,5 @@
 /** A commit's rows: their size checks and the texts its log row is made of (out of storage.ts in decision 0081). */
-import type { Batch, TaskRecord } from "../records.ts";
+import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord } from "../records.ts";
 import { columnBytes, refuseLargeRow } from "../rows.ts";
 import type { SqlValue } from "./database.ts";
 
@@ -34,6 +34,38 @@ export function refuseLargeRows(max: number, { tasks, conversations, entries, su
 }
 
 export const NONE: readonly string[] = [];
+
+const NO_ROWS: readonly SqlValue[][] = [];
+
+/**
+ * A batch's conversations, entries, submissions and documents as their statements' parameters. A list left empty (a
+ * task's step has only its task) maps nothing and makes no array or function (decision 0091).
+ */
+export function commitRows(batch: Batch): Omit<CommitRows, "tasks"> {
+  return {
+    conversations: batch.conversations.length === 0 ? NO_ROWS : batch.conversations.map(conversationRow),
+    entries: batch.entries.length === 0 ? NO_ROWS : batch.entries.map(entryRow),
+    submissions: batch.submissions.length === 0 ? NO_ROWS : batch.submissions.map(submissionRow),
+    documents: batch.documents.length === 0 ? NO_ROWS : batch.documents.map(documentRow),
+  };
+}
+
+function conversationRow(c: ConversationRecord): SqlValue[] {
+  return [c.id, c.owner ?? null, JSON.stringify(c)];
+}
+
+function entryRow(e: EntryRecord): SqlValue[] {
+  return [e.id, e.conversationId, e.kind, JSON.stringify(e)];
+}
+
+function submissionRow(s: SubmissionRecord): SqlValue[] {
+  return [s.id, s.conversationId, s.requestId ?? null, s.status, JSON.stringify(s)];
+}
+
+/** A removed document's row is its key alone (the statement deletes it). */
+function documentRow(d: DocumentRecord): SqlValue[] {
+  return d.value === null ? [d.scope, d.key] : [d.scope, d.key, JSON.stringify(d)];
+}
 
 /** The JSON texts at `column` of a list's rows (none mapped for an empty list). */
 export function texts(rows: readonly SqlValue[][], column: number): readonly string[] {

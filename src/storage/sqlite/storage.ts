@@ -15,7 +15,7 @@ import type {
 } from "../records.ts";
 import { logSlices, parseAll, parseInto, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } from "../storage.ts";
-import { largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
+import { commitRows, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
@@ -155,17 +155,12 @@ export class SqliteStorage implements Storage {
 
   async apply(batch: Batch): Promise<void> {
     if (this.readOnly) throw new ReadOnlySession("A write");
-    if (await this.#recount(batch)) return;
+    // Decision 0091: a batch that is no recount (every step's) goes on without an await of its own.
+    const recount = recountOf(batch, this.#db.maxRowBytes);
+    if (recount && (await this.#recount(batch, recount))) return;
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
     const tasks = batch.tasks.map((task) => taskText(task, this.#texts.get(task.id)));
-    const conversations = batch.conversations.map((c) => [c.id, c.owner ?? null, JSON.stringify(c)] as SqlValue[]);
-    const entries = batch.entries.map((e) => [e.id, e.conversationId, e.kind, JSON.stringify(e)] as SqlValue[]);
-    const submissions = batch.submissions.map(
-      (s) => [s.id, s.conversationId, s.requestId ?? null, s.status, JSON.stringify(s)] as SqlValue[],
-    );
-    const documents = batch.documents.map((d) =>
-      d.value === null ? ([d.scope, d.key] as SqlValue[]) : ([d.scope, d.key, JSON.stringify(d)] as SqlValue[]),
-    );
+    const { conversations, entries, submissions, documents } = commitRows(batch);
     const max = this.#db.maxRowBytes;
     // A row larger than the platform's (a Durable Object's 2 MB) is the commit's InvalidInput, not an SQL error.
     if (max !== undefined) refuseLargeRows(max, { tasks, conversations, entries, submissions, documents });
@@ -223,9 +218,7 @@ export class SqliteStorage implements Storage {
   }
 
   /** S4's recovery batch in one statement (decision 0043); false when it is not one, or counted other rows. */
-  async #recount(batch: Batch): Promise<boolean> {
-    const recount = recountOf(batch, this.#db.maxRowBytes);
-    if (!recount) return false;
+  async #recount(batch: Batch, recount: { keepRunning: boolean }): Promise<boolean> {
     try {
       await this.#writing((tx, turn) => {
         turn?.flush();
