@@ -160,6 +160,38 @@ describe("a fenced effect-free step writes its log row only (decision 0081)", ()
   });
 });
 
+describe("0091: a lease-less commit while nothing waits runs with no turn", () => {
+  it("0091/S4: after another storage on the connection left rows behind the log (its mark), a lease-less commit of a storage that kept none replays them first: the file has no mark, and a writable reopen keeps the commit's row", async () => {
+    const db = await openSqliteDatabase({ vfs: "memory" });
+    const plain = await SqliteStorage.open(db, "plain", { deferTaskRows: true });
+    await plain.load();
+    // Lease-less commits: nothing waits and this storage keeps no mark (the path with no turn).
+    await plain.apply(both([running(1, 0), running(2, 0)], undefined));
+    await plain.apply(both([running(2, 1)], undefined));
+    // Another storage's fenced steps: its rows wait, its mark is in the file, its log rows hold them.
+    const other = await SqliteStorage.open(db, "other", { deferTaskRows: true });
+    await other.load();
+    for (let n = 1; n <= 3; n++) await other.apply(both([running(1, 10 + n)], n));
+    expect(await mark(await db.exportImage())).toBeDefined();
+    // The plain storage's next lease-less commit: the file's write count moved, so it takes a whole turn.
+    await plain.apply(both([running(2, 50)], undefined));
+    await plain.apply(both([running(2, 51)], undefined));
+    const image = await db.exportImage();
+    expect(await mark(image)).toBeUndefined();
+    const rows = "SELECT id, record ->> '$.state.checkpoint.n' AS n FROM tasks ORDER BY id";
+    expect(await plain.query(rows)).toEqual([
+      { id: 1, n: 13 },
+      { id: 2, n: 51 },
+    ]);
+    const reopened = await openSqliteStorage({ vfs: "memory", image });
+    expect(await reopened.query(rows)).toEqual([
+      { id: 1, n: 13 },
+      { id: 2, n: 51 },
+    ]);
+    await db.close();
+  });
+});
+
 describe("0081: schema version 6", () => {
   it("S11: a version 5 file opens writable and is migrated by its number; one newer than 6 is refused, unmodified", async () => {
     expect(SCHEMA_VERSION).toBe(6);

@@ -91,9 +91,39 @@ export class DeferredTaskRows {
 
   /**
    * Runs `body` in one transaction of `db` as a turn of this storage: what the turn changed here is put back if the
-   * body throws (at once, before any other transaction) or the commit fails.
+   * body throws (at once, before any other transaction) or the commit fails. A `plain` body (one that defers nothing)
+   * while nothing waits and no mark is kept runs with no turn (`#plain`).
    */
-  async transaction<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
+  transaction<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain = false): Promise<T> {
+    if (!plain || this.#pending.size > 0 || this.#mark !== undefined || this.#writes === undefined) return this.#turn(db, body);
+    return db.transaction((tx) => this.#plain(tx, body));
+  }
+
+  /**
+   * A `plain` commit (it defers nothing) while nothing waits and this storage keeps no mark (decision 0091: a lone
+   * step with no lease, every step): when nothing else wrote since this storage's last turn, the file has no mark and
+   * a turn would do nothing, so the body runs with none — no turn, no state to put back: a rollback leaves the file
+   * as it was (no mark), and the count taken here only ever makes the next turn replay. When something else wrote,
+   * a whole turn (its flush replays from a mark the file may hold), and the next commit takes a whole turn too.
+   */
+  #plain<T>(tx: SqliteTransaction, body: (tx: SqliteTransaction, turn: Turn | undefined) => T): T {
+    if (tx.writes!() === this.#writes) {
+      const result = body(tx, undefined);
+      this.#writes = tx.writes!();
+      return result;
+    }
+    const turn = new Turn(this, tx, this.#state(tx));
+    try {
+      return body(tx, turn);
+    } catch (error) {
+      this.#restore(turn.before);
+      throw error;
+    } finally {
+      this.#writes = undefined; // not known until a whole turn commits (it puts back what this one changed if not)
+    }
+  }
+
+  async #turn<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
     let turn: Turn | undefined;
     try {
       return await db.transaction((tx) => {

@@ -201,7 +201,7 @@ export class SqliteStorage implements Storage {
       // load() finds the next id from the largest row id (rows are never deleted).
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
       if (fence) committed = this.#log.written(tx, fence);
-    });
+    }, !deferring);
     // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
     if (committed) this.#log.stored(committed);
     for (const { task, pieces, spliced } of tasks) {
@@ -370,9 +370,12 @@ export class SqliteStorage implements Storage {
     this.#log.forget();
   }
 
-  /** A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). */
-  #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T): Promise<T> {
-    return this.#deferred ? this.#deferred.transaction(this.#db, body) : this.#db.transaction((tx) => body(tx, undefined));
+  /**
+   * A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). `plain`: the body
+   * defers nothing, so while nothing waits it may run with no turn (deferred.ts, decision 0091).
+   */
+  #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain = false): Promise<T> {
+    return this.#deferred ? this.#deferred.transaction(this.#db, body, plain) : this.#db.transaction((tx) => body(tx, undefined));
   }
 
   /** Writes what waits before a read of the task table (0081); `unmarked`: and a kept mark goes (0086: a copy, a close). */
