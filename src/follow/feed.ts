@@ -12,13 +12,11 @@
  */
 import type { Clock } from "../base/clock.ts";
 import type { Harness } from "../harness.ts";
-import type { HeldBy } from "../host/protocol.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { LeaseRecord } from "./arbiter.ts";
 import { packPushes } from "./chunks.ts";
 import { historyWindow } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
-import { encodeFollowMessage, type FollowStart, type LeaseHolder, leaseHolder } from "./wire.ts";
+import { encodeFollowMessage, type FollowStart, type LeaseHolder } from "./wire.ts";
 
 export interface FeedOptions {
   /** The object's place (the pushes' `from`). */
@@ -48,21 +46,6 @@ export interface FeedOptions {
   holds?: () => readonly number[];
   /** Who holds the lease now, by the object's own record (decision 0057): told in every push and `follow.from` answer. */
   holder?: () => LeaseHolder | undefined;
-}
-
-/** The holder a lease record names, `object` when it is `objectPlace` (decision 0057); undefined while it is free. */
-export function holderOf(record: Pick<LeaseRecord, "holder">, objectPlace: string): LeaseHolder | undefined {
-  return record.holder === undefined ? undefined : { place: record.holder, object: record.holder === objectPlace };
-}
-
-/**
- * The holder a lease record names as a status carries it (`heldBy`, decision 0067): only a place of the wire's shape
- * (1–200 characters, what a tab reads in `follow.from`), anything else names no holder.
- */
-export function heldByOf(record: Pick<LeaseRecord, "holder">, objectPlace: string): HeldBy | undefined {
-  const holder = holderOf(record, objectPlace);
-  if (!holder || leaseHolder(holder, "holder") !== undefined) return undefined;
-  return { kind: holder.object ? "object" : "tab", place: holder.place };
 }
 
 /**
@@ -126,7 +109,12 @@ export class Feed {
   attach(harness: Harness): void {
     const lease = harness.lease;
     if (!lease) return;
+    // What a tab pushed and this feed relayed up to the takeover stays in memory (decision 0094): the copy trimmed it
+    // from the durable tail, so a follower not yet sent it would be told `behind` and rebuild its whole copy.
+    const newest = this.#buffer.at(-1)?.fence.position;
+    const relayed = this.#serving && newest !== undefined && newest === this.#stored && newest <= lease.position ? this.#buffer : [];
     this.detach();
+    for (const batch of relayed) this.#keep(batch);
     this.#serving = false;
     this.#epoch = lease.epoch;
     this.#stored = lease.position;
