@@ -59,7 +59,8 @@ async function crashed(count: number, every: number): Promise<Uint8Array> {
 async function truth(image: Uint8Array): Promise<SeedRow[]> {
   const storage = await openSqliteStorage({ vfs: "memory", image, readOnly: true });
   const meta = await storage.query("SELECT value FROM main.pi_durable_meta WHERE key = 'recount_owed'");
-  const owed = meta[0] && (JSON.parse(String(meta[0].value)) as { after: number; through: number; keepRunning: boolean; written: number[] });
+  const owed =
+    meta[0] && (JSON.parse(String(meta[0].value)) as { after: number; through: number; keepRunning: boolean; written: number[] });
   const rows = await seed(storage);
   await storage.close();
   if (!owed) return rows;
