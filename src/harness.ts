@@ -125,9 +125,11 @@ export class Harness {
 
   /**
    * Hears each stored transaction of a harness that holds a lease, stamped with its `fence` (epoch and position),
-   * in log order: what a place pushes to the next one. Returns the function that stops listening.
+   * in log order: what a place pushes to the next one. `text`, when the storage gave it, is the batch's JSON as its
+   * log row holds it (text for text `JSON.stringify(batch)`): a mirror sends it as it is (decision 0093). Returns the
+   * function that stops listening.
    */
-  onLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
+  onLog(listener: (batch: Batch & { fence: LogMark }, text: string | undefined) => void): () => void {
     return this.#session.subscribeLog(listener);
   }
 

@@ -281,10 +281,16 @@ export function depthExceeds(value: unknown, limit: number): boolean {
   return false;
 }
 
+/** The first UTF-16 unit that takes more than one UTF-8 byte. */
+const NOT_ASCII = /[\u0080-\uffff]/;
+
 /** UTF-8 bytes of a string as `TextEncoder` would encode it (a lone surrogate is U+FFFD, 3 bytes). */
 export function utf8Length(text: string): number {
+  // Most texts are ASCII (a log row, a push frame): one native scan finds the first unit that is not (decision 0093).
+  const first = text.search(NOT_ASCII);
+  if (first < 0) return text.length;
   let bytes = text.length;
-  for (let index = 0; index < text.length; index++) {
+  for (let index = first; index < text.length; index++) {
     const code = text.charCodeAt(index);
     if (code < 0x80) continue;
     if (code < 0x800) bytes += 1;

@@ -60,28 +60,37 @@ export function sliceJsonText(text: string, budget: number): string[] {
   return out;
 }
 
+/** A whole transaction's JSON when its sender already has it (its log row's text, decision 0093), else undefined. */
+export type TextOf = (batch: LoggedBatch) => string | undefined;
+
 /**
  * Packs `batches` (in log order) into pushes of at most `budget` bytes of transactions each: a transaction
- * whose JSON does not fit in one goes as parts, each in a push of its own or beside others that fit.
+ * whose JSON does not fit in one goes as parts, each in a push of its own or beside others that fit. `textOf` gives
+ * a transaction's JSON when it is known (else it is serialized here); `texts`, when given, receives for each push the
+ * JSON of its whole transactions, in order (what `pushFrames` joins).
  */
-export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES): PushLoad[] {
+export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES, textOf?: TextOf, texts?: string[][]): PushLoad[] {
   const loads: PushLoad[] = [];
   let load: PushLoad = { batches: [], parts: [] };
+  let loadTexts: string[] = [];
   let used = 0;
   const add = (bytes: number, put: (into: PushLoad) => void) => {
     if (used > 0 && used + bytes + 1 > budget) {
       loads.push(load);
+      texts?.push(loadTexts);
       load = { batches: [], parts: [] };
+      loadTexts = [];
       used = 0;
     }
     put(load);
     used += bytes + 1;
   };
   for (const batch of batches) {
-    const text = JSON.stringify(batch);
+    const text = textOf?.(batch) ?? JSON.stringify(batch);
     const bytes = utf8Length(text);
     if (bytes <= budget) {
       add(bytes, (into) => into.batches.push(batch));
+      loadTexts.push(text);
       continue;
     }
     const { epoch, position } = batch.fence;
@@ -92,8 +101,31 @@ export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET
       add(utf8Length(JSON.stringify(part)), (into) => into.parts.push(part));
     });
   }
-  if (used > 0) loads.push(load);
+  if (used > 0) {
+    loads.push(load);
+    texts?.push(loadTexts);
+  }
   return loads;
+}
+
+/**
+ * The push frames of `batches` from `from` under `epoch`: each `encodeFollowMessage({ type: "push", from, epoch,
+ * ...load })` of `packPushes`' loads, text for text, made of the transactions' JSON texts (`textOf`'s where it has
+ * one) rather than serializing every transaction again inside the message (decision 0093). None for no batches.
+ */
+export function pushFrames(
+  from: string,
+  epoch: number,
+  batches: readonly LoggedBatch[],
+  textOf?: TextOf,
+  budget = PUSH_BUDGET_BYTES,
+): string[] {
+  const texts: string[][] = [];
+  const loads = packPushes(batches, budget, textOf, texts);
+  const head = `{"type":"push","from":${JSON.stringify(from)},"epoch":${JSON.stringify(epoch)},"batches":[`;
+  return loads.map(
+    (load, index) => `${head}${texts[index]!.join(",")}],"parts":${load.parts.length === 0 ? "[]" : JSON.stringify(load.parts)}}`,
+  );
 }
 
 /**

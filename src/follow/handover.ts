@@ -48,7 +48,7 @@ export async function applyPushed(
   storage: Storage,
   head: number,
   batches: readonly LoggedBatch[],
-  apply: (batch: LoggedBatch) => Promise<void> = (batch) => storage.apply(batch),
+  apply: (batch: LoggedBatch) => Promise<unknown> = (batch) => storage.apply(batch),
 ): Promise<number> {
   const sorted = [...batches].sort((a, b) => a.fence.position - b.fence.position);
   for (const batch of sorted) {

@@ -127,8 +127,15 @@ export class FollowLink {
    * Returns the frame's UTF-8 bytes, or 0 when it was not sent.
    */
   send(message: TabMessage): number {
+    return this.#up ? this.sendEncoded(encodeFollowMessage(message)) : 0;
+  }
+
+  /**
+   * `send` of a message already encoded (`encodeFollowMessage`'s text, as `pushFrames` makes a push's from its log
+   * texts, decision 0093). Returns the frame's UTF-8 bytes, or 0 when it was not sent.
+   */
+  sendEncoded(frame: string): number {
     if (!this.#up) return 0;
-    const frame = encodeFollowMessage(message);
     return this.#sendFrame(frame) ? utf8Length(frame) : 0;
   }
 

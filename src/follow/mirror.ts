@@ -25,7 +25,7 @@ import { deserializeError } from "../host/error-wire.ts";
 import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
-import { packPushes } from "./chunks.ts";
+import { pushFrames } from "./chunks.ts";
 import type { LogHistory } from "./fork.ts";
 import type { LoggedBatch } from "./handover.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
@@ -102,6 +102,9 @@ export class Mirror {
   readonly #epoch: number;
   /** Stored since the last acknowledgement, in log order (heard from `onLog`; the durable tail holds them too). */
   #buffer: LoggedBatch[] = [];
+  /** Each buffered transaction's log text as the storage gave it: pushed as it is (decision 0093). */
+  readonly #texts = new WeakMap<LoggedBatch, string>();
+  readonly #textOf = (batch: LoggedBatch): string | undefined => this.#texts.get(batch);
   /** The last position stored here. */
   #stored: number;
   /** The object's head as last acknowledged (-1: not heard yet). */
@@ -129,8 +132,9 @@ export class Mirror {
     this.#epoch = lease.epoch;
     this.#stored = lease.position;
     this.#stops.push(
-      options.harness.onLog((batch) => {
+      options.harness.onLog((batch, text) => {
         this.#stored = batch.fence.position;
+        if (text !== undefined) this.#texts.set(batch, text);
         this.#buffer.push(batch);
         this.#pump();
       }),
@@ -222,8 +226,7 @@ export class Mirror {
     const reaches =
       rest.length === 0 ? from >= mark.position : rest[0]!.fence.position === first && rest.at(-1)!.fence.position === mark.position;
     if (!reaches) return false;
-    for (const load of rest.length > 0 ? packPushes(rest) : [])
-      this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }));
+    for (const frame of pushFrames(this.#place, this.#epoch, rest, this.#textOf)) this.#count(this.#link.sendEncoded(frame));
     this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
     return true;
   }
@@ -259,11 +262,11 @@ export class Mirror {
     this.#inFlight = batches.at(-1)?.fence.position ?? 0;
     this.stats.rounds++;
     // Before the object first answered and with nothing in the tail, an empty push asks for its head.
-    const loads = batches.length > 0 ? packPushes(batches) : [{ batches: [], parts: [] }];
-    for (const load of loads) {
-      // The link went down: the next connection sends the round again.
-      if (!this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, ...load }))) break;
-    }
+    if (batches.length === 0) this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, batches: [], parts: [] }));
+    // Each frame made of the transactions' log texts (decision 0093); the link went down: the next connection sends the round again.
+    else
+      for (const frame of pushFrames(this.#place, this.#epoch, batches, this.#textOf))
+        if (!this.#count(this.#link.sendEncoded(frame))) break;
   }
 
   async #reply(reply: PushReply): Promise<void> {

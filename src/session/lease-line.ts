@@ -16,8 +16,8 @@ export abstract class LeaseLine {
    * transaction carries a position and nothing about commits changes.
    */
   readonly fence: Fence | undefined;
-  /** Hears each stored transaction of a fenced session with its position: the log, in order. */
-  readonly #logListeners = new Set<(batch: Batch & { fence: LogMark }) => void>();
+  /** Hears each stored transaction of a fenced session with its position (and its log text, when storage gave it). */
+  readonly #logListeners = new Set<LogListener>();
   /** Called once, when the fence is found lost (the harness then stops as after a crash). */
   onFenceLost: ((reason: Error) => void) | undefined;
 
@@ -26,7 +26,7 @@ export abstract class LeaseLine {
   }
 
   /** Listens to the log: each stored transaction of a fenced session, stamped with its position, in order. */
-  subscribeLog(listener: (batch: Batch & { fence: LogMark }) => void): () => void {
+  subscribeLog(listener: LogListener): () => void {
     this.#logListeners.add(listener);
     return () => this.#logListeners.delete(listener);
   }
@@ -63,14 +63,23 @@ export abstract class LeaseLine {
     notify?.(reason);
   }
 
-  /** A batch was stored: a fenced session's log moves on and its listeners hear of it. */
-  protected logged(batch: Batch): void {
+  /**
+   * A batch was stored: a fenced session's log moves on and its listeners hear of it, with the text its log row holds
+   * when the storage returned it (`Storage.apply`; decision 0093: a mirror pushes that text as it is).
+   */
+  protected logged(batch: Batch, text?: string | void): void {
     const fence = this.fence;
     if (!fence) return;
     fence.stored(batch);
-    for (const listener of this.#logListeners) listener(batch as Batch & { fence: LogMark });
+    for (const listener of this.#logListeners) listener(batch as Batch & { fence: LogMark }, text === undefined ? undefined : text);
   }
 }
+
+/**
+ * Hears a stored transaction of a fenced session: the batch, stamped with its position, and — when the storage gave it
+ * — its log text (`JSON.stringify(batch)`, text for text). The batch and the text must not be changed.
+ */
+export type LogListener = (batch: Batch & { fence: LogMark }, text: string | undefined) => void;
 
 /** Storage refused a batch by the log's rule (another writer moved the log on). */
 export function isFenceError(error: unknown): boolean {

@@ -25,10 +25,9 @@ export type { CommitOptions, Published } from "./commit-types.ts";
  * documents, open submissions, conversations) change and listeners hear of it. A commit that fails at any
  * point changes nothing, in storage or in memory.
  *
- * Group commit (decision 0026): the groupable commits that become ready while the line is busy wait together
- * and take the next turn as one group — each built on the state the ones before it left, each failing alone,
- * all stored in one transaction, then published one by one in order. A commit that finds the line idle goes
- * at once, alone.
+ * Group commit (decision 0026): the groupable commits that become ready while the line is busy wait together and
+ * take the next turn as one group — each built on the state the ones before it left, each failing alone, all stored
+ * in one transaction, then published one by one in order. A commit that finds the line idle goes at once, alone.
  *
  * The parts beside it: `mirror.ts` (the mirrors and how a stored batch moves them), `lease-line.ts` (the lease's
  * side of the line, which this class extends), `group.ts` (a group's overlay), `tx.ts` (what a commit stages).
@@ -285,8 +284,9 @@ export class Session extends LeaseLine {
         for (let at = 0; at < members.length; at++) refuse(members[at]!, members[at]!.tx ? lost : members[at]!.error);
         return true;
       }
+      let text: string | void;
       try {
-        await this.storage.apply(batch);
+        text = await this.storage.apply(batch);
         this.#refused = false;
       } catch (error) {
         // Nothing was written. Alone, the commit is refused with the storage's error and its caller retries it
@@ -298,7 +298,7 @@ export class Session extends LeaseLine {
         }
         return false;
       }
-      this.logged(batch);
+      this.logged(batch, text);
     }
     for (let at = 0; at < members.length; at++) {
       const pending = members[at]!;
@@ -350,12 +350,13 @@ export class Session extends LeaseLine {
       this.stamp(batch);
       // Its checkpoint (and the reservation passes') would stand in front of the first resumed step (decision 0033).
       if (tasks.length > 0) this.#releaseCheckpoints ??= this.storage.holdCheckpoints?.();
+      let text: string | void;
       try {
-        await this.storage.apply(batch);
+        text = await this.storage.apply(batch);
       } catch (error) {
         throw this.fenceRefused(error) ? error : markStorageFailure(error);
       }
-      this.logged(batch);
+      this.logged(batch, text);
       publish(this, batch);
       for (const listener of this.#listeners) listener({ batch, reports: [] });
       return tasks.map((task) => task.id).sort((a, b) => a - b);

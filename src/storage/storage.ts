@@ -80,7 +80,12 @@ export interface Storage {
    */
   readonly maxRowBytes?: number | undefined;
   load(): Promise<StoredState>;
-  apply(batch: Batch): Promise<void>;
+  /**
+   * Stores `batch` in one transaction. May resolve with a fenced batch's log text as it was stored — its
+   * `JSON.stringify`, text for text (decision 0042) — so a mirror pushes that text rather than serializing the batch
+   * again (decision 0093); resolves with nothing when it made none.
+   */
+  apply(batch: Batch): Promise<string | void>;
   /**
    * Holds back the backend's own housekeeping of its write-ahead log (SQLite's automatic checkpoint) until the
    * returned release is called: the session holds it over an open's recovery, so the checkpoint that batch

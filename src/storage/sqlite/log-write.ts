@@ -9,7 +9,8 @@ export type BatchTexts = Readonly<Record<"tasks" | "conversations" | "entries" |
 /**
  * `JSON.stringify(batch)`, text for text, made from the texts its rows were already serialized to (decision 0042):
  * a fenced transaction's log row repeats its rows, and serializing every record a second time for it was the
- * largest part of what a lease added to a step. Members in the batch's own key order, as JSON spells them.
+ * largest part of what a lease added to a step. Members in the batch's own key order, as JSON spells them; the
+ * fence and numbers spelled here (decision 0093: a step's batch serializes nothing but its task's state).
  */
 export function batchText(batch: Batch, texts: BatchTexts): string {
   const members = batch as unknown as Record<string, unknown>;
@@ -17,11 +18,39 @@ export function batchText(batch: Batch, texts: BatchTexts): string {
   for (const key in members) {
     if (!Object.hasOwn(members, key)) continue;
     const list = listOf(texts, key);
-    const value = list ? listText(list) : JSON.stringify(members[key]);
+    const value = list ? listText(list) : memberText(members[key]);
     if (value === undefined) continue; // an undefined member: JSON leaves it out
     text += `${text.length > 0 ? "," : "{"}${memberKey(key)}${value}`;
   }
   return text.length > 0 ? `${text}}` : "{}";
+}
+
+/** `JSON.stringify(value)` of a batch's other members: a finite number and a fence (`LogMark`) without calling it. */
+function memberText(value: unknown): string | undefined {
+  if (typeof value === "number" && Number.isFinite(value)) return String(value);
+  if (typeof value === "object" && value !== null) {
+    const mark = markText(value as Record<string, unknown>);
+    if (mark !== undefined) return mark;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * A fence's text — `{"epoch":…,"position":…}` — when it is exactly that: those two own keys in that order (walked
+ * with `for…in`, no key array), both finite numbers, no `toJSON`.
+ */
+function markText(mark: Record<string, unknown>): string | undefined {
+  let shape = 0; // 1: `epoch` seen first; 2: then `position`; -1: anything else
+  for (const key in mark) {
+    if (shape === 0 && key === "epoch") shape = 1;
+    else if (shape === 1 && key === "position") shape = 2;
+    else return undefined;
+  }
+  const { epoch, position } = mark;
+  if (shape !== 2 || typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position))
+    return undefined;
+  if (!Object.hasOwn(mark, "epoch") || !Object.hasOwn(mark, "position") || typeof mark.toJSON === "function") return undefined;
+  return `{"epoch":${epoch},"position":${position}}`;
 }
 
 /** The texts of `key`'s list, when it is one of the row lists (no prototype lookup: `texts` may be any object). */

@@ -157,12 +157,14 @@ export class SqliteStorage implements Storage {
     };
   }
 
-  async apply(batch: Batch): Promise<void> {
+  /** Resolves with a fenced batch's log text (its JSON, text for text: what a mirror pushes, decision 0093). */
+  async apply(batch: Batch): Promise<string | undefined> {
     if (this.readOnly) throw new ReadOnlySession("A write");
     // Decision 0091: a batch that is no recount (every step's) goes on without an await of its own. S4's recovery
     // batch is one statement, or a slice and the rest owed (decisions 0043, 0092).
     const recount = recountOf(batch, this.#db.maxRowBytes);
-    if (recount && (await storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts))) return;
+    if (recount && (await storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts)))
+      return undefined;
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
     const tasks = batch.tasks.map((task) => taskText(task, this.#texts.get(task.id)));
     const { conversations, entries, submissions, documents } = commitRows(batch);
@@ -172,21 +174,19 @@ export class SqliteStorage implements Storage {
     const fence = batch.fence;
     // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
     // rows' own texts (decision 0042); an empty list is not mapped (decision 0056).
-    const logged = fence
-      ? logSlices(
-          batchText(batch, {
-            tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
-            conversations: texts(conversations, 2),
-            entries: texts(entries, 3),
-            submissions: texts(submissions, 4),
-            documents:
-              documents.length === 0
-                ? NONE
-                : documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
-          }),
-          max,
-        )
+    const text = fence
+      ? batchText(batch, {
+          tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
+          conversations: texts(conversations, 2),
+          entries: texts(entries, 3),
+          submissions: texts(submissions, 4),
+          documents:
+            documents.length === 0
+              ? NONE
+              : documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
+        })
       : undefined;
+    const logged = text === undefined ? undefined : logSlices(text, max);
     let committed: Committed | undefined;
     const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
     await this.#writing((tx, turn) => {
@@ -221,6 +221,7 @@ export class SqliteStorage implements Storage {
         else this.#texts.delete(task.id);
       }
     }
+    return text;
   }
 
   get owesRestarts(): boolean {
