@@ -62,6 +62,8 @@ describe("a mirrored step's push is made of its log text (decision 0093)", () =>
     const pushes = world.sent.toObject.filter((frame) => frame.startsWith('{"type":"push"'));
     expect(pushes.length).toBeGreaterThan(0);
     for (const frame of pushes) expect(encodeFollowMessage(JSON.parse(frame))).toBe(frame);
+    // The bytes the mirror counts are the frames' own (counted from the texts', not by scanning each frame again).
+    expect(world.mirror.stats.bytes).toBe(pushes.reduce((sum, frame) => sum + utf8Length(frame), 0));
     // The object holds the tab's rows, as before (the frames carry the same transactions).
     const pushed = pushes.flatMap((frame) => (JSON.parse(frame) as { batches: unknown[] }).batches.map((batch) => JSON.stringify(batch)));
     for (const text of texts) expect(pushed).toContain(text);
@@ -125,7 +127,7 @@ const logged: fc.Arbitrary<LoggedBatch> = fc.record(
 ) as unknown as fc.Arbitrary<LoggedBatch>;
 
 describe("push frames from texts: text for text the messages they stand for (decision 0093)", () => {
-  it("property: pushFrames gives encodeFollowMessage of packPushes' loads, with texts known for any of the batches, under any budget", () => {
+  it("property: pushFrames gives encodeFollowMessage of packPushes' loads and their bytes, with texts known for any of the batches, under any budget", () => {
     fc.assert(
       fc.property(
         fc.array(fc.tuple(logged, fc.boolean()), { maxLength: 8 }),
@@ -136,7 +138,9 @@ describe("push frames from texts: text for text the messages they stand for (dec
           const batches = pairs.map(([batch]) => batch);
           const known = new Map(pairs.filter(([, has]) => has).map(([batch]) => [batch, JSON.stringify(batch)] as const));
           const expected = packPushes(batches, budget).map((load) => encodeFollowMessage({ type: "push", from, epoch, ...load }));
-          expect(pushFrames(from, epoch, batches, (batch) => known.get(batch), budget)).toEqual(expected);
+          const frames = pushFrames(from, epoch, batches, (batch) => known.get(batch), budget);
+          expect(frames.map(({ frame }) => frame)).toEqual(expected);
+          for (const { frame, bytes } of frames) expect(bytes).toBe(utf8Length(frame));
         },
       ),
       { numRuns: 150 },
@@ -147,6 +151,7 @@ describe("push frames from texts: text for text the messages they stand for (dec
     const number = fc.oneof(fc.integer(), fc.double(), fc.constant(-0), fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY));
     const fence = fc.oneof(
       fc.record({ epoch: number, position: number }),
+      fc.record({ epoch: fc.string({ unit: "binary" }), position: number }),
       fc.record({ position: number, epoch: number }),
       fc.record({ epoch: number, position: number, note: fc.string() }),
       fc.record({ epoch: number }),

@@ -63,23 +63,29 @@ export function sliceJsonText(text: string, budget: number): string[] {
 /** A whole transaction's JSON when its sender already has it (its log row's text, decision 0093), else undefined. */
 export type TextOf = (batch: LoggedBatch) => string | undefined;
 
+/** The JSON texts of one push's whole transactions, in order, and their UTF-8 bytes in all. */
+export interface LoadTexts {
+  texts: string[];
+  bytes: number;
+}
+
 /**
  * Packs `batches` (in log order) into pushes of at most `budget` bytes of transactions each: a transaction
  * whose JSON does not fit in one goes as parts, each in a push of its own or beside others that fit. `textOf` gives
  * a transaction's JSON when it is known (else it is serialized here); `texts`, when given, receives for each push the
- * JSON of its whole transactions, in order (what `pushFrames` joins).
+ * JSON of its whole transactions (what `pushFrames` joins).
  */
-export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES, textOf?: TextOf, texts?: string[][]): PushLoad[] {
+export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES, textOf?: TextOf, texts?: LoadTexts[]): PushLoad[] {
   const loads: PushLoad[] = [];
   let load: PushLoad = { batches: [], parts: [] };
-  let loadTexts: string[] = [];
+  let whole: LoadTexts = { texts: [], bytes: 0 };
   let used = 0;
   const add = (bytes: number, put: (into: PushLoad) => void) => {
     if (used > 0 && used + bytes + 1 > budget) {
       loads.push(load);
-      texts?.push(loadTexts);
+      texts?.push(whole);
       load = { batches: [], parts: [] };
-      loadTexts = [];
+      whole = { texts: [], bytes: 0 };
       used = 0;
     }
     put(load);
@@ -90,7 +96,8 @@ export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET
     const bytes = utf8Length(text);
     if (bytes <= budget) {
       add(bytes, (into) => into.batches.push(batch));
-      loadTexts.push(text);
+      whole.texts.push(text);
+      whole.bytes += bytes;
       continue;
     }
     const { epoch, position } = batch.fence;
@@ -103,15 +110,22 @@ export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET
   }
   if (used > 0) {
     loads.push(load);
-    texts?.push(loadTexts);
+    texts?.push(whole);
   }
   return loads;
+}
+
+/** A push message's text and its UTF-8 bytes. */
+export interface PushFrame {
+  frame: string;
+  bytes: number;
 }
 
 /**
  * The push frames of `batches` from `from` under `epoch`: each `encodeFollowMessage({ type: "push", from, epoch,
  * ...load })` of `packPushes`' loads, text for text, made of the transactions' JSON texts (`textOf`'s where it has
- * one) rather than serializing every transaction again inside the message (decision 0093). None for no batches.
+ * one) rather than serializing every transaction again inside the message, in one join, its bytes counted from the
+ * texts' (decision 0093). None for no batches.
  */
 export function pushFrames(
   from: string,
@@ -119,13 +133,23 @@ export function pushFrames(
   batches: readonly LoggedBatch[],
   textOf?: TextOf,
   budget = PUSH_BUDGET_BYTES,
-): string[] {
-  const texts: string[][] = [];
+): PushFrame[] {
+  const texts: LoadTexts[] = [];
   const loads = packPushes(batches, budget, textOf, texts);
   const head = `{"type":"push","from":${JSON.stringify(from)},"epoch":${JSON.stringify(epoch)},"batches":[`;
-  return loads.map(
-    (load, index) => `${head}${texts[index]!.join(",")}],"parts":${load.parts.length === 0 ? "[]" : JSON.stringify(load.parts)}}`,
-  );
+  const headBytes = utf8Length(head);
+  return loads.map((load, index) => {
+    const whole = texts[index]!;
+    const parts = load.parts.length === 0 ? "[]" : JSON.stringify(load.parts);
+    const tail = `],"parts":${parts}}`;
+    const count = whole.texts.length;
+    if (count === 0) return { frame: head + tail, bytes: headBytes + utf8Length(tail) };
+    // One join makes the frame one flat string (a string built of pieces is copied whole once more when it is sent).
+    const pieces = whole.texts.slice();
+    pieces[0] = head + pieces[0];
+    pieces[count - 1] += tail;
+    return { frame: pieces.join(","), bytes: headBytes + whole.bytes + count - 1 + utf8Length(tail) };
+  });
 }
 
 /**

@@ -132,11 +132,12 @@ export class FollowLink {
 
   /**
    * `send` of a message already encoded (`encodeFollowMessage`'s text, as `pushFrames` makes a push's from its log
-   * texts, decision 0093). Returns the frame's UTF-8 bytes, or 0 when it was not sent.
+   * texts, decision 0093); `bytes`, its UTF-8 bytes when the caller counted them. Returns the frame's UTF-8 bytes, or
+   * 0 when it was not sent.
    */
-  sendEncoded(frame: string): number {
+  sendEncoded(frame: string, bytes?: number): number {
     if (!this.#up) return 0;
-    return this.#sendFrame(frame) ? utf8Length(frame) : 0;
+    return this.#sendFrame(frame) ? (bytes ?? utf8Length(frame)) : 0;
   }
 
   /** Calls `topic`'s `method` on the object; resolves with its answer (rejects with its error, as its class). */

@@ -226,7 +226,8 @@ export class Mirror {
     const reaches =
       rest.length === 0 ? from >= mark.position : rest[0]!.fence.position === first && rest.at(-1)!.fence.position === mark.position;
     if (!reaches) return false;
-    for (const frame of pushFrames(this.#place, this.#epoch, rest, this.#textOf)) this.#count(this.#link.sendEncoded(frame));
+    for (const { frame, bytes } of pushFrames(this.#place, this.#epoch, rest, this.#textOf))
+      this.#count(this.#link.sendEncoded(frame, bytes));
     this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
     return true;
   }
@@ -265,8 +266,8 @@ export class Mirror {
     if (batches.length === 0) this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, batches: [], parts: [] }));
     // Each frame made of the transactions' log texts (decision 0093); the link went down: the next connection sends the round again.
     else
-      for (const frame of pushFrames(this.#place, this.#epoch, batches, this.#textOf))
-        if (!this.#count(this.#link.sendEncoded(frame))) break;
+      for (const { frame, bytes } of pushFrames(this.#place, this.#epoch, batches, this.#textOf))
+        if (!this.#count(this.#link.sendEncoded(frame, bytes))) break;
   }
 
   async #reply(reply: PushReply): Promise<void> {
