@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { stepper } from "../bench/stepper.ts";
 import { systemClock } from "../src/base/clock.ts";
+import { watchCommits } from "../src/browser/commit-watch.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { packPushes, pushFrames } from "../src/follow/chunks.ts";
 import type { LoggedBatch } from "../src/follow/handover.ts";
@@ -92,6 +93,25 @@ describe("a mirrored step's push is made of its log text (decision 0093)", () =>
     expect(texts.length).toBeGreaterThanOrEqual(steps);
     for (const [batch, text] of texts) expect(text).toBe(JSON.stringify(batch));
     await harness.close(ctx);
+  });
+
+  it("the browser worker's commit watch hands the log text on (the worker's mirror pushes it as it is)", async () => {
+    const inner = await openSqliteStorage({ vfs: "memory" });
+    const storage = watchCommits(inner);
+    await storage.load();
+    const batch = {
+      tasks: [],
+      conversations: [],
+      entries: [],
+      submissions: [],
+      documents: [],
+      nextId: 2,
+      fence: { epoch: 1, position: 1 },
+    };
+    // Old code: the watch awaited the storage and resolved with nothing (the mirror serialized the batch again).
+    expect(await storage.apply(batch)).toBe(JSON.stringify(batch));
+    expect(await storage.apply({ tasks: [], conversations: [], entries: [], submissions: [], documents: [], nextId: 3 })).toBeUndefined();
+    await storage.close();
   });
 
   it("a storage that makes no log text (memory) leaves the listener's text undefined, and the mirror serializes as before", async () => {

@@ -119,11 +119,12 @@ export function watchCommits(storage: Storage): Storage {
       if (frozen) return never;
       const next = stored + 1;
       if (armed?.crash.edge === "before" && armed.crash.commit === next) return freeze();
-      await storage.apply(batch);
+      const text = await storage.apply(batch); // a fenced batch's log text: the mirror pushes it (decision 0093)
       stored = next;
       unsummarized.push({ commit: next, batch });
       if (unsummarized.length >= UNSUMMARIZED) summarizeWaiting();
       if (armed?.crash.edge === "after" && armed.crash.commit === next) return freeze();
+      return text;
     },
     getTask: gate(storage.getTask),
     listTasks: gate(storage.listTasks),
