@@ -68,6 +68,11 @@ export interface HandoverBench {
   followStepCpuMicros: Summary;
   plainStepCpuMicros: Summary;
   addedCpuRunRatio: Summary;
+  /**
+   * The mirrored tab's CPU time per step until the object acknowledged the job's last step (decision 0093): the
+   * pushes a round sends after the job ended are the tab's work too (the figure above stops at the job's end).
+   */
+  followStepCpuToAckMicros: Summary;
   effectSteps: number;
   /** Acknowledgements each wait before an effect took, per step. */
   roundTripsBeforeEffect: { median: number; max: number; histogram: Record<string, number> };
@@ -193,6 +198,7 @@ export async function benchHandover(): Promise<HandoverBench> {
     const runRatios: number[] = [];
     const plain: number[] = [];
     const followCpu: number[] = [];
+    const followCpuToAck: number[] = [];
     const plainCpu: number[] = [];
     const cpuRatios: number[] = [];
     const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [relayTask(() => {}), effectTask, stepper] }));
@@ -204,13 +210,14 @@ export async function benchHandover(): Promise<HandoverBench> {
       harness.resume();
       await harness.waitForTask(id, ctx);
       const cpu = process.cpuUsage(cpuStart);
-      return { wall: ((performance.now() - start) * 1000) / STEPS, cpu: (cpu.user + cpu.system) / STEPS };
+      return { wall: ((performance.now() - start) * 1000) / STEPS, cpu: (cpu.user + cpu.system) / STEPS, cpuStart };
     };
     for (let run = -1; run < STEP_RUNS; run++) {
       let withFollow = Infinity;
       let fencedOnly = Infinity;
       let without = Infinity;
       let withFollowCpu = Infinity;
+      let withFollowCpuToAck = Infinity;
       let withoutCpu = Infinity;
       for (let turn = 0; turn < 3; turn++) {
         const tab = await openTab(`steps-${run}-${turn}`, registry);
@@ -218,6 +225,8 @@ export async function benchHandover(): Promise<HandoverBench> {
         withFollow = Math.min(withFollow, mirrored.wall);
         withFollowCpu = Math.min(withFollowCpu, mirrored.cpu);
         await tab.mirror.whenAcknowledged(tab.harness.lease!.position, ctx); // the object caught up before the next run
+        const toAck = process.cpuUsage(mirrored.cpuStart);
+        withFollowCpuToAck = Math.min(withFollowCpuToAck, (toAck.user + toAck.system) / STEPS);
         tab.close();
         await tab.harness.close(ctx).catch(() => {});
         // The fenced log alone: a lease from an arbiter in the same process, no link, no mirror.
@@ -238,6 +247,7 @@ export async function benchHandover(): Promise<HandoverBench> {
       runRatios.push(withFollow / without);
       cpuRatios.push(withFollowCpu / withoutCpu);
       followCpu.push(withFollowCpu);
+      followCpuToAck.push(withFollowCpuToAck);
       plainCpu.push(withoutCpu);
       follow.push(withFollow);
       fenced.push(fencedOnly);
@@ -280,6 +290,7 @@ export async function benchHandover(): Promise<HandoverBench> {
       followStepCpuMicros: summarize(followCpu),
       plainStepCpuMicros: summarize(plainCpu),
       addedCpuRunRatio: summarize(cpuRatios),
+      followStepCpuToAckMicros: summarize(followCpuToAck),
       effectSteps: trips.length,
       roundTripsBeforeEffect: { median: summarize(trips).median, max: Math.max(...trips), histogram },
       effectStepMs: summarize(stepMs),
