@@ -3,6 +3,7 @@
  * follow link as the worker's host uses it. Moved out of follow.ts.
  */
 import type { ServerCallPort } from "../agent/server-port.ts";
+import type { SubmissionDraft } from "../agent/types.ts";
 import type { LogHistory } from "../follow/fork.ts";
 import type { PageCallPort } from "../follow/page-call-relay.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
@@ -95,6 +96,11 @@ export interface TabFollow {
    * the lease (the host does: `runHere`). `LeaseNotHeld` when this tab does not follow (it runs here, or forked).
    */
   takeBack(): Promise<void>;
+  /**
+   * Submits `draft` through the object while this tab follows it (decision 0096): forwarded to the holder under its
+   * `requestId` (minted when it has none); resolves with the submission's id once this tab's copy holds it.
+   */
+  submit(conversationId: number, draft: SubmissionDraft): Promise<number>;
   /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
   readonly place: FollowPlace;
   /**

@@ -35,6 +35,7 @@ import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FollowObjectOptions, FollowPlace, TabFollow } from "./follow-options.ts";
+import { submitFollowing } from "./follow-submit.ts";
 import { RebuildRetry, rebuildTriesOf } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
 
@@ -285,6 +286,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         })
         .then(() => true);
     },
+    submit: (conversationId, draft) =>
+      submitFollowing((topic, method, args) => link.call(topic, method, args), harness, clock, conversationId, draft),
     get place(): FollowPlace {
       return holding() ? "here" : "elsewhere";
     },

@@ -9,6 +9,7 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { sha256Text } from "../base/sha256.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
+import { COPY } from "../follow/copy-writes.ts";
 import type { LoggedBatch } from "../follow/handover.ts";
 import { ObjectEnd, type ObjectTopicHandler } from "../follow/object-end.ts";
 import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
@@ -44,6 +45,8 @@ export interface FollowingOptions {
   open(): Promise<Harness>;
   /** The tab's server tool calls (decision 0036), when the object serves them. */
   serverTools?: ObjectTopicHandler;
+  /** What a following tab's writes are made through (topic `copy`, decision 0096): the service pages get. */
+  copyWrites?: ObjectTopicHandler;
   /** Pages whose sockets stayed through a hibernation subscribe again (to the copy). */
   restorePages(): void;
   /** Whether the object's harness is open here (it holds the lease). */
@@ -97,6 +100,7 @@ export class ObjectFollowing {
         open: options.open,
       });
       if (options.serverTools) end.serve(SERVER_TOOLS_TOPIC, options.serverTools); // the tab's server tools (decision 0036)
+      if (options.copyWrites) end.serve(COPY, options.copyWrites); // a following tab's submissions (decision 0096)
       // Tabs that followed the object's last instance are pushed to again (decision 0038).
       for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame), followCaller(socket)?.place);
       for (const [socket, pages] of claimsKept(ctx)) end.restorePages(socket, pages);

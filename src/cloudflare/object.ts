@@ -28,6 +28,7 @@ import { DurableObject } from "cloudflare:workers";
 import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest, NotAuthorized } from "../errors.ts";
+import { copyWrites } from "../follow/copy-writes.ts";
 import type { Harness } from "../harness.ts";
 import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
@@ -183,6 +184,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           return harness;
         },
         ...(server ? { serverTools: server.handler } : {}),
+        copyWrites: copyWrites(() => copied.copy.service), // as a page on the object submits (decision 0096)
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
         lapsed: () => this.#lapsed(book, place),

@@ -6,6 +6,7 @@ import type { Json } from "../base/json.ts";
 import { NotAuthorized } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
+import { COPY } from "./copy-writes.ts";
 import type { FollowAction, FollowAuthorize, FollowRequest } from "./object-end-options.ts";
 import { PAGE_CALLS, type PageCallRelay } from "./page-call-relay.ts";
 import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
@@ -59,7 +60,8 @@ export function answerHelloCall(id: string, args: readonly Json[]): ObjectMessag
 /**
  * What the door is told of a call: the place it speaks for (its arguments', or for page calls `connectionPlace`, the
  * place its connection follows or spoke for), and for a page call the conversation the holder's harness has it in
- * (decision 0051).
+ * (decision 0051). For a following tab's write (`copy.submit`, decision 0096): the place its connection follows and
+ * the conversation it names (the one the caller asks to write to: grant it per conversation).
  */
 export function doorOf(
   topic: string,
@@ -68,6 +70,13 @@ export function doorOf(
   connectionPlace: string | undefined,
   pageCalls: Pick<PageCallRelay, "conversationOf">,
 ): { place?: string; request?: FollowRequest } {
+  if (topic === COPY) {
+    const conversationId = args[0];
+    return {
+      ...(connectionPlace === undefined ? {} : { place: connectionPlace }),
+      request: typeof conversationId === "number" ? { conversationId } : {},
+    };
+  }
   if (topic !== PAGE_CALLS) {
     const place = namedPlace(topic, args);
     return place === undefined ? {} : { place };

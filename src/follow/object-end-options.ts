@@ -30,7 +30,10 @@ export type FollowAuthorize = (action: FollowAction, place?: string, request?: F
  * For `page-calls.claimPageCall` and `page-calls.answerPageCall`: `conversationId`, the conversation whose page tool
  * call it is — present only when the harness that holds the lease here has that call in the conversation the call
  * names (else the call would find nothing there) — so an app can grant page calls per conversation; and `place` (the
- * door's second argument) is the place the connection follows or speaks for, when it named one.
+ * door's second argument) is the place the connection follows or speaks for, when it named one. For `copy.submit`
+ * (a following tab's submission, decision 0096): `conversationId`, the conversation the call names — the one the
+ * caller asks to write to, so an app grants it per conversation as it grants a page's submit — and `place` the place
+ * the connection follows.
  */
 export interface FollowRequest {
   conversationId?: number;

@@ -21,7 +21,9 @@ import { args, type Check, integer, record } from "../shape.ts";
  * 0057): the object's pushes and its `follow.from` answer name the lease's holder (`holder`); 6 (decision 0079): a
  * snapshot's text is records, one a line (a header, one `[list, row]` a row, an end), cut into parts as they fill
  * and read record by record — a tab of 5 would take it for one JSON value and refuse it, so it meets a
- * `FollowVersionMismatch` at its hello instead, telling it to reload.
+ * `FollowVersionMismatch` at its hello instead, telling it to reload. Decision 0096's topic `copy` (a following tab's
+ * submissions) needs no new version: an object without it refuses the call alone, typed (`FollowMessageRefused`,
+ * "there is no call copy.submit"), and everything else on the link goes on.
  */
 export const FOLLOW_WIRE_VERSION = 6;
 

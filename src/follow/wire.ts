@@ -25,6 +25,7 @@ import { MAX_DEPTH_LIMIT, utf8Length, walkJson } from "../limits.ts";
 import { type ArgsCheck, args, type Check, flag, integer, list, literal, nullable, record, text, variant } from "../shape.ts";
 import { batchProblem } from "./batch-shape.ts";
 import { MAX_FOLLOW_MESSAGE_BYTES, MAX_PARTS, type PushLoad, type Reassembly } from "./chunks.ts";
+import { COPY, COPY_TOPIC } from "./copy-writes.ts";
 import { FORWARD, FORWARD_TOPIC } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 import { DEVICE_PAGE_CALLS, DEVICE_PAGE_CALLS_TOPIC, PAGE_CALLS, PAGE_CALLS_TOPIC } from "./page-call-relay.ts";
@@ -157,6 +158,8 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   [PAGE_CALLS]: PAGE_CALLS_TOPIC,
   // The other way: a device's page at the object's copy claims the tab's page calls while the tab holds the lease.
   [DEVICE_PAGE_CALLS]: DEVICE_PAGE_CALLS_TOPIC,
+  // A following tab's own writes, made through the object as a page connected to it makes them (decision 0096).
+  [COPY]: COPY_TOPIC,
 };
 
 /**
