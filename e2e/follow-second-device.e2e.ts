@@ -11,8 +11,9 @@ import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
 // workerd (decision 0094): one browser profile's `?follow=` tab holds its Durable Object's lease and counts; a second
 // profile (another device: its own OPFS, its own place) opens the same conversation with `?follow=` and follows it
 // read-only. What the tab pushes reaches it through the object's relay (decision 0090): every step, in order, the
-// holder named. It cannot write; the same device's page on the object's socket (`?edge=`) submits, and the holder
-// carries that out once under its requestId (decision 0034), both devices showing it. Then the first tab goes (its
+// holder named. Its own submit goes through the object to the holder (decision 0096), and so does that of the same
+// device's page on the object's socket (`?edge=`): the holder carries each out once under its requestId (decision
+// 0034), both devices showing it. Then the first tab goes (its
 // page closed: the hand-over at pagehide; or its renderer crashed: the lease's expiry) and the second device sees the
 // object take the lease and count on to the end.
 
@@ -122,7 +123,7 @@ async function shoot(page: Page, file: string): Promise<void> {
 }
 
 describe("a second device watches a tab's work live through the Durable Object (Chromium + workerd, issue 27 item 6)", () => {
-  it("S5/S12: while the first device's tab holds the lease and counts, the second device's tab sees every step in order and names the holder; its page on the object submits once to the holder, both show it; the tab closes, the object takes over and the second device sees it count to the end", async () => {
+  it("S5/S12: while the first device's tab holds the lease and counts, the second device's tab sees every step in order and names the holder; its own submit and its page's on the object each reach the holder once (decision 0096), both show them; the tab closes, the object takes over and the second device sees it count to the end", async () => {
     const name = "follow-second-device"; // a 10 minute lease: only the close's release can hand it over here
     const TO = 80;
     const tabPrints = await recordTabPrints(session);
@@ -150,17 +151,17 @@ describe("a second device watches a tab's work live through the Durable Object (
       expect(await heldBy(device)).toEqual({ kind: "tab", place });
       await shoot(device, "follow-second-device-watching");
 
-      // It cannot write: its harness is a read-only copy.
+      // Its own submit goes through the object to the holder under its requestId (decision 0096): sent twice, one
+      // submission; the holder's tab runs it and both show it. (Before: refused, ReadOnlySession.)
       const conversationId = await device.evaluate(() => pi.client.rootConversation());
-      const refused = await device.evaluate(
-        (id) =>
-          pi.client.submit(id, { type: "input", content: "typed on the follower", requestId: "second-follower-1" }).then(
-            () => "written",
-            (error: { name?: string }) => String(error?.name),
-          ),
-        conversationId,
-      );
-      expect(refused).not.toBe("written");
+      const mine = { type: "input" as const, content: "typed on the follower", requestId: "second-follower-1" };
+      const forwarded = await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const);
+      expect(await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const)).toEqual(forwarded);
+      const mineEntry = await waitForUserEntry(tab, mine.content, 60_000);
+      const mineReply = await waitForReply(tab, mineEntry, "", 60_000);
+      expect(await waitForUserEntry(device, mine.content, 60_000)).toBe(mineEntry);
+      expect(await waitForReply(device, mineEntry, mineReply, 60_000)).toBe(mineReply);
+      expect(await query(tab, "SELECT count(*) AS count FROM submissions WHERE request_id = ?", mine.requestId)).toEqual([{ count: 1 }]);
 
       // The same device's page on the object's socket submits: forwarded to the holder under its requestId, once.
       const onObject = await other.newPage(`${inject("demoBaseUrl")}?edge=${encodeURIComponent(edge.socketUrl(name))}`);
@@ -207,7 +208,7 @@ describe("a second device watches a tab's work live through the Durable Object (
       expect(new Set(all.map(tickOf))).toEqual(new Set(Array.from({ length: TO }, (_, i) => i + 1)));
       const views = await steps(device);
       console.log(
-        `second device: ${views.length} views, steps ${seen[0]}..${seen.at(-1)} (${seen.length}), its own submit refused (${refused}); ` +
+        `second device: ${views.length} views, steps ${seen[0]}..${seen.at(-1)} (${seen.length}), its own submit forwarded (submission ${forwarded}); ` +
           `tab printed ${tabPrints.length}, object ${edge.printed.lines.length}; restarts seen ${JSON.stringify(views.filter((v) => v.restarts > 0).map((v) => [v.n, v.restarts]))}`,
       );
     } catch (error) {
