@@ -54,8 +54,8 @@ function arrival(copy: Harness, id: number, clock: Clock): Promise<void> {
 
 /**
  * The worker's service with its `submit` made through the object while the tab follows it: the harness's own first
- * (a tab that holds the lease submits here; a request id the copy already holds is answered from it), and on
- * `ReadOnlySession` while the agent runs elsewhere, through the object.
+ * (a tab that holds the lease submits here; a draft it finds malformed is refused here, sent nowhere), and on
+ * `ReadOnlySession` while the agent runs elsewhere, through the object (whose copy answers a key it already holds).
  */
 export function submitsThroughObject(
   service: HarnessService,
