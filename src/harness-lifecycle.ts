@@ -63,8 +63,7 @@ export function markLifecycle(tx: KernelTx, state: "open" | "closed"): void {
  * Decision 0092: the restarts an open's recovery commit left owed (S4 in slices) are counted on the line, one slice a
  * turn, each after a timer of the harness clock, so that the steps the open's first passes start are not queued
  * behind them. Stops at the seal (a close); what is left stays owed in storage and the next open counts it. A refused
- * slice is reported and the rest left owed. A slice runs as `session.read`: a turn of the line that publishes nothing —
- * it stores counts the session's records already hold, so no record, view or listener changes.
+ * slice is reported and the rest left owed.
  */
 export async function recountOwed(session: Session, clock: Clock, report: (error: unknown) => void): Promise<void> {
   const storage = session.storage;
