@@ -1,4 +1,3 @@
-import type { Clock } from "./base/clock.ts";
 import { DatabaseLocked } from "./errors.ts";
 import type { Recovery } from "./harness-types.ts";
 import { documentKey } from "./session/keys.ts";
@@ -57,22 +56,4 @@ export function recoveryAtOpen(session: Session, recovered: number[], lifecycle:
 /** Stages the lifecycle document's new state (`open` at an open, `closed` at a clean close). */
 export function markLifecycle(tx: KernelTx, state: "open" | "closed"): void {
   tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state });
-}
-
-/**
- * Decision 0092: the restarts an open's recovery commit left owed (S4 in slices) are counted on the line, one slice a
- * turn, each after a timer of the harness clock, so that the steps the open's first passes start are not queued
- * behind them. Stops at the seal (a close); what is left stays owed in storage and the next open counts it. A refused
- * slice is reported and the rest left owed.
- */
-export async function recountOwed(session: Session, clock: Clock, report: (error: unknown) => void): Promise<void> {
-  const storage = session.storage;
-  try {
-    while (storage.owesRestarts && !session.sealed) {
-      await new Promise<void>((resolve) => clock.setTimer(0, resolve));
-      if (session.sealed || !(await session.read(() => storage.recountSlice!()))) return;
-    }
-  } catch (error) {
-    if (!session.sealed) report(error);
-  }
 }
