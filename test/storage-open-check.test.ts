@@ -91,8 +91,8 @@ describe("decision 0027: the open checks what it reads, not the whole file", () 
     expect(opened).toBeInstanceOf(DatabaseCorrupt);
   });
 
-  /** Opens `image` with a leaf among its finished rows damaged: the open runs, and reading a row of that leaf fails. */
-  async function opensWithDamagedHistory({ image, finished, pageSize }: Awaited<ReturnType<typeof largeImage>>): Promise<void> {
+  it("B4: damage among finished rows the open never reads does not cost the open; reading such a row gives DatabaseCorrupt", async () => {
+    const { image, finished, pageSize } = await largeImage();
     const damaged = damagePage(image, await tasksLeaf(image, pageSize, "middle"), pageSize);
     const storage = await openSqliteStorage({ vfs: "memory", image: damaged });
     const harness = await Harness.open(storage, { registry: registry() }, ctx);
@@ -102,16 +102,20 @@ describe("decision 0027: the open checks what it reads, not the whole file", () 
     );
     expect(reads.some((read) => read.status === "rejected" && read.reason instanceof DatabaseCorrupt)).toBe(true);
     await harness.close(ctx).catch(() => {});
-  }
-
-  it("B4: damage among finished rows the open never reads does not cost the open; reading such a row gives DatabaseCorrupt", async () => {
-    await opensWithDamagedHistory(await largeImage());
   });
 
   it("decision 0095: a 2–3 MiB database (the size 10,000 live tasks make) is checked by what it reads, not whole: damage among its finished rows does not refuse the open (before: the whole-file check refused it)", async () => {
-    const large = await largeImage(4_500);
-    expect(large.image.byteLength).toBeLessThan(4 * 1024 * 1024); // under decision 0027's first threshold
-    await opensWithDamagedHistory(large);
+    const { image, finished, pageSize } = await largeImage(4_500);
+    expect(image.byteLength).toBeLessThan(4 * 1024 * 1024); // under decision 0027's first threshold
+    const damaged = damagePage(image, await tasksLeaf(image, pageSize, "middle"), pageSize);
+    const storage = await openSqliteStorage({ vfs: "memory", image: damaged });
+    const harness = await Harness.open(storage, { registry: registry() }, ctx);
+    expect((await harness.inspect(ctx)).tasks).toHaveLength(1);
+    const reads = await Promise.allSettled(
+      Array.from({ length: finished[1]! - finished[0]! + 1 }, (_, index) => storage.getTask(finished[0]! + index)),
+    );
+    expect(reads.some((read) => read.status === "rejected" && read.reason instanceof DatabaseCorrupt)).toBe(true);
+    await harness.close(ctx).catch(() => {});
   });
 
   it("a small database is still checked whole: damage among finished rows is refused at open", async () => {
