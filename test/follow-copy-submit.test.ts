@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { SubmissionDraft } from "../src/agent/types.ts";
 import type { Json } from "../src/base/json.ts";
@@ -7,7 +8,7 @@ import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { createCopyService } from "../src/follow/copy-service.ts";
 import { COPY, copyWrites, submitThroughObject } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
-import { answerForwarded, type HolderPort, linkHolder } from "../src/follow/forwarding.ts";
+import { answerForwarded, forwardedArgsProblem, type HolderPort, linkHolder } from "../src/follow/forwarding.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { type FollowAction, type FollowRequest, ObjectEnd } from "../src/follow/object-end.ts";
@@ -164,6 +165,41 @@ describe("a following tab submits through the object, forwarded to the holder un
     const names = outcomes.map((outcome) => (outcome as { name?: string }).name);
     expect(names.filter((name) => name === "FollowMessageRefused")).toHaveLength(3);
     for (const outcome of outcomes) expect(JSON.stringify(outcome)).not.toMatch(/\bat .*\.ts/); // no stack, no internals
+    expect(w.forwards).toEqual([]);
+    expect(await w.tab.storage.query("SELECT COUNT(*) AS n FROM submissions")).toEqual(before);
+    expect(w.tab.lease?.position).toBe(head);
+    w.mirror.stop();
+  });
+});
+
+describe("copy.submit under random input (decision 0096)", () => {
+  it("0096 property: any arguments to copy.submit that are not a keyed draft are refused with a typed error and no internals; nothing is forwarded, stored or logged", async () => {
+    const w = await world(() => true);
+    const before = await w.tab.storage.query("SELECT COUNT(*) AS n FROM submissions");
+    const head = w.tab.lease?.position;
+    const draftish = fc.record(
+      {
+        type: fc.oneof(fc.constantFrom("input", "steer", "followUp"), fc.string({ maxLength: 6 })),
+        content: fc.jsonValue({ maxDepth: 3 }),
+        requestId: fc.jsonValue({ maxDepth: 1 }),
+      },
+      { requiredKeys: [] },
+    );
+    const args = fc.array(fc.oneof(fc.jsonValue({ maxDepth: 4 }), draftish, fc.integer()), { maxLength: 4 });
+    await fc.assert(
+      fc.asyncProperty(args, fc.constantFrom("submit", "decide", "abortConversation", "x"), async (values, method) => {
+        fc.pre(method !== "submit" || forwardedArgsProblem("submit", values) !== undefined);
+        let outcome: { error?: Error; value?: unknown } | undefined;
+        w.phone.call(COPY, method, values as Json[]).then(
+          (value) => (outcome = { value }),
+          (error: Error) => (outcome = { error }),
+        );
+        await runUntil(w.clock, () => outcome !== undefined);
+        expect(outcome?.error?.name).toMatch(/^(FollowMessageRefused|InvalidArguments|NotAuthorized)$/);
+        expect(JSON.stringify({ name: outcome?.error?.name, message: outcome?.error?.message })).not.toMatch(/\.ts:\d+|\n\s+at /); // no stack frame
+      }),
+      { numRuns: 60, seed: 96 },
+    );
     expect(w.forwards).toEqual([]);
     expect(await w.tab.storage.query("SELECT COUNT(*) AS n FROM submissions")).toEqual(before);
     expect(w.tab.lease?.position).toBe(head);
