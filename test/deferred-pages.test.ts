@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
+import { stepper as loneStepper } from "../bench/stepper.ts";
+import { createRegistry, defineExtension } from "../src/index.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
@@ -51,26 +52,6 @@ async function pagesDirtied(db: SqliteDatabase, storage: SqliteStorage, run: () 
 
 const STEPS = 600;
 const LONE_STEPS = 40;
-
-/** A task of `steps` checkpoint steps, one commit each (the bench's stepper). */
-const loneStepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "t.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-    },
-  },
-  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
-});
 
 describe("0086: the pages a fenced effect-free step dirties", () => {
   it("S4: 600 fenced steps of one task dirty the log's pages and next to nothing else: the task's and the mark's pages once in 100 steps or less (decision 0081: about once in 11)", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
+import { stepper } from "../bench/stepper.ts";
+import { createRegistry, defineExtension } from "../src/index.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlValue } from "../src/storage/sqlite/database.ts";
 import { SQL } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
@@ -12,25 +13,6 @@ import { ctx, openHarness, runUntil } from "./support.ts";
 // reads nothing — the same statement count as the raw commit it is measured against (issue 25 item 2).
 
 const STEPS = 12;
-
-const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "t.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n >= task.input.steps
-            ? { status: "terminal", outcome: { status: "completed", result: n } }
-            : { status: "running", checkpoint: { phase: "step", n } },
-        context,
-      );
-    },
-  },
-  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
-});
 
 interface Statement {
   sql: string;
