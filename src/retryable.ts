@@ -85,6 +85,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   SnapshotUnavailable: true,
   // The object's parts limit refused every retry of one part: later, the limit has refilled.
   SnapshotPartsBusy: true,
+  // The caller's writes waiting at the copy are answered in time (once the holder is reachable): then there is room.
+  TooManyWaitingWrites: true,
   // A page tool call is claimed once and answered once: the same claim or result is refused again.
   PageCallTaken: false,
   PageCallEnded: false,

@@ -3,6 +3,7 @@
  * follow link as the worker's host uses it. Moved out of follow.ts.
  */
 import type { ServerCallPort } from "../agent/server-port.ts";
+import type { ApprovalRecord, Decision } from "../agent/tasks/approvals.ts";
 import type { SubmissionDraft } from "../agent/types.ts";
 import type { LogHistory } from "../follow/fork.ts";
 import type { PageCallPort } from "../follow/page-call-relay.ts";
@@ -101,6 +102,17 @@ export interface TabFollow {
    * `requestId` (minted when it has none); resolves with the submission's id once this tab's copy holds it.
    */
   submit(conversationId: number, draft: SubmissionDraft): Promise<number>;
+  /**
+   * Decides a waiting tool call through the object while this tab follows it (decision 0097): forwarded to the holder
+   * under its `decisionId` (minted when it has none); resolves with the approval record once this tab's copy no
+   * longer shows the call waiting. The holder's errors as its own (`AlreadyDecided`, `NoPendingApproval`, …).
+   */
+  decide(conversationId: number, call: string | number, decision: Decision): Promise<ApprovalRecord>;
+  /**
+   * Stops the conversation's run and compactions through the object while this tab follows it (decision 0097);
+   * resolves once this tab's copy shows the ones it saw ended.
+   */
+  abortConversation(conversationId: number): Promise<void>;
   /** Where the agent runs: here while this tab's harness holds the lease, elsewhere otherwise. */
   readonly place: FollowPlace;
   /**

@@ -35,7 +35,7 @@ import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FollowObjectOptions, FollowPlace, TabFollow } from "./follow-options.ts";
-import { submitFollowing } from "./follow-submit.ts";
+import { followingWrites } from "./follow-writes.ts";
 import { RebuildRetry, rebuildTriesOf } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
 
@@ -56,6 +56,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let mirror: Mirror | undefined;
   let follower: Follower | undefined;
   let harness: Harness | undefined;
+  /** Told each time the host attaches a harness (its first, or one rebuilt after the copy could not follow). */
+  const attachListeners = new Set<() => void>();
   const forkListeners = new Set<() => void>();
   const holderListeners = new Set<(holder: LeaseHolder | undefined) => void>();
   const followingListeners = new Set<() => void>();
@@ -217,6 +219,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     serverCalls: linkServerCalls(link, clock),
     attach(opened) {
       harness = opened;
+      for (const listener of [...attachListeners]) listener();
       // Writes another device made at the object's copy, forwarded to the holder (decision 0034): checked there as
       // hostile, refused by a read-only harness (ReadOnlySession) when this tab does not hold the lease.
       link.serve(
@@ -286,8 +289,17 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         })
         .then(() => true);
     },
-    submit: (conversationId, draft) =>
-      submitFollowing((topic, method, args) => link.call(topic, method, args), harness, clock, conversationId, draft),
+    ...followingWrites(
+      (topic, method, args) => link.call(topic, method, args),
+      {
+        current: () => harness,
+        onAttach: (listener) => {
+          attachListeners.add(listener);
+          return () => attachListeners.delete(listener);
+        },
+      },
+      clock,
+    ),
     get place(): FollowPlace {
       return holding() ? "here" : "elsewhere";
     },

@@ -26,7 +26,7 @@ import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
 import { devicePlace } from "./device-place.ts";
 import { type FollowObjectOptions, followObject, type TabFollow } from "./follow.ts";
-import { submitsThroughObject } from "./follow-submit.ts";
+import { writesThroughObject } from "./follow-writes.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -154,8 +154,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     // A page paints at most once per animation frame; a worker has no frames of its own.
     liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });
-  // A following tab's submissions go through its object to the holder (decision 0096).
-  const service = follow ? submitsThroughObject(host, follow) : host;
+  // A following tab's writes go through its object to the holder (decisions 0096, 0097).
+  const service = follow ? writesThroughObject(host, follow) : host;
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(service, undefined, options.authorize);
   // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.

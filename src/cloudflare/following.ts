@@ -45,7 +45,7 @@ export interface FollowingOptions {
   open(): Promise<Harness>;
   /** The tab's server tool calls (decision 0036), when the object serves them. */
   serverTools?: ObjectTopicHandler;
-  /** What a following tab's writes are made through (topic `copy`, decision 0096): the service pages get. */
+  /** What a following tab's writes are made through (topic `copy`, decisions 0096, 0097): the service pages get. */
   copyWrites?: ObjectTopicHandler;
   /** Pages whose sockets stayed through a hibernation subscribe again (to the copy). */
   restorePages(): void;
@@ -100,7 +100,7 @@ export class ObjectFollowing {
         open: options.open,
       });
       if (options.serverTools) end.serve(SERVER_TOOLS_TOPIC, options.serverTools); // the tab's server tools (decision 0036)
-      if (options.copyWrites) end.serve(COPY, options.copyWrites); // a following tab's submissions (decision 0096)
+      if (options.copyWrites) end.serve(COPY, options.copyWrites); // a following tab's writes (decisions 0096, 0097)
       // Tabs that followed the object's last instance are pushed to again (decision 0038).
       for (const socket of followingSockets(ctx)) end.rejoin(socket, (frame) => sendFollow(socket, frame), followCaller(socket)?.place);
       for (const [socket, pages] of claimsKept(ctx)) end.restorePages(socket, pages);

@@ -184,7 +184,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           return harness;
         },
         ...(server ? { serverTools: server.handler } : {}),
-        copyWrites: copyWrites(() => copied.copy.service), // as a page on the object submits (decision 0096)
+        copyWrites: copyWrites(() => copied.copy.service), // as a page on the object writes (decisions 0096, 0097)
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
         lapsed: () => this.#lapsed(book, place),

@@ -169,3 +169,21 @@ export class HandOverUnanswered extends DurableError {
     );
   }
 }
+
+/**
+ * A caller already has its share of writes waiting at a place that serves a copy (decision 0097: a following tab's
+ * `copy.submit`, `copy.decide`, `copy.abortConversation` wait there until the place that holds the lease answers
+ * them). Nothing was forwarded or stored; the caller's other writes and every other caller's go on.
+ */
+export class TooManyWaitingWrites extends DurableError {
+  override name = "TooManyWaitingWrites";
+  constructor(
+    readonly method: string,
+    readonly limit: number,
+  ) {
+    super(
+      `${method} was not sent: this caller already has ${limit} writes waiting for the place that holds the lease (at most ${limit} at once). ` +
+        "Nothing was forwarded or stored. Send it again once one of them is answered (a write sent again under its key is never made twice).",
+    );
+  }
+}

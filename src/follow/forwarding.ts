@@ -140,19 +140,21 @@ export function holderUnreachable(error: unknown): boolean {
   );
 }
 
+/**
+ * A decision's record as it arrives over a socket (the holder's answer, or the object's to a following tab): the
+ * record is the holder's; what crosses checks what it relies on and passes the rest as the holder made it.
+ */
+export const approvalRecordShape: Check = (value, path) =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (integer(1, Number.MAX_SAFE_INTEGER)((value as Record<string, unknown>).taskId, `${path}.taskId`) ??
+      text({ max: 200 })((value as Record<string, unknown>).callId, `${path}.callId`) ??
+      literal("awaiting", "approved", "denied", "withdrawn")((value as Record<string, unknown>).status, `${path}.status`))
+    : `${path} must be an object; got ${describeValue(value)}`;
+
 /** The holder's answer as it must look for each method: it came over a socket. */
 const ANSWERS: Record<ForwardedMethod, Check> = {
   submit: record({ method: literal("submit"), submissionId: id }),
-  // The record is the holder's; the copy checks what it relies on and passes the rest as the holder made it.
-  decide: record({
-    method: literal("decide"),
-    record: (value, path) =>
-      typeof value === "object" && value !== null && !Array.isArray(value)
-        ? (integer(1, Number.MAX_SAFE_INTEGER)((value as Record<string, unknown>).taskId, `${path}.taskId`) ??
-          text({ max: 200 })((value as Record<string, unknown>).callId, `${path}.callId`) ??
-          literal("awaiting", "approved", "denied", "withdrawn")((value as Record<string, unknown>).status, `${path}.status`))
-        : `${path} must be an object; got ${describeValue(value)}`,
-  }),
+  decide: record({ method: literal("decide"), record: approvalRecordShape }),
   abortConversation: record({ method: literal("abortConversation") }),
 };
 

@@ -60,7 +60,7 @@ export function answerHelloCall(id: string, args: readonly Json[]): ObjectMessag
 /**
  * What the door is told of a call: the place it speaks for (its arguments', or for page calls `connectionPlace`, the
  * place its connection follows or spoke for), and for a page call the conversation the holder's harness has it in
- * (decision 0051). For a following tab's write (`copy.submit`, decision 0096): the place its connection follows and
+ * (decision 0051). For a following tab's write (`copy.submit`, `copy.decide`, `copy.abortConversation`, decisions 0096, 0097): the place its connection follows and
  * the conversation it names (the one the caller asks to write to: grant it per conversation).
  */
 export function doorOf(

@@ -30,8 +30,8 @@ export type FollowAuthorize = (action: FollowAction, place?: string, request?: F
  * For `page-calls.claimPageCall` and `page-calls.answerPageCall`: `conversationId`, the conversation whose page tool
  * call it is — present only when the harness that holds the lease here has that call in the conversation the call
  * names (else the call would find nothing there) — so an app can grant page calls per conversation; and `place` (the
- * door's second argument) is the place the connection follows or speaks for, when it named one. For `copy.submit`
- * (a following tab's submission, decision 0096): `conversationId`, the conversation the call names — the one the
+ * door's second argument) is the place the connection follows or speaks for, when it named one. For `copy.submit`,
+ * `copy.decide` and `copy.abortConversation` (a following tab's writes, decisions 0096, 0097): `conversationId`, the conversation the call names — the one the
  * caller asks to write to, so an app grants it per conversation as it grants a page's submit — and `place` the place
  * the connection follows.
  */
@@ -45,8 +45,12 @@ export interface FollowRequest {
  */
 export type SpeaksFor = (place: string) => void;
 
-/** Serves the tab's calls of one topic besides `lease` (server tool calls, say). */
-export type ObjectTopicHandler = (method: string, args: Json[]) => Promise<Json> | Json;
+/**
+ * Serves the tab's calls of one topic besides `lease` (server tool calls, say). `caller` is who asks: the platform's
+ * authenticated caller (`caller:<key>`) when it named one, else the connection — for a handler that bounds what one
+ * caller may have waiting (topic `copy`, decision 0097).
+ */
+export type ObjectTopicHandler = (method: string, args: Json[], caller: unknown) => Promise<Json> | Json;
 
 export interface ObjectEndOptions {
   /** This place's name ("object"). */

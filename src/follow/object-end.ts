@@ -264,7 +264,7 @@ export class ObjectEnd {
         topic === "lease",
         reply,
         () =>
-          this.#call(topic, method, args, connection).then(
+          this.#call(topic, method, args, connection, caller).then(
             (value): ObjectMessage => ({ type: "answer", id, value }),
             (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
           ),
@@ -330,7 +330,8 @@ export class ObjectEnd {
     });
   }
 
-  async #call(topic: string, method: string, args: Json[], connection: unknown): Promise<Json> {
+  /** `caller` (the authenticated caller's key, or else the connection) is who asks, for a handler that counts per caller. */
+  async #call(topic: string, method: string, args: Json[], connection: unknown, caller: string | undefined): Promise<Json> {
     if (topic === PAGE_CALLS) return this.#pageCalls.call(method, args, connection);
     if (topic === "lease") {
       if (method === "handBack" && args[0] !== this.#options.place) return this.#handBack(String(args[0]), args[1] as number);
@@ -345,7 +346,7 @@ export class ObjectEnd {
       admitServerCall(this.#options.book.record, this.#options.clock.now(), request);
       await checkServerCallInCopy(this.#options.storage, request);
     }
-    return handler(method, args);
+    return handler(method, args, caller === undefined ? connection : `caller:${caller}`);
   }
 
   /**

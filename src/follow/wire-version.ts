@@ -23,7 +23,8 @@ import { args, type Check, integer, record } from "../shape.ts";
  * and read record by record — a tab of 5 would take it for one JSON value and refuse it, so it meets a
  * `FollowVersionMismatch` at its hello instead, telling it to reload. Decision 0096's topic `copy` (a following tab's
  * submissions) needs no new version: an object without it refuses the call alone, typed (`FollowMessageRefused`,
- * "there is no call copy.submit"), and everything else on the link goes on.
+ * "there is no call copy.submit"), and everything else on the link goes on; so do decision 0097's `copy.decide` and
+ * `copy.abortConversation` against an object of 0096 (which knows only `copy.submit`).
  */
 export const FOLLOW_WIRE_VERSION = 6;
 

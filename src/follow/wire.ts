@@ -158,7 +158,7 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
   [PAGE_CALLS]: PAGE_CALLS_TOPIC,
   // The other way: a device's page at the object's copy claims the tab's page calls while the tab holds the lease.
   [DEVICE_PAGE_CALLS]: DEVICE_PAGE_CALLS_TOPIC,
-  // A following tab's own writes, made through the object as a page connected to it makes them (decision 0096).
+  // A following tab's own writes, made through the object as a page connected to it makes them (decisions 0096, 0097).
   [COPY]: COPY_TOPIC,
 };
 
