@@ -15,7 +15,8 @@ import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
 // device's page on the object's socket (`?edge=`): the holder carries each out once under its requestId (decision
 // 0034), both devices showing it. Then the first tab goes (its
 // page closed: the hand-over at pagehide; or its renderer crashed: the lease's expiry) and the second device sees the
-// object take the lease and count on to the end.
+// object take the lease and count on to the end; after the crash its own submit and decide go to the object, which
+// now runs them (decision 0097).
 
 const session = browserPerTest();
 const edge = edgePerTest();
@@ -219,7 +220,7 @@ describe("a second device watches a tab's work live through the Durable Object (
     }
   }, 240_000);
 
-  it("S4/S12: the first device's renderer crashes mid-task (no pagehide): the second device sees the object take over at the lease's expiry and count to the end, every step once in order", async () => {
+  it("S4/S12: the first device's renderer crashes mid-task (no pagehide): the second device sees the object take over at the lease's expiry and count to the end, every step once in order; its own submit and decide then go through the object, which runs them (decision 0097)", async () => {
     const name = "short-second-device"; // a 3 s lease: the crash is covered by its expiry
     const TO = 40;
     const tabPrints = await recordTabPrints(session);
@@ -244,6 +245,26 @@ describe("a second device watches a tab's work live through the Durable Object (
       await tab.close().catch(() => {});
       await device.waitForSelector('#place-bar[data-place="object"]', { state: "attached", timeout: 60_000 });
       expect(await heldBy(device)).toMatchObject({ kind: "object" });
+      // The follower writes through the object, which now holds the lease and runs the conversation itself (decisions
+      // 0096, 0097): its submit, sent twice under one requestId, is one submission, run there and shown here; its
+      // decision on a call that never asked is decide's own NotFound from the object's harness, typed across the link
+      // (before 0097: ReadOnlySession, refused by its own copy).
+      const conversationId = await device.evaluate(() => pi.client.rootConversation());
+      const mine = { type: "input" as const, content: "typed after the crash", requestId: "second-after-crash-1" };
+      const forwarded = await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const);
+      expect(await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const)).toEqual(forwarded);
+      const mineEntry = await waitForUserEntry(device, mine.content, 60_000);
+      await waitForReply(device, mineEntry, "", 60_000);
+      expect(await query(device, "SELECT count(*) AS count FROM submissions WHERE request_id = ?", mine.requestId)).toEqual([{ count: 1 }]);
+      const decided = await device.evaluate(
+        (id) =>
+          pi.client.decide(id, "no-such-call", { approved: true }).then(
+            () => "decided",
+            (error: Error) => error.name,
+          ),
+        conversationId,
+      );
+      expect(decided).toBe("NotFound");
       expect(await waitForShownTask(device, `counted to ${TO}`, 90_000)).toContain("terminal");
       const seen = await expectEveryStepInOrder(device, TO, 5);
       // The object counts on from what it received; a tick whose memo the crash cut before its push is printed again
@@ -252,7 +273,7 @@ describe("a second device watches a tab's work live through the Durable Object (
       expect(new Set([...tabPrints, ...edge.printed.lines].map(tickOf))).toEqual(new Set(Array.from({ length: TO }, (_, i) => i + 1)));
       const views = await steps(device);
       console.log(
-        `crash: second device ${views.length} views, steps ${seen[0]}..${seen.at(-1)}; tab printed ${tabPrints.length}, ` +
+        `crash: second device ${views.length} views, steps ${seen[0]}..${seen.at(-1)}, its own submit after the takeover submission ${forwarded}; tab printed ${tabPrints.length}, ` +
           `object ${edge.printed.lines.length} from ${edge.printed.lines[0]}; restarts seen ${JSON.stringify(views.filter((v) => v.restarts > 0).map((v) => [v.n, v.restarts]))}`,
       );
     } catch (error) {
