@@ -53,6 +53,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let socket: SocketLike | undefined;
   let closed = false;
   let failures = 0;
+  /** The socket opened at least once in this worker (before, a failure is said once: the address may be wrong). */
+  let everOpened = false;
   let mirror: Mirror | undefined;
   let follower: Follower | undefined;
   let harness: Harness | undefined;
@@ -99,6 +101,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     let lost = false;
     ws.addEventListener("open", () => {
       failures = 0;
+      everOpened = true;
       link.connected();
     });
     ws.addEventListener("message", (event) => link.receive(event.data));
@@ -109,6 +112,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       if (socket === ws) socket = undefined;
       link.disconnected();
       for (const check of [...drops]) check();
+      if (!everOpened && failures === 0) unreachable(url);
       if (!closed) clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
     };
     ws.addEventListener("close", drop);
@@ -326,4 +330,20 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       socket?.close(1000, "the worker closed its harness");
     },
   };
+}
+
+/**
+ * Said once per worker when its first follow socket fails before it ever opened: a wrong address, a Worker that is
+ * not running, or a Worker that refused the upgrade (a bad token: 401). A browser tells a WebSocket's page none of
+ * these (no HTTP status, close code 1006), and a harness that waits for the object's lease stays `recovering`
+ * meanwhile, so without this a newcomer's page stood still with nothing said (decision 0099). The address's query
+ * is left out: it carries the user's token.
+ */
+function unreachable(url: string): void {
+  const address = url.split(/[?#]/)[0];
+  console.warn(
+    `pi-durable-web: the follow socket ${address} did not open. Is the Worker running, does it route this address to ` +
+      "the object's /follow, and does it accept the token? (A browser does not say a refused WebSocket's HTTP status.) " +
+      "The worker keeps trying, up to 10 s apart; a harness that waits for the object's lease stays \"recovering\" until then.",
+  );
 }
