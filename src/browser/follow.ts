@@ -344,6 +344,6 @@ function unreachable(url: string): void {
   console.warn(
     `pi-durable-web: the follow socket ${address} did not open. Is the Worker running, does it route this address to ` +
       "the object's /follow, and does it accept the token? (A browser does not say a refused WebSocket's HTTP status.) " +
-      "The worker keeps trying, up to 10 s apart; a harness that waits for the object's lease stays \"recovering\" until then.",
+      'The worker keeps trying, up to 10 s apart; a harness that waits for the object\'s lease stays "recovering" until then.',
   );
 }
