@@ -198,8 +198,19 @@ export class Feed {
       // Only what the tab's log tail needs (decision 0051): all of them pass the link's 1 MB frame after tens of
       // thousands of takeovers.
       epochs: historyWindow(epochs, tail.from, tail.to),
-      after: first === undefined ? head : first - 1,
+      after: Math.min(first === undefined ? head : first - 1, this.#memoryReach(head)),
     };
+  }
+
+  /**
+   * The earliest head the feed can push from memory (what it keeps runs without a gap up to `head`; else `head`). A tab's
+   * pushes are kept only here (0090): told from the tail alone, a device whose snapshot they overtook rebuilt in a loop (0099).
+   */
+  #memoryReach(head: number): number {
+    const oldest = this.#buffer[0]?.fence.position;
+    if (oldest === undefined || !(this.#stopLog || this.#serving)) return head;
+    const contiguous = this.#buffer.at(-1)!.fence.position === head && head - oldest + 1 === this.#buffer.length;
+    return contiguous ? oldest - 1 : head;
   }
 
   /** `connection` follows from `head` (it holds the log up to there); `send` reaches it. */
