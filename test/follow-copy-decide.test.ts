@@ -2,19 +2,14 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
 import { followingWrites, writesThroughObject } from "../src/browser/follow-writes.ts";
-import {
-  abortThroughObject,
-  COPY,
-  COPY_TOPIC,
-  decideThroughObject,
-  MAX_WAITING_PER_CALLER,
-  submitThroughObject,
-} from "../src/follow/copy-writes.ts";
+import { abortThroughObject, COPY, COPY_TOPIC, decideThroughObject, submitThroughObject } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
 import type { FollowAction, FollowRequest } from "../src/follow/object-end.ts";
 import { rebuildFromObject } from "../src/follow/snapshot.ts";
+import { MAX_WAITING_PER_CALLER, WaitingWrites } from "../src/follow/waiting-writes.ts";
 import { FOLLOW_TOPICS } from "../src/follow/wire.ts";
+import { hostEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
 import { type AnyTool, createRegistry, defineExtension, defineTool, Harness, InvalidSubmission, ReadOnlySession } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
@@ -195,6 +190,41 @@ describe("one caller's writes waiting at the object are bounded (decision 0097)"
     void submitThroughObject(aliceAgain.call, w.root.id, draft("a-after")).then((got) => (after = got));
     await runUntil(w.clock, () => after !== undefined);
     expect(await w.submissions("a-after")).toEqual([{ id: after }]);
+    w.mirror.stop();
+  });
+});
+
+describe("a caller's pages at the copy and its following tab share one share (decision 0097)", () => {
+  it("0097: a page's submits at the object's copy count in its caller's share with that caller's follow link: past it TooManyWaitingWrites, nothing forwarded; another caller's page goes on", async () => {
+    const waiting = new WaitingWrites();
+    const w = await copyWorld(() => true, { copyWrites: { waiting } });
+    w.holderAway.value = true;
+    const alice = w.device(undefined, "alice");
+    // The pages' endpoints at the copy, as the object serves them: each bound to its caller's key (caller:<key>).
+    const alicePage = waiting.bound(hostEndpoint(w.copy.service), "caller:alice");
+    const bobPage = waiting.bound(hostEndpoint(w.copy.service), "caller:bob");
+    const draft = (requestId: string) => ({ type: "input" as const, content: requestId, requestId });
+    const outcomes = new Map<string, unknown>();
+    const note = (as: string, promise: Promise<unknown>) =>
+      promise.then(
+        (value) => outcomes.set(as, { value }),
+        (error: Error) => outcomes.set(as, { name: error.name }),
+      );
+    for (let i = 0; i < MAX_WAITING_PER_CALLER - 1; i++) void note(`p-${i}`, alicePage.call("submit", [w.root.id, draft(`p-${i}`)]));
+    void note("tab-0", submitThroughObject(alice.call, w.root.id, draft("tab-0")));
+    const keysSent = () => new Set(w.sent.map((write) => (write.args[1] as { requestId: string }).requestId));
+    await runUntil(w.clock, () => keysSent().size === MAX_WAITING_PER_CALLER);
+    void note("p-over", alicePage.call("submit", [w.root.id, draft("p-over")]));
+    void note("b-0", bobPage.call("submit", [w.root.id, draft("b-0")]));
+    await runUntil(w.clock, () => outcomes.has("p-over") && keysSent().has("b-0"));
+    expect(outcomes.get("p-over")).toEqual({ name: "TooManyWaitingWrites" });
+    expect(keysSent().has("p-over")).toBe(false);
+    w.holderAway.value = false;
+    await runUntil(
+      w.clock,
+      async () => (await w.tab.storage.query("SELECT COUNT(*) AS n FROM submissions"))[0]!.n === MAX_WAITING_PER_CALLER + 1,
+    );
+    expect(await w.submissions("p-over")).toEqual([]);
     w.mirror.stop();
   });
 });

@@ -213,4 +213,15 @@ describe("connectHarness(url) reconnects with backoff, and says so in its status
     expect(seen).toEqual(["starting", "ready", "reconnecting 1", "ready"]);
     client.terminate();
   });
+  it("ready() on a client that is ready already resolves, and terminate() after it ends the client without throwing (before: ReferenceError)", async () => {
+    const host = controlledHost();
+    const { HarnessClient } = await import("../src/browser/client.ts");
+    const client = new HarnessClient({ url: "ws://object.test/harness", connect: host.connect });
+    host.sockets[0]!.fire("open");
+    await client.ready();
+    expect(client.status.kind).toBe("ready");
+    await expect(client.ready()).resolves.toMatchObject({ stop: "none" });
+    expect(() => client.terminate()).not.toThrow();
+    expect(client.status.kind).toBe("failed");
+  });
 });

@@ -198,6 +198,6 @@ export class ObjectFollowing {
  * The authenticated caller as one bounded key (decision 0064): the snapshot limits count per caller, not per place
  * name the caller declares. A hash, so a large caller value costs the object 64 characters a remembered caller.
  */
-function callerKey(caller: Json): string {
+export function callerKey(caller: Json): string {
   return sha256Text(JSON.stringify(caller) ?? "null");
 }

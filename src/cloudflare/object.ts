@@ -29,6 +29,7 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest, NotAuthorized } from "../errors.ts";
 import { copyWrites } from "../follow/copy-writes.ts";
+import { WaitingWrites } from "../follow/waiting-writes.ts";
 import type { Harness } from "../harness.ts";
 import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
@@ -40,7 +41,7 @@ import { errorAnswer, pageError } from "./answers.ts";
 import { DurableObjectDatabase } from "./database.ts";
 import { acceptFollow, claimedThroughFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
 import { objectCopy } from "./follow-copy.ts";
-import { ObjectFollowing } from "./following.ts";
+import { callerKey, ObjectFollowing } from "./following.ts";
 import { ObjectClock } from "./object-clock.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
@@ -73,6 +74,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   readonly listenerCount: () => number;
   readonly #endpoint: HostEndpoint;
   readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
+  readonly #waiting = new WaitingWrites(); // each caller's writes waiting at the copy (decision 0097)
   /** The pages' sockets (sockets.ts). */
   readonly #sockets: ObjectSockets;
   /** The one alarm (alarm.ts). */
@@ -184,7 +186,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
           return harness;
         },
         ...(server ? { serverTools: server.handler } : {}),
-        copyWrites: copyWrites(() => copied.copy.service), // as a page on the object writes (decisions 0096, 0097)
+        copyWrites: copyWrites(() => copied.copy.service, { waiting: this.#waiting }), // as a page on the object writes (decisions 0096, 0097)
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
         lapsed: () => this.#lapsed(book, place),
@@ -285,9 +287,13 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
   }
 
-  /** The host as this caller reaches it: every call through the doors of the protocol's table and `authorize`. */
-  #endpointFor(caller: Json): HostEndpoint {
-    return guardEndpoint(this.#endpoint, caller, { ...this.#doors, notServed: NOT_SERVED });
+  /**
+   * The host as this caller reaches it: every call through the doors of the protocol's table and `authorize`; in follow
+   * mode a page's writes count in its caller's share with its following tabs' (decision 0097), an RPC call's do not.
+   */
+  #endpointFor(caller: Json, page = true): HostEndpoint {
+    const counted = page && this.#following ? this.#waiting.bound(this.#endpoint, `caller:${callerKey(caller)}`) : this.#endpoint;
+    return guardEndpoint(counted, caller, { ...this.#doors, notServed: NOT_SERVED });
   }
 
   /**
@@ -298,7 +304,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     const harness = this.#following ? this.#harness : await this.ready.catch(() => undefined);
     try {
       if (!harness && !this.#following) await this.ready; // the open's own error, not the host's "not open" (following: the copy answers)
-      return await this.#endpointFor(RPC_CALLER).call(method, args);
+      return await this.#endpointFor(RPC_CALLER, false).call(method, args);
     } catch (error) {
       throw rpcError(error);
     } finally {

@@ -11,7 +11,8 @@
  * What arrives is hostile: the frame's size and shape are the wire's (wire.ts), the arguments `PROTOCOL`'s rows with
  * their keys required (`forwardedArgsProblem`), checked again by the handler; the door (`follow.authorize`, actions
  * `copy.submit`, `copy.decide`, `copy.abortConversation`) is told the place the connection follows and the
- * conversation named. One caller has at most `MAX_WAITING_PER_CALLER` distinct writes waiting here at once.
+ * conversation named. One caller has at most `MAX_WAITING_PER_CALLER` distinct writes waiting here at once
+ * (waiting-writes.ts).
  *
  * ```ts
  * end.serve(COPY, copyWrites(() => copy.service)); // the object
@@ -21,25 +22,17 @@
 import type { ApprovalRecord, Decision } from "../agent/tasks/approvals.ts";
 import type { SubmissionDraft } from "../agent/types.ts";
 import type { Json } from "../base/json.ts";
-import { FollowMessageRefused, InvalidArguments, NotAuthorized, TooManyWaitingWrites } from "../errors.ts";
+import { FollowMessageRefused, InvalidArguments, NotAuthorized } from "../errors.ts";
 import { type HarnessService, PROTOCOL } from "../host/protocol.ts";
 import { type ArgsCheck, id, record } from "../shape.ts";
 import { approvalRecordShape, forwardedArgsProblem } from "./forwarding.ts";
+import { WaitingWrites } from "./waiting-writes.ts";
 
 /** The follow link's topic of a following tab's writes (its name in `FOLLOW_TOPICS`). */
 export const COPY = "copy";
 
 /** The writes a following tab makes through its object. */
 export type CopyMethod = "submit" | "decide" | "abortConversation";
-
-/**
- * At most this many distinct writes (by key) of one caller wait at the object at once (decision 0097): while the
- * holder is unreachable each waits there and is sent again, and the copy service's bound for everyone is
- * `MAX_FORWARDS` (256). A person on one device has a few writes in flight (a submit, a handful of decisions); 32 lets
- * one approve a batch of parallel tool calls while the holder is away, and takes one caller an eighth of the whole.
- * The same key sent again (a retry) joins its write and takes no more room.
- */
-export const MAX_WAITING_PER_CALLER = 32;
 
 /**
  * `copy.submit(conversationId, draft)` → `{ submissionId }`; `copy.decide(conversationId, call, decision)` →
@@ -61,17 +54,12 @@ const ANSWERS: Record<CopyMethod, (value: unknown, path: string) => string | und
   abortConversation: record({}),
 };
 
-/** The key a write waits under (as the copy service keys its forward; an abort: its conversation). */
-function keyOf(method: CopyMethod, args: Json[]): string {
-  const conversationId = args[0] as number;
-  if (method === "submit") return `submit/${conversationId}/${(args[1] as { requestId: string }).requestId}`;
-  if (method === "decide") return `decide/${conversationId}/${(args[2] as { decisionId: string }).decisionId}`;
-  return `abortConversation/${conversationId}`;
-}
-
 export interface CopyWritesOptions {
-  /** Distinct writes one caller may have waiting at once. Default `MAX_WAITING_PER_CALLER`. */
-  perCaller?: number;
+  /**
+   * Where each caller's waiting writes are counted (decision 0097): default one of this handler's own with
+   * `MAX_WAITING_PER_CALLER`; the object passes the one its pages' writes are counted in, so a caller's share is one.
+   */
+  waiting?: WaitingWrites;
 }
 
 /**
@@ -84,32 +72,13 @@ export function copyWrites(
   service: () => Pick<HarnessService, CopyMethod>,
   options: CopyWritesOptions = {},
 ): (method: string, args: Json[], caller?: unknown) => Promise<Json> {
-  const limit = options.perCaller ?? MAX_WAITING_PER_CALLER;
-  /** Per caller, its writes waiting here: key → how many calls wait on it. */
-  const waiting = new Map<unknown, Map<string, number>>();
-  const admit = (caller: unknown, method: CopyMethod, key: string): (() => void) => {
-    const mine = waiting.get(caller) ?? new Map<string, number>();
-    if (!mine.has(key) && mine.size >= limit) throw new TooManyWaitingWrites(`${COPY}.${method}`, limit);
-    mine.set(key, (mine.get(key) ?? 0) + 1);
-    waiting.set(caller, mine);
-    return () => {
-      const left = (mine.get(key) ?? 1) - 1;
-      if (left > 0) mine.set(key, left);
-      else mine.delete(key);
-      if (mine.size === 0 && waiting.get(caller) === mine) waiting.delete(caller);
-    };
-  };
+  const waiting = options.waiting ?? new WaitingWrites();
   return async (method, args, caller) => {
     if (!Object.hasOwn(COPY_TOPIC.methods, method)) throw new NotAuthorized(`${COPY}.${method}`, "this object serves no such calls.");
     const write = method as CopyMethod;
     const problem = COPY_TOPIC.methods[write](args);
     if (problem) throw new InvalidArguments(`${COPY}.${write}`, problem);
-    const release = admit(caller, write, keyOf(write, args));
-    try {
-      return await make(service(), write, args);
-    } finally {
-      release();
-    }
+    return waiting.run(caller, write, args, () => make(service(), write, args), `${COPY}.${write}`);
   };
 }
 

@@ -95,14 +95,21 @@ export class HostClient {
    */
   ready(): Promise<Recovery> {
     return new Promise((resolve, reject) => {
+      // `onStatus` tells the status now: a client already ready settles before `unsubscribe` exists (it did throw then,
+      // leaving the listener to throw again at the next status: `terminate()` after a second `ready()`).
+      let settled = false;
+      let unsubscribe: (() => void) | undefined;
       const check = (status: HarnessStatus) => {
+        if (settled) return;
         if (status.kind === "ready") resolve(status.recovery);
         else if (status.kind === "failed") reject(failure(status.error));
         else if (status.kind === "closed") reject(new DurableError(`The database was closed (${status.reason}).`));
         else return;
-        unsubscribe();
+        settled = true;
+        unsubscribe?.();
       };
-      const unsubscribe = this.onStatus(check);
+      unsubscribe = this.onStatus(check);
+      if (settled) unsubscribe();
       this.#pending.add(reject);
       if (this.#gone) reject(this.#gone);
     });

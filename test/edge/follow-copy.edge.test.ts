@@ -33,6 +33,8 @@ async function openAgentTab(edge: Edge, name: string) {
   const socket = followSocket(edge, name, "alice", link);
   const written: string[] = [];
   const forwards: string[] = [];
+  /** The submissions' keys the tab was sent, by the object's forwards. */
+  const requestIds = new Set<string>();
   /** While set, the tab holds its answers to forwards until it is resolved (a slow tab). */
   let gate: Promise<void> | undefined;
   const models = new ScriptedModels([callTool("write_file", { path: "a.txt" }, "call_1"), answer("wrote it")]);
@@ -57,6 +59,8 @@ async function openAgentTab(edge: Edge, name: string) {
   );
   link.serve("forward", async (method, args) => {
     forwards.push(method);
+    const requestId = method === "submit" ? (args[1] as { requestId?: string }).requestId : undefined;
+    if (requestId) requestIds.add(requestId);
     await gate;
     return (await answerForwarded(harness, { method, args }, ctx)) as unknown as Json;
   });
@@ -68,6 +72,7 @@ async function openAgentTab(edge: Edge, name: string) {
     socket,
     written,
     forwards,
+    requestIds,
     hold(): () => void {
       let open!: () => void;
       gate = new Promise<void>((resolve) => (open = resolve));
@@ -190,6 +195,37 @@ describe("the object serves its copy to other devices while the tab holds the le
     device.terminate();
     mallory.stop();
     alice.stop();
+    await tab.harness.close(ctx);
+    tab.socket.stop();
+  });
+
+  it("0097: one caller's page writes waiting for a slow tab are bounded (32, then TooManyWaitingWrites, nothing forwarded); another caller's go on, and all that waited are made once", async () => {
+    const name = "copy-bound";
+    const tab = await openAgentTab(edge, name);
+    const root = await tab.harness.root(ctx, { agent: { model: "faux/faux-1" } });
+    await until("the root acknowledged", () => tab.mirror.acknowledged >= tab.harness.lease!.position);
+    const bob = openDevice(edge, name, "bob");
+    const carol = openDevice(edge, name, "carol");
+    await bob.ready();
+    await carol.ready();
+    const release = tab.hold();
+    const draft = (requestId: string) => ({ type: "input" as const, content: requestId, requestId });
+    const waiting = Array.from({ length: 32 }, (_, i) => bob.submit(root.id, draft(`bob-${i}`)));
+    await until("the tab was sent bob's 32", () => tab.requestIds.size === 32);
+    const over = await bob.submit(root.id, draft("bob-over")).then(
+      () => "made",
+      (error: Error & { limit?: number }) => `${error.name} ${error.limit}`,
+    );
+    expect(over).toBe("TooManyWaitingWrites 32");
+    const carols = carol.submit(root.id, draft("carol-0"));
+    release();
+    const ids = await Promise.all([...waiting, carols]);
+    expect(new Set(ids).size).toBe(33);
+    expect(await tab.harness.storage.findSubmission(root.id, "bob-over")).toBeUndefined();
+    expect(tab.requestIds.has("bob-over")).toBe(false);
+    expect((await tab.harness.storage.findSubmission(root.id, "carol-0"))?.id).toBe(ids.at(-1));
+    bob.terminate();
+    carol.terminate();
     await tab.harness.close(ctx);
     tab.socket.stop();
   });
