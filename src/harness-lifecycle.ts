@@ -1,3 +1,4 @@
+import type { Clock } from "./base/clock.ts";
 import { DatabaseLocked } from "./errors.ts";
 import type { Recovery } from "./harness-types.ts";
 import { documentKey } from "./session/keys.ts";
@@ -56,4 +57,32 @@ export function recoveryAtOpen(session: Session, recovered: number[], lifecycle:
 /** Stages the lifecycle document's new state (`open` at an open, `closed` at a clean close). */
 export function markLifecycle(tx: KernelTx, state: "open" | "closed"): void {
   tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state });
+}
+
+/** Decision 0098: without a task step stored by then, the slices start this long after the open (harness clock). */
+export const SLICES_AFTER_MS = 200;
+
+/**
+ * Decision 0092: the restarts an open's recovery commit left owed (S4 in slices) are counted on the line, one slice a
+ * turn, each after a timer of the harness clock. Decision 0098: the first slice waits for the first group of task
+ * steps to be stored (`session.stepStored`: the first resumed step is never queued behind a slice), or for
+ * `SLICES_AFTER_MS` when no task steps. Stops at the seal (a close); what is left stays owed in storage and the next
+ * open counts it. A refused slice is reported and the rest left owed. A slice runs as `session.read`: a turn of the
+ * line that publishes nothing — it stores counts the session's records already hold, so no record, view or listener
+ * changes.
+ */
+export async function recountOwed(session: Session, clock: Clock, report: (error: unknown) => void): Promise<void> {
+  const storage = session.storage;
+  if (!storage.owesRestarts) return;
+  try {
+    let cancel: (() => void) | undefined;
+    await Promise.race([session.stepStored, new Promise<void>((resolve) => (cancel = clock.setTimer(SLICES_AFTER_MS, resolve)))]);
+    cancel?.();
+    while (storage.owesRestarts && !session.sealed) {
+      await new Promise<void>((resolve) => clock.setTimer(0, resolve));
+      if (session.sealed || !(await session.read(() => storage.recountSlice!()))) return;
+    }
+  } catch (error) {
+    if (!session.sealed) report(error);
+  }
 }

@@ -10,7 +10,7 @@ import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
 import { HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
 import { confirmResumed, LeaseTaking, renewLease } from "./harness-lease.ts";
-import { claimStorage, markLifecycle, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
+import { claimStorage, markLifecycle, recountOwed, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
 import type { Fence } from "./session/fence.ts";
@@ -109,6 +109,7 @@ export class Harness {
     if (!session.readOnly) await host.sweep(new Set(options.connectedPages ?? []));
     // With a lease held elsewhere the harness opened read-only: it follows, it does not run.
     if (options.resume && !(options.lease && !session.fence)) harness.resume();
+    if (!session.readOnly) void recountOwed(session, clock, (error) => deliver(options.onReport, { kind: "error", error }));
     return harness;
   }
 

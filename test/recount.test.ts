@@ -56,18 +56,26 @@ function countStatements(storage: SqliteStorage): number[] {
 }
 
 describe("S4's recovery commit in one statement (decision 0043)", () => {
-  it("S4, S11: after a crash with 10,000 running tasks the seed's query shows every restart counted, in one statement, and the mirror is what is stored", async () => {
+  it("S4, S11: after a crash with 10,000 running tasks the seed's query shows every restart counted once the open's slices are stored, and the mirror is what is stored", async () => {
     const image = await crashedWithRunning(10_000);
     // A worker's open (resume: the tasks stay running, restarts + 1).
     const storage = await openSqliteStorage({ vfs: "memory", image });
     const statements = countStatements(storage);
     const first = await openHarness(storage, { registry: registry(), resume: true });
-    // Before, the recovery wrote its 10,000 rows in 313 statements, each record stringified in JS.
+    // Before decision 0043 the recovery wrote its 10,000 rows in 313 statements, each record stringified in JS; since
+    // decisions 0092 and 0098 an open that keeps them running writes one row: all 10,000 owed, counted after the open.
     expect(statements[0]).toBe(1);
+    const counted = (rows: Array<Record<string, unknown>>) => rows.filter((row) => row.phase === "stall" && row.restarts === 1);
+    expect(counted(await first.harness.query(SEED_QUERY))).toHaveLength(0);
+    // The mirror (what S6 and every view read) has every restart counted from the open on.
+    const records = (await first.harness.inspect(ctx)).tasks.map((task) => task.record);
+    expect(records.filter((task) => task.restarts === 1)).toHaveLength(10_000);
+    await runUntil(first.clock, () => !storage.owesRestarts);
     const rows = await first.harness.query(SEED_QUERY);
     const stalled = rows.filter((row) => row.phase === "stall");
     expect(stalled).toHaveLength(10_000);
     expect(stalled.every((row) => row.status === "running" && row.restarts === 1)).toBe(true);
+    expect(await first.harness.query("SELECT key FROM pi_durable_meta WHERE key = 'recount_owed'")).toEqual([]);
     expect(first.harness.recovery.tasks).toHaveLength(10_000);
     const mirror = new Map((await first.harness.inspect(ctx)).tasks.map((task) => [task.record.id, task.record]));
     for (const row of await first.harness.query("SELECT id, record FROM tasks WHERE status = 'running'"))
@@ -75,6 +83,7 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
     // Crashed again while they run; an open without resume: pending with the same checkpoint, restarts 2.
     const again = await openSqliteStorage({ vfs: "memory", image: await storage.exportImage() });
     const second = await openHarness(again, { registry: registry() });
+    await runUntil(second.clock, () => !again.owesRestarts);
     const after = (await second.harness.query(SEED_QUERY)).filter((row) => row.phase === "stall");
     expect(after.every((row) => row.status === "pending" && row.restarts === 2)).toBe(true);
     expect(second.harness.recovery.tasks.every((task) => task.restarts === 2)).toBe(true);

@@ -158,7 +158,10 @@ export function watchCommits(storage: Storage): Storage {
     // The open's WAL checkpoint hold (decision 0033): without it a worker with crash points on (the default)
     // checkpointed in front of its first resumed step. A frozen storage runs nothing, its release included.
     ...(storage.holdCheckpoints ? { holdCheckpoints: () => releaseWhileAlive(storage.holdCheckpoints!()) } : {}),
+    // S4's owed restarts, counted in slices after the open (decision 0092); a frozen storage counts none.
+    ...(storage.recountSlice ? { recountSlice: gate(storage.recountSlice) } : {}),
   };
+  Object.defineProperty(watched, "owesRestarts", { get: () => storage.owesRestarts });
   // SqliteStorage's `database` (for benchmarks and diagnostics) stays reachable through the watch.
   if ("database" in storage) Object.defineProperty(watched, "database", { get: () => (storage as { database: unknown }).database });
   return watched;

@@ -48,16 +48,15 @@ export class Session extends LeaseLine {
   rootConversationId: number | undefined;
   /** The tasks the open's recovery counted when it was stored by `open` itself (`recover`, decision 0054). */
   recovered: number[] | undefined;
-  /** Rows a read-only open left out because they are damaged (a writable open refuses them). */
-  damaged: DamagedRow[] = [];
-  /** The commit line: commits, recovery and reads on it run one after another. */
-  readonly #line = new SerialQueue();
-  /** The group that the line's last queued turn will carry, while that turn has not started. */
-  #open: TurnGroup | undefined;
-  /** Storage refused the last transaction: groups go one commit at a time until one is stored. */
-  #refused = false;
+  damaged: DamagedRow[] = []; // rows a read-only open left out because they are damaged (a writable open refuses them)
+  readonly #line = new SerialQueue(); // the commit line: commits, recovery and reads on it run one after another
+  #open: TurnGroup | undefined; // the group the line's last queued turn will carry, while that turn has not started
+  #refused = false; // storage refused the last transaction: groups go one commit at a time until one is stored
   /** Ends the hold on storage's checkpoint the open's recovery took, at the first task step stored (decision 0033). */
   #releaseCheckpoints: (() => void) | undefined;
+  #stepped!: () => void; // stepStored's; called at each hold's end (a settled promise's resolve is a no-op)
+  /** Settles at the first group of task steps stored, or the seal (decision 0098: S4's slices start after it). */
+  readonly stepStored = new Promise<void>((resolve) => (this.#stepped = resolve));
   #sealed = false;
   readonly #listeners = new Set<(published: Published) => void>();
 
@@ -241,6 +240,7 @@ export class Session extends LeaseLine {
     const release = this.#releaseCheckpoints;
     this.#releaseCheckpoints = undefined;
     release?.();
+    this.#stepped();
   }
 
   /**

@@ -93,6 +93,12 @@ export interface Storage {
    */
   holdCheckpoints?(): () => void;
   /**
+   * S4 in slices (decision 0092): whether this open's recovery commit left restarts owed, and one slice of them
+   * (whether more is owed after it). Optional: a storage without it stores the whole recovery in its one commit.
+   */
+  readonly owesRestarts?: boolean;
+  recountSlice?(): Promise<boolean>;
+  /**
    * The log's tail (decision 0029): the fenced transactions after position `after`, at most `limit`, in order, as
    * they were stored. Kept until `trimLog` drops them. Absent on a storage that keeps no log. With `maxBytes`, no
    * more of them than their stored JSON fits in that many bytes — but always the first (a round of a feed is bounded

@@ -6,15 +6,8 @@
  */
 import type { Batch } from "../records.ts";
 import type { SqliteTransaction } from "./database.ts";
-
-/** Only rows the open loaded live: the partial index the load reads them through (decision 0027). */
-const RUNNING = `WHERE status <> 'terminal' AND status = 'running'`;
-const RESTARTS = `'$.restarts', coalesce(record ->> '$.restarts', 0) + 1`;
-const RECOUNT = {
-  running: `UPDATE tasks INDEXED BY tasks_live SET record = json_set(record, ${RESTARTS}) ${RUNNING}`,
-  pending: `UPDATE tasks INDEXED BY tasks_live SET status = 'pending', record = json_set(record, '$.state',
-    json_object('status', 'pending', 'checkpoint', record -> '$.state.checkpoint'), ${RESTARTS}) ${RUNNING}`,
-};
+import { type OwedRecount, RECOUNT_SLICE, recountSql } from "./recount-owed.ts";
+import type { TaskText } from "./task-text.ts";
 
 /** Thrown inside the transaction (so it rolls back) when the statement counted other rows than the batch names. */
 export const RECOUNT_MISMATCH = Symbol("recount mismatch");
@@ -36,7 +29,50 @@ export function recountOf(batch: Batch, maxRowBytes: number | undefined): { keep
   return { keepRunning: recount.keepRunning === true };
 }
 
-/** Counts every running row's restart in one UPDATE; rolls back (throws `RECOUNT_MISMATCH`) unless it counted `expected`. */
-export function recountRunning(tx: SqliteTransaction, keepRunning: boolean, expected: number): void {
-  if (tx.run(keepRunning ? RECOUNT.running : RECOUNT.pending) !== expected) throw RECOUNT_MISMATCH;
+/** Whether the recovery of `ids` goes in slices: more than one, ascending. */
+const sliced = (ids: readonly number[]): boolean =>
+  ids.length > RECOUNT_SLICE && ids.every((id, index) => index === 0 || ids[index - 1]! < id);
+
+/**
+ * Counts every running row's restart in one UPDATE, or (more than a slice) the first slice and the rest as owed
+ * (decision 0092); rolls back (throws `RECOUNT_MISMATCH`) unless it counted exactly `ids`, ascending.
+ */
+export function recountRunning(tx: SqliteTransaction, keepRunning: boolean, ids: readonly number[], owed: OwedRecount): void {
+  if (sliced(ids)) {
+    if (!owed.open(tx, keepRunning, ids)) throw RECOUNT_MISMATCH;
+  } else if (tx.run(recountSql(keepRunning)) !== ids.length) throw RECOUNT_MISMATCH;
+}
+
+/**
+ * Stores S4's recovery batch (`recount`: `recountOf` said it is one) by statement; false when the statement counted
+ * other rows than the batch names (rolled back: the caller stores it row by row). `liveStatus` and `texts` are the
+ * storage's caches of what each live row holds.
+ */
+export async function storeRecount(
+  batch: Batch,
+  recount: { keepRunning: boolean },
+  owed: OwedRecount,
+  writing: (body: (tx: SqliteTransaction, turn: { flush(): void } | undefined) => void) => Promise<void>,
+  liveStatus: Map<number, string>,
+  texts: Map<number, TaskText>,
+): Promise<boolean> {
+  const ids = batch.tasks.map((task) => task.id);
+  if (sliced(ids)) owed.keeps(ids); // decision 0098: a crashed open's windows kept, not stored in front of the first step
+  try {
+    await writing((tx, turn) => {
+      turn?.flush();
+      recountRunning(tx, recount.keepRunning, ids, owed);
+    });
+    owed.ended(true); // the window it opened, if any (decision 0092)
+  } catch (error) {
+    owed.ended(false);
+    if (error === RECOUNT_MISMATCH) return false; // rolled back: stored row by row instead
+    throw error;
+  }
+  // An owed row keeps its stored status until its slice: a write of it must then set the status column too.
+  for (const task of batch.tasks) {
+    liveStatus.set(task.id, owed.owes(task.id) ? "running" : task.state.status);
+    texts.delete(task.id);
+  }
+  return true;
 }

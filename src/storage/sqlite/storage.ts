@@ -22,7 +22,8 @@ import { type Committed, FencedLog } from "./fenced-log.ts";
 import { batchText } from "./log-write.ts";
 import { queryOnly, toSqlValue } from "./query-fallback.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
-import { RECOUNT_MISMATCH, recountOf, recountRunning } from "./recount.ts";
+import { recountOf, storeRecount } from "./recount.ts";
+import { OWED_KEY, OwedRecount } from "./recount-owed.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMeta } from "./schema-open.ts";
 import { SnapshotStore } from "./snapshot-store.ts";
@@ -66,6 +67,7 @@ export class SqliteStorage implements Storage {
   /** The task rows fenced steps left waiting, when this storage defers them (deferred.ts). */
   readonly #deferred: DeferredTaskRows | undefined;
   readonly #snapshots: SnapshotStore;
+  readonly #owed: OwedRecount; // S4's restarts this open (or a crashed one) still owes (decision 0092)
   /** Where the metadata is: version 1's table on a read-only open of a database that was not migrated. */
   readonly #meta: MetaTable;
   /** Whether the tail's slices' table exists (not on a read-only open of a database before version 4). */
@@ -83,6 +85,7 @@ export class SqliteStorage implements Storage {
     this.#parts = schema.parts;
     this.queryLimits = limits;
     this.#deferred = defer && !db.readOnly ? new DeferredTaskRows(defer, label) : undefined;
+    this.#owed = new OwedRecount(label);
     this.#snapshots = new SnapshotStore(
       db,
       label,
@@ -137,6 +140,7 @@ export class SqliteStorage implements Storage {
     if (this.#db.each)
       await this.#db.each(this.#liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
     else for (const [id, text] of await rows(this.#liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
+    this.#owed.loaded(meta.get(OWED_KEY), liveTasks);
     this.#liveStatus.clear();
     this.#texts.clear();
     for (const task of liveTasks) this.#liveStatus.set(task.id, task.state.status);
@@ -156,9 +160,11 @@ export class SqliteStorage implements Storage {
   /** Resolves with a fenced batch's log text (its JSON, text for text: what a mirror pushes, decision 0093). */
   async apply(batch: Batch): Promise<string | undefined> {
     if (this.readOnly) throw new ReadOnlySession("A write");
-    // Decision 0091: a batch that is no recount (every step's) goes on without an await of its own.
+    // Decision 0091: a batch that is no recount (every step's) goes on without an await of its own. S4's recovery
+    // batch is one statement, or a slice and the rest owed (decisions 0043, 0092).
     const recount = recountOf(batch, this.#db.maxRowBytes);
-    if (recount && (await this.#recount(batch, recount))) return undefined;
+    if (recount && (await storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts)))
+      return undefined;
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
     const tasks = batch.tasks.map((task) => taskText(task, this.#texts.get(task.id)));
     const { conversations, entries, submissions, documents } = commitRows(batch);
@@ -191,6 +197,7 @@ export class SqliteStorage implements Storage {
         turn?.flush(fence && { through: fence.position - 1 }); // fenced: its task rows are logged, the mark stays (0086)
         this.#rows.write(tx, tasks, this.#liveStatus);
       }
+      if (this.#owed.owing) this.#owed.written(tx, batch.tasks);
       for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
       for (const row of entries) tx.run(SQL.insertEntry, ...row);
       for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
@@ -217,23 +224,12 @@ export class SqliteStorage implements Storage {
     return text;
   }
 
-  /** S4's recovery batch in one statement (decision 0043); false when it is not one, or counted other rows. */
-  async #recount(batch: Batch, recount: { keepRunning: boolean }): Promise<boolean> {
-    try {
-      await this.#writing((tx, turn) => {
-        turn?.flush();
-        recountRunning(tx, recount.keepRunning, batch.tasks.length);
-      });
-    } catch (error) {
-      if (error === RECOUNT_MISMATCH) return false; // rolled back: stored row by row instead
-      throw error;
-    }
-    for (const task of batch.tasks) {
-      this.#liveStatus.set(task.id, task.state.status);
-      this.#texts.delete(task.id);
-    }
-    return true;
+  get owesRestarts(): boolean {
+    return !this.readOnly && this.#owed.owing;
   }
+
+  /** One slice of the restarts this open owes (decision 0092); whether more is owed. */
+  recountSlice = (): Promise<boolean> => (this.owesRestarts ? this.#writing((tx) => this.#owed.slice(tx)) : Promise.resolve(false));
 
   holdCheckpoints(): () => void {
     return this.#db.holdCheckpoints?.() ?? (() => {});
@@ -368,14 +364,18 @@ export class SqliteStorage implements Storage {
     this.#liveStatus.clear();
     this.#texts.clear();
     this.#log.forget();
+    this.#owed.forget();
   }
 
   /**
    * A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). `plain`: the body
-   * defers nothing, so while nothing waits it may run with no turn (deferred.ts, decision 0091).
+   * defers nothing, so while nothing waits it may run with no turn (deferred.ts, decision 0091). What a crashed open
+   * owed is stored first in it (decision 0092).
    */
   #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain = false): Promise<T> {
-    return this.#deferred ? this.#deferred.transaction(this.#db, body, plain) : this.#db.transaction((tx) => body(tx, undefined));
+    return this.#owed.around(body, (run) =>
+      this.#deferred ? this.#deferred.transaction(this.#db, run, plain) : this.#db.transaction((tx) => run(tx, undefined)),
+    );
   }
 
   /** Writes what waits before a read of the task table (0081); `unmarked`: and a kept mark goes (0086: a copy, a close). */
