@@ -1,9 +1,10 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { followObject } from "../src/browser/follow.ts";
 import type { SocketLike } from "../src/browser/socket.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { eventLoopStarved } from "../src/storage/sqlite/wasm/event-loop.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { memoryObjectEnd } from "./follow-support.ts";
 import { type AskedCall, holds, intentInCopy } from "./server-call-copy-support.ts";
@@ -166,5 +167,46 @@ describe("the object's end answers a call once (decision 0031)", () => {
     );
     expect(first).toHaveLength(1);
     expect(runs).toBe(1);
+  });
+});
+
+/** Lets every queued microtask run, and no macrotask: what a worker does within one task. */
+async function withinThisTask(): Promise<void> {
+  for (let turn = 0; turn < 2_000; turn++) await Promise.resolve();
+}
+
+describe("a leaving page's worker sends its release in the task the page's word gave it (decisions 0035, 0100)", () => {
+  it("S8/0100: a transaction whose storage operation waits for the event loop to turn (the starvation wait) is stored and the release sent in the leave's own task, with no macrotask in between", async () => {
+    const { tab, end, follow, fromTab } = await tabAndObject();
+    const root = await tab.root(ctx, { agent: { model: "faux/faux-1" } });
+    await root.commit((tx) => tx.setDocument("notes", "before", 1), ctx);
+    await expect.poll(() => fromTab.filter((frame) => frame.includes('"before"')).length).toBeGreaterThan(0);
+    const real = performance.now.bind(performance);
+    let shift = 0;
+    const now = vi.spyOn(performance, "now").mockImplementation(() => real() + shift);
+    try {
+      eventLoopStarved(); // the probe is set now (or was): the loop has not turned since
+      shift = 1_000; // as if the worker had run 1 s without its loop turning (a loaded machine): the next operation waits a macrotask
+      const stored = root.commit((tx) => tx.setDocument("notes", "cut", 1), ctx);
+      void follow.leave();
+      await withinThisTask();
+      const frames = fromTab.map((frame) => JSON.parse(frame) as { type: string; position?: number });
+      const release = frames.find((frame) => frame.type === "release");
+      expect(release, "the release left within the leave's task").toBeDefined();
+      // Released at the head, the transaction that waited included, and its push sent before the release.
+      await stored; // stored, not refused: it was on the line before the hand-over gave up writing
+      const pushed = frames
+        .filter((frame) => frame.type === "push")
+        .flatMap((frame) => (frame as unknown as { batches: Array<{ fence: { position: number } }> }).batches);
+      expect(release!.position).toBe(Math.max(...pushed.map((batch) => batch.fence.position)));
+      expect(fromTab.findIndex((frame) => frame.includes('"cut"'))).toBeLessThan(fromTab.findIndex((frame) => frame.includes('"release"')));
+    } finally {
+      now.mockRestore();
+    }
+    await expect.poll(() => end.harness !== undefined).toBe(true);
+    const object = (await end.harness)!;
+    await expect.poll(() => object.lease?.epoch).toBe(2); // the object took the lease at that release
+    follow.close();
+    await object.close(ctx);
   });
 });

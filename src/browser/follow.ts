@@ -33,6 +33,7 @@ import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
+import { runWaitingNow } from "../storage/sqlite/wasm/event-loop.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FollowObjectOptions, FollowPlace, TabFollow } from "./follow-options.ts";
 import { followingWrites } from "./follow-writes.ts";
@@ -285,13 +286,17 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       if (!leaving || harness?.closed) return Promise.resolve(false);
       // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),
       // then the rest and the release sent in the same tick (Mirror.leave's eager path).
-      return harness!
+      const left = harness!
         .handOver(BACKGROUND_CONTEXT, { drain: false })
         .then((mark) => {
           sentAway = true;
           return unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop());
         })
         .then(() => true);
+      // A storage operation that waits for the event loop to turn (the connection's starvation wait) would hold the
+      // commit line, and the release behind it, until a second task this page's worker may never get: it goes on now.
+      runWaitingNow();
+      return left;
     },
     ...followingWrites(
       (topic, method, args) => link.call(topic, method, args),

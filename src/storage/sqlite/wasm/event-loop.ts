@@ -16,14 +16,35 @@ export function eventLoopStarved(): boolean {
   if (!probing) {
     probing = true;
     burstStart = performance.now();
-    afterMacrotask(() => (probing = false));
+    later(() => (probing = false));
     return false;
   }
   return performance.now() - burstStart > STARVATION_MS;
 }
 
 export function nextMacrotask(): Promise<void> {
-  return new Promise((resolve) => afterMacrotask(resolve));
+  return new Promise((resolve) => later(resolve));
+}
+
+/** What waits for the next macrotask (a starvation wait, the probe's end), in the order it was asked for. */
+const waiting = new Set<() => void>();
+
+function later(callback: () => void): void {
+  const once = () => {
+    if (waiting.delete(once)) callback();
+  };
+  waiting.add(once);
+  afterMacrotask(once);
+}
+
+/**
+ * Runs now, in this task, what waits for the next macrotask (decision 0100): a leaving page's worker may get no second
+ * task, so its hand-over must not sit behind an operation that yields to the event loop — the transaction on the
+ * commit line goes on in this task's microtasks instead, and the release after it. The probe starts again from now:
+ * operations started in this task do not yield for another `STARVATION_MS`.
+ */
+export function runWaitingNow(): void {
+  for (const run of [...waiting]) run();
 }
 
 /** A macrotask without timer clamping: `setImmediate` in Node, a MessageChannel message in browsers. */
