@@ -93,7 +93,12 @@ for (let at = 0; at < runs; at++)
   }
 await context.close().catch(() => {});
 await rm(profile, { recursive: true, force: true });
-console.log(`load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}; ${runs} closes each`);
-for (const [shape, { page, worker }] of counts) console.log(`  ${shape}: page's socket ${page}/${runs}, worker's first task ${worker}/${runs}`);
+console.log(
+  `load average ${loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ")}; ${runs} closes each`,
+);
+for (const [shape, { page, worker }] of counts)
+  console.log(`  ${shape}: page's socket ${page}/${runs}, worker's first task ${worker}/${runs}`);
 sockets.close();
 server.close();
