@@ -176,7 +176,7 @@ async function withinThisTask(): Promise<void> {
 }
 
 describe("a leaving page's worker sends its release in the task the page's word gave it (decisions 0035, 0100)", () => {
-  it("S8/0100: a transaction whose storage operation waits for the event loop to turn (the starvation wait) is stored and the release sent in the leave's own task, with no macrotask in between", async () => {
+  it("S4/0100: a transaction whose storage operation waits for the event loop to turn (the starvation wait) is stored and the release sent in the leave's own task, with no macrotask in between", async () => {
     const { tab, end, follow, fromTab } = await tabAndObject();
     const root = await tab.root(ctx, { agent: { model: "faux/faux-1" } });
     await root.commit((tx) => tx.setDocument("notes", "before", 1), ctx);
