@@ -5,16 +5,7 @@ import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { CHECKPOINT_HOLD_LIMIT, Connection } from "../src/storage/sqlite/wasm/connection.ts";
 import { loadSqlite } from "../src/storage/sqlite/wasm/module.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx, flush, openHarness, runUntil } from "./support.ts";
-
-/** Holds its invocation without committing until it is signalled: the live work a crash leaves `running`. */
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
-  abort: async () => {},
-});
+import { ctx, flush, openHarness, runUntil, stall } from "./support.ts";
 
 /** One step (a checkpoint commit), then it holds its invocation. */
 const once = defineTask<null, { phase: "step" | "after" }, null>({

@@ -5,16 +5,8 @@ import { createRegistry, DatabaseCorrupt, defineExtension, defineTask } from "..
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { ctx, flush, openHarness, runUntil } from "./support.ts";
+import { ctx, flush, openHarness, runUntil, stall } from "./support.ts";
 
-/** Holds its invocation until it is signalled: the live work a crash leaves `running`. */
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
-  abort: async () => {},
-});
 /** Makes progress once each time it runs (n + 1: a committed state change clears `restarts`, S6), then holds. */
 const tick = defineTask<null, { phase: "tick"; n: number }, null>({
   name: "test.tick",

@@ -4,16 +4,8 @@ import { COMMIT_WATCH_HOOK, type CommitWatch, watchCommits } from "../src/browse
 import { type Batch, createRegistry, DatabaseCorrupt, defineExtension, defineTask, type TaskRecord } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { ctx, openHarness, runUntil } from "./support.ts";
+import { ctx, openHarness, runUntil, stall } from "./support.ts";
 
-/** Holds its invocation without committing until it is signalled: the live work a crash leaves `running`. */
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
-  abort: async () => {},
-});
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall] }));
 const SEED_QUERY = "SELECT id, status, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.restarts' AS restarts FROM tasks";
 const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });

@@ -27,6 +27,15 @@ export function doneTask(name: string) {
   });
 }
 
+/** Holds its invocation without committing until it is signalled: the live work a crash leaves `running`. */
+export const stall = defineTask<null, { phase: "stall" }, null>({
+  name: "test.stall",
+  version: 1,
+  initial: () => ({ phase: "stall" }),
+  phases: { stall: (_task, runtime) => new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve())) },
+  abort: async () => {},
+});
+
 /** A storage backend under test; `fromImage` makes the copy a crash leaves behind. */
 export interface Backend {
   name: string;
