@@ -29,11 +29,13 @@ const COUNTED = new Set(["submit", "decide", "abortConversation"]);
  */
 function keyOf(method: string, args: readonly unknown[]): string | object | undefined {
   if (!COUNTED.has(method)) return undefined;
-  const field = method === "submit" ? (args[1] as { requestId?: unknown } | undefined)?.requestId : undefined;
-  const decision = method === "decide" ? (args[2] as { decisionId?: unknown } | undefined)?.decisionId : undefined;
-  const key = method === "abortConversation" ? "" : (field ?? decision);
-  if (typeof key !== "string") return {}; // unkeyed: counts alone
-  return `${method}/${String(args[0])}/${key}`;
+  const key =
+    method === "submit"
+      ? (args[1] as { requestId?: unknown } | undefined)?.requestId
+      : method === "decide"
+        ? (args[2] as { decisionId?: unknown } | undefined)?.decisionId
+        : ""; // an abort: its conversation
+  return typeof key === "string" ? `${method}/${String(args[0])}/${key}` : {}; // unkeyed: counts alone
 }
 
 export class WaitingWrites {
