@@ -115,7 +115,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
       (s, value) =>
         void ((s.batch.tasks[0]!.state as unknown as Record<string, Json>).status = typeof value === "string" ? `${value}!` : "done"),
       (s, value) =>
-        void ((s.batch.tasks[0] as unknown as Record<string, Json>).id = typeof value === "number" ? -Math.abs(value) - 1 : String(value)),
+        void ((s.batch.tasks[0] as unknown as Record<string, Json>).id = typeof value === "number" ? -Math.abs(value) - 1 : JSON.stringify(value)),
       (s) => void s.batch.documents.push({ scope: "x", key: "y", value: null }),
       (s) => void ((s.batch.entries[0]!.payload as Record<string, Json>).nested = deep(600)),
       (s, value) => void ((s.batch as unknown as Record<string, Json>).conversations = value === null ? {} : [value]),
@@ -155,7 +155,7 @@ describe("a snapshot arrives checked and is written in one transaction (decision
             else if (attack.field === "at") part.at = { epoch: 1, position: typeof value === "number" ? Math.abs(value) + 5 : 4 };
             else if (attack.field === "index") part.index = typeof value === "number" && value !== attack.part ? value : attack.part + 1;
             else if (attack.field === "count") part.count = typeof value === "number" && value !== count ? value : count + 1;
-            else if (attack.field === "digest") part.digest = typeof value === "string" ? value : sha256Text(String(value));
+            else if (attack.field === "digest") part.digest = typeof value === "string" ? value : sha256Text(JSON.stringify(value));
             else part.text = `${String(part.text)}${typeof value === "string" && value !== "" ? value : "}"}`;
           }
           const storage = MemoryStorage.fromImage(image);
