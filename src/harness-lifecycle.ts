@@ -43,10 +43,29 @@ export function storedLifecycle(session: Session): string | undefined {
   return lifecycle?.state;
 }
 
-/** What an open recovered: how the last harness stopped (from `lifecycle` and the tasks a crash cut off). */
+/**
+ * The storages whose rows were replaced whole by another place's snapshot (decision 0103), until the next open on
+ * each reads it. In this process only, as `holders`: the rebuild and the reopen that follows it are one worker's.
+ */
+const rebuilt = new WeakSet<Storage>();
+
+/**
+ * Says that `storage`'s rows were just replaced by another place's snapshot (`rebuildFromObject`): the next open on
+ * it reports `stop: "rebuilt"`. The snapshot carries the other place's lifecycle document (`open` while it runs), which
+ * that open would otherwise read as a crash here.
+ */
+export function markRebuilt(storage: Storage): void {
+  rebuilt.add(storage);
+}
+
+/**
+ * What an open recovered: how the last harness stopped (from `lifecycle` and the tasks a crash cut off), or that the
+ * rows came whole from another place since (`markRebuilt`; read once, by this open).
+ */
 export function recoveryAtOpen(session: Session, recovered: number[], lifecycle: string | undefined): Recovery {
+  const copied = rebuilt.delete(session.storage) && recovered.length === 0;
   return {
-    stop: recovered.length > 0 || lifecycle === "open" ? "crash" : lifecycle === "closed" ? "close" : "none",
+    stop: copied ? "rebuilt" : recovered.length > 0 || lifecycle === "open" ? "crash" : lifecycle === "closed" ? "close" : "none",
     tasks: recovered.map((id) => {
       const record = session.live.get(id);
       return { id, kind: record?.kind ?? "", restarts: record?.restarts ?? 1 };

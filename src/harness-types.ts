@@ -110,9 +110,11 @@ export interface Inspection {
 export interface Recovery {
   /**
    * How the harness before this open stopped: `crash` (cut off — a reload, a terminated worker, a killed
-   * process), `close` (a clean `close()`), or `none` (no earlier open is recorded: a new database).
+   * process), `close` (a clean `close()`), `none` (no earlier open is recorded: a new database), or `rebuilt` (this
+   * copy's rows were just replaced whole by its object's snapshot — a new device's first copy, or one that could not
+   * follow: nothing stopped here, and `tasks` is empty; decision 0103).
    */
-  stop: "crash" | "close" | "none";
+  stop: "crash" | "close" | "none" | "rebuilt";
   /** The tasks a crash left running; each was counted a restart (`restarts`: its count after this open). */
   tasks: Array<{ id: number; kind: string; restarts: number }>;
 }

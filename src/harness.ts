@@ -290,6 +290,15 @@ export class Harness {
     return this.#session.subscribe(listener);
   }
 
+  /**
+   * The id this storage draws next (S1: one id space). Every transaction that drew an id below it is stored here, so on
+   * a copy that follows another place an id at or past it may still arrive, and one below it that names no
+   * conversation never will (decision 0103).
+   */
+  get nextId(): number {
+    return this.#session.nextId;
+  }
+
   /** The ids of every conversation, in creation order. */
   conversationIds(): number[] {
     return [...this.#session.conversations.keys()];

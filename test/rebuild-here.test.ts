@@ -89,7 +89,7 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
     const stopWatching = phone.service.watchConversation(1, () => void seen.push(1));
     open();
     expect(await counted).toEqual([{ n: 1 }]);
-    stopWatching();
+    (await stopWatching)();
     await expect.poll(async () => (await phone.service.getTask(taskId))?.state.status, { timeout: 15_000 }).toBe("terminal");
     expect((await phone.service.getTask(taskId))?.state).toMatchObject({ outcome: { status: "completed", result: "counted to 40" } });
     await expect.poll(async () => (await phoneStorage.load()).log?.position, { timeout: 5_000 }).toBe(object.lease!.position);

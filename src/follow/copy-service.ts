@@ -130,15 +130,19 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
 
   const subscribe =
     <M extends MethodName>(method: M) =>
-    (...all: Parameters<HarnessService[M]>): Unsubscribe => {
+    (...all: Parameters<HarnessService[M]>): ReturnType<HarnessService[M]> => {
       const args = [...all] as unknown[];
       const listener = args.pop() as (value: never) => void;
-      const unsubscribe = delegate(method, [...args, listener]) as Unsubscribe;
-      const held: Held = { method, args, listener, unsubscribe };
-      subscriptions.add(held);
-      return () => {
-        if (subscriptions.delete(held)) held.unsubscribe();
+      const hold = (unsubscribe: Unsubscribe): Unsubscribe => {
+        const held: Held = { method, args, listener, unsubscribe };
+        subscriptions.add(held);
+        return () => {
+          if (subscriptions.delete(held)) held.unsubscribe();
+        };
       };
+      // A watch that waits for its conversation (decision 0103) is held once it started.
+      const started = delegate(method, [...args, listener]) as Unsubscribe | Promise<Unsubscribe>;
+      return (started instanceof Promise ? started.then(hold) : hold(started)) as ReturnType<HarnessService[M]>;
     };
 
   /** Sends `write` to the holder until it is answered (or refused), at most one forward per `key` at a time. */

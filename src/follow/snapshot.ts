@@ -22,6 +22,7 @@ import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { FollowMessageRefused, SnapshotPartsBusy, SnapshotUnavailable } from "../errors.ts";
+import { markRebuilt } from "../harness-lifecycle.ts";
 import { type Check, integer, record, text } from "../shape.ts";
 import type { LogMark, Snapshot } from "../storage/records.ts";
 import type { RebuildStage, Storage } from "../storage/storage.ts";
@@ -359,6 +360,7 @@ export async function rebuildFromObject(options: RebuildOptions, context: Contex
   const snapshot = await fetchSnapshot(options.link, options.place, context, retry);
   await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now, true);
   await storage.rebuild(snapshot);
+  markRebuilt(storage);
   return { ...snapshot.batch.fence };
 }
 
@@ -382,6 +384,7 @@ async function rebuildStaged(
     });
     await deliverFork(options.storage, { head: head.batch.fence, epochs: head.epochs }, options.now, true);
     await staged!.commit(head);
+    markRebuilt(options.storage);
     return { ...head.batch.fence };
   } catch (error) {
     await staged?.discard().catch(() => undefined);

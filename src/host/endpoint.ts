@@ -37,7 +37,8 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
       return method(name, "call", args)(...args);
     },
     async subscribe(name, args, emit) {
-      const unsubscribe = method(name, "subscribe", args)(...args, emit) as Unsubscribe;
+      // A subscription may be answered later (a watch that waits for its conversation, decision 0103) or refused then.
+      const unsubscribe = (await method(name, "subscribe", args)(...args, emit)) as Unsubscribe;
       const id = ++lastId;
       subscriptions.set(id, () => {
         unsubscribe();

@@ -9,6 +9,7 @@ import type { Json } from "../base/json.ts";
 import { UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { checkJson } from "../limits.ts";
+import { ConversationWatch } from "./conversation-watch.ts";
 import { safely } from "./listeners.ts";
 import type { HarnessService } from "./protocol.ts";
 
@@ -47,6 +48,8 @@ export interface HarnessCallsOptions {
   methods: Record<string, HostMethod> | undefined;
   liveFrames: Omit<LivePace, "now"> | undefined;
   now: () => number;
+  /** Whether `harness` is a copy that follows another place (a watch there waits for a conversation yet to arrive). */
+  follows(harness: Harness): boolean;
 }
 
 /** The calls, and how many conversation views they hold (for `listenerCount`). */
@@ -107,27 +110,27 @@ export function harnessCalls(options: HarnessCallsOptions): {
     watchConversation(conversationId, listener) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`).
-      let unsubscribe = () => {};
+      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`); on a copy that
+      // follows, a conversation it has not received yet is waited for (decision 0103).
+      const watch = new ConversationWatch({ conversationId, send, follows: options.follows });
+      let waiting: Promise<void> | undefined;
       try {
-        unsubscribe = requireHarness().conversation(conversationId).watch(send);
+        waiting = watch.start(requireHarness());
       } catch (error) {
         if (!options.reopening()) throw error;
       }
-      const rebind = (next: Harness) => {
-        unsubscribe();
-        unsubscribe = next.conversation(conversationId).watch(send);
-      };
+      const rebind = (next: Harness) => watch.rebind(next);
       options.rebinds.add(rebind);
       views += 1;
       let subscribed = true;
-      return () => {
+      const unsubscribe = () => {
         if (!subscribed) return;
         subscribed = false;
         views -= 1;
         options.rebinds.delete(rebind);
-        unsubscribe();
+        watch.end();
       };
+      return waiting ? waiting.then(() => unsubscribe, (error: unknown) => (unsubscribe(), Promise.reject(error))) : unsubscribe;
     },
     conversationEntries: async (conversationId, beforeId, limit) =>
       (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),

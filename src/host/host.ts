@@ -285,6 +285,7 @@ export function createHost(options: HostOptions): ServedHost {
     methods: options.methods,
     liveFrames: options.liveFrames,
     now: options.now,
+    follows: (opened) => options.harness.lease !== undefined && opened.readOnly,
   });
 
   const host: HarnessService = {

@@ -108,9 +108,11 @@ export interface HarnessService {
   /**
    * The view as updates (apply them with a `ConversationViewStore`): a snapshot of the last 200 entries and
    * the documents, then what each commit changed, and between commits live frames of the partial answer and
-   * tools' output (not durable; at most one per frame where the host has frames).
+   * tools' output (not durable; at most one per frame where the host has frames). On a copy that follows another
+   * place, a conversation the copy has not received yet is waited for (decision 0103): a promise, resolved once it
+   * arrived and its snapshot was sent, or rejected `NotFound` once the copy's ids passed it without a conversation.
    */
-  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe;
+  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe | Promise<Unsubscribe>;
   /**
    * Decides a tool call that waits for a person (by call id or tool task id), exactly once: a second decision
    * rejects with `AlreadyDecided` naming the first (the same decision sent again with its `decisionId` gets
@@ -184,7 +186,7 @@ export interface MethodPolicy {
   forwarded: boolean;
 }
 
-type Kind<F> = F extends (...args: never[]) => Unsubscribe ? "subscribe" : "call";
+type Kind<F> = F extends (...args: never[]) => Unsubscribe | Promise<Unsubscribe> ? "subscribe" : "call";
 
 const row = <K extends "call" | "subscribe", const P extends Partial<Omit<MethodPolicy, "kind" | "args">> & Pick<MethodPolicy, "exposure">>(
   kind: K,

@@ -1,0 +1,103 @@
+/**
+ * A page's watch of one conversation on the host's harness, moved to each harness the host opens next (a rebuild, a
+ * reopen: `rebind`). Decision 0103: on a copy that follows another place (`follows`: the agent runs elsewhere), a
+ * conversation the copy does not hold yet is waited for while its id is one the copy's log has not reached
+ * (`Harness.nextId`): a new device's page may ask for a conversation its copy has not received yet. The watch then
+ * starts with the commit that brings the conversation, and the subscription is answered only then; it is `NotFound`
+ * once the copy's ids pass the id without it naming a conversation (the holder drew it for something else). Anywhere
+ * else — a copy that writes, an id the copy has passed — `NotFound` at once, as before.
+ */
+import { NotFound } from "../errors.ts";
+import type { Harness } from "../harness.ts";
+import type { Unsubscribe } from "./protocol.ts";
+
+export interface ConversationWatchOptions {
+  conversationId: number;
+  /** Hears each view update. */
+  send: Parameters<ReturnType<Harness["conversation"]>["watch"]>[0];
+  /** Whether `harness` is a copy that follows another place's log (new transactions arrive here). */
+  follows(harness: Harness): boolean;
+}
+
+/** A watch, bound to a harness or waiting on one for its conversation. */
+export class ConversationWatch {
+  readonly #options: ConversationWatchOptions;
+  #stop: Unsubscribe = () => {};
+  #ended = false;
+  /** Settles the subscription once the conversation arrived, or with `NotFound`; undefined when not waiting. */
+  #settle: ((error?: unknown) => void) | undefined;
+
+  constructor(options: ConversationWatchOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * Starts the watch on `harness`: undefined when it is watching there now, a promise when it waits for the
+   * conversation to arrive (resolved once it does). Throws `NotFound` when the conversation is not there and will not
+   * come.
+   */
+  start(harness: Harness): Promise<void> | undefined {
+    if (this.#bind(harness)) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      this.#settle = (error) => {
+        this.#settle = undefined;
+        if (error === undefined) resolve();
+        else reject(error);
+      };
+    });
+  }
+
+  /** Moves the watch to `next` (the host opened its harness again). A wait that can no longer end well is refused. */
+  rebind(next: Harness): void {
+    if (this.#ended) return;
+    this.#stop();
+    this.#stop = () => {};
+    try {
+      if (this.#bind(next)) this.#settle?.();
+    } catch (error) {
+      this.#settle?.(error);
+    }
+  }
+
+  /** Stops watching (or waiting). */
+  end(): void {
+    this.#ended = true;
+    this.#stop();
+    this.#settle?.(new NotFound(`Conversation ${this.#options.conversationId} is no longer watched.`));
+  }
+
+  /** True when watching on `harness`; false when waiting there for the conversation; throws when it will not come. */
+  #bind(harness: Harness): boolean {
+    const { conversationId, send } = this.#options;
+    try {
+      this.#stop = harness.conversation(conversationId).watch(send);
+      return true;
+    } catch (error) {
+      if (!(error instanceof NotFound) || !this.#options.follows(harness) || conversationId < harness.nextId) throw error;
+    }
+    const stopCommits = harness.onCommit(() => {
+      if (this.#ended) return;
+      if (harness.conversationIds().includes(conversationId)) {
+        stopCommits();
+        this.#stop = harness.conversation(conversationId).watch(send);
+        this.#settle?.();
+      } else if (conversationId < harness.nextId) {
+        stopCommits();
+        this.#stop = () => {};
+        this.#settle?.(notAConversation(harness, conversationId));
+      }
+    });
+    this.#stop = stopCommits;
+    return false;
+  }
+}
+
+/** The copy's own `NotFound` for `id` (it names what the id is, when it is something else). */
+function notAConversation(harness: Harness, id: number): unknown {
+  try {
+    harness.conversation(id);
+    return new NotFound(`Conversation ${id} does not exist.`);
+  } catch (error) {
+    return error;
+  }
+}
