@@ -8,9 +8,9 @@
  * A block that continues an earlier one (it says so in a comment) uses that block's names: `client`, `storage`,
  * `registry`, `models`, `page`, … are declared once in readme-context.d.ts below, each as the type the earlier
  * block gives it. A name a block declares or imports itself shadows it. A block that imports the reader's own
- * module (`./my-extension.ts`) gets a small one from MODULES below, as does the Cloudflare block's
- * `./counter-task.ts` (examples/counter-task.ts importing the package), and the follow-mode Worker's `./verify-token.ts`
- * (the signed-token block's `verifyToken`, exported).
+ * module (`./my-extension.ts`) gets a small one from MODULES below; `./counter-task.ts` is the README's own
+ * `src/counter-task.ts` block wherever a section imports it without that block, and the follow-mode Worker's
+ * `./verify-token.ts` the signed-token block's `verifyToken`, exported.
  *
  *   node scripts/test-readme.mjs [README.md] [--no-build]
  */
@@ -69,7 +69,6 @@ const MODULES = {
     `export async function ensureMyWork(_harness: Harness): Promise<void> {}`,
     "",
   ].join("\n"),
-  "counter-task.ts": readFileSync(join(root, "examples", "counter-task.ts"), "utf8").replace('"../src/index.ts"', '"pi-durable-web"'),
 };
 
 const TSCONFIG = {
@@ -138,6 +137,10 @@ if (readme === join(root, "README.md")) {
 const signed = blocks.find((block) => block.file === "signed-worker.ts")?.code ?? "";
 const verify = /^async function verifyToken\(.*?^}$/ms.exec(signed)?.[0];
 if (verify) MODULES["verify-token.ts"] = `export ${verify}\n`;
+// `./counter-task.ts` is the README's own counter block (decision 0103): a reader pastes it from there, not from the
+// repository's examples/, and each section that imports it compiles against that block.
+const counter = blocks.find((block) => block.file === "src/counter-task.ts")?.code;
+if (counter !== undefined) MODULES["counter-task.ts"] = `${counter}\n`;
 
 // The reader's own modules, next to the blocks that import them.
 for (const [file] of origin) {
