@@ -3,7 +3,7 @@ import type { Page } from "playwright-core";
 import { describe, expect, inject, it } from "vitest";
 import { waitForReady } from "../src/testing/playwright.ts";
 import { type BrowserSession, browserPerTest, startBrowser } from "./support/browser";
-import { query, startTask, waitForReply, waitForShownTask, waitForStatus, waitForUserEntry } from "./support/demo";
+import { query, sendMessage, startTask, waitForReply, waitForShownTask, waitForStatus, waitForUserEntry } from "./support/demo";
 import { edgePerTest } from "./support/edge";
 import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
 
@@ -11,7 +11,7 @@ import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
 // workerd (decision 0094): one browser profile's `?follow=` tab holds its Durable Object's lease and counts; a second
 // profile (another device: its own OPFS, its own place) opens the same conversation with `?follow=` and follows it
 // read-only. What the tab pushes reaches it through the object's relay (decision 0090): every step, in order, the
-// holder named. Its own submit goes through the object to the holder (decision 0096), and so does that of the same
+// holder named. It approves a tool call that waits for a person on the holding tab (decision 0103). Its own submit goes through the object to the holder (decision 0096), and so does that of the same
 // device's page on the object's socket (`?edge=`): the holder carries each out once under its requestId (decision
 // 0034), both devices showing it. Then the first tab goes (its
 // page closed: the hand-over at pagehide; or its renderer crashed: the lease's expiry) and the second device sees the
@@ -124,7 +124,7 @@ async function shoot(page: Page, file: string): Promise<void> {
 }
 
 describe("a second device watches a tab's work live through the Durable Object (Chromium + workerd, issue 27 item 6)", () => {
-  it("S5/S12: while the first device's tab holds the lease and counts, the second device's tab sees every step in order and names the holder; its own submit and its page's on the object each reach the holder once (decision 0096), both show them; the tab closes, the object takes over and the second device sees it count to the end", async () => {
+  it("S5/S12: while the first device's tab holds the lease and counts, the second device's tab sees every step in order and names the holder; it approves a call that waits for a person on the holder, whose tool runs once (decision 0103); its own submit and its page's on the object each reach the holder once (decision 0096), both show them; the tab closes, the object takes over and the second device sees it count to the end", async () => {
     const name = "follow-second-device"; // a 10 minute lease: only the close's release can hand it over here
     const TO = 80;
     const tabPrints = await recordTabPrints(session);
@@ -137,11 +137,38 @@ describe("a second device watches a tab's work live through the Durable Object (
       const device = await secondDevice(other, name);
       watching = device;
       expect(await keptPlace(device)).not.toBe(place);
+      // Its copy is new (rebuilt from the object's snapshot, or followed from the start): nothing crashed there
+      // (decision 0103; before, a rebuilt copy said "crash").
+      const stop = await device.evaluate(() => (pi.client.status.kind === "ready" ? pi.client.status.recovery.stop : null));
+      expect(["rebuilt", "none"]).toContain(stop);
       // It names the holder: the first device, by its place, as the object's lease record says (decision 0057).
       await device.waitForSelector('#place-bar[data-place="tab"]', { state: "attached", timeout: 30_000 });
       expect(await device.textContent("#place-where")).toBe(`another tab or device (${place.slice(0, 12)})`);
       expect(await heldBy(device)).toEqual({ kind: "tab", place });
       expect(await device.isVisible("#place-move")).toBe(false);
+
+      // A call that really waits for a person on the holder (decision 0103; 0097's e2e decided none): the tab asks
+      // before writing files and its model's append waits; the second device sees the call in its own copy and
+      // approves it, twice under one decisionId; the decision goes through the object to the tab, whose tool runs once.
+      await tab.locator("#ask-before-writing:not(:disabled)").waitFor();
+      await tab.click("#ask-before-writing");
+      await tab.waitForSelector('body[data-ask-before-writing="true"]', { state: "attached" });
+      await sendMessage(tab, "note buy milk");
+      const conversationId = await device.evaluate(() => pi.client.rootConversation());
+      const pending = () => device.evaluate((id) => pi.client.pendingApprovals(id), conversationId);
+      await expect.poll(async () => (await pending()).map((call) => call.toolName), { timeout: 60_000 }).toEqual(["append"]);
+      const [card] = await pending();
+      const decision = { approved: true, argumentsHash: card!.argumentsHash, decisionId: "second-device-approves" };
+      const approve = () => device.evaluate(([id, callId, d]) => pi.client.decide(id, callId, d), [conversationId, card!.callId, decision] as const);
+      const record = await approve();
+      expect(record).toMatchObject({ callId: card!.callId, status: "approved" });
+      expect(await approve()).toEqual(record); // sent again (a lost answer): the same record, nothing more
+      const written = () => tab.evaluate((id) => pi.client.call("files.read", id, "notes.txt").catch(() => null), conversationId);
+      await expect.poll(written, { timeout: 60_000 }).toBe("buy milk\n");
+      const results = (page: Page) => query(page, "SELECT count(*) AS count FROM entries WHERE kind = 'pi.tool-result' AND instr(record, ?) > 0", card!.callId);
+      await expect.poll(() => results(device), { timeout: 30_000 }).toEqual([{ count: 1 }]);
+      expect(await results(tab)).toEqual([{ count: 1 }]);
+      expect(await pending()).toEqual([]);
 
       await startTask(tab, "example.counter", { to: TO, everyMs: EVERY_MS });
       // Live: the second device's count moves while the tab still counts, and its tab prints nothing.
@@ -154,7 +181,6 @@ describe("a second device watches a tab's work live through the Durable Object (
 
       // Its own submit goes through the object to the holder under its requestId (decision 0096): sent twice, one
       // submission; the holder's tab runs it and both show it. (Before: refused, ReadOnlySession.)
-      const conversationId = await device.evaluate(() => pi.client.rootConversation());
       const mine = { type: "input" as const, content: "typed on the follower", requestId: "second-follower-1" };
       const forwarded = await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const);
       expect(await device.evaluate(([id, draft]) => pi.client.submit(id, draft), [conversationId, mine] as const)).toEqual(forwarded);
