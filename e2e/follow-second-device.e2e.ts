@@ -159,13 +159,15 @@ describe("a second device watches a tab's work live through the Durable Object (
       await expect.poll(async () => (await pending()).map((call) => call.toolName), { timeout: 60_000 }).toEqual(["append"]);
       const [card] = await pending();
       const decision = { approved: true, argumentsHash: card!.argumentsHash, decisionId: "second-device-approves" };
-      const approve = () => device.evaluate(([id, callId, d]) => pi.client.decide(id, callId, d), [conversationId, card!.callId, decision] as const);
+      const approve = () =>
+        device.evaluate(([id, callId, d]) => pi.client.decide(id, callId, d), [conversationId, card!.callId, decision] as const);
       const record = await approve();
       expect(record).toMatchObject({ callId: card!.callId, status: "approved" });
       expect(await approve()).toEqual(record); // sent again (a lost answer): the same record, nothing more
       const written = () => tab.evaluate((id) => pi.client.call("files.read", id, "notes.txt").catch(() => null), conversationId);
       await expect.poll(written, { timeout: 60_000 }).toBe("buy milk\n");
-      const results = (page: Page) => query(page, "SELECT count(*) AS count FROM entries WHERE kind = 'pi.tool-result' AND instr(record, ?) > 0", card!.callId);
+      const results = (page: Page) =>
+        query(page, "SELECT count(*) AS count FROM entries WHERE kind = 'pi.tool-result' AND instr(record, ?) > 0", card!.callId);
       await expect.poll(() => results(device), { timeout: 30_000 }).toEqual([{ count: 1 }]);
       expect(await results(tab)).toEqual([{ count: 1 }]);
       expect(await pending()).toEqual([]);

@@ -98,7 +98,10 @@ describe("a new device's copy (decision 0103)", () => {
     const next = tab.harness().nextId;
     const refused = phone.page.watchConversation(next, () => {});
     await tab.host.service.submit(root, { type: "input", content: "hello", requestId: "r1" });
-    await expect(refused).rejects.toMatchObject({ name: "NotFound", message: `Conversation ${next} does not exist (${next} is a submission's id).` });
+    await expect(refused).rejects.toMatchObject({
+      name: "NotFound",
+      message: `Conversation ${next} does not exist (${next} is a submission's id).`,
+    });
     // An id the copy has passed that names no conversation: NotFound at once, as before.
     expect(phone.harness().nextId).toBeGreaterThan(next);
     await expect(phone.page.watchConversation(next, () => {})).rejects.toMatchObject({ name: "NotFound" });

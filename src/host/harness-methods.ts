@@ -130,7 +130,14 @@ export function harnessCalls(options: HarnessCallsOptions): {
         options.rebinds.delete(rebind);
         watch.end();
       };
-      return waiting ? waiting.then(() => unsubscribe, (error: unknown) => (unsubscribe(), Promise.reject(error))) : unsubscribe;
+      if (!waiting) return unsubscribe;
+      return waiting.then(
+        () => unsubscribe,
+        (error: unknown) => {
+          unsubscribe();
+          throw error;
+        },
+      );
     },
     conversationEntries: async (conversationId, beforeId, limit) =>
       (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
