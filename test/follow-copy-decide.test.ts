@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
-import { followingWrites, writesThroughObject } from "../src/browser/follow-writes.ts";
+import { ARRIVAL_WAIT_MS, followingWrites, writesThroughObject } from "../src/browser/follow-writes.ts";
 import { abortThroughObject, COPY, COPY_TOPIC, decideThroughObject, submitThroughObject } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
@@ -15,7 +15,7 @@ import { type AnyTool, createRegistry, defineExtension, defineTool, Harness, Inv
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { answer, callTools } from "./agent-support.ts";
 import { copyWorld, oneCopy, settleInto } from "./follow-copy-world.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, flush, runUntil } from "./support.ts";
 
 // Decision 0097 (issue 27 item 2): a tab on another device that follows the object could submit through it (decision
 // 0096) but not decide a tool call that waits for a person, nor stop the conversation: its read-only harness refused
@@ -332,50 +332,63 @@ describe("the worker's decide and abort while its tab follows (decision 0097)", 
 
 describe("a following tab's copy rebuilt while its write waits (decision 0097, 0096's seam)", () => {
   it("0097: a submit whose copy closed for a rebuild before the answer came is answered once the rebuilt copy holds it, not with an id no copy of the tab holds", async () => {
-    const w = await copyWorld(() => true);
-    const joinAs = async (place: string) => {
-      const storage = await openSqliteStorage({ vfs: "memory" });
-      const rebuilt = rebuildFromObject({ storage, link: w.phone, place, now: w.clock.now() }, ctx);
-      await runUntil(w.clock, async () => (await storage.load()).log !== undefined);
-      await rebuilt;
-      const harness = await Harness.open(
-        storage,
-        { registry: createRegistry(), clock: w.clock, lease: { place, arbiter: remoteArbiter(w.phone) } },
-        ctx,
-      );
-      const follower = new Follower({ harness, link: w.phone, place });
-      await runUntil(w.clock, () => follower.following);
-      return { harness, follower };
-    };
-    const first = await joinAs("phone");
-    let current = first.harness;
-    const attached = new Set<() => void>();
-    const copies = {
-      current: () => current,
-      onAttach: (listener: () => void) => {
-        attached.add(listener);
-        return () => attached.delete(listener);
-      },
-    };
-    const writes = followingWrites((topic, method, args) => w.phone.call(topic, method, args), copies, w.clock);
-    let answered: { id: number; copy: Harness } | undefined;
-    void writes
-      .submit(w.root.id, { type: "input", content: "during a rebuild", requestId: "seam-1" })
-      .then((id) => (answered = { id, copy: current }));
-    // The copy cannot follow (forked): it is closed for its rebuild before the object's answer arrives.
-    first.follower.stop();
-    await first.harness.close(ctx);
-    await runUntil(w.clock, async () => (await w.submissions("seam-1")).length === 1);
-    await runUntil(w.clock, () => w.mirror.acknowledged >= (w.tab.lease?.position ?? 0));
-    expect(answered).toBeUndefined(); // before: answered at once, with an id no copy of the tab held
-    const second = await joinAs("phone");
-    current = second.harness;
-    for (const listener of attached) listener();
-    await runUntil(w.clock, () => answered !== undefined);
-    expect(answered?.copy).toBe(second.harness);
-    expect((await second.harness.storage.getSubmission(answered!.id))?.requestId).toBe("seam-1");
-    second.follower.stop();
-    await second.harness.close(ctx);
-    w.mirror.stop();
+    await submitDuringRebuild(0);
+  });
+
+  it("0103: a rebuild that outlasts ARRIVAL_WAIT_MS does not let the answer go while no copy is open; the rebuilt copy is waited for", async () => {
+    await submitDuringRebuild(ARRIVAL_WAIT_MS + 5_000);
   });
 });
+
+/** A following phone's submit through the object; its copy closes for a rebuild that takes `rebuildMs` of the harness clock. */
+async function submitDuringRebuild(rebuildMs: number): Promise<void> {
+  const w = await copyWorld(() => true);
+  const joinAs = async (place: string) => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const rebuilt = rebuildFromObject({ storage, link: w.phone, place, now: w.clock.now() }, ctx);
+    await runUntil(w.clock, async () => (await storage.load()).log !== undefined);
+    await rebuilt;
+    const harness = await Harness.open(
+      storage,
+      { registry: createRegistry(), clock: w.clock, lease: { place, arbiter: remoteArbiter(w.phone) } },
+      ctx,
+    );
+    const follower = new Follower({ harness, link: w.phone, place });
+    await runUntil(w.clock, () => follower.following);
+    return { harness, follower };
+  };
+  const first = await joinAs("phone");
+  let current = first.harness;
+  const attached = new Set<() => void>();
+  const copies = {
+    current: () => current,
+    onAttach: (listener: () => void) => {
+      attached.add(listener);
+      return () => attached.delete(listener);
+    },
+  };
+  const writes = followingWrites((topic, method, args) => w.phone.call(topic, method, args), copies, w.clock);
+  let answered: { id: number; copy: Harness } | undefined;
+  void writes
+    .submit(w.root.id, { type: "input", content: "during a rebuild", requestId: "seam-1" })
+    .then((id) => (answered = { id, copy: current }));
+  // The copy cannot follow (forked): it is closed for its rebuild before the object's answer arrives.
+  first.follower.stop();
+  await first.harness.close(ctx);
+  await runUntil(w.clock, async () => (await w.submissions("seam-1")).length === 1);
+  await runUntil(w.clock, () => w.mirror.acknowledged >= (w.tab.lease?.position ?? 0));
+  expect(answered).toBeUndefined(); // before: answered at once, with an id no copy of the tab held
+  // Before 0103, past ARRIVAL_WAIT_MS with no copy open: answered, with an id no copy of the tab held.
+  w.clock.advance(rebuildMs);
+  await flush(4);
+  expect(answered).toBeUndefined();
+  const second = await joinAs("phone");
+  current = second.harness;
+  for (const listener of attached) listener();
+  await runUntil(w.clock, () => answered !== undefined);
+  expect(answered?.copy).toBe(second.harness);
+  expect((await second.harness.storage.getSubmission(answered!.id))?.requestId).toBe("seam-1");
+  second.follower.stop();
+  await second.harness.close(ctx);
+  w.mirror.stop();
+}

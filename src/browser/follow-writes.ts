@@ -89,8 +89,10 @@ async function stoppable(harness: Harness, conversationId: number): Promise<numb
 
 /**
  * Resolves once `arrived(copy)` holds for this tab's current copy (checked now, after each commit it follows, and
- * again for a copy attached meanwhile), or after `ARRIVAL_WAIT_MS`. A copy that closed (it is being rebuilt) is waited
- * past: the rebuilt one is asked when it is attached.
+ * again for a copy attached meanwhile), or after `ARRIVAL_WAIT_MS` with a copy open. A copy that closed (it is being
+ * rebuilt) is waited past: the rebuilt one is asked when it is attached. Decision 0103: the bound does not end the wait
+ * while no copy is open (a rebuild longer than it): the next copy attached — rebuilt, or the old one reopened after a
+ * failed rebuild — gets `ARRIVAL_WAIT_MS` of its own. Before, the answer went with an id no copy of the tab held.
  */
 function arrival(copies: TabCopies, clock: Clock, arrived: (copy: Harness) => boolean | Promise<boolean>): Promise<void> {
   return new Promise((resolve) => {
@@ -124,8 +126,18 @@ function arrival(copies: TabCopies, clock: Clock, arrived: (copy: Harness) => bo
       unwatch = copy.onCommit(() => check(copy));
       check(copy);
     };
-    stops.push(copies.onAttach(watch));
-    stops.push(clock.setTimer(ARRIVAL_WAIT_MS, finish));
+    let waitedOut = false;
+    const bound = () => {
+      waitedOut = false;
+      stops.push(clock.setTimer(ARRIVAL_WAIT_MS, () => (watching && !watching.closed ? finish() : void (waitedOut = true))));
+    };
+    stops.push(
+      copies.onAttach(() => {
+        watch();
+        if (waitedOut && watching && !watching.closed) bound();
+      }),
+    );
+    bound();
     watch();
   });
 }
