@@ -45,6 +45,11 @@ export interface LeaseRecord {
   releasedAt?: number;
   /** The place it was released to: only that place may take it (until `expiresAt`, then any place may). */
   heir?: string;
+  /**
+   * The holder's page said it is leaving (decision 0101) at this position, which the arbiter's copy held: its lease
+   * ends a grace after that (`expiresAt`), and each renewal until its release gives it one grace more, no longer.
+   */
+  leaving?: number;
 }
 
 /**
@@ -59,6 +64,7 @@ export class LeaseBook implements LeaseArbiter {
   readonly #save: (record: LeaseRecord) => void;
   readonly #copyHead: (() => number | LogMark) | undefined;
   readonly #firstEpoch: (() => number) | undefined;
+  readonly #graceMs: number;
 
   /**
    * `copyHead`: where the log of the copy kept beside the arbiter stands (the object's copy, decision 0039). A place
@@ -86,6 +92,8 @@ export class LeaseBook implements LeaseArbiter {
      * expired lease taken; not a renewal): the object's pages are told the new holder at once (decision 0075).
      */
     onHolder?(holder: string | undefined): void;
+    /** How long a holder whose page said it is leaving keeps its lease for its own release (decision 0101). */
+    leavingGraceMs?: number;
   }) {
     this.#clock = options.clock;
     this.#ttlMs = options.ttlMs;
@@ -101,6 +109,7 @@ export class LeaseBook implements LeaseArbiter {
       : save;
     this.#copyHead = options.copyHead;
     this.#firstEpoch = options.firstEpoch;
+    this.#graceMs = options.leavingGraceMs ?? LEAVING_GRACE_MS;
   }
 
   /** The record as it stands (for tests and diagnostics). */
@@ -156,8 +165,33 @@ export class LeaseBook implements LeaseArbiter {
     const now = this.#clock.now();
     if (record.holder !== place || now >= (record.expiresAt ?? Infinity))
       throw new LeaseNotHeld(place, `its lease of epoch ${epoch} ended`);
-    this.#save({ ...record, expiresAt: now + this.#ttlMs });
-    return { epoch, ttlMs: this.#ttlMs };
+    // A leaving holder still heard from (its worker pushing the rest) is given one grace more, never a whole lease.
+    const ttlMs = record.leaving === undefined ? this.#ttlMs : Math.min(this.#ttlMs, this.#graceMs);
+    this.#save({ ...record, expiresAt: now + ttlMs });
+    return { epoch, ttlMs };
+  }
+
+  /**
+   * `place`'s page says it is leaving (decision 0101), its object's copy holding the log up to `position`: the lease
+   * stays `place`'s for one grace (`leavingGraceMs`, on this book's clock) — its worker's own release, at any position
+   * the copy holds by then, wins within it — and then lapses, and the copy's place takes it over as after a crash, from
+   * what the copy holds (at least `position`). It only ever shortens the lease: said again, the grace does not move.
+   * `StaleEpoch` when `epoch` is not the current one, `LeaseNotHeld` when `place` does not hold it (or the copy lacks
+   * `position`); either way nothing changes.
+   */
+  async leaving(place: string, epoch: number, position: number): Promise<void> {
+    const record = this.#load();
+    if (epoch !== record.epoch) throw new StaleEpoch(epoch, record.epoch, "the lease's arbiter");
+    const now = this.#clock.now();
+    if (record.holder !== place || now >= (record.expiresAt ?? Infinity))
+      throw new LeaseNotHeld(place, `epoch ${epoch} is not its own (held by ${record.holder ?? "no place"})`);
+    const copyMark = this.#copyHead?.();
+    const copy = copyMark === undefined ? undefined : typeof copyMark === "number" ? copyMark : copyMark.position;
+    if (copy !== undefined && position > copy)
+      throw new LeaseNotHeld(place, `it leaves at log position ${position} and the arbiter's copy holds only up to ${copy}`);
+    const end = Math.min(record.expiresAt ?? Infinity, now + this.#graceMs);
+    if (record.leaving !== undefined && end === record.expiresAt) return; // the same leaving again
+    this.#save({ ...record, expiresAt: end, leaving: Math.max(position, record.leaving ?? 0) });
   }
 
   async release(place: string, epoch: number, position: number, heir?: string): Promise<void> {
@@ -201,12 +235,14 @@ export function memoryArbiter(options: {
   record?: LeaseRecord;
   copyHead?(): number | LogMark;
   firstEpoch?(): number;
+  leavingGraceMs?: number;
 }): LeaseBook {
   let record: LeaseRecord = options.record ?? { epoch: 0 };
   return new LeaseBook({
     clock: options.clock,
     ...(options.copyHead ? { copyHead: options.copyHead } : {}),
     ...(options.firstEpoch ? { firstEpoch: options.firstEpoch } : {}),
+    ...(options.leavingGraceMs === undefined ? {} : { leavingGraceMs: options.leavingGraceMs }),
     ttlMs: options.ttlMs ?? DEFAULT_LEASE_TTL_MS,
     load: () => record,
     save: (next) => {
@@ -214,6 +250,13 @@ export function memoryArbiter(options: {
     },
   });
 }
+
+/**
+ * How long a holder whose page said it is leaving keeps the lease for its worker's own release (decision 0101): 1 s
+ * on the arbiter's clock. A worker that gets its task after `pagehide` sends the rest and the release within
+ * milliseconds (decision 0035); one that does not never will.
+ */
+export const LEAVING_GRACE_MS = 1_000;
 
 /** How long a lease lasts unless renewed: 30 s on the arbiter's clock (renewed every third of it). */
 export const DEFAULT_LEASE_TTL_MS = 30_000;

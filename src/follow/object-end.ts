@@ -269,7 +269,8 @@ export class ObjectEnd {
             (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
           ),
         async (settled) => {
-          if (topic === "lease" && method !== "release" && "value" in settled) await spoke(String(args[0]));
+          // A page's `leaving` (decision 0101) comes on the page's own socket: the object's calls still go to its worker.
+          if (topic === "lease" && method !== "release" && method !== "leaving" && "value" in settled) await spoke(String(args[0]));
         },
       );
     }

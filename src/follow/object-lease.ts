@@ -19,7 +19,7 @@ export interface LeaseDesk {
 }
 
 /**
- * `lease.acquire/renew/release(place, …)` from a tab. This object's own lease is its own to take (at a release or an
+ * `lease.acquire/renew/release/leaving(place, …)` from a tab. This object's own lease is its own to take (at a release or an
  * expiry), never a caller's: `NotAuthorized` for its own place. A release past what this copy holds is refused
  * (`LeaseNotHeld`): no place could take the lease again (a taker's head must reach the release, and this object takes
  * only a release its copy holds), the conversation would be stranded for good.
@@ -30,8 +30,10 @@ export async function leaseCall(desk: LeaseDesk, method: string, args: readonly 
   if (method === "acquire") return { ...(await desk.book.acquire(place, number, args[2] as number | undefined)) };
   if (method === "renew") return { ...(await desk.book.renew(place, number)) };
   if (position > desk.head)
-    throw new LeaseNotHeld(place, `it releases at log position ${position} and this object's copy holds only up to ${desk.head}`);
-  await desk.book.release(place, number, position, heir);
+    throw new LeaseNotHeld(place, `it ${method === "leaving" ? "leaves" : "releases"} at log position ${position} and this object's copy holds only up to ${desk.head}`);
+  // The holder's page says it is leaving (decision 0101): its lease ends a grace later unless its worker releases first.
+  if (method === "leaving") await desk.book.leaving(place, number, position);
+  else await desk.book.release(place, number, position, heir);
   return null;
 }
 

@@ -137,6 +137,8 @@ export const FOLLOW_TOPICS: Readonly<Record<string, FollowTopic>> = {
       release: args([place, epoch, position], [place]),
       // The tab asks for the lease back (decision 0038): → `HandBack`, the position the object released it at.
       handBack: args([place, position]),
+      // The holder's page at `pagehide` (decision 0101): `leaving(place, epoch, position)` → null; its lease ends a grace later.
+      leaving: args([place, epoch, position]),
     },
   },
   // A tab that does not hold the lease follows the object's log from its own head (decision 0038):
