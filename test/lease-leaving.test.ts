@@ -164,7 +164,12 @@ describe("a leaving page's lease.leaving: the worker's release wins within a gra
   it("the page's socket does not become the place's speaker: the object's calls of the holder still go to the worker's connection", async () => {
     const w = await heldBy(1);
     const frames: string[] = [];
-    await w.end.receive(encodeFollowMessage({ type: "call", id: "r", topic: "lease", method: "renew", args: ["tab", 1] }), (f) => frames.push(f), () => true, "worker");
+    await w.end.receive(
+      encodeFollowMessage({ type: "call", id: "r", topic: "lease", method: "renew", args: ["tab", 1] }),
+      (f) => frames.push(f),
+      () => true,
+      "worker",
+    );
     await w.leaving("l1", ["tab", 1, 1]);
     void w.end.call("forward", "probe", [], { timeoutMs: 10 }).catch(() => {});
     await flush(3);

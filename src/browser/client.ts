@@ -17,6 +17,7 @@
 import { HostClient } from "../host/client.ts";
 import { PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
+import { LeavingSocket, ticketIn } from "./leaving.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
@@ -41,6 +42,8 @@ export class HarnessClient extends HostClient {
   readonly worker: Worker | undefined;
   readonly #socket: ReconnectingEndpoint | undefined;
   readonly #tabs: TabsEndpoint | undefined;
+  /** The page's own follow socket for its word that it is leaving (decision 0101), for a worker that follows an object. */
+  readonly #leaving: LeavingSocket | undefined;
 
   constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
     if ("url" in target) {
@@ -56,6 +59,7 @@ export class HarnessClient extends HostClient {
       this.worker = undefined;
       this.#socket = socket;
       this.#tabs = undefined;
+      this.#leaving = undefined;
       pageClients().add(this); // pi-durable-web/testing's waitForReady finds a page's object client too
       return;
     }
@@ -66,6 +70,12 @@ export class HarnessClient extends HostClient {
     this.worker = worker;
     this.#socket = undefined;
     this.#tabs = tabs;
+    // The worker tells its page where its object stands while it holds the lease (decision 0101).
+    const leaving = (this.#leaving = new LeavingSocket());
+    worker.addEventListener("message", (event: MessageEvent) => {
+      const ticket = ticketIn(event.data);
+      if (ticket !== undefined) leaving.told(ticket);
+    });
     pageClients().add(this);
     // A worker that follows its Durable Object hands the lease over as the page leaves (decision 0035); for any
     // other worker `leave` does nothing, and a reload stays the crash.
@@ -96,12 +106,20 @@ export class HarnessClient extends HostClient {
     return status.kind === "ready" ? status.role : undefined;
   }
 
-  readonly #leave = () => void this.leave().catch(() => {});
+  /**
+   * At `pagehide`: the page's own `lease.leaving` first (its socket's send arrives even when the worker never gets its
+   * next task, decision 0101), then `leave` posted to the worker, whose release wins within the object's grace.
+   */
+  readonly #leave = () => {
+    this.#leaving?.leave();
+    void this.leave().catch(() => {});
+  };
 
   protected override gone(message: string): void {
     globalThis.removeEventListener?.("pagehide", this.#leave);
     pageClients().delete(this);
     this.#tabs?.close();
+    this.#leaving?.close();
     super.gone(message);
   }
 

@@ -60,6 +60,18 @@ export interface FollowObjectOptions {
 export type FollowPlace = "here" | "elsewhere";
 
 /** A worker's follow link, as `serveHarness` wires it. */
+/**
+ * What the page needs to say, on a socket of its own, that it is leaving (decision 0101): the follow address (the
+ * worker's own, token included: the page's code gave it), this tab's place, the epoch it holds and `position`, the
+ * object's acknowledged head. The worker tells its own page each time it moves, and `undefined` once it holds no lease.
+ */
+export interface LeavingTicket {
+  url: string;
+  place: string;
+  epoch: number;
+  position: number;
+}
+
 export interface TabFollow {
   /** `HarnessOptions.lease` for the worker's harness: this tab's place, the object as the arbiter. */
   readonly lease: LeaseOptions;
@@ -81,6 +93,12 @@ export interface TabFollow {
    * moved the agent to the object on purpose) until it takes the lease back. Returns the function that stops it.
    */
   onFollowing(listener: () => void): () => void;
+  /**
+   * Hears, while this tab holds the lease and mirrors it, where the object stands (`LeavingTicket`, at each
+   * acknowledgement that moves its head), and `undefined` when it stops holding it (decision 0101). Returns the
+   * function that stops listening.
+   */
+  onLeavingTicket(listener: (ticket: LeavingTicket | undefined) => void): () => void;
   /** The harness opened: mirrors it when it holds the lease. */
   attach(harness: Harness): void;
   /**

@@ -35,7 +35,7 @@ import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import { runWaitingNow } from "../storage/sqlite/wasm/event-loop.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { FollowObjectOptions, FollowPlace, TabFollow } from "./follow-options.ts";
+import type { FollowObjectOptions, FollowPlace, LeavingTicket, TabFollow } from "./follow-options.ts";
 import { followingWrites } from "./follow-writes.ts";
 import { RebuildRetry, rebuildTriesOf } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
@@ -64,6 +64,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   const forkListeners = new Set<() => void>();
   const holderListeners = new Set<(holder: LeaseHolder | undefined) => void>();
   const followingListeners = new Set<() => void>();
+  // The page's own leaving (decision 0101): where the object stands while this tab holds the lease, for its page.
+  const ticketListeners = new Set<(ticket: LeavingTicket | undefined) => void>();
+  const tellTicket = (ticket: LeavingTicket | undefined) => {
+    for (const listener of [...ticketListeners]) listener(ticket);
+  };
   // This page moved the agent to the object (`leave()` handed the lease over and the page stayed): following it
   // after that is not "the tab came back", so `onFollowing` stays quiet until the page takes the lease back.
   let sentAway = false;
@@ -234,6 +239,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       mirror?.stop();
       follower?.stop();
       mirror = follower = undefined;
+      tellTicket(undefined);
       if (opened.readOnly || !opened.lease) {
         // Another place holds the lease and runs the work: this copy follows it live. A copy that cannot (its log
         // left the object's history) keeps its fork for the app (decision 0039).
@@ -268,6 +274,13 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           if (error instanceof StaleEpoch) void findFork(opened, theirs);
         },
       });
+      const mirrored = mirror;
+      const told = (position: number) => {
+        const lease = opened.lease;
+        if (mirror === mirrored && lease && !opened.closed) tellTicket({ url, place, epoch: lease.epoch, position: Math.max(0, position) });
+      };
+      mirrored.onAcknowledged(told);
+      told(mirrored.acknowledged);
     },
     async takeBack() {
       const following = follower;
@@ -283,6 +296,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       // expires at the object; a pinned one is the tab's still, and its next load writes on under it, decision 0039).
       if (!link.up) return Promise.resolve(false);
       mirror = undefined;
+      tellTicket(undefined);
       if (!leaving || harness?.closed) return Promise.resolve(false);
       // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),
       // then the rest and the release sent in the same tick (Mirror.leave's eager path).
@@ -319,6 +333,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       followingListeners.add(listener);
       return () => followingListeners.delete(listener);
     },
+    onLeavingTicket(listener) {
+      ticketListeners.add(listener);
+      return () => ticketListeners.delete(listener);
+    },
     onFork(listener) {
       forkListeners.add(listener);
       return () => forkListeners.delete(listener);
@@ -329,6 +347,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     },
     close() {
       closed = true;
+      tellTicket(undefined);
       retry.close();
       mirror?.stop();
       follower?.stop();

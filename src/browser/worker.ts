@@ -26,7 +26,9 @@ import { exposeHost, type WorkerCaller } from "./comlink.ts";
 import { watchCommits } from "./commit-watch.ts";
 import { devicePlace } from "./device-place.ts";
 import { type FollowObjectOptions, followObject, type TabFollow } from "./follow.ts";
+import type { LeavingTicket } from "./follow-options.ts";
 import { writesThroughObject } from "./follow-writes.ts";
+import { LEAVING_TICKET } from "./leaving.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -158,10 +160,20 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   const service = follow ? writesThroughObject(host, follow) : host;
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   exposeHost(service, undefined, options.authorize);
+  // Where the object stands, told to this worker's own page (a dedicated worker's `postMessage` reaches it alone): the
+  // page says it is leaving on a socket of its own at `pagehide`, in case this worker never gets its task (decision 0101).
+  if (follow) follow.onLeavingTicket((ticket) => tellPage(ticket));
   // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.
   if (follow && options.follow?.returnWhenOnline) follow.onFollowing(() => void service.runHere().catch(() => {}));
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
   serveTabs(service, database, options.authorize);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;
   return { ready, service, listenerCount };
+}
+
+/** Posts the leaving ticket to the page (not a comlink message: comlink passes over data without an `id`). */
+function tellPage(ticket: LeavingTicket | undefined): void {
+  const scope = globalThis as { postMessage?: (message: unknown) => void; document?: unknown };
+  if (scope.document !== undefined || typeof scope.postMessage !== "function") return; // not a dedicated worker
+  scope.postMessage({ [LEAVING_TICKET]: ticket ?? null });
 }

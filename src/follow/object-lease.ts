@@ -30,7 +30,10 @@ export async function leaseCall(desk: LeaseDesk, method: string, args: readonly 
   if (method === "acquire") return { ...(await desk.book.acquire(place, number, args[2] as number | undefined)) };
   if (method === "renew") return { ...(await desk.book.renew(place, number)) };
   if (position > desk.head)
-    throw new LeaseNotHeld(place, `it ${method === "leaving" ? "leaves" : "releases"} at log position ${position} and this object's copy holds only up to ${desk.head}`);
+    throw new LeaseNotHeld(
+      place,
+      `it ${method === "leaving" ? "leaves" : "releases"} at log position ${position} and this object's copy holds only up to ${desk.head}`,
+    );
   // The holder's page says it is leaving (decision 0101): its lease ends a grace later unless its worker releases first.
   if (method === "leaving") await desk.book.leaving(place, number, position);
   else await desk.book.release(place, number, position, heir);

@@ -1,0 +1,138 @@
+/**
+ * The page's own word that it is leaving (decision 0101). A closing tab's worker often never gets the task that would
+ * send its release (Chromium stops it with its page; decision 0100 counted 11 of 20 closes handed over when the worker
+ * ran 50 ms synchronous stretches), while the page's own socket send at `pagehide` arrived 70 of 70. So the page
+ * holds a follow socket of its own to the object, at the address its worker tells it once it holds the lease (the
+ * worker's own, token included: the same door, no new one), says the wire's hello on it, and keeps the worker's last
+ * word of where the object stands (`LeavingTicket`: the epoch, the acknowledged head A). At `pagehide`, before it
+ * posts `leave` to its worker, it sends `lease.leaving(place, epoch, A)` there. The object keeps the lease the tab's
+ * for a grace in which the worker's own release wins, and takes it over as after a crash after it.
+ */
+import { encodeFollowMessage, parseFollowMessage } from "../follow/wire.ts";
+import { FOLLOW_WIRE_VERSION, helloOutcome } from "../follow/wire-version.ts";
+import type { LeavingTicket } from "./follow-options.ts";
+import type { SocketLike } from "./socket.ts";
+
+/** The key of the worker's message to its page that carries the ticket (`null`: it holds no lease now). */
+export const LEAVING_TICKET = "pi-durable-web:leaving";
+
+/** The ticket in a message from the worker, `null` when it withdrew it, `undefined` when the message is another. */
+export function ticketIn(data: unknown): LeavingTicket | null | undefined {
+  if (typeof data !== "object" || data === null || !Object.hasOwn(data, LEAVING_TICKET)) return undefined;
+  const ticket = (data as Record<string, unknown>)[LEAVING_TICKET];
+  if (ticket === null) return null;
+  if (typeof ticket !== "object") return undefined;
+  const { url, place, epoch, position } = ticket as Record<string, unknown>;
+  const ok =
+    typeof url === "string" &&
+    typeof place === "string" &&
+    Number.isSafeInteger(epoch) &&
+    Number.isSafeInteger(position) &&
+    (position as number) >= 0;
+  return ok ? { url, place, epoch: epoch as number, position: position as number } : undefined;
+}
+
+/** The page's follow socket for its `leaving` (one per page client of a worker). */
+export class LeavingSocket {
+  readonly #connect: (url: string) => SocketLike;
+  readonly #newId: () => string;
+  #ticket: LeavingTicket | undefined;
+  #socket: SocketLike | undefined;
+  #url: string | undefined;
+  /** The object answered this socket's hello with our version: the leaving may go out on it. */
+  #ready = false;
+  #failures = 0;
+  #retry: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    connect: (url: string) => SocketLike = (url) => new WebSocket(url) as SocketLike,
+    newId: () => string = () => crypto.randomUUID(),
+  ) {
+    this.#connect = connect;
+    this.#newId = newId;
+  }
+
+  /** Whether a `leaving` would go out now (a ticket, and a socket whose hello was answered). */
+  get ready(): boolean {
+    return this.#ready && this.#ticket !== undefined;
+  }
+
+  /** The worker's word: where the object stands while it holds the lease, or `null` once it holds none. */
+  told(ticket: LeavingTicket | null): void {
+    if (ticket === null) {
+      this.#ticket = undefined;
+      this.close();
+      return;
+    }
+    this.#ticket = ticket;
+    if (ticket.url !== this.#url || !this.#socket) {
+      this.close();
+      this.#url = ticket.url;
+      this.#open();
+    }
+  }
+
+  /** At `pagehide`: sends `lease.leaving(place, epoch, A)` (nothing when not ready). True when it went out. */
+  leave(): boolean {
+    const ticket = this.#ticket;
+    if (!this.#ready || !ticket || !this.#socket) return false;
+    const args = [ticket.place, ticket.epoch, ticket.position];
+    try {
+      this.#socket.send(encodeFollowMessage({ type: "call", id: this.#newId(), topic: "lease", method: "leaving", args }));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  close(): void {
+    if (this.#retry !== undefined) clearTimeout(this.#retry);
+    this.#retry = undefined;
+    const socket = this.#socket;
+    this.#socket = undefined;
+    this.#url = undefined;
+    this.#ready = false;
+    try {
+      socket?.close(1000, "the page holds no lease");
+    } catch {
+      // already closing
+    }
+  }
+
+  #open(): void {
+    const url = this.#url;
+    if (url === undefined) return;
+    const socket = this.#connect(url);
+    this.#socket = socket;
+    const hello = this.#newId();
+    socket.addEventListener("open", () => {
+      if (this.#socket === socket)
+        socket.send(encodeFollowMessage({ type: "call", id: hello, topic: "wire", method: "hello", args: [FOLLOW_WIRE_VERSION] }));
+    });
+    socket.addEventListener("message", (event) => {
+      if (this.#socket !== socket) return;
+      const parsed = parseFollowMessage(event.data, "object");
+      if ("error" in parsed || parsed.message.type !== "answer" || parsed.message.id !== hello) return;
+      const answer = parsed.message;
+      // An object of another version (or before the hello) is not told: the worker's own release is all there is.
+      this.#ready = helloOutcome("error" in answer ? { error: new Error(answer.error.message) } : { value: answer.value }) === undefined;
+      if (this.#ready) this.#failures = 0;
+    });
+    const drop = () => {
+      if (this.#socket !== socket) return;
+      this.#socket = undefined;
+      this.#ready = false;
+      if (!this.#ticket) return;
+      // Back by itself while the worker holds the lease, up to 10 s apart.
+      this.#retry = setTimeout(
+        () => {
+          this.#retry = undefined;
+          if (this.#ticket && !this.#socket) this.#open();
+        },
+        Math.min(10_000, 500 * 2 ** this.#failures++),
+      );
+    };
+    socket.addEventListener("close", drop);
+    socket.addEventListener("error", drop);
+  }
+}
