@@ -24,6 +24,14 @@ describe("the two-place sweep over the real follow link (Mirror + ObjectEnd, iss
     console.log(`two-place sweep, follow link, leave at once: ${JSON.stringify(result)}`);
   });
 
+  it("S4/S8, decision 0101: the closing page also says lease.leaving at the acknowledged head before its worker's rest and release: a crash at every commit and at every frame, that one included", async () => {
+    const result = await twoPlaceSweep(toolTurn, { followLink: true, leaveAtOnce: true, pageLeaving: true });
+    expect(result.commits.object).toBeGreaterThan(3);
+    const without = await twoPlaceSweep(toolTurn, { followLink: true, leaveAtOnce: true });
+    expect(result.messages).toBeGreaterThan(without.messages); // the leaving and its answer are delivered frames too
+    console.log(`two-place sweep, follow link, the page's leaving then the worker's: ${JSON.stringify(result)}`);
+  });
+
   it("the same on links that lose, duplicate and reorder frames (fast-check schedules), both ways of leaving", async () => {
     for (const [index, schedule] of lossySchedules(6, 40).entries()) {
       const result = await twoPlaceSweep(toolTurn, { followLink: true, leaveAtOnce: index % 2 === 0, schedule });

@@ -12,6 +12,7 @@ import type { LeaseBook } from "../../follow/arbiter.ts";
 import { FollowLink } from "../../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../../follow/mirror.ts";
 import { type AnswerStore, ObjectEnd } from "../../follow/object-end.ts";
+import { encodeFollowMessage } from "../../follow/wire.ts";
 import type { Harness, LeaseOptions } from "../../harness.ts";
 import type { Storage } from "../../storage/storage.ts";
 
@@ -21,10 +22,13 @@ export class FollowingTab {
   readonly lease: LeaseOptions;
   #mirror: Mirror | undefined;
   readonly #clock: Clock;
+  readonly #send: (frame: string) => void;
+  #said = 0;
 
   /** `send` puts a frame on the sweep's link (to the object); the socket counts as up from the start. */
   constructor(clock: Clock, send: (frame: string) => void) {
     this.#clock = clock;
+    this.#send = send;
     this.link = new FollowLink({ clock, send });
     this.lease = {
       place: "tab",
@@ -47,11 +51,18 @@ export class FollowingTab {
 
   /**
    * Leaves: with `atOnce`, as a closing page's worker does (decision 0035: the harness gives up at its head without
-   * draining, the rest and the release go out in the same tick); otherwise drained (`Mirror.handOver`).
+   * draining, the rest and the release go out in the same tick); otherwise drained (`Mirror.handOver`). With
+   * `pageLeaving`, the page's own `lease.leaving(place, epoch, A)` goes first (decision 0101: on its own socket in the
+   * browser, here one more frame on the link, whose answer the tab does not wait for).
    */
-  async leave(harness: Harness, context: Context, atOnce: boolean): Promise<void> {
+  async leave(harness: Harness, context: Context, atOnce: boolean, pageLeaving = false): Promise<void> {
     const mirror = this.#mirror;
     if (!mirror) return;
+    const lease = harness.lease;
+    if (pageLeaving && lease) {
+      const args = ["tab", lease.epoch, Math.max(0, mirror.acknowledged)];
+      this.#send(encodeFollowMessage({ type: "call", id: `page-leaving-${++this.#said}`, topic: "lease", method: "leaving", args }));
+    }
     if (!atOnce) {
       await mirror.handOver(context);
       return;

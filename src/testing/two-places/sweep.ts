@@ -228,7 +228,7 @@ export async function runTwoPlaceWorld<W>(
       const leave = await Promise.resolve(scenario.leaveWhen(harness, world)).finally(() => (checking = false));
       if (!leave || !process.alive || left) return;
       left = true;
-      await tab.leave(harness, ctx, options.leaveAtOnce === true);
+      await tab.leave(harness, ctx, options.leaveAtOnce === true, options.pageLeaving === true);
     };
   };
 

@@ -57,6 +57,11 @@ export interface TwoPlaceOptions {
   followLink?: boolean;
   /** With `followLink`: the tab leaves as a closing page's worker does (no drain; the rest and the release at once). */
   leaveAtOnce?: boolean;
+  /**
+   * With `followLink`: as the tab leaves, its page first says `lease.leaving` at the object's acknowledged head (decision
+   * 0101), one more frame on the link (a crash before and after it too).
+   */
+  pageLeaving?: boolean;
   /** Turns of the world (from, to] during which the link drops everything and the tab cannot reach the arbiter. */
   partition?: { from: number; to: number };
 }
