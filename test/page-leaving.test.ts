@@ -30,7 +30,10 @@ function socketTo(end: ObjectEnd, connection: string) {
         () =>
           void end.receive(
             frame,
-            (reply) => setTimeout(() => listeners.message!.forEach((listener) => listener({ data: reply })), 0),
+            (reply) =>
+              setTimeout(() => {
+                for (const listener of listeners.message!) listener({ data: reply });
+              }, 0),
             () => true,
             connection,
           ),
@@ -44,7 +47,10 @@ function socketTo(end: ObjectEnd, connection: string) {
       listeners[type]!.push(listener);
     },
   } as SocketLike;
-  return { socket, sent, opened: () => listeners.open!.forEach((listener) => listener()), isClosed: () => closed };
+  const opened = () => {
+    for (const listener of listeners.open!) listener();
+  };
+  return { socket, sent, opened, isClosed: () => closed };
 }
 
 async function tabHoldingLease() {
@@ -121,14 +127,16 @@ describe("the page's own leaving (S4, decision 0101)", () => {
           id,
           error: { name: "FollowVersionMismatch", message: "tab 6, object 7", details: { tab: 6, object: 7 } },
         };
-        setTimeout(() => listeners.message!.forEach((listener) => listener({ data: JSON.stringify(answer) })), 0);
+        setTimeout(() => {
+          for (const listener of listeners.message!) listener({ data: JSON.stringify(answer) });
+        }, 0);
       },
       close() {},
       addEventListener: (type: string, listener: (event?: { data: unknown }) => void) => void listeners[type]!.push(listener),
     } as SocketLike;
     const leaving = new LeavingSocket(() => socket);
     leaving.told({ url: "ws://object/follow", place: "tab", epoch: 3, position: 4 });
-    listeners.open!.forEach((listener) => listener());
+    for (const listener of listeners.open!) listener();
     await flush(5);
     expect(leaving.ready).toBe(false);
     expect(leaving.leave()).toBe(false);

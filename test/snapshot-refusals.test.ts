@@ -115,7 +115,8 @@ describe("a snapshot arrives checked and is written in one transaction (decision
       (s, value) =>
         void ((s.batch.tasks[0]!.state as unknown as Record<string, Json>).status = typeof value === "string" ? `${value}!` : "done"),
       (s, value) =>
-        void ((s.batch.tasks[0] as unknown as Record<string, Json>).id = typeof value === "number" ? -Math.abs(value) - 1 : JSON.stringify(value)),
+        void ((s.batch.tasks[0] as unknown as Record<string, Json>).id =
+          typeof value === "number" ? -Math.abs(value) - 1 : JSON.stringify(value)),
       (s) => void s.batch.documents.push({ scope: "x", key: "y", value: null }),
       (s) => void ((s.batch.entries[0]!.payload as Record<string, Json>).nested = deep(600)),
       (s, value) => void ((s.batch as unknown as Record<string, Json>).conversations = value === null ? {} : [value]),

@@ -25,7 +25,8 @@ export interface FollowOptions {
   /**
    * Whether `caller` (what `authenticate` returned for the socket's upgrade) may do `action` on a follow link:
    * `push` and `release` (write powers: they change the object's copy and hand it the work), `lease.acquire`,
-   * `lease.renew`, `lease.release`, and other topics' calls (`places.…`). Required: follow mode writes.
+   * `lease.renew`, `lease.release`, `lease.leaving` (a closing page's word on its own socket, decision 0101: allow it
+   * where you allow `lease.release`), and other topics' calls (`places.…`). Required: follow mode writes.
    *
    * `place` is the place the frame speaks for when it names one (a push's or release's `from`, the first argument of
    * `lease.*` and `follow.*`, a `server-tools.call` request's `place`): check it to bind each caller to its own place — without that check any caller allowed

@@ -24,7 +24,8 @@ import { args, type Check, integer, record } from "../shape.ts";
  * `FollowVersionMismatch` at its hello instead, telling it to reload. Decision 0096's topic `copy` (a following tab's
  * submissions) needs no new version: an object without it refuses the call alone, typed (`FollowMessageRefused`,
  * "there is no call copy.submit"), and everything else on the link goes on; so do decision 0097's `copy.decide` and
- * `copy.abortConversation` against an object of 0096 (which knows only `copy.submit`).
+ * `copy.abortConversation` against an object of 0096 (which knows only `copy.submit`), and decision 0101's
+ * `lease.leaving` (a closing page's word, on a socket of its own) against an object before it.
  */
 export const FOLLOW_WIRE_VERSION = 6;
 

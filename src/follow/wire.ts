@@ -122,7 +122,7 @@ const position = integer(0, Number.MAX_SAFE_INTEGER);
 
 /**
  * The calls of the link by topic. `lease`: the tab asks the object's `LeaseBook` (`acquire(place, head, epoch?)` →
- * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null;
+ * `LeaseGrant`; `renew(place, epoch)` → `LeaseGrant`; `release(place, epoch, position, heir?)` → null; `leaving`;
  * `handBack(place, head)` → `HandBack`, decision 0038).
  * Other parts add their topic here (one table: what may cross, in which direction, with which arguments).
  */
