@@ -287,6 +287,31 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", { time
     expect(after.lease).toMatchObject({ epoch: after.epochs[0]!.epoch + 1, holder: "object" });
   }, 60_000);
 
+  it("decision 0101: the page's lease.leaving on a socket of its own, then no release (the worker never got its task): the object's alarm takes a 60 s lease over after the grace and finishes", async () => {
+    const name = "long-lease-leaving"; // a 60 s lease: before 0101 nothing but its expiry took it over (this case's timeout)
+    const tab = await openTab(edge, name);
+    const pageLink = new FollowLink({ clock: systemClock, send: (frame) => page.send(frame), resendMs: 500 });
+    const page = followSocket(edge, name, "alice", pageLink);
+    await until("the page's socket opens", () => page.open && pageLink.up);
+    const taskId = await startCounter(tab, 6);
+    tab.harness.resume();
+    await until("tick 2 acknowledged", () => tab.printed.length >= 2 && tab.mirror.acknowledged >= 5);
+    // The worker is stopped with its page before it sends anything more; its release is never sent.
+    tab.mirror.stop();
+    tab.socket.stop();
+    const mark = await tab.harness.handOver(ctx);
+    const acked = tab.mirror.acknowledged;
+    // The page's word at pagehide. Before: refused, FollowMessageRefused ("there is no call lease.leaving").
+    expect(await pageLink.call("lease", "leaving", ["tab", mark.epoch, acked])).toBeNull();
+    page.stop();
+    const epoch = mark.epoch;
+    await until("the counter ends on the object", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+    const after = await state(name);
+    expect(after.lease).toMatchObject({ epoch: epoch + 1, holder: "object" });
+    expect(after.epochs.at(-1)).toMatchObject({ epoch: epoch + 1 });
+    expect(after.epochs.at(-1)!.start).toBeGreaterThan(acked); // taken from what the copy held: A or later
+  }, 60_000);
+
   it("a lost release is covered by the lease's expiry after a real eviction: workerd restarts, the alarm fires, the object finishes", async () => {
     const name = "expiry";
     const tab = await openTab(edge, name);
