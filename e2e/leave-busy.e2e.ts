@@ -62,6 +62,7 @@ async function keepWorkerBusy(page: Page, busy: number, gap: number): Promise<vo
 describe("a tab closed while its worker is busy hands its lease over (Chromium + workerd, decision 0101)", () => {
   it(`S4: ${CLOSES} closes of a tab whose worker runs ${BUSY_MS} ms synchronous stretches: the object holds the lease within ${HANDED_OVER_WITHIN_MS / 1000} s after each`, async () => {
     const outcomes: string[] = [];
+    const heards: string[] = [];
     for (let run = 1; run <= CLOSES; run++) {
       const name = `follow-busy-close-${run}`; // a 10-minute lease: only the close can hand it over in time
       const session = await startBrowser();
@@ -83,12 +84,17 @@ describe("a tab closed while its worker is busy hands its lease over (Chromium +
           if (holder?.object) break;
           await new Promise((resolve) => setTimeout(resolve, 500));
         }
+        // Which words reached the object: the worker's release, the page's leaving (an object before 0101 hears no leaving).
+        const heard = await fetch(edge.followUrl(name).replace(/^ws/, "http").replace(/\/follow$/, "/heard"))
+          .then((response) => response.json() as Promise<{ release: number; leaving: number }>)
+          .catch(() => undefined);
         outcomes.push(holder?.object ? "handed over" : `not handed over (holder ${JSON.stringify(holder)})`);
+        heards.push(heard ? `release ${heard.release}, leaving ${heard.leaving}` : "?");
       } finally {
         await session.close();
       }
     }
-    console.log(`busy closes (${BUSY_MS} ms every ${BUSY_MS + GAP_MS} ms): ${JSON.stringify(outcomes)}`);
+    console.log(`busy closes (${BUSY_MS} ms every ${BUSY_MS + GAP_MS} ms): ${JSON.stringify(outcomes)}; heard ${JSON.stringify(heards)}`);
     expect(outcomes).toEqual(Array.from({ length: CLOSES }, () => "handed over"));
   }, 600_000);
 });

@@ -83,6 +83,8 @@ class E2eObject extends HarnessObject<Env> {
   readonly #plan: { point?: StopPoint; dead?: boolean };
 
   readonly #env: Env;
+  /** Hand-over frames this instance heard (decision 0101's e2e): the workers' releases, the pages' leavings. */
+  readonly #heard = { release: 0, leaving: 0 };
 
   constructor(state: DurableObjectState, env: Env, ttlMs?: number, keepLog?: number) {
     const models = createDemoModels();
@@ -119,6 +121,7 @@ class E2eObject extends HarnessObject<Env> {
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname === "/heard") return Response.json(this.#heard);
     if (request.method === "POST" && url.pathname === "/abort") {
       this.#state.abort("e2e: the object was aborted");
     }
@@ -136,6 +139,11 @@ class E2eObject extends HarnessObject<Env> {
   }
 
   override async webSocketMessage(socket: Parameters<HarnessObject["webSocketMessage"]>[0], message: string | ArrayBuffer) {
+    if (typeof message === "string") {
+      const type = frameType(message);
+      if (type === "release") this.#heard.release++;
+      else if (type === "call" && message.includes('"method":"leaving"')) this.#heard.leaving++;
+    }
     const point = this.#plan.point;
     if (point && typeof message === "string") {
       const type = frameType(message);
