@@ -85,7 +85,12 @@ describe("a tab closed while its worker is busy hands its lease over (Chromium +
           await new Promise((resolve) => setTimeout(resolve, 500));
         }
         // Which words reached the object: the worker's release, the page's leaving (an object before 0101 hears no leaving).
-        const heard = await fetch(edge.followUrl(name).replace(/^ws/, "http").replace(/\/follow$/, "/heard"))
+        const heard = await fetch(
+          edge
+            .followUrl(name)
+            .replace(/^ws/, "http")
+            .replace(/\/follow$/, "/heard"),
+        )
           .then((response) => response.json() as Promise<{ release: number; leaving: number }>)
           .catch(() => undefined);
         outcomes.push(holder?.object ? "handed over" : `not handed over (holder ${JSON.stringify(holder)})`);

@@ -305,7 +305,10 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", { time
     expect(await pageLink.call("lease", "leaving", ["tab", mark.epoch, acked])).toBeNull();
     page.stop();
     const epoch = mark.epoch;
-    await until("the counter ends on the object", async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal");
+    await until(
+      "the counter ends on the object",
+      async () => (await state(name)).tasks.find((task) => task.id === taskId)?.status === "terminal",
+    );
     const after = await state(name);
     expect(after.lease).toMatchObject({ epoch: epoch + 1, holder: "object" });
     expect(after.epochs.at(-1)).toMatchObject({ epoch: epoch + 1 });
