@@ -20,8 +20,8 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return "an array";
   if (typeof value === "object") {
     const prototype = Object.getPrototypeOf(value);
-    const name = prototype && prototype !== Object.prototype ? (prototype.constructor?.name as string | undefined) : undefined;
-    return name ? `a ${name}` : "an object";
+    const name: unknown = prototype && prototype !== Object.prototype ? prototype.constructor?.name : undefined;
+    return typeof name === "string" && name ? `a ${name}` : "an object"; // a stranger's prototype may name anything
   }
   if (typeof value === "string") return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value);
   if (typeof value === "number" || typeof value === "boolean") return String(value);

@@ -29,6 +29,8 @@ export interface CopyWorldOptions {
   /** The link's topics at the object (an older object's, say). */
   topics?: Readonly<Record<string, FollowTopic>>;
   copyWrites?: CopyWritesOptions;
+  /** What the tab's frames become on their way to the object (a hostile holder's rewrite, say); default as sent. */
+  tabFrames?: (frame: string) => string;
 }
 
 /** The tab holds the lease and mirrors; the object's copy service forwards to it; a phone reaches the object on a link of its own. */
@@ -76,7 +78,10 @@ export async function copyWorld(authorize: Door, options: CopyWorldOptions = {})
     copyWrites(() => copy.service, options.copyWrites),
   );
   const toTab = (frame: string) => setTimeout(() => link.receive(frame), 0);
-  const link = new FollowLink({ clock, send: (frame) => setTimeout(() => void end.receive(frame, toTab, () => true), 0) });
+  const link = new FollowLink({
+    clock,
+    send: (frame) => setTimeout(() => void end.receive(options.tabFrames?.(frame) ?? frame, toTab, () => true), 0),
+  });
   link.connected();
   const tab = await Harness.open(
     await openSqliteStorage({ vfs: "memory" }),

@@ -1,3 +1,5 @@
+import fc from "fast-check";
+import type { Json } from "../src/base/json.ts";
 import {
   BACKGROUND_CONTEXT,
   createRegistry,
@@ -8,6 +10,7 @@ import {
   type Report,
   type Storage,
 } from "../src/index.ts";
+import { MAX_DEPTH_LIMIT } from "../src/limits.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 
@@ -150,4 +153,73 @@ export function holdApplies<S extends Storage>(storage: S): S & { hold(): () => 
     return apply(batch);
   };
   return held;
+}
+
+/**
+ * Objects a stranger's JSON may hold that break code which turns a value into text, a number or a key before
+ * checking its type: `String(x)` and `${x}` throw on `{"toString": null}`, `Number(x)` on `{"valueOf": null,
+ * "toString": 1}`, `Object.assign(target, x)` sets target's prototype from an own `__proto__` key. Each is what
+ * `JSON.parse` makes of its text (own members only), so it is also what a socket frame or a request body carries.
+ */
+export const HOSTILE_OBJECTS: readonly Json[] = [
+  '{"toString": null}',
+  '{"valueOf": null, "toString": 1}',
+  '{"toString": {"toString": null}, "valueOf": {}}',
+  '{"__proto__": {"type": "input", "content": "hi", "toString": null}}',
+  '{"__proto__": null, "constructor": {"name": {"toString": null}}}',
+  '{"constructor": null, "prototype": {"toString": null}, "hasOwnProperty": 1}',
+  '{"toJSON": null, "then": 1, "length": {"toString": null}}',
+  '[{"toString": null}]',
+].map((text) => JSON.parse(text) as Json);
+
+/** Keys that name members of Object.prototype, mixed into hostileJson's objects with ordinary ones. */
+const HOSTILE_KEYS = ["toString", "valueOf", "__proto__", "constructor", "prototype", "hasOwnProperty", "toJSON", "then", "length"];
+
+/** An object from `entries` as JSON.parse makes it: every key an own member (`__proto__` too), the last value winning. */
+function ownObject(entries: Array<[string, Json]>): Json {
+  const object: Record<string, Json> = {};
+  for (const [key, value] of entries) Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true });
+  return object;
+}
+
+/** A value nested `levels` deep (arrays and objects in turn), printed by its depth in a counterexample. */
+function deepJson(levels: number): Json {
+  let value: Json = { toString: null } as unknown as Json;
+  for (let level = 0; level < levels; level++) value = level % 2 ? { next: value } : [value];
+  return Object.defineProperty(value as object, fc.toStringMethod, { value: () => `deepJson(${levels})` }) as Json;
+}
+
+/**
+ * Any JSON a hostile caller may send (everything it holds round-trips through JSON text): fast-check's own
+ * `fc.jsonValue()`, always mixed with `HOSTILE_OBJECTS`, objects whose keys name Object.prototype's members (holding
+ * null, numbers and objects), nesting at the deepest any harness accepts (`MAX_DEPTH_LIMIT`) and one past it, and
+ * strings at the lengths the protocol's checks bound (200, 10,000) and beside them. `maxDepth` bounds the random part.
+ */
+export function hostileJson(maxDepth = 3): fc.Arbitrary<Json> {
+  const key = fc.oneof(fc.constantFrom(...HOSTILE_KEYS), fc.string({ maxLength: 6 }));
+  const { tree } = fc.letrec<{ tree: Json }>((tie) => ({
+    tree: fc.oneof(
+      { depthSize: "small", maxDepth },
+      fc.jsonValue({ maxDepth: 0 }) as fc.Arbitrary<Json>,
+      fc.constantFrom(...HOSTILE_OBJECTS),
+      fc.array(tie("tree"), { maxLength: 3 }),
+      fc.array(fc.tuple(key, tie("tree")), { maxLength: 4 }).map(ownObject),
+    ),
+  }));
+  return fc.oneof(
+    { weight: 3, arbitrary: fc.constantFrom(...HOSTILE_OBJECTS) },
+    { weight: 4, arbitrary: tree },
+    { weight: 2, arbitrary: fc.jsonValue({ maxDepth }) as fc.Arbitrary<Json> },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom<Json>(
+        deepJson(MAX_DEPTH_LIMIT - 1),
+        deepJson(MAX_DEPTH_LIMIT + 1),
+        "x".repeat(200),
+        "x".repeat(201),
+        "x".repeat(10_001),
+        "\u{1F600}".repeat(100_000),
+      ),
+    },
+  );
 }

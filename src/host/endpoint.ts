@@ -6,6 +6,7 @@
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
 import { InvalidArguments, UnknownMethod } from "../errors.ts";
+import { describeValue } from "../shape.ts";
 import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
@@ -65,7 +66,9 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
  * never `constructor` or `__proto__`) is `UnknownMethod`, arguments its schema refuses are `InvalidArguments`.
  */
 export function checkCall(name: unknown, kind: "call" | "subscribe", args: unknown): asserts name is MethodName {
-  if (typeof name !== "string" || !isMethod(name) || PROTOCOL[name].kind !== kind) throw new UnknownMethod(String(name));
+  // A name that is not text is described, never turned into text (`{ toString: null }` would throw a TypeError).
+  if (typeof name !== "string" || !isMethod(name) || PROTOCOL[name].kind !== kind)
+    throw new UnknownMethod(typeof name === "string" ? name : describeValue(name));
   const problem = PROTOCOL[name].args(args as readonly unknown[]);
   if (problem) throw new InvalidArguments(name, problem);
 }

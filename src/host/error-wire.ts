@@ -6,6 +6,7 @@
  * the serialized form as it is.
  */
 
+import { errorMessage } from "../base/error-message.ts";
 import { cloneJson, type Json } from "../base/json.ts";
 import * as errors from "../errors.ts";
 import { DurableError } from "../errors.ts";
@@ -25,29 +26,51 @@ for (const [name, value] of Object.entries(errors)) {
 }
 for (const standard of [Error, TypeError, RangeError, SyntaxError, ReferenceError]) CLASSES.set(standard.name, standard);
 
+/** Members an error's details never set: its own text, and `__proto__` (assigned, it would replace the prototype). */
+const NOT_DETAILS = new Set(["name", "message", "stack", "cause", "__proto__"]);
+
+/** Never throws: a thrown value that is not an Error (`{ toString: null }`, a BigInt) gets a message too (errorMessage). */
 export function serializeError(error: unknown): SerializedError {
-  if (!(error instanceof Error)) return { name: "Error", message: String(error) };
-  const serialized: SerializedError = { name: error.name, message: error.message };
+  if (!(error instanceof Error)) return { name: "Error", message: errorMessage(error) };
+  const serialized: SerializedError = { name: textOr(error.name, "Error"), message: errorMessage(error) };
   const details: Record<string, Json> = {};
   for (const [key, value] of Object.entries(error)) {
-    if (key === "name" || key === "message" || key === "stack" || key === "cause") continue;
+    if (NOT_DETAILS.has(key)) continue;
     const json = toJson(value);
     if (json !== undefined) details[key] = json;
   }
   if (Object.keys(details).length > 0) serialized.details = details;
-  if (error.stack) serialized.stack = error.stack;
+  if (typeof error.stack === "string" && error.stack) serialized.stack = error.stack;
   return serialized;
 }
 
+/**
+ * The error `serialized` names, as an instance of its class. What crossed a wire is a stranger's (a holder's answer
+ * at the object, say): a name or message that is not text is replaced, and a detail is kept only when it shadows
+ * nothing the error has (`__proto__`, `toString`, `constructor`, `message` …), so the result is always an Error of
+ * that class that turns into text.
+ */
 export function deserializeError(serialized: SerializedError): Error {
-  const errorClass = CLASSES.get(serialized.name) ?? Error;
+  const name = textOr(serialized.name, "Error");
+  const errorClass = CLASSES.get(name) ?? Error;
   // A real Error with the class's prototype, without running the class's constructor: the classes build their
   // message from arguments, and here the message is given.
-  const error = Reflect.construct(Error, [serialized.message], errorClass) as Error;
-  Object.assign(error, serialized.details ?? {});
-  error.name = serialized.name;
-  if (serialized.stack) Object.defineProperty(error, "stack", { value: serialized.stack, writable: true, configurable: true });
+  const error = Reflect.construct(Error, [textOr(serialized.message, "(the error's message was not text)")], errorClass) as Error;
+  const details: unknown = serialized.details;
+  if (typeof details === "object" && details !== null && !Array.isArray(details)) {
+    for (const [key, value] of Object.entries(details)) {
+      if (NOT_DETAILS.has(key) || key in error) continue;
+      Object.defineProperty(error, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+  }
+  error.name = name;
+  if (typeof serialized.stack === "string" && serialized.stack)
+    Object.defineProperty(error, "stack", { value: serialized.stack, writable: true, configurable: true });
   return error;
+}
+
+function textOr(value: unknown, fallback: string): string {
+  return typeof value === "string" ? value : fallback;
 }
 
 /** A field as JSON, or undefined when it has none (a function, a cycle). */
