@@ -5,7 +5,7 @@ import { answerForwarded, forwardedProblem } from "../src/follow/forwarding.ts";
 import { parseFollowMessage } from "../src/follow/wire.ts";
 import { createRegistry, DurableError, Harness, InvalidArguments, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx } from "./support.ts";
+import { ctx, hostileJson } from "./support.ts";
 
 /** What crosses from the object to the tab is hostile until checked (decision 0034): size, depth, shape, method. */
 describe("forwarded writes at the holder (decision 0034)", () => {
@@ -20,6 +20,10 @@ describe("forwarded writes at the holder (decision 0034)", () => {
       fc.record({
         method: fc.constantFrom("configure", "createTask", "query", "__proto__", "constructor", "call", "submit"),
         args: fc.anything(),
+      }),
+      fc.record({
+        method: fc.oneof(hostileJson(1), fc.constantFrom("submit", "decide")),
+        args: fc.array(hostileJson(2), { maxLength: 3 }),
       }),
       // Near misses of a valid forward: no key, a field too many, a bad argument, an abort without its tasks.
       fc.constantFrom(
@@ -60,7 +64,7 @@ describe("forwarded writes at the holder (decision 0034)", () => {
     expect(parseFollowMessage(good, "object")).toHaveProperty("message");
     expect(parseFollowMessage(good, "tab")).toMatchObject({ error: { reason: "shape" }, id: "c1" });
     fc.assert(
-      fc.property(fc.constantFrom("submit", "decide", "abortConversation", "configure", "query"), fc.jsonValue(), (method, args) => {
+      fc.property(fc.constantFrom("submit", "decide", "abortConversation", "configure", "query"), hostileJson(), (method, args) => {
         const parsed = parseFollowMessage(frame(method, args), "object");
         expect("error" in parsed).toBe(forwardedProblem({ method, args }) !== undefined);
       }),

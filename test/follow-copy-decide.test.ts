@@ -15,7 +15,7 @@ import { type AnyTool, createRegistry, defineExtension, defineTool, Harness, Inv
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { answer, callTools } from "./agent-support.ts";
 import { copyWorld, oneCopy, settleInto } from "./follow-copy-world.ts";
-import { ctx, flush, runUntil } from "./support.ts";
+import { ctx, flush, hostileJson, runUntil } from "./support.ts";
 
 // Decision 0097 (issue 27 item 2): a tab on another device that follows the object could submit through it (decision
 // 0096) but not decide a tool call that waits for a person, nor stop the conversation: its read-only harness refused
@@ -234,20 +234,20 @@ describe("copy.decide and copy.abortConversation under random input (decision 00
     const w = await waitingWorld();
     const phone = w.device();
     const head = w.tab.lease?.position;
-    const conversation = fc.oneof(fc.constantFrom(w.root.id, 2, 999), fc.integer(), fc.jsonValue({ maxDepth: 1 }));
-    const callRef = fc.oneof(fc.constantFrom("call_1", "", 0), fc.string({ maxLength: 8 }), fc.integer(), fc.jsonValue({ maxDepth: 1 }));
+    const conversation = fc.oneof(fc.constantFrom(w.root.id, 2, 999), fc.integer(), hostileJson(1));
+    const callRef = fc.oneof(fc.constantFrom("call_1", "", 0), fc.string({ maxLength: 8 }), fc.integer(), hostileJson(1));
     const decision = fc.record(
       {
-        approved: fc.oneof(fc.boolean(), fc.jsonValue({ maxDepth: 1 })),
-        reason: fc.jsonValue({ maxDepth: 1 }),
+        approved: fc.oneof(fc.boolean(), hostileJson(1)),
+        reason: hostileJson(1),
         argumentsHash: fc.oneof(fc.string({ maxLength: 8 }), fc.integer()),
-        decisionId: fc.oneof(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 1 })),
-        extra: fc.jsonValue({ maxDepth: 2 }),
+        decisionId: fc.oneof(fc.string({ maxLength: 8 }), hostileJson(1)),
+        extra: hostileJson(2),
       },
       { requiredKeys: [] },
     );
     const shaped = fc.tuple(conversation, callRef, decision).map((values) => values as unknown[]);
-    const loose = fc.array(fc.oneof(fc.jsonValue({ maxDepth: 3 }), decision, fc.integer()), { maxLength: 4 });
+    const loose = fc.array(fc.oneof(hostileJson(3), decision, fc.integer()), { maxLength: 4 });
     const argsOf = fc.oneof(
       shaped,
       loose,

@@ -14,7 +14,7 @@ import type { HarnessService } from "../src/host/protocol.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { copyWorld, oneCopy } from "./follow-copy-world.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, hostileJson, runUntil } from "./support.ts";
 
 // Decision 0096 (issue 27 item 2): a tab on another device that follows the object (its harness a read-only copy)
 // had no way to submit: only a page connected to the object had its submissions forwarded to the holder. Now it
@@ -107,12 +107,12 @@ describe("copy.submit under random input (decision 0096)", () => {
     const draftish = fc.record(
       {
         type: fc.oneof(fc.constantFrom("input", "steer", "followUp"), fc.string({ maxLength: 6 })),
-        content: fc.jsonValue({ maxDepth: 3 }),
-        requestId: fc.jsonValue({ maxDepth: 1 }),
+        content: hostileJson(3),
+        requestId: hostileJson(1),
       },
       { requiredKeys: [] },
     );
-    const args = fc.array(fc.oneof(fc.jsonValue({ maxDepth: 4 }), draftish, fc.integer()), { maxLength: 4 });
+    const args = fc.array(fc.oneof(hostileJson(4), draftish, fc.integer()), { maxLength: 4 });
     await fc.assert(
       fc.asyncProperty(args, fc.constantFrom("submit", "decide", "abortConversation", "x"), async (values, method) => {
         // Valid calls of decide and abortConversation are served since decision 0097 (their own property is in follow-copy-decide).

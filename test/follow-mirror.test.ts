@@ -10,7 +10,7 @@ import { createRegistry, Harness, type Json, MemoryStorage } from "../src/index.
 import { utf8Length } from "../src/limits.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { followWorld, rows } from "./follow-support.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, hostileJson, runUntil } from "./support.ts";
 
 // Issue 27 items 2–3 (decision 0031): the tab's mirror pushes every stored transaction to the object's copy,
 // coalesced, resent from the durable tail after a lost link, trimmed on acknowledgement; the hand-over on top.
@@ -366,13 +366,13 @@ describe("hostile frames at the object (issue 27 item 2)", () => {
     const before = await rows(world.copy);
     const frames = fc.oneof(
       fc.string({ maxLength: 200 }),
-      fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value)),
+      hostileJson(4).map((value) => JSON.stringify(value)),
       fc
         .record({
           type: fc.constant("push"),
           from: fc.constant("tab"),
           epoch: fc.constant(1),
-          batches: fc.array(fc.jsonValue({ maxDepth: 3 }), { maxLength: 3 }),
+          batches: fc.array(hostileJson(3), { maxLength: 3 }),
           parts: fc.constant([]),
         })
         .map((value) => JSON.stringify(value)),

@@ -14,7 +14,7 @@ const NEWER = FOLLOW_WIRE_VERSION + 1;
 import { deserializeError } from "../src/host/error-wire.ts";
 import { createRegistry, FollowMessageRefused, FollowVersionMismatch, Harness, MemoryStorage, type Storage } from "../src/index.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
-import { ctx, flush } from "./support.ts";
+import { ctx, flush, hostileJson } from "./support.ts";
 
 // Decision 0046: a tab and a Worker deployed apart meet on the follow link. The tab's first call on a connection is
 // `wire.hello(version)`; different versions fail at once, in both directions, with one typed error naming both —
@@ -156,7 +156,7 @@ describe("the follow wire's version (decision 0046)", () => {
     const clock = createManualClock(1_000);
     const { end, record } = await objectEnd(clock);
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.jsonValue({ maxDepth: 3 }), { maxLength: 3 }), async (args) => {
+      fc.asyncProperty(fc.array(hostileJson(3), { maxLength: 3 }), async (args) => {
         const answer = await answerTo(end, { type: "call", id: "h", topic: "wire", method: "hello", args: args as Json[] });
         if ("value" in answer) {
           expect(args).toEqual([FOLLOW_WIRE_VERSION]);

@@ -5,6 +5,7 @@ import { MAX_FOLLOW_MESSAGE_BYTES, packPushes, Reassembly } from "../src/follow/
 import type { LoggedBatch } from "../src/follow/handover.ts";
 import { encodeFollowMessage, MAX_FOLLOW_DEPTH, type PushMessage, parseFollowMessage, parseJoinedBatch } from "../src/follow/wire.ts";
 import { utf8Length } from "../src/limits.ts";
+import { hostileJson } from "./support.ts";
 
 // Issue 27 items 1–2 (decision 0031): the follow link's messages. Every frame is checked (size, depth, shape)
 // before anything acts on it; a transaction larger than one message travels in parts and is joined again.
@@ -130,10 +131,7 @@ describe("follow wire: hostile frames are refused with typed errors (issue 27 it
       { type: "call", id: "x", topic: "lease", method: "renew", args: ["tab", 2] },
       { type: "answer", id: "x", value: { epoch: 2, ttlMs: 100 } },
     ];
-    const anyValue = fc.oneof(
-      fc.jsonValue({ maxDepth: 3 }),
-      fc.constantFrom(undefined, -1, 0, 1.5, "", "__proto__", Number.MAX_SAFE_INTEGER + 2),
-    );
+    const anyValue = fc.oneof(hostileJson(3), fc.constantFrom(undefined, -1, 0, 1.5, "", "__proto__", Number.MAX_SAFE_INTEGER + 2));
     fc.assert(
       fc.property(
         fc.constantFrom(...base),

@@ -6,11 +6,11 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { type MethodName, PROTOCOL } from "../src/host/protocol.ts";
+import { isMethod, type MethodName, PROTOCOL } from "../src/host/protocol.ts";
 import { DurableError } from "../src/index.ts";
 import { answer, ScriptedModels } from "./agent-support.ts";
 import { served } from "./doors-support.ts";
-import { flush } from "./support.ts";
+import { flush, hostileJson } from "./support.ts";
 
 /** `close` ends the host for good when its arguments are right; every other method is driven. */
 const METHODS = (Object.keys(PROTOCOL) as MethodName[]).filter((name) => name !== "close");
@@ -51,6 +51,7 @@ const value: fc.Arbitrary<unknown> = fc.oneof(
     ),
   },
   { weight: 1, arbitrary: fc.constantFrom(deep(300), deep(5_000)) },
+  { weight: 3, arbitrary: hostileJson(2) },
   {
     weight: 3,
     arbitrary: fc.anything({
@@ -70,7 +71,7 @@ const value: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 const command = fc.record({
-  method: fc.constantFrom(...METHODS),
+  method: fc.oneof({ weight: 19, arbitrary: fc.constantFrom<unknown>(...METHODS) }, { weight: 1, arbitrary: hostileJson(1) }),
   subscribe: fc.boolean(),
   args: fc.oneof({ weight: 9, arbitrary: fc.array(value, { maxLength: 4 }) }, { weight: 1, arbitrary: value }),
 });
@@ -87,10 +88,12 @@ describe("property: random arguments for every protocol method", () => {
         const host = await served(models);
         const { endpoint, root, image } = host;
         for (const { method, subscribe, args } of commands) {
-          const kind = subscribe ? "subscribe" : PROTOCOL[method].kind;
+          const kind = subscribe ? "subscribe" : typeof method === "string" && isMethod(method) ? PROTOCOL[method].kind : "call";
           const before = await image();
           const started =
-            kind === "subscribe" ? endpoint.subscribe(method, args as unknown[], () => {}) : endpoint.call(method, args as unknown[]);
+            kind === "subscribe"
+              ? endpoint.subscribe(method as string, args as unknown[], () => {})
+              : endpoint.call(method as string, args as unknown[]);
           const outcome: { result: unknown } | { error: unknown } | typeof PENDING = await Promise.race([
             started.then(
               (result: unknown) => ({ result }),
@@ -103,11 +106,11 @@ describe("property: random arguments for every protocol method", () => {
           if ("error" in outcome) {
             refused++;
             const { error } = outcome;
-            expect(error, `${method}(${show(args)}) threw ${String(error)}`).toBeInstanceOf(DurableError);
+            expect(error, `${show(method)}(${show(args)}) threw ${(error as Error).message}`).toBeInstanceOf(DurableError);
             // Typed on the wire too: the class of that name comes back.
             expect(deserializeError(serializeError(error)).constructor).toBe((error as Error).constructor);
             await flush(5);
-            expect(await image(), `${method}(${show(args)}) was refused but changed the database`).toBe(before);
+            expect(await image(), `${show(method)}(${show(args)}) was refused but changed the database`).toBe(before);
           } else if (kind === "subscribe" && "result" in outcome) {
             await endpoint.unsubscribe(outcome.result as number);
           }

@@ -8,7 +8,7 @@ import { createHost } from "../src/host/host.ts";
 import { createRegistry } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { followWorld } from "./follow-support.ts";
-import { ctx, runUntil } from "./support.ts";
+import { ctx, hostileJson, runUntil } from "./support.ts";
 
 // Decision 0057 (issue 27): a tab that follows learnt the lease's epoch, never its holder, so the demo named "the
 // Durable Object" whichever place held it — another of the user's tabs or devices too. The object now names the
@@ -116,6 +116,7 @@ describe("the lease's holder, as the object records it (decision 0057)", () => {
       fc.record({ place: fc.string({ maxLength: 260 }), object: fc.boolean() }),
       fc.record({ place: fc.string({ minLength: 1, maxLength: 30 }), object: fc.anything() }),
       fc.record({ place: fc.anything(), object: fc.boolean(), extra: fc.anything() }, { requiredKeys: ["place"] }),
+      fc.record({ place: hostileJson(1), object: hostileJson(1) }),
       fc.anything(),
     );
     fc.assert(

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createRegistry, defineExtension, defineTask, Harness, type Json } from "../src/index.ts";
-import { backends, ctx, doneTask, openHarness } from "./support.ts";
+import { backends, ctx, doneTask, hostileJson, openHarness } from "./support.ts";
 
 // Random deep, wide and huge JSON at every kernel boundary, against small limits: a value within them is
 // accepted, one past them is refused with InvalidInput naming the limit — nothing else, nothing written —
@@ -53,7 +53,7 @@ const deep = fc.tuple(fc.integer({ min: 0, max: 3 * limits.maxDepth }), leaf, fc
 });
 const wide = fc.array(fc.oneof(fc.integer(), fc.constant("é")), { maxLength: 1500, size: "max" });
 const huge = fc.string({ unit: "binary", maxLength: 2500, size: "max" });
-const value = fc.oneof(deep, wide, huge, fc.jsonValue({ maxDepth: 10 }));
+const value = fc.oneof(deep, wide, huge, fc.jsonValue({ maxDepth: 10 }), hostileJson(4));
 
 /** Independent of the code under test: levels of nesting and UTF-8 bytes as JSON. */
 function levels(v: unknown): number {

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { conversationScope, definePageTool, MemoryStorage, type PageToolResult, type ToolResultEntryPayload } from "../src/index.ts";
 import { checkJson } from "../src/limits.ts";
 import { answer, callTool, createWorld, openAgent, ScriptedModels, until } from "./agent-support.ts";
-import { ctx } from "./support.ts";
+import { ctx, hostileJson } from "./support.ts";
 
 // R9 §4c, decision 0028: the page tool result boundary. Random results — well-formed, malformed, deep, wide,
 // huge — sent under a valid claim against small limits: a malformed one is InvalidArguments, one past the
@@ -28,6 +28,7 @@ const item = fc.oneof(
   fc.constant({ type: "video", url: "x" }),
   fc.constant({ type: "text" }),
   fc.anything(),
+  hostileJson(1),
 );
 const result = fc.oneof(
   text,
@@ -38,6 +39,7 @@ const result = fc.oneof(
   ),
   fc.record({ content: text, extra: fc.anything() }),
   fc.anything(),
+  hostileJson(),
 );
 
 const tool = definePageTool({

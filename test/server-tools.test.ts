@@ -25,7 +25,7 @@ import {
   serverWorld,
   submitCharge,
 } from "./server-tools-support.ts";
-import { ctx } from "./support.ts";
+import { ctx, hostileJson } from "./support.ts";
 
 // Issue 27 item 5 (decision 0036): a tool declares where it can run; a server tool's call from the tab that holds
 // the lease is an epoch-checked call to the object, stored there under its call id, so that every retry gets the
@@ -280,7 +280,7 @@ describe("the asking side drops what it does not wait for", () => {
     };
     const call = client.call(request, ctx);
     await fc.assert(
-      fc.property(fc.jsonValue(), (value) => {
+      fc.property(hostileJson(), (value) => {
         client.receive(value);
         client.receive({ type: "answer", id: "2:1", value }); // an id this client never asked under
       }),
@@ -371,9 +371,9 @@ describe("the server's side checks every ask (hostile until checked)", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
-          fc.jsonValue(),
-          fc.jsonValue().map((value) => call([value])),
-          fc.jsonValue().map(call),
+          hostileJson(),
+          hostileJson().map((value) => call([value])),
+          hostileJson().map(call),
         ),
         async (value) => {
           await serveServerCall(calls, value, (message) => sent.push(message));

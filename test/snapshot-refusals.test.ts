@@ -11,7 +11,7 @@ import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { failingAt } from "./failing-at.ts";
 import { none, partsOf, servingLink, sleepingTask, snapshotText, sqliteCopyState } from "./snapshot-support.ts";
-import { ctx } from "./support.ts";
+import { ctx, hostileJson } from "./support.ts";
 
 // Decision 0047: what arrives as a snapshot is checked whole before one transaction writes it, and that one
 // transaction leaves the old copy or the new one.
@@ -129,13 +129,13 @@ describe("a snapshot arrives checked and is written in one transaction (decision
           fc.record({
             kind: fc.constant("content" as const),
             attack: fc.integer({ min: 0, max: contents.length - 1 }),
-            value: fc.jsonValue(),
+            value: hostileJson(),
           }),
           fc.record({
             kind: fc.constant("part" as const),
             part: fc.integer({ min: 0, max: count - 1 }),
             field: fc.constantFrom(...partFields),
-            value: fc.jsonValue(),
+            value: hostileJson(),
           }),
           fc.record({ kind: fc.constant("cut" as const), keep: fc.integer({ min: 0, max: text.length - 1 }) }),
         ),

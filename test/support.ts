@@ -193,7 +193,9 @@ function deepJson(levels: number): Json {
  * Any JSON a hostile caller may send (everything it holds round-trips through JSON text): fast-check's own
  * `fc.jsonValue()`, always mixed with `HOSTILE_OBJECTS`, objects whose keys name Object.prototype's members (holding
  * null, numbers and objects), nesting at the deepest any harness accepts (`MAX_DEPTH_LIMIT`) and one past it, and
- * strings at the lengths the protocol's checks bound (200, 10,000) and beside them. `maxDepth` bounds the random part.
+ * strings at the lengths the protocol's checks bound (200, 10,000, 20,000) and beside them (the byte limits, 1 MB and
+ * up, have properties of their own: limits-property.test.ts, snapshot-limit). `maxDepth` bounds the random part.
+ * Used by every boundary property that took `fc.jsonValue()` (grep hostileJson).
  */
 export function hostileJson(maxDepth = 3): fc.Arbitrary<Json> {
   const key = fc.oneof(fc.constantFrom(...HOSTILE_KEYS), fc.string({ maxLength: 6 }));
@@ -218,7 +220,7 @@ export function hostileJson(maxDepth = 3): fc.Arbitrary<Json> {
         "x".repeat(200),
         "x".repeat(201),
         "x".repeat(10_001),
-        "\u{1F600}".repeat(100_000),
+        "\u{1F600}".repeat(10_001), // 40 KB of UTF-8 in 20,002 UTF-16 units: past an error message's 20,000
       ),
     },
   );
