@@ -1,6 +1,6 @@
 import { readUIMessageStream, type UIMessageChunk } from "ai";
 import { describe, expect, it } from "vitest";
-import { defineTool, MemoryStorage } from "../src/index.ts";
+import { DurableError, defineTool, MemoryStorage } from "../src/index.ts";
 import { type DurableChatTransport, type DurableUIMessage, toUIMessages, UnsupportedChatRequest } from "../src/react/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, createWorld, INTERRUPTED, openAgent, ScriptedModels, until, untilAborted } from "./agent-support.ts";
@@ -197,6 +197,60 @@ describe("DurableChatTransport", () => {
     ).rejects.toBeInstanceOf(UnsupportedChatRequest);
     await expect(send(transport, [{ id: "a", role: "assistant", parts: [] }])).rejects.toThrow(/last message was not from the user/);
     expect(await transport.reconnectToStream({ chatId: "c" })).toBeNull();
+  });
+
+  it("R9: a message whose parts hold objects where text belongs ({toString: null} as a file's url or name, an approval's id) is UnsupportedChatRequest or the host's InvalidArguments, never a TypeError; the next message is answered", async () => {
+    const models = new ScriptedModels([answer("still here")]);
+    const opened = await openAgent(new MemoryStorage(), { models, world: createWorld() });
+    const transport = transportFor(opened);
+    const hostile = JSON.parse('{"toString": null}') as never;
+    const refusals = [
+      [{ id: "f1", role: "user", parts: [{ type: "file", url: hostile, mediaType: "image/png" }] }],
+      [{ id: "f2", role: "user", parts: [{ type: "file", url: "https://x/y.pdf", mediaType: hostile, filename: hostile }] }],
+      [{ id: "t1", role: "user", parts: [{ type: "text", text: hostile }] }],
+      [
+        {
+          id: "a1",
+          role: "assistant",
+          parts: [
+            {
+              type: "dynamic-tool",
+              toolName: "t",
+              toolCallId: "c",
+              state: "approval-responded",
+              input: {},
+              approval: { id: hostile, approved: true },
+            },
+          ],
+        },
+      ],
+      [
+        {
+          id: "a2",
+          role: "assistant",
+          parts: [
+            {
+              type: "dynamic-tool",
+              toolName: "t",
+              toolCallId: "c",
+              state: "approval-responded",
+              input: {},
+              approval: { id: "approval-7", approved: hostile, reason: hostile },
+            },
+          ],
+        },
+      ],
+    ] as unknown as DurableUIMessage[][];
+    for (const messages of refusals) {
+      const error = await send(transport, messages).then(
+        () => undefined,
+        (thrown: Error) => thrown,
+      );
+      expect(error, JSON.stringify(messages)).toBeInstanceOf(DurableError);
+      expect(error!.message).not.toMatch(/Cannot convert|\[object/);
+    }
+    const final = (await assemble(await send(transport, [userMessage("m1", "hi")]))).at(-1)!;
+    expect(final.parts).toContainEqual(expect.objectContaining({ type: "text", text: "still here" }));
   });
 
   it("toUIMessages turns a transcript into alternating user and assistant messages with stable ids", async () => {

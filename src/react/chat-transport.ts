@@ -2,7 +2,9 @@ import type { ChatTransport, UIMessageChunk } from "ai";
 import type { SubmissionOutcome, ToolSlotView, UserContent } from "../agent/types.ts";
 import type { ConversationViewState } from "../agent/view/view.ts";
 import type { ConversationView } from "../agent/view/view-store.ts";
+import { errorMessage } from "../base/error-message.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
+import { describeValue } from "../shape.ts";
 import type { ChatClient } from "./client.ts";
 import { PageChat } from "./page-chat.ts";
 import { liveTurn, type Reply, type RunFailureData, replyOf, submissionOf, type Turn, taskOfApproval, turnsOf } from "./reply.ts";
@@ -235,7 +237,7 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
           },
           (error: unknown) => {
             if (ended) return;
-            controller.enqueue({ type: "error", errorText: error instanceof Error ? error.message : String(error) });
+            controller.enqueue({ type: "error", errorText: errorMessage(error) });
             end();
           },
         );
@@ -281,7 +283,8 @@ function approvalResponses(message: DurableUIMessage): ApprovalResponse[] {
   const out: ApprovalResponse[] = [];
   for (const part of message.parts) {
     if (!("state" in part) || part.state !== "approval-responded" || !("approval" in part) || !part.approval) continue;
-    const taskId = taskOfApproval(part.approval.id);
+    // A message may come from anywhere (restored from storage, a server): a non-text id names no call.
+    const taskId = typeof part.approval.id === "string" ? taskOfApproval(part.approval.id) : undefined;
     if (taskId === undefined) continue;
     out.push({ taskId, approved: part.approval.approved, ...(part.approval.reason !== undefined ? { reason: part.approval.reason } : {}) });
   }
@@ -292,13 +295,24 @@ function approvalResponses(message: DurableUIMessage): ApprovalResponse[] {
 function userContent(message: DurableUIMessage): UserContent {
   const content: Exclude<UserContent, string> = [];
   for (const part of message.parts) {
-    if (part.type === "text") content.push({ type: "text", text: part.text });
-    else if (part.type === "file") {
-      const image = /^data:(image\/[\w.+-]+);base64,(.*)$/s.exec(part.url);
-      if (!image)
+    if (part.type === "text") {
+      if (typeof part.text !== "string")
+        throw new UnsupportedChatRequest(`A text part's text must be a string; got ${describeValue(part.text)}.`);
+      content.push({ type: "text", text: part.text });
+    } else if (part.type === "file") {
+      const image = typeof part.url === "string" ? /^data:(image\/[\w.+-]+);base64,(.*)$/s.exec(part.url) : null;
+      if (!image) {
+        // Described, never turned into text: a part restored from JSON may hold anything ({ toString: null }).
+        const name =
+          typeof part.filename === "string"
+            ? part.filename
+            : typeof part.url === "string"
+              ? part.url.slice(0, 40)
+              : describeValue(part.url);
         throw new UnsupportedChatRequest(
-          `A durable input carries text and images as data: URLs; the file ${part.filename ?? part.url.slice(0, 40)} (${part.mediaType}) is neither.`,
+          `A durable input carries text and images as data: URLs; the file ${name} (${typeof part.mediaType === "string" ? part.mediaType : describeValue(part.mediaType)}) is neither.`,
         );
+      }
       content.push({ type: "image", mimeType: image[1]!, data: image[2]! });
     }
   }
