@@ -6,9 +6,11 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
+import { rpcError } from "../src/cloudflare/rpc.ts";
 import { submitThroughObject } from "../src/follow/copy-writes.ts";
+import { guardEndpoint } from "../src/host/doors.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { ConversationBusy, UnknownMethod } from "../src/index.ts";
+import { ConversationBusy, NotAuthorized, UnknownMethod } from "../src/index.ts";
 import { served } from "./doors-support.ts";
 import { copyWorld } from "./follow-copy-world.ts";
 import { HOSTILE_OBJECTS, hostileJson, runUntil } from "./support.ts";
@@ -100,5 +102,30 @@ describe("the error wire (error-wire.ts): any shape a stranger sends", () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("what a door says of a thrown value that is not an Error", () => {
+  it("R9: an authorize hook that throws {toString: null} refuses the call with NotAuthorized (was a TypeError); the next call is served", async () => {
+    const host = await served();
+    let hostile = true;
+    const door = guardEndpoint(host.endpoint, "caller", {
+      authorize: () => {
+        if (hostile) throw JSON.parse('{"toString": null}');
+        return true;
+      },
+    });
+    await expect(door.call("listConversations", [])).rejects.toBeInstanceOf(NotAuthorized);
+    hostile = false;
+    expect(await door.call("listConversations", [])).toEqual([expect.objectContaining({ id: host.root })]);
+    await host.service.close();
+  });
+
+  it("R9: an RPC caller's error for any thrown value (HOSTILE_OBJECTS, a BigInt) is an Error with a text message (rpcError)", () => {
+    for (const thrown of [...HOSTILE_OBJECTS, 10n, undefined]) {
+      const error = rpcError(thrown);
+      expect(error).toBeInstanceOf(Error);
+      expect(typeof error.message).toBe("string");
+    }
   });
 });

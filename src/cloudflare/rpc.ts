@@ -7,6 +7,7 @@
  * Errors cross RPC as the runtime carries them: the caller gets an `Error` whose message starts with the
  * library's error name (`DatabaseCorrupt: …`, `NotFound: …`), so it can tell them apart without a wire format.
  */
+import { errorMessage } from "../base/error-message.ts";
 import { type MethodName, PROTOCOL, type RemoteHost } from "../host/protocol.ts";
 
 /**
@@ -34,7 +35,7 @@ export type HarnessRpc = { [K in RpcMethodName]: RemoteHost[K] };
 
 /** An error for the other side of an RPC call: a plain `Error` with the library's name and message. */
 export function rpcError(error: unknown): Error {
-  if (!(error instanceof Error)) return new Error(String(error));
+  if (!(error instanceof Error)) return new Error(errorMessage(error)); // never String(): { toString: null } throws
   const crossing = new Error(error.message);
   crossing.name = error.name;
   return crossing;

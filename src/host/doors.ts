@@ -5,6 +5,7 @@
  * on — then against the app's `authorize` hook, with the caller's identity the transport established (a
  * request's, or a socket's since it connected). A refused call is a typed error and runs nothing.
  */
+import { errorMessage } from "../base/error-message.ts";
 import { MethodNotServed, NotAuthorized } from "../errors.ts";
 import { checkCall, type HostEndpoint } from "./endpoint.ts";
 import { type Exposure, exposureOf, type MethodName, PROTOCOL } from "./protocol.ts";
@@ -46,7 +47,7 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
     try {
       allowed = await doors.authorize(caller, { method, kind, args, exposure });
     } catch (error) {
-      throw new NotAuthorized(method, `its authorize hook failed (${error instanceof Error ? error.message : String(error)}).`);
+      throw new NotAuthorized(method, `its authorize hook failed (${errorMessage(error)}).`);
     }
     if (allowed !== true) throw new NotAuthorized(method, "its authorize hook refused this caller.");
   };
