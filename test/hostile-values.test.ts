@@ -10,10 +10,10 @@ import { rpcError } from "../src/cloudflare/rpc.ts";
 import { submitThroughObject } from "../src/follow/copy-writes.ts";
 import { guardEndpoint } from "../src/host/doors.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { ConversationBusy, NotAuthorized, UnknownMethod } from "../src/index.ts";
+import { ConversationBusy, MemoryStorage, NotAuthorized, NotFound, UnknownMethod } from "../src/index.ts";
 import { served } from "./doors-support.ts";
 import { copyWorld } from "./follow-copy-world.ts";
-import { HOSTILE_OBJECTS, hostileJson, runUntil } from "./support.ts";
+import { ctx, HOSTILE_OBJECTS, hostileJson, openHarness, runUntil } from "./support.ts";
 
 const channels: MessageChannel[] = [];
 afterEach(() => {
@@ -127,5 +127,25 @@ describe("what a door says of a thrown value that is not an Error", () => {
       expect(error).toBeInstanceOf(Error);
       expect(typeof error.message).toBe("string");
     }
+  });
+});
+
+describe("an id handed on unchecked (a task's input, say)", () => {
+  it("R9: a commit whose entry names an object as its conversation ({toString: null}) is NotFound, nothing written (was a TypeError); the next commit succeeds", async () => {
+    const { harness } = await openHarness(new MemoryStorage());
+    const root = await harness.root(ctx);
+    for (const conversationId of HOSTILE_OBJECTS) {
+      const error = await root
+        .commit((tx) => void tx.appendEntry({ kind: "app.note", payload: 1, conversationId: conversationId as never }), ctx)
+        .then(
+          () => undefined,
+          (thrown: Error) => thrown,
+        );
+      expect(error).toBeInstanceOf(NotFound);
+      expect(error!.message).toMatch(/^Conversation an? (object|array) does not exist\.$/);
+    }
+    await root.commit((tx) => void tx.appendEntry({ kind: "app.note", payload: 1 }), ctx);
+    expect((await root.entries(ctx)).map((entry) => entry.kind)).toEqual(["app.note"]);
+    await harness.close(ctx);
   });
 });

@@ -1,4 +1,5 @@
 import { NotFound } from "../errors.ts";
+import { describeValue } from "../shape.ts";
 import type { Storage } from "../storage/storage.ts";
 
 /** The parts of a session that know ids (the agent's narrower view of it has them too). */
@@ -41,5 +42,6 @@ export async function storedKind(session: IdSource, id: number): Promise<IdKind 
 export function notFound(wanted: IdKind, id: number, actual?: IdKind): NotFound {
   const name = `${wanted[0]!.toUpperCase()}${wanted.slice(1)}`;
   const hint = actual && actual !== wanted ? ` (${id} is ${actual === "entry" ? "an" : "a"} ${actual}'s id)` : "";
-  return new NotFound(`${name} ${String(id)} does not exist${hint}.`);
+  // An id a caller passed unchecked (a task's input handed on) may be anything: described, never String()ed.
+  return new NotFound(`${name} ${describeValue(id)} does not exist${hint}.`);
 }
