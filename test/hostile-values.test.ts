@@ -8,9 +8,10 @@ import type { Json } from "../src/base/json.ts";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
 import { rpcError } from "../src/cloudflare/rpc.ts";
 import { submitThroughObject } from "../src/follow/copy-writes.ts";
+import { HostClient } from "../src/host/client.ts";
 import { guardEndpoint } from "../src/host/doors.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { ConversationBusy, MemoryStorage, NotAuthorized, NotFound, UnknownMethod } from "../src/index.ts";
+import { ConversationBusy, DurableError, MemoryStorage, NotAuthorized, NotFound, UnknownMethod } from "../src/index.ts";
 import { served } from "./doors-support.ts";
 import { copyWorld } from "./follow-copy-world.ts";
 import { ctx, HOSTILE_OBJECTS, hostileJson, openHarness, runUntil } from "./support.ts";
@@ -147,5 +148,24 @@ describe("an id handed on unchecked (a task's input, say)", () => {
     await root.commit((tx) => void tx.appendEntry({ kind: "app.note", payload: 1 }), ctx);
     expect((await root.entries(ctx)).map((entry) => entry.kind)).toEqual(["app.note"]);
     await harness.close(ctx);
+  });
+});
+
+describe("the page's client: a failed open's error as its host sent it", () => {
+  it("R9: a status whose error has a message that is not text ({toString: null}) rejects ready() with a DurableError whose message is text (was a TypeError)", async () => {
+    const client = new HostClient({
+      call: async () => undefined,
+      subscribe: async (method, _args, emit) => {
+        if (method === "onStatus") emit({ kind: "failed", error: { name: "SomethingElse", message: JSON.parse('{"toString": null}') } });
+        return 1;
+      },
+      unsubscribe: () => {},
+    });
+    const error = await client.ready().then(
+      () => undefined,
+      (thrown: Error) => thrown,
+    );
+    expect(error).toBeInstanceOf(DurableError);
+    expect(error).toMatchObject({ name: "SomethingElse", message: expect.any(String) });
   });
 });

@@ -204,42 +204,18 @@ describe("DurableChatTransport", () => {
     const opened = await openAgent(new MemoryStorage(), { models, world: createWorld() });
     const transport = transportFor(opened);
     const hostile = JSON.parse('{"toString": null}') as never;
+    /** An assistant message answering an approval (`addToolApprovalResponse`) with `approval`. */
+    const responded = (id: string, approval: object) => ({
+      id,
+      role: "assistant",
+      parts: [{ type: "dynamic-tool", toolName: "t", toolCallId: "c", state: "approval-responded", input: {}, approval }],
+    });
     const refusals = [
       [{ id: "f1", role: "user", parts: [{ type: "file", url: hostile, mediaType: "image/png" }] }],
       [{ id: "f2", role: "user", parts: [{ type: "file", url: "https://x/y.pdf", mediaType: hostile, filename: hostile }] }],
       [{ id: "t1", role: "user", parts: [{ type: "text", text: hostile }] }],
-      [
-        {
-          id: "a1",
-          role: "assistant",
-          parts: [
-            {
-              type: "dynamic-tool",
-              toolName: "t",
-              toolCallId: "c",
-              state: "approval-responded",
-              input: {},
-              approval: { id: hostile, approved: true },
-            },
-          ],
-        },
-      ],
-      [
-        {
-          id: "a2",
-          role: "assistant",
-          parts: [
-            {
-              type: "dynamic-tool",
-              toolName: "t",
-              toolCallId: "c",
-              state: "approval-responded",
-              input: {},
-              approval: { id: "approval-7", approved: hostile, reason: hostile },
-            },
-          ],
-        },
-      ],
+      [responded("a1", { id: hostile, approved: true })],
+      [responded("a2", { id: "approval-7", approved: hostile, reason: hostile })],
     ] as unknown as DurableUIMessage[][];
     for (const messages of refusals) {
       const error = await send(transport, messages).then(

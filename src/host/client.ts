@@ -202,5 +202,5 @@ export class HostClient {
 /** Why the open failed, as the library's class of that name (a DurableError of that name for any other). */
 function failure(shape: ErrorShape): Error {
   const error = deserializeError(shape);
-  return error instanceof DurableError ? error : Object.assign(new DurableError(shape.message), { name: shape.name });
+  return error instanceof DurableError ? error : Object.assign(new DurableError(error.message), { name: error.name }); // text, as deserializeError made them
 }
