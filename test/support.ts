@@ -161,7 +161,7 @@ export function holdApplies<S extends Storage>(storage: S): S & { hold(): () => 
  * "toString": 1}`, `Object.assign(target, x)` sets target's prototype from an own `__proto__` key. Each is what
  * `JSON.parse` makes of its text (own members only), so it is also what a socket frame or a request body carries.
  */
-export const HOSTILE_OBJECTS: readonly Json[] = [
+const HOSTILE_TEXTS = [
   '{"toString": null}',
   '{"valueOf": null, "toString": 1}',
   '{"toString": {"toString": null}, "valueOf": {}}',
@@ -170,7 +170,11 @@ export const HOSTILE_OBJECTS: readonly Json[] = [
   '{"constructor": null, "prototype": {"toString": null}, "hasOwnProperty": 1}',
   '{"toJSON": null, "then": 1, "length": {"toString": null}}',
   '[{"toString": null}]',
-].map((text) => JSON.parse(text) as Json);
+];
+export const HOSTILE_OBJECTS: readonly Json[] = HOSTILE_TEXTS.map((text) => JSON.parse(text) as Json);
+
+/** One of HOSTILE_OBJECTS, parsed afresh for each run (a test may change the value it was given). */
+const hostileObject: fc.Arbitrary<Json> = fc.constantFrom(...HOSTILE_TEXTS).map((text) => JSON.parse(text) as Json);
 
 /** Keys that name members of Object.prototype, mixed into hostileJson's objects with ordinary ones. */
 const HOSTILE_KEYS = ["toString", "valueOf", "__proto__", "constructor", "prototype", "hasOwnProperty", "toJSON", "then", "length"];
@@ -203,24 +207,25 @@ export function hostileJson(maxDepth = 3): fc.Arbitrary<Json> {
     tree: fc.oneof(
       { depthSize: "small", maxDepth },
       fc.jsonValue({ maxDepth: 0 }) as fc.Arbitrary<Json>,
-      fc.constantFrom(...HOSTILE_OBJECTS),
+      hostileObject,
       fc.array(tie("tree"), { maxLength: 3 }),
       fc.array(fc.tuple(key, tie("tree")), { maxLength: 4 }).map(ownObject),
     ),
   }));
   return fc.oneof(
-    { weight: 3, arbitrary: fc.constantFrom(...HOSTILE_OBJECTS) },
+    { weight: 3, arbitrary: hostileObject },
     { weight: 4, arbitrary: tree },
     { weight: 2, arbitrary: fc.jsonValue({ maxDepth }) as fc.Arbitrary<Json> },
     {
       weight: 1,
-      arbitrary: fc.constantFrom<Json>(
-        deepJson(MAX_DEPTH_LIMIT - 1),
-        deepJson(MAX_DEPTH_LIMIT + 1),
-        "x".repeat(200),
-        "x".repeat(201),
-        "x".repeat(10_001),
-        "\u{1F600}".repeat(10_001), // 40 KB of UTF-8 in 20,002 UTF-16 units: past an error message's 20,000
+      arbitrary: fc.oneof(
+        fc.constantFrom(MAX_DEPTH_LIMIT - 1, MAX_DEPTH_LIMIT + 1).map(deepJson),
+        fc.constantFrom<Json>(
+          "x".repeat(200),
+          "x".repeat(201),
+          "x".repeat(10_001),
+          "\u{1F600}".repeat(10_001), // 40 KB of UTF-8 in 20,002 UTF-16 units: past an error message's 20,000
+        ),
       ),
     },
   );
