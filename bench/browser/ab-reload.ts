@@ -5,6 +5,8 @@
  * its own OPFS), seeds each configuration on both, then reloads them in turns in one Chromium — A then B in odd
  * rounds, B then A in even ones, two reloads each — and prints each side's median and phases. A diagnostic, not
  * part of `npm run bench`: judge a reload change by this, on a quiet machine, not by a profile's self time.
+ * `AB_CACHE=A`, `B` or `AB`: that side's hashed assets are served cacheable, as a deployed Vite app's are (decision
+ * 0104); by default both are `no-store`, as in `npm run bench`.
  */
 import type { Page } from "playwright-core";
 import { build } from "vite";
@@ -23,7 +25,12 @@ async function buildAt(root: string, out: string) {
 }
 await buildAt(baseDir, `${OUT}/a`);
 await buildAt(new URL("../..", import.meta.url).pathname, `${OUT}/b`);
-const servers = { A: await serveStatic(`${OUT}/a`), B: await serveStatic(`${OUT}/b`) };
+const cached = process.env.AB_CACHE ?? "";
+const servers = {
+  A: await serveStatic(`${OUT}/a`, { cache: cached.includes("A") ? "hashed" : "none" }),
+  B: await serveStatic(`${OUT}/b`, { cache: cached.includes("B") ? "hashed" : "none" }),
+};
+if (cached) console.log(`cacheable assets: ${cached}`);
 const browser = await launchChromium();
 const page = await browser.newPage();
 const url = (base: string, c: { variant: string; live: number }) => {

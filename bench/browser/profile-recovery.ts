@@ -5,7 +5,8 @@
  * the V8 sampling profiler started in the new worker before its first line runs (CDP auto-attach, paused on
  * start). Prints self time per function from the worker's start to the first resumed step, averaged over the
  * profiled reloads, and the phase marks of each reload. With PROFILE_OUT=prefix, each profile is also written
- * to `prefix.N.cpuprofile` (open it in Chrome DevTools). A diagnostic, not part of `npm run bench`.
+ * to `prefix.N.cpuprofile` (open it in Chrome DevTools). With PROFILE_CACHE=hashed the hashed assets are served
+ * cacheable, as a deployed Vite app's are (decision 0104). A diagnostic, not part of `npm run bench`.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -33,7 +34,7 @@ await build({
   logLevel: "error",
   build: { outDir, emptyOutDir: true, minify: false },
 });
-const server = await serveStatic(outDir);
+const server = await serveStatic(outDir, { cache: process.env.PROFILE_CACHE === "hashed" ? "hashed" : "none" });
 const browser = await launchChromium();
 try {
   const page = await browser.newPage();

@@ -44,9 +44,12 @@ const TYPES: Record<string, string> = {
 
 /**
  * Serves `root` on a free port. `isolated` adds COOP/COEP (the peer's sqlocal needs SharedArrayBuffer);
- * our pages are served without them, as the demo app is.
+ * our pages are served without them, as the demo app is. Every file is `no-store` (every reload downloads and
+ * compiles the worker and the wasm again) unless `cache` is `"hashed"`: then Vite's content-hashed `assets/` are
+ * served as a deployed Vite app's usually are (`public, max-age=31536000, immutable`) and the rest `no-cache`
+ * (decision 0104: Chromium then reuses the compiled wasm across reloads).
  */
-export async function serveStatic(root: string, options: { isolated?: boolean } = {}): Promise<Server> {
+export async function serveStatic(root: string, options: { isolated?: boolean; cache?: "none" | "hashed" } = {}): Promise<Server> {
   const base = resolve(root);
   const isolation = options.isolated ? { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" } : {};
   const server = createServer(async (request, response) => {
@@ -60,7 +63,8 @@ export async function serveStatic(root: string, options: { isolated?: boolean } 
     }
     response.writeHead(200, {
       "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
-      "Cache-Control": "no-store",
+      "Cache-Control":
+        options.cache !== "hashed" ? "no-store" : pathname.startsWith("/assets/") ? "public, max-age=31536000, immutable" : "no-cache",
       ...isolation,
     });
     createReadStream(file).pipe(response);

@@ -19,6 +19,7 @@ import { commitRows, largestRowId, NONE, refuseLargeRows, texts } from "./commit
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
+import { readLiveTasks } from "./live-tasks.ts";
 import { batchText } from "./log-write.ts";
 import { queryOnly, toSqlValue } from "./query-fallback.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
@@ -136,10 +137,7 @@ export class SqliteStorage implements Storage {
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
     // The live tasks are parsed as they are read (decision 0054): with thousands live, an array of every row's
     // text first would outlive a young-generation collection or two in front of the first resumed step.
-    const liveTasks: TaskRecord[] = [];
-    if (this.#db.each)
-      await this.#db.each(this.#liveTasks, (row) => parseInto("tasks", row.id as number | string, row.record, liveTasks, damaged));
-    else for (const [id, text] of await rows(this.#liveTasks)) parseInto("tasks", id, text, liveTasks, damaged);
+    const liveTasks = await readLiveTasks(this.#db, this.#liveTasks, damaged); // in id order, unsorted by SQLite (0104)
     this.#owed.loaded(meta.get(OWED_KEY), liveTasks);
     this.#liveStatus.clear();
     this.#texts.clear();
