@@ -1,9 +1,9 @@
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SLICES_AFTER_MS } from "../src/harness-lifecycle.ts";
 import { createRegistry, DatabaseCorrupt, defineExtension, defineTask } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.ts";
+import { OwedRecount, RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { ctx, flush, openHarness, runUntil, stall } from "./support.ts";
 
@@ -130,6 +130,22 @@ describe("S4's recount in slices (decision 0092)", () => {
     expect(await counted()).toBe(2_499);
     expect((await seed(storage)).find((row) => row.phase === "tick")).toMatchObject({ n: 1, restarts: null });
     await harness.close(ctx);
+  }, 60_000);
+
+  it("S4 (decision 0104): the recovery commit of an open that keeps 2,500 tasks running asks no row whether it is owed; the slices count them all", async () => {
+    const image = await crashed(2_500, 2_500);
+    const storage = await openSqliteStorage({ vfs: "memory", image });
+    const owes = vi.spyOn(OwedRecount.prototype, "owes");
+    try {
+      const { harness, clock } = await openHarness(storage, { registry: registry(), resume: true });
+      expect(owes).not.toHaveBeenCalled(); // fails on the old code: once for each of the 2,500 rows
+      owes.mockRestore();
+      await runUntil(clock, () => !storage.owesRestarts);
+      expect((await seed(storage)).filter((row) => row.phase === "stall" && row.restarts === 1)).toHaveLength(2_499);
+      await harness.close(ctx);
+    } finally {
+      owes.mockRestore();
+    }
   }, 60_000);
 
   it("S4, S11 (decision 0098): an open that finds a crashed open's slices unstored (each kept its tasks running) keeps them owed instead of storing them in front of its first step; its slices then count both", async () => {

@@ -69,10 +69,10 @@ export async function storeRecount(
     if (error === RECOUNT_MISMATCH) return false; // rolled back: stored row by row instead
     throw error;
   }
-  // An owed row keeps its stored status until its slice: a write of it must then set the status column too.
-  for (const task of batch.tasks) {
-    liveStatus.set(task.id, owed.owes(task.id) ? "running" : task.state.status);
-    texts.delete(task.id);
-  }
+  // An owed row keeps its stored status until its slice: a write of it must then set the status column too. A recount
+  // that keeps its tasks running stores every one running whether owed or not: no row asks `owes` (decision 0104).
+  const running = recount.keepRunning;
+  for (const task of batch.tasks) liveStatus.set(task.id, running || owed.owes(task.id) ? "running" : task.state.status);
+  if (texts.size > 0) for (const task of batch.tasks) texts.delete(task.id);
   return true;
 }
