@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 
 // Decision 0104: the open's live read goes through the live index without ORDER BY (no SQLite sort of every live
@@ -55,7 +55,7 @@ describe("the open's live read (decision 0104)", () => {
   });
 
   it("B4: live tasks of any statuses, some damaged, load in id order and the damaged ones are listed in id order (property)", async () => {
-    const row = fc.record({ status: fc.constantFrom(...STATUSES), damaged: fc.boolean({ freq: 5 }) });
+    const row = fc.record({ status: fc.constantFrom(...STATUSES), damaged: fc.nat(4).map((n) => n === 0) });
     await fc.assert(
       fc.asyncProperty(fc.array(row, { minLength: 0, maxLength: 60 }), fc.integer({ min: 1, max: 2 ** 40 }), async (rows, base) => {
         // Inserted in reverse id order, so neither the table's nor the index's pages follow the ids by accident.

@@ -24,7 +24,12 @@ export async function readLiveTasks(db: SqliteDatabase, sql: string, damaged: Da
   else for (const row of await db.all(sql)) onRow(row.id!, row.record!);
   if (damaged.length - first > 1) {
     const read = damaged.splice(first);
-    damaged.push(...inOrder(read, read.map((row) => row.id)));
+    damaged.push(
+      ...inOrder(
+        read,
+        read.map((row) => row.id),
+      ),
+    );
   }
   return inOrder(records, ids);
 }

@@ -13,7 +13,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "../records.ts";
-import { logSlices, parseAll, parseInto, parseStored } from "../rows.ts";
+import { logSlices, parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } from "../storage.ts";
 import { commitRows, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
