@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { LinkAction } from "../src/testing/two-places/link.ts";
 import { twoPlaceSweep } from "../src/testing/two-places/sweep.ts";
-import { mirroredTurn, toolTurn } from "./two-place-support.ts";
+import { leavingTurn, mirroredTurn, toolTurn } from "./two-place-support.ts";
 
 // Issue 27 item 6 (decision 0040): the two-place sweep driving the product's follow link — the tab's real FollowLink,
 // remoteArbiter and Mirror, the object's real ObjectEnd, their text frames on a link that loses, duplicates and
@@ -30,6 +30,26 @@ describe("the two-place sweep over the real follow link (Mirror + ObjectEnd, iss
     const without = await twoPlaceSweep(toolTurn, { followLink: true, leaveAtOnce: true });
     expect(result.messages).toBeGreaterThan(without.messages); // the leaving and its answer are delivered frames too
     console.log(`two-place sweep, follow link, the page's leaving then the worker's: ${JSON.stringify(result)}`);
+  });
+
+  it("S4/S8, decision 0101: the page says lease.leaving and its worker never releases (killed, the tab stays away): the object takes over a grace later at what its copy holds; a crash at every commit and at every frame, zero violations, the tab's unpushed stretch a counted fork", async () => {
+    const alone = { followLink: true, leaveAtOnce: true, pageLeaving: true, stayAway: true, workerNeverReleases: true };
+    const result = await twoPlaceSweep(leavingTurn, alone);
+    expect(result.commits.object).toBeGreaterThan(3);
+    // The path is exercised: in most worlds the object took the lease before the tab's whole lease ran out, with no
+    // release from its worker (0 when LeaseBook.leaving does nothing).
+    expect(result.takenAtLeaving).toBeGreaterThan(result.worlds / 3);
+    console.log(`two-place sweep, follow link, the page's leaving alone: ${JSON.stringify(result)}`);
+    for (const schedule of lossySchedules(2, 42)) {
+      const lossy = await twoPlaceSweep(leavingTurn, { ...alone, schedule });
+      console.log(`two-place sweep, follow link, the page's leaving alone, lossy link: ${JSON.stringify(lossy)}`);
+    }
+  });
+
+  it("S4/S8, decision 0101: the page's leaving then the worker's rest and release, the tab staying away after any crash: zero violations", async () => {
+    const result = await twoPlaceSweep(leavingTurn, { followLink: true, leaveAtOnce: true, pageLeaving: true, stayAway: true });
+    expect(result.forks).toBeGreaterThan(0); // a tab that crashed with unpushed commits and stayed away
+    console.log(`two-place sweep, follow link, the page's leaving, the tab stays away after a crash: ${JSON.stringify(result)}`);
   });
 
   it("the same on links that lose, duplicate and reorder frames (fast-check schedules), both ways of leaving", async () => {

@@ -35,12 +35,15 @@ interface State {
   envs: ReturnType<typeof memoryEnvs>;
   /** Set by the unsafe tool when it starts in the tab: the tab closes while it runs. */
   leave?: boolean;
+  /** With these (`leavingTurn`): the tab's intent commits and the effects it started, as in `mirroredTurn`. */
+  intents?: Map<string, number>;
+  effects?: Array<{ what: string; position: number }>;
 }
 
 export const toolTurn: TwoPlaceScenario<State> = {
   name: "an agent turn handed over while its tools run",
   world: () => ({ models: policyModels(), envs: memoryEnvs() }),
-  open: (place, storage, clock, lease, world: SweepWorld<State>) => {
+  open: async (place, storage, clock, lease, world: SweepWorld<State>) => {
     const tools = [
       world.track(
         defineTool<{ text: string }>({
@@ -60,18 +63,26 @@ export const toolTurn: TwoPlaceScenario<State> = {
       ),
       world.track(lookTool()),
     ];
-    return Harness.open(
+    const { intents, effects } = world.state;
+    const api = world.state.models.api;
+    const models =
+      place === "tab" && intents && effects
+        ? requestsTracked(api, () => effects.push({ what: "a model request", position: intents.get("request") ?? 0 }))
+        : api;
+    const harness = await Harness.open(
       storage,
       {
         registry: createRegistry().install(defineExtension({ name: "sweep", tools })),
         clock,
         lease,
-        models: world.state.models.api,
+        models,
         env: (conversationId) => world.state.envs(conversationId),
         settings: { progress: { persistWithinMs: 0 }, retry: { maxRetries: 2, baseDelayMs: 500 } },
       },
       ctx,
     );
+    if (place === "tab" && intents && !harness.readOnly) watchIntents(harness, intents);
+    return harness;
   },
   start: async (harness) => {
     const root = await harness.root(ctx, { agent: { model: "faux/faux-1" } });
@@ -119,6 +130,20 @@ function watchIntents(harness: Harness, intents: Map<string, number>): void {
   });
 }
 
+/** `api` telling `started` before each model request goes out (an effect, decision 0032). */
+function requestsTracked<T extends object>(api: T, started: () => void): T {
+  return new Proxy(api, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver);
+      if (key !== "streamSimple" || typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        started();
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
 /**
  * The same turn (an unsafe note, a safe look, then the answer) run by a tab that mirrors every commit live and
  * never hands over (decision 0032): it finishes there with the object following, or it crashes (or is cut off)
@@ -144,17 +169,7 @@ export const mirroredTurn: TwoPlaceScenario<MirroredState> = {
         return "noted";
       },
     });
-    const api = state.models.api;
-    const models = new Proxy(api, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver);
-        if (key !== "streamSimple" || typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          started("a model request", "request");
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
+    const models = requestsTracked(state.models.api, () => started("a model request", "request"));
     const harness = await Harness.open(
       storage,
       {
@@ -182,6 +197,33 @@ export const mirroredTurn: TwoPlaceScenario<MirroredState> = {
       // never made one: nothing to answer).
       const [conversation] = await storage.listConversations();
       const [submission] = conversation ? await storage.listSubmissions(conversation.id) : [];
+      return submission === undefined || submission.status === "done" ? undefined : `the input ended ${submission.status}`;
+    },
+  ],
+};
+
+/**
+ * `toolTurn` in a world where the tab may stay away (decision 0101's path: the page says `lease.leaving` and its
+ * worker dies before its rest and release; the object takes the lease over a grace later, at what its copy holds).
+ * toolTurn's own invariant assumes the tab's conversation reached the object; here a tab that crashed before it did
+ * leaves the object nothing — that stretch is the tab's fork, which the sweep's verdict counts and checks (nothing the
+ * tab stored vanished unseen, no effect in it). What must hold at the object: S8, the unsafe note has at most one
+ * result (the built-in checks: it ran at most once, one result per call), the input is answered if it got there, and
+ * every model request the tab made is in the object's history (the verdict's "nothing with an effect lost").
+ */
+export const leavingTurn: TwoPlaceScenario<State> = {
+  ...toolTurn,
+  name: "an agent turn whose page says it is leaving and whose worker may never release",
+  world: () => ({ ...toolTurn.world!(), intents: new Map(), effects: [] }),
+  effects: (world) => world.state.effects ?? [],
+  invariants: [
+    async ({ storage }) => {
+      const [conversation] = await storage.listConversations();
+      if (!conversation) return undefined; // the tab's conversation never reached the object: a fork, judged by the verdict
+      const entries = await storage.listEntries(conversation.id);
+      const note = entries.filter((e) => e.kind === "pi.tool-result" && JSON.stringify(e.payload).includes("call_note"));
+      if (note.length > 1) return `note's results: ${JSON.stringify(note)}`;
+      const [submission] = await storage.listSubmissions(conversation.id);
       return submission === undefined || submission.status === "done" ? undefined : `the input ended ${submission.status}`;
     },
   ],

@@ -44,6 +44,14 @@ export class FollowingTab {
     this.#mirror = new Mirror({ harness, link: this.link, clock: this.#clock });
   }
 
+  /** The page's `lease.leaving(place, epoch, A)` at the mirror's acknowledged head A (decision 0101). */
+  sayLeaving(harness: Harness): void {
+    const lease = harness.lease;
+    if (!this.#mirror || !lease) return;
+    const args = ["tab", lease.epoch, Math.max(0, this.#mirror.acknowledged)];
+    this.#send(encodeFollowMessage({ type: "call", id: `page-leaving-${++this.#said}`, topic: "lease", method: "leaving", args }));
+  }
+
   /** A frame from the object (the sweep's link delivered it). */
   receive(frame: unknown): void {
     this.link.receive(frame);
@@ -58,11 +66,7 @@ export class FollowingTab {
   async leave(harness: Harness, context: Context, atOnce: boolean, pageLeaving = false): Promise<void> {
     const mirror = this.#mirror;
     if (!mirror) return;
-    const lease = harness.lease;
-    if (pageLeaving && lease) {
-      const args = ["tab", lease.epoch, Math.max(0, mirror.acknowledged)];
-      this.#send(encodeFollowMessage({ type: "call", id: `page-leaving-${++this.#said}`, topic: "lease", method: "leaving", args }));
-    }
+    if (pageLeaving) this.sayLeaving(harness);
     if (!atOnce) {
       await mirror.handOver(context);
       return;

@@ -11,14 +11,17 @@
  * With `mirror` (decision 0032) the tab pushes every transaction live and its effects wait for the object's
  * acknowledgement; it may finish the scenario itself (the object following), crash and stay away past the expiry
  * (`stayAway`), or be cut off (`partition`) — then the object takes over, the tab's unpushed stretch is a fork of an
- * older epoch, and the check is that every effect the tab started is in the object's history.
+ * older epoch, and the check is that every effect the tab started is in the object's history. With `pageLeaving` the
+ * page's `lease.leaving` (decision 0101) goes out first, on a socket of its own that outlives the worker; with
+ * `workerNeverReleases` the worker dies right after it, and the result counts the worlds where the object took the
+ * lease by that word alone (`takenAtLeaving`).
  */
 
 import type { Clock } from "../../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../../base/context.ts";
 import type { Json } from "../../base/json.ts";
 import { ConnectionLost, CrashSweepViolation } from "../../errors.ts";
-import { type LeaseArbiter, type LeaseBook, memoryArbiter } from "../../follow/arbiter.ts";
+import type { LeaseArbiter } from "../../follow/arbiter.ts";
 import { Arrival, Departure, type HandOverMessage } from "../../follow/handover.ts";
 import type { Harness, LeaseOptions } from "../../harness.ts";
 import type { Storage } from "../../storage/storage.ts";
@@ -28,6 +31,7 @@ import type { SweepBackend, SweepWorld } from "../sweep/types.ts";
 import { backendOf, Recorder } from "../sweep/world.ts";
 import { FollowingTab, startObjectEnd } from "./follow-places.ts";
 import type { StoredLog } from "./fork-check.ts";
+import { isPageLeaving, watchedLeaseBook } from "./lease-watch.ts";
 import { Link } from "./link.ts";
 import { LivePush } from "./live-push.ts";
 import { describeCrash, macrotask, type Process, processClock } from "./process.ts";
@@ -44,10 +48,17 @@ export async function runTwoPlaceWorld<W>(
   backend: SweepBackend,
   options: TwoPlaceOptions,
   crash: TwoPlaceCrash | undefined,
-): Promise<{ commits: Record<Place, number>; messages: number; forked?: boolean; violation?: CrashSweepViolation }> {
+): Promise<{
+  commits: Record<Place, number>;
+  messages: number;
+  forked?: boolean;
+  /** The object took the lease from the tab whose page said it was leaving, no release heard (decision 0101). */
+  takenAtLeaving?: boolean;
+  violation?: CrashSweepViolation;
+}> {
   const recorder = new Recorder<W>(scenario.world ? scenario.world() : (undefined as W));
   const clock = createManualClock(1_000);
-  const arbiter: LeaseBook = memoryArbiter({ clock, ttlMs: options.ttlMs ?? 5_000 });
+  const { book: arbiter, takenAtLeaving } = watchedLeaseBook(clock, options.ttlMs ?? 5_000);
   // Hand-over messages between the sweep's own places, or the follow link's text frames (`followLink`).
   const link = new Link<HandOverMessage | string>();
   /** The object's kept lease answers (`followLink`): on a Durable Object they are rows, and outlive its crashes. */
@@ -87,14 +98,15 @@ export async function runTwoPlaceWorld<W>(
   };
   const objectHolds = () => processes.object?.alive === true && processes.object.arrival?.harness !== undefined;
 
-  const crashNow = async (place: Place) => {
+  const crashNow = async (place: Place, scripted = false) => {
     const process = processes[place]!;
-    crashed = true;
+    if (!scripted) crashed = true;
     process.alive = false;
     link.attach(place, undefined);
-    // What the tab had sent and the link had not delivered dies with it (its socket's buffer).
-    if (place === "tab" && options.stayAway) link.drop((item) => item.to === "object");
-    log.push(`-- crash of the ${place} --`);
+    // What the tab had sent and the link had not delivered dies with it (its socket's buffer) — but for its page's
+    // `lease.leaving` (decision 0101), sent on the page's own socket, which outlives the worker.
+    if (place === "tab" && options.stayAway) link.drop((item) => item.to === "object" && !isPageLeaving(item.message));
+    log.push(scripted ? `-- the ${place} dies as the scenario says --` : `-- crash of the ${place} --`);
   };
 
   const boot = async (place: Place): Promise<void> => {
@@ -228,6 +240,13 @@ export async function runTwoPlaceWorld<W>(
       const leave = await Promise.resolve(scenario.leaveWhen(harness, world)).finally(() => (checking = false));
       if (!leave || !process.alive || left) return;
       left = true;
+      if (options.workerNeverReleases && options.pageLeaving && options.stayAway) {
+        // The page says it is leaving; its worker never runs again (decision 0100): it dies with what it stored.
+        tab.sayLeaving(harness);
+        process.image = await process.storage.crash();
+        await crashNow("tab", true);
+        return;
+      }
       await tab.leave(harness, ctx, options.leaveAtOnce === true, options.pageLeaving === true);
     };
   };
@@ -336,7 +355,7 @@ export async function runTwoPlaceWorld<W>(
   if ("invariant" in judged) return fail(judged.invariant, judged.detail);
   const forked = judged.forked;
   await holder.close(ctx).catch(() => {});
-  return { commits, messages, forked };
+  return { commits, messages, forked, takenAtLeaving: takenAtLeaving() };
 }
 
 async function isDone<W>(scenario: TwoPlaceScenario<W>, harness: Harness, recorder: Recorder<W>): Promise<boolean> {
@@ -361,10 +380,12 @@ export async function twoPlaceSweep<W>(scenario: TwoPlaceScenario<W>, options: T
   }
   for (let message = 1; message <= baseline.messages; message++) points.push({ message, edge: "before" }, { message, edge: "after" });
   let forks = baseline.forked ? 1 : 0;
+  let takenAtLeaving = baseline.takenAtLeaving ? 1 : 0;
   for (const point of points) {
     const result = await runTwoPlaceWorld(scenario, backend, options, point);
     if (result.violation) throw result.violation;
     if (result.forked) forks++;
+    if (result.takenAtLeaving) takenAtLeaving++;
   }
-  return { commits: baseline.commits, messages: baseline.messages, worlds: points.length, forks };
+  return { commits: baseline.commits, messages: baseline.messages, worlds: points.length, forks, takenAtLeaving };
 }

@@ -62,6 +62,13 @@ export interface TwoPlaceOptions {
    * 0101), one more frame on the link (a crash before and after it too).
    */
   pageLeaving?: boolean;
+  /**
+   * With `pageLeaving` and `stayAway`: the worker never gets its task after `pagehide` (decision 0100's loss) — the
+   * page's `lease.leaving` goes out and the tab dies there, before its rest and release, and stays away; the object
+   * takes the lease over a grace later. This death is the scenario's, not the world's crash: each world still crashes
+   * once more at its own point.
+   */
+  workerNeverReleases?: boolean;
   /** Turns of the world (from, to] during which the link drops everything and the tab cannot reach the arbiter. */
   partition?: { from: number; to: number };
 }
@@ -73,4 +80,9 @@ export interface TwoPlaceResult {
   worlds: number;
   /** Worlds (the crash-free one included) that ended with the tab holding a visible fork (decision 0032). */
   forks: number;
+  /**
+   * Worlds (the crash-free one included) where the object took the lease from the tab after its page said it is
+   * leaving and no release came from its worker (decision 0101's grace ran out).
+   */
+  takenAtLeaving: number;
 }
