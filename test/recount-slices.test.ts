@@ -7,20 +7,26 @@ import { OwedRecount, RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.t
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { ctx, flush, openHarness, runUntil, stall } from "./support.ts";
 
-/** Makes progress once each time it runs (n + 1: a committed state change clears `restarts`, S6), then holds. */
-const tick = defineTask<null, { phase: "tick"; n: number }, null>({
-  name: "test.tick",
-  version: 1,
-  initial: () => ({ phase: "tick", n: 0 }),
-  phases: {
-    tick: async (task, runtime, context) => {
-      const n = (task.state as { checkpoint: { n: number } }).checkpoint.n + 1;
-      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "tick", n } }), context);
-      await new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve()));
+/**
+ * Makes progress once each time it runs, after `before` (n + 1: a committed state change clears `restarts`, S6), then
+ * holds.
+ */
+const counting = (name: string, before: () => Promise<void> = async () => {}) =>
+  defineTask<null, { phase: "tick"; n: number }, null>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "tick", n: 0 }),
+    phases: {
+      tick: async (task, runtime, context) => {
+        await before();
+        const n = (task.state as { checkpoint: { n: number } }).checkpoint.n + 1;
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "tick", n } }), context);
+        await new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve()));
+      },
     },
-  },
-  abort: async () => {},
-});
+    abort: async () => {},
+  });
+const tick = counting("test.tick");
 /** Steps once (n + 1) when the test opens its gate, then holds: a first resumed step the test times. */
 let gate: { open: () => void; opened: Promise<void> } = newGate();
 function newGate(): { open: () => void; opened: Promise<void> } {
@@ -28,20 +34,7 @@ function newGate(): { open: () => void; opened: Promise<void> } {
   const opened = new Promise<void>((resolve) => (open = resolve));
   return { open, opened };
 }
-const gated = defineTask<null, { phase: "tick"; n: number }, null>({
-  name: "test.gated",
-  version: 1,
-  initial: () => ({ phase: "tick", n: 0 }),
-  phases: {
-    tick: async (task, runtime, context) => {
-      await gate.opened;
-      const n = (task.state as { checkpoint: { n: number } }).checkpoint.n + 1;
-      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "tick", n } }), context);
-      await new Promise<void>((resolve) => runtime.signal.addEventListener("abort", () => resolve()));
-    },
-  },
-  abort: async () => {},
-});
+const gated = counting("test.gated", () => gate.opened);
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, tick, gated] }));
 const SEED_QUERY =
   "SELECT id, status, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.state.checkpoint.n' AS n, record ->> '$.restarts' AS restarts FROM tasks";

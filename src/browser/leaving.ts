@@ -9,7 +9,7 @@
  * for a grace in which the worker's own release wins, and takes it over as after a crash after it.
  */
 import { encodeFollowMessage, parseFollowMessage } from "../follow/wire.ts";
-import { FOLLOW_WIRE_VERSION, helloOutcome } from "../follow/wire-version.ts";
+import { FOLLOW_WIRE_VERSION, helloOutcome, WIRE_TOPIC } from "../follow/wire-version.ts";
 import type { LeavingTicket } from "./follow-options.ts";
 import type { SocketLike } from "./socket.ts";
 
@@ -107,7 +107,7 @@ export class LeavingSocket {
     const hello = this.#newId();
     socket.addEventListener("open", () => {
       if (this.#socket === socket)
-        socket.send(encodeFollowMessage({ type: "call", id: hello, topic: "wire", method: "hello", args: [FOLLOW_WIRE_VERSION] }));
+        socket.send(encodeFollowMessage({ type: "call", id: hello, topic: WIRE_TOPIC, method: "hello", args: [FOLLOW_WIRE_VERSION] }));
     });
     socket.addEventListener("message", (event) => {
       if (this.#socket !== socket) return;
