@@ -142,7 +142,7 @@ export async function benchHandover(): Promise<HandoverBench> {
       link.disconnected();
       ws.close();
     };
-    return { harness, mirror, close };
+    return { harness, mirror, close, storage };
   };
 
   try {
@@ -189,6 +189,7 @@ export async function benchHandover(): Promise<HandoverBench> {
       if (run >= 0) handover.push(first - frames.release);
       tab.close();
       await tab.harness.close(ctx).catch(() => {});
+      await tab.storage.close();
     }
 
     // Effect-free steps: the same job mirrored, fenced without a link and with no lease, taking turns; the best of
@@ -229,6 +230,7 @@ export async function benchHandover(): Promise<HandoverBench> {
         withFollowCpuToAck = Math.min(withFollowCpuToAck, (toAck.user + toAck.system) / STEPS);
         tab.close();
         await tab.harness.close(ctx).catch(() => {});
+        await tab.storage.close();
         // The fenced log alone: a lease from an arbiter in the same process, no link, no mirror.
         const local = await Harness.open(
           await openSqliteStorage({ vfs: "memory" }),
@@ -237,11 +239,13 @@ export async function benchHandover(): Promise<HandoverBench> {
         );
         fencedOnly = Math.min(fencedOnly, (await job(local)).wall);
         await local.close(ctx);
+        await local.storage.close();
         const alone = await Harness.open(await openSqliteStorage({ vfs: "memory" }), { registry }, ctx);
         const unleased = await job(alone);
         without = Math.min(without, unleased.wall);
         withoutCpu = Math.min(withoutCpu, unleased.cpu);
         await alone.close(ctx);
+        await alone.storage.close();
       }
       if (run < 0) continue;
       runRatios.push(withFollow / without);
@@ -271,6 +275,7 @@ export async function benchHandover(): Promise<HandoverBench> {
     await tab.harness.waitForTask(id, ctx);
     tab.close();
     await tab.harness.close(ctx).catch(() => {});
+    await tab.storage.close();
 
     const releaseToFirstStepMs = { ...summarize(handover), p95: percentile(handover, 0.95) };
     const followStepMicros = summarize(follow);
