@@ -73,6 +73,13 @@ export interface HandoverBench {
    * pushes a round sends after the job ended are the tab's work too (the figure above stops at the job's end).
    */
   followStepCpuToAckMicros: Summary;
+  /**
+   * The tab process's minor page faults per step, mirrored and with no lease (best of three per run, like the CPU):
+   * memory touched for the first time, counted whatever the load. A job whose log grows into fresh wasm memory
+   * faults about once per 4 KiB of log rows (decision 0106: the bench kept every job's database open, ~0.1 a step).
+   */
+  followStepFaults: Summary;
+  plainStepFaults: Summary;
   effectSteps: number;
   /** Acknowledgements each wait before an effect took, per step. */
   roundTripsBeforeEffect: { median: number; max: number; histogram: Record<string, number> };
@@ -202,16 +209,24 @@ export async function benchHandover(): Promise<HandoverBench> {
     const followCpuToAck: number[] = [];
     const plainCpu: number[] = [];
     const cpuRatios: number[] = [];
+    const followFaults: number[] = [];
+    const plainFaults: number[] = [];
     const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [relayTask(() => {}), effectTask, stepper] }));
     const job = async (harness: Harness) => {
       const root = await harness.root(ctx);
       const id = await root.commit((tx) => tx.createTask(stepper, { steps: STEPS }), ctx);
       const start = performance.now();
+      const faults = process.resourceUsage().minorPageFault;
       const cpuStart = process.cpuUsage();
       harness.resume();
       await harness.waitForTask(id, ctx);
       const cpu = process.cpuUsage(cpuStart);
-      return { wall: ((performance.now() - start) * 1000) / STEPS, cpu: (cpu.user + cpu.system) / STEPS, cpuStart };
+      return {
+        wall: ((performance.now() - start) * 1000) / STEPS,
+        cpu: (cpu.user + cpu.system) / STEPS,
+        cpuStart,
+        faults: (process.resourceUsage().minorPageFault - faults) / STEPS,
+      };
     };
     for (let run = -1; run < STEP_RUNS; run++) {
       let withFollow = Infinity;
@@ -220,11 +235,14 @@ export async function benchHandover(): Promise<HandoverBench> {
       let withFollowCpu = Infinity;
       let withFollowCpuToAck = Infinity;
       let withoutCpu = Infinity;
+      let withFollowFaults = Infinity;
+      let withoutFaults = Infinity;
       for (let turn = 0; turn < 3; turn++) {
         const tab = await openTab(`steps-${run}-${turn}`, registry);
         const mirrored = await job(tab.harness);
         withFollow = Math.min(withFollow, mirrored.wall);
         withFollowCpu = Math.min(withFollowCpu, mirrored.cpu);
+        withFollowFaults = Math.min(withFollowFaults, mirrored.faults);
         await tab.mirror.whenAcknowledged(tab.harness.lease!.position, ctx); // the object caught up before the next run
         const toAck = process.cpuUsage(mirrored.cpuStart);
         withFollowCpuToAck = Math.min(withFollowCpuToAck, (toAck.user + toAck.system) / STEPS);
@@ -244,6 +262,7 @@ export async function benchHandover(): Promise<HandoverBench> {
         const unleased = await job(alone);
         without = Math.min(without, unleased.wall);
         withoutCpu = Math.min(withoutCpu, unleased.cpu);
+        withoutFaults = Math.min(withoutFaults, unleased.faults);
         await alone.close(ctx);
         await alone.storage.close();
       }
@@ -252,6 +271,8 @@ export async function benchHandover(): Promise<HandoverBench> {
       cpuRatios.push(withFollowCpu / withoutCpu);
       followCpu.push(withFollowCpu);
       followCpuToAck.push(withFollowCpuToAck);
+      followFaults.push(withFollowFaults);
+      plainFaults.push(withoutFaults);
       plainCpu.push(withoutCpu);
       follow.push(withFollow);
       fenced.push(fencedOnly);
@@ -296,6 +317,8 @@ export async function benchHandover(): Promise<HandoverBench> {
       plainStepCpuMicros: summarize(plainCpu),
       addedCpuRunRatio: summarize(cpuRatios),
       followStepCpuToAckMicros: summarize(followCpuToAck),
+      followStepFaults: summarize(followFaults),
+      plainStepFaults: summarize(plainFaults),
       effectSteps: trips.length,
       roundTripsBeforeEffect: { median: summarize(trips).median, max: Math.max(...trips), histogram },
       effectStepMs: summarize(stepMs),
