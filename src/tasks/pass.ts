@@ -29,7 +29,7 @@ export interface PassOptions {
 export class SchedulingPass {
   readonly #options: PassOptions;
   /**
-   * Candidates a full pass left for the next one: reconciled already, in id order, from `#deferredAt` on. A pass
+   * Candidates a full pass left for the next one: reconciled already, in reservation order, from `#deferredAt` on. A pass
    * that takes from it moves the cursor instead of copying what is left (decision 0059: after a crash with 10,000
    * running, 40 passes copied the remaining backlog each, about 200,000 ids in front of the last task's start).
    */
@@ -50,9 +50,14 @@ export class SchedulingPass {
     const candidates = new Set(ids);
     this.#reconcile(tx, candidates, failed);
     const now = clock.now();
-    // Reconciled candidates, merged with the ones an earlier pass deferred (already reconciled, in order).
-    const ordered = mergeSorted(
-      [...candidates].sort((a, b) => a - b),
+    // Reconciled candidates in reservation order (fewest restarts first, then id: decision 0105), merged with the
+    // ones an earlier pass deferred (already reconciled, in that order).
+    const ordered = mergeByRestarts(
+      tx,
+      byRestarts(
+        tx,
+        [...candidates].sort((a, b) => a - b),
+      ),
       this.#deferred,
       this.#deferredAt,
     );
@@ -146,16 +151,54 @@ export class SchedulingPass {
   }
 }
 
-/** Merges two ascending id lists (`b` from index `from` on), dropping duplicates; `b` itself when `a` is empty. */
-function mergeSorted(a: number[], b: number[], from: number): number[] {
+/** A task's restarts as a reservation rank (S4's count; 0 when absent, or not a finite count). */
+function rank(tx: KernelTx, id: number): number {
+  const restarts = tx.task(id)?.restarts;
+  return typeof restarts === "number" && Number.isFinite(restarts) ? restarts : 0;
+}
+
+/**
+ * `ids` (ascending) with the fewest restarts first, in id order within a count (decision 0105): a task that made
+ * progress before the crash is started before ones cut off again and again without progress (S6's suspects), so
+ * its next step is not behind theirs. `ids` itself when every one has the same count (the common case).
+ */
+export function byRestarts(tx: KernelTx, ids: number[]): number[] {
+  if (ids.length < 2) return ids;
+  const first = rank(tx, ids[0]!);
+  let at = 1;
+  while (at < ids.length && rank(tx, ids[at]!) === first) at++;
+  if (at === ids.length) return ids;
+  const byCount = new Map<number, number[]>();
+  for (let index = 0; index < ids.length; index++) {
+    const id = ids[index]!;
+    const count = rank(tx, id);
+    const bucket = byCount.get(count);
+    if (bucket) bucket.push(id);
+    else byCount.set(count, [id]);
+  }
+  const out: number[] = [];
+  for (const count of [...byCount.keys()].sort((a, b) => a - b)) for (const id of byCount.get(count)!) out.push(id);
+  return out;
+}
+
+/**
+ * Merges `a` (reservation order) with `b` from index `from` on (an earlier pass's rest, in the order it had),
+ * by restarts then id, each id once; `b` itself when `a` is empty, `a` when `b` has nothing left.
+ */
+function mergeByRestarts(tx: KernelTx, a: number[], b: number[], from: number): number[] {
   if (b.length <= from) return a;
   if (a.length === 0) return b;
+  const inA = new Set(a);
   const out: number[] = [];
   let i = 0;
   let j = from;
   while (i < a.length || j < b.length) {
-    const next = j >= b.length || (i < a.length && a[i]! <= b[j]!) ? a[i++]! : b[j++]!;
-    if (out[out.length - 1] !== next) out.push(next);
+    if (j < b.length && inA.has(b[j]!)) {
+      j++;
+      continue;
+    }
+    const takeA = j >= b.length || (i < a.length && (rank(tx, a[i]!) - rank(tx, b[j]!) || a[i]! - b[j]!) <= 0);
+    out.push(takeA ? a[i++]! : b[j++]!);
   }
   return out;
 }
