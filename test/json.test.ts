@@ -124,4 +124,21 @@ describe("jsonEqual and deepFreeze", () => {
       { seed: 25, numRuns: 200 },
     );
   });
+
+  it("deepFreeze walks own members only: an inherited enumerable object is left alone (decision 0105's for…in)", () => {
+    const inherited = { shared: { x: 1 } };
+    const value = Object.create(inherited) as Record<string, unknown>;
+    value.own = { y: [1] };
+    value.__proto__hostile = { toString: null };
+    deepFreeze(value);
+    expect(Object.isFrozen(value.own)).toBe(true);
+    expect(Object.isFrozen((value.own as { y: unknown }).y)).toBe(true);
+    expect(Object.isFrozen(value.__proto__hostile)).toBe(true);
+    expect(Object.isFrozen(inherited.shared)).toBe(false);
+    const parsed = JSON.parse('{"__proto__": {"a": {"b": 1}}, "c": [{}]}') as Record<string, unknown>;
+    deepFreeze(parsed);
+    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
+    expect(Object.isFrozen(Object.getOwnPropertyDescriptor(parsed, "__proto__")!.value)).toBe(true);
+    expect(Object.isFrozen(Object.prototype)).toBe(false);
+  });
 });

@@ -236,9 +236,11 @@ export function deepFreeze<T>(value: T): T {
   // A stack only below the first level: a new record usually brings one or two new objects (its state).
   let pending: object[] | undefined;
   for (let object = value as Record<string, unknown>; ; object = pending.pop() as Record<string, unknown>) {
-    for (const key of Object.keys(object)) {
+    // for…in, not Object.keys: no array of keys per object (decision 0105: 10,000 records frozen at a reload's open
+    // in 0.6 of the time). An inherited key is skipped, as Object.keys skips it.
+    for (const key in object) {
       const member = object[key];
-      if (typeof member !== "object" || member === null || Object.isFrozen(member)) continue;
+      if (typeof member !== "object" || member === null || !Object.hasOwn(object, key) || Object.isFrozen(member)) continue;
       Object.freeze(member);
       (pending ??= []).push(member);
     }
