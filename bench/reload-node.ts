@@ -5,6 +5,9 @@
  *
  *   npx tsx bench/reload-node.ts image <file> [live] [stalled|sleeping]   writes the crashed image
  *   npx tsx bench/reload-node.ts open <file>            one fresh-process open: prints JSON timings
+ *   npx tsx bench/reload-node.ts again <file> <out>     opens <file>, waits for the first resumed step, writes the
+ *                                                       crashed image to <out> (a second reload, as the browser
+ *                                                       benches' later rounds: the stalled tasks' restarts grow)
  *
  * A fresh process per open is the reload's cold JIT. Timings are from the start of `Harness.open`; `cpuMs` is the
  * process's CPU time over the same span (decision 0054's A/B: old and new builds alternating).
@@ -39,6 +42,13 @@ if (mode === "image") {
   await new Promise((resolve) => setTimeout(resolve, 50));
   writeFileSync(file!, await storage.exportImage()); // the crash: the harness is never closed
   process.exit(0);
+} else if (mode === "again") {
+  const storage = await openSqliteStorage({ vfs: "memory", image: new Uint8Array(readFileSync(file!)) });
+  await Harness.open(storage, { registry: registry(), settings, resume: true }, ctx);
+  while (!firstCommittedStep()) await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setTimeout(resolve, 300)); // the passes and the recount's slices after the step
+  writeFileSync(liveArg!, await storage.exportImage()); // the crash: the harness is never closed
+  process.exit(0);
 } else {
   const image = new Uint8Array(readFileSync(file!));
   const storage = await openSqliteStorage({ vfs: "memory", image });
@@ -53,6 +63,8 @@ if (mode === "image") {
   // CPU time of the process (every thread, the collector's helpers too) up to the first step: less bent by the
   // machine's load than the wall clock.
   const cpuMs = Math.round((used.user + used.system) / 1000);
-  console.log(JSON.stringify({ opened: Math.round(opened), firstStep: Math.round(step), cpuMs, kind: first.kind }));
+  console.log(
+    JSON.stringify({ opened: Math.round(opened), firstStep: Math.round(step), cpuMs, kind: first.kind, stallsBefore: first.stallsBefore }),
+  );
   process.exit(0);
 }

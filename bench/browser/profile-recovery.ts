@@ -55,7 +55,8 @@ try {
     const timeline = await page.evaluate(() => window.bench.timeline!());
     console.log(
       `reload ${reload}${reload === 0 ? " (warm-up, not counted)" : ""}: worker script ${timeline.workerScript.toFixed(0)} ms, opening ${timeline.opening?.toFixed(0)}, ` +
-        `recovering ${timeline.recovering?.toFixed(0)}, ready ${timeline.ready?.toFixed(0)}, first step ${timeline.firstStep?.committed.toFixed(0)}`,
+        `recovering ${timeline.recovering?.toFixed(0)}, ready ${timeline.ready?.toFixed(0)}, first step ${timeline.firstStep?.committed.toFixed(0)} ` +
+        `(${timeline.firstStep?.stallsBefore} stalled phases begun before it)`,
     );
     if (reload === 0) continue;
     if (process.env.PROFILE_OUT) writeFileSync(`${process.env.PROFILE_OUT}.${reload}.cpuprofile`, JSON.stringify(profile));

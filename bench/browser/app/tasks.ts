@@ -19,9 +19,12 @@ export interface StepMark {
   step: number;
   /** `performance.timeOrigin + performance.now()` in the worker, right after the commit resolved. */
   at: number;
+  /** How many `bench.stall` phases this worker had begun by then (decision 0105: started in front of the step). */
+  stallsBefore: number;
 }
 
 let firstStep: StepMark | undefined;
+let stallsBegun = 0;
 const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("pi-bench") : undefined;
 
 /** The first step this worker committed (the resumed step, after a reload). */
@@ -31,7 +34,7 @@ export function firstCommittedStep(): StepMark | undefined {
 
 function stepCommitted(taskId: number, kind: string, step: number): void {
   if (firstStep) return;
-  firstStep = { taskId, kind, step, at: performance.timeOrigin + performance.now() };
+  firstStep = { taskId, kind, step, at: performance.timeOrigin + performance.now(), stallsBefore: stallsBegun };
   channel?.postMessage({ type: "first-step", ...firstStep });
 }
 
@@ -71,6 +74,7 @@ export const stall = defineTask<Record<string, never>, { phase: "stall" }, null>
   initial: () => ({ phase: "stall" }),
   phases: {
     stall: async (_task, runtime) => {
+      stallsBegun++;
       // Held until stopped, without a signal and listener per task (decision 0050: runtime.untilAborted).
       await runtime.untilAborted();
       throw new Error("stopped");
