@@ -24,10 +24,10 @@ const PARALLEL = 100;
 const PARALLEL_RUNS = QUICK ? 4 : 16;
 /**
  * Parallel jobs run before the rounds, outside them (decision 0108): the single-task rounds before warm most of the
- * kernel but not the grouped path, whose first jobs ran at 2–3× its later CPU a step (one warm-up job left the first
- * four or five of the rounds cold, against a raw commit warm since the first section).
+ * kernel but not the grouped path, whose first six jobs ran at 1.5–5× its later CPU a step (one warm-up job left the
+ * first five rounds cold, against a raw commit warm since the first section).
  */
-const PARALLEL_WARM = 5;
+const PARALLEL_WARM = 8;
 
 /**
  * The floor: what an app pays to commit the same bytes itself — one single-row UPDATE transaction per step,
