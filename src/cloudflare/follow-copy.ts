@@ -53,6 +53,7 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     database: options.database,
     openStorage: () => options.storage,
     harness: { ...options.harness, clock: systemClock, readOnly: true },
+    follows: true, // a page's watch of a conversation the tab has not pushed yet waits for it (decision 0107)
     ...(options.methods ? { methods: options.methods } : {}),
     crashPoints: false,
     now: systemClock.now,

@@ -11,9 +11,10 @@
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { type IdSource, randomIds } from "../base/ids.ts";
-import { ConnectionLost, HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
+import { ConnectionLost, HarnessClosed, NotFound, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
+import { cancelPending, type PendingSubscription, pendingSubscription } from "../host/pending-subscription.ts";
 import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
@@ -140,10 +141,54 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
           if (subscriptions.delete(held)) held.unsubscribe();
         };
       };
-      // A watch that waits for its conversation (decision 0103) is held once it started.
       const started = delegate(method, [...args, listener]) as Unsubscribe | Promise<Unsubscribe>;
-      return (started instanceof Promise ? started.then(hold) : hold(started)) as ReturnType<HarnessService[M]>;
+      if (!(started instanceof Promise)) return hold(started) as ReturnType<HarnessService[M]>;
+      // A watch that waits for its conversation (decision 0103) is held once it started; until then it is waiting,
+      // so that the takeover moves it too and its caller may give it up (decision 0107).
+      return waitingSubscription(method, args, listener, started, hold) as ReturnType<HarnessService[M]>;
     };
+
+  /** Subscriptions the copy has not answered yet: `move` starts each again on the holding host. */
+  const waiting = new Set<{ move(host: ServedHost): void; end(error: unknown): void }>();
+  const waitingSubscription = (
+    method: MethodName,
+    args: unknown[],
+    listener: (value: never) => void,
+    first: Promise<Unsubscribe>,
+    hold: (unsubscribe: Unsubscribe) => Unsubscribe,
+  ): PendingSubscription => {
+    let pending: Promise<Unsubscribe> = first;
+    let settle!: { resolve(unsubscribe: Unsubscribe): void; reject(error: unknown): void };
+    const answer = new Promise<Unsubscribe>((resolve, reject) => (settle = { resolve, reject }));
+    const entry = {
+      move(host: ServedHost) {
+        cancelPending(pending); // the copy's wait ends with its harness; the holding host answers it now
+        try {
+          follow((host.service[method] as AnyMethod)(...args, listener) as Unsubscribe | Promise<Unsubscribe>);
+        } catch (error) {
+          done(() => settle.reject(error));
+        }
+      },
+      end(error: unknown) {
+        cancelPending(pending);
+        done(() => settle.reject(error));
+      },
+    };
+    const done = (then: () => void) => {
+      if (waiting.delete(entry)) then();
+    };
+    const follow = (started: Unsubscribe | Promise<Unsubscribe>) => {
+      if (!(started instanceof Promise)) return done(() => settle.resolve(hold(started)));
+      pending = started;
+      started.then(
+        (unsubscribe) => (pending === started ? done(() => settle.resolve(hold(unsubscribe))) : unsubscribe()),
+        (error: unknown) => pending === started && done(() => settle.reject(error)),
+      );
+    };
+    waiting.add(entry);
+    follow(first);
+    return pendingSubscription(answer, () => entry.end(new NotFound("The watch was given up before it started.")));
+  };
 
   /** Sends `write` to the holder until it is answered (or refused), at most one forward per `key` at a time. */
   const forward = (key: string, write: ForwardedWrite, copy: Harness): Promise<ForwardAnswer> => {
@@ -307,11 +352,24 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       for (const held of subscriptions) {
         held.unsubscribe();
         try {
-          held.unsubscribe = (host.service[held.method] as AnyMethod)(...held.args, held.listener) as Unsubscribe;
+          const moved = (host.service[held.method] as AnyMethod)(...held.args, held.listener) as Unsubscribe | Promise<Unsubscribe>;
+          held.unsubscribe =
+            moved instanceof Promise
+              ? () => {
+                  cancelPending(moved);
+                  void moved.then(
+                    (stop) => stop(),
+                    () => {},
+                  );
+                }
+              : moved;
         } catch {
           subscriptions.delete(held); // the holder refuses it (what it watched is gone): it ends here
         }
       }
+      // A watch still waiting on the copy for its conversation is asked of the holding host (decision 0107): before,
+      // it waited on the copy's harness, closed below, and was never answered.
+      for (const entry of [...waiting]) entry.move(host);
       // What waits for an answer is made here, under the same key: a write the old holder made and pushed is found.
       for (const entry of forwards.values()) {
         entry.cancel?.();
@@ -326,6 +384,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       if (closed) return;
       closed = true;
       for (const entry of [...forwards.values()]) entry.settle({ error: new HarnessClosed() });
+      for (const entry of [...waiting]) entry.end(new HarnessClosed());
       for (const held of subscriptions) held.unsubscribe();
       subscriptions.clear();
       await current.service.close();

@@ -8,6 +8,7 @@
 import { errorMessage } from "../base/error-message.ts";
 import { MethodNotServed, NotAuthorized } from "../errors.ts";
 import { checkCall, type HostEndpoint } from "./endpoint.ts";
+import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
 import { type Exposure, exposureOf, type MethodName, PROTOCOL } from "./protocol.ts";
 
 /** One call as the `authorize` hook sees it (arguments already checked against the method's schema). */
@@ -56,9 +57,19 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
       await admit(method, "call", args);
       return endpoint.call(method, args);
     },
-    async subscribe(method, args, emit) {
-      await admit(method, "subscribe", args);
-      return endpoint.subscribe(method, args, emit);
+    subscribe(method, args, emit) {
+      // Given up while the door decides or the host waits to answer (decision 0107): the host's side is given up too.
+      let cancelled = false;
+      let inner: Promise<number> | undefined;
+      const answered = admit(method, "subscribe", args).then(() => {
+        inner = endpoint.subscribe(method, args, emit);
+        if (cancelled) cancelPending(inner);
+        return inner;
+      });
+      return pendingSubscription(answered, () => {
+        cancelled = true;
+        cancelPending(inner);
+      });
     },
     unsubscribe: (id) => endpoint.unsubscribe(id),
   };

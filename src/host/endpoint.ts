@@ -7,11 +7,15 @@
  */
 import { InvalidArguments, UnknownMethod } from "../errors.ts";
 import { describeValue } from "../shape.ts";
+import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
 import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;
-  /** Resolves with the subscription's id once the host holds the listener. */
+  /**
+   * Resolves with the subscription's id once the host holds the listener. One the host answers later may be a
+   * `PendingSubscription` (decision 0107): `cancelPending` gives it up when its caller goes away first.
+   */
   subscribe(method: string, args: unknown[], emit: (value: unknown) => void): Promise<number>;
   unsubscribe(id: number): void | Promise<void>;
 }
@@ -37,15 +41,24 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
     async call(name, args) {
       return method(name, "call", args)(...args);
     },
-    async subscribe(name, args, emit) {
-      // A subscription may be answered later (a watch that waits for its conversation, decision 0103) or refused then.
-      const unsubscribe = (await method(name, "subscribe", args)(...args, emit)) as Unsubscribe;
-      const id = ++lastId;
-      subscriptions.set(id, () => {
-        unsubscribe();
-        options.dropped?.(emit);
+    subscribe(name, args, emit) {
+      let started: Unsubscribe | Promise<Unsubscribe>;
+      try {
+        started = method(name, "subscribe", args)(...args, emit) as Unsubscribe | Promise<Unsubscribe>;
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      // A subscription may be answered later (a watch that waits for its conversation, decision 0103) or refused then;
+      // its caller may give it up meanwhile (`cancel`, decision 0107).
+      const answered = Promise.resolve(started).then((unsubscribe) => {
+        const id = ++lastId;
+        subscriptions.set(id, () => {
+          unsubscribe();
+          options.dropped?.(emit);
+        });
+        return id;
       });
-      return id;
+      return started instanceof Promise ? pendingSubscription(answered, () => cancelPending(started)) : answered;
     },
     unsubscribe(id) {
       const unsubscribe = subscriptions.get(id);

@@ -6,11 +6,12 @@
 import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
+import { NotFound, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { checkJson } from "../limits.ts";
 import { ConversationWatch } from "./conversation-watch.ts";
 import { safely } from "./listeners.ts";
+import { pendingSubscription } from "./pending-subscription.ts";
 import type { HarnessService } from "./protocol.ts";
 
 /** An extra method the page can call with `client.call(name, ...args)`; it gets the open harness. */
@@ -110,17 +111,9 @@ export function harnessCalls(options: HarnessCallsOptions): {
     watchConversation(conversationId, listener) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      // While the host reopens (a rebuild), the watch starts on the harness it opens next (`rebind`); on a copy that
-      // follows, a conversation it has not received yet is waited for (decision 0103).
+      // On a copy that follows, a conversation it has not received yet is waited for (decision 0103).
       const watch = new ConversationWatch({ conversationId, send, follows: options.follows });
-      let waiting: Promise<void> | undefined;
-      try {
-        waiting = watch.start(requireHarness());
-      } catch (error) {
-        if (!options.reopening()) throw error;
-      }
       const rebind = (next: Harness) => watch.rebind(next);
-      options.rebinds.add(rebind);
       views += 1;
       let subscribed = true;
       const unsubscribe = () => {
@@ -130,13 +123,42 @@ export function harnessCalls(options: HarnessCallsOptions): {
         options.rebinds.delete(rebind);
         watch.end();
       };
-      if (!waiting) return unsubscribe;
-      return waiting.then(
-        () => unsubscribe,
-        (error: unknown) => {
+      /** Starts the watch on the open harness; from then on it moves with each reopen (`rebind`). */
+      const begin = () => {
+        const waiting = watch.start(requireHarness());
+        options.rebinds.add(rebind);
+        return waiting;
+      };
+      let waiting: Promise<void> | undefined;
+      if (!options.reopening()) {
+        try {
+          waiting = begin();
+        } catch (error) {
           unsubscribe();
           throw error;
-        },
+        }
+        if (!waiting) return unsubscribe;
+      } else {
+        // While the host reopens (a rebuild, a take-back), the watch starts on the harness it opens next, and the
+        // subscription is answered only then (decision 0107): a conversation that will not come there is refused
+        // by this same promise. Before, it was answered at once, and then neither watched nor refused.
+        waiting = (async () => {
+          do await whenOpen().catch(() => {});
+          while (options.reopening());
+          if (!subscribed) throw new NotFound(`Conversation ${conversationId} is no longer watched.`);
+          return begin();
+        })();
+      }
+      // Given up (`cancel`, decision 0107: the page went away before it was answered), it holds nothing more here.
+      return pendingSubscription(
+        waiting.then(
+          () => unsubscribe,
+          (error: unknown) => {
+            unsubscribe();
+            throw error;
+          },
+        ),
+        unsubscribe,
       );
     },
     conversationEntries: async (conversationId, beforeId, limit) =>

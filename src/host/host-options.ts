@@ -15,6 +15,12 @@ export interface HostOptions {
   openStorage: () => Promise<Storage>;
   /** Registry, settings, models, env, resume… for `Harness.open`; the host adds `onReport` and `crashPoint`. */
   harness: Omit<HarnessOptions, "onReport" | "crashPoint">;
+  /**
+   * The harness is a read-only copy that follows another place's log without a lease of its own (a Durable Object's
+   * copy served while a tab holds the lease): a page's watch of a conversation it has not received yet waits for it
+   * (decisions 0103, 0107). A host under a lease (`harness.lease`) follows whenever its harness is read-only anyway.
+   */
+  follows?: boolean;
   /** Who may open the database (Web Locks in a browser). Default: this instance owns it outright. */
   ownership?: Ownership;
   /** Extra methods for `client.call(name, ...args)`. */

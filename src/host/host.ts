@@ -285,7 +285,7 @@ export function createHost(options: HostOptions): ServedHost {
     methods: options.methods,
     liveFrames: options.liveFrames,
     now: options.now,
-    follows: (opened) => options.harness.lease !== undefined && opened.readOnly,
+    follows: (opened) => opened.readOnly && (options.harness.lease !== undefined || options.follows === true),
   });
 
   const host: HarnessService = {

@@ -19,6 +19,7 @@
 import { InvalidRequest } from "../errors.ts";
 import type { HostEndpoint } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
+import { cancelPending } from "./pending-subscription.ts";
 
 /** Page to host. `id` pairs a request with its answer; a subscription is named by the id of its request. */
 export type ClientMessage =
@@ -69,30 +70,40 @@ export function serveMessages(
   let closed = false;
   const changed = () => options.onSubscriptions?.([...held.values()]);
   const fail = (id: number) => (error: unknown) => send({ type: "error", id, error: serializeError(error) });
+  /** The endpoint's own promises, while they are not answered: given up when the page unsubscribes or leaves first. */
+  const unanswered = new Map<number, Promise<number>>();
   const unsubscribe = (id: number) => {
     const subscribed = subscriptions.get(id);
     subscriptions.delete(id);
     if (held.delete(id)) changed();
+    // A subscription the host has not answered yet (a watch waiting for its conversation) holds nothing once given
+    // up (decision 0107); before, it stayed registered at the host until it was answered.
+    cancelPending(unanswered.get(id));
+    unanswered.delete(id);
     void subscribed?.then((own) => own !== undefined && endpoint.unsubscribe(own));
   };
   const subscribe = (subscription: HeldSubscription, answer: boolean) => {
     const { id, method, args } = subscription;
     const emit = (value: unknown) => send({ type: "event", id, value });
-    const subscribed = endpoint.subscribe(method, args, emit).then(
-      (own) => {
-        if (answer) send({ type: "result", id, value: null });
-        if (subscriptions.get(id) !== subscribed) return own; // unsubscribed meanwhile: that ends it once it resolves
+    const own = endpoint.subscribe(method, args, emit);
+    const subscribed = own.then(
+      (ownId) => {
+        if (unanswered.get(id) === own) unanswered.delete(id);
+        if (answer && !closed) send({ type: "result", id, value: null });
+        if (subscriptions.get(id) !== subscribed) return ownId; // unsubscribed meanwhile: that ends it once it resolves
         held.set(id, { id, method, args });
         changed();
-        return own;
+        return ownId;
       },
       (error: unknown) => {
-        subscriptions.delete(id);
-        fail(id)(error);
+        if (unanswered.get(id) === own) unanswered.delete(id);
+        if (subscriptions.get(id) === subscribed) subscriptions.delete(id);
+        if (!closed) fail(id)(error);
         return undefined;
       },
     );
     subscriptions.set(id, subscribed);
+    unanswered.set(id, own);
   };
   return {
     receive(message) {

@@ -19,6 +19,7 @@ import type { Report } from "../reports.ts";
 import { type ArgsCheck, args, either, flag, id, integer, json, list, none, record, scalar, text } from "../shape.ts";
 import type { TaskRecord } from "../storage/records.ts";
 import type { Row } from "../storage/storage.ts";
+import type { PendingSubscription } from "./pending-subscription.ts";
 import type { HarnessStatus } from "./status.ts";
 
 export type { ErrorShape, HarnessStatus, HeldBy, RebuildStopped, TabRole } from "./status.ts";
@@ -111,8 +112,9 @@ export interface HarnessService {
    * tools' output (not durable; at most one per frame where the host has frames). On a copy that follows another
    * place, a conversation the copy has not received yet is waited for (decision 0103): a promise, resolved once it
    * arrived and its snapshot was sent, or rejected `NotFound` once the copy's ids passed it without a conversation.
+   * That promise can be given up (`cancel`, decision 0107): a caller that went away holds nothing at the host.
    */
-  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe | Promise<Unsubscribe>;
+  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe | PendingSubscription;
   /**
    * Decides a tool call that waits for a person (by call id or tool task id), exactly once: a second decision
    * rejects with `AlreadyDecided` naming the first (the same decision sent again with its `decisionId` gets

@@ -1,0 +1,21 @@
+/**
+ * A subscription answered later (decision 0107): a watch that waits for its conversation (decision 0103) is a promise
+ * that settles once the conversation arrived or will not come. Until then its caller may go away — a page that
+ * closed, a socket gone, a subscribe the page unsubscribed before its answer — and what the host registered for it
+ * (a commit listener, a view) must go with it. Such a promise carries `cancel()`: it ends the wait (the promise then
+ * rejects, to no one) and releases what it held. Each layer that wraps the promise (the doors, an endpoint, the
+ * copy service) passes `cancel` on, so the transport that sees its caller leave can call it.
+ */
+/** A promise of a subscription (or of its id) that can be given up before it settles. */
+export type PendingSubscription<T = () => void> = Promise<T> & { cancel(): void };
+
+/** `promise`, given up by `cancel`. */
+export function pendingSubscription<T>(promise: Promise<T>, cancel: () => void): PendingSubscription<T> {
+  return Object.assign(promise, { cancel });
+}
+
+/** Gives up `subscribed` when it is a pending subscription (anything else: nothing to do). */
+export function cancelPending(subscribed: unknown): void {
+  if (subscribed instanceof Promise && typeof (subscribed as { cancel?: unknown }).cancel === "function")
+    (subscribed as PendingSubscription<unknown>).cancel();
+}
