@@ -144,7 +144,7 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     await close();
   }, 30_000);
 
-  it("S1/0107: a watch made while the copy reopens is answered after the reopen: NotFound for an id the copy passed that names no conversation (before: answered at once, then silent); one the tab makes later starts", async () => {
+  it("S1/0107: a watch made while the copy reopens is answered after the reopen: NotFound for an id the copy passed that names no conversation (before: the host answered the subscription at once and sent nothing more, so the page's watch never settled); one the tab makes later starts", async () => {
     const { tab, phone, phonePage, root, close, hold } = await tabAndPhone();
     const submission = await tab.host.service.submit(root, { type: "input", content: "hello", requestId: "r1" });
     await expect.poll(() => phone.harness().nextId > submission, { timeout: 10_000 }).toBe(true);
@@ -160,7 +160,7 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(refused.outcome).toBeUndefined(); // not answered while the host reopens
     open();
-    await expect.poll(() => refused.outcome, { timeout: 10_000 }).toBe("NotFound"); // before: "watching", and then nothing
+    await expect.poll(() => refused.outcome, { timeout: 10_000 }).toBe("NotFound"); // before: undefined for good
     expect(started.outcome).toBeUndefined();
     expect(await tab.host.service.createConversation()).toBe(later);
     const stop = await waiting;
