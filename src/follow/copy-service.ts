@@ -14,7 +14,7 @@ import { type IdSource, randomIds } from "../base/ids.ts";
 import { ConnectionLost, HarnessClosed, NotFound, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
-import { cancelPending, type PendingSubscription, pendingSubscription } from "../host/pending-subscription.ts";
+import { cancelPending, keepCancel, type PendingSubscription, pendingSubscription } from "../host/pending-subscription.ts";
 import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
@@ -119,7 +119,8 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     };
     try {
       const result = (host.service[method] as AnyMethod)(...args);
-      return result instanceof Promise ? result.catch(refused) : result;
+      // A watch that waits (decision 0107) is still given up through what is returned.
+      return result instanceof Promise ? keepCancel(result, result.catch(refused)) : result;
     } catch (error) {
       return refused(error);
     }

@@ -19,3 +19,9 @@ export function cancelPending(subscribed: unknown): void {
   if (subscribed instanceof Promise && typeof (subscribed as { cancel?: unknown }).cancel === "function")
     (subscribed as PendingSubscription<unknown>).cancel();
 }
+
+/** `next` (made from `pending` by `then`/`catch`), given up as `pending` is, when that is a pending subscription. */
+export function keepCancel<T>(pending: Promise<unknown>, next: Promise<T>): Promise<T> {
+  const { cancel } = pending as { cancel?: unknown };
+  return typeof cancel === "function" ? pendingSubscription(next, () => cancelPending(pending)) : next;
+}

@@ -1,93 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { counterTask } from "../../examples/counter-task.ts";
-import { systemClock } from "../../src/base/clock.ts";
-import { HarnessClient } from "../../src/browser/client.ts";
-import { answerForwarded } from "../../src/follow/forwarding.ts";
-import { FollowLink } from "../../src/follow/link-client.ts";
-import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import { encodeFollowMessage } from "../../src/follow/wire.ts";
 import { PAGE_TEST_HOOK } from "../../src/host/protocol.ts";
-import {
-  type ConversationViewState,
-  createRegistry,
-  BACKGROUND_CONTEXT as ctx,
-  defineExtension,
-  Harness,
-  type Inspection,
-  type Json,
-  memoryEnvs,
-} from "../../src/index.ts";
-import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
-import { answer, callTool, ScriptedModels } from "../agent-support.ts";
+import { type ConversationViewState, BACKGROUND_CONTEXT as ctx, type Inspection } from "../../src/index.ts";
+import { openAgentTab, openDevice } from "./follow-copy-support.ts";
 import { followSocket, until } from "./follow-support.ts";
-import { type Edge, edgeSocket, startEdge } from "./support.ts";
-import { writeFileTool } from "./write-file-tool.ts";
+import { type Edge, startEdge } from "./support.ts";
 
 // Issue 27 item 2's last half (decisions 0034, 0037) in workerd: while a Node-side tab holds the lease and pushes,
 // the object serves its copy to other devices on its ordinary page socket — live, read-only — and forwards their
 // submissions and decisions to the tab under their keys, on the tab's follow socket.
-
-/** A tab under the object's lease that runs an agent: its mirror pushes, its link answers the object's forwards. */
-async function openAgentTab(edge: Edge, name: string) {
-  const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
-  const socket = followSocket(edge, name, "alice", link);
-  const written: string[] = [];
-  const forwards: string[] = [];
-  /** The submissions' keys the tab was sent, by the object's forwards. */
-  const requestIds = new Set<string>();
-  /** While set, the tab holds its answers to forwards until it is resolved (a slow tab). */
-  let gate: Promise<void> | undefined;
-  const models = new ScriptedModels([callTool("write_file", { path: "a.txt" }, "call_1"), answer("wrote it")]);
-  const registry = createRegistry().install(
-    defineExtension({
-      name: "example",
-      tasks: [counterTask(() => {})],
-      tools: [
-        writeFileTool((path) => {
-          written.push(path);
-          return `wrote ${path}`;
-        }),
-      ],
-    }),
-  );
-  const storage = await openSqliteStorage({ vfs: "memory" });
-  await until("the follow socket opens", () => socket.open);
-  const harness = await Harness.open(
-    storage,
-    { registry, models: models.api, env: memoryEnvs(), lease: { place: "tab", arbiter: remoteArbiter(link) } },
-    ctx,
-  );
-  link.serve("forward", async (method, args) => {
-    forwards.push(method);
-    const requestId = method === "submit" ? (args[1] as { requestId?: string }).requestId : undefined;
-    if (requestId) requestIds.add(requestId);
-    await gate;
-    return (await answerForwarded(harness, { method, args }, ctx)) as unknown as Json;
-  });
-  const mirror = new Mirror({ harness, link, clock: systemClock, resendMs: 500 });
-  harness.resume();
-  return {
-    harness,
-    mirror,
-    socket,
-    written,
-    forwards,
-    requestIds,
-    hold(): () => void {
-      let open!: () => void;
-      gate = new Promise<void>((resolve) => (open = resolve));
-      return () => {
-        gate = undefined;
-        open();
-      };
-    },
-  };
-}
-
-/** A second device: a client of the object's page socket, as `caller`. */
-function openDevice(edge: Edge, name: string, caller = "bob") {
-  return new HarnessClient({ url: `ws://edge/follow/${name}`, connect: () => edgeSocket(edge, "follow", name, { "x-caller": caller }) });
-}
 
 describe("the object serves its copy to other devices while the tab holds the lease (issue 27 item 2, decision 0037)", () => {
   let edge: Edge;

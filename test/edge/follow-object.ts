@@ -10,6 +10,7 @@
  * - `/arm?point=after-release`: the next release this instance records is its last act — every later write is
  *   refused and the object aborts itself a moment later (so the release is durable, the takeover never started).
  * - `charge`: a server tool; each run adds a row to `charges`.
+ * - `/listeners`: how many listeners the object's hosts hold for pages (its copy's and its own).
  * - `/abort`: `ctx.abort()` now. `/documents`: the keys and sizes of the documents of scope `large`.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
@@ -101,6 +102,7 @@ export class FollowObject extends HarnessObject<Env> {
       this.ctx.abort("test: abort");
       return new Response("aborted");
     }
+    if (url.pathname === "/listeners") return Response.json({ listeners: this.listenerCount() });
     if (url.pathname === "/arm") {
       this.#plan.armed = true;
       return Response.json({ armed: true });

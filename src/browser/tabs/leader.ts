@@ -4,7 +4,7 @@ import { ConnectionLost, HarnessClosed } from "../../errors.ts";
 import type { Authorize } from "../../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
 import { serveMessages } from "../../host/messages.ts";
-import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
+import { keepCancel } from "../../host/pending-subscription.ts";
 import type { HarnessService } from "../../host/protocol.ts";
 import { type WorkerCaller, workerDoor } from "../comlink.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
@@ -67,7 +67,7 @@ function leaderEndpoint(host: HarnessService): HostEndpoint {
     subscribe(method, args, emit) {
       const subscribed = served.subscribe(method, args, emit);
       // A watch still waiting for its conversation is given up with the tab that asked (decision 0107).
-      return pendingSubscription(subscribed.catch(leaving), () => cancelPending(subscribed));
+      return keepCancel(subscribed, subscribed.catch(leaving));
     },
     unsubscribe: (id) => served.unsubscribe(id),
   };
