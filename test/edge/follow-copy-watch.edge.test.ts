@@ -76,7 +76,7 @@ describe("a device's watch of a conversation the object's copy has not received 
     tab.socket.stop();
   });
 
-  it("S4/0107: a watch still waiting on the copy at the takeover is answered by the object's harness (it holds no such conversation: NotFound); before, it waited on the closed copy for good", async () => {
+  it("S4/0107: a watch still waiting on the copy at the takeover is answered by the object's harness (it holds no such conversation: NotFound), not left waiting on the copy the takeover closed", async () => {
     const name = "copy-watch-takeover";
     const tab = await openAgentTab(edge, name);
     await tab.harness.root(ctx);
