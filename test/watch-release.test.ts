@@ -63,7 +63,13 @@ async function tabAndPhone() {
       () => host.service.close(),
       () => follow.close(),
     );
-    return { host, harness: () => opened!, rebuildNow: () => again.forEach((listener) => listener()) };
+    return {
+      host,
+      harness: () => opened!,
+      rebuildNow: () => {
+        for (const listener of again) listener();
+      },
+    };
   };
   const tab = load("tab");
   await tab.host.ready;
@@ -128,9 +134,15 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     connection.receive({ type: "unsubscribe", id: 7 });
     expect(phone.host.listenerCount()).toBe(base);
     // The subscribe gets its answer: refused, naming why (the page asked for it and may be waiting).
-    await expect.poll(() => answers).toEqual([
-      { type: "error", id: 7, error: expect.objectContaining({ name: "NotFound", message: `Conversation ${waited} is no longer watched.` }) },
-    ]);
+    await expect
+      .poll(() => answers)
+      .toEqual([
+        {
+          type: "error",
+          id: 7,
+          error: expect.objectContaining({ name: "NotFound", message: `Conversation ${waited} is no longer watched.` }),
+        },
+      ]);
     // Many pages that come and go while the tab is idle leave nothing behind.
     for (let i = 0; i < 50; i++) {
       const page = pageOf(phone.host.service, `page-${i}`);

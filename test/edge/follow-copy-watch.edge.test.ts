@@ -57,7 +57,10 @@ describe("a device's watch of a conversation the object's copy has not received 
     expect(refused.outcome).toBeUndefined();
     await (await tab.harness.root(ctx)).submit({ type: "input", content: "hello", requestId: "r1" }, ctx);
     await until("the watch refused", () => refused.outcome);
-    expect(refused.error).toMatchObject({ name: "NotFound", message: `Conversation ${next} does not exist (${next} is a submission's id).` });
+    expect(refused.error).toMatchObject({
+      name: "NotFound",
+      message: `Conversation ${next} does not exist (${next} is a submission's id).`,
+    });
     // Passed by the copy: NotFound at once, as before.
     await expect(device.watchConversation(next, () => {})).rejects.toMatchObject({ name: "NotFound" });
     expect(root.id).toBeLessThan(next);
