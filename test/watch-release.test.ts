@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../src/base/clock.ts";
+import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
 import { followObject } from "../src/browser/follow.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
+import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
@@ -178,6 +180,43 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     const stop = await waiting;
     expect(seen).toEqual([later]);
     stop();
+    await close();
+  }, 30_000);
+
+  it("S8/0107: a page that gives its wait up (`cancel()`, the README's race with a timer) leaves nothing at the host, over a socket's messages and over comlink; the conversation made later reaches neither", async () => {
+    const { tab, phone, close } = await tabAndPhone();
+    const waited = tab.harness().nextId;
+    const overMessages = pageOf(phone.host.service, "socket-page");
+    const channel = new MessageChannel();
+    exposeHost(phone.host.service, channel.port1 as never);
+    const overComlink = new HostClient(wrapHost(channel.port2 as never));
+    const seen: string[] = [];
+    for (const [name, page] of [
+      ["messages", overMessages],
+      ["comlink", overComlink],
+    ] as const) {
+      await page.ready();
+      const before = phone.host.listenerCount();
+      const watch = page.watchConversation(waited, () => void seen.push(name));
+      const outcome = settled(watch);
+      await expect.poll(() => phone.host.listenerCount()).toBe(before + 1);
+      watch.cancel();
+      await expect.poll(() => phone.host.listenerCount(), { message: name }).toBe(before); // before 0107: no cancel at all
+      await expect.poll(() => outcome.outcome).toBe("NotFound");
+    }
+    expect(await tab.host.service.createConversation()).toBe(waited);
+    await expect.poll(async () => (await phone.host.service.listConversations()).map((c) => c.id)).toContain(waited);
+    expect(seen).toEqual([]);
+    // Cancelled after it started, a watch stops as its unsubscribe would.
+    const base = phone.host.listenerCount();
+    const started = overMessages.watchConversation(waited, () => {});
+    await started;
+    expect(phone.host.listenerCount()).toBe(base + 1);
+    started.cancel();
+    await expect.poll(() => phone.host.listenerCount()).toBe(base);
+    overMessages.disconnect();
+    channel.port1.close();
+    channel.port2.close();
     await close();
   }, 30_000);
 });

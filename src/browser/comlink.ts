@@ -8,6 +8,7 @@ import * as Comlink from "comlink";
 import { type Authorize, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
+import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 import { ALL_POWERS, type HarnessService } from "../host/protocol.ts";
 
 /** Who calls a browser worker's host: the page that owns the worker, or another tab of the origin (a follower). */
@@ -47,14 +48,26 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
     dropped: (emit) => (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.(),
   });
   const door = workerDoor(served, { from: "page" }, authorize);
-  const exposed: HostEndpoint = {
+  /** Subscriptions not answered yet, by the page's ticket: the page may give one up meanwhile (decision 0107). */
+  const unanswered = new Map<string, Promise<number>>();
+  const exposed: HostEndpoint & { cancelSubscribe(ticket: unknown): void } = {
     async call(method, args) {
       const value = await door.call(method, args);
       // The image is a copy made for this call: hand its buffer over instead of copying it again.
       return method === "exportDatabase" && value instanceof Uint8Array ? Comlink.transfer(value, [value.buffer as ArrayBuffer]) : value;
     },
-    subscribe: (method, args, emit) => door.subscribe(method, args, emit),
+    subscribe(method, args, emit, ticket?: unknown) {
+      const subscribing = door.subscribe(method, args, emit);
+      if (typeof ticket !== "string") return subscribing;
+      unanswered.set(ticket, subscribing);
+      const settled = () => void unanswered.delete(ticket);
+      subscribing.then(settled, settled);
+      return subscribing;
+    },
     unsubscribe: (id) => served.unsubscribe(id),
+    cancelSubscribe(ticket) {
+      if (typeof ticket === "string") cancelPending(unanswered.get(ticket));
+    },
   };
   Comlink.expose(exposed, endpoint);
   return served;
@@ -62,10 +75,23 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
 
 /** The page's side: an endpoint whose listeners are passed to the worker as proxies. */
 export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
-  const remote = Comlink.wrap<HostEndpoint>(worker);
+  const remote = Comlink.wrap<
+    HostEndpoint & {
+      subscribe(...args: [...Parameters<HostEndpoint["subscribe"]>, string]): Promise<number>;
+      cancelSubscribe(ticket: string): Promise<void>;
+    }
+  >(worker);
+  let tickets = 0;
   return {
     call: (method, args) => remote.call(method, args),
-    subscribe: (method, args, emit) => remote.subscribe(method, args, Comlink.proxy(emit)),
+    subscribe(method, args, emit) {
+      // A ticket names the subscribe until it is answered, so the page can give it up meanwhile (decision 0107).
+      const ticket = `subscribe-${++tickets}`;
+      return pendingSubscription(remote.subscribe(method, args, Comlink.proxy(emit), ticket), () => {
+        // A worker that is gone holds nothing any more.
+        remote.cancelSubscribe(ticket).catch(() => {});
+      });
+    },
     unsubscribe: (id) => remote.unsubscribe(id),
   };
 }

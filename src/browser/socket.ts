@@ -7,9 +7,11 @@
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
+
 import { ConnectionLost } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
+import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 
 /** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
 export interface SocketLike {
@@ -35,6 +37,8 @@ interface Subscription {
   /** The connection it was (or is being) subscribed on, and that subscribing. */
   link?: MessageEndpoint;
   subscribing?: Promise<void>;
+  /** The connection's own subscribe, while it has not answered (given up with `cancelPending`). */
+  pending?: Promise<number>;
 }
 
 /** The connection's state, as `SocketEndpointOptions.onState` hears it. */
@@ -84,7 +88,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     subscription.link = link;
     subscription.remote = undefined;
     subscription.subscribing = (async () => {
-      const remote = await link.endpoint.subscribe(subscription.method, subscription.args, subscription.emit);
+      const subscribing = link.endpoint.subscribe(subscription.method, subscription.args, subscription.emit);
+      subscription.pending = subscribing;
+      if (subscriptions.get(id) !== subscription) cancelPending(subscribing); // given up meanwhile (decision 0107)
+      const remote = await subscribing;
       if (subscriptions.get(id) === subscription && subscription.link === link) subscription.remote = remote;
       else link.endpoint.unsubscribe(remote); // unsubscribed (or connected anew) meanwhile
     })();
@@ -141,12 +148,19 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     async call(method, args) {
       return (await live()).endpoint.call(method, args);
     },
-    async subscribe(method, args, emit) {
+    subscribe(method, args, emit) {
       const id = ++lastId;
       const subscription: Subscription = { method, args, emit };
       subscriptions.set(id, subscription);
-      await subscribeOn(await live(), id, subscription);
-      return id;
+      const answered = live()
+        .then((link) => subscribeOn(link, id, subscription))
+        .then(() => id);
+      // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
+      return pendingSubscription(answered, () => {
+        if (subscriptions.get(id) !== subscription) return;
+        subscriptions.delete(id);
+        cancelPending(subscription.pending);
+      });
     },
     async unsubscribe(id) {
       const subscription = subscriptions.get(id);

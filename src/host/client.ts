@@ -16,6 +16,7 @@ import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
 import { deserializeError } from "./error-wire.ts";
 import { type PageToolImplementation, type ProvidePageToolsOptions, providePageTools } from "./page-tools.ts";
+import { cancelPending, type PendingSubscription, pendingSubscription } from "./pending-subscription.ts";
 import {
   type ClientAnswered,
   type ErrorShape,
@@ -118,27 +119,54 @@ export class HostClient {
   /**
    * The conversation view (entries, live run, tool slots, inbox, usage) now and after each commit, with
    * `streaming` text between commits (not durable yet). It holds the last 200 entries and what arrives
-   * after them; `openConversation` also loads older ones.
+   * after them; `openConversation` also loads older ones. On a copy that follows, a conversation it has not received
+   * yet is waited for (decision 0103); the promise's `cancel()` gives the wait up, or stops the watch once it started
+   * (decision 0107: the host then holds nothing for it).
    */
-  async watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): Promise<Unsubscribe> {
-    const view = await this.openConversation(conversationId);
-    view.subscribe(listener);
-    return () => view.close();
+  watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): PendingSubscription {
+    const opening = this.#open(conversationId);
+    const watching = opening.then((view) => {
+      view.subscribe(listener);
+      return () => view.close();
+    });
+    return pendingSubscription(watching, opening.cancel);
   }
 
-  /** The page's copy of a conversation view: kept current by deltas, older entries loaded on demand. */
+  /**
+   * The page's copy of a conversation view: kept current by deltas, older entries loaded on demand. On a copy that
+   * follows, a conversation it has not received yet is waited for (decision 0103); to give such a wait up, use
+   * `watchConversation` and its `cancel()` (decision 0107).
+   */
   openConversation(conversationId: number): Promise<ConversationView> {
-    return this.#track(() =>
+    return this.#open(conversationId);
+  }
+
+  #open(conversationId: number): PendingSubscription<ConversationView> {
+    let watching: Promise<Unsubscribe> | undefined;
+    let cancelled = false;
+    const opened = this.#track(() =>
       ConversationView.open({
-        watch: (listener) => this.watchConversationUpdates(conversationId, listener),
+        watch: (listener) => {
+          watching = this.watchConversationUpdates(conversationId, listener);
+          if (cancelled) cancelPending(watching);
+          return watching;
+        },
         entriesBefore: (beforeId, limit) => this.conversationEntries(conversationId, beforeId, limit),
       }),
     );
+    // Given up after it opened (the page's give-up raced its arrival): it stops all the same.
+    opened.then((view) => cancelled && view.close(), () => {});
+    return pendingSubscription(opened, () => {
+      cancelled = true;
+      cancelPending(watching);
+    });
   }
 
   /** The view's raw updates (snapshot, commit deltas, live frames), for a `ConversationViewStore` of your own. */
-  watchConversationUpdates(conversationId: number, listener: (update: ConversationViewUpdate) => void): Promise<Unsubscribe> {
-    return this.#track(() => this.remote.watchConversation(conversationId, listener));
+  watchConversationUpdates(conversationId: number, listener: (update: ConversationViewUpdate) => void): PendingSubscription {
+    let watching: Promise<Unsubscribe> | undefined;
+    const tracked = this.#track(() => (watching = this.remote.watchConversation(conversationId, listener)));
+    return pendingSubscription(tracked, () => cancelPending(watching));
   }
 
   /**

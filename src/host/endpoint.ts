@@ -7,7 +7,7 @@
  */
 import { InvalidArguments, UnknownMethod } from "../errors.ts";
 import { describeValue } from "../shape.ts";
-import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
+import { cancelPending, keepCancel, pendingSubscription } from "./pending-subscription.ts";
 import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
 
 export interface HostEndpoint {
@@ -50,14 +50,20 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
       }
       // A subscription may be answered later (a watch that waits for its conversation, decision 0103) or refused then;
       // its caller may give it up meanwhile (`cancel`, decision 0107).
-      const answered = Promise.resolve(started).then((unsubscribe) => {
-        const id = ++lastId;
-        subscriptions.set(id, () => {
-          unsubscribe();
-          options.dropped?.(emit);
-        });
-        return id;
-      });
+      const answered = Promise.resolve(started).then(
+        (unsubscribe) => {
+          const id = ++lastId;
+          subscriptions.set(id, () => {
+            unsubscribe();
+            options.dropped?.(emit);
+          });
+          return id;
+        },
+        (error: unknown) => {
+          options.dropped?.(emit); // refused, or given up before its answer: the listener is not held
+          throw error;
+        },
+      );
       return started instanceof Promise ? pendingSubscription(answered, () => cancelPending(started)) : answered;
     },
     unsubscribe(id) {
@@ -93,12 +99,12 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
     remote[name] =
       kind === "call"
         ? (...args) => endpoint.call(name, withoutTrailingUndefined(args))
-        : async (...args) => {
+        : (...args) => {
             const listener = args.pop() as (value: unknown) => void;
             let subscribed = true;
             // A value the host sent before it heard of the unsubscribe is not delivered.
-            const id = await endpoint.subscribe(name, withoutTrailingUndefined(args), (value) => subscribed && listener(value));
-            return () => {
+            const subscribing = endpoint.subscribe(name, withoutTrailingUndefined(args), (value) => subscribed && listener(value));
+            const unsubscribe = (id: number) => () => {
               if (!subscribed) return;
               subscribed = false;
               // Sent now, so a call made after it is answered after it; a host that is gone holds no listener anyway.
@@ -108,6 +114,8 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
                 // the transport is closed
               }
             };
+            // One the host answers later can be given up meanwhile (`cancel`, decision 0107).
+            return keepCancel(subscribing, subscribing.then(unsubscribe));
           };
   }
   return remote as unknown as RemoteHost;

@@ -19,7 +19,7 @@
 import { InvalidRequest } from "../errors.ts";
 import type { HostEndpoint } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
-import { cancelPending } from "./pending-subscription.ts";
+import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
 
 /** Page to host. `id` pairs a request with its answer; a subscription is named by the id of its request. */
 export type ClientMessage =
@@ -154,16 +154,22 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
   return {
     endpoint: {
       call: (method, args) => request({ type: "call", id: ++lastId, method, args }),
-      async subscribe(method, args, emit) {
+      subscribe(method, args, emit) {
         const id = ++lastId;
         listeners.set(id, emit); // before the answer: the host may push the first value right after it
-        try {
-          await request({ type: "subscribe", id, method, args });
-        } catch (error) {
-          listeners.delete(id);
-          throw error;
-        }
-        return id;
+        const answered = request({ type: "subscribe", id, method, args }).then(
+          () => id,
+          (error: unknown) => {
+            listeners.delete(id);
+            throw error;
+          },
+        );
+        // Given up before its answer (decision 0107): the host hears the unsubscribe, releases what the subscription
+        // held, and answers the subscribe with its refusal.
+        return pendingSubscription(answered, () => {
+          if (!listeners.delete(id) || failure) return;
+          send({ type: "unsubscribe", id });
+        });
       },
       unsubscribe(id) {
         listeners.delete(id);

@@ -74,6 +74,14 @@ describe("a device's watch of a conversation the object's copy has not received 
     phone.terminate();
     await until("nothing of the phone is left", async () => (await listeners(name)) === base); // before: its watch stayed
     expect(gone.outcome).not.toBe("watching");
+    // A page that gives its wait up (the README's race with a timer): `cancel()` over the socket, nothing left.
+    const givenUp = device.watchConversation(tab.harness.nextId, () => {});
+    const cancelled = settled(givenUp);
+    await until("the watch registered", async () => (await listeners(name)) === base + 1);
+    givenUp.cancel();
+    await until("the given-up watch is gone", async () => (await listeners(name)) === base);
+    await until("the given-up watch refused", () => cancelled.outcome);
+    expect(cancelled.outcome).toBe("NotFound");
     device.terminate();
     await tab.harness.close(ctx);
     tab.socket.stop();

@@ -4,6 +4,7 @@
 import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
+import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
@@ -103,6 +104,36 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     subscription.remote = undefined;
     if (!on || !remote || (on !== OWN && on.closed)) return;
     void remote.then((id) => endpointOf(on).unsubscribe(id)).catch(() => {});
+  };
+
+  /** Subscribes on the database's current place, again on the next one after a loss, until answered or refused. */
+  const subscribeLive = async (id: number, subscription: Subscription): Promise<number> => {
+    for (let fresh = true; ; fresh = false) {
+      const target = await next(fresh);
+      try {
+        const attaching = attach(subscription, target);
+        if (subscriptions.get(id) !== subscription) cancelPending(attaching); // given up while it waited for a place
+        await attaching;
+        if (subscriptions.get(id) !== subscription) {
+          detach(subscription); // unsubscribed meanwhile
+          return id;
+        }
+        subscription.live = true;
+        // The database moved while this one subscribed: follow it now.
+        if (readyTarget() && readyTarget() !== target) {
+          detach(subscription);
+          void attach(subscription, readyTarget()!).catch(() => {});
+        }
+        return id;
+      } catch (error) {
+        if (target !== OWN && isLoss(error)) {
+          lose(target);
+          continue;
+        }
+        subscriptions.delete(id);
+        throw error;
+      }
+    }
   };
 
   const changed = () => {
@@ -243,39 +274,21 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         }
       }
     },
-    async subscribe(method, args, emit) {
+    subscribe(method, args, emit) {
       const id = ++lastId;
       if (method === "onStatus") {
         statusListeners.set(id, emit);
         emit(status());
-        return id;
+        return Promise.resolve(id);
       }
       const subscription: Subscription = { method, args, emit, live: false };
       subscriptions.set(id, subscription);
-      for (let fresh = true; ; fresh = false) {
-        const target = await next(fresh);
-        try {
-          await attach(subscription, target);
-          if (subscriptions.get(id) !== subscription) {
-            detach(subscription); // unsubscribed meanwhile
-            return id;
-          }
-          subscription.live = true;
-          // The database moved while this one subscribed: follow it now.
-          if (readyTarget() && readyTarget() !== target) {
-            detach(subscription);
-            void attach(subscription, readyTarget()!).catch(() => {});
-          }
-          return id;
-        } catch (error) {
-          if (target !== OWN && isLoss(error)) {
-            lose(target);
-            continue;
-          }
-          subscriptions.delete(id);
-          throw error;
-        }
-      }
+      // A watch the host answers later, given up before its answer (decision 0107): the host it went to releases it.
+      return pendingSubscription(subscribeLive(id, subscription), () => {
+        if (subscriptions.get(id) !== subscription) return;
+        subscriptions.delete(id);
+        cancelPending(subscription.remote);
+      });
     },
     unsubscribe(id) {
       statusListeners.delete(id);
