@@ -155,7 +155,10 @@ export class HostClient {
       }),
     );
     // Given up after it opened (the page's give-up raced its arrival): it stops all the same.
-    opened.then((view) => cancelled && view.close(), () => {});
+    opened.then(
+      (view) => cancelled && view.close(),
+      () => {},
+    );
     return pendingSubscription(opened, () => {
       cancelled = true;
       cancelPending(watching);
