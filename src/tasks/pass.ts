@@ -1,7 +1,7 @@
 import type { Clock } from "../base/clock.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
-import type { Checkpoint } from "../storage/records.ts";
+import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import { type Invocation, type Mode, newInvocation } from "./invocation.ts";
 import { isLive, type LiveIndex } from "./live-index.ts";
 import type { DefinitionResolver } from "./resolve.ts";
@@ -48,19 +48,12 @@ export class SchedulingPass {
   run(tx: KernelTx, ids: number[], failed: number[], started: Invocation[]): void {
     const { index, resolver, invocations, seenDue, clock, settings } = this.#options;
     const candidates = new Set(ids);
-    this.#reconcile(tx, candidates, failed);
+    const mixed = this.#reconcile(tx, candidates, failed);
     const now = clock.now();
-    // Reconciled candidates in reservation order (fewest restarts first, then id: decision 0105), merged with the
-    // ones an earlier pass deferred (already reconciled, in that order).
-    const ordered = mergeByRestarts(
-      tx,
-      byRestarts(
-        tx,
-        [...candidates].sort((a, b) => a - b),
-      ),
-      this.#deferred,
-      this.#deferredAt,
-    );
+    // Reconciled candidates in reservation order (fewest restarts first, then id: decision 0105; ranked only when the
+    // reconcile saw more than one count), merged with the ones an earlier pass deferred (already reconciled, in that order).
+    const sorted = [...candidates].sort((a, b) => a - b);
+    const ordered = mergeByRestarts(tx, mixed ? byRestarts(tx, sorted) : sorted, this.#deferred, this.#deferredAt);
     let position = ordered === this.#deferred ? this.#deferredAt : 0;
     this.#deferred = [];
     this.#deferredAt = 0;
@@ -121,8 +114,12 @@ export class SchedulingPass {
     }
   }
 
-  #reconcile(tx: KernelTx, candidates: Set<number>, failed: number[]): void {
+  /** Reconciles the candidates; whether they hold more than one restart count (decision 0105: then ranked). */
+  #reconcile(tx: KernelTx, candidates: Set<number>, failed: number[]): boolean {
     const { index } = this.#options;
+    // The counts seen, told apart on the records this loop reads anyway (no lookup a candidate more in the common case).
+    let count: number | undefined;
+    let mixed = false;
     // failFast: a failed member marks the other live members of every failFast wait it belongs to.
     const queue = [...candidates];
     for (const id of failed) {
@@ -131,6 +128,9 @@ export class SchedulingPass {
         if (waiter?.state.status !== "waiting" || waiter.state.policy !== "failFast") continue;
         for (const member of waiter.state.on) mark(tx, member, queue);
         candidates.add(waiterId);
+        const seen = restartsOf(waiter);
+        if (count === undefined) count = seen;
+        else if (seen !== count) mixed = true;
       }
     }
     // Cascades and finalization, to a fixpoint: marking a child may free an owner, finalizing may free its owner.
@@ -139,6 +139,9 @@ export class SchedulingPass {
       const task = tx.task(id);
       if (!task) continue;
       candidates.add(id);
+      const seen = restartsOf(task);
+      if (count === undefined) count = seen;
+      else if (seen !== count) mixed = true;
       if (hasIntent(task)) {
         for (const child of index.liveChildren(tx, id)) mark(tx, child, queue);
       }
@@ -148,13 +151,18 @@ export class SchedulingPass {
         for (const waiter of index.waitersOn(id)) queue.push(waiter);
       }
     }
+    return mixed;
   }
 }
 
 /** A task's restarts as a reservation rank (S4's count; 0 when absent, or not a finite count). */
-function rank(tx: KernelTx, id: number): number {
-  const restarts = tx.task(id)?.restarts;
+function restartsOf(task: TaskRecord | undefined): number {
+  const restarts = task?.restarts;
   return typeof restarts === "number" && Number.isFinite(restarts) ? restarts : 0;
+}
+
+function rank(tx: KernelTx, id: number): number {
+  return restartsOf(tx.task(id));
 }
 
 /**
