@@ -1,9 +1,10 @@
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
 import type { KernelTx } from "../src/session/tx.ts";
 import type { TaskRecord } from "../src/storage/records.ts";
-import { byRestarts } from "../src/tasks/pass.ts";
+import { byRestarts, SchedulingPass } from "../src/tasks/pass.ts";
+import { createManualClock } from "../src/testing/clock.ts";
 import { ctx, openHarness, runUntil } from "./support.ts";
 
 /**
@@ -43,7 +44,24 @@ const stepper = defineTask<null, { phase: "step"; n: number }, null>({
   },
   abort: async () => {},
 });
-const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, stepper] }));
+const HOUR = 3_600_000;
+const woke: number[] = [];
+const sleeper = defineTask<null, { phase: "sleep" | "woke" }, null>({
+  name: "test.sleeper",
+  version: 1,
+  initial: () => ({ phase: "sleep" }),
+  phases: {
+    sleep: async (_task, runtime, context) => runtime.sleepUntil(runtime.now() + HOUR, { phase: "woke" }, context),
+    woke: async (task, runtime, context) => {
+      woke.push(task.id);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }), context);
+    },
+  },
+  abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
+});
+const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, stepper, sleeper] }));
+
+afterEach(() => vi.restoreAllMocks());
 const SEED_QUERY = "SELECT id, kind, status, record ->> '$.restarts' AS restarts FROM tasks ORDER BY id";
 const STALLED = 1000;
 
@@ -120,5 +138,55 @@ describe("byRestarts (decision 0105)", () => {
       ),
       { numRuns: 200, seed: 105 },
     );
+  });
+});
+
+describe("a full scan hands the pass no sleeper that is not due (decision 0105)", () => {
+  it("S4, B1: at a reload with 1,000 tasks asleep, the first pass looks at the stepper alone; the sleepers still wake when due, and one marked for abort still aborts", async () => {
+    const { openSqliteStorage } = await import("../src/storage/sqlite/open-storage.ts");
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const first = await openHarness(seeded, { registry: registry() });
+    const root = await first.harness.root(ctx);
+    await root.commit((tx) => {
+      for (let index = 0; index < 1000; index++) tx.createTask(sleeper, null);
+    }, ctx);
+    first.harness.resume();
+    await runUntil(
+      first.clock,
+      async () => (await seeded.query("SELECT count(*) AS n FROM tasks WHERE status = 'sleeping'"))[0]!.n === 1000,
+    );
+    steps.length = 0;
+    await root.commit((tx) => tx.createTask(stepper, null), ctx);
+    await runUntil(first.clock, () => steps.length === 1);
+    const image = await seeded.exportImage(); // the crash
+
+    const storage = await openSqliteStorage({ vfs: "memory", image });
+    const looked: number[] = [];
+    const run = SchedulingPass.prototype.run;
+    vi.spyOn(SchedulingPass.prototype, "run").mockImplementation(function (this: SchedulingPass, ...args: Parameters<typeof run>) {
+      looked.push(args[1].length);
+      return run.apply(this, args);
+    });
+    steps.length = 0;
+    woke.length = 0;
+    const { harness, clock } = await openHarness(storage, {
+      registry: registry(),
+      resume: true,
+      clock: createManualClock(first.clock.now()),
+    });
+    await runUntil(clock, () => steps.length === 1, 50);
+    // Before: 1,001 (every live task, each reconciled, sorted and looked up twice, to be passed over).
+    expect(looked[0]).toBe(1);
+    expect((await harness.inspect(ctx)).tasks.filter((task) => task.record.state.status === "sleeping")).toHaveLength(1000);
+    // B1: a sleeper marked for abort runs its abort handler now, not after its sleep.
+    const [marked] = (await harness.inspect(ctx)).tasks.filter((task) => task.record.kind === "test.sleeper").map((task) => task.record.id);
+    await harness.abortTask(marked!, ctx);
+    await runUntil(clock, async () => (await storage.query("SELECT status FROM tasks WHERE id = ?", marked!))[0]!.status === "terminal", 50);
+    // The others wake when due.
+    clock.advance(HOUR);
+    await runUntil(clock, () => woke.length === 999);
+    expect(new Set(woke).size).toBe(999);
+    vi.restoreAllMocks();
+    await harness.close(ctx);
   });
 });
