@@ -181,7 +181,11 @@ describe("a full scan hands the pass no sleeper that is not due (decision 0105)"
     // B1: a sleeper marked for abort runs its abort handler now, not after its sleep.
     const [marked] = (await harness.inspect(ctx)).tasks.filter((task) => task.record.kind === "test.sleeper").map((task) => task.record.id);
     await harness.abortTask(marked!, ctx);
-    await runUntil(clock, async () => (await storage.query("SELECT status FROM tasks WHERE id = ?", marked!))[0]!.status === "terminal", 50);
+    await runUntil(
+      clock,
+      async () => (await storage.query("SELECT status FROM tasks WHERE id = ?", marked!))[0]!.status === "terminal",
+      50,
+    );
     // The others wake when due.
     clock.advance(HOUR);
     await runUntil(clock, () => woke.length === 999);
