@@ -207,13 +207,19 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     expect(await tab.host.service.createConversation()).toBe(waited);
     await expect.poll(async () => (await phone.host.service.listConversations()).map((c) => c.id)).toContain(waited);
     expect(seen).toEqual([]);
-    // Cancelled after it started, a watch stops as its unsubscribe would.
-    const base = phone.host.listenerCount();
-    const started = overMessages.watchConversation(waited, () => {});
-    await started;
-    expect(phone.host.listenerCount()).toBe(base + 1);
-    started.cancel();
-    await expect.poll(() => phone.host.listenerCount()).toBe(base);
+    // Cancelled after it started, a watch stops as its unsubscribe would — over comlink too (before: the worker had
+    // forgotten the ticket once it answered, so the watch stayed).
+    for (const [name, page] of [
+      ["messages", overMessages],
+      ["comlink", overComlink],
+    ] as const) {
+      const base = phone.host.listenerCount();
+      const started = page.watchConversation(waited, () => {});
+      await started;
+      expect(phone.host.listenerCount(), name).toBe(base + 1);
+      started.cancel();
+      await expect.poll(() => phone.host.listenerCount(), { message: name }).toBe(base);
+    }
     overMessages.disconnect();
     channel.port1.close();
     channel.port2.close();

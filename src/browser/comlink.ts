@@ -87,9 +87,22 @@ export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
     subscribe(method, args, emit) {
       // A ticket names the subscribe until it is answered, so the page can give it up meanwhile (decision 0107).
       const ticket = `subscribe-${++tickets}`;
-      return pendingSubscription(remote.subscribe(method, args, Comlink.proxy(emit), ticket), () => {
+      const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket);
+      let answered: number | undefined;
+      let cancelled = false;
+      // Given up once answered (or answered after it was given up: the worker had settled it already), the
+      // subscription is unsubscribed by its id; the worker forgets a ticket once it answered it.
+      const drop = (id: number) => void remote.unsubscribe(id).catch(() => {});
+      subscribing.then(
+        (id) => (cancelled ? drop(id) : (answered = id)),
+        () => {},
+      );
+      return pendingSubscription(subscribing, () => {
+        if (cancelled) return;
+        cancelled = true;
         // A worker that is gone holds nothing any more.
-        remote.cancelSubscribe(ticket).catch(() => {});
+        if (answered === undefined) remote.cancelSubscribe(ticket).catch(() => {});
+        else drop(answered);
       });
     },
     unsubscribe: (id) => remote.unsubscribe(id),
