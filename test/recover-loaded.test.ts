@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createRegistry, defineExtension, defineTask, type Storage, type TaskRecord } from "../src/index.ts";
+import { createRegistry, defineExtension, type Storage, type TaskRecord } from "../src/index.ts";
 import { LiveIndex } from "../src/tasks/live-index.ts";
-import { backends, ctx, openHarness, runUntil } from "./support.ts";
+import { backends, ctx, openHarness, runUntil, stallNoting } from "./support.ts";
 
 /**
  * Decision 0054: without a lease the open's recovery (S4) is stored on the records the load just parsed, before the
@@ -12,19 +12,7 @@ import { backends, ctx, openHarness, runUntil } from "./support.ts";
 /** The tasks whose phase began, by id. */
 const begun = new Set<number>();
 /** Holds its invocation until it is stopped: the live work a crash leaves `running`. */
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: {
-    stall: async (task, runtime) => {
-      begun.add(task.id);
-      await runtime.untilAborted();
-      throw new Error("stopped");
-    },
-  },
-  abort: async () => {},
-});
+const stall = stallNoting((id) => void begun.add(id));
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall] }));
 const SEED_QUERY = "SELECT id, status, record ->> '$.restarts' AS restarts FROM tasks WHERE kind = 'test.stall' ORDER BY id";
 

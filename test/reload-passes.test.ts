@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
 import { newInvocation } from "../src/tasks/invocation.ts";
-import { ctx, openHarness, runUntil } from "./support.ts";
+import { ctx, openHarness, runUntil, stallNoting } from "./support.ts";
 
 /**
  * Decision 0059: what each started task costs at a reload, in front of the last task by id. The passes that start
@@ -10,19 +10,7 @@ import { ctx, openHarness, runUntil } from "./support.ts";
  */
 
 const begun: number[] = [];
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: {
-    stall: async (task, runtime) => {
-      begun.push(task.id);
-      await runtime.untilAborted();
-      throw new Error("stopped");
-    },
-  },
-  abort: async () => {},
-});
+const stall = stallNoting((id) => void begun.push(id));
 /** Commits one step after the reload, then holds. */
 const stepped: number[] = [];
 const committer = defineTask<null, { phase: "a" | "b" }, null>({

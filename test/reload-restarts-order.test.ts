@@ -5,7 +5,7 @@ import type { KernelTx } from "../src/session/tx.ts";
 import type { TaskRecord } from "../src/storage/records.ts";
 import { byRestarts, SchedulingPass } from "../src/tasks/pass.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { ctx, openHarness, runUntil } from "./support.ts";
+import { ctx, openHarness, runUntil, stallNoting } from "./support.ts";
 
 /**
  * Decision 0105: after a crash, the passes reserve the tasks with the fewest restarts first (then by id). A task that
@@ -15,19 +15,7 @@ import { ctx, openHarness, runUntil } from "./support.ts";
  */
 
 const begun: number[] = [];
-const stall = defineTask<null, { phase: "stall" }, null>({
-  name: "test.stall",
-  version: 1,
-  initial: () => ({ phase: "stall" }),
-  phases: {
-    stall: async (task, runtime) => {
-      begun.push(task.id);
-      await runtime.untilAborted();
-      throw new Error("stopped");
-    },
-  },
-  abort: async () => {},
-});
+const stall = stallNoting((id) => void begun.push(id));
 /** Steps once a start (progress: its restarts are cleared), then holds; notes how many stalled tasks had begun. */
 const steps: Array<{ id: number; begunBefore: number }> = [];
 const stepper = defineTask<null, { phase: "step"; n: number }, null>({

@@ -39,6 +39,23 @@ export const stall = defineTask<null, { phase: "stall" }, null>({
   abort: async () => {},
 });
 
+/** Holds its invocation until it is stopped, telling `began` each task id whose phase began (counted live work). */
+export function stallNoting(began: (id: number) => void) {
+  return defineTask<null, { phase: "stall" }, null>({
+    name: "test.stall",
+    version: 1,
+    initial: () => ({ phase: "stall" }),
+    phases: {
+      stall: async (task, runtime) => {
+        began(task.id);
+        await runtime.untilAborted();
+        throw new Error("stopped");
+      },
+    },
+    abort: async () => {},
+  });
+}
+
 /** A storage backend under test; `fromImage` makes the copy a crash leaves behind. */
 export interface Backend {
   name: string;
