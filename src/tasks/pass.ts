@@ -50,10 +50,14 @@ export class SchedulingPass {
     const candidates = new Set(ids);
     const mixed = this.#reconcile(tx, candidates, failed);
     const now = clock.now();
-    // Reconciled candidates in reservation order (fewest restarts first, then id: decision 0105; ranked only when the
-    // reconcile saw more than one count), merged with the ones an earlier pass deferred (already reconciled, in that order).
+    // Reservation order. A pass with no rest from an earlier one (the first after an open) takes its reconciled
+    // candidates fewest restarts first, then by id (decision 0105; ranked only when the reconcile saw more than one
+    // count). A pass with a rest takes it first, in its order, then its own new candidates by id (decision 0109): new
+    // work never goes in front of what an earlier pass deferred, so a deferred task is reached within
+    // ⌈its position / RESERVATION_BATCH⌉ passes however much new work the started tasks make.
     const sorted = [...candidates].sort((a, b) => a - b);
-    const ordered = mergeByRestarts(tx, mixed ? byRestarts(tx, sorted) : sorted, this.#deferred, this.#deferredAt);
+    const rest = this.#deferredAt < this.#deferred.length;
+    const ordered = rest ? afterRest(this.#deferred, this.#deferredAt, sorted) : mixed ? byRestarts(tx, sorted) : sorted;
     let position = ordered === this.#deferred ? this.#deferredAt : 0;
     this.#deferred = [];
     this.#deferredAt = 0;
@@ -190,23 +194,18 @@ export function byRestarts(tx: KernelTx, ids: number[]): number[] {
 }
 
 /**
- * Merges `a` (reservation order) with `b` from index `from` on (an earlier pass's rest, in the order it had),
- * by restarts then id, each id once; `b` itself when `a` is empty, `a` when `b` has nothing left.
+ * An earlier pass's rest (`rest` from index `from` on, in its order) and then the ids of `fresh` (ascending) that are
+ * not in it: `rest` itself when nothing is new. An id both deferred and new keeps its deferred place.
  */
-function mergeByRestarts(tx: KernelTx, a: number[], b: number[], from: number): number[] {
-  if (b.length <= from) return a;
-  if (a.length === 0) return b;
-  const inA = new Set(a);
+export function afterRest(rest: number[], from: number, fresh: number[]): number[] {
+  if (fresh.length === 0) return rest;
+  const unseen = new Set(fresh);
   const out: number[] = [];
-  let i = 0;
-  let j = from;
-  while (i < a.length || j < b.length) {
-    if (j < b.length && inA.has(b[j]!)) {
-      j++;
-      continue;
-    }
-    const takeA = j >= b.length || (i < a.length && (rank(tx, a[i]!) - rank(tx, b[j]!) || a[i]! - b[j]!) <= 0);
-    out.push(takeA ? a[i++]! : b[j++]!);
+  for (let at = from; at < rest.length; at++) {
+    const id = rest[at]!;
+    out.push(id);
+    unseen.delete(id);
   }
+  for (const id of fresh) if (unseen.has(id)) out.push(id);
   return out;
 }
