@@ -2,7 +2,10 @@
  * The host's endpoint over a WebSocket that comes back: the page side of a Durable Object host
  * (`connectHarness(url)`). Calls wait for the connection; a connection that drops rejects the calls in flight
  * with `ConnectionLost`, reconnects, and subscribes every live subscription again, so the page's listeners
- * keep hearing from the host (an object that restarted sends the current state anew). Reconnects back off:
+ * keep hearing from the host (an object that restarted sends the current state anew). A subscribe the host had
+ * not answered when its connection dropped (a watch waiting for its conversation) keeps waiting: it is asked
+ * again on the next connection and answered there (decision 0111); it ends with `cancel()`, with `close()`, or
+ * with the host's refusal, and a subscribe that ended is asked nowhere again. Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
  * drawn from its upper half so that many pages dropped at once do not come back in step.
@@ -152,9 +155,23 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       const id = ++lastId;
       const subscription: Subscription = { method, args, emit };
       subscriptions.set(id, subscription);
-      const answered = live()
-        .then((link) => subscribeOn(link, id, subscription))
-        .then(() => id);
+      const held = () => subscriptions.get(id) === subscription;
+      const answered = (async () => {
+        for (;;) {
+          const link = await live(); // after close(): ConnectionLost
+          if (!held()) throw new ConnectionLost(); // given up while no connection was open: asked nowhere
+          try {
+            await subscribeOn(link, id, subscription);
+            return id;
+          } catch (error) {
+            // Its connection dropped before the host answered: it waits on the next one, whose open subscribes it
+            // again (decision 0111; before, the caller got ConnectionLost while the reconnect still subscribed it).
+            if (!(error instanceof ConnectionLost && dead.has(link) && held())) throw error;
+          }
+        }
+      })();
+      // A subscribe that ended unanswered (refused, given up, the endpoint closed) is not subscribed again.
+      answered.catch(() => held() && subscriptions.delete(id));
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
       return pendingSubscription(answered, () => {
         if (subscriptions.get(id) !== subscription) return;

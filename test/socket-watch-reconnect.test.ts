@@ -1,0 +1,211 @@
+/**
+ * Decision 0111: a watch that waits (a subscribe the host answers later, decision 0107) on connectHarness(url)'s
+ * reconnecting socket (src/browser/socket.ts) when the socket drops. Before, the caller's promise rejected
+ * `ConnectionLost` while the reconnect subscribed the watch again, so the host kept a watch nobody held and the
+ * rejected caller's listener still heard its views. Now the watch the caller still holds keeps waiting across the
+ * reconnect and is answered on the next connection; one the caller gave up (or the endpoint closed) is asked nowhere.
+ * Against a host that serves real frames (`serveMessages`) and counts what it holds.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
+import { ConnectionLost, NotFound } from "../src/errors.ts";
+import type { HostEndpoint } from "../src/host/endpoint.ts";
+import { type HostMessage, serveMessages } from "../src/host/messages.ts";
+import { pendingSubscription } from "../src/host/pending-subscription.ts";
+
+/**
+ * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"), served to each
+ * socket the page opens through `serveMessages`; `held()` counts the watches it holds, waiting or answered.
+ */
+function waitingHost() {
+  const waiting = new Set<{ emit: (value: unknown) => void; answer: () => void; refuse: (error: unknown) => void }>();
+  const answered = new Map<number, (value: unknown) => void>();
+  let ids = 0;
+  const endpoint: HostEndpoint = {
+    call: async () => "ok",
+    subscribe(_method, _args, emit) {
+      let entry!: { emit: (value: unknown) => void; answer: () => void; refuse: (error: unknown) => void };
+      const promise = new Promise<number>((resolve, reject) => {
+        entry = {
+          emit,
+          answer: () => {
+            const id = ++ids;
+            answered.set(id, emit);
+            resolve(id);
+            emit("view");
+          },
+          refuse: reject,
+        };
+      });
+      waiting.add(entry);
+      // Given up: released, and refused as the host's conversation watch is (decision 0107).
+      return pendingSubscription(promise, () => {
+        if (waiting.delete(entry)) entry.refuse(new NotFound("no longer watched"));
+      });
+    },
+    unsubscribe: (id) => void answered.delete(id),
+  };
+  const sockets: Array<{ drop(): void; open: boolean }> = [];
+  const connect = (): SocketLike => {
+    const listeners: Record<string, Array<(event?: any) => void>> = { open: [], message: [], close: [], error: [] };
+    const fire = (type: string, event?: unknown) => {
+      for (const listener of listeners[type]!) listener(event);
+    };
+    const state = { open: true, drop: () => {} };
+    const connection = serveMessages(endpoint, (message: HostMessage) => {
+      const data = JSON.stringify(message);
+      queueMicrotask(() => state.open && fire("message", { data }));
+    });
+    state.drop = () => {
+      if (!state.open) return;
+      state.open = false;
+      connection.close();
+      fire("close");
+    };
+    sockets.push(state);
+    queueMicrotask(() => state.open && fire("open"));
+    return {
+      send: (data: string) => void (state.open && connection.receive(JSON.parse(data))),
+      close: () => state.drop(),
+      addEventListener: (type: string, listener: (event?: any) => void) => void listeners[type]!.push(listener),
+    } as SocketLike;
+  };
+  return {
+    connect,
+    /** Drops the page's current connection (the host sees it close). */
+    drop: () => sockets.at(-1)?.drop(),
+    come: () => {
+      for (const entry of [...waiting]) {
+        waiting.delete(entry);
+        entry.answer();
+      }
+    },
+    held: () => waiting.size + answered.size,
+  };
+}
+
+function settled(promise: Promise<unknown>) {
+  const state: { outcome?: string; error?: unknown } = {};
+  promise.then(
+    () => (state.outcome = "watching"),
+    (error: unknown) => {
+      state.outcome = error instanceof Error ? error.name : "?";
+      state.error = error;
+    },
+  );
+  return state;
+}
+
+/** Lets every queued frame, open and retry (timers of 0 ms) run. */
+const settle = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+};
+
+describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)", () => {
+  it("S8/0111: a watch that waits when the socket drops keeps waiting, is asked again on the next connection only, and starts there when its conversation comes (before: ConnectionLost, and the host kept the re-asked watch for a caller that had given up)", async () => {
+    const host = waitingHost();
+    const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
+    const views: unknown[] = [];
+    const watch = endpoint.subscribe("watchConversation", [9], (view) => views.push(view));
+    const state = settled(watch);
+    await settle();
+    expect(host.held()).toBe(1);
+    host.drop();
+    await settle();
+    expect(state.outcome).toBeUndefined(); // before: ConnectionLost
+    expect(host.held()).toBe(1); // the lost connection's watch went with it; the next connection's waits
+    host.drop(); // and once more
+    await settle();
+    expect(host.held()).toBe(1);
+    host.come();
+    await settle();
+    expect(state.outcome).toBe("watching");
+    expect(views).toEqual(["view"]);
+    endpoint.unsubscribe(await watch);
+    await settle();
+    expect(host.held()).toBe(0);
+    endpoint.close();
+  });
+
+  it("S8/0111: a watch given up while the socket is down is asked nowhere again; close() ends a waiting watch with ConnectionLost and leaves nothing at the host", async () => {
+    const host = waitingHost();
+    const endpoint = socketEndpoint(host.connect, { retryMs: 50 });
+    const views: unknown[] = [];
+    const givenUp = endpoint.subscribe("watchConversation", [9], (view) => views.push(view));
+    const state = settled(givenUp);
+    await settle();
+    host.drop();
+    givenUp.cancel(); // while reconnecting
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    await settle();
+    expect(endpoint.connections).toBe(2);
+    expect(state.outcome).toBeDefined();
+    expect(host.held()).toBe(0);
+    host.come();
+    await settle();
+    expect(views).toEqual([]);
+    const closing = endpoint.subscribe("watchConversation", [9], () => {});
+    await settle();
+    expect(host.held()).toBe(1);
+    endpoint.close();
+    await expect(closing).rejects.toBeInstanceOf(ConnectionLost);
+    await settle();
+    expect(host.held()).toBe(0);
+  });
+
+  it("S8/0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects; a held one starts once", async () => {
+    const action = fc.oneof(
+      fc.constant({ kind: "watch" as const }),
+      fc.constant({ kind: "drop" as const }),
+      fc.constant({ kind: "come" as const }),
+      fc.record({ kind: fc.constant("cancel" as const), which: fc.nat(20) }),
+      fc.record({ kind: fc.constant("unsubscribe" as const), which: fc.nat(20) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(action, { maxLength: 14 }), async (actions) => {
+        const host = waitingHost();
+        const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
+        const watches: Array<{
+          promise: ReturnType<HostEndpoint["subscribe"]> & { cancel(): void };
+          views: unknown[];
+          state: ReturnType<typeof settled>;
+          gone: boolean;
+        }> = [];
+        for (const step of actions) {
+          if (step.kind === "watch") {
+            const views: unknown[] = [];
+            const promise = endpoint.subscribe("watchConversation", [9], (view) => views.push(view)) as never as (typeof watches)[number]["promise"];
+            watches.push({ promise, views, state: settled(promise), gone: false });
+          } else if (step.kind === "drop") host.drop();
+          else if (step.kind === "come") host.come();
+          else {
+            const watch = watches[step.which % Math.max(1, watches.length)];
+            if (!watch || watch.gone) continue;
+            watch.gone = true;
+            if (step.kind === "cancel" || watch.state.outcome !== "watching") watch.promise.cancel();
+            else endpoint.unsubscribe(await watch.promise);
+          }
+          await settle();
+        }
+        await settle();
+        const held = watches.filter((watch) => !watch.gone);
+        expect(host.held()).toBe(held.length);
+        for (const watch of held) expect(watch.state.outcome ?? "waiting").not.toMatch(/ConnectionLost|NotFound/);
+        const given = watches.filter((watch) => watch.gone && watch.state.outcome !== "watching");
+        for (const watch of given) expect(watch.views).toEqual([]);
+        // Everything still held starts once its conversation comes, and hears it (once per connection it was answered on).
+        host.come();
+        await settle();
+        for (const watch of held) {
+          expect(watch.state.outcome).toBe("watching");
+          expect(watch.views.length).toBeGreaterThan(0);
+        }
+        for (const watch of given) expect(watch.views).toEqual([]);
+        endpoint.close();
+        await settle();
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
