@@ -12,7 +12,7 @@ import { type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
 import { ConnectionLost, NotFound } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
-import { pendingSubscription } from "../src/host/pending-subscription.ts";
+import { type PendingSubscription, pendingSubscription } from "../src/host/pending-subscription.ts";
 
 /**
  * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"), served to each
@@ -132,7 +132,7 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     const host = waitingHost();
     const endpoint = socketEndpoint(host.connect, { retryMs: 50 });
     const views: unknown[] = [];
-    const givenUp = endpoint.subscribe("watchConversation", [9], (view) => views.push(view));
+    const givenUp = endpoint.subscribe("watchConversation", [9], (view) => views.push(view)) as PendingSubscription<number>;
     const state = settled(givenUp);
     await settle();
     host.drop();
@@ -175,7 +175,9 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
         for (const step of actions) {
           if (step.kind === "watch") {
             const views: unknown[] = [];
-            const promise = endpoint.subscribe("watchConversation", [9], (view) => views.push(view)) as never as (typeof watches)[number]["promise"];
+            const promise = endpoint.subscribe("watchConversation", [9], (view) =>
+              views.push(view),
+            ) as never as (typeof watches)[number]["promise"];
             watches.push({ promise, views, state: settled(promise), gone: false });
           } else if (step.kind === "drop") host.drop();
           else if (step.kind === "come") host.come();

@@ -2,8 +2,9 @@
  * The pages' WebSockets of a harness object, through the hibernation API: the object may sleep while pages
  * stay connected. Each socket keeps in its attachment who connected and the subscriptions it holds, so when
  * the object wakes (a page's message, the alarm) they are subscribed again and the page goes on hearing
- * without reconnecting; each sends its current value first. Subscriptions too large for an attachment make
- * that page reconnect instead (code 1012).
+ * without reconnecting; each sends its current value first. A subscription still waiting for its answer (a watch
+ * of a conversation not come yet) is kept too and answered by the instance that wakes (decision 0111).
+ * Subscriptions too large for an attachment make that page reconnect instead (code 1012).
  */
 
 import type { Json } from "../base/json.ts";

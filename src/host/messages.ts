@@ -19,7 +19,7 @@
 import { InvalidRequest } from "../errors.ts";
 import type { HostEndpoint } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
-import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
+import { cancelPending, isPending, pendingSubscription } from "./pending-subscription.ts";
 
 /** Page to host. `id` pairs a request with its answer; a subscription is named by the id of its request. */
 export type ClientMessage =
@@ -40,8 +40,9 @@ export interface MessageConnection {
   close(): void;
   /**
    * Subscribes again, under the page's own ids, what an earlier instance of the host held for this connection
-   * (a Durable Object woken from hibernation while the page stayed connected). No answers go out: the page has
-   * them; the first values of each subscription (a status, a snapshot) do.
+   * (a Durable Object woken from hibernation while the page stayed connected). No answers go out for those the
+   * earlier instance answered: the page has them; the first values of each subscription (a status, a snapshot) do.
+   * One still `waiting` there (a watch of a conversation not come yet) is answered by this instance (decision 0111).
    */
   restore(subscriptions: readonly HeldSubscription[]): void;
 }
@@ -51,6 +52,8 @@ export interface HeldSubscription {
   id: number;
   method: string;
   args: unknown[];
+  /** Not answered yet (a watch waiting for its conversation): a restore answers it (decision 0111). */
+  waiting?: true;
 }
 
 export interface ServeMessagesOptions {
@@ -97,13 +100,22 @@ export function serveMessages(
       },
       (error: unknown) => {
         if (unanswered.get(id) === own) unanswered.delete(id);
-        if (subscriptions.get(id) === subscribed) subscriptions.delete(id);
+        if (subscriptions.get(id) === subscribed) {
+          subscriptions.delete(id);
+          if (held.delete(id)) changed();
+        }
         if (!closed) fail(id)(error);
         return undefined;
       },
     );
     subscriptions.set(id, subscribed);
     unanswered.set(id, own);
+    // One the host answers later is held from now on, marked, so that a restore answers it (decision 0111); before, a
+    // page's watch waiting when its Durable Object was evicted was never answered by the instance that woke.
+    if (answer && isPending(own)) {
+      held.set(id, { id, method, args, waiting: true });
+      changed();
+    }
   };
   return {
     receive(message) {
@@ -125,7 +137,10 @@ export function serveMessages(
     },
     restore(earlier) {
       if (closed) return;
-      for (const subscription of earlier) if (!subscriptions.has(subscription.id)) subscribe(subscription, false);
+      for (const subscription of earlier) {
+        const { id, method, args, waiting } = subscription;
+        if (!subscriptions.has(id)) subscribe({ id, method, args }, waiting === true);
+      }
     },
   };
 }

@@ -14,10 +14,14 @@ export function pendingSubscription<T>(promise: Promise<T>, cancel: () => void):
   return Object.assign(promise, { cancel });
 }
 
+/** Whether `subscribed` is a pending subscription: one its host may answer later (or one that can be given up). */
+export function isPending(subscribed: unknown): subscribed is PendingSubscription<unknown> {
+  return subscribed instanceof Promise && typeof (subscribed as { cancel?: unknown }).cancel === "function";
+}
+
 /** Gives up `subscribed` when it is a pending subscription (anything else: nothing to do). */
 export function cancelPending(subscribed: unknown): void {
-  if (subscribed instanceof Promise && typeof (subscribed as { cancel?: unknown }).cancel === "function")
-    (subscribed as PendingSubscription<unknown>).cancel();
+  if (isPending(subscribed)) subscribed.cancel();
 }
 
 /** `next` (made from `pending` by `then`/`catch`), given up as `pending` is, when that is a pending subscription. */

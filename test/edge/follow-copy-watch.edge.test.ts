@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HarnessClient } from "../../src/browser/client.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../../src/index.ts";
 import { openAgentTab, openDevice } from "./follow-copy-support.ts";
 import { until } from "./follow-support.ts";
-import { type Edge, pause, startEdge } from "./support.ts";
+import { type Edge, edgeSocket, pause, startEdge } from "./support.ts";
 
 // Decision 0107 in workerd: a device's page on the object's copy (`?edge=`, the object serves its copy while a tab
 // holds the lease) watches a conversation the tab has not pushed yet. It waits for it, as a following tab's copy does
@@ -104,4 +105,42 @@ describe("a device's watch of a conversation the object's copy has not received 
     device.terminate();
     tab.socket.stop();
   });
+
+  it("S4/0111: a watch waiting on the copy while the object is evicted (its sockets stay) is answered by the instance that wakes, when the tab's push brings the conversation (before: never answered)", async () => {
+    const name = "long-lease-copy-watch-evicted"; // a 60 s lease: the tab renews every 20 s, so the object can go idle
+    const tab = await openAgentTab(edge, name);
+    await tab.harness.root(ctx);
+    await until("the root acknowledged", () => tab.mirror.acknowledged >= tab.harness.lease!.position);
+    let sockets = 0;
+    const device = new HarnessClient({
+      url: `ws://edge/follow/${name}`,
+      connect: () => {
+        sockets += 1;
+        return edgeSocket(edge, "follow", name, { "x-caller": "bob" });
+      },
+    });
+    await device.ready();
+    const expected = tab.harness.nextId;
+    const seen: number[] = [];
+    const waiting = settled(device.watchConversation(expected, (view) => void seen.push(view.conversationId)));
+    const instance = async () => (await edge.json<{ instance: string }>("follow", name, "/instance")).instance;
+    const first = await instance();
+    // workerd lets an object with nothing to do go after about ten seconds; its hibernatable sockets stay. Wait in
+    // silence, then ask, until a new instance answers.
+    let woken = first;
+    for (let round = 0; round < 5 && woken === first; round++) {
+      await pause(11_000);
+      woken = await instance();
+    }
+    expect(woken).not.toBe(first);
+    expect(sockets).toBe(1); // the device's socket outlived the instance: its attachment is all the new one has
+    expect(waiting.outcome).toBeUndefined();
+    expect((await tab.harness.createConversation({}, ctx)).id).toBe(expected);
+    await until("the watch answered", () => waiting.outcome); // before: never
+    expect(waiting.outcome).toBe("watching");
+    expect(seen).toEqual([expected]);
+    device.terminate();
+    await tab.harness.close(ctx);
+    tab.socket.stop();
+  }, 120_000);
 });

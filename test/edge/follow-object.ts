@@ -12,6 +12,7 @@
  * - `charge`: a server tool; each run adds a row to `charges`.
  * - `/listeners`: how many listeners the object's hosts hold for pages (its copy's and its own).
  * - `/abort`: `ctx.abort()` now. `/documents`: the keys and sizes of the documents of scope `large`.
+ * - `/instance`: a name of this instance (a new one after an eviction).
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
@@ -72,6 +73,7 @@ function chargeTool(storage: DurableObjectStorage) {
 
 export class FollowObject extends HarnessObject<Env> {
   readonly #plan: { armed: boolean; dead: boolean };
+  readonly #instance = crypto.randomUUID();
 
   constructor(ctx: DurableObjectState, env: Env) {
     const plan = { armed: false, dead: false };
@@ -102,6 +104,7 @@ export class FollowObject extends HarnessObject<Env> {
       this.ctx.abort("test: abort");
       return new Response("aborted");
     }
+    if (url.pathname === "/instance") return Response.json({ instance: this.#instance });
     if (url.pathname === "/listeners") return Response.json({ listeners: this.listenerCount() });
     if (url.pathname === "/arm") {
       this.#plan.armed = true;
