@@ -184,6 +184,9 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       subscriptions.delete(id);
       if (subscription?.remote !== undefined && subscription.link && !dead.has(subscription.link)) {
         subscription.link.endpoint.unsubscribe(subscription.remote);
+      } else {
+        // Subscribed again after a reconnect and not answered there yet (the host may make it wait): given up there.
+        cancelPending(subscription?.pending);
       }
     },
     close() {
