@@ -5,6 +5,7 @@
  * message and fields kept. Both sides install the error handler by importing this module.
  */
 import * as Comlink from "comlink";
+import { InvalidRequest } from "../errors.ts";
 import { type Authorize, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
@@ -57,10 +58,16 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
       return method === "exportDatabase" && value instanceof Uint8Array ? Comlink.transfer(value, [value.buffer as ArrayBuffer]) : value;
     },
     subscribe(method, args, emit, ticket?: unknown) {
+      // A ticket names one subscribe until it is answered: a second under it would leave the first one's unreachable.
+      if (typeof ticket === "string" && unanswered.has(ticket)) {
+        (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.();
+        return Promise.reject(new InvalidRequest(`Ticket ${JSON.stringify(ticket)} names a subscribe not answered yet; use a new one.`));
+      }
       const subscribing = door.subscribe(method, args, emit);
       if (typeof ticket !== "string") return subscribing;
       unanswered.set(ticket, subscribing);
-      const settled = () => void unanswered.delete(ticket);
+      // Forgotten once answered, only if it is still this subscribe's (decision 0111).
+      const settled = () => void (unanswered.get(ticket) === subscribing && unanswered.delete(ticket));
       subscribing.then(settled, settled);
       return subscribing;
     },
@@ -81,12 +88,15 @@ export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
       cancelSubscribe(ticket: string): Promise<void>;
     }
   >(worker);
+  // Tickets unique to this wrap: another wrap of the same port (two clients of one worker, two copies of this library
+  // in one page) numbers its own from 1 too, and a cancel must give up only its own wait (decision 0111).
+  const wrap = [...crypto.getRandomValues(new Uint32Array(2))].map((word) => word.toString(36)).join("");
   let tickets = 0;
   return {
     call: (method, args) => remote.call(method, args),
     subscribe(method, args, emit) {
       // A ticket names the subscribe until it is answered, so the page can give it up meanwhile (decision 0107).
-      const ticket = `subscribe-${++tickets}`;
+      const ticket = `subscribe-${wrap}-${++tickets}`;
       const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket);
       let answered: number | undefined;
       let cancelled = false;
