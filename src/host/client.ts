@@ -134,10 +134,11 @@ export class HostClient {
 
   /**
    * The page's copy of a conversation view: kept current by deltas, older entries loaded on demand. On a copy that
-   * follows, a conversation it has not received yet is waited for (decision 0103); to give such a wait up, use
-   * `watchConversation` and its `cancel()` (decision 0107).
+   * follows, a conversation it has not received yet is waited for (decision 0103); `cancel()` gives such a wait up
+   * (the promise then rejects) and, once opened, closes the view — as `watchConversation(...).cancel()` does
+   * (decisions 0107, 0111).
    */
-  openConversation(conversationId: number): Promise<ConversationView> {
+  openConversation(conversationId: number): PendingSubscription<ConversationView> {
     return this.#open(conversationId);
   }
 

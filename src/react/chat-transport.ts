@@ -4,6 +4,7 @@ import type { ConversationViewState } from "../agent/view/view.ts";
 import type { ConversationView } from "../agent/view/view-store.ts";
 import { errorMessage } from "../base/error-message.ts";
 import { UnsupportedChatRequest } from "../errors.ts";
+import { cancelPending } from "../host/pending-subscription.ts";
 import { describeValue } from "../shape.ts";
 import type { ChatClient } from "./client.ts";
 import { PageChat } from "./page-chat.ts";
@@ -133,6 +134,7 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   close(): void {
     this.#closed = true;
     this.#pages.close();
+    cancelPending(this.#view); // a view still being opened (a copy waiting for the conversation): given up (decision 0111)
     void this.#view?.then(
       (view) => view.close(),
       () => {},

@@ -1,3 +1,4 @@
+import type { ConversationView } from "../agent/view/view-store.ts";
 import type { HarnessClient, Unsubscribe } from "../browser/client.ts";
 
 export type { Unsubscribe };
@@ -13,7 +14,6 @@ export type ReactHarnessClient = Pick<
   | "requestTakeover"
   | "onReport"
   | "watchTasks"
-  | "openConversation"
   | "submit"
   | "waitForSubmission"
   | "decide"
@@ -24,7 +24,13 @@ export type ReactHarnessClient = Pick<
   | "answerPageCall"
   | "close"
   | "terminate"
->;
+> & {
+  /**
+   * As `HarnessClient.openConversation`; its promise may carry `cancel()` (a `HarnessClient`'s does, decision 0111),
+   * which the hooks and the transport call when they no longer want a view still being opened.
+   */
+  openConversation(conversationId: number): Promise<ConversationView>;
+};
 
 /** What the chat transport needs of a client. */
 export type ChatClient = Pick<

@@ -7,6 +7,7 @@ import type { Json } from "../base/json.ts";
 import type { HarnessStatus } from "../browser/client.ts";
 import { NotReady } from "../errors.ts";
 import type { Inspection } from "../harness.ts";
+import { cancelPending } from "../host/pending-subscription.ts";
 import type { Report } from "../reports.ts";
 import type { TaskRecord, TaskStatus } from "../storage/records.ts";
 import type { ReactHarnessClient, Unsubscribe } from "./client.ts";
@@ -66,7 +67,8 @@ export function useConversationView(conversationId: number | undefined): Convers
     if (!client || conversationId === undefined) return;
     let ended = false;
     let view: ConversationView | undefined;
-    client.openConversation(conversationId).then(
+    const opening = client.openConversation(conversationId);
+    opening.then(
       (opened) => {
         if (ended) return opened.close();
         view = opened;
@@ -77,6 +79,8 @@ export function useConversationView(conversationId: number | undefined): Convers
     return () => {
       ended = true;
       view?.close();
+      // Unmounted while a following copy waits for the conversation: the wait ends too (decision 0111).
+      cancelPending(opening);
     };
   }, [client, conversationId]);
   if (!opened || opened.id !== conversationId) return undefined;

@@ -209,6 +209,7 @@ export class ConversationView {
 
   /** Stops the subscription (the state stays as it was). */
   close(): void {
+    if (this.#closed) return; // closed already (a cancel after the open and the owner's own close both close it)
     this.#closed = true;
     this.#unsubscribe?.();
   }
