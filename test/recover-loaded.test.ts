@@ -91,7 +91,7 @@ describe.each(backends)("the open's recovery on the loaded records (decision 005
 });
 
 describe("the open parses its live tasks as it reads them (decision 0054)", () => {
-  it("B4: every live task is handed over row by row, never as an array of row texts; a damaged one still refuses a writable open with nothing written", async () => {
+  it("B4: every live task is parsed piece by piece, never from an array of row texts; a damaged one still refuses a writable open with nothing written", async () => {
     const { openSqliteStorage } = await import("../src/storage/sqlite/open-storage.ts");
     const seeded = await openSqliteStorage({ vfs: "memory" });
     const { harness, clock } = await openHarness(seeded, { registry: registry() });
@@ -106,12 +106,18 @@ describe("the open parses its live tasks as it reads them (decision 0054)", () =
 
     const storage = await openSqliteStorage({ vfs: "memory", image });
     const all = vi.spyOn(storage.database, "all");
-    const each = vi.spyOn(storage.database, "each" as never);
+    const get = vi.spyOn(storage.database, "get");
     const loaded = captureLoad(storage);
+    const parsed = vi.spyOn(JSON, "parse");
     const opened = await openHarness(storage, { registry: registry() });
-    // Before, the live rows came back from one `all` as an array of every row's text, parsed after.
+    // Before 0054, the live rows came back from one `all` as an array of every row's text, parsed after. Since 0110 they
+    // come in one row, one text, cut into pieces and parsed one by one.
     expect(all.mock.calls.some(([sql]) => String(sql).includes("tasks_live"))).toBe(false);
-    expect(each).toHaveBeenCalledTimes(1);
+    expect(get.mock.calls.filter(([sql]) => String(sql).includes("tasks_live"))).toHaveLength(1);
+    const texts = parsed.mock.calls.map(([text]) => text).filter((text) => text.includes('"kind"'));
+    parsed.mockRestore();
+    expect(texts.length).toBeGreaterThanOrEqual(50);
+    expect(texts.every((text) => text.startsWith("{") && !text.includes("\u001e"))).toBe(true);
     expect(loaded.map((task) => [task.state.status, task.restarts])).toEqual(loaded.map(() => ["pending", 1]));
     await opened.harness.close(ctx);
 

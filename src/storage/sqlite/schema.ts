@@ -208,6 +208,14 @@ export const SQL = {
    * resumed step; `load()` puts the parsed records in id order instead (decision 0104).
    */
   liveTasks: `SELECT id, record FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal'`,
+  /**
+   * The same rows in one row (decision 0110): their ids joined by commas and their records by the control character
+   * U+001E (never in a record's JSON text: JSON escapes every control character), in the index's order, so the load
+   * reads no live row into JavaScript one by one. Beside them what says whether that is every row: how many records
+   * are text (as many as ids: one for one).
+   */
+  liveTasksJoined: `SELECT sum(typeof(record) = 'text') AS texts, group_concat(id) AS ids,
+    group_concat(record, char(30)) AS records FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal'`,
   /** The hot path: a live task's new state. Kind and conversation never change, so only two columns move. */
   updateTask: `UPDATE tasks SET status = ?, record = ? WHERE id = ?`,
   updateTaskRecord: `UPDATE tasks SET record = ? WHERE id = ?`,

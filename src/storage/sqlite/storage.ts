@@ -76,10 +76,14 @@ export class SqliteStorage implements Storage {
   /** What one `query()` may return and cost (defaults in `DEFAULT_QUERY_LIMITS`). */
   readonly queryLimits: QueryLimits;
   readonly #liveTasks: string; // through the overlay of a read-only file behind its log (decision 0088)
+  /** The live rows read in one row (decision 0110): not through the overlay, nor where a row is limited. */
+  readonly #liveTasksJoined: string | undefined;
 
   private constructor(db: SqliteDatabase, label: string, schema: Overlaid<PreparedSchema>, limits: QueryLimits, defer: DeferTaskRows) {
     this.#db = db;
     this.#liveTasks = schema.overlaid ? OVERLAID_LIVE_TASKS : SQL.liveTasks;
+    // A Durable Object's row holds 2 MB: every live record joined in one value would not fit there.
+    this.#liveTasksJoined = schema.overlaid || db.maxRowBytes !== undefined ? undefined : SQL.liveTasksJoined;
     this.label = label;
     this.#meta = schema.meta;
     this.#log = new FencedLog(db, label, schema);
@@ -137,7 +141,8 @@ export class SqliteStorage implements Storage {
     const rows = async (sql: string) => (await this.#db.all(sql)).map((row) => [row.id as number | string, row.record] as const);
     // The live tasks are parsed as they are read (decision 0054): with thousands live, an array of every row's
     // text first would outlive a young-generation collection or two in front of the first resumed step.
-    const liveTasks = await readLiveTasks(this.#db, this.#liveTasks, damaged); // in id order, unsorted by SQLite (0104)
+    // In id order, unsorted by SQLite (0104); in one row where it can be (0110).
+    const liveTasks = await readLiveTasks(this.#db, this.#liveTasks, damaged, this.#liveTasksJoined);
     this.#owed.loaded(meta.get(OWED_KEY), liveTasks);
     this.#liveStatus.clear();
     this.#texts.clear();
