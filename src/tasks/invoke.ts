@@ -27,9 +27,11 @@ export interface SchedulerPort {
  * durable progress), or the abort / restart-limit handler once. A failure, a phase without progress or a
  * handler that leaves its task running ends the task `faulted`, in one commit.
  */
-export function invoke(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime): Promise<void> {
-  if (invocation.mode !== "run") return invokeHandler(host, invocation, runtime);
-  return new Promise<void>((resolve) => new PhaseLoop(host, invocation, runtime, resolve).next());
+export function invoke(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime): void {
+  // Nobody waits on an invocation's run (its end is `host.ended`, its `done` is made for a close): no promise, no
+  // resolving functions and no executor a started task (decision 0109: 10,000 of them before the last by id).
+  if (invocation.mode !== "run") void invokeHandler(host, invocation, runtime);
+  else new PhaseLoop(host, invocation, runtime).next();
 }
 
 /**
@@ -38,13 +40,13 @@ export function invoke(host: SchedulerPort, invocation: Invocation, runtime: Tas
  * `await` made about 200 bytes every phase, a `then` about half). The order of everything is the async loop's:
  * a phase's end is taken one microtask after its promise settles, as `await` took it; a handler that throws before
  * it returns is taken at once, as the loop's `catch` took it; the invocation ends (`host.ended`) once, after the
- * fault's commit when there is one.
+ * fault's commit when there is one. The fault's two reactions are made when a fault is committed (decision 0109: a
+ * phase held until the invocation is stopped, every running task at a reload, never needs them).
  */
 class PhaseLoop {
   readonly #host: SchedulerPort;
   readonly #invocation: Invocation;
   readonly #runtime: TaskRuntime;
-  readonly #done: () => void;
   #first = true;
   #failed = false;
   #failure: unknown = undefined;
@@ -57,18 +59,11 @@ class PhaseLoop {
     this.#failure = error;
     this.next();
   };
-  /** The fault's commit settled (it never rejects: it backs off itself). */
-  readonly #faulted = (): void => this.#end();
-  readonly #broke = (error: unknown): void => {
-    this.#report(error);
-    this.#end();
-  };
 
-  constructor(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime, done: () => void) {
+  constructor(host: SchedulerPort, invocation: Invocation, runtime: TaskRuntime) {
     this.#host = host;
     this.#invocation = invocation;
     this.#runtime = runtime;
-    this.#done = done;
   }
 
   /** Runs phases until one returns a promise (then waits for it) or the invocation is over (then ends it). */
@@ -87,12 +82,12 @@ class PhaseLoop {
             break;
           }
           if (this.#failed) {
-            commitFault(host, invocation, "phase_failed", errorMessage(this.#failure)).then(this.#faulted, this.#broke);
+            this.#fault("phase_failed", errorMessage(this.#failure));
             return;
           }
           if (jsonEqual(current.state.checkpoint, this.#phaseStart)) {
             const message = `Task ${current.kind} phase ${this.#phaseStart?.phase} returned without durable progress.`;
-            commitFault(host, invocation, "no_progress", message).then(this.#faulted, this.#broke);
+            this.#fault("no_progress", message);
             return;
           }
           if (host.registry.task(current.kind) !== invocation.definition) break; // hand over at a phase boundary
@@ -122,16 +117,23 @@ class PhaseLoop {
     this.#end();
   }
 
+  /** Commits the fault, then ends the invocation (the commit never rejects: it backs off itself). */
+  #fault(reason: FaultReason, message: string): void {
+    commitFault(this.#host, this.#invocation, reason, message).then(
+      () => this.#end(),
+      (error: unknown) => {
+        this.#report(error);
+        this.#end();
+      },
+    );
+  }
+
   #report(error: unknown): void {
     if (!this.#host.closing()) deliver(this.#host.onReport, { kind: "error", error, taskId: this.#invocation.taskId });
   }
 
   #end(): void {
-    try {
-      this.#host.ended(this.#invocation);
-    } finally {
-      this.#done();
-    }
+    this.#host.ended(this.#invocation);
   }
 }
 

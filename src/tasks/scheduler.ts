@@ -341,7 +341,7 @@ export class Scheduler {
         }
         this.#backoff.succeeded();
         this.#reserving = [];
-        for (const invocation of started) void this.#run(invocation);
+        for (const invocation of started) this.#run(invocation);
       }
     } catch (error) {
       if (!this.#closing) deliver(this.#options.onReport, { kind: "error", error });
@@ -374,8 +374,8 @@ export class Scheduler {
     this.#timer.arm();
   }
 
-  #run(invocation: Invocation): Promise<void> {
-    return invoke(this.#schedulerPort, invocation, this.#runtimes.create(invocation));
+  #run(invocation: Invocation): void {
+    invoke(this.#schedulerPort, invocation, this.#runtimes.create(invocation));
   }
 
   /** After a storage failure: report it, and retry after a backoff on the harness clock. */
