@@ -47,6 +47,8 @@ function waitingHost() {
     unsubscribe: (id) => void answered.delete(id),
   };
   const sockets: Array<{ drop(): void; open: boolean }> = [];
+  /** How many of the next attempts fail before they open (a server down, a network gone: error, then close). */
+  let failNext = 0;
   const connect = (): SocketLike => {
     const listeners: Record<string, Array<(event?: any) => void>> = { open: [], message: [], close: [], error: [] };
     const fire = (type: string, event?: unknown) => {
@@ -64,7 +66,15 @@ function waitingHost() {
       fire("close");
     };
     sockets.push(state);
-    queueMicrotask(() => state.open && fire("open"));
+    if (failNext > 0) {
+      failNext--;
+      state.open = false;
+      connection.close();
+      queueMicrotask(() => {
+        fire("error");
+        fire("close");
+      });
+    } else queueMicrotask(() => state.open && fire("open"));
     return {
       send: (data: string) => void (state.open && connection.receive(JSON.parse(data))),
       close: () => state.drop(),
@@ -82,6 +92,8 @@ function waitingHost() {
       }
     },
     held: () => waiting.size + answered.size,
+    /** The next `n` attempts fail before they open. */
+    failAttempts: (n: number) => void (failNext = n),
   };
 }
 
@@ -154,11 +166,83 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     expect(host.held()).toBe(0);
   });
 
-  it("S8/0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects; a held one starts once", async () => {
+  it("0111 review: a watch waiting across a drop whose first reconnect attempt fails before it opens still starts on the next connection, and a call made afterwards is answered (before: the attempt's drop replaced the promise the watch waited on, which never settled, even after close())", async () => {
+    const host = waitingHost();
+    const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
+    const views: unknown[] = [];
+    const state = settled(endpoint.subscribe("watchConversation", [9], (view) => views.push(view)));
+    await settle();
+    host.failAttempts(1);
+    host.drop();
+    await settle();
+    await settle();
+    expect(endpoint.connections).toBe(2);
+    expect(host.held()).toBe(1);
+    host.come();
+    await settle();
+    expect(state.outcome).toBe("watching");
+    expect(views).toEqual(["view"]);
+    const call = settled(endpoint.call("x", []));
+    await settle();
+    expect(call.outcome).toBe("watching"); // answered
+    endpoint.close();
+  });
+
+  it("0111 review: a call and a watch made while the very first attempt fails (the server down at page load) are served on the connection after it (before: both waited for good, and close() did not end them)", async () => {
+    const host = waitingHost();
+    host.failAttempts(1);
+    const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
+    const call = settled(endpoint.call("x", []));
+    const views: unknown[] = [];
+    const watch = settled(endpoint.subscribe("watchConversation", [9], (view) => views.push(view)));
+    await settle();
+    await settle();
+    expect(call.outcome).toBe("watching");
+    host.come();
+    await settle();
+    expect(watch.outcome).toBe("watching");
+    expect(views).toEqual(["view"]);
+    endpoint.close();
+  });
+
+  it("0111 review: a call waiting across failed attempts ends with ConnectionLost when the page closes the endpoint (before: it never settled)", async () => {
+    const host = waitingHost();
+    const retries: Array<() => void> = [];
+    const endpoint = socketEndpoint(host.connect, { setTimer: (fire) => void retries.push(fire) });
+    await settle();
+    host.failAttempts(1);
+    host.drop();
+    const call = settled(endpoint.call("x", []));
+    retries.shift()?.(); // the attempt, which fails before it opens
+    await settle();
+    expect(call.outcome).toBeUndefined();
+    expect(retries.length).toBe(1); // the next attempt waits
+    endpoint.close();
+    await settle();
+    expect(call.outcome).toBe("ConnectionLost");
+  });
+
+  it("0107/0111 review: a watch given up while the socket is down rejects at once with NotFound (no longer watched), as other transports' given-up watches do, and is asked nowhere (before: it settled only when a connection opened, with ConnectionLost)", async () => {
+    const host = waitingHost();
+    const endpoint = socketEndpoint(host.connect, { retryMs: 1_000_000 });
+    const views: unknown[] = [];
+    const watch = endpoint.subscribe("watchConversation", [9], (view) => views.push(view)) as PendingSubscription<number>;
+    const state = settled(watch);
+    await settle();
+    host.drop(); // the next attempt is a long way off
+    watch.cancel();
+    await settle();
+    expect(state.outcome).toBe("NotFound");
+    expect(host.held()).toBe(0);
+    endpoint.close();
+  });
+
+  it("S8/0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
     const action = fc.oneof(
       fc.constant({ kind: "watch" as const }),
       fc.constant({ kind: "drop" as const }),
       fc.constant({ kind: "come" as const }),
+      fc.record({ kind: fc.constant("fail" as const), attempts: fc.integer({ min: 1, max: 2 }) }),
       fc.record({ kind: fc.constant("cancel" as const), which: fc.nat(20) }),
       fc.record({ kind: fc.constant("unsubscribe" as const), which: fc.nat(20) }),
     );
@@ -180,7 +264,10 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
             ) as never as (typeof watches)[number]["promise"];
             watches.push({ promise, views, state: settled(promise), gone: false });
           } else if (step.kind === "drop") host.drop();
-          else if (step.kind === "come") host.come();
+          else if (step.kind === "fail") {
+            host.failAttempts(step.attempts);
+            host.drop();
+          } else if (step.kind === "come") host.come();
           else {
             const watch = watches[step.which % Math.max(1, watches.length)];
             if (!watch || watch.gone) continue;
@@ -195,7 +282,11 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
         expect(host.held()).toBe(held.length);
         for (const watch of held) expect(watch.state.outcome ?? "waiting").not.toMatch(/ConnectionLost|NotFound/);
         const given = watches.filter((watch) => watch.gone && watch.state.outcome !== "watching");
-        for (const watch of given) expect(watch.views).toEqual([]);
+        for (const watch of given) {
+          expect(watch.views).toEqual([]);
+          // Given up before it started: it rejected, as a refused watch (before, this was never checked).
+          expect(watch.state.outcome).toBe("NotFound");
+        }
         // Everything still held starts once its conversation comes, and hears it (once per connection it was answered on).
         host.come();
         await settle();

@@ -11,7 +11,7 @@
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 
-import { ConnectionLost } from "../errors.ts";
+import { ConnectionLost, NotFound } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
@@ -110,7 +110,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       failures = 0; // the host answered on this connection: a later drop starts the backoff over
       link.receive(JSON.parse(String(event.data)) as HostMessage);
     });
+    /** Whether this attempt opened: only then did callers get its link, and a drop makes them wait for the next. */
+    let opened = false;
     ws.addEventListener("open", () => {
+      opened = true;
       connections++;
       options.onState?.({ state: "open" });
       for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
@@ -127,8 +130,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         current.catch(() => {});
         return;
       }
-      // Calls and subscriptions made from now on wait for the next connection instead of the dead one.
-      awaitLink();
+      // Calls and subscriptions made from now on wait for the next connection instead of the dead one. An attempt
+      // that failed before it opened gave its link to no one: callers keep waiting on the same promise (renewing it
+      // would leave theirs pending for good, even after close()).
+      if (opened) awaitLink();
       const ceiling = Math.min(maxRetryMs, retryMs * 2 ** failures);
       const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
       failures++;
@@ -156,12 +161,16 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       const subscription: Subscription = { method, args, emit };
       subscriptions.set(id, subscription);
       const held = () => subscriptions.get(id) === subscription;
+      let giveUp!: (error: unknown) => void;
+      const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
+      givenUp.catch(() => {});
       const answered = (async () => {
         for (;;) {
-          const link = await live(); // after close(): ConnectionLost
-          if (!held()) throw new ConnectionLost(); // given up while no connection was open: asked nowhere
+          // After close(): ConnectionLost. Given up while no connection is open: rejected at once, asked nowhere.
+          const link = await Promise.race([live(), givenUp]);
+          if (!held()) throw new NotFound("The subscription is no longer watched.");
           try {
-            await subscribeOn(link, id, subscription);
+            await Promise.race([subscribeOn(link, id, subscription), givenUp]);
             return id;
           } catch (error) {
             // Its connection dropped before the host answered: it waits on the next one, whose open subscribes it
@@ -176,6 +185,8 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       return pendingSubscription(answered, () => {
         if (subscriptions.get(id) !== subscription) return;
         subscriptions.delete(id);
+        // While the socket is down it rejects now, as a transport's given-up watch does (decisions 0107, 0111).
+        giveUp(new NotFound("The subscription is no longer watched."));
         cancelPending(subscription.pending);
       });
     },
