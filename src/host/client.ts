@@ -10,7 +10,7 @@ import type { ConversationViewState, ConversationViewUpdate } from "../agent/vie
 import { ConversationView } from "../agent/view/view-store.ts";
 import { randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
-import { DurableError, WorkerGone } from "../errors.ts";
+import { DurableError, NotFound, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
@@ -143,26 +143,49 @@ export class HostClient {
   }
 
   #open(conversationId: number): PendingSubscription<ConversationView> {
-    let watching: Promise<Unsubscribe> | undefined;
+    let watching: PendingSubscription | undefined;
     let cancelled = false;
-    const opened = this.#track(() =>
-      ConversationView.open({
-        watch: (listener) => {
-          watching = this.watchConversationUpdates(conversationId, listener);
-          if (cancelled) cancelPending(watching);
-          return watching;
-        },
-        entriesBefore: (beforeId, limit) => this.conversationEntries(conversationId, beforeId, limit),
-      }),
-    );
-    // Given up after it opened (the page's give-up raced its arrival): it stops all the same.
-    opened.then(
-      (view) => cancelled && view.close(),
+    /** The watch's unsubscribe once the host answered it, called at most once (by `cancel()` or the view's close). */
+    let unsubscribe: Unsubscribe | undefined;
+    let stopped = false;
+    const stop = () => {
+      if (!unsubscribe || stopped) return;
+      stopped = true;
+      unsubscribe();
+    };
+    let view: ConversationView | undefined;
+    let giveUp!: (error: unknown) => void;
+    const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
+    const opening = ConversationView.open({
+      watch: (listener) => {
+        watching = this.watchConversationUpdates(conversationId, listener);
+        if (cancelled) cancelPending(watching);
+        return watching.then((answered) => {
+          unsubscribe = answered;
+          if (cancelled) stop();
+          return stop;
+        });
+      },
+      entriesBefore: (beforeId, limit) => this.conversationEntries(conversationId, beforeId, limit),
+    });
+    // Opened after it was given up (its snapshot was on its way when the page's cancel() went): closed at once.
+    opening.then(
+      (opened) => {
+        view = opened;
+        if (cancelled) opened.close();
+      },
       () => {},
     );
+    // The caller's promise settles when it is given up, even between the host's answer and the view's snapshot.
+    const opened = this.#track(() => Promise.race([opening, givenUp]));
     return pendingSubscription(opened, () => {
+      if (cancelled) return;
       cancelled = true;
-      cancelPending(watching);
+      if (unsubscribe)
+        stop(); // answered: the view's watch ends (a transport need not unsubscribe on a late cancel)
+      else cancelPending(watching); // still waiting at the host: given up there (decision 0107)
+      view?.close();
+      giveUp(new NotFound(`Conversation ${conversationId} is no longer watched.`));
     });
   }
 
