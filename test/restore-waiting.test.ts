@@ -108,6 +108,62 @@ describe("a waiting subscription in a hibernating object's socket attachment (de
     expect(page.host.held()).toBe(2);
   });
 
+  it("0111 review: a restored subscription the earlier instance had answered stays in the attachment while the new instance subscribes it again behind the doors' authorize, so a second eviction in that window keeps it (before: it was dropped from the attachment and lost for good)", async () => {
+    // Like the object's doors: every subscribe is answered after `authorize` (here a gate the test opens).
+    const gatedHost = () => {
+      const gates: Array<() => void> = [];
+      const held = new Set<number>();
+      let ids = 0;
+      const endpoint: HostEndpoint = {
+        call: async () => null,
+        subscribe: (_method, _args, emit) =>
+          pendingSubscription(
+            new Promise<number>((resolve) =>
+              gates.push(() => {
+                const id = ++ids;
+                held.add(id);
+                resolve(id);
+                emit("first");
+              }),
+            ),
+            () => {},
+          ),
+        unsubscribe: (id) => void held.delete(id),
+      };
+      return { endpoint, held: () => held.size, open: () => gates.shift()?.() };
+    };
+    let attachment: HeldSubscription[] = [];
+    const answers: HostMessage[] = [];
+    const serve = () => {
+      const host = gatedHost();
+      const connection = serveMessages(host.endpoint, (message) => void (message.type !== "event" && answers.push(message)), {
+        onSubscriptions: (held) => void (attachment = structuredClone(held)),
+      });
+      return { host, connection };
+    };
+    let current = serve();
+    const open = () => current.host.open();
+    current.connection.receive({ type: "subscribe", id: 1, method: "status", args: [] });
+    current.connection.receive({ type: "subscribe", id: 2, method: "status", args: [] });
+    open();
+    open();
+    await turn();
+    expect(attachment.map((held) => held.id)).toEqual([1, 2]);
+    current = serve(); // the first eviction
+    current.connection.restore(structuredClone(attachment));
+    open(); // 1 is answered again; 2 is still being authorized
+    await turn();
+    expect(attachment.map((held) => held.id)).toEqual([1, 2]); // before: [1]
+    current = serve(); // the second eviction, before 2's authorize answered
+    current.connection.restore(structuredClone(attachment));
+    open();
+    open();
+    await turn();
+    expect(current.host.held()).toBe(2); // before: 1
+    expect(attachment.map((held) => held.id)).toEqual([1, 2]);
+    expect(answers.map((answer) => answer.id)).toEqual([1, 2]); // the page was answered once each, by the first instance
+  });
+
   it("S8/0111 property: across any evictions, every subscribe the page sent is answered exactly once, and each instance holds exactly what the page still holds", async () => {
     const action = fc.oneof(
       fc.record({ kind: fc.constantFrom("now" as const, "wait" as const) }),

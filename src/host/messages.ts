@@ -94,8 +94,9 @@ export function serveMessages(
         if (unanswered.get(id) === own) unanswered.delete(id);
         if (answer && !closed) send({ type: "result", id, value: null });
         if (subscriptions.get(id) !== subscribed) return ownId; // unsubscribed meanwhile: that ends it once it resolves
+        const was = held.get(id);
         held.set(id, { id, method, args });
-        changed();
+        if (!was || was.waiting) changed(); // a restored one is held as it was: nothing to write again
         return ownId;
       },
       (error: unknown) => {
@@ -115,6 +116,11 @@ export function serveMessages(
     if (answer && isPending(own)) {
       held.set(id, { id, method, args, waiting: true });
       changed();
+    } else if (!answer) {
+      // Restored, answered by an earlier instance: held from now on, unmarked, while this instance subscribes it again
+      // (through the object's doors that waits for `authorize`). Before, an attachment written in that window left it
+      // out, and a second eviction lost it. It came from the attachment, so nothing new is written for it.
+      held.set(id, { id, method, args });
     }
   };
   return {
