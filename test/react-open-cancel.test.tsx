@@ -49,6 +49,28 @@ describe("a view still being opened is given up by whoever stops wanting it (dec
     expect(again.listenerCount()).toBe(0);
   });
 
+  it("0111 review: a view that opened is only closed on unmount and on the transport's close, not given up as well (before: cancel() after the close too: a client whose late cancel unsubscribes did it twice)", async () => {
+    const client = new CancellableClient();
+    const page = render(
+      <HarnessProvider client={client}>
+        <Entries id={1} />
+      </HarnessProvider>,
+    );
+    await act(async () => client.view(1, snapshot(1)));
+    page.unmount();
+    expect(client.listenerCount()).toBe(0);
+    expect(client.cancelled).toBe(0);
+    const transport = new DurableChatTransport({ client, conversationId: 1 });
+    await act(async () => {
+      const stop = transport.onTranscriptChange(() => {});
+      client.view(1, snapshot(1));
+      await stop;
+    });
+    transport.close();
+    expect(client.listenerCount()).toBe(0);
+    expect(client.cancelled).toBe(0);
+  });
+
   it("S8/0111: the chat transport closed while its view is being opened gives the open up", async () => {
     const client = new CancellableClient();
     client.hold();

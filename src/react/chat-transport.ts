@@ -47,6 +47,8 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   readonly conversationId: number;
   readonly #client: ChatClient;
   #view: Promise<ConversationView> | undefined;
+  /** The view once `#view` opened (closing it then needs no cancel: a client's late cancel may unsubscribe twice). */
+  #opened: ConversationView | undefined;
   #closed = false;
   readonly #pages: PageChat;
 
@@ -134,12 +136,16 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
   close(): void {
     this.#closed = true;
     this.#pages.close();
-    cancelPending(this.#view); // a view still being opened (a copy waiting for the conversation): given up (decision 0111)
-    void this.#view?.then(
-      (view) => view.close(),
-      () => {},
-    );
+    if (this.#opened) this.#opened.close();
+    else {
+      cancelPending(this.#view); // a view still being opened (a copy waiting for the conversation): given up (decision 0111)
+      void this.#view?.then(
+        (view) => view.close(),
+        () => {},
+      );
+    }
     this.#view = undefined;
+    this.#opened = undefined;
   }
 
   #open(): Promise<ConversationView> {
@@ -149,7 +155,10 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       this.#view = opening;
       this.#pages.watch();
       // A failed open is not kept: the next request tries again (the worker may have been starting).
-      opening.catch(() => this.#view === opening && (this.#view = undefined));
+      opening.then(
+        (view) => this.#view === opening && (this.#opened = view),
+        () => this.#view === opening && (this.#view = undefined),
+      );
     }
     return this.#view;
   }

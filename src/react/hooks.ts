@@ -78,9 +78,10 @@ export function useConversationView(conversationId: number | undefined): Convers
     );
     return () => {
       ended = true;
-      view?.close();
-      // Unmounted while a following copy waits for the conversation: the wait ends too (decision 0111).
-      cancelPending(opening);
+      // Open: closed. Unmounted while a following copy waits for the conversation: the wait ends too (decision 0111);
+      // only then, since a client's cancel after the open may unsubscribe a second time.
+      if (view) view.close();
+      else cancelPending(opening);
     };
   }, [client, conversationId]);
   if (!opened || opened.id !== conversationId) return undefined;
