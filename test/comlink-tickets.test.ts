@@ -11,6 +11,7 @@ import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
 import { NotFound } from "../src/errors.ts";
 import { pendingSubscription } from "../src/host/pending-subscription.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
+import { settled } from "./support.ts";
 
 const channels: MessageChannel[] = [];
 afterEach(() => {
@@ -66,15 +67,6 @@ function worker() {
   exposeHost(host.service, channel.port1 as never);
   return { host, port: channel.port2 as never as Comlink.Endpoint };
 }
-
-const settled = (promise: Promise<unknown>) => {
-  const state: { outcome?: string } = {};
-  promise.then(
-    () => (state.outcome = "watching"),
-    (error: Error) => (state.outcome = error.name),
-  );
-  return state;
-};
 
 type Pending = Promise<number> & { cancel(): void };
 

@@ -12,15 +12,7 @@ import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type ClientMessage, messageEndpoint } from "../src/host/messages.ts";
 import { pendingSubscription } from "../src/host/pending-subscription.ts";
 import { snapshot } from "./react-fake-client.ts";
-
-function settled(promise: Promise<unknown>) {
-  const state: { outcome?: string } = {};
-  promise.then(
-    () => (state.outcome = "opened"),
-    (error: unknown) => (state.outcome = error instanceof Error ? error.name : "?"),
-  );
-  return state;
-}
+import { settled } from "./support.ts";
 
 const settle = async () => {
   for (let i = 0; i < 3; i++) await new Promise((resolve) => setTimeout(resolve, 0));
@@ -50,7 +42,7 @@ describe("openConversation(...).cancel() whenever it comes (decision 0111 review
   it("0107/0111: cancel() after the host answered the watch, before its snapshot: the promise rejects NotFound and the watch is unsubscribed (before: the promise never settled)", async () => {
     const { endpoint, control } = answeringEndpoint();
     const opening = new HostClient(endpoint).openConversation(7);
-    const state = settled(opening);
+    const state = settled(opening, "opened");
     await settle();
     control.answer?.(42);
     await settle();
@@ -67,7 +59,7 @@ describe("openConversation(...).cancel() whenever it comes (decision 0111 review
     const sent: ClientMessage[] = [];
     const link = messageEndpoint((message) => void sent.push(message));
     const opening = new HostClient(link.endpoint).openConversation(7);
-    const state = settled(opening);
+    const state = settled(opening, "opened");
     await settle();
     const watch = sent.find((message) => message.type === "subscribe" && message.method === "watchConversation");
     if (!watch) throw new Error("no watch sent");

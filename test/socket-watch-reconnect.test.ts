@@ -13,6 +13,7 @@ import { ConnectionLost, NotFound } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 import { type PendingSubscription, pendingSubscription } from "../src/host/pending-subscription.ts";
+import { settled } from "./support.ts";
 
 /**
  * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"), served to each
@@ -95,18 +96,6 @@ function waitingHost() {
     /** The next `n` attempts fail before they open. */
     failAttempts: (n: number) => void (failNext = n),
   };
-}
-
-function settled(promise: Promise<unknown>) {
-  const state: { outcome?: string; error?: unknown } = {};
-  promise.then(
-    () => (state.outcome = "watching"),
-    (error: unknown) => {
-      state.outcome = error instanceof Error ? error.name : "?";
-      state.error = error;
-    },
-  );
-  return state;
 }
 
 /** Lets every queued frame, open and retry (timers of 0 ms) run. */

@@ -16,6 +16,22 @@ import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 
 export const ctx = BACKGROUND_CONTEXT;
 
+/**
+ * What `promise` came to, read without awaiting it: `outcome` is `resolved` (default "watching") once it resolved, the
+ * error's name once it rejected (with the error in `error`), undefined while it waits.
+ */
+export function settled(promise: Promise<unknown>, resolved = "watching"): { outcome?: string; error?: unknown } {
+  const state: { outcome?: string; error?: unknown } = {};
+  promise.then(
+    () => (state.outcome = resolved),
+    (error: unknown) => {
+      state.outcome = error instanceof Error ? error.name : "?";
+      state.error = error;
+    },
+  );
+  return state;
+}
+
 /** A task named `name` that completes ("ok") in its first step. */
 export function doneTask(name: string) {
   return defineTask<unknown, { phase: "go" }, string>({

@@ -11,7 +11,7 @@ import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 import { createRegistry, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { pageOf, socketTo } from "./page-tools-follow-support.ts";
-import { ctx } from "./support.ts";
+import { ctx, settled } from "./support.ts";
 
 // Decision 0107 (issue 27's seams left by 0103). A page's watch of a conversation a following copy has not received yet
 // waits (0103). Two ends were missing: a waiting watch whose page went away stayed registered at the host until the
@@ -105,15 +105,6 @@ function rawPage(service: Parameters<typeof hostEndpoint>[0]) {
   const connection = serveMessages(hostEndpoint(service), (message) => void answers.push(structuredClone(message)));
   return { connection, answers };
 }
-
-const settled = (promise: Promise<unknown>) => {
-  const state: { outcome?: string } = {};
-  promise.then(
-    () => (state.outcome = "watching"),
-    (error: Error) => (state.outcome = error.name),
-  );
-  return state;
-};
 
 describe("a waiting watch ends with its caller and with the reopen (decision 0107)", () => {
   it("S8/0107: a waiting watch whose page closed, or that the page unsubscribed before its answer, holds nothing at the host (before: registered until the holder's ids passed it)", async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HarnessClient } from "../../src/browser/client.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../../src/index.ts";
+import { settled } from "../support.ts";
 import { openAgentTab, openDevice } from "./follow-copy-support.ts";
 import { until } from "./follow-support.ts";
 import { type Edge, edgeSocket, pause, startEdge } from "./support.ts";
@@ -9,19 +10,6 @@ import { type Edge, edgeSocket, pause, startEdge } from "./support.ts";
 // holds the lease) watches a conversation the tab has not pushed yet. It waits for it, as a following tab's copy does
 // (decision 0103); before, the object's copy said NotFound at once. A waiting watch whose socket closed holds nothing,
 // and one still waiting at the takeover is answered by the object's own harness.
-
-/** What a watch came to, read without awaiting it. */
-function settled(promise: Promise<unknown>) {
-  const state: { outcome?: string; error?: Error } = {};
-  promise.then(
-    () => (state.outcome = "watching"),
-    (error: Error) => {
-      state.outcome = error.name;
-      state.error = error;
-    },
-  );
-  return state;
-}
 
 describe("a device's watch of a conversation the object's copy has not received yet (decision 0107)", () => {
   let edge: Edge;
