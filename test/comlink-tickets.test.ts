@@ -8,10 +8,8 @@ import * as Comlink from "comlink";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
-import { NotFound } from "../src/errors.ts";
-import { pendingSubscription } from "../src/host/pending-subscription.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
-import { settled } from "./support.ts";
+import { settled, waitingWatches } from "./support.ts";
 
 const channels: MessageChannel[] = [];
 afterEach(() => {
@@ -23,40 +21,24 @@ afterEach(() => {
 
 /** A worker's host whose watches wait for `come()`; `held()` counts the watches it holds (waiting or started). */
 function waitingService() {
-  const waiting = new Set<{ start: () => void; refuse: (error: unknown) => void }>();
+  const watches = waitingWatches();
   let started = 0;
   const service = {
-    watchConversation(conversationId: number, emit: (value: unknown) => void) {
-      let entry!: { start: () => void; refuse: (error: unknown) => void };
-      const answered = new Promise<() => void>((resolve, reject) => {
-        entry = {
-          start: () => {
-            started += 1;
-            emit({ conversationId });
-            let stopped = false;
-            resolve(() => {
-              if (!stopped) started -= 1;
-              stopped = true;
-            });
-          },
-          refuse: reject,
+    watchConversation: (conversationId: number, emit: (value: unknown) => void) =>
+      watches.wait(() => {
+        started += 1;
+        emit({ conversationId });
+        let stopped = false;
+        return () => {
+          if (!stopped) started -= 1;
+          stopped = true;
         };
-      });
-      waiting.add(entry);
-      return pendingSubscription(answered, () => {
-        if (waiting.delete(entry)) entry.refuse(new NotFound(`Conversation ${conversationId} is no longer watched.`));
-      });
-    },
+      }),
   } as unknown as HarnessService;
   return {
     service,
-    come() {
-      for (const entry of [...waiting]) {
-        waiting.delete(entry);
-        entry.start();
-      }
-    },
-    held: () => waiting.size + started,
+    come: () => watches.come(),
+    held: () => watches.size + started,
   };
 }
 

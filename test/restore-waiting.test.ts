@@ -7,17 +7,17 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { NotFound } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type HeldSubscription, type HostMessage, serveMessages } from "../src/host/messages.ts";
 import { pendingSubscription } from "../src/host/pending-subscription.ts";
+import { waitingWatches } from "./support.ts";
 
 /**
  * One instance of a host: `now` subscriptions are answered at once, `wait` ones once the conversation came (`come()`;
  * it is in the object's storage, so every later instance has it).
  */
 function instance(conversation: { came: boolean }) {
-  const waiting = new Set<{ answer: () => void; refuse: (error: unknown) => void }>();
+  const watches = waitingWatches();
   const answered = new Map<number, (value: unknown) => void>();
   let ids = 0;
   const start = (emit: (value: unknown) => void) => {
@@ -30,14 +30,7 @@ function instance(conversation: { came: boolean }) {
     call: async () => null,
     subscribe(method, _args, emit) {
       if (method === "now" || conversation.came) return Promise.resolve(start(emit));
-      let entry!: { answer: () => void; refuse: (error: unknown) => void };
-      const promise = new Promise<number>((resolve, reject) => {
-        entry = { answer: () => resolve(start(emit)), refuse: reject };
-      });
-      waiting.add(entry);
-      return pendingSubscription(promise, () => {
-        if (waiting.delete(entry)) entry.refuse(new NotFound("no longer watched"));
-      });
+      return watches.wait(() => start(emit));
     },
     unsubscribe: (id) => void answered.delete(id),
   };
@@ -45,12 +38,9 @@ function instance(conversation: { came: boolean }) {
     endpoint,
     come: () => {
       conversation.came = true;
-      for (const entry of [...waiting]) {
-        waiting.delete(entry);
-        entry.answer();
-      }
+      watches.come();
     },
-    held: () => waiting.size + answered.size,
+    held: () => watches.size + answered.size,
   };
 }
 

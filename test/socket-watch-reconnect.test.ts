@@ -9,42 +9,29 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
-import { ConnectionLost, NotFound } from "../src/errors.ts";
+import { ConnectionLost } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
-import { type PendingSubscription, pendingSubscription } from "../src/host/pending-subscription.ts";
-import { settled } from "./support.ts";
+import type { PendingSubscription } from "../src/host/pending-subscription.ts";
+import { settled, waitingWatches } from "./support.ts";
 
 /**
  * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"), served to each
  * socket the page opens through `serveMessages`; `held()` counts the watches it holds, waiting or answered.
  */
 function waitingHost() {
-  const waiting = new Set<{ emit: (value: unknown) => void; answer: () => void; refuse: (error: unknown) => void }>();
+  const watches = waitingWatches();
   const answered = new Map<number, (value: unknown) => void>();
   let ids = 0;
   const endpoint: HostEndpoint = {
     call: async () => "ok",
-    subscribe(_method, _args, emit) {
-      let entry!: { emit: (value: unknown) => void; answer: () => void; refuse: (error: unknown) => void };
-      const promise = new Promise<number>((resolve, reject) => {
-        entry = {
-          emit,
-          answer: () => {
-            const id = ++ids;
-            answered.set(id, emit);
-            resolve(id);
-            emit("view");
-          },
-          refuse: reject,
-        };
-      });
-      waiting.add(entry);
-      // Given up: released, and refused as the host's conversation watch is (decision 0107).
-      return pendingSubscription(promise, () => {
-        if (waiting.delete(entry)) entry.refuse(new NotFound("no longer watched"));
-      });
-    },
+    subscribe: (_method, _args, emit) =>
+      watches.wait(() => {
+        const id = ++ids;
+        answered.set(id, emit);
+        emit("view");
+        return id;
+      }),
     unsubscribe: (id) => void answered.delete(id),
   };
   const sockets: Array<{ drop(): void; open: boolean }> = [];
@@ -86,13 +73,8 @@ function waitingHost() {
     connect,
     /** Drops the page's current connection (the host sees it close). */
     drop: () => sockets.at(-1)?.drop(),
-    come: () => {
-      for (const entry of [...waiting]) {
-        waiting.delete(entry);
-        entry.answer();
-      }
-    },
-    held: () => waiting.size + answered.size,
+    come: () => watches.come(),
+    held: () => watches.size + answered.size,
     /** The next `n` attempts fail before they open. */
     failAttempts: (n: number) => void (failNext = n),
   };

@@ -1,5 +1,7 @@
 import fc from "fast-check";
 import type { Json } from "../src/base/json.ts";
+import { NotFound } from "../src/errors.ts";
+import { type PendingSubscription, pendingSubscription } from "../src/host/pending-subscription.ts";
 import {
   BACKGROUND_CONTEXT,
   createRegistry,
@@ -30,6 +32,37 @@ export function settled(promise: Promise<unknown>, resolved = "watching"): { out
     },
   );
   return state;
+}
+
+/**
+ * Watches that wait for their conversation, as a fake host holds them (decisions 0103, 0107): `wait(start)` is
+ * answered with what `start()` returns once `come()` is called, and refused `NotFound` ("no longer watched") when
+ * given up first; `size` counts the ones still waiting. The fake hosts of the watch tests (an endpoint served over
+ * frames, a comlink worker's service, an evictable object instance) are built on it.
+ */
+export function waitingWatches() {
+  const waiting = new Set<{ answer: () => void; refuse: (error: unknown) => void }>();
+  return {
+    wait<T>(start: () => T): PendingSubscription<T> {
+      let entry!: { answer: () => void; refuse: (error: unknown) => void };
+      const answered = new Promise<T>((resolve, reject) => {
+        entry = { answer: () => resolve(start()), refuse: reject };
+      });
+      waiting.add(entry);
+      return pendingSubscription(answered, () => {
+        if (waiting.delete(entry)) entry.refuse(new NotFound("The conversation is no longer watched."));
+      });
+    },
+    come() {
+      for (const entry of [...waiting]) {
+        waiting.delete(entry);
+        entry.answer();
+      }
+    },
+    get size() {
+      return waiting.size;
+    },
+  };
 }
 
 /** A task named `name` that completes ("ok") in its first step. */
