@@ -53,7 +53,7 @@ function worker() {
 type Pending = Promise<number> & { cancel(): void };
 
 describe("comlink subscribe tickets of two clients on one port (decision 0111)", () => {
-  it("S8/0111: one client's cancel() gives up its own wait only; the other's starts when its conversation comes (before: both tickets were subscribe-1, and the cancel gave up the other's)", async () => {
+  it("0111: one client's cancel() gives up its own wait only; the other's starts when its conversation comes (before: both tickets were subscribe-1, and the cancel gave up the other's)", async () => {
     const { host, port } = worker();
     const first = wrapHost(port);
     const second = wrapHost(port);
@@ -101,7 +101,7 @@ describe("comlink subscribe tickets of two clients on one port (decision 0111)",
     expect(host.held()).toBe(0);
   });
 
-  it("S8/0111 property: clients on one port that watch, cancel and are answered in any order: the worker holds exactly the watches not given up, and each given-up one rejects and hears nothing", async () => {
+  it("0111 property: clients on one port that watch, cancel and are answered in any order: the worker holds exactly the watches not given up, and each given-up one rejects and hears nothing", async () => {
     const action = fc.oneof(
       fc.record({ kind: fc.constant("watch" as const), client: fc.nat(2) }),
       fc.record({ kind: fc.constant("cancel" as const), which: fc.nat(20) }),

@@ -27,7 +27,7 @@ function Entries({ id }: { id: number }) {
 }
 
 describe("a view still being opened is given up by whoever stops wanting it (decision 0111)", () => {
-  it("S8/0111: useConversation unmounted while its open waits gives the open up (before: nothing asked the host to stop waiting)", async () => {
+  it("0111: useConversation unmounted while its open waits gives the open up (before: nothing asked the host to stop waiting)", async () => {
     const client = new CancellableClient();
     client.hold(); // the host has not answered: a copy waiting for the conversation
     const page = render(
@@ -71,7 +71,7 @@ describe("a view still being opened is given up by whoever stops wanting it (dec
     expect(client.cancelled).toBe(0);
   });
 
-  it("S8/0111: the chat transport closed while its view is being opened gives the open up", async () => {
+  it("0111: the chat transport closed while its view is being opened gives the open up", async () => {
     const client = new CancellableClient();
     client.hold();
     const transport = new DurableChatTransport({ client, conversationId: 1 });

@@ -76,7 +76,7 @@ function objectSocket() {
 const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 describe("a waiting subscription in a hibernating object's socket attachment (decision 0111)", () => {
-  it("S8/0111: a watch that waits when the object is evicted is answered by the instance that wakes, once its conversation comes (before: never answered)", async () => {
+  it("S4/0111: a watch that waits when the object is evicted is answered by the instance that wakes, once its conversation comes (before: never answered)", async () => {
     const page = objectSocket();
     page.send({ type: "subscribe", id: 1, method: "now", args: [] });
     page.send({ type: "subscribe", id: 2, method: "wait", args: [9] });
@@ -154,7 +154,7 @@ describe("a waiting subscription in a hibernating object's socket attachment (de
     expect(answers.map((answer) => answer.id)).toEqual([1, 2]); // the page was answered once each, by the first instance
   });
 
-  it("S8/0111 property: across any evictions, every subscribe the page sent is answered exactly once, and each instance holds exactly what the page still holds", async () => {
+  it("S4/0111 property: across any evictions, every subscribe the page sent is answered exactly once, and each instance holds exactly what the page still holds", async () => {
     const action = fc.oneof(
       fc.record({ kind: fc.constantFrom("now" as const, "wait" as const) }),
       fc.constant({ kind: "evict" as const }),

@@ -86,7 +86,7 @@ const settle = async () => {
 };
 
 describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)", () => {
-  it("S8/0111: a watch that waits when the socket drops keeps waiting, is asked again on the next connection only, and starts there when its conversation comes (before: ConnectionLost, and the host kept the re-asked watch for a caller that had given up)", async () => {
+  it("0111: a watch that waits when the socket drops keeps waiting, is asked again on the next connection only, and starts there when its conversation comes (before: ConnectionLost, and the host kept the re-asked watch for a caller that had given up)", async () => {
     const host = waitingHost();
     const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
     const views: unknown[] = [];
@@ -111,7 +111,7 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     endpoint.close();
   });
 
-  it("S8/0111: a watch given up while the socket is down is asked nowhere again; close() ends a waiting watch with ConnectionLost and leaves nothing at the host", async () => {
+  it("0111: a watch given up while the socket is down is asked nowhere again; close() ends a waiting watch with ConnectionLost and leaves nothing at the host", async () => {
     const host = waitingHost();
     const endpoint = socketEndpoint(host.connect, { retryMs: 50 });
     const views: unknown[] = [];
@@ -208,7 +208,7 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     endpoint.close();
   });
 
-  it("S8/0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
+  it("0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
     const action = fc.oneof(
       fc.constant({ kind: "watch" as const }),
       fc.constant({ kind: "drop" as const }),

@@ -107,7 +107,7 @@ function rawPage(service: Parameters<typeof hostEndpoint>[0]) {
 }
 
 describe("a waiting watch ends with its caller and with the reopen (decision 0107)", () => {
-  it("S8/0107: a waiting watch whose page closed, or that the page unsubscribed before its answer, holds nothing at the host (before: registered until the holder's ids passed it)", async () => {
+  it("0107: a waiting watch whose page closed, or that the page unsubscribed before its answer, holds nothing at the host (before: registered until the holder's ids passed it)", async () => {
     const { tab, phone, close } = await tabAndPhone();
     const base = phone.host.listenerCount();
     const waited = tab.harness().nextId; // not reached by the phone's copy, and the idle tab draws nothing
@@ -174,7 +174,7 @@ describe("a waiting watch ends with its caller and with the reopen (decision 010
     await close();
   }, 30_000);
 
-  it("S8/0107: a page that gives its wait up (`cancel()`, the README's race with a timer) leaves nothing at the host, over a socket's messages and over comlink; the conversation made later reaches neither", async () => {
+  it("0107: a page that gives its wait up (`cancel()`, the README's race with a timer) leaves nothing at the host, over a socket's messages and over comlink; the conversation made later reaches neither", async () => {
     const { tab, phone, close } = await tabAndPhone();
     const waited = tab.harness().nextId;
     const overMessages = pageOf(phone.host.service, "socket-page");
