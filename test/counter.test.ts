@@ -96,7 +96,7 @@ for (const backend of backends) {
       expect(first.printed).toEqual(["tick 1", "tick 2"]);
       const before = await backend.fromImage(first.image, { readOnly: true });
       const beforeRow = (await before.getTask(first.id))!;
-      expect(beforeRow.state).toEqual({ status: "running", checkpoint: { phase: "tick", n: 2 } });
+      expect(beforeRow.state).toEqual({ status: "running", checkpoint: { phase: "tick", n: 2 }, progressed: expect.any(Number) }); // decision 0112
       expect(beforeRow.memos).toEqual({ "printed-1": true, "printed-2": true });
       expect(beforeRow.restarts).toBeUndefined();
       if (backend === sqliteMemoryBackend) {

@@ -97,7 +97,12 @@ for (const backend of backends) {
       const get = (id: number) => reopened.harness.getTask(id, ctx);
       expect((await get(ids.running))!.state.status).toBe("pending");
       expect((await get(ids.running))!.restarts).toBe(1);
-      expect((await get(ids.sleeping))!.state).toEqual({ status: "sleeping", until: 11_000, checkpoint: { phase: "woke" } });
+      expect((await get(ids.sleeping))!.state).toEqual({
+        status: "sleeping",
+        until: 11_000,
+        checkpoint: { phase: "woke" },
+        progressed: expect.any(Number),
+      });
       expect((await get(ids.sleeping))!.restarts).toBeUndefined();
       expect((await get(ids.waiting))!.state.status).toBe("waiting");
       expect((await get(ids.waiting))!.restarts).toBeUndefined();
@@ -264,7 +269,7 @@ for (const backend of backends) {
       const readOnly = await openHarness(copy, { registry, readOnly: true });
       expect(readOnly.harness.readOnly).toBe(true);
       const row = (await readOnly.harness.getTask(id, ctx))!;
-      expect(row.state).toEqual({ status: "running", checkpoint: { phase: "step", n: 1 } });
+      expect(row.state).toEqual({ status: "running", checkpoint: { phase: "step", n: 1 }, progressed: expect.any(Number) }); // decision 0112
       expect(row.restarts).toBeUndefined();
       const inspection = await readOnly.harness.inspect(ctx);
       expect(inspection.scheduling).toBe("read-only");

@@ -93,7 +93,7 @@ describe.each([
       expect(boundId).toBe(id);
       expect(statements[0]!.params).toHaveLength(2);
       const written = JSON.parse(record as string) as { state: unknown };
-      expect(written.state).toEqual({ status: "running", checkpoint: { phase: "step", n: index + 1 } });
+      expect(written.state).toEqual({ status: "running", checkpoint: { phase: "step", n: index + 1 }, progressed: expect.any(Number) });
       // The whole record, as the start wrote it but for the state.
       expect({ ...written, state: null }).toEqual({ ...started, state: null });
     }

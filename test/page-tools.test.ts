@@ -84,7 +84,11 @@ describe("page tools (DESIGN §4c, S8, decision 0028)", () => {
     const [pending] = opened.root.pendingPageCalls();
     expect(pending).toMatchObject({ callId: "call_1", toolName: "ask_person", arguments: ARGS, status: "waiting", attempts: 0 });
     const task = (await opened.harness.getTask(pending!.taskId, ctx))!;
-    expect(task.state).toEqual({ status: "sleeping", checkpoint: { phase: "page", arguments: ARGS, replay: "unsafe" } });
+    expect(task.state).toEqual({
+      status: "sleeping",
+      checkpoint: { phase: "page", arguments: ARGS, replay: "unsafe" },
+      progressed: expect.any(Number),
+    });
     opened.clock.advance(7 * 24 * 3600 * 1000);
     await settle();
     expect(opened.root.pendingPageCalls()).toHaveLength(1);

@@ -20,6 +20,19 @@ const state: fc.Arbitrary<TaskState> = fc.oneof(
   fc.record({ checkpoint, status: fc.constant("running" as const) }), // another key order
   // A member between the two (decision 0077 walks the state's keys with for…in): the text must keep it.
   fc.record({ status: fc.constant("running" as const), note: fc.string(), checkpoint }),
+  // Decision 0112: a step's state carries its progress stamp after the checkpoint; the text spells a safe integer
+  // itself and leaves any other value (or another place for it) to JSON.
+  fc.record({
+    status: fc.constantFrom("pending" as const, "running" as const),
+    checkpoint,
+    progressed: fc.oneof(
+      fc.maxSafeInteger(),
+      fc.constantFrom(-0, 2 ** 53, 2 ** 60, Number.NaN, Number.POSITIVE_INFINITY, 1.5, null, undefined),
+      fc.string(),
+    ),
+  }),
+  fc.record({ status: fc.constant("running" as const), progressed: fc.maxSafeInteger(), checkpoint }),
+  fc.record({ status: fc.constant("running" as const), checkpoint, progressed: fc.maxSafeInteger(), note: fc.string() }),
   fc.record({
     status: fc.constant("terminal" as const),
     outcome: fc.record({ status: fc.constant("completed" as const), result: fc.jsonValue() }),

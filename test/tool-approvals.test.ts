@@ -62,7 +62,11 @@ describe("approvals (DESIGN §4c, S8)", () => {
     const [pending] = opened.root.pendingApprovals();
     expect(pending).toMatchObject({ callId: "call_1", toolName: "write_file", arguments: ARGS, argumentsHash: argumentsHash(ARGS) });
     const task = (await opened.harness.getTask(pending!.taskId, ctx))!;
-    expect(task.state).toEqual({ status: "sleeping", checkpoint: { phase: "approval", arguments: ARGS, replay: "unsafe" } });
+    expect(task.state).toEqual({
+      status: "sleeping",
+      checkpoint: { phase: "approval", arguments: ARGS, replay: "unsafe" },
+      progressed: expect.any(Number),
+    });
     // No timer keeps it: however far the clock moves, it still waits, and the model was asked once.
     opened.clock.advance(7 * 24 * 3600 * 1000);
     await settle();

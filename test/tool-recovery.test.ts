@@ -117,7 +117,11 @@ for (const backend of backends) {
       const tool = (await before.getTask(probe.toolId))!;
       expect(generation.state).toMatchObject({ status: "waiting", checkpoint: { phase: "tools" } });
       expect(generation.restarts).toBeUndefined();
-      expect(tool.state).toEqual({ status: "running", checkpoint: { phase: "execute", arguments: { text: "hello\n" }, replay: "unsafe" } });
+      expect(tool.state).toEqual({
+        status: "running",
+        checkpoint: { phase: "execute", arguments: { text: "hello\n" }, replay: "unsafe" },
+        progressed: expect.any(Number),
+      });
       expect(tool.restarts).toBeUndefined();
       if (backend.name.startsWith("SQLite")) {
         const rows = await before.query(PROBE_QUERY);

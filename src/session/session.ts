@@ -2,6 +2,7 @@ import type { Clock } from "../base/clock.ts";
 import { SerialQueue } from "../base/serial.ts";
 import { HarnessClosed, InvalidCommit, LeaseNotHeld, ReadOnlySession } from "../errors.ts";
 import type { JsonLimits } from "../limits.ts";
+import { pendingAt } from "../storage/progress.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
 import type { CommitRecord } from "./commit-record.ts";
@@ -123,7 +124,7 @@ export class Session extends LeaseLine {
     for (const task of tasks) {
       if (task.state.status !== "running") continue;
       // Assigned in place, keys keep their order: the same JSON as `{ ...task, state, restarts }`.
-      if (!keepRunning) task.state = { status: "pending", checkpoint: task.state.checkpoint };
+      if (!keepRunning) task.state = pendingAt(task.state);
       task.restarts = (task.restarts ?? 0) + 1;
       counted.push(task);
     }
@@ -338,7 +339,7 @@ export class Session extends LeaseLine {
       const tasks: TaskRecord[] = [];
       for (const task of this.live.values()) {
         if (task.state.status !== "running") continue;
-        const state = keepRunning ? task.state : { status: "pending" as const, checkpoint: task.state.checkpoint };
+        const state = keepRunning ? task.state : pendingAt(task.state);
         tasks.push({ ...task, state, restarts: (task.restarts ?? 0) + 1 });
       }
       // Under a lease the open's recovery is the new epoch's first transaction even when it recovers nothing:

@@ -21,13 +21,15 @@ export type WaitPolicy = "allSettled" | "failFast";
 
 /**
  * S1: the states of a task. `sleeping.until` is on the harness clock; a sleep without `until` lasts until a
- * commit wakes the task (a wait for a person: see `wakeSleeper`).
+ * commit wakes the task (a wait for a person: see `wakeSleeper`). `progressed` (decision 0112) is the harness's
+ * own: the progress sequence of the task's last step (larger is later), kept through a crash's recovery and a
+ * start, so the first pass after an open starts the task that stepped last first; absent before a first step.
  */
 export type TaskState<S extends Checkpoint = Checkpoint, R = Json> =
-  | { status: "pending"; checkpoint: S }
-  | { status: "running"; checkpoint: S }
-  | { status: "waiting"; checkpoint: S; on: number[]; policy: WaitPolicy }
-  | { status: "sleeping"; checkpoint: S; until?: number }
+  | { status: "pending"; checkpoint: S; progressed?: number }
+  | { status: "running"; checkpoint: S; progressed?: number }
+  | { status: "waiting"; checkpoint: S; on: number[]; policy: WaitPolicy; progressed?: number }
+  | { status: "sleeping"; checkpoint: S; until?: number; progressed?: number }
   | { status: "completing"; outcome: TaskOutcome<R> }
   | { status: "terminal"; outcome: TaskOutcome<R> };
 

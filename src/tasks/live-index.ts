@@ -21,6 +21,12 @@ export class LiveIndex {
   readonly #waitersOn = new Map<number, Set<number>>();
   readonly #waitingOn = new Map<number, number[]>();
   readonly sleepers = new Set<number>();
+  /**
+   * The largest progress stamp handed out or seen on a record taken in (decision 0112): at open, the largest of the
+   * live records; a step's stamp is one more. Only the order among live tasks matters, so terminal rows need not be
+   * read, and a stamp handed out to a commit that was refused leaves a gap, nothing else.
+   */
+  #progressed = 0;
 
   /**
    * Takes a committed record into the index. Returns the members of a failFast wait it starts (some may have
@@ -28,6 +34,8 @@ export class LiveIndex {
    */
   index(task: TaskRecord): readonly number[] | undefined {
     const live = task.state.status !== "terminal";
+    const stamp = (task.state as { progressed?: unknown }).progressed;
+    if (typeof stamp === "number" && stamp > this.#progressed && Number.isSafeInteger(stamp)) this.#progressed = stamp;
     if (task.owner !== undefined && !task.background) {
       let set = this.#children.get(task.owner);
       if (live) {
@@ -59,6 +67,11 @@ export class LiveIndex {
     if (task.state.status === "sleeping") this.sleepers.add(task.id);
     else this.sleepers.delete(task.id);
     return failFast;
+  }
+
+  /** The next progress stamp (decision 0112): later than every one a live task holds. */
+  nextProgress(): number {
+    return ++this.#progressed;
   }
 
   /** The tasks waiting on `id` (committed). */

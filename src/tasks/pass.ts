@@ -1,6 +1,7 @@
 import type { Clock } from "../base/clock.ts";
 import type { KernelTx } from "../session/tx.ts";
 import type { ResolvedSettings } from "../settings.ts";
+import { progressOf } from "../storage/progress.ts";
 import type { Checkpoint, TaskRecord } from "../storage/records.ts";
 import { type Invocation, type Mode, newInvocation } from "./invocation.ts";
 import { isLive, type LiveIndex } from "./live-index.ts";
@@ -35,6 +36,8 @@ export class SchedulingPass {
    */
   #deferred: number[] = [];
   #deferredAt = 0;
+  /** No pass has run yet: the next is the first after the open, which ranks by progress too (decision 0112). */
+  #first = true;
 
   constructor(options: PassOptions) {
     this.#options = options;
@@ -54,10 +57,20 @@ export class SchedulingPass {
     // candidates fewest restarts first, then by id (decision 0105; ranked only when the reconcile saw more than one
     // count). A pass with a rest takes it first, in its order, then its own new candidates by id (decision 0109): new
     // work never goes in front of what an earlier pass deferred, so a deferred task is reached within
-    // ⌈its position / RESERVATION_BATCH⌉ passes however much new work the started tasks make.
+    // ⌈its position / RESERVATION_BATCH⌉ passes however much new work the started tasks make. The first pass after
+    // the open ranks by the progress stamps too (decision 0112): within a count, the task that stepped last first, so
+    // on a first crash (every count 1) the task that was stepping is not behind every one that was not.
     const sorted = [...candidates].sort((a, b) => a - b);
     const rest = this.#deferredAt < this.#deferred.length;
-    const ordered = rest ? afterRest(this.#deferred, this.#deferredAt, sorted) : mixed ? byRestarts(tx, sorted) : sorted;
+    const first = this.#first;
+    this.#first = false;
+    const ordered = rest
+      ? afterRest(this.#deferred, this.#deferredAt, sorted)
+      : first
+        ? byProgress(tx, sorted)
+        : mixed
+          ? byRestarts(tx, sorted)
+          : sorted;
     let position = ordered === this.#deferred ? this.#deferredAt : 0;
     this.#deferred = [];
     this.#deferredAt = 0;
@@ -190,6 +203,39 @@ export function byRestarts(tx: KernelTx, ids: number[]): number[] {
   }
   const out: number[] = [];
   for (const count of [...byCount.keys()].sort((a, b) => a - b)) for (const id of byCount.get(count)!) out.push(id);
+  return out;
+}
+
+/** A task's progress stamp as a reservation rank: larger first, absent (or not a safe integer) after every stamp. */
+function progressRank(task: TaskRecord | undefined): number {
+  const progressed = task === undefined ? undefined : progressOf(task.state);
+  return progressed ?? Number.NEGATIVE_INFINITY;
+}
+
+/**
+ * `ids` (ascending) ordered by (restarts ascending, progress stamp descending — absent last —, id ascending): the
+ * first pass after an open (decision 0112). Each key is read once into an array, then the positions are sorted; `ids`
+ * itself when every candidate has the same count and the same stamp (a database whose tasks never stepped).
+ */
+export function byProgress(tx: KernelTx, ids: number[]): number[] {
+  const length = ids.length;
+  if (length < 2) return ids;
+  const restarts = new Float64Array(length);
+  const progressed = new Float64Array(length);
+  let equal = true;
+  for (let at = 0; at < length; at++) {
+    const task = tx.task(ids[at]!);
+    restarts[at] = restartsOf(task);
+    progressed[at] = progressRank(task);
+    if (equal && at > 0 && (restarts[at] !== restarts[0] || progressed[at] !== progressed[0])) equal = false;
+  }
+  if (equal) return ids;
+  const order = new Uint32Array(length);
+  for (let at = 0; at < length; at++) order[at] = at;
+  // ids ascending: a position's order is its id's, so the last key is the position itself.
+  order.sort((a, b) => restarts[a]! - restarts[b]! || (progressed[a] === progressed[b] ? a - b : progressed[a]! > progressed[b]! ? -1 : 1));
+  const out = new Array<number>(length);
+  for (let at = 0; at < length; at++) out[at] = ids[order[at]!]!;
   return out;
 }
 

@@ -9,6 +9,7 @@ import { jsonEqual } from "../base/json.ts";
 import { InvalidCommit, NotFound } from "../errors.ts";
 import type { What } from "../limits.ts";
 import type { KernelTx } from "../session/tx.ts";
+import { pendingAt, progressOf } from "../storage/progress.ts";
 import type { BlockedReason, Checkpoint, TaskOutcome, TaskRecord, TaskState } from "../storage/records.ts";
 import type { Mode } from "./invocation.ts";
 import type { LiveIndex } from "./live-index.ts";
@@ -54,10 +55,15 @@ export function fault(tx: KernelTx, index: LiveIndex, task: TaskRecord, reason: 
   });
 }
 
-/** Takes a task for an invocation: it is `running` at `checkpoint` from now on (no write if it already is). */
+/**
+ * Takes a task for an invocation: it is `running` at `checkpoint` from now on (no write if it already is). A start is
+ * not progress: the state keeps the stamp of the task's last step (decision 0112).
+ */
 export function take(tx: KernelTx, task: TaskRecord, record: TaskRecord, checkpoint: Checkpoint, now: number): void {
   if (task.state.status !== "running" || record !== task) {
-    tx.putTask({ ...record, state: { status: "running", checkpoint }, startedAt: record.startedAt ?? now });
+    const progressed = progressOf(task.state);
+    const state: TaskState = progressed === undefined ? { status: "running", checkpoint } : { status: "running", checkpoint, progressed };
+    tx.putTask({ ...record, state, startedAt: record.startedAt ?? now });
   }
 }
 
@@ -89,8 +95,7 @@ export function ownerHasIntent(tx: KernelTx, task: TaskRecord): boolean {
 /** A close is not a crash: the running tasks go back to pending without counting a restart. */
 export function parkRunning(tx: KernelTx, except: ReadonlySet<number>): void {
   for (const task of [...tx.liveTasks()]) {
-    if (task.state.status === "running" && !except.has(task.id))
-      tx.putTask({ ...task, state: { status: "pending", checkpoint: task.state.checkpoint } });
+    if (task.state.status === "running" && !except.has(task.id)) tx.putTask({ ...task, state: pendingAt(task.state) });
   }
 }
 
@@ -101,7 +106,9 @@ export const checkpointOf =
     `The checkpoint of task ${task.id} (${task.kind})`;
 
 /**
- * Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress).
+ * Validates and stages the state a task committed. Any state change clears `restarts` (S6: progress). The state
+ * carries the step's progress stamp (`progressed`, decision 0112: one more than the largest the live index has seen),
+ * inside the state, so a step still changes its record's state only and its row text is still spliced (decision 0041).
  * `checkpoint` names the checkpoint in a refusal: a task's invocation passes the one it made for all its steps
  * (decision 0077: a closure less on every step); by default one is made for `current`.
  */
@@ -118,7 +125,11 @@ export function applyNext(
   switch (next.status) {
     case "running":
       // Frozen as built: the step's record then needs no deepFreeze walk when it is staged and published.
-      state = Object.freeze({ status: "running", checkpoint: tx.admitFrozen(next.checkpoint, checkpoint) });
+      state = Object.freeze({
+        status: "running",
+        checkpoint: tx.admitFrozen(next.checkpoint, checkpoint),
+        progressed: index.nextProgress(),
+      });
       break;
     case "sleeping":
       // No `until`: a wait with no deadline, ended by a commit that wakes the task (`wakeSleeper`).
@@ -126,15 +137,15 @@ export function applyNext(
         throw new InvalidCommit(`sleepUntil needs a finite time on the harness clock; got ${String(next.until)}.`);
       state =
         next.until === undefined
-          ? { status: "sleeping", checkpoint: tx.admit(next.checkpoint, checkpoint) }
-          : { status: "sleeping", until: next.until, checkpoint: tx.admit(next.checkpoint, checkpoint) };
+          ? { status: "sleeping", checkpoint: tx.admit(next.checkpoint, checkpoint), progressed: index.nextProgress() }
+          : { status: "sleeping", until: next.until, checkpoint: tx.admit(next.checkpoint, checkpoint), progressed: index.nextProgress() };
       break;
     case "waiting": {
       if (mode === "abort") throw new InvalidCommit(`Abort handler of task ${current.id} cannot wait.`);
       const on = [...new Set(next.on)];
       const policy = next.policy ?? "allSettled";
       validateWait(tx, current, on, policy, stored);
-      state = { status: "waiting", checkpoint: tx.admit(next.checkpoint, checkpoint), on, policy };
+      state = { status: "waiting", checkpoint: tx.admit(next.checkpoint, checkpoint), on, policy, progressed: index.nextProgress() };
       break;
     }
     case "terminal": {
@@ -149,9 +160,26 @@ export function applyNext(
       throw new InvalidCommit(`Unknown task state ${JSON.stringify((next as { status?: unknown }).status)}.`);
   }
   const record: TaskRecord = { ...current, state };
-  if (record.restarts !== undefined && !jsonEqual(current.state, state)) delete record.restarts;
+  // Progress (a state other than the last, its stamp aside) clears `restarts`; a commit of the same state keeps both
+  // its restarts and the stamp of its last progress (decision 0112).
+  if (record.restarts !== undefined) {
+    if (!sameBesideStamp(current.state, state)) delete record.restarts;
+    else record.state = state = withStamp(state, progressOf(current.state));
+  }
   // A committed record and a frozen state make a record frozen whole (`deepFreeze` holds frozen for deep-frozen).
   tx.putTask(Object.isFrozen(current) && Object.isFrozen(state) ? Object.freeze(record) : record);
+}
+
+/** Whether two states are the same JSON but for their progress stamps (members that are undefined do not count). */
+function sameBesideStamp(a: TaskState, b: TaskState): boolean {
+  return jsonEqual({ ...a, progressed: undefined }, { ...b, progressed: undefined });
+}
+
+/** `state` with `progressed` as its stamp (none when undefined), frozen when `state` is. */
+function withStamp(state: TaskState, progressed: number | undefined): TaskState {
+  const { progressed: _old, ...rest } = state as TaskState & { progressed?: number };
+  const out = (progressed === undefined ? rest : { ...rest, progressed }) as TaskState;
+  return Object.isFrozen(state) ? Object.freeze(out) : out;
 }
 
 function validateWait(tx: KernelTx, waiter: TaskRecord, on: number[], policy: string, stored: StoredTask): void {
@@ -190,7 +218,7 @@ export function wakeSleeper(tx: KernelTx, id: number, phase: string): boolean {
   const task = tx.task(id);
   if (task?.state.status !== "sleeping" || task.state.checkpoint.phase !== phase) return false;
   const { restarts: _restarts, ...rest } = task;
-  tx.putTask({ ...rest, state: { status: "pending", checkpoint: task.state.checkpoint } });
+  tx.putTask({ ...rest, state: pendingAt(task.state) });
   return true;
 }
 

@@ -16,6 +16,7 @@
  * anything else it writes (0092's settlement), then counts its own: each crash counts each restart once.
  */
 import { DatabaseCorrupt } from "../../errors.ts";
+import { pendingAt } from "../progress.ts";
 import type { TaskRecord } from "../records.ts";
 import type { SqliteTransaction, SqlValue } from "./database.ts";
 import { SQL } from "./schema.ts";
@@ -35,12 +36,22 @@ export interface Owed {
 }
 
 const RUNNING = `status <> 'terminal' AND status = 'running'`;
+const STAMP = `record ->> '$.state.progressed'`;
+/**
+ * A running row's state as the recovery leaves it: `pending` at the same checkpoint, with its progress stamp when it
+ * is a safe integer (decision 0112) — the JSON `pendingAt` makes of the same record (a stamp stored as `1e3` is the
+ * number 1000 to both).
+ */
+const PENDING = `CASE WHEN json_type(record, '$.state.progressed') IN ('integer', 'real')
+    AND ${STAMP} BETWEEN -9007199254740991 AND 9007199254740991 AND ${STAMP} = CAST(${STAMP} AS INTEGER)
+    THEN json_object('status', 'pending', 'checkpoint', record -> '$.state.checkpoint', 'progressed', CAST(${STAMP} AS INTEGER))
+    ELSE json_object('status', 'pending', 'checkpoint', record -> '$.state.checkpoint') END`;
 /** Counts every running row (a file of one slice or less: decision 0043's statement). */
 export const recountSql = (keepRunning: boolean): string =>
   keepRunning
     ? `UPDATE tasks INDEXED BY tasks_live SET record = json_set(record, '$.restarts', coalesce(record ->> '$.restarts', 0) + 1) WHERE ${RUNNING}`
     : `UPDATE tasks INDEXED BY tasks_live SET status = 'pending', record = json_set(record, '$.state',
-    json_object('status', 'pending', 'checkpoint', record -> '$.state.checkpoint'), '$.restarts', coalesce(record ->> '$.restarts', 0) + 1) WHERE ${RUNNING}`;
+    ${PENDING}, '$.restarts', coalesce(record ->> '$.restarts', 0) + 1) WHERE ${RUNNING}`;
 
 /** Window `i`'s predicate; its bounds and written ids are parameters ?(3+3i), ?(4+3i), ?(5+3i). */
 const inWindow = (i: number) => `(id > ?${3 + 3 * i} AND id <= ?${4 + 3 * i} AND id NOT IN (SELECT value FROM json_each(?${5 + 3 * i})))`;
@@ -57,7 +68,7 @@ function sliceSql(windows: readonly Owed[]): string {
   const pending = windows.flatMap((w, i) => (w.keepRunning ? [] : [inWindow(i)])).join(" OR ");
   const set = pending
     ? `status = CASE WHEN ${pending} THEN 'pending' ELSE status END, record = CASE WHEN ${pending}
-       THEN json_set(record, '$.state', json_object('status', 'pending', 'checkpoint', record -> '$.state.checkpoint'), ${restarts})
+       THEN json_set(record, '$.state', ${PENDING}, ${restarts})
        ELSE json_set(record, ${restarts}) END`
     : `record = json_set(record, ${restarts})`;
   return `UPDATE tasks INDEXED BY tasks_live SET ${set} WHERE ${RUNNING} AND id > ?1 AND id <= ?2 AND (${all.join(" OR ")})`;
@@ -158,7 +169,7 @@ export class OwedRecount {
           pending ||= !w.keepRunning;
         }
       if (owed === 0) continue;
-      if (pending) task.state = { status: "pending", checkpoint: task.state.checkpoint };
+      if (pending) task.state = pendingAt(task.state);
       task.restarts = (task.restarts ?? 0) + owed;
       count++;
     }

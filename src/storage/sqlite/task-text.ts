@@ -103,26 +103,36 @@ function reusable(record: Record<string, unknown>, keys: readonly string[]): boo
   return true;
 }
 
-/** A state's text; the common shape (status and checkpoint, in that order) without walking the state itself. */
+/**
+ * A state's text; the common shape (status and checkpoint, in that order, then the progress stamp of decision 0112
+ * when it is a safe integer) without walking the state itself.
+ */
 function stateText(state: unknown): string | undefined {
   if (typeof state !== "object" || state === null) return JSON.stringify(state);
   const members = state as Record<string, unknown>;
   const status = members.status;
   if (typeof status === "string" && STATUSES.has(status) && typeof members.toJSON !== "function") {
     // Its keys walked with for…in rather than listed by Object.keys: no key array on every step (decision 0077).
-    // Exactly `status` then `checkpoint`, nothing inherited: then they are its own keys, in JSON's order.
-    let shape = 0; // 1: `status` seen first; 2: then `checkpoint`; -1: anything else
+    // Exactly `status`, `checkpoint` and perhaps `progressed`, nothing inherited: then they are its own keys, in JSON's order.
+    let shape = 0; // 1: `status` seen first; 2: then `checkpoint`; 3: then `progressed`; -1: anything else
     for (const key in members) {
       if (shape === 0 && key === "status") shape = 1;
       else if (shape === 1 && key === "checkpoint") shape = 2;
+      else if (shape === 2 && key === "progressed") shape = 3;
       else {
         shape = -1;
         break;
       }
     }
-    if (shape === 2) {
+    if (shape === 2 || shape === 3) {
       const checkpoint = JSON.stringify(members.checkpoint);
-      if (checkpoint !== undefined) return `{"status":"${status}","checkpoint":${checkpoint}}`;
+      if (checkpoint !== undefined) {
+        if (shape === 2) return `{"status":"${status}","checkpoint":${checkpoint}}`;
+        const progressed = members.progressed;
+        // A safe integer's text is its JSON (-0 included: both spell 0).
+        if (typeof progressed === "number" && Number.isSafeInteger(progressed))
+          return `{"status":"${status}","checkpoint":${checkpoint},"progressed":${progressed}}`;
+      }
     }
   }
   return JSON.stringify(state);

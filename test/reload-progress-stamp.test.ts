@@ -1,0 +1,215 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { createRegistry, defineExtension, defineTask, type TaskRecord } from "../src/index.ts";
+import type { KernelTx } from "../src/session/tx.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { byProgress } from "../src/tasks/pass.ts";
+import { ctx, openHarness, runUntil, stallNoting } from "./support.ts";
+
+/**
+ * Decision 0112: a step stamps its state with a progress sequence (`progressed`, one more than the largest the live
+ * index has seen), kept through a crash's recovery and a start; the first pass after an open ranks its candidates by
+ * (restarts ascending, progressed descending — absent last —, id ascending). On a database's first crash every running
+ * task has one restart, and the task that was stepping is no longer started behind every one that was not.
+ */
+
+const begun: number[] = [];
+const stall = stallNoting((id) => void begun.push(id));
+/** Notes its start, steps once (its stamp), then holds until stopped. */
+const steps: Array<{ id: number; begunBefore: number }> = [];
+const stepper = defineTask<null, { phase: "step"; n: number }, null>({
+  name: "test.stepper",
+  version: 1,
+  initial: () => ({ phase: "step", n: 0 }),
+  phases: {
+    step: async (task, runtime, context) => {
+      begun.push(task.id);
+      const before = begun.length - 1;
+      await runtime.commit(() => ({ status: "running", checkpoint: { phase: "step", n: task.state.checkpoint.n + 1 } }), context);
+      steps.push({ id: task.id, begunBefore: before });
+      await runtime.untilAborted();
+      throw new Error("stopped");
+    },
+  },
+  abort: async () => {},
+});
+const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, stepper] }));
+const SEED_QUERY =
+  "SELECT id, kind, status, record ->> '$.restarts' AS restarts, record ->> '$.state.progressed' AS progressed FROM tasks ORDER BY id";
+/** Over one recount slice (1,024): a recovery without resume stores its first slice by statement, the rest later. */
+const STALLED = 1100;
+
+/** A database that crashed with `STALLED` stalled tasks running and two steppers that stepped (the second last). */
+async function crashed(): Promise<{ image: Uint8Array; stalledIds: number[]; earlier: number; later: number }> {
+  const seeded = await openSqliteStorage({ vfs: "memory" });
+  const { harness, clock } = await openHarness(seeded, { registry: registry() });
+  const root = await harness.root(ctx);
+  await root.commit((tx) => {
+    for (let index = 0; index < STALLED; index++) tx.createTask(stall, null);
+  }, ctx);
+  harness.resume();
+  await runUntil(clock, () => begun.length === STALLED);
+  const stalledIds = [...begun].sort((a, b) => a - b);
+  for (let made = 1; made <= 2; made++) {
+    await root.commit((tx) => tx.createTask(stepper, null), ctx);
+    await runUntil(clock, () => steps.length === made);
+  }
+  const [earlier, later] = steps.map((step) => step.id) as [number, number];
+  expect(Math.max(...stalledIds)).toBeLessThan(earlier);
+  return { image: await seeded.exportImage(), stalledIds, earlier, later };
+}
+
+describe("the progress stamp ranks the first pass after a crash (decision 0112)", () => {
+  it.each([
+    ["resume (they stay running)", true],
+    ["no resume (pending, restarts counted in slices)", false],
+  ])(
+    "S4, S11: at a first crash (every count 1), the task that stepped last starts first, then the earlier one, then the stalled ones in id order — %s",
+    async (_name, resume) => {
+      begun.length = 0;
+      steps.length = 0;
+      const { image, stalledIds, earlier, later } = await crashed();
+      const before = await (await openSqliteStorage({ vfs: "memory", image })).query(SEED_QUERY);
+      const stamp = (rows: Array<Record<string, unknown>>, id: number) => rows.find((row) => row.id === id)!.progressed as number;
+      // S11: the seed's query shows the stamps: the later stepper's is the larger; a task that never stepped has none.
+      expect(stamp(before, later)).toBeGreaterThan(stamp(before, earlier));
+      expect(before.filter((row) => row.kind === "test.stall").every((row) => row.progressed === null)).toBe(true);
+
+      begun.length = 0;
+      steps.length = 0;
+      const storage = await openSqliteStorage({ vfs: "memory", image });
+      const { harness, clock } = await openHarness(storage, { registry: registry(), resume, settings: { restartLimit: 10 } });
+      expect(begun).toEqual([]);
+      if (!resume) harness.resume();
+      await runUntil(clock, () => steps.length === 2 && begun.length === STALLED + 2);
+      // Before: id order, the steppers started after all 1,100 (their first step stored with 1,100 stalled phases begun).
+      expect(begun).toEqual([later, earlier, ...stalledIds]);
+      expect(steps.find((step) => step.id === later)!.begunBefore).toBe(0);
+      expect(Math.max(...steps.map((step) => step.begunBefore))).toBeLessThan(256);
+      // S4/S11: once the open's slices are stored, the seed's query shows every restart once; the new steps' stamps
+      // follow the largest one stored (the later stepper stepped first again).
+      await runUntil(clock, () => !storage.owesRestarts);
+      const after = await storage.query(SEED_QUERY);
+      expect(after.filter((row) => row.kind === "test.stall").map((row) => [row.id, row.status, row.restarts])).toEqual(
+        stalledIds.map((id) => [id, "running", 1]),
+      );
+      expect(stamp(after, later)).toBe(stamp(before, later) + 1);
+      expect(stamp(after, earlier)).toBe(stamp(before, later) + 2);
+      // The mirror is what is stored.
+      const mirror = new Map((await harness.inspect(ctx)).tasks.map((task) => [task.record.id, task.record]));
+      for (const row of await storage.query("SELECT id, record FROM tasks WHERE status <> 'terminal'"))
+        expect(row.record).toBe(JSON.stringify(mirror.get(Number(row.id))));
+      await harness.close(ctx);
+    },
+  );
+
+  it.each([
+    ["one statement", 3],
+    ["in slices", 1100],
+  ])(
+    "S4, B3: the recovery keeps a safe-integer stamp in the pending state and drops any other value, the stored text the mirror's JSON — %s",
+    async (_name, extra) => {
+      // A kind not registered at the reopen: its tasks stay pending as the recovery left them.
+      const gone = defineTask<null, { phase: "step"; n: number }, null>({ ...stepper, name: "test.gone" });
+      const seeded = await openSqliteStorage({ vfs: "memory" });
+      const withGone = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, stepper, gone] }));
+      const { harness, clock } = await openHarness(seeded, { registry: withGone() });
+      const root = await harness.root(ctx);
+      const stamps = [
+        "7",
+        "-5",
+        "9007199254740991",
+        "9007199254740992",
+        "1152921504606846976",
+        "1.5",
+        "1e3",
+        '"8"',
+        "null",
+        "true",
+        '{"n":1}',
+        "[]",
+      ];
+      begun.length = 0;
+      steps.length = 0;
+      await root.commit((tx) => {
+        for (let index = 0; index < extra; index++) tx.createTask(stall, null);
+        for (let index = 0; index < stamps.length; index++) tx.createTask(gone, null);
+      }, ctx);
+      harness.resume();
+      await runUntil(clock, () => steps.length === stamps.length && begun.length === extra + stamps.length);
+      const ids = steps.map((step) => step.id).sort((a, b) => a - b);
+      await seeded.database.transaction((tx) => {
+        ids.forEach((id, at) =>
+          tx.run("UPDATE tasks SET record = json_set(record, '$.state.progressed', json(?)) WHERE id = ?", stamps[at]!, id),
+        );
+      });
+      const image = await seeded.exportImage();
+
+      const storage = await openSqliteStorage({ vfs: "memory", image });
+      const reopened = await openHarness(storage, {
+        registry: createRegistry().install(defineExtension({ name: "test", tasks: [stall] })),
+      });
+      await runUntil(reopened.clock, () => !storage.owesRestarts);
+      const mirror = new Map((await reopened.harness.inspect(ctx)).tasks.map((task) => [task.record.id, task.record]));
+      const rows = await storage.query(`SELECT id, record FROM tasks WHERE id IN (${ids.join(",")}) ORDER BY id`);
+      const kept = [7, -5, 9007199254740991, undefined, undefined, undefined, 1000, undefined, undefined, undefined, undefined, undefined];
+      rows.forEach((row, at) => {
+        const record = mirror.get(Number(row.id))!;
+        expect(record.state).toEqual({
+          status: "pending",
+          checkpoint: { phase: "step", n: 1 },
+          ...(kept[at] === undefined ? {} : { progressed: kept[at] }),
+        });
+        expect(record.restarts).toBe(1);
+        expect(row.record).toBe(JSON.stringify(record));
+      });
+      await reopened.harness.close(ctx);
+    },
+  );
+});
+
+describe("byProgress (decision 0112)", () => {
+  it("orders ascending ids by (restarts, −progressed with absent last, id), and returns the same list when every key is equal", () => {
+    const count = fc.oneof(fc.constant(undefined), fc.nat(3), fc.constant(Number.NaN), fc.constant("2"));
+    const stamp = fc.oneof(
+      fc.constant(undefined),
+      fc.integer({ min: -3, max: 5 }),
+      fc.constantFrom(Number.MAX_SAFE_INTEGER, -0, 1.5, 2 ** 60, Number.NaN, Number.POSITIVE_INFINITY, null, "4"),
+    );
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 2 ** 40 }), { maxLength: 60 }),
+        fc.array(fc.tuple(count, stamp), { minLength: 60, maxLength: 60 }),
+        (unsorted, keys) => {
+          const ids = [...unsorted].sort((a, b) => a - b);
+          const records = new Map(
+            ids.map((id, at) => {
+              const [restarts, progressed] = keys[at]!;
+              return [id, { id, restarts, state: { status: "running", checkpoint: { phase: "p" }, progressed } } as unknown as TaskRecord];
+            }),
+          );
+          const tx = { task: (id: number) => records.get(id) } as unknown as KernelTx;
+          const restartsOf = (id: number) => {
+            const value = records.get(id)!.restarts as unknown;
+            return typeof value === "number" && Number.isFinite(value) ? value : 0;
+          };
+          const stampOf = (id: number) => {
+            const value = (records.get(id)!.state as { progressed?: unknown }).progressed;
+            return typeof value === "number" && Number.isSafeInteger(value) ? value : undefined;
+          };
+          const expected = [...ids].sort((a, b) => {
+            const sa = stampOf(a);
+            const sb = stampOf(b);
+            if (restartsOf(a) !== restartsOf(b)) return restartsOf(a) - restartsOf(b);
+            if (sa !== sb) return sa === undefined ? 1 : sb === undefined ? -1 : sb - sa;
+            return a - b;
+          });
+          const ordered = byProgress(tx, ids);
+          expect(ordered).toEqual(expected);
+          if (new Set(ids.map((id) => `${restartsOf(id)}/${stampOf(id)}`)).size <= 1) expect(ordered).toBe(ids);
+        },
+      ),
+      { numRuns: 200, seed: 112 },
+    );
+  });
+});
