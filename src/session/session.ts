@@ -122,9 +122,8 @@ export class Session extends LeaseLine {
   async #recoverLoaded(tasks: TaskRecord[], keepRunning: boolean): Promise<number[]> {
     const counted: TaskRecord[] = [];
     for (const task of tasks) {
-      if (task.state.status !== "running") continue;
-      // Assigned in place, keys keep their order: the same JSON as `{ ...task, state, restarts }`.
-      if (!keepRunning) task.state = pendingAt(task.state);
+      if (task.state.status !== "running") continue; // in place, keys in order: the JSON of `{ ...task, state, restarts }`
+      if (!keepRunning) task.state = pendingAt(task.state); // its progress stamp kept (decision 0112)
       task.restarts = (task.restarts ?? 0) + 1;
       counted.push(task);
     }

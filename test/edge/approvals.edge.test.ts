@@ -78,7 +78,12 @@ describe("§4c a pending approval on a Durable Object outlives the object and is
     // Nothing runs until the person decides: no timer keeps the object awake (no heartbeat, no far alarm).
     expect(before.alarm).toBeNull();
     expect(before.tasks.filter((task: Json) => task.kind === "pi.tool").map((task: Json) => task.state)).toEqual([
-      { status: "sleeping", checkpoint: { phase: "approval", arguments: { path: "a.txt" }, replay: "unsafe" } },
+      // decision 0112: the state carries its step's progress stamp
+      {
+        status: "sleeping",
+        checkpoint: { phase: "approval", arguments: { path: "a.txt" }, replay: "unsafe" },
+        progressed: expect.any(Number),
+      },
     ]);
 
     // The object dies (everything in memory is gone), then every object does (workerd stops and starts again).
