@@ -168,6 +168,55 @@ describe("the progress stamp ranks the first pass after a crash (decision 0112)"
   );
 });
 
+describe("a commit of the same state is not progress (decision 0112, S6)", () => {
+  it("S4, S6: after a crash, a commit of the state the task already has keeps its restarts and the stamp of its last progress; the next new state clears the count and is stamped later", async () => {
+    let release: () => void = () => {};
+    const held = () => new Promise<void>((resolve) => void (release = resolve));
+    const committed: string[] = [];
+    const repeater = defineTask<null, { phase: "a"; n: number }, null>({
+      name: "test.repeater",
+      version: 1,
+      initial: () => ({ phase: "a", n: 0 }),
+      phases: {
+        a: async (task, runtime, context) => {
+          const n = Math.max(task.state.checkpoint.n, 1);
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "a", n } }), context);
+          committed.push(`same ${n}`);
+          await held();
+          await runtime.commit(() => ({ status: "running", checkpoint: { phase: "a", n: n + 1 } }), context);
+          committed.push(`next ${n + 1}`);
+          await runtime.untilAborted();
+          throw new Error("stopped");
+        },
+      },
+      abort: async () => {},
+    });
+    const repeaterRegistry = () => createRegistry().install(defineExtension({ name: "test", tasks: [repeater] }));
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const first = await openHarness(seeded, { registry: repeaterRegistry() });
+    const id = await (await first.harness.root(ctx)).commit((tx) => tx.createTask(repeater, null), ctx);
+    first.harness.resume();
+    await runUntil(first.clock, () => committed.length === 1); // {n: 1}: progress, stamped
+    const stamped = (await first.harness.getTask(id, ctx))!;
+    const stamp = (stamped.state as { progressed?: number }).progressed!;
+    expect(stamp).toEqual(expect.any(Number));
+
+    committed.length = 0;
+    const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() }); // the crash
+    const { harness, clock } = await openHarness(storage, { registry: repeaterRegistry(), resume: true });
+    await runUntil(clock, () => committed.length === 1); // {n: 1} again: the same state
+    const same = (await harness.getTask(id, ctx))!;
+    expect(same.restarts).toBe(1);
+    expect(same.state).toEqual({ status: "running", checkpoint: { phase: "a", n: 1 }, progressed: stamp });
+    release();
+    await runUntil(clock, () => committed.length === 2);
+    const next = (await harness.getTask(id, ctx))!;
+    expect(next.restarts).toBeUndefined();
+    expect((next.state as { progressed?: number }).progressed).toBeGreaterThan(stamp);
+    await harness.close(ctx);
+  });
+});
+
 describe("byProgress (decision 0112)", () => {
   it("orders ascending ids by (restarts, −progressed with absent last, id), and returns the same list when every key is equal", () => {
     const count = fc.oneof(fc.constant(undefined), fc.nat(3), fc.constant(Number.NaN), fc.constant("2"));

@@ -18,7 +18,7 @@
 import { DatabaseCorrupt } from "../../errors.ts";
 import { pendingAt } from "../progress.ts";
 import type { TaskRecord } from "../records.ts";
-import type { SqliteTransaction, SqlValue } from "./database.ts";
+import type { SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { SQL } from "./schema.ts";
 
 /** The metadata key of the windows. */
@@ -78,6 +78,7 @@ const countSql = (windows: readonly Owed[]) =>
     .map((_, i) => inWindow(i))
     .join(" OR ")})`;
 const COUNT_IN = `SELECT count(*) AS n FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ? AND id <= ?`;
+const LIVE_IN = `SELECT id, status FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' AND id > ? AND id <= ?`;
 const SLICE_END = `SELECT id FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?`;
 
 const low = (windows: readonly Owed[]) => Math.min(...windows.map((w) => w.after));
@@ -106,6 +107,8 @@ export class OwedRecount {
   #staged: { windows?: Owed[] | null; found?: null } | undefined;
   /** The open's recovery commit keeps the found windows (decision 0098): no settlement in front of it. */
   #keeping = false;
+  /** The live rows a slice in progress made pending, with the cache of stored statuses they update once it is stored. */
+  #moved: { statuses: Map<number, string>; rows: SqlRow[] } | undefined;
   readonly #label: string;
 
   constructor(label: string) {
@@ -233,14 +236,20 @@ export class OwedRecount {
     if (changed) this.#write(tx, changed);
   }
 
-  /** One slice of what this open owes; returns whether more is owed after it. */
-  slice(tx: SqliteTransaction): boolean {
+  /**
+   * One slice of what this open owes; returns whether more is owed after it. When a window makes its rows pending,
+   * `statuses` (the storage's cache of each live row's stored status) takes the slice's rows' once it is stored, or a
+   * later write of such a row (its start) would leave the status column `pending` (found with decision 0112, whose
+   * first step comes before the passes have started every owed row).
+   */
+  slice(tx: SqliteTransaction, statuses?: Map<number, string>): boolean {
     const windows = this.#current();
     if (!windows) return false;
     const lo = low(windows);
     const hi = high(windows);
     const end = Number(tx.get(SLICE_END, lo, hi, RECOUNT_SLICE - 1)?.id ?? hi);
     countRange(tx, windows, lo, end);
+    if (statuses && windows.some((w) => !w.keepRunning)) this.#moved = { statuses, rows: tx.all(LIVE_IN, lo, end) };
     const rest = movedPast(windows, end);
     if (rest.length === 0) {
       tx.run(SQL.deleteMeta, OWED_KEY);
@@ -254,7 +263,11 @@ export class OwedRecount {
   /** After the transaction: keep what it staged, or (rolled back) drop it. */
   ended(committed: boolean): void {
     const staged = this.#staged;
+    const moved = this.#moved;
     this.#staged = undefined;
+    this.#moved = undefined;
+    if (committed && moved)
+      for (const row of moved.rows) if (moved.statuses.has(Number(row.id))) moved.statuses.set(Number(row.id), String(row.status));
     this.#keeping = false;
     if (!committed || !staged) return;
     if (staged.found === null) this.#found = undefined;

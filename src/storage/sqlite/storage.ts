@@ -232,7 +232,8 @@ export class SqliteStorage implements Storage {
   }
 
   /** One slice of the restarts this open owes (decision 0092); whether more is owed. */
-  recountSlice = (): Promise<boolean> => (this.owesRestarts ? this.#writing((tx) => this.#owed.slice(tx)) : Promise.resolve(false));
+  recountSlice = (): Promise<boolean> =>
+    this.owesRestarts ? this.#writing((tx) => this.#owed.slice(tx, this.#liveStatus)) : Promise.resolve(false);
 
   holdCheckpoints(): () => void {
     return this.#db.holdCheckpoints?.() ?? (() => {});
