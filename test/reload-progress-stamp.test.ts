@@ -139,9 +139,8 @@ describe("the progress stamp ranks the first pass after a crash (decision 0112)"
       await runUntil(clock, () => steps.length === stamps.length && begun.length === extra + stamps.length);
       const ids = steps.map((step) => step.id).sort((a, b) => a - b);
       await seeded.database.transaction((tx) => {
-        ids.forEach((id, at) =>
-          tx.run("UPDATE tasks SET record = json_set(record, '$.state.progressed', json(?)) WHERE id = ?", stamps[at]!, id),
-        );
+        for (const [at, id] of ids.entries())
+          tx.run("UPDATE tasks SET record = json_set(record, '$.state.progressed', json(?)) WHERE id = ?", stamps[at]!, id);
       });
       const image = await seeded.exportImage();
 
