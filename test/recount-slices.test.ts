@@ -5,6 +5,7 @@ import { createRegistry, DatabaseCorrupt, defineExtension, defineTask } from "..
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { OwedRecount, RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
+import { emptyBatch, sampleTask } from "../src/testing/index.ts";
 import { ctx, flush, openHarness, runUntil, stall } from "./support.ts";
 
 /**
@@ -199,6 +200,34 @@ describe("S4's recount in slices (decision 0092)", () => {
     expect(mismatched[0]!.n).toBe(0);
     await next.harness.close(ctx);
   }, 60_000);
+
+  it("S4, S11 (decision 0112): a slice that makes its rows pending leaves the storage knowing their stored status, so a later start of such a row stores status 'running' too, not a running record over a 'pending' column", async () => {
+    const first = await openSqliteStorage({ vfs: "memory" });
+    const ids = Array.from({ length: RECOUNT_SLICE + 76 }, (_, at) => at + 10);
+    await first.apply({
+      ...emptyBatch(),
+      nextId: ids.at(-1)! + 1,
+      rootConversationId: 1,
+      conversations: [{ id: 1, createdAt: 5 }],
+      tasks: ids.map((id) => sampleTask(id, "running")),
+    });
+    const storage = await openSqliteStorage({ vfs: "memory", image: await first.exportImage() });
+    const { liveTasks } = await storage.load();
+    const recovered = liveTasks.map((task) => ({
+      ...task,
+      state: { status: "pending" as const, checkpoint: (task.state as { checkpoint: { phase: string } }).checkpoint },
+      restarts: 1,
+    }));
+    await storage.apply({ ...emptyBatch(), tasks: recovered, recount: { keepRunning: false } });
+    expect(storage.owesRestarts).toBe(true);
+    while (await storage.recountSlice!()) {}
+    const last = recovered.at(-1)!;
+    await storage.apply({ ...emptyBatch(), tasks: [{ ...last, state: { status: "running", checkpoint: last.state.checkpoint } }] });
+    expect(await storage.query(`SELECT status, record ->> '$.state.status' AS state FROM tasks WHERE id = ${last.id}`)).toEqual([
+      { status: "running", state: "running" },
+    ]);
+    expect(await storage.query("SELECT count(*) AS n FROM tasks WHERE status <> record ->> '$.state.status'")).toEqual([{ n: 0 }]);
+  });
 
   it("B4: a damaged owed-restarts row refuses the open before anything is written", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: await crashed(1_100, 1_000_000) });

@@ -4,7 +4,8 @@ import { createRegistry, defineExtension, defineTask, type TaskRecord } from "..
 import type { KernelTx } from "../src/session/tx.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { byProgress } from "../src/tasks/pass.ts";
-import { ctx, openHarness, runUntil, stallNoting } from "./support.ts";
+import { parkRunning, take, wakeSleeper } from "../src/tasks/transitions.ts";
+import { ctx, flush, openHarness, runUntil, stallNoting } from "./support.ts";
 
 /**
  * Decision 0112: a step stamps its state with a progress sequence (`progressed`, one more than the largest the live
@@ -212,6 +213,130 @@ describe("a commit of the same state is not progress (decision 0112, S6)", () =>
     const next = (await harness.getTask(id, ctx))!;
     expect(next.restarts).toBeUndefined();
     expect((next.state as { progressed?: number }).progressed).toBeGreaterThan(stamp);
+    await harness.close(ctx);
+  });
+});
+
+describe("what is not progress keeps the stamp; only the first pass ranks by it (decision 0112)", () => {
+  it("S4, S6: a start, a close and a person's wake keep the stamp of the task's last step (each a transition alone)", () => {
+    const stamped = (state: TaskRecord["state"]): TaskRecord =>
+      ({ id: 7, kind: "test.stepper", version: 1, input: null, state, createdAt: 1 }) as unknown as TaskRecord;
+    const put: TaskRecord[] = [];
+    const sleeping = stamped({ status: "sleeping", checkpoint: { phase: "approval" }, progressed: 41 } as TaskRecord["state"]);
+    const running = stamped({ status: "running", checkpoint: { phase: "step" }, progressed: 42 } as TaskRecord["state"]);
+    const pending = stamped({ status: "pending", checkpoint: { phase: "step" }, progressed: 43 } as TaskRecord["state"]);
+    const tx = {
+      task: (id: number) => (id === 7 ? sleeping : undefined),
+      liveTasks: () => [running],
+      putTask: (record: TaskRecord) => void put.push(record),
+    } as unknown as KernelTx;
+    take(tx, pending, pending, { phase: "step" }, 5);
+    parkRunning(tx, new Set());
+    expect(wakeSleeper(tx, 7, "approval")).toBe(true);
+    expect(put.map((record) => record.state)).toEqual([
+      { status: "running", checkpoint: { phase: "step" }, progressed: 43 },
+      { status: "pending", checkpoint: { phase: "step" }, progressed: 42 },
+      { status: "pending", checkpoint: { phase: "approval" }, progressed: 41 },
+    ]);
+  });
+
+  it("S4, S6: a task started after a crash that has not stepped again keeps its stamp, so at the next crash (every count 2) it starts first again", async () => {
+    begun.length = 0;
+    steps.length = 0;
+    /** Steps once, the first time it runs; after that it only holds. */
+    const once = defineTask<null, { phase: "step"; n: number }, null>({
+      name: "test.once",
+      version: 1,
+      initial: () => ({ phase: "step", n: 0 }),
+      phases: {
+        step: async (task, runtime, context) => {
+          begun.push(task.id);
+          if (task.state.checkpoint.n === 0) {
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "step", n: 1 } }), context);
+            steps.push({ id: task.id, begunBefore: 0 });
+          }
+          await runtime.untilAborted();
+          throw new Error("stopped");
+        },
+      },
+      abort: async () => {},
+    });
+    const onceRegistry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall, once] }));
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const first = await openHarness(seeded, { registry: onceRegistry() });
+    const root = await first.harness.root(ctx);
+    await root.commit((tx) => {
+      for (let index = 0; index < 600; index++) tx.createTask(stall, null);
+    }, ctx);
+    const hot = await root.commit((tx) => tx.createTask(once, null), ctx);
+    first.harness.resume();
+    await runUntil(first.clock, () => steps.length === 1 && begun.length === 601);
+    const stamp = async (storage: { query(sql: string): Promise<Array<Record<string, unknown>>> }) =>
+      (
+        await storage.query(
+          `SELECT status, record ->> '$.state.progressed' AS p, record ->> '$.restarts' AS r FROM tasks WHERE id = ${hot}`,
+        )
+      )[0];
+    const stepped = (await stamp(seeded))!.p as number;
+    expect(stepped).toEqual(expect.any(Number));
+
+    // The first crash; the reopen makes every task pending (restarts 1) and starts them all: the hot one does not step.
+    begun.length = 0;
+    const again = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+    const second = await openHarness(again, { registry: onceRegistry(), settings: { restartLimit: 10 } });
+    second.harness.resume();
+    await runUntil(second.clock, () => begun.length === 601 && !again.owesRestarts);
+    expect(begun[0]).toBe(hot);
+    expect(await stamp(again)).toEqual({ status: "running", p: stepped, r: 1 });
+
+    // The second crash: every count 2, the started hot task's stamp kept, so it starts first again.
+    begun.length = 0;
+    const third = await openSqliteStorage({ vfs: "memory", image: await again.exportImage() });
+    const reopened = await openHarness(third, { registry: onceRegistry(), resume: true, settings: { restartLimit: 10 } });
+    await runUntil(reopened.clock, () => begun.length === 601);
+    expect(begun[0]).toBe(hot);
+    expect(steps).toHaveLength(1);
+    await reopened.harness.close(ctx);
+  });
+
+  it("0109, S4: a later pass with no rest and equal counts starts its candidates by id, not by stamp (two sleepers due together: the one stamped later has the larger id)", async () => {
+    const woke: number[] = [];
+    const sleeper = defineTask<null, { phase: "sleep" } | { phase: "woke" }, null>({
+      name: "test.sleeper",
+      version: 1,
+      initial: () => ({ phase: "sleep" }),
+      phases: {
+        sleep: async (_task, runtime, context) => {
+          await runtime.commit(() => ({ status: "sleeping", until: 1_000_000_000, checkpoint: { phase: "woke" } }), context);
+        },
+        woke: async (task, runtime) => {
+          woke.push(task.id);
+          await runtime.untilAborted();
+          throw new Error("stopped");
+        },
+      },
+      abort: async () => {},
+    });
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const { harness, clock } = await openHarness(storage, {
+      registry: createRegistry().install(defineExtension({ name: "test", tasks: [sleeper] })),
+    });
+    const root = await harness.root(ctx);
+    harness.resume();
+    // No clock moves until both sleep (a move could wake the first alone).
+    const asleep = async (id: number) => {
+      for (let round = 0; round < 200 && (await harness.getTask(id, ctx))!.state.status !== "sleeping"; round++) await flush(2);
+      expect((await harness.getTask(id, ctx))!.state.status).toBe("sleeping");
+    };
+    const low = await root.commit((tx) => tx.createTask(sleeper, null), ctx);
+    await asleep(low);
+    const high = await root.commit((tx) => tx.createTask(sleeper, null), ctx);
+    await asleep(high);
+    const progressOf = async (id: number) => ((await harness.getTask(id, ctx))!.state as { progressed: number }).progressed;
+    expect(await progressOf(high)).toBeGreaterThan(await progressOf(low));
+    clock.advance(1_000_000_000);
+    await runUntil(clock, () => woke.length === 2);
+    expect(woke).toEqual([low, high]);
     await harness.close(ctx);
   });
 });

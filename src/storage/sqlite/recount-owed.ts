@@ -78,7 +78,11 @@ const countSql = (windows: readonly Owed[]) =>
     .map((_, i) => inWindow(i))
     .join(" OR ")})`;
 const COUNT_IN = `SELECT count(*) AS n FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ? AND id <= ?`;
-const LIVE_IN = `SELECT id, status FROM tasks INDEXED BY tasks_live WHERE status <> 'terminal' AND id > ? AND id <= ?`;
+/** The running rows in (?1, ?2] that the windows which do not keep their tasks running make pending (at most a slice). */
+const movingSql = (windows: readonly Owed[]) =>
+  `SELECT id FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ?1 AND id <= ?2 AND (${windows
+    .flatMap((w, i) => (w.keepRunning ? [] : [inWindow(i)]))
+    .join(" OR ")})`;
 const SLICE_END = `SELECT id FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ? AND id <= ? ORDER BY id LIMIT 1 OFFSET ?`;
 
 const low = (windows: readonly Owed[]) => Math.min(...windows.map((w) => w.after));
@@ -107,7 +111,7 @@ export class OwedRecount {
   #staged: { windows?: Owed[] | null; found?: null } | undefined;
   /** The open's recovery commit keeps the found windows (decision 0098): no settlement in front of it. */
   #keeping = false;
-  /** The live rows a slice in progress made pending, with the cache of stored statuses they update once it is stored. */
+  /** The rows a slice in progress makes pending, with the cache of stored statuses they update once it is stored. */
   #moved: { statuses: Map<number, string>; rows: SqlRow[] } | undefined;
   readonly #label: string;
 
@@ -248,8 +252,9 @@ export class OwedRecount {
     const lo = low(windows);
     const hi = high(windows);
     const end = Number(tx.get(SLICE_END, lo, hi, RECOUNT_SLICE - 1)?.id ?? hi);
+    if (statuses && windows.some((w) => !w.keepRunning))
+      this.#moved = { statuses, rows: tx.all(movingSql(windows), lo, end, ...params(windows)) };
     countRange(tx, windows, lo, end);
-    if (statuses && windows.some((w) => !w.keepRunning)) this.#moved = { statuses, rows: tx.all(LIVE_IN, lo, end) };
     const rest = movedPast(windows, end);
     if (rest.length === 0) {
       tx.run(SQL.deleteMeta, OWED_KEY);
@@ -267,7 +272,7 @@ export class OwedRecount {
     this.#staged = undefined;
     this.#moved = undefined;
     if (committed && moved)
-      for (const row of moved.rows) if (moved.statuses.has(Number(row.id))) moved.statuses.set(Number(row.id), String(row.status));
+      for (const row of moved.rows) if (moved.statuses.has(Number(row.id))) moved.statuses.set(Number(row.id), "pending");
     this.#keeping = false;
     if (!committed || !staged) return;
     if (staged.found === null) this.#found = undefined;
