@@ -125,3 +125,27 @@ export function confirmResumed(
   };
   ask();
 }
+
+/**
+ * The lease ends here by `end` (this place's page said it is leaving, decision 0113): `fence` stops stamping then, and
+ * the place is told it lost the lease at `end` (at once when it passed) rather than at its next commit — a phase that
+ * would print without committing first stops too. False when `epoch` is not the fence's.
+ */
+export function leaveBy(
+  fence: Fence,
+  epoch: number,
+  end: number,
+  clock: Clock,
+  stopped: () => boolean,
+  lose: (error: Error) => void,
+): boolean {
+  if (!fence.leaving(epoch, end)) return false;
+  const check = () => {
+    const lost = stopped() ? undefined : fence.lost(clock.now());
+    if (lost) lose(lost);
+  };
+  const now = clock.now();
+  if (now >= end) check();
+  else clock.setTimer(end - now, check);
+  return true;
+}

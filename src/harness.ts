@@ -9,7 +9,7 @@ import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
 import { HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
-import { confirmResumed, LeaseTaking, renewLease } from "./harness-lease.ts";
+import { confirmResumed, LeaseTaking, leaveBy, renewLease } from "./harness-lease.ts";
 import { claimStorage, markLifecycle, recountOwed, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
@@ -155,8 +155,7 @@ export class Harness {
     const fence = this.#session.fence;
     if (!fence) return Promise.reject(new LeaseNotHeld(this.#options.lease?.place ?? this.storage.label, "it was opened without one"));
     // Handed over, the lease is not this place's to resume: forgotten first, before anything is sent (decision 0039).
-    if (this.#options.lease?.resumePinned && !Number.isFinite(fence.expiresAt))
-      void this.storage.rememberLease?.(undefined).catch(() => {});
+    if (this.#options.lease?.resumePinned && fence.pinned) void this.storage.rememberLease?.(undefined).catch(() => {});
     const giveUp = () => {
       const mark = fence.mark;
       fence.lose(new LeaseNotHeld(fence.place, `it handed the lease over at log position ${mark.position}`));
@@ -166,6 +165,19 @@ export class Harness {
     const given = this.#session.read(giveUp); // on the commit line: after the transaction in flight, before any other
     void given.then(() => this.#stop());
     return waitFor(given, context);
+  }
+
+  /**
+   * This place's page said `lease.leaving` under `epoch` (decision 0101): the object takes the lease over a grace after it
+   * heard the word, so the lease ends here at `end` on the harness clock (when the word was sent, plus that grace) and
+   * the harness stops then as after any lost lease (`onLeaseLost`), unless it handed over first (decision 0113). False
+   * when it holds no lease of `epoch`.
+   */
+  leaving(epoch: number, end: number): boolean {
+    const fence = this.#session.fence;
+    if (!fence || this.#closed) return false;
+    const stopped = () => this.#closed !== undefined;
+    return leaveBy(fence, epoch, end, this.#session.clock, stopped, (error) => this.#session.loseFence(error));
   }
 
   /** Keeps the lease: renews it every third of its time on the harness clock; stops the harness when it is lost. */

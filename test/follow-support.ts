@@ -1,4 +1,5 @@
 import { counterTask } from "../examples/counter-task.ts";
+import type { SocketLike } from "../src/browser/socket.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
@@ -201,4 +202,50 @@ export async function rows(storage: SqliteStorage) {
     epochs: await storage.query("SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch"),
     head: (await storage.load()).log,
   };
+}
+
+/**
+ * An in-memory socket to `end` on a connection of its own; `opened()` fires its open event. While `hold()` says so the
+ * frames it sends wait (a worker busy in a long stretch: its socket sends nothing) until `unhold()` sends them in order.
+ */
+export function socketTo(end: ObjectEnd, connection: string, hold: () => boolean = () => false) {
+  const sent: string[] = [];
+  const held: string[] = [];
+  const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
+  let closed = false;
+  const deliver = (frame: string) =>
+    setTimeout(
+      () =>
+        void end.receive(
+          frame,
+          (reply) =>
+            setTimeout(() => {
+              for (const listener of listeners.message!) listener({ data: reply });
+            }, 0),
+          () => true,
+          connection,
+        ),
+      0,
+    );
+  const socket = {
+    send(frame: string) {
+      if (closed) throw new Error("closed");
+      sent.push(frame);
+      if (hold()) held.push(frame);
+      else deliver(frame);
+    },
+    close() {
+      closed = true;
+    },
+    addEventListener(type: string, listener: (event?: { data: unknown }) => void) {
+      listeners[type]!.push(listener);
+    },
+  } as SocketLike;
+  const opened = () => {
+    for (const listener of listeners.open!) listener();
+  };
+  const unhold = () => {
+    for (const frame of held.splice(0)) deliver(frame);
+  };
+  return { socket, sent, opened, unhold, isClosed: () => closed };
 }

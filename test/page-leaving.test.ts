@@ -5,53 +5,16 @@ import type { LeavingTicket } from "../src/browser/follow-options.ts";
 import { LEAVING_TICKET, LeavingSocket, ticketIn } from "../src/browser/leaving.ts";
 import type { SocketLike } from "../src/browser/socket.ts";
 import { LEAVING_GRACE_MS } from "../src/follow/arbiter.ts";
-import type { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, Harness } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
-import { memoryObjectEnd } from "./follow-support.ts";
+import { memoryObjectEnd, socketTo } from "./follow-support.ts";
 import { ctx, flush } from "./support.ts";
 
 // Decision 0101, the tab's side: the worker tells its page where the object stands while it holds the lease (a
 // `LeavingTicket` at each acknowledgement), and the page's own socket says `lease.leaving(place, epoch, A)` at
 // `pagehide`, so a close whose worker never gets its next task still hands the lease over (after the object's grace)
 // instead of waiting out the lease. Before: no ticket, no page socket; the object waited for the lease's expiry.
-
-/** An in-memory socket to `end` on a connection of its own; `opened()` fires its open event. */
-function socketTo(end: ObjectEnd, connection: string) {
-  const sent: string[] = [];
-  const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
-  let closed = false;
-  const socket = {
-    send(frame: string) {
-      if (closed) throw new Error("closed");
-      sent.push(frame);
-      setTimeout(
-        () =>
-          void end.receive(
-            frame,
-            (reply) =>
-              setTimeout(() => {
-                for (const listener of listeners.message!) listener({ data: reply });
-              }, 0),
-            () => true,
-            connection,
-          ),
-        0,
-      );
-    },
-    close() {
-      closed = true;
-    },
-    addEventListener(type: string, listener: (event?: { data: unknown }) => void) {
-      listeners[type]!.push(listener);
-    },
-  } as SocketLike;
-  const opened = () => {
-    for (const listener of listeners.open!) listener();
-  };
-  return { socket, sent, opened, isClosed: () => closed };
-}
 
 async function tabHoldingLease() {
   const clock = createManualClock(1_000);

@@ -110,6 +110,14 @@ export interface TabFollow {
    */
   leave(): Promise<boolean>;
   /**
+   * The page said `lease.leaving` under `epoch` on its own socket `agoMs` ago (decision 0101): the object takes the
+   * lease over a grace (`LEAVING_GRACE_MS`) after it heard it, so this tab's harness writes nothing from a grace after
+   * the word went out (decision 0113: counted from before it was sent, so it stops before the object may take over),
+   * and is then opened again read-only and follows, as after any lost lease. Said before `leave()`, whose release,
+   * when it comes within the grace, hands the lease over as before. Nothing when the harness holds no lease of `epoch`.
+   */
+  leavingSaid(epoch: number, agoMs: number): void;
+  /**
    * Asks the object for the lease back (decision 0038) while this tab follows it: resolves once the object released
    * it to this tab and the copy holds everything up to the release; the caller then opens the harness again under
    * the lease (the host does: `runHere`). `LeaseNotHeld` when this tab does not follow (it runs here, or forked).

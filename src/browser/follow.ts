@@ -21,7 +21,7 @@ import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { HandOverUnanswered, LeaseNotHeld, StaleEpoch } from "../errors.ts";
-import type { LeaseArbiter, LeaseGrant } from "../follow/arbiter.ts";
+import { LEAVING_GRACE_MS, type LeaseArbiter, type LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
 import { answerForwarded } from "../follow/forwarding.ts";
@@ -311,6 +311,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       // commit line, and the release behind it, until a second task this page's worker may never get: it goes on now.
       runWaitingNow();
       return left;
+    },
+    leavingSaid(epoch, agoMs) {
+      const current = holding();
+      const saidAt = clock.now() - Math.max(0, Number.isFinite(agoMs) ? agoMs : 0);
+      current?.leaving(epoch, saidAt + LEAVING_GRACE_MS);
     },
     ...followingWrites(
       (topic, method, args) => link.call(topic, method, args),

@@ -16,6 +16,27 @@ import type { SocketLike } from "./socket.ts";
 /** The key of the worker's message to its page that carries the ticket (`null`: it holds no lease now). */
 export const LEAVING_TICKET = "pi-durable-web:leaving";
 
+/**
+ * The key of the page's message to its worker that it said `lease.leaving` (decision 0113): `{ epoch, at }`, `at` the
+ * page's `Date.now()` read before the send, so the worker stops writing a grace after it, before the object may take over.
+ */
+export const LEAVING_SAID = "pi-durable-web:leaving-said";
+
+/** What the page said leaving under and when (its wall clock, read before it sent the call). */
+export interface LeavingSaid {
+  epoch: number;
+  at: number;
+}
+
+/** The page's word in a message to the worker, `undefined` when the message is another. */
+export function saidIn(data: unknown): LeavingSaid | undefined {
+  if (typeof data !== "object" || data === null || !Object.hasOwn(data, LEAVING_SAID)) return undefined;
+  const said = (data as Record<string, unknown>)[LEAVING_SAID];
+  if (typeof said !== "object" || said === null) return undefined;
+  const { epoch, at } = said as Record<string, unknown>;
+  return Number.isSafeInteger(epoch) && typeof at === "number" && Number.isFinite(at) ? { epoch: epoch as number, at } : undefined;
+}
+
 /** The ticket in a message from the worker, `null` when it withdrew it, `undefined` when the message is another. */
 export function ticketIn(data: unknown): LeavingTicket | null | undefined {
   if (typeof data !== "object" || data === null || !Object.hasOwn(data, LEAVING_TICKET)) return undefined;
@@ -43,6 +64,8 @@ export class LeavingSocket {
   #ready = false;
   #failures = 0;
   #retry: ReturnType<typeof setTimeout> | undefined;
+  /** The last `leaving` this socket sent: its epoch, and the wall clock read before the send (decision 0113). */
+  #said: LeavingSaid | undefined;
 
   constructor(
     connect: (url: string) => SocketLike = (url) => new WebSocket(url) as SocketLike,
@@ -72,13 +95,21 @@ export class LeavingSocket {
     }
   }
 
+  /** The last `leaving` that went out on this socket, for the worker (`LEAVING_SAID`): stop writing a grace after it. */
+  get said(): LeavingSaid | undefined {
+    return this.#said;
+  }
+
   /** At `pagehide`: sends `lease.leaving(place, epoch, A)` (nothing when not ready). True when it went out. */
-  leave(): boolean {
+  leave(now: () => number = Date.now): boolean {
     const ticket = this.#ticket;
     if (!this.#ready || !ticket || !this.#socket) return false;
     const args = [ticket.place, ticket.epoch, ticket.position];
+    // Read before the send: the object counts its grace from when it heard the word, never earlier.
+    const at = now();
     try {
       this.#socket.send(encodeFollowMessage({ type: "call", id: this.#newId(), topic: "lease", method: "leaving", args }));
+      this.#said = { epoch: ticket.epoch, at };
       return true;
     } catch {
       return false;

@@ -28,7 +28,7 @@ import { devicePlace } from "./device-place.ts";
 import { type FollowObjectOptions, followObject, type TabFollow } from "./follow.ts";
 import type { LeavingTicket } from "./follow-options.ts";
 import { writesThroughObject } from "./follow-writes.ts";
-import { LEAVING_TICKET } from "./leaving.ts";
+import { LEAVING_TICKET, saidIn } from "./leaving.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -163,12 +163,25 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   // Where the object stands, told to this worker's own page (a dedicated worker's `postMessage` reaches it alone): the
   // page says it is leaving on a socket of its own at `pagehide`, in case this worker never gets its task (decision 0101).
   if (follow) follow.onLeavingTicket((ticket) => tellPage(ticket));
+  // The page said it on that socket (decision 0113): this worker writes nothing from a grace after, whenever it hears it.
+  if (follow) listenForLeaving(follow);
   // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.
   if (follow && options.follow?.returnWhenOnline) follow.onFollowing(() => void service.runHere().catch(() => {}));
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
   serveTabs(service, database, options.authorize);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;
   return { ready, service, listenerCount };
+}
+
+/** Hears the page's `LEAVING_SAID` (comlink's own listener passes over a message without its fields). */
+function listenForLeaving(follow: TabFollow): void {
+  const scope = globalThis as { addEventListener?: (type: "message", listener: (event: MessageEvent) => void) => void; document?: unknown };
+  if (scope.document !== undefined || typeof scope.addEventListener !== "function") return; // not a dedicated worker
+  scope.addEventListener("message", (event) => {
+    const said = saidIn(event.data);
+    // Both clocks are this machine's wall clock: how long ago the page sent it, whatever this worker's task queue held.
+    if (said) follow.leavingSaid(said.epoch, Date.now() - said.at);
+  });
 }
 
 /** Posts the leaving ticket to the page (not a comlink message: comlink passes over data without an `id`). */

@@ -19,11 +19,18 @@ const CONFIRMED: Promise<void> = Promise.resolve();
 export class Fence {
   readonly place: string;
   readonly epoch: number;
+  /** Granted with no expiry (a pinned lease, decision 0039), whatever ends it here later. */
+  readonly pinned: boolean;
   /** The last position stored under this lease (or before it, at open). */
   #head: number;
   /** Harness-clock time at which this place stops writing; counted from before it asked, so never after the arbiter's. */
   #expiresAt: number;
   #lost: Error | undefined;
+  /**
+   * Harness-clock time by which this place's page said it is leaving ends the lease here (decision 0113): a renewal
+   * never moves the end past it.
+   */
+  #leavingEnd = Number.POSITIVE_INFINITY;
   /** Set when another place may take over after the expiry: effects wait for it (decision 0032). */
   readonly #confirm: ConfirmPosition | undefined;
 
@@ -47,6 +54,7 @@ export class Fence {
     this.epoch = epoch;
     this.#head = head?.position ?? 0;
     this.#expiresAt = expiresAt;
+    this.pinned = !Number.isFinite(expiresAt);
     this.#confirm = confirm;
   }
 
@@ -79,9 +87,25 @@ export class Fence {
   /** Why this place may no longer write, once it may not (undefined while it holds the lease at `now`). */
   lost(now: number): Error | undefined {
     if (this.#lost === undefined && now >= this.#expiresAt) {
-      this.#lost = new LeaseNotHeld(this.place, `its lease of epoch ${this.epoch} expired at ${this.#expiresAt} on the harness clock`);
+      const why =
+        this.#expiresAt === this.#leavingEnd
+          ? `its page said it is leaving, so its lease of epoch ${this.epoch} ended at ${this.#expiresAt} on the harness clock, before the object's grace could`
+          : `its lease of epoch ${this.epoch} expired at ${this.#expiresAt} on the harness clock`;
+      this.#lost = new LeaseNotHeld(this.place, why);
     }
     return this.#lost;
+  }
+
+  /**
+   * This place's page said `lease.leaving` under `epoch` (decision 0101): the object takes the lease over a grace after
+   * it heard the word, so this place stops writing by `end` (the word's send time on this clock plus the same grace:
+   * never after the object's, decision 0113), whatever a renewal says after. False when `epoch` is not this lease's.
+   */
+  leaving(epoch: number, end: number): boolean {
+    if (epoch !== this.epoch) return false;
+    this.#leavingEnd = Math.min(this.#leavingEnd, end);
+    this.#expiresAt = Math.min(this.#expiresAt, this.#leavingEnd);
+    return true;
   }
 
   /** Gives `batch` the next position under this epoch; throws why when the lease no longer holds. */
@@ -98,7 +122,7 @@ export class Fence {
 
   /** The arbiter renewed the lease, asked at `askedAt` for `ttlMs`. */
   renewed(askedAt: number, ttlMs: number): void {
-    if (this.#lost === undefined) this.#expiresAt = Math.max(this.#expiresAt, askedAt + ttlMs);
+    if (this.#lost === undefined) this.#expiresAt = Math.min(Math.max(this.#expiresAt, askedAt + ttlMs), this.#leavingEnd);
   }
 
   /** From now on nothing is written here, for `reason` (the first reason stays). */

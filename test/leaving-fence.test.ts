@@ -1,0 +1,184 @@
+import { describe, expect, it } from "vitest";
+import { counterTask } from "../examples/counter-task.ts";
+import { followObject } from "../src/browser/follow.ts";
+import type { LeavingTicket } from "../src/browser/follow-options.ts";
+import { LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
+import { LEAVING_GRACE_MS, LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
+import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
+import { socketTo } from "./follow-support.ts";
+import { ctx, flush } from "./support.ts";
+
+// Decision 0113 (issue 27): the page said `lease.leaving` (decision 0101) and the object takes the lease over a grace
+// after it heard it — but the tab's worker believed its lease held until its own expiry, so a worker still alive after
+// the grace (a back/forward-cache page thawed, a worker busy past the grace) went on committing and printing under an
+// epoch the object had superseded: two places at once. Now the worker is told the word went out (`LEAVING_SAID`), and
+// its harness writes nothing from a grace after the send, counted from before it (so before the object may take over).
+
+const EVERY_MS = 1_500; // a step's rest longer than the grace: the next step comes after the object may have taken over
+
+interface Print {
+  place: string;
+  line: string;
+  at: number;
+}
+
+function registry(place: string, prints: Print[], clock: ManualClock) {
+  return createRegistry().install(
+    defineExtension({ name: "example", tasks: [counterTask((line) => void prints.push({ place, line, at: clock.now() }))] }),
+  );
+}
+
+/** A tab whose worker holds the object's lease (60 s, a grace of 1 s), counting to `to` a tick every 1.5 s. */
+async function countingTab(to: number) {
+  const clock = createManualClock(1_000);
+  const prints: Print[] = [];
+  let record: LeaseRecord = { epoch: 0 };
+  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const objectStorage = new MemoryStorage();
+  const end = await ObjectEnd.start({
+    place: "object",
+    storage: objectStorage,
+    book,
+    clock,
+    open: (storage: Storage, lease) =>
+      Harness.open(storage, { registry: registry("object", prints, clock), clock, lease, resume: true }, ctx),
+  });
+  let busy = false;
+  const worker = socketTo(end, "worker", () => busy);
+  const follow = followObject({ url: "ws://object/follow", connect: () => worker.socket, place: "tab" }, clock);
+  const tickets: LeavingTicket[] = [];
+  follow.onLeavingTicket((ticket) => ticket && tickets.push(ticket));
+  setTimeout(() => worker.opened(), 0);
+  const tabStorage = new MemoryStorage();
+  const lost: Error[] = [];
+  const tab = await Harness.open(
+    tabStorage,
+    {
+      registry: registry("tab", prints, clock),
+      clock,
+      lease: follow.lease,
+      serverCalls: follow.serverCalls,
+      onLeaseLost: (reason) => void lost.push(reason),
+    },
+    ctx,
+  );
+  follow.attach(tab);
+  const root = await tab.root(ctx);
+  await root.commit(
+    (tx) =>
+      tx.createTask(
+        counterTask(() => {}),
+        { to, everyMs: EVERY_MS },
+      ),
+    ctx,
+  );
+  tab.resume();
+  const page = socketTo(end, "page");
+  const leaving = new LeavingSocket(() => page.socket);
+  const step = async (ms: number) => {
+    clock.advance(ms);
+    await flush(8);
+  };
+  return {
+    clock,
+    prints,
+    end,
+    record: () => record,
+    worker,
+    follow,
+    tab,
+    tabStorage,
+    tickets,
+    lost,
+    step,
+    setBusy: (value: boolean) => void (busy = value),
+    /** The page at `pagehide`: its own `lease.leaving` at the last ticket; what it posts its worker (LEAVING_SAID). */
+    async sayLeaving() {
+      leaving.told(tickets.at(-1)!);
+      page.opened();
+      await expect.poll(() => leaving.ready).toBe(true);
+      expect(leaving.leave(() => clock.now())).toBe(true);
+      await flush(8);
+      return { [LEAVING_SAID]: leaving.said };
+    },
+  };
+}
+
+/** What the worker does with the page's message when its task comes, `agoMs` after the page sent it. */
+function workerHears(follow: ReturnType<typeof followObject>, message: unknown, agoMs: number): void {
+  const said = saidIn(message);
+  expect(said).toBeDefined();
+  (follow as Partial<typeof follow>).leavingSaid?.(said!.epoch, agoMs); // absent before decision 0113
+}
+
+describe("the tab's fence after its page said it is leaving (S4, decisions 0101, 0113)", () => {
+  it("a worker that never releases and keeps running past the grace commits and prints nothing after it; the object takes over; each tick is printed by one place, once, in order", async () => {
+    const t = await countingTab(8);
+    await t.step(0);
+    for (let i = 0; i < 2; i++) await t.step(EVERY_MS); // ticks 1..3 in the tab
+    const headBefore = t.tab.lease!.position;
+    await expect.poll(() => t.tickets.at(-1)?.position).toBe(headBefore); // the object holds all of it
+    const epoch = t.tab.lease!.epoch;
+    const saidAt = t.clock.now();
+    const message = await t.sayLeaving();
+    workerHears(t.follow, message, 0); // the worker gets the page's word at once, but its release never goes out
+    const ends = saidAt + LEAVING_GRACE_MS;
+    expect(t.record()).toMatchObject({ holder: "tab", epoch, leaving: headBefore });
+
+    // The worker stays alive: its timers fire, its steps come due. The clock runs until the object counted to the end.
+    for (let i = 0; i < 60 && !t.prints.some((p) => p.line === "tick 8"); i++) await t.step(250);
+    const tabPrints = t.prints.filter((p) => p.place === "tab");
+    const objectPrints = t.prints.filter((p) => p.place === "object");
+    // Before: the tab printed tick 4 at +1.5 s, after the object took over, and the object printed it again.
+    expect(tabPrints.filter((p) => p.at >= ends)).toEqual([]);
+    expect(t.tab.lease!.position).toBe(headBefore); // nothing committed here after the word
+    expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+    expect(t.record()).toMatchObject({ holder: "object", epoch: epoch + 1 });
+    expect(objectPrints.length).toBeGreaterThan(0);
+    expect(objectPrints.every((p) => p.at >= ends)).toBe(true);
+    // One place at a time, each tick once: the tab's ticks, then the object's.
+    expect(t.prints.map((p) => `${p.place} ${p.line}`)).toEqual([
+      ...[1, 2, 3].map((n) => `tab tick ${n}`),
+      ...[4, 5, 6, 7, 8].map((n) => `object tick ${n}`),
+    ]);
+    await t.tab.close(ctx).catch(() => {});
+    t.follow.close();
+    await (await t.end.harness)?.close(ctx);
+  });
+
+  it("a worker busy past the grace (its page's word heard late, its frames held meanwhile) is fenced at once when it hears it, and its unpushed step is kept as the visible fork", async () => {
+    const t = await countingTab(8);
+    await t.step(0);
+    await t.step(EVERY_MS); // ticks 1, 2
+    await expect.poll(() => t.tickets.at(-1)?.position).toBe(t.tab.lease!.position);
+    const epoch = t.tab.lease!.epoch;
+    // The worker's socket stalls (a long synchronous stretch): its next step is stored here and never reaches the object.
+    t.setBusy(true);
+    await t.step(EVERY_MS); // tick 3 stored and printed in the tab, its push held
+    const unpushed = t.tab.lease!.position;
+    expect(t.prints.map((p) => p.line)).toEqual(["tick 1", "tick 2", "tick 3"]);
+    const saidAt = t.clock.now();
+    const message = await t.sayLeaving(); // at the object's head, before tick 3
+    await t.step(LEAVING_GRACE_MS); // the object takes the lease over at what its copy holds
+    await t.step(0);
+    expect(t.record()).toMatchObject({ holder: "object", epoch: epoch + 1 });
+    // The worker's rest ends: it hears its page's word 1 s late, before its next step (due at +1.5 s).
+    workerHears(t.follow, message, t.clock.now() - saidAt);
+    t.setBusy(false);
+    t.worker.unhold();
+    for (let i = 0; i < 60 && !t.prints.some((p) => p.place === "object" && p.line === "tick 8"); i++) await t.step(250);
+    // Before: the tab's tick 4 was stored and printed at +1.5 s beside the object's.
+    expect(t.tab.lease!.position).toBe(unpushed);
+    expect(t.prints.filter((p) => p.place === "tab").map((p) => p.line)).toEqual(["tick 1", "tick 2", "tick 3"]);
+    expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+    // Tick 3 was printed here before the object took over at a copy without it: as after a crash, it prints again there.
+    expect(t.prints.filter((p) => p.place === "object").map((p) => p.line)).toEqual([3, 4, 5, 6, 7, 8].map((n) => `tick ${n}`));
+    // Its held push was refused as stale: the stretch the object never got is this tab's visible fork (decision 0039).
+    await expect.poll(async () => (await t.tabStorage.readForks()).length).toBe(1);
+    await t.tab.close(ctx).catch(() => {});
+    t.follow.close();
+    await (await t.end.harness)?.close(ctx);
+  });
+});
