@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
 import { followObject } from "../src/browser/follow.ts";
@@ -6,6 +7,7 @@ import { LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
 import { LEAVING_GRACE_MS, LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { Fence } from "../src/session/fence.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { socketTo } from "./follow-support.ts";
 import { ctx, flush } from "./support.ts";
@@ -180,5 +182,43 @@ describe("the tab's fence after its page said it is leaving (S4, decisions 0101,
     await t.tab.close(ctx).catch(() => {});
     t.follow.close();
     await (await t.end.harness)?.close(ctx);
+  });
+
+  it("the fence: the word's end is never moved later by a renewal, an end already passed is lost at once, another epoch's word changes nothing", () => {
+    const fence = new Fence("tab", 2, undefined, 30_000, () => Promise.resolve());
+    expect(fence.leaving(1, 5_000)).toBe(false);
+    expect(fence.expiresAt).toBe(30_000);
+    expect(fence.leaving(2, 5_000)).toBe(true);
+    fence.renewed(4_000, 30_000); // the object renews a leaving holder by a grace; a whole lease's answer moves nothing
+    expect(fence.expiresAt).toBe(5_000);
+    expect(fence.leaving(2, 9_000)).toBe(true); // said again later: the earlier end stays
+    expect(fence.expiresAt).toBe(5_000);
+    expect(fence.lost(4_999)).toBeUndefined();
+    expect(fence.lost(5_000)).toMatchObject({ name: "LeaseNotHeld" });
+    expect(fence.lost(5_000)?.message).toContain("its page said it is leaving");
+  });
+
+  it("property: saidIn takes any message a page posts its worker without throwing, the word only when well-formed (fast-check)", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.jsonValue(),
+          fc.jsonValue().map((value) => ({ [LEAVING_SAID]: value })),
+          fc
+            .record({ epoch: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()), at: fc.oneof(fc.double(), fc.jsonValue()) })
+            .map((value) => ({ [LEAVING_SAID]: value })),
+        ),
+        (data) => {
+          const said = saidIn(data);
+          if (said === undefined) return;
+          expect(Number.isSafeInteger(said.epoch)).toBe(true);
+          expect(Number.isFinite(said.at)).toBe(true);
+        },
+      ),
+      { numRuns: 300 },
+    );
+    expect(saidIn({ [LEAVING_SAID]: { epoch: 3, at: 1_000 } })).toEqual({ epoch: 3, at: 1_000 });
+    expect(saidIn({ [LEAVING_SAID]: { epoch: 3, at: Number.NaN } })).toBeUndefined();
+    expect(saidIn({ id: "comlink", type: "APPLY" })).toBeUndefined();
   });
 });

@@ -8,7 +8,7 @@
 import type { Clock } from "../../base/clock.ts";
 import type { Context } from "../../base/context.ts";
 import type { Json } from "../../base/json.ts";
-import type { LeaseBook } from "../../follow/arbiter.ts";
+import { LEAVING_GRACE_MS, type LeaseBook } from "../../follow/arbiter.ts";
 import { FollowLink } from "../../follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../../follow/mirror.ts";
 import { type AnswerStore, ObjectEnd } from "../../follow/object-end.ts";
@@ -44,12 +44,18 @@ export class FollowingTab {
     this.#mirror = new Mirror({ harness, link: this.link, clock: this.#clock });
   }
 
-  /** The page's `lease.leaving(place, epoch, A)` at the mirror's acknowledged head A (decision 0101). */
-  sayLeaving(harness: Harness): void {
+  /**
+   * The page's `lease.leaving(place, epoch, A)` at the mirror's acknowledged head A (decision 0101). With `tellWorker`
+   * the worker hears it went out (decision 0113: `TabFollow.leavingSaid` at once) and its harness writes nothing from a
+   * grace after: returns that time, on the tab's clock.
+   */
+  sayLeaving(harness: Harness, tellWorker = false): number | undefined {
     const lease = harness.lease;
-    if (!this.#mirror || !lease) return;
+    if (!this.#mirror || !lease) return undefined;
     const args = ["tab", lease.epoch, Math.max(0, this.#mirror.acknowledged)];
+    const endsBy = this.#clock.now() + LEAVING_GRACE_MS; // read before the send, as the page does
     this.#send(encodeFollowMessage({ type: "call", id: `page-leaving-${++this.#said}`, topic: "lease", method: "leaving", args }));
+    return tellWorker && harness.leaving(lease.epoch, endsBy) ? endsBy : undefined;
   }
 
   /** A frame from the object (the sweep's link delivered it). */

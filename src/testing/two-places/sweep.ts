@@ -71,6 +71,9 @@ export async function runTwoPlaceWorld<W>(
   const takeover = options.stayAway === true || options.partition !== undefined;
   const log: string[] = [];
   let split: string | undefined;
+  /** With `workerStaysAlive`: the tab's lease ends by then (decision 0113); a tab commit stored at or after it, if any. */
+  let tabEndsBy = Number.POSITIVE_INFINITY;
+  let late: string | undefined;
   let messages = 0;
   let crashed = false;
   let error: unknown;
@@ -118,6 +121,8 @@ export async function runTwoPlaceWorld<W>(
       (what, batch) => {
         commits[place]++;
         log.push(`${place}#${commits[place]}: ${what}`);
+        if (place === "tab" && clock.now() >= tabEndsBy)
+          late ??= `the tab stored ${what} at ${clock.now()}, its lease ending by ${tabEndsBy}`;
         if (!batch?.fence) return;
         const { epoch, position } = batch.fence;
         const text = JSON.stringify({ ...batch, fence: undefined });
@@ -240,6 +245,10 @@ export async function runTwoPlaceWorld<W>(
       const leave = await Promise.resolve(scenario.leaveWhen(harness, world)).finally(() => (checking = false));
       if (!leave || !process.alive || left) return;
       left = true;
+      if (options.workerNeverReleases && options.pageLeaving && options.stayAway && options.workerStaysAlive) {
+        tabEndsBy = tab.sayLeaving(harness, true) ?? tabEndsBy; // heard by the worker, which runs on and never releases
+        return scenario.leftAt?.(world, tabEndsBy);
+      }
       if (options.workerNeverReleases && options.pageLeaving && options.stayAway) {
         // The page says it is leaving; its worker never runs again (decision 0100): it dies with what it stored.
         tab.sayLeaving(harness);
@@ -321,6 +330,7 @@ export async function runTwoPlaceWorld<W>(
   }
   if (error !== undefined) return fail("the scenario ran", String((error as Error)?.stack ?? error));
   if (split) return fail("one transaction per position", split);
+  if (late) return fail("the tab stops at its page's grace", late);
 
   async function freeze(place: Place) {
     const process = processes[place]!;

@@ -24,6 +24,8 @@ export interface TwoPlaceScenario<W = unknown> {
    * commit that recorded its intent: the object's history must hold that very transaction (decision 0032).
    */
   effects?(world: SweepWorld<W>): ReadonlyArray<{ what: string; position: number }>;
+  /** With `workerStaysAlive`: the tab's page said it is leaving, and the tab may do nothing from `endsBy` (its clock) on. */
+  leftAt?(world: SweepWorld<W>, endsBy: number): void;
   /** Checks of the scenario's own on the holder's storage at the end, after the built-in ones: a message is a violation. */
   invariants?: Array<(view: CrashWorldView<W>) => string | undefined | Promise<string | undefined>>;
 }
@@ -69,6 +71,12 @@ export interface TwoPlaceOptions {
    * once more at its own point.
    */
   workerNeverReleases?: boolean;
+  /**
+   * With `workerNeverReleases`: the worker does not die — it hears its page's word (decision 0113) and runs on, its
+   * release never sent. The tab may store nothing from a grace after the word (a violation otherwise); the scenario is
+   * told that time (`TwoPlaceScenario.leftAt`).
+   */
+  workerStaysAlive?: boolean;
   /** Turns of the world (from, to] during which the link drops everything and the tab cannot reach the arbiter. */
   partition?: { from: number; to: number };
 }
