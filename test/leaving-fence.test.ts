@@ -26,14 +26,19 @@ interface Print {
   at: number;
 }
 
-function registry(place: string, prints: Print[], clock: ManualClock) {
-  return createRegistry().install(
-    defineExtension({ name: "example", tasks: [counterTask((line) => void prints.push({ place, line, at: clock.now() }))] }),
-  );
+function registry(place: string, prints: Print[], clock: ManualClock, after?: (line: string) => Promise<void>) {
+  const print = async (line: string) => {
+    prints.push({ place, line, at: clock.now() });
+    await after?.(line);
+  };
+  return createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print)] }));
 }
 
-/** A tab whose worker holds the object's lease (60 s, a grace of 1 s), counting to `to` a tick every 1.5 s. */
-async function countingTab(to: number) {
+/**
+ * A tab whose worker holds the object's lease (60 s, a grace of 1 s), counting to `to` a tick every 1.5 s; `afterPrint`
+ * runs inside the tab's step right after each print (a step's own synchronous stretch).
+ */
+async function countingTab(to: number, afterPrint?: (line: string) => Promise<void>) {
   const clock = createManualClock(1_000);
   const prints: Print[] = [];
   let record: LeaseRecord = { epoch: 0 };
@@ -58,7 +63,7 @@ async function countingTab(to: number) {
   const tab = await Harness.open(
     tabStorage,
     {
-      registry: registry("tab", prints, clock),
+      registry: registry("tab", prints, clock, afterPrint),
       clock,
       lease: follow.lease,
       serverCalls: follow.serverCalls,
@@ -79,6 +84,9 @@ async function countingTab(to: number) {
   tab.resume();
   const page = socketTo(end, "page");
   const leaving = new LeavingSocket(() => page.socket);
+  /** What the tab stored, with when (the clock). */
+  const stored: Array<{ position: number; at: number }> = [];
+  tab.onLog((batch) => void stored.push({ position: batch.fence.position, at: clock.now() }));
   const step = async (ms: number) => {
     clock.advance(ms);
     await flush(8);
@@ -95,15 +103,25 @@ async function countingTab(to: number) {
     tickets,
     lost,
     step,
+    stored,
     setBusy: (value: boolean) => void (busy = value),
-    /** The page at `pagehide`: its own `lease.leaving` at the last ticket; what it posts its worker (LEAVING_SAID). */
-    async sayLeaving() {
+    /** The page's own follow socket, its hello answered (decision 0101). */
+    async pageReady() {
       leaving.told(tickets.at(-1)!);
       page.opened();
       await expect.poll(() => leaving.ready).toBe(true);
+    },
+    /** The page at `pagehide`: its own `lease.leaving` at the last ticket; what it posts its worker (LEAVING_SAID). */
+    say() {
+      leaving.told(tickets.at(-1)!);
       expect(leaving.leave(() => clock.now())).toBe(true);
-      await flush(8);
       return { [LEAVING_SAID]: leaving.said };
+    },
+    async sayLeaving() {
+      await this.pageReady();
+      const message = this.say();
+      await flush(8);
+      return message;
     },
   };
 }
@@ -179,6 +197,54 @@ describe("the tab's fence after its page said it is leaving (S4, decisions 0101,
     expect(t.prints.filter((p) => p.place === "object").map((p) => p.line)).toEqual([3, 4, 5, 6, 7, 8].map((n) => `tick ${n}`));
     // Its held push was refused as stale: the stretch the object never got is this tab's visible fork (decision 0039).
     await expect.poll(async () => (await t.tabStorage.readForks()).length).toBe(1);
+    await t.tab.close(ctx).catch(() => {});
+    t.follow.close();
+    await (await t.end.harness)?.close(ctx);
+  });
+
+  it("measured (decision 0113, item 3): a step whose own synchronous stretch outlasts the grace stores its one next commit under the old epoch — kept as the fork — and nothing after; no print after the grace", async () => {
+    let stretch: (() => Promise<void>) | undefined;
+    const t = await countingTab(6, async (line) => {
+      if (line === "tick 3") await stretch?.();
+    });
+    await t.step(0);
+    await t.step(EVERY_MS); // ticks 1, 2
+    await expect.poll(() => t.tickets.at(-1)?.position).toBe(t.tab.lease!.position);
+    await t.pageReady();
+    const epoch = t.tab.lease!.epoch;
+    let message: unknown;
+    let saidAt = 0;
+    let stretched!: () => void;
+    const stretchDone = new Promise<void>((resolve) => (stretched = resolve));
+    stretch = async () => {
+      // `pagehide` while the worker is inside its step: the page's word goes out, the worker's frames and tasks wait.
+      t.setBusy(true);
+      saidAt = t.clock.now();
+      message = t.say();
+      await flush(8); // the object hears the word now
+      t.clock.advance(1_200); // the stretch: 1.2 s in which the worker's event loop does not turn
+      await expect.poll(() => t.record().holder).toBe("object"); // the object's grace ran out: it took the lease over
+      stretched();
+    };
+    await t.step(EVERY_MS); // tick 3: printed, then the stretch, then its next commit (the word still unheard)
+    await stretchDone;
+    await flush(8);
+    expect(t.record()).toMatchObject({ holder: "object", epoch: epoch + 1 });
+    // The worker's next task: the page's word, 1.2 s late. Fenced at once; its held frames go out and are refused.
+    workerHears(t.follow, message, t.clock.now() - saidAt);
+    t.setBusy(false);
+    t.worker.unhold();
+    for (let i = 0; i < 60 && !t.prints.some((p) => p.place === "object" && p.line === "tick 6"); i++) await t.step(250);
+    const ends = saidAt + LEAVING_GRACE_MS;
+    const late = t.stored.filter((s) => s.at >= ends);
+    expect(late).toHaveLength(1); // the stretch's own continuation: its checkpoint commit
+    expect(t.prints.filter((p) => p.place === "tab" && p.at >= ends)).toEqual([]);
+    expect(t.prints.filter((p) => p.place === "tab").map((p) => p.line)).toEqual(["tick 1", "tick 2", "tick 3"]);
+    expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+    await expect.poll(async () => (await t.tabStorage.readForks()).length).toBe(1);
+    console.log(
+      `a step's stretch of 1.2 s past the word: the tab stored ${late.length} commit after the grace; object prints ${JSON.stringify(t.prints.filter((p) => p.place === "object").map((p) => p.line))}`,
+    );
     await t.tab.close(ctx).catch(() => {});
     t.follow.close();
     await (await t.end.harness)?.close(ctx);
