@@ -121,8 +121,7 @@ export async function runTwoPlaceWorld<W>(
       (what, batch) => {
         commits[place]++;
         log.push(`${place}#${commits[place]}: ${what}`);
-        if (place === "tab" && clock.now() >= tabEndsBy)
-          late ??= `the tab stored ${what} at ${clock.now()}, its lease ending by ${tabEndsBy}`;
+        if (place === "tab" && clock.now() >= tabEndsBy) late ??= `the tab stored ${what} at ${clock.now()}, ending by ${tabEndsBy}`;
         if (!batch?.fence) return;
         const { epoch, position } = batch.fence;
         const text = JSON.stringify({ ...batch, fence: undefined });
