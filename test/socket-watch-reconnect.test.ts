@@ -8,82 +8,55 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type SocketLike, socketEndpoint } from "../src/browser/socket.ts";
-import { ConnectionLost } from "../src/errors.ts";
+import { socketEndpoint } from "../src/browser/socket.ts";
+import { ConnectionLost, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
-import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 import type { PendingSubscription } from "../src/host/pending-subscription.ts";
+import { scriptedSockets, settle } from "./socket-support.ts";
 import { settled, waitingWatches } from "./support.ts";
 
 /**
- * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"), served to each
- * socket the page opens through `serveMessages`; `held()` counts the watches it holds, waiting or answered.
+ * A host whose `watch` subscriptions wait until `come()` (then each is answered and hears "view"; any other is answered
+ * at once), served to each
+ * socket the page opens through `serveMessages`; `held()` counts the watches it holds, waiting or answered. A
+ * conversation `refuse(id)` named is refused from then on (`NotAuthorized`: the caller may no longer watch it, decision
+ * 0114); `asked()` counts the watches asked on the newest connection.
  */
 function waitingHost() {
   const watches = waitingWatches();
   const answered = new Map<number, (value: unknown) => void>();
+  const refused = new Set<unknown>();
   let ids = 0;
+  let asked = 0;
   const endpoint: HostEndpoint = {
     call: async () => "ok",
-    subscribe: (_method, _args, emit) =>
-      watches.wait(() => {
+    subscribe: (method, args, emit) => {
+      asked++;
+      if (refused.has(args[0])) return Promise.reject(new NotAuthorized(method, "this page may no longer watch it."));
+      const start = () => {
         const id = ++ids;
         answered.set(id, emit);
         emit("view");
         return id;
-      }),
+      };
+      // A watch waits for its conversation; any other subscription (a task graph) is answered at once.
+      return method === "watchConversation" ? watches.wait(start) : Promise.resolve(start());
+    },
     unsubscribe: (id) => void answered.delete(id),
   };
-  const sockets: Array<{ drop(): void; open: boolean }> = [];
-  /** How many of the next attempts fail before they open (a server down, a network gone: error, then close). */
-  let failNext = 0;
-  const connect = (): SocketLike => {
-    const listeners: Record<string, Array<(event?: any) => void>> = { open: [], message: [], close: [], error: [] };
-    const fire = (type: string, event?: unknown) => {
-      for (const listener of listeners[type]!) listener(event);
-    };
-    const state = { open: true, drop: () => {} };
-    const connection = serveMessages(endpoint, (message: HostMessage) => {
-      const data = JSON.stringify(message);
-      queueMicrotask(() => state.open && fire("message", { data }));
-    });
-    state.drop = () => {
-      if (!state.open) return;
-      state.open = false;
-      connection.close();
-      fire("close");
-    };
-    sockets.push(state);
-    if (failNext > 0) {
-      failNext--;
-      state.open = false;
-      connection.close();
-      queueMicrotask(() => {
-        fire("error");
-        fire("close");
-      });
-    } else queueMicrotask(() => state.open && fire("open"));
-    return {
-      send: (data: string) => void (state.open && connection.receive(JSON.parse(data))),
-      close: () => state.drop(),
-      addEventListener: (type: string, listener: (event?: any) => void) => void listeners[type]!.push(listener),
-    } as SocketLike;
-  };
+  const sockets = scriptedSockets(endpoint);
   return {
-    connect,
-    /** Drops the page's current connection (the host sees it close). */
-    drop: () => sockets.at(-1)?.drop(),
+    ...sockets,
+    connect: () => {
+      asked = 0;
+      return sockets.connect();
+    },
     come: () => watches.come(),
     held: () => watches.size + answered.size,
-    /** The next `n` attempts fail before they open. */
-    failAttempts: (n: number) => void (failNext = n),
+    refuse: (conversationId: number) => void refused.add(conversationId),
+    asked: () => asked,
   };
 }
-
-/** Lets every queued frame, open and retry (timers of 0 ms) run. */
-const settle = async () => {
-  for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
-};
 
 describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)", () => {
   it("0111: a watch that waits when the socket drops keeps waiting, is asked again on the next connection only, and starts there when its conversation comes (before: ConnectionLost, and the host kept the re-asked watch for a caller that had given up)", async () => {
@@ -208,39 +181,62 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     endpoint.close();
   });
 
-  it("0111 property: any sequence of watches, drops, cancels and arrivals leaves the host holding exactly the watches their callers still hold; a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
+  it("0111/0114 property: any sequence of watches, subscriptions answered at once, drops, cancels, unsubscribes, arrivals, refusals and a close leaves the host holding exactly the watches their callers still hold and the host did not refuse, and the endpoint asking nothing else at a reconnect; every caller whose watch the host refused is told exactly once (its promise rejects, or `lost` once it had been answered), a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
     const action = fc.oneof(
       fc.constant({ kind: "watch" as const }),
+      fc.constant({ kind: "subscribe" as const }),
       fc.constant({ kind: "drop" as const }),
       fc.constant({ kind: "come" as const }),
       fc.record({ kind: fc.constant("fail" as const), attempts: fc.integer({ min: 1, max: 2 }) }),
       fc.record({ kind: fc.constant("cancel" as const), which: fc.nat(20) }),
       fc.record({ kind: fc.constant("unsubscribe" as const), which: fc.nat(20) }),
+      fc.record({ kind: fc.constant("refuse" as const), which: fc.nat(20) }),
+      fc.constant({ kind: "close" as const }),
     );
     await fc.assert(
       fc.asyncProperty(fc.array(action, { maxLength: 14 }), async (actions) => {
         const host = waitingHost();
         const endpoint = socketEndpoint(host.connect, { retryMs: 0 });
         const watches: Array<{
+          conversation: number;
           promise: ReturnType<HostEndpoint["subscribe"]> & { cancel(): void };
           views: unknown[];
+          lost: Error[];
           state: ReturnType<typeof settled>;
           gone: boolean;
+          refused: boolean;
         }> = [];
+        const pick = (which: number) => watches[which % Math.max(1, watches.length)];
+        let closed = false;
         for (const step of actions) {
-          if (step.kind === "watch") {
+          if (step.kind === "close") {
+            closed = true; // the page closes the endpoint: the run ends here
+            break;
+          }
+          if (step.kind === "watch" || step.kind === "subscribe") {
             const views: unknown[] = [];
-            const promise = endpoint.subscribe("watchConversation", [9], (view) =>
-              views.push(view),
+            const lost: Error[] = [];
+            const conversation = watches.length + 1;
+            const promise = endpoint.subscribe(
+              step.kind === "watch" ? "watchConversation" : "watchTasks",
+              [conversation],
+              (view) => views.push(view),
+              (error) => lost.push(error),
             ) as never as (typeof watches)[number]["promise"];
-            watches.push({ promise, views, state: settled(promise), gone: false });
+            watches.push({ conversation, promise, views, lost, state: settled(promise), gone: false, refused: false });
           } else if (step.kind === "drop") host.drop();
           else if (step.kind === "fail") {
             host.failAttempts(step.attempts);
             host.drop();
           } else if (step.kind === "come") host.come();
-          else {
-            const watch = watches[step.which % Math.max(1, watches.length)];
+          else if (step.kind === "refuse") {
+            // From now on the host refuses this conversation (asked again at the next connection).
+            const watch = pick(step.which);
+            if (!watch || watch.refused) continue;
+            watch.refused = true;
+            host.refuse(watch.conversation);
+          } else {
+            const watch = pick(step.which);
             if (!watch || watch.gone) continue;
             watch.gone = true;
             if (step.kind === "cancel" || watch.state.outcome !== "watching") watch.promise.cancel();
@@ -248,32 +244,67 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
           }
           await settle();
         }
+        const told = (watch: (typeof watches)[number]) => watch.lost.length + (watch.state.outcome === "NotAuthorized" ? 1 : 0);
+        if (closed) {
+          // Closed by the page: the host holds nothing, a watch still waiting rejects ConnectionLost, nobody is told `lost`.
+          endpoint.close();
+          await settle();
+          expect(host.held()).toBe(0);
+          for (const watch of watches) {
+            expect(watch.lost).toEqual([]);
+            expect(watch.state.outcome).toBeDefined();
+            expect(told(watch)).toBeLessThanOrEqual(1);
+          }
+          return;
+        }
+        // One more connection: everything the endpoint still holds is asked again (and a refused one refused there);
+        // and one after it, whose asks are what the endpoint kept.
+        host.drop();
         await settle();
-        const held = watches.filter((watch) => !watch.gone);
-        expect(host.held()).toBe(held.length);
-        for (const watch of held) expect(watch.state.outcome ?? "waiting").not.toMatch(/ConnectionLost|NotFound/);
+        host.drop();
+        await settle();
+        const kept = watches.filter((watch) => !watch.gone && !watch.refused);
+        expect(host.held()).toBe(kept.length);
+        expect(host.asked()).toBe(kept.length); // the endpoint holds nothing no caller holds, nothing refused
+        for (const watch of kept) {
+          expect(watch.state.outcome ?? "waiting").not.toMatch(/ConnectionLost|NotFound|NotAuthorized/);
+          expect(watch.lost).toEqual([]);
+        }
+        // Refused while its caller held it: told exactly once, with the host's typed error.
+        for (const watch of watches.filter((watch) => watch.refused && !watch.gone)) {
+          expect(told(watch)).toBe(1);
+          for (const error of watch.lost) expect(error).toBeInstanceOf(NotAuthorized);
+          if (watch.lost.length > 0) expect(watch.state.outcome).toBe("watching"); // `lost` only once it had been answered
+        }
+        for (const watch of watches) expect(told(watch)).toBeLessThanOrEqual(1);
         const given = watches.filter((watch) => watch.gone && watch.state.outcome !== "watching");
         for (const watch of given) {
           expect(watch.views).toEqual([]);
-          // Given up before it started: it rejected, as a refused watch (before, this was never checked).
-          expect(watch.state.outcome).toBe("NotFound");
+          // Given up before it started: it rejected, as a refused watch (or refused by the host before that).
+          expect(watch.state.outcome).toMatch(/^(NotFound|NotAuthorized)$/);
         }
         // Everything still held starts once its conversation comes, and hears it (once per connection it was answered on).
         host.come();
         await settle();
-        for (const watch of held) {
+        for (const watch of kept) {
           expect(watch.state.outcome).toBe("watching");
           expect(watch.views.length).toBeGreaterThan(0);
         }
         for (const watch of given) expect(watch.views).toEqual([]);
+        // A watch given up or unsubscribed by its caller is never told it was lost (its caller ended it).
+        for (const watch of watches.filter((watch) => watch.gone && !watch.refused)) expect(watch.lost).toEqual([]);
         endpoint.close();
         await settle();
       }),
       {
         numRuns: 60,
-        // Found by this property: a watch answered, its socket dropped, unsubscribed while the next connection's
-        // subscribe waited — that one stayed at the host.
-        examples: [[[{ kind: "watch" }, { kind: "come" }, { kind: "drop" }, { kind: "unsubscribe", which: 0 }]]],
+        examples: [
+          // Found by this property: a watch answered, its socket dropped, unsubscribed while the next connection's
+          // subscribe waited — that one stayed at the host.
+          [[{ kind: "watch" }, { kind: "come" }, { kind: "drop" }, { kind: "unsubscribe", which: 0 }]],
+          // Decision 0114: answered, refused at the reconnect — before, kept and asked again at every reconnect, never told.
+          [[{ kind: "watch" }, { kind: "watch" }, { kind: "come" }, { kind: "refuse", which: 0 }, { kind: "drop" }]],
+        ],
       },
     );
   });

@@ -84,7 +84,7 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
 export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
   const remote = Comlink.wrap<
     HostEndpoint & {
-      subscribe(...args: [...Parameters<HostEndpoint["subscribe"]>, string]): Promise<number>;
+      subscribe(method: string, args: unknown[], emit: (value: unknown) => void, ticket: string): Promise<number>;
       cancelSubscribe(ticket: string): Promise<void>;
     }
   >(worker);

@@ -5,14 +5,17 @@
  * keep hearing from the host (an object that restarted sends the current state anew). A subscribe the host had
  * not answered when its connection dropped (a watch waiting for its conversation) keeps waiting: it is asked
  * again on the next connection and answered there (decision 0111); it ends with `cancel()`, with `close()`, or
- * with the host's refusal, and a subscribe that ended is asked nowhere again. Reconnects back off:
+ * with the host's refusal, and a subscribe that ended is asked nowhere again. One answered on an earlier connection that
+ * the host refuses when a reconnect asks it again (the conversation is gone, the caller may no longer watch it) has
+ * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114).
+ * Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 
-import { ConnectionLost, NotFound } from "../errors.ts";
-import type { HostEndpoint } from "../host/endpoint.ts";
+import { ConnectionLost, DurableError, NotFound } from "../errors.ts";
+import type { HostEndpoint, SubscriptionLost } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 
@@ -35,6 +38,10 @@ interface Subscription {
   method: string;
   args: unknown[];
   emit: (value: unknown) => void;
+  /** Told when the host refuses it again on a later connection, once it was answered (decision 0114). */
+  lost: SubscriptionLost | undefined;
+  /** Answered once: from then on a refusal is told to `lost` (before it, the caller's promise rejects). */
+  answered?: true;
   /** Its id on the current connection, once subscribed there. */
   remote?: number;
   /** The connection it was (or is being) subscribed on, and that subscribing. */
@@ -85,13 +92,32 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
 
+  /**
+   * A subscription answered earlier that the host refused when this connection asked it again, or ended with an error
+   * frame after its answer (a Durable Object that woke from hibernation refused it; decision 0114): it has ended —
+   * removed, asked nowhere again — and its owner is told the host's error, once. One whose connection dropped before
+   * the answer is asked again on the next; one not answered yet ends through its caller's promise instead.
+   */
+  const refusedAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => (error: unknown) => {
+    if (subscriptions.get(id) !== subscription || !subscription.answered || subscription.link !== link) return;
+    if (error instanceof ConnectionLost && dead.has(link)) return;
+    subscriptions.delete(id);
+    subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
+  };
+
   /** Subscribes on `link` once (a reconnect and a subscribe made while reconnecting may both ask). */
   const subscribeOn = (link: MessageEndpoint, id: number, subscription: Subscription): Promise<void> => {
     if (subscription.link === link && subscription.subscribing) return subscription.subscribing;
     subscription.link = link;
     subscription.remote = undefined;
     subscription.subscribing = (async () => {
-      const subscribing = link.endpoint.subscribe(subscription.method, subscription.args, subscription.emit);
+      // Ended by the host after its answer on this connection (an object that woke refused it again): as refused here.
+      const subscribing = link.endpoint.subscribe(
+        subscription.method,
+        subscription.args,
+        subscription.emit,
+        refusedAgain(link, id, subscription),
+      );
       subscription.pending = subscribing;
       if (subscriptions.get(id) !== subscription) cancelPending(subscribing); // given up meanwhile (decision 0107)
       const remote = await subscribing;
@@ -116,7 +142,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       opened = true;
       connections++;
       options.onState?.({ state: "open" });
-      for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(() => {});
+      for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(refusedAgain(link, id, subscription));
       resolve(link);
     });
     let lost = false;
@@ -156,9 +182,9 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     async call(method, args) {
       return (await live()).endpoint.call(method, args);
     },
-    subscribe(method, args, emit) {
+    subscribe(method, args, emit, lost) {
       const id = ++lastId;
-      const subscription: Subscription = { method, args, emit };
+      const subscription: Subscription = { method, args, emit, lost };
       subscriptions.set(id, subscription);
       const held = () => subscriptions.get(id) === subscription;
       let giveUp!: (error: unknown) => void;
@@ -171,6 +197,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
           if (!held()) throw new NotFound("The subscription is no longer watched.");
           try {
             await Promise.race([subscribeOn(link, id, subscription), givenUp]);
+            subscription.answered = true;
             return id;
           } catch (error) {
             // Its connection dropped before the host answered: it waits on the next one, whose open subscribes it

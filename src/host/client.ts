@@ -65,11 +65,15 @@ export class HostClient {
     this.remote = remoteHost(endpoint);
     this.pageId = pageId;
     void this.#track(() =>
-      this.remote.onStatus((status: HarnessStatus) => {
-        if (this.#gone) return; // the page decided: whatever arrives after is stale
-        this.#status = status;
-        for (const listener of this.#statusListeners) listener(status);
-      }),
+      this.remote.onStatus(
+        (status: HarnessStatus) => {
+          if (this.#gone) return; // the page decided: whatever arrives after is stale
+          this.#status = status;
+          for (const listener of this.#statusListeners) listener(status);
+        },
+        // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why.
+        (error) => this.transportStatus({ kind: "failed", error: { name: error.name, message: error.message } }),
+      ),
     ).catch(() => {});
   }
   /** The latest status the host reported. */
@@ -121,12 +125,19 @@ export class HostClient {
    * `streaming` text between commits (not durable yet). It holds the last 200 entries and what arrives
    * after them; `openConversation` also loads older ones. On a copy that follows, a conversation it has not received
    * yet is waited for (decision 0103); the promise's `cancel()` gives the wait up, or stops the watch once it started
-   * (decision 0107: the host then holds nothing for it).
+   * (decision 0107: the host then holds nothing for it). `lost` is told once, with the host's typed error, if the host
+   * refuses the watch when the transport asks it again (a reconnect, the database moving to another tab); the watch
+   * has ended then (decision 0114).
    */
-  watchConversation(conversationId: number, listener: (view: ConversationViewState) => void): PendingSubscription {
+  watchConversation(
+    conversationId: number,
+    listener: (view: ConversationViewState) => void,
+    lost?: (error: Error) => void,
+  ): PendingSubscription {
     const opening = this.#open(conversationId);
     const watching = opening.then((view) => {
       view.subscribe(listener);
+      if (lost) view.onLost(lost);
       return () => view.close();
     });
     return pendingSubscription(watching, opening.cancel);
@@ -157,8 +168,8 @@ export class HostClient {
     let giveUp!: (error: unknown) => void;
     const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
     const opening = ConversationView.open({
-      watch: (listener) => {
-        watching = this.watchConversationUpdates(conversationId, listener);
+      watch: (listener, lost) => {
+        watching = this.watchConversationUpdates(conversationId, listener, lost);
         if (cancelled) cancelPending(watching);
         return watching.then((answered) => {
           unsubscribe = answered;
@@ -190,9 +201,13 @@ export class HostClient {
   }
 
   /** The view's raw updates (snapshot, commit deltas, live frames), for a `ConversationViewStore` of your own. */
-  watchConversationUpdates(conversationId: number, listener: (update: ConversationViewUpdate) => void): PendingSubscription {
+  watchConversationUpdates(
+    conversationId: number,
+    listener: (update: ConversationViewUpdate) => void,
+    lost?: (error: Error) => void,
+  ): PendingSubscription {
     let watching: Promise<Unsubscribe> | undefined;
-    const tracked = this.#track(() => (watching = this.remote.watchConversation(conversationId, listener)));
+    const tracked = this.#track(() => (watching = this.remote.watchConversation(conversationId, listener, lost)));
     return pendingSubscription(tracked, () => cancelPending(watching));
   }
 

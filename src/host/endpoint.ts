@@ -14,9 +14,12 @@ export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;
   /**
    * Resolves with the subscription's id once the host holds the listener. One the host answers later may be a
-   * `PendingSubscription` (decision 0107): `cancelPending` gives it up when its caller goes away first.
+   * `PendingSubscription` (decision 0107): `cancelPending` gives it up when its caller goes away first. `lost` is told
+   * once, with the host's error, when a transport that subscribes again by itself (a reconnecting socket, the tabs'
+   * endpoint when the database moves) was refused: the subscription has ended and is asked nowhere again (decision
+   * 0114). An endpoint that never subscribes again ignores it.
    */
-  subscribe(method: string, args: unknown[], emit: (value: unknown) => void): Promise<number>;
+  subscribe(method: string, args: unknown[], emit: (value: unknown) => void, lost?: SubscriptionLost): Promise<number>;
   unsubscribe(id: number): void | Promise<void>;
 }
 
@@ -29,6 +32,9 @@ export interface ServedEndpoint extends HostEndpoint {
 }
 
 type AnyMethod = (...args: unknown[]) => unknown;
+
+/** Told once when a transport's own subscribe again was refused (decision 0114); the listener hears nothing more. */
+export type SubscriptionLost = (error: Error) => void;
 
 export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
   const subscriptions = new Map<number, Unsubscribe>();
@@ -100,10 +106,23 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
       kind === "call"
         ? (...args) => endpoint.call(name, withoutTrailingUndefined(args))
         : (...args) => {
+            // The listener, and after it the optional `lost` (no protocol argument before the listener is a function).
+            const lost =
+              typeof args.at(-1) === "function" && typeof args.at(-2) === "function" ? (args.pop() as SubscriptionLost) : undefined;
             const listener = args.pop() as (value: unknown) => void;
             let subscribed = true;
             // A value the host sent before it heard of the unsubscribe is not delivered.
-            const subscribing = endpoint.subscribe(name, withoutTrailingUndefined(args), (value) => subscribed && listener(value));
+            const subscribing = endpoint.subscribe(
+              name,
+              withoutTrailingUndefined(args),
+              (value) => subscribed && listener(value),
+              lost &&
+                ((error) => {
+                  if (!subscribed) return; // unsubscribed by its owner first: nothing to tell
+                  subscribed = false;
+                  lost(error);
+                }),
+            );
             const unsubscribe = (id: number) => () => {
               if (!subscribed) return;
               subscribed = false;

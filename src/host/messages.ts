@@ -17,7 +17,7 @@
  */
 
 import { InvalidRequest } from "../errors.ts";
-import type { HostEndpoint } from "./endpoint.ts";
+import type { HostEndpoint, SubscriptionLost } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
 import { cancelPending, isPending, pendingSubscription } from "./pending-subscription.ts";
 
@@ -43,6 +43,8 @@ export interface MessageConnection {
    * (a Durable Object woken from hibernation while the page stayed connected). No answers go out for those the
    * earlier instance answered: the page has them; the first values of each subscription (a status, a snapshot) do.
    * One still `waiting` there (a watch of a conversation not come yet) is answered by this instance (decision 0111).
+   * One this instance refuses is answered with an error frame under its id: the page's subscription has ended, and
+   * `messageEndpoint` tells its owner (`lost`, decision 0114).
    */
   restore(subscriptions: readonly HeldSubscription[]): void;
 }
@@ -163,6 +165,8 @@ export interface MessageEndpoint {
 export function messageEndpoint(send: (message: ClientMessage) => void): MessageEndpoint {
   const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
   const listeners = new Map<number, (value: unknown) => void>();
+  /** Told when the host ends an answered subscription with an error frame (a woken object refused it: decision 0114). */
+  const losers = new Map<number, SubscriptionLost>();
   let lastId = 0;
   /** Set once the connection is gone: later requests reject with it instead of waiting for an answer. */
   let failure: { error: unknown } | undefined;
@@ -175,25 +179,29 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
   return {
     endpoint: {
       call: (method, args) => request({ type: "call", id: ++lastId, method, args }),
-      subscribe(method, args, emit) {
+      subscribe(method, args, emit, lost) {
         const id = ++lastId;
         listeners.set(id, emit); // before the answer: the host may push the first value right after it
+        if (lost) losers.set(id, lost);
         const answered = request({ type: "subscribe", id, method, args }).then(
           () => id,
           (error: unknown) => {
             listeners.delete(id);
+            losers.delete(id);
             throw error;
           },
         );
         // Given up before its answer (decision 0107): the host hears the unsubscribe, releases what the subscription
         // held, and answers the subscribe with its refusal.
         return pendingSubscription(answered, () => {
+          losers.delete(id);
           if (!listeners.delete(id) || failure) return;
           send({ type: "unsubscribe", id });
         });
       },
       unsubscribe(id) {
         listeners.delete(id);
+        losers.delete(id);
         send({ type: "unsubscribe", id });
       },
     },
@@ -205,13 +213,20 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
       const waiting = pending.get(message.id);
       pending.delete(message.id);
       if (message.type === "result") waiting?.resolve(message.value);
-      else waiting?.reject(deserializeError(message.error));
+      else if (waiting) waiting.reject(deserializeError(message.error));
+      else if (listeners.delete(message.id)) {
+        // An answered subscription the host ended: a Durable Object that woke refused it again (`restore`, decision 0114).
+        const lost = losers.get(message.id);
+        losers.delete(message.id);
+        lost?.(deserializeError(message.error));
+      }
     },
     fail(error) {
       failure = { error };
       for (const { reject } of pending.values()) reject(error);
       pending.clear();
       listeners.clear();
+      losers.clear();
     },
   };
 }

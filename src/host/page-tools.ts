@@ -29,6 +29,12 @@ export type PageToolImplementation = (args: { [key: string]: Json }, call: PageT
 export interface ProvidePageToolsOptions {
   /** Told of a claim or result that failed for another reason than another page or the call's end. */
   onError?: (error: unknown, call: PendingPageCall) => void;
+  /**
+   * Told once, with the host's typed error, when the host refused this page's watch of its calls as the transport
+   * asked it again (a reconnect, the database moving to another tab): the tools are no longer provided and the runs
+   * under way are aborted, as after the returned function (decision 0114).
+   */
+  onLost?: (error: Error) => void;
 }
 
 type PageHost = Pick<RemoteHost, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
@@ -83,7 +89,17 @@ export async function providePageTools(
       done(call.callId, controller);
     }
   };
-  const unsubscribe = await host.watchPageCalls(conversationId, { pageId, tools: Object.keys(tools) }, (calls) => {
+  const stop = () => {
+    stopped = true;
+    for (const { controller } of running.values()) controller.abort();
+    running.clear();
+  };
+  const lost = (error: Error) => {
+    if (stopped) return;
+    stop();
+    options.onLost?.(error);
+  };
+  const listener = (calls: PendingPageCall[]) => {
     if (stopped) return;
     const listed = new Map(calls.map((call) => [call.callId, call]));
     for (const [callId, { controller, attempt }] of running) {
@@ -101,12 +117,11 @@ export async function providePageTools(
       running.set(call.callId, { controller, attempt: call.attempts + 1 });
       void run(call, implementation, controller);
     }
-  });
+  };
+  const unsubscribe = await host.watchPageCalls(conversationId, { pageId, tools: Object.keys(tools) }, listener, lost);
   return () => {
     if (stopped) return;
-    stopped = true;
-    for (const { controller } of running.values()) controller.abort();
-    running.clear();
+    stop();
     unsubscribe();
   };
 }

@@ -310,10 +310,13 @@ export function exposureOf(method: MethodName, args: readonly unknown[]): Exposu
 /**
  * The host as seen from the other side of a transport: every call answers asynchronously, and a subscription
  * resolves with its unsubscribe function once the host holds the listener (it rejects if the host refused it).
+ * After the listener a subscription takes an optional `lost(error)`: told once, with the host's typed error, when
+ * the host refused it as the transport asked it again (a reconnect, the database moving to another tab); it has
+ * ended then, and the listener hears nothing more (decision 0114).
  */
 export type RemoteHost = {
   [K in keyof HarnessService]: (typeof PROTOCOL)[K]["kind"] extends "subscribe"
-    ? (...args: Parameters<HarnessService[K]>) => Promise<Unsubscribe>
+    ? (...args: [...Parameters<HarnessService[K]>, lost?: (error: Error) => void]) => Promise<Unsubscribe>
     : (...args: Parameters<HarnessService[K]>) => Promise<Awaited<ReturnType<HarnessService[K]>>>;
 };
 

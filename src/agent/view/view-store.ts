@@ -143,8 +143,11 @@ export class ConversationViewStore {
 
 /** Where a page-side view gets its updates and older pages (a client of the host that owns the harness). */
 export interface ViewSource {
-  /** Subscribes to the view's updates; resolves with the unsubscribe function. */
-  watch(listener: (update: ConversationViewUpdate) => void): Promise<() => void>;
+  /**
+   * Subscribes to the view's updates; resolves with the unsubscribe function. `lost` is told once when the
+   * subscription ended without its owner (the host refused it when it was asked again: decision 0114).
+   */
+  watch(listener: (update: ConversationViewUpdate) => void, lost: (error: Error) => void): Promise<() => void>;
   /** The `limit` entries before `beforeId`. */
   entriesBefore(beforeId: number, limit: number): Promise<EntryPage>;
 }
@@ -156,13 +159,21 @@ export interface ViewSource {
  *   const view = await client.openConversation(id);
  *   view.subscribe(render);                // each new immutable ConversationViewState
  *   if (view.state.hasOlder) await view.loadOlder();
+ *   view.onLost((error) => showError(error)); // the host refused it when a reconnect asked it again
  *   view.close();
+ *
+ * A view ends by its owner's `close()`, or — lost — when the host refuses its subscription as the transport asks it
+ * again (a reconnect, the database moving to another tab: the conversation is gone, the caller may no longer watch
+ * it): then `lost` holds the host's typed error, each `onLost` listener is told it once, and the state stays as it
+ * was (decision 0114).
  */
 export class ConversationView {
   readonly #store = new ConversationViewStore();
   readonly #source: ViewSource;
   #unsubscribe: (() => void) | undefined;
   #closed = false;
+  #lost: Error | undefined;
+  readonly #lostListeners = new Set<(error: Error) => void>();
   #loading: Promise<boolean> | undefined;
 
   private constructor(source: ViewSource) {
@@ -174,13 +185,45 @@ export class ConversationView {
     const view = new ConversationView(source);
     let arrived!: () => void;
     const snapshot = new Promise<void>((resolve) => (arrived = resolve));
-    view.#unsubscribe = await source.watch((update) => {
-      if (view.#closed) return;
-      view.#store.apply(update);
-      if (update.type === "snapshot") arrived();
-    });
-    await snapshot;
+    let failed!: (error: Error) => void;
+    const refused = new Promise<never>((_, reject) => (failed = reject));
+    refused.catch(() => {});
+    view.#unsubscribe = await source.watch(
+      (update) => {
+        if (view.#closed) return;
+        view.#store.apply(update);
+        if (update.type === "snapshot") arrived();
+      },
+      (error) => {
+        if (view.#closed) return;
+        view.#closed = true;
+        view.#lost = error;
+        failed(error); // lost before its snapshot: the open fails with the host's error
+        for (const listener of view.#lostListeners) listener(error);
+        view.#lostListeners.clear();
+      },
+    );
+    await Promise.race([snapshot, refused]);
     return view;
+  }
+
+  /** Why the view ended without its owner's `close()` (the host's typed error), or undefined (decision 0114). */
+  get lost(): Error | undefined {
+    return this.#lost;
+  }
+
+  /**
+   * Calls `listener` once with the host's error if the view is lost (at once if it is already); not on `close()`.
+   * Returns the function that stops listening.
+   */
+  onLost(listener: (error: Error) => void): () => void {
+    if (this.#lost) {
+      listener(this.#lost);
+      return () => {};
+    }
+    if (this.#closed) return () => {};
+    this.#lostListeners.add(listener);
+    return () => void this.#lostListeners.delete(listener);
   }
 
   get state(): ConversationViewState {
@@ -211,6 +254,7 @@ export class ConversationView {
   close(): void {
     if (this.#closed) return; // closed already (a cancel after the open and the owner's own close both close it)
     this.#closed = true;
+    this.#lostListeners.clear();
     this.#unsubscribe?.();
   }
 }

@@ -1,8 +1,8 @@
 /// <reference lib="webworker" />
 /** The follower's side of every tab being live (./wire.ts): the page's endpoint over its own worker and the leader's. */
 
-import { ConnectionLost } from "../../errors.ts";
-import type { HostEndpoint } from "../../host/endpoint.ts";
+import { ConnectionLost, DurableError } from "../../errors.ts";
+import type { HostEndpoint, SubscriptionLost } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
@@ -28,6 +28,8 @@ interface Subscription {
   emit: (value: unknown) => void;
   /** Attached once at least: it moves with the database. */
   live: boolean;
+  /** Told when the place the database moved to refuses it (decision 0114). */
+  lost: SubscriptionLost | undefined;
   on?: Target;
   remote?: Promise<number>;
 }
@@ -122,7 +124,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         // The database moved while this one subscribed: follow it now.
         if (readyTarget() && readyTarget() !== target) {
           detach(subscription);
-          void attach(subscription, readyTarget()!).catch(() => {});
+          reattach(id, subscription, readyTarget()!);
         }
         return id;
       } catch (error) {
@@ -136,16 +138,33 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     }
   };
 
+  /**
+   * Moves an answered subscription to where the database is now. Refused there (the conversation is not in the
+   * database that place opened, its door refuses): it has ended, is moved nowhere again, and its owner's `lost` is
+   * told the error (decision 0114; before, it stayed empty and was asked again at every move). A leader lost
+   * meanwhile, or this tab's own harness closed under it, is a move: the next place is asked.
+   */
+  const reattach = (id: number, subscription: Subscription, target: Target) => {
+    const remote = attach(subscription, target);
+    remote.catch((error: unknown) => {
+      if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
+      if (target !== OWN && isLoss(error)) return lose(target);
+      if (target === OWN && (error as { name?: unknown } | undefined)?.name === "HarnessClosed") return;
+      subscriptions.delete(id);
+      subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
+    });
+  };
+
   const changed = () => {
     const now = status();
     for (const listener of statusListeners.values()) listener(now);
     const target = readyTarget();
     if (target !== current) {
       current = target;
-      for (const subscription of subscriptions.values()) {
+      for (const [id, subscription] of subscriptions) {
         if (!subscription.live) continue;
         detach(subscription);
-        if (target) void attach(subscription, target).catch(() => {}); // a view the new leader refuses stays empty
+        if (target) reattach(id, subscription, target);
       }
     }
     for (const waiter of [...waiting]) {
@@ -274,14 +293,14 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         }
       }
     },
-    subscribe(method, args, emit) {
+    subscribe(method, args, emit, lost) {
       const id = ++lastId;
       if (method === "onStatus") {
         statusListeners.set(id, emit);
         emit(status());
         return Promise.resolve(id);
       }
-      const subscription: Subscription = { method, args, emit, live: false };
+      const subscription: Subscription = { method, args, emit, live: false, lost };
       subscriptions.set(id, subscription);
       // A watch the host answers later, given up before its answer (decision 0107): the host it went to releases it.
       return pendingSubscription(subscribeLive(id, subscription), () => {

@@ -1,0 +1,58 @@
+/**
+ * A page's reconnecting socket (src/browser/socket.ts) against a host served through `serveMessages`, one connection
+ * per socket the page opens, with frames delivered a microtask later as a socket would. The watch tests of decisions
+ * 0111 and 0114 drive it: `drop()` ends the page's current connection (the host sees it close), `failAttempts(n)` makes
+ * the next `n` attempts fail before they open (error, then close).
+ */
+import type { SocketLike } from "../src/browser/socket.ts";
+import type { HostEndpoint } from "../src/host/endpoint.ts";
+import { type HostMessage, serveMessages } from "../src/host/messages.ts";
+
+export function scriptedSockets(endpoint: HostEndpoint) {
+  const sockets: Array<{ drop(): void; open: boolean }> = [];
+  let failNext = 0;
+  const connect = (): SocketLike => {
+    const listeners: Record<string, Array<(event?: any) => void>> = { open: [], message: [], close: [], error: [] };
+    const fire = (type: string, event?: unknown) => {
+      for (const listener of listeners[type]!) listener(event);
+    };
+    const state = { open: true, drop: () => {} };
+    const connection = serveMessages(endpoint, (message: HostMessage) => {
+      const data = JSON.stringify(message);
+      queueMicrotask(() => state.open && fire("message", { data }));
+    });
+    state.drop = () => {
+      if (!state.open) return;
+      state.open = false;
+      connection.close();
+      fire("close");
+    };
+    sockets.push(state);
+    if (failNext > 0) {
+      failNext--;
+      state.open = false;
+      connection.close();
+      queueMicrotask(() => {
+        fire("error");
+        fire("close");
+      });
+    } else queueMicrotask(() => state.open && fire("open"));
+    return {
+      send: (data: string) => void (state.open && connection.receive(JSON.parse(data))),
+      close: () => state.drop(),
+      addEventListener: (type: string, listener: (event?: any) => void) => void listeners[type]!.push(listener),
+    } as SocketLike;
+  };
+  return {
+    connect,
+    /** Drops the page's current connection (the host sees it close). */
+    drop: () => sockets.at(-1)?.drop(),
+    /** The next `n` attempts fail before they open. */
+    failAttempts: (n: number) => void (failNext = n),
+  };
+}
+
+/** Lets every queued frame, open and retry (timers of 0 ms) run. */
+export const settle = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+};
