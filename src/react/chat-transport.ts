@@ -156,7 +156,16 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
       this.#pages.watch();
       // A failed open is not kept: the next request tries again (the worker may have been starting).
       opening.then(
-        (view) => this.#view === opening && (this.#opened = view),
+        (view) => {
+          if (this.#view !== opening) return;
+          this.#opened = view;
+          // Lost (the host refused it when the transport asked it again, decision 0114): the next request opens anew.
+          view.onLost(() => {
+            if (this.#view !== opening) return;
+            this.#view = undefined;
+            this.#opened = undefined;
+          });
+        },
         () => this.#view === opening && (this.#view = undefined),
       );
     }
@@ -199,10 +208,12 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
     let ended = false;
     let unsubscribe: (() => void) | undefined;
     let controller!: ReadableStreamDefaultController<UIMessageChunk>;
+    let unlost: (() => void) | undefined;
     const end = () => {
       if (ended) return;
       ended = true;
       unsubscribe?.();
+      unlost?.();
       signal?.removeEventListener("abort", end);
       try {
         controller.close();
@@ -241,6 +252,12 @@ export class DurableChatTransport implements ChatTransport<DurableUIMessage> {
         if (signal?.aborted) return end();
         signal?.addEventListener("abort", end, { once: true });
         unsubscribe = view.subscribe(onState);
+        // The view lost (decision 0114): useChat shows the host's error, as it shows a failed wait.
+        unlost = view.onLost((error) => {
+          if (ended) return;
+          controller.enqueue({ type: "error", errorText: errorMessage(error) });
+          end();
+        });
         this.#client.waitForSubmission(submissionId).then(
           (settledWith) => {
             outcome = settledWith;

@@ -36,16 +36,21 @@ export function useHarnessStatus(): HarnessStatusResult {
  * unmount comes before the host resolved the subscription).
  */
 function useRemoteSubscription<T>(
-  subscribe: ((listener: (value: T) => void) => Promise<Unsubscribe>) | undefined,
+  subscribe: ((listener: (value: T) => void, lost: (error: Error) => void) => Promise<Unsubscribe>) | undefined,
   onValue: (value: T) => void,
 ): void {
+  const [lost, setLost] = useState<{ subscribe: unknown; error: Error }>();
   useEffect(() => {
     if (!subscribe) return;
     let ended = false;
     let unsubscribe: Unsubscribe | undefined;
-    subscribe((value) => {
-      if (!ended) onValue(value);
-    }).then(
+    subscribe(
+      (value) => {
+        if (!ended) onValue(value);
+      },
+      // Refused when the transport asked it again (decision 0114): thrown into the nearest error boundary.
+      (error) => !ended && setLost({ subscribe, error }),
+    ).then(
       (stop) => (ended ? stop() : (unsubscribe = stop)),
       () => {},
     );
@@ -54,11 +59,14 @@ function useRemoteSubscription<T>(
       unsubscribe?.();
     };
   }, [subscribe, onValue]);
+  if (lost && lost.subscribe === subscribe) throw lost.error;
 }
 
 /**
  * The page's view of one conversation, kept current by deltas (older pages with `view.loadOlder()`);
- * undefined until its snapshot arrived. Closed on unmount or when `conversationId` changes.
+ * undefined until its snapshot arrived. Closed on unmount or when `conversationId` changes. A failed open, and a
+ * view lost later (the host refused it when a reconnect asked it again, decision 0114), throw the host's error into
+ * the nearest error boundary.
  */
 export function useConversationView(conversationId: number | undefined): ConversationView | undefined {
   const client = useHarnessClient<ReactHarnessClient>();
@@ -73,6 +81,8 @@ export function useConversationView(conversationId: number | undefined): Convers
         if (ended) return opened.close();
         view = opened;
         setOpened({ id: conversationId, view: opened });
+        // Lost (the host refused it when the transport asked it again, decision 0114): thrown as a failed open is.
+        opened.onLost((error) => !ended && setOpened({ id: conversationId, error }));
       },
       (error: unknown) => !ended && setOpened({ id: conversationId, error }),
     );
@@ -211,11 +221,14 @@ function matcher(filter: TaskFilter | ((task: TaskRecord) => boolean) | undefine
     (filter.conversationId === undefined || task.conversationId === filter.conversationId);
 }
 
-/** The host's task graph (undefined until the first push). */
+/** The host's task graph (undefined until the first push); a subscription the host refused again throws (decision 0114). */
 export function useInspection(): Inspection | undefined {
   const client = useHarnessClient<ReactHarnessClient>();
   const [inspection, setInspection] = useState<Inspection>();
-  const subscribe = useMemo(() => client && ((listener: (next: Inspection) => void) => client.watchTasks(listener)), [client]);
+  const subscribe = useMemo(
+    () => client && ((listener: (next: Inspection) => void, lost: (error: Error) => void) => client.watchTasks(listener, lost)),
+    [client],
+  );
   useRemoteSubscription(subscribe ?? undefined, setInspection);
   return client ? inspection : undefined;
 }
@@ -227,7 +240,10 @@ const REPORTS_KEPT = 200;
 export function useReports(): readonly Report[] {
   const client = useHarnessClient<ReactHarnessClient>();
   const [reports, setReports] = useState<readonly Report[]>(EMPTY_REPORTS);
-  const subscribe = useMemo(() => client && ((listener: (report: Report) => void) => client.onReport(listener)), [client]);
+  const subscribe = useMemo(
+    () => client && ((listener: (report: Report) => void, lost: (error: Error) => void) => client.onReport(listener, lost)),
+    [client],
+  );
   const onReport = useCallback((report: Report) => setReports((previous) => [...previous, report].slice(-REPORTS_KEPT)), []);
   useRemoteSubscription(subscribe ?? undefined, onReport);
   return reports;

@@ -37,8 +37,15 @@ export class PageChat {
   /** While the chat is open it provides its page tools: when the page goes, its claims are released. */
   watch(): void {
     if (this.tools.size === 0 || this.#watch) return;
-    this.#watch = this.#client.watchPageCalls(this.#conversationId, { pageId: this.#client.pageId, tools: [...this.tools] }, () => {});
-    this.#watch.catch(() => (this.#watch = undefined));
+    const watch = this.#client.watchPageCalls(
+      this.#conversationId,
+      { pageId: this.#client.pageId, tools: [...this.tools] },
+      () => {},
+      // Refused again (decision 0114): the next request's open asks anew, as after a failed watch.
+      () => this.#watch === watch && (this.#watch = undefined),
+    );
+    this.#watch = watch;
+    watch.catch(() => this.#watch === watch && (this.#watch = undefined));
   }
 
   close(): void {

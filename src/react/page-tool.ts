@@ -24,7 +24,8 @@ export interface PageToolRequest {
  * claimed for this page (the first page wins) and then runs `implementation`; without one, the call waits for
  * the UI: the hook returns it with `respond(result)` (a form or a choice for the person). Returns the calls this
  * page runs now. A reload or a closed tab while a call runs follows the tool's replay policy (unsafe: the model
- * gets an interrupted result; safe: the next page that provides it runs it again).
+ * gets an interrupted result; safe: the next page that provides it runs it again). A watch of the calls the host
+ * refuses when the transport asks it again throws the host's error into the nearest error boundary (decision 0114).
  *
  *   const asks = usePageTool(conversationId, "ask_person");
  *   return asks.map((ask) => <Choice key={ask.callId} question={ask.arguments.question} onPick={ask.respond!} />);
@@ -39,6 +40,7 @@ export function usePageTool(conversationId: number | undefined, name: string, im
   const latest = useRef(implementation);
   latest.current = implementation;
   const [requests, setRequests] = useState<PageToolRequest[]>([]);
+  const [lost, setLost] = useState<{ conversationId: number; error: Error }>();
   const remove = useCallback((callId: string) => setRequests((all) => all.filter((request) => request.callId !== callId)), []);
   useEffect(() => {
     if (!client || !ready || conversationId === undefined) return;
@@ -62,7 +64,9 @@ export function usePageTool(conversationId: number | undefined, name: string, im
       call.signal.addEventListener("abort", () => remove(call.callId), { once: true });
       return answered.finally(() => remove(call.callId));
     };
-    client.providePageTools(conversationId, { [name]: run }).then(
+    // Lost (the host refused the page's watch of its calls again, decision 0114): thrown into the error boundary.
+    const onLost = (error: Error) => !unmounted && setLost({ conversationId, error });
+    client.providePageTools(conversationId, { [name]: run }, { onLost }).then(
       (unsubscribe) => (unmounted ? unsubscribe() : (stop = unsubscribe)),
       () => {},
     );
@@ -72,5 +76,6 @@ export function usePageTool(conversationId: number | undefined, name: string, im
       setRequests([]);
     };
   }, [client, ready, conversationId, name, remove]);
+  if (lost && lost.conversationId === conversationId) throw lost.error;
   return requests;
 }
