@@ -191,7 +191,12 @@ describe("a waiting subscription in a hibernating object's socket attachment (de
         for (const id of gone) expect(page.answersTo(id)).toHaveLength(1);
         expect(page.host.held()).toBe(live.size);
       }),
-      { numRuns: 80 },
+      {
+        numRuns: 80,
+        // Decision 0114: found by this property under CI's load, one run in two or three — a waiting one restored
+        // first wrote the attachment without the answered one after it, which the second eviction then lost.
+        examples: [[[{ kind: "wait" }, { kind: "now" }, { kind: "evict" }, { kind: "evict" }]]],
+      },
     );
   });
 });

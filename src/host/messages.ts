@@ -145,10 +145,11 @@ export function serveMessages(
     },
     restore(earlier) {
       if (closed) return;
-      for (const subscription of earlier) {
-        const { id, method, args, waiting } = subscription;
-        if (!subscriptions.has(id)) subscribe({ id, method, args }, waiting === true);
-      }
+      const restoring = earlier.filter(({ id }) => !subscriptions.has(id));
+      // All held as the attachment had them before any is subscribed again: a waiting one's write carries the others
+      // (before, it wrote the set without the answered ones after it, and a second eviction lost them).
+      for (const { id, method, args, waiting } of restoring) held.set(id, { id, method, args, ...(waiting ? { waiting } : {}) });
+      for (const { id, method, args, waiting } of restoring) subscribe({ id, method, args }, waiting === true);
     },
   };
 }
