@@ -181,6 +181,25 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     endpoint.close();
   });
 
+  it("0114: close() while a reconnect attempt has not opened yet leaves no unhandled rejection (before: the link promise nobody awaited rejected ConnectionLost, unhandled — found by the property's close)", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const host = waitingHost();
+      const retries: Array<() => void> = [];
+      const endpoint = socketEndpoint(host.connect, { setTimer: (fire) => void retries.push(fire) });
+      await settle();
+      host.drop();
+      retries.shift()?.(); // the next attempt: its socket exists, not open yet
+      endpoint.close();
+      await settle();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
   it("0111/0114 property: any sequence of watches, subscriptions answered at once, drops, cancels, unsubscribes, arrivals, refusals and a close leaves the host holding exactly the watches their callers still hold and the host did not refuse, and the endpoint asking nothing else at a reconnect; every caller whose watch the host refused is told exactly once (its promise rejects, or `lost` once it had been answered), a given-up watch hears nothing and rejects NotFound (or had started); attempts that fail before they open change none of it; a held one starts once", async () => {
     const action = fc.oneof(
       fc.constant({ kind: "watch" as const }),
@@ -246,12 +265,13 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
         }
         const told = (watch: (typeof watches)[number]) => watch.lost.length + (watch.state.outcome === "NotAuthorized" ? 1 : 0);
         if (closed) {
-          // Closed by the page: the host holds nothing, a watch still waiting rejects ConnectionLost, nobody is told `lost`.
+          // Closed by the page: the host holds nothing, a watch still waiting rejects ConnectionLost, and `lost` is told
+          // to none but one the host refused before the close.
           endpoint.close();
           await settle();
           expect(host.held()).toBe(0);
           for (const watch of watches) {
-            expect(watch.lost).toEqual([]);
+            if (!watch.refused) expect(watch.lost).toEqual([]);
             expect(watch.state.outcome).toBeDefined();
             expect(told(watch)).toBeLessThanOrEqual(1);
           }
@@ -304,6 +324,10 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
           [[{ kind: "watch" }, { kind: "come" }, { kind: "drop" }, { kind: "unsubscribe", which: 0 }]],
           // Decision 0114: answered, refused at the reconnect — before, kept and asked again at every reconnect, never told.
           [[{ kind: "watch" }, { kind: "watch" }, { kind: "come" }, { kind: "refuse", which: 0 }, { kind: "drop" }]],
+          // A refusal told before the page closes (the property's own mistake, found under load), and a close while an
+          // attempt is not open yet (before: an unhandled ConnectionLost from the link nobody awaited).
+          [[{ kind: "subscribe" }, { kind: "refuse", which: 0 }, { kind: "fail", attempts: 1 }, { kind: "close" }]],
+          [[{ kind: "watch" }, { kind: "drop" }, { kind: "close" }]],
         ],
       },
     );

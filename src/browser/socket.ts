@@ -88,6 +88,8 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       connected = resolve;
       refused = reject;
     });
+    // Refused by close() with nobody waiting is no error; a caller waiting still gets it.
+    current.catch(() => {});
   };
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
@@ -231,8 +233,8 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       if (closed) return;
       closed = true;
       socket?.close(1000, "closed by the page");
-      // A call waiting for the next connection gets ConnectionLost instead (a resolved link ignores this).
-      current.catch(() => {});
+      // A call waiting for the next connection gets ConnectionLost instead (a resolved link ignores this). Closing the
+      // socket of an attempt not open yet has replaced `current` meanwhile: `refused` is still the awaited link's.
       refused(new ConnectionLost());
     },
     get connections() {
