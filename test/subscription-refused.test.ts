@@ -10,7 +10,7 @@ import type { PendingPageCall } from "../src/agent/tasks/page-calls.ts";
 import type { ConversationViewState } from "../src/agent/view/view.ts";
 import { socketEndpoint } from "../src/browser/socket.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
-import { NotAuthorized, NotFound } from "../src/errors.ts";
+import { HarnessClosed, NotAuthorized, NotFound } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type ClientMessage, messageEndpoint, serveMessages } from "../src/host/messages.ts";
@@ -59,6 +59,7 @@ function refusingHost() {
     endpoint,
     asked,
     refuse: (key: string, error: Error) => void refused.set(key, error),
+    allow: (key: string) => void refused.delete(key),
     /** Sends `value` to every listener of `key`. */
     push: (key: string, value: unknown) => {
       for (const listener of listeners.values()) if (listener.key === key) listener.emit(value);
@@ -195,6 +196,28 @@ describe("a subscription the host refuses when it is asked again ends, and its o
     host.push("watchConversation:8", snapshot(8, [{ id: 2, text: "moved" }]));
     await settle();
     expect(states.at(-1)?.entries.map((entry) => entry.id)).toEqual([2]);
+  });
+
+  it("0114: a worker's page: the database leaving this tab's worker as the view moves (HarnessClosed, a takeover) is no refusal — the view is kept and moves with the next change", async () => {
+    const host = refusingHost();
+    const client = new HostClient(tabsEndpoint(host.endpoint), "page-1");
+    await client.ready();
+    const view = await client.openConversation(7);
+    host.refuse("watchConversation:7", new HarnessClosed());
+    host.setStatus({ kind: "recovering", database: "db" });
+    host.setStatus(READY);
+    await settle();
+    expect(view.lost).toBeUndefined();
+    host.allow("watchConversation:7");
+    host.setStatus({ kind: "recovering", database: "db" });
+    host.setStatus(READY);
+    await settle();
+    const states: ConversationViewState[] = [];
+    view.subscribe((state) => states.push(state));
+    host.push("watchConversation:7", snapshot(7, [{ id: 3, text: "back" }]));
+    await settle();
+    expect(states.at(-1)?.entries.map((entry) => entry.id)).toEqual([3]);
+    expect(view.lost).toBeUndefined();
   });
 
   it("0114: the client's own status subscription refused at a reconnect: its status says failed with the host's error, and ready() rejects with it", async () => {

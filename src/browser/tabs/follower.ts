@@ -6,6 +6,7 @@ import type { HostEndpoint, SubscriptionLost } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
+import { isRetryable } from "../../retryable.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
@@ -142,14 +143,16 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    * Moves an answered subscription to where the database is now. Refused there (the conversation is not in the
    * database that place opened, its door refuses): it has ended, is moved nowhere again, and its owner's `lost` is
    * told the error (decision 0114; before, it stayed empty and was asked again at every move). A leader lost
-   * meanwhile, or this tab's own harness closed under it, is a move: the next place is asked.
+   * meanwhile, the database leaving that place as it asked (`HarnessClosed`, "not open": a takeover, a close), or an
+   * error that passes by itself (`isRetryable`) is no refusal: the next move asks again.
    */
   const reattach = (id: number, subscription: Subscription, target: Target) => {
     const remote = attach(subscription, target);
     remote.catch((error: unknown) => {
       if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
       if (target !== OWN && isLoss(error)) return lose(target);
-      if (target === OWN && (error as { name?: unknown } | undefined)?.name === "HarnessClosed") return;
+      const name = (error as { name?: unknown } | undefined)?.name;
+      if (isRetryable(error) || name === "HarnessClosed" || name === "DurableError") return;
       subscriptions.delete(id);
       subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
     });
