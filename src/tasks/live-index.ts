@@ -11,8 +11,9 @@ const NONE: ReadonlySet<number> = new Set<number>();
 
 /**
  * The scheduler's index of the committed live set: owned children by owner (for cascades and "owned work is
- * live"), waiting tasks by the task they wait on, and sleepers. Kept in step by `index` for every committed
- * record (at open and after every commit); transitions read it together with what a commit staged.
+ * live") and waiting tasks by the task they wait on (the sleepers are the sleep timer's queue: decision 0115). Kept
+ * in step by `index` for every committed record (at open and after every commit); transitions read it together with
+ * what a commit staged.
  */
 export class LiveIndex {
   /** Live (non-background) children by owner. */
@@ -20,7 +21,6 @@ export class LiveIndex {
   /** Waiting tasks by the task they wait on. */
   readonly #waitersOn = new Map<number, Set<number>>();
   readonly #waitingOn = new Map<number, number[]>();
-  readonly sleepers = new Set<number>();
   /**
    * The largest progress stamp handed out or seen on a record taken in (decision 0112): at open, the largest of the
    * live records; a step's stamp is one more. Only the order among live tasks matters, so terminal rows need not be
@@ -64,8 +64,6 @@ export class LiveIndex {
       }
       if (task.state.policy === "failFast") failFast = task.state.on;
     }
-    if (task.state.status === "sleeping") this.sleepers.add(task.id);
-    else this.sleepers.delete(task.id);
     return failFast;
   }
 

@@ -77,10 +77,10 @@ export class Scheduler {
     this.#runtimes = new TaskRuntimes({ session, registry, index: this.#index, options, closing });
     this.#timer = new SleepTimer({
       clock: options.clock,
-      sleepers: this.#index.sleepers,
       live: session.live,
       running: (id) => this.#invocations.has(id),
       seenDue: this.#seenDue,
+      stepStored: session.stepStored,
       wake: (due) => {
         for (const id of due) this.#dirty.add(id);
         if (this.#dirty.size > 0) this.#kick();
@@ -257,6 +257,7 @@ export class Scheduler {
   /** Keeps the live index in step with the committed live set. */
   #indexTask(task: TaskRecord): void {
     const failFast = this.#index.index(task);
+    this.#timer.index(task);
     if (failFast) this.#checkSettled(failFast);
   }
 

@@ -1,5 +1,6 @@
 import type { Clock } from "../base/clock.ts";
 import type { TaskRecord } from "../storage/records.ts";
+import { SleepQueue } from "./sleep-queue.ts";
 
 /** The wait before retry number `failures + 1` after storage refused a commit: 100 ms doubling up to 30 s. */
 export function retryDelay(failures: number): number {
@@ -50,7 +51,6 @@ export class Backoff {
 
 export interface SleepTimerOptions {
   readonly clock: Clock;
-  readonly sleepers: ReadonlySet<number>;
   readonly live: ReadonlyMap<number, TaskRecord>;
   /** Whether task `id` has an invocation (its sleep is its own business). */
   readonly running: (id: number) => boolean;
@@ -58,11 +58,29 @@ export interface SleepTimerOptions {
   readonly seenDue: Map<number, number>;
   /** Called when the timer fires, with the sleepers now due. */
   readonly wake: (due: number[]) => void;
+  /** Settles once the open's first group of task steps is stored (`Session.stepStored`): the queue is built then. */
+  readonly stepStored: Promise<void>;
 }
 
-/** One timer on the harness clock for the earliest sleeper that is not due yet. No polling. */
+/**
+ * One timer on the harness clock for the earliest sleeper that is not due yet. No polling. The sleepers are kept
+ * earliest first (`SleepQueue`, decision 0115), told of every committed record through `index`, so arming costs the
+ * sleepers it passes over, not every sleeper.
+ *
+ * The queue is not built at open: that would walk every sleeper in front of the first resumed step. Until it is,
+ * `index` keeps only the least `until` it was shown, and `arm` sets the timer for it — never later than the queue's
+ * earliest would be (that one passes over held sleepers), and a timer that finds nobody due only re-arms. The queue is
+ * built from the mirror one timer turn after the open's first group of task steps is stored, or when that timer fires
+ * first, whichever comes first.
+ */
 export class SleepTimer {
   readonly #options: SleepTimerOptions;
+  /** Undefined until built (`#build`): until then the mirror holds every sleeper and `#least` their least `until`. */
+  #queue: SleepQueue | undefined;
+  #least: number | undefined;
+  #waiting = false;
+  #stopped = false;
+  #cancelBuild: (() => void) | undefined;
   #cancel: (() => void) | undefined;
   #at: number | undefined;
 
@@ -70,24 +88,46 @@ export class SleepTimer {
     this.#options = options;
   }
 
+  /** Takes a committed record in (at open and after every commit): a sleep with `until` is queued. */
+  index(task: TaskRecord): void {
+    const state = task.state;
+    if (state.status !== "sleeping" || state.until === undefined) return;
+    if (this.#queue) this.#queue.push(state.until, task.id);
+    else if (this.#least === undefined || state.until < this.#least) this.#least = state.until;
+  }
+
   /** Sets the timer for the earliest sleeper (or clears it when there is none). */
   arm(): void {
-    const { clock, sleepers, live, running, seenDue, wake } = this.#options;
-    for (const [id, until] of seenDue) {
-      const task = live.get(id);
-      if (task?.state.status !== "sleeping" || task.state.until !== until) seenDue.delete(id);
-    }
+    const { clock, live, running, seenDue } = this.#options;
     let earliest: number | undefined;
-    for (const id of sleepers) {
-      const task = live.get(id);
-      if (task?.state.status !== "sleeping" || running(id)) continue;
-      // Sleepers a pass found due (and abort-marked ones, which a pass looks at at once) are held by something
-      // that wakes them with a commit (owned work, an owner's intent). A timer for them would fire at 0 ms for
-      // ever (B8). Without `until` a sleep ends only by a commit that wakes it: no timer.
+    if (!this.#queue) {
+      if (!this.#waiting) {
+        this.#waiting = true;
+        void this.#options.stepStored.then(() => {
+          if (this.#queue || this.#stopped) return;
+          this.#cancelBuild = clock.setTimer(0, () => {
+            this.#cancelBuild = undefined;
+            if (this.#queue || this.#stopped) return;
+            this.#build();
+            this.arm();
+          });
+        });
+      }
+      earliest = this.#least;
+    } else {
+      for (const [id, until] of seenDue) {
+        const task = live.get(id);
+        if (task?.state.status !== "sleeping" || task.state.until !== until) seenDue.delete(id);
+      }
+      // Sleepers a pass found due (and abort-marked ones, which a pass looks at at once) are held by something that
+      // wakes them with a commit (owned work, an owner's intent). A timer for them would fire at 0 ms for ever (B8).
+      // Without `until` a sleep ends only by a commit that wakes it: never queued, no timer.
       // A sleeper past its `until` that no pass found due keeps its timer (it fires at once): its time may have
       // passed after the pass read the clock, or while its timer's callback waited on a busy event loop.
-      if (task.abortRequested || task.state.until === undefined || seenDue.get(id) === task.state.until) continue;
-      if (earliest === undefined || task.state.until < earliest) earliest = task.state.until;
+      earliest = this.#queue.earliest((id, until) => {
+        const task = live.get(id);
+        return task!.abortRequested || running(id) || seenDue.get(id) === until; // current: in the mirror
+      });
     }
     if (earliest === this.#at) return;
     this.#cancel?.();
@@ -98,17 +138,30 @@ export class SleepTimer {
     this.#cancel = clock.setTimer(delay, () => {
       this.#cancel = undefined;
       this.#at = undefined;
-      const due: number[] = [];
-      const now = clock.now();
-      for (const id of sleepers) {
-        const task = live.get(id);
-        if (task?.state.status === "sleeping" && task.state.until !== undefined && task.state.until <= now) due.push(id);
-      }
-      wake(due);
+      if (!this.#queue) this.#build();
+      this.#options.wake(this.#queue!.due(clock.now()));
     });
   }
 
   cancel(): void {
+    this.#stopped = true;
+    this.#cancelBuild?.();
     this.#cancel?.();
+  }
+
+  /** The queue of every sleeper with `until` in the mirror now; later commits reach it through `index`. */
+  #build(): void {
+    const live = this.#options.live;
+    const queue = new SleepQueue((id, until) => {
+      const state = live.get(id)?.state;
+      return state?.status === "sleeping" && state.until === until;
+    });
+    for (const task of live.values()) {
+      const state = task.state;
+      if (state.status === "sleeping" && state.until !== undefined) queue.push(state.until, task.id);
+    }
+    queue.loaded();
+    this.#queue = queue;
+    this.#least = undefined;
   }
 }
