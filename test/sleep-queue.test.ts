@@ -101,7 +101,7 @@ function asleep(id: number, until: number): TaskRecord {
 }
 
 describe("the sleep timer at an open (decision 0115)", () => {
-  it("S3, S4: with 10,000 asleep, the first arm looks up no sleeper and sets one timer for the least until; the queue is built after the first step, and each sleeper wakes at its time", async () => {
+  it("S3, S4: with 10,000 asleep, the first arm looks up no sleeper and sets one timer for the least until; the queue is built at the first arm after the first step, and each sleeper wakes at its time", async () => {
     const clock = createManualClock(1_000);
     const live = new CountingMap<number, TaskRecord>();
     for (let id = 1; id <= 10_000; id++) live.set(id, asleep(id, 1_000 + 10 * ((id * 7919) % 10_000) + 5));
@@ -125,10 +125,11 @@ describe("the sleep timer at an open (decision 0115)", () => {
     // Before: a walk of every sleeper (10,000 lookups) at this arm, in front of the first resumed step.
     expect(live.gets).toBe(0);
     expect(clock.pending).toBe(1);
-    stepped(); // the open's first step is stored: the queue is built one timer turn later
+    stepped(); // the open's first step is stored: the next arm (a drain's end) builds the queue
     await Promise.resolve();
-    clock.advance(0);
+    timer.arm();
     expect(live.gets).toBeLessThan(20); // the build reads the mirror's values, not `get`; the arm after it a few
+    expect(clock.pending).toBe(1);
     const sleepers = [...live.values()].sort(
       (a, b) => (a.state as { until: number }).until - (b.state as { until: number }).until || a.id - b.id,
     );

@@ -70,17 +70,17 @@ export interface SleepTimerOptions {
  * The queue is not built at open: that would walk every sleeper in front of the first resumed step. Until it is,
  * `index` keeps only the least `until` it was shown, and `arm` sets the timer for it — never later than the queue's
  * earliest would be (that one passes over held sleepers), and a timer that finds nobody due only re-arms. The queue is
- * built from the mirror one timer turn after the open's first group of task steps is stored, or when that timer fires
- * first, whichever comes first.
+ * built from the mirror by the first `arm` after the open's first group of task steps is stored (`stepStored`), or
+ * when that timer fires first. No timer of its own: a Durable Object keeps none while nothing runs (decision 0052).
  */
 export class SleepTimer {
   readonly #options: SleepTimerOptions;
   /** Undefined until built (`#build`): until then the mirror holds every sleeper and `#least` their least `until`. */
   #queue: SleepQueue | undefined;
   #least: number | undefined;
+  /** Whether the first `arm` listens for `stepStored`, and whether it settled (the next `arm` builds the queue). */
   #waiting = false;
-  #stopped = false;
-  #cancelBuild: (() => void) | undefined;
+  #stepped = false;
   #cancel: (() => void) | undefined;
   #at: number | undefined;
 
@@ -99,19 +99,12 @@ export class SleepTimer {
   /** Sets the timer for the earliest sleeper (or clears it when there is none). */
   arm(): void {
     const { clock, live, running, seenDue } = this.#options;
+    if (!this.#queue && this.#stepped) this.#build();
     let earliest: number | undefined;
     if (!this.#queue) {
       if (!this.#waiting) {
         this.#waiting = true;
-        void this.#options.stepStored.then(() => {
-          if (this.#queue || this.#stopped) return;
-          this.#cancelBuild = clock.setTimer(0, () => {
-            this.#cancelBuild = undefined;
-            if (this.#queue || this.#stopped) return;
-            this.#build();
-            this.arm();
-          });
-        });
+        void this.#options.stepStored.then(() => (this.#stepped = true));
       }
       earliest = this.#least;
     } else {
@@ -144,8 +137,6 @@ export class SleepTimer {
   }
 
   cancel(): void {
-    this.#stopped = true;
-    this.#cancelBuild?.();
     this.#cancel?.();
   }
 
