@@ -126,10 +126,24 @@ export function confirmResumed(
   ask();
 }
 
+/** The harness's lease timers: the renewal's and the page's word's (decision 0113), each cancelled on close. */
+export interface LeaseTimers {
+  renewal?: () => void;
+  leaving?: () => void;
+}
+
+export function cancelTimers(timers: LeaseTimers): void {
+  timers.renewal?.();
+  timers.leaving?.();
+  timers.renewal = timers.leaving = undefined;
+}
+
 /**
  * The lease ends here by `end` (this place's page said it is leaving, decision 0113): `fence` stops stamping then, and
  * the place is told it lost the lease at `end` (at once when it passed) rather than at its next commit — a phase that
- * would print without committing first stops too. False when `epoch` is not the fence's.
+ * would print without committing first stops too. One timer at a time (`timers.leaving`, replaced by a later word);
+ * one that fires while the clock still reads before the end (a wall clock stepped back) arms again. False when
+ * `epoch` is not the fence's, or the lease is pinned (the object does not take a pinned lease at the page's word).
  */
 export function leaveBy(
   fence: Fence,
@@ -138,14 +152,19 @@ export function leaveBy(
   clock: Clock,
   stopped: () => boolean,
   lose: (error: Error) => void,
+  timers: LeaseTimers,
 ): boolean {
   if (!fence.leaving(epoch, end)) return false;
+  timers.leaving?.();
+  timers.leaving = undefined;
   const check = () => {
-    const lost = stopped() ? undefined : fence.lost(clock.now());
+    timers.leaving = undefined;
+    if (stopped()) return;
+    const now = clock.now();
+    const lost = fence.lost(now);
     if (lost) lose(lost);
+    else timers.leaving = clock.setTimer(fence.expiresAt - now, check);
   };
-  const now = clock.now();
-  if (now >= end) check();
-  else clock.setTimer(end - now, check);
+  check();
   return true;
 }

@@ -8,8 +8,8 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import { HarnessClosed, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
-import { confirmResumed, LeaseTaking, leaveBy, renewLease } from "./harness-lease.ts";
+import { HarnessClosed, InvalidArguments, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
+import { cancelTimers, confirmResumed, LeaseTaking, type LeaseTimers, leaveBy, renewLease } from "./harness-lease.ts";
 import { claimStorage, markLifecycle, recountOwed, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
 import { checkOptions, type HarnessOptions, type Inspection, type Recovery } from "./harness-types.ts";
 import { deliver } from "./reports.ts";
@@ -41,7 +41,7 @@ export class Harness {
   /** The agent layer of this harness (conversations, submissions, views); built at the end of `open`. */
   #agent!: Conversations;
   #closed: Promise<void> | undefined;
-  #cancelRenewal: (() => void) | undefined;
+  readonly #leaseTimers: LeaseTimers = {};
   /** What this open recovered: how the last harness stopped, and the tasks a crash cut off. */
   readonly recovery: Recovery;
 
@@ -171,13 +171,14 @@ export class Harness {
    * This place's page said `lease.leaving` under `epoch` (decision 0101): the object takes the lease over a grace after it
    * heard the word, so the lease ends here at `end` on the harness clock (when the word was sent, plus that grace) and
    * the harness stops then as after any lost lease (`onLeaseLost`), unless it handed over first (decision 0113). False
-   * when it holds no lease of `epoch`.
+   * when it holds no lease of `epoch`, or a pinned one; `InvalidArguments` when `end` is not a finite number.
    */
   leaving(epoch: number, end: number): boolean {
+    if (!Number.isFinite(end)) throw new InvalidArguments("Harness.leaving", "end must be a finite time on the harness clock");
     const fence = this.#session.fence;
     if (!fence || this.#closed) return false;
     const stopped = () => this.#closed !== undefined;
-    return leaveBy(fence, epoch, end, this.#session.clock, stopped, (error) => this.#session.loseFence(error));
+    return leaveBy(fence, epoch, end, this.#session.clock, stopped, (error) => this.#session.loseFence(error), this.#leaseTimers);
   }
 
   /** Keeps the lease: renews it every third of its time on the harness clock; stops the harness when it is lost. */
@@ -205,13 +206,13 @@ export class Harness {
     const lose = (error: Error) => this.#session.loseFence(error);
     if (resumed) return void confirmResumed(lease, fence.epoch, clock, stopped, lose);
     if (!Number.isFinite(ttlMs)) return;
-    this.#cancelRenewal = renewLease(lease, fence, ttlMs, clock, stopped, lose);
+    this.#leaseTimers.renewal = renewLease(lease, fence, ttlMs, clock, stopped, lose);
   }
 
   /** Stops as a crash does, without one: nothing more is written, what ran stays `running`. */
   #stop(park = false): Promise<void> {
     this.#agent.close();
-    this.#cancelRenewal?.();
+    cancelTimers(this.#leaseTimers);
     this.#closed ??= this.#scheduler.close(park).finally(() => releaseStorage(this.storage, this.#options));
     return this.#closed;
   }
@@ -354,7 +355,7 @@ export class Harness {
   close(context: Context): Promise<void> {
     throwIfCancelled(context);
     this.#agent.close();
-    this.#cancelRenewal?.();
+    cancelTimers(this.#leaseTimers);
     this.#closed ??= this.#scheduler
       .close()
       .catch((error: unknown) => {

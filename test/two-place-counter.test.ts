@@ -31,4 +31,15 @@ describe("the two-place sweep with a counter that prints (S12, decisions 0101, 0
       expect(result.takenAtLeaving).toBeGreaterThan(result.worlds / 3);
     }
   });
+
+  it("S12/S4, decision 0113 after review: a pinned lease is not handed over by the page's word — a declared print, the release lost (the worker dies, or stays alive and runs on): every tick at most once, no world taken at the leaving", async () => {
+    for (const workerStaysAlive of [false, true]) {
+      const result = await twoPlaceSweep(counterTurn(true), { ...lostRelease, workerStaysAlive, ttlMs: Number.POSITIVE_INFINITY });
+      console.log(
+        `two-place counter, declared print, a pinned lease, the worker ${workerStaysAlive ? "stays alive" : "dies"}: ${JSON.stringify(result)}`,
+      );
+      expect(result.takenAtLeaving).toBe(0);
+      expect(result.worlds).toBeGreaterThan(20);
+    }
+  });
 });

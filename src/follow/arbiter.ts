@@ -189,6 +189,9 @@ export class LeaseBook implements LeaseArbiter {
     const copy = copyMark === undefined ? undefined : typeof copyMark === "number" ? copyMark : copyMark.position;
     if (copy !== undefined && position > copy)
       throw new LeaseNotHeld(place, `it leaves at log position ${position} and the arbiter's copy holds only up to ${copy}`);
+    // A pinned lease (decision 0039) moves only by its holder's own release, which carries its position: never by the
+    // page's word, since its effects never waited for this copy's acknowledgement (decision 0113, after review).
+    if (!Number.isFinite(record.expiresAt ?? Infinity)) return;
     const end = Math.min(record.expiresAt ?? Infinity, now + this.#graceMs);
     if (record.leaving !== undefined && end === record.expiresAt) return; // the same leaving again
     this.#save({ ...record, expiresAt: end, leaving: Math.max(position, record.leaving ?? 0) });

@@ -99,10 +99,11 @@ export class Fence {
   /**
    * This place's page said `lease.leaving` under `epoch` (decision 0101): the object takes the lease over a grace after
    * it heard the word, so this place stops writing by `end` (the word's send time on this clock plus the same grace:
-   * never after the object's, decision 0113), whatever a renewal says after. False when `epoch` is not this lease's.
+   * never after the object's, decision 0113), whatever a renewal says after. False when `epoch` is not this lease's,
+   * and for a pinned lease: the object does not take one over at the word (only the holder's release moves it).
    */
   leaving(epoch: number, end: number): boolean {
-    if (epoch !== this.epoch) return false;
+    if (epoch !== this.epoch || this.pinned) return false;
     this.#leavingEnd = Math.min(this.#leavingEnd, end);
     this.#expiresAt = Math.min(this.#expiresAt, this.#leavingEnd);
     return true;

@@ -100,6 +100,7 @@ export async function runTwoPlaceWorld<W>(
     release: (place, epoch, position, heir) => (partitioned() ? offline() : arbiter.release(place, epoch, position, heir)),
   };
   const objectHolds = () => processes.object?.alive === true && processes.object.arrival?.harness !== undefined;
+  const tabPins = () => arbiter.record.holder === "tab" && !Number.isFinite(arbiter.record.expiresAt);
 
   const crashNow = async (place: Place, scripted = false) => {
     const process = processes[place]!;
@@ -262,7 +263,7 @@ export async function runTwoPlaceWorld<W>(
   const restart = async (place: Place, image: Uint8Array) => {
     storages[place] = await backend.fromImage(image);
     atEnd.push({ place, storage: await backend.fromImage(image) });
-    if (place === "tab") left = false;
+    if (place === "tab") left &&= tabPins(); // a tab back under its pinned lease after its page left: a new load
     await boot(place);
   };
 
@@ -280,8 +281,8 @@ export async function runTwoPlaceWorld<W>(
         const image = process?.image;
         if (process && !process.alive && image) {
           // Away until the object took over; a tab that crashed before any lease was granted (its hello or first acquire
-          // unanswered) has no lease to wait out.
-          if (place === "tab" && options.stayAway && !objectHolds() && arbiter.record.epoch > 0) continue;
+          // unanswered) has no lease to wait out, and one holding a pinned lease comes back (no one else may take it).
+          if (place === "tab" && options.stayAway && !objectHolds() && arbiter.record.epoch > 0 && !tabPins()) continue;
           process.image = undefined;
           start(place, image);
         }
