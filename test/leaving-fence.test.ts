@@ -323,6 +323,29 @@ describe("the tab's fence after its page said it is leaving (S4, decisions 0101,
     await (await t.end.harness)?.close(ctx);
   });
 
+  it("a worker fenced by its page's word, reopened read-only, following its object: the page's leave stands — `onFollowing` (what returnWhenOnline takes the lease back at) is not told (decision 0113 after review)", async () => {
+    const t = await countingTab(8);
+    await t.step(0);
+    await t.step(EVERY_MS); // ticks 1, 2
+    await expect.poll(() => t.tickets.at(-1)?.position).toBe(t.tab.lease!.position);
+    const following: number[] = [];
+    t.follow.onFollowing(() => void following.push(t.clock.now()));
+    const message = await t.sayLeaving();
+    workerHears(t.follow, message, LEAVING_GRACE_MS); // heard a grace late: fenced at once, its release never sent
+    await t.step(0);
+    expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+    // The host opens it again read-only (as after any lost lease) and the copy follows the object.
+    await t.tab.close(ctx).catch(() => {});
+    const copy = await Harness.open(t.tabStorage, { registry: registry("tab", t.prints, t.clock), clock: t.clock, readOnly: true }, ctx);
+    t.follow.attach(copy);
+    for (let i = 0; i < 20; i++) await t.step(250);
+    expect(t.record().holder).toBe("object");
+    expect(following).toEqual([]);
+    await copy.close(ctx).catch(() => {});
+    t.follow.close();
+    await (await t.end.harness)?.close(ctx);
+  });
+
   it("the fence: the word's end is never moved later by a renewal, an end already passed is lost at once, another epoch's word changes nothing", () => {
     const fence = new Fence("tab", 2, undefined, 30_000, () => Promise.resolve());
     expect(fence.leaving(1, 5_000)).toBe(false);

@@ -315,7 +315,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     leavingSaid(epoch, agoMs) {
       const current = holding();
       const saidAt = clock.now() - Math.max(0, Number.isFinite(agoMs) ? agoMs : 0);
-      current?.leaving(epoch, saidAt + LEAVING_GRACE_MS);
+      // Said only at `pagehide`, just before its `leave()`: a worker fenced by it has been sent away as surely as one
+      // whose release went out, so `returnWhenOnline` does not take the lease back (decision 0113, after review).
+      if (current?.leaving(epoch, saidAt + LEAVING_GRACE_MS)) sentAway = true;
     },
     ...followingWrites(
       (topic, method, args) => link.call(topic, method, args),
