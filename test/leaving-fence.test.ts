@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type CounterCheckpoint, type CounterInput, counterTask } from "../examples/counter-task.ts";
 import { followObject } from "../src/browser/follow.ts";
 import type { LeavingTicket } from "../src/browser/follow-options.ts";
-import { LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
+import { hearLeaving, LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
 import { LEAVING_GRACE_MS, LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import { createRegistry, defineExtension, defineTask, Harness, MemoryStorage, type Storage } from "../src/index.ts";
@@ -344,6 +344,31 @@ describe("the tab's fence after its page said it is leaving (S4, decisions 0101,
     await copy.close(ctx).catch(() => {});
     t.follow.close();
     await (await t.end.harness)?.close(ctx);
+  });
+
+  it("the worker's ear (hearLeaving, what worker.ts listens with): a word its page sent 1.5 s ago fences the harness at once; one sent now, only a grace later; another message, never", async () => {
+    for (const agoMs of [1_500, 0]) {
+      const t = await countingTab(8);
+      await t.step(0);
+      await t.step(EVERY_MS); // ticks 1, 2
+      const wall = 1_780_000_000_000; // the machine's wall clock, as both the page and the worker read it (injected)
+      const ear = hearLeaving(t.follow, () => wall);
+      ear({ data: { id: "comlink", type: "APPLY", path: ["leave"] } });
+      ear({ data: { [LEAVING_SAID]: { epoch: t.tab.lease!.epoch, at: wall - agoMs } } });
+      await t.step(0);
+      if (agoMs > LEAVING_GRACE_MS) {
+        expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+      } else {
+        expect(t.lost).toEqual([]);
+        await t.step(LEAVING_GRACE_MS - agoMs - 1);
+        expect(t.lost).toEqual([]);
+        await t.step(1);
+        expect(t.lost.map((error) => error.name)).toEqual(["LeaseNotHeld"]);
+      }
+      await t.tab.close(ctx).catch(() => {});
+      t.follow.close();
+      await (await t.end.harness)?.close(ctx);
+    }
   });
 
   it("the fence: the word's end is never moved later by a renewal, an end already passed is lost at once, another epoch's word changes nothing", () => {

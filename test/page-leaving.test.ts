@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { followObject } from "../src/browser/follow.ts";
 import type { LeavingTicket } from "../src/browser/follow-options.ts";
-import { LEAVING_TICKET, LeavingSocket, ticketIn } from "../src/browser/leaving.ts";
+import { LEAVING_SAID, LEAVING_TICKET, LeavingSocket, pageLeaves, saidIn, ticketIn } from "../src/browser/leaving.ts";
 import type { SocketLike } from "../src/browser/socket.ts";
 import { LEAVING_GRACE_MS } from "../src/follow/arbiter.ts";
 import { createRegistry, Harness } from "../src/index.ts";
@@ -34,6 +34,34 @@ async function tabHoldingLease() {
 }
 
 describe("the page's own leaving (S4, decision 0101)", () => {
+  it("pageLeaves (the page client's pagehide): its lease.leaving goes out, then its worker is posted the word, then leave() — no word when the leaving could not go out (decision 0113 after review)", async () => {
+    const { object, follow, tab, tickets } = await tabHoldingLease();
+    await tab.root(ctx, { agent: { model: "faux/faux-1" } });
+    const head = tab.lease!.position;
+    await expect.poll(() => tickets.at(-1)?.position).toBe(head);
+    const order: unknown[] = [];
+    const worker = { postMessage: (message: unknown) => void order.push(message) };
+    const leave = () => {
+      order.push("leave");
+      return Promise.reject(new Error("the worker is gone")); // swallowed: a closing page has no one to tell
+    };
+    const page = socketTo(object.end, "page");
+    const leaving = new LeavingSocket(() => page.socket);
+    leaving.told(tickets.at(-1)!);
+    pageLeaves(leaving, worker, leave); // its socket's hello not answered yet: nothing went out, no word
+    expect(order).toEqual(["leave"]);
+    page.opened();
+    await expect.poll(() => leaving.ready).toBe(true);
+    order.length = 0;
+    pageLeaves(leaving, worker, leave);
+    expect(order).toEqual([{ [LEAVING_SAID]: leaving.said }, "leave"]);
+    expect(saidIn(order[0])?.epoch).toBe(tab.lease!.epoch);
+    await flush(5);
+    expect(object.record()).toMatchObject({ holder: "tab", epoch: tab.lease!.epoch, leaving: head });
+    follow.close();
+    await tab.close(ctx).catch(() => {});
+  });
+
   it("the worker tells its page the object's acknowledged head and its epoch; the page's lease.leaving alone hands the lease over after the grace", async () => {
     const { clock, object, follow, tab, tickets } = await tabHoldingLease();
     await tab.root(ctx, { agent: { model: "faux/faux-1" } });

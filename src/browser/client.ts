@@ -17,7 +17,7 @@
 import { HostClient } from "../host/client.ts";
 import { PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
-import { LEAVING_SAID, LeavingSocket, ticketIn } from "./leaving.ts";
+import { LeavingSocket, pageLeaves, ticketIn } from "./leaving.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 
@@ -111,12 +111,7 @@ export class HarnessClient extends HostClient {
    * next task, decision 0101), then the worker told that it went out (`LEAVING_SAID`, decision 0113) and `leave` posted
    * to it, whose release wins within the object's grace.
    */
-  readonly #leave = () => {
-    // The worker is told the word went out before its `leave` (decision 0113): however late it gets to either, it
-    // writes nothing from a grace after the word, when the object may take over.
-    if (this.#leaving?.leave()) this.worker?.postMessage({ [LEAVING_SAID]: this.#leaving.said });
-    void this.leave().catch(() => {});
-  };
+  readonly #leave = () => pageLeaves(this.#leaving, this.worker, () => this.leave());
 
   protected override gone(message: string): void {
     globalThis.removeEventListener?.("pagehide", this.#leave);

@@ -10,7 +10,7 @@
  */
 import { encodeFollowMessage, parseFollowMessage } from "../follow/wire.ts";
 import { FOLLOW_WIRE_VERSION, helloOutcome, WIRE_TOPIC } from "../follow/wire-version.ts";
-import type { LeavingTicket } from "./follow-options.ts";
+import type { LeavingTicket, TabFollow } from "./follow-options.ts";
 import type { SocketLike } from "./socket.ts";
 
 /** The key of the worker's message to its page that carries the ticket (`null`: it holds no lease now). */
@@ -35,6 +35,33 @@ export function saidIn(data: unknown): LeavingSaid | undefined {
   if (typeof said !== "object" || said === null) return undefined;
   const { epoch, at } = said as Record<string, unknown>;
   return Number.isSafeInteger(epoch) && typeof at === "number" && Number.isFinite(at) ? { epoch: epoch as number, at } : undefined;
+}
+
+/**
+ * At `pagehide` (the page's client, decision 0113): the page's own `lease.leaving` on `leaving` first, then — only when
+ * it went out — its worker told so (`LEAVING_SAID`, before anything else the page posts it), then `leave()` (the
+ * worker's own release, which wins within the object's grace). However late the worker gets to either, it writes
+ * nothing from a grace after the word.
+ */
+export function pageLeaves(
+  leaving: LeavingSocket | undefined,
+  worker: { postMessage(message: unknown): void } | undefined,
+  leave: () => Promise<unknown>,
+): void {
+  if (leaving?.leave()) worker?.postMessage({ [LEAVING_SAID]: leaving.said });
+  void leave().catch(() => {});
+}
+
+/**
+ * The worker's ear for its page's word (decision 0113): a message with `LEAVING_SAID` becomes
+ * `follow.leavingSaid(epoch, how long ago it was sent)`; `now` is this machine's wall clock, as the page's `at` is, so
+ * the time the message waited in the worker's queue counts. Any other message is passed over.
+ */
+export function hearLeaving(follow: Pick<TabFollow, "leavingSaid">, now: () => number = Date.now): (event: { data: unknown }) => void {
+  return (event) => {
+    const said = saidIn(event.data);
+    if (said) follow.leavingSaid(said.epoch, now() - said.at);
+  };
 }
 
 /** The ticket in a message from the worker, `null` when it withdrew it, `undefined` when the message is another. */

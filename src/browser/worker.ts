@@ -28,7 +28,7 @@ import { devicePlace } from "./device-place.ts";
 import { type FollowObjectOptions, followObject, type TabFollow } from "./follow.ts";
 import type { LeavingTicket } from "./follow-options.ts";
 import { writesThroughObject } from "./follow-writes.ts";
-import { LEAVING_TICKET, saidIn } from "./leaving.ts";
+import { hearLeaving, LEAVING_TICKET } from "./leaving.ts";
 import { webLocksOwnership } from "./ownership.ts";
 import { serveTabs } from "./tabs/leader.ts";
 
@@ -177,11 +177,8 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
 function listenForLeaving(follow: TabFollow): void {
   const scope = globalThis as { addEventListener?: (type: "message", listener: (event: MessageEvent) => void) => void; document?: unknown };
   if (scope.document !== undefined || typeof scope.addEventListener !== "function") return; // not a dedicated worker
-  scope.addEventListener("message", (event) => {
-    const said = saidIn(event.data);
-    // Both clocks are this machine's wall clock: how long ago the page sent it, whatever this worker's task queue held.
-    if (said) follow.leavingSaid(said.epoch, Date.now() - said.at);
-  });
+  // Both clocks are this machine's wall clock: how long ago the page sent it, whatever this worker's task queue held.
+  scope.addEventListener("message", hearLeaving(follow));
 }
 
 /** Posts the leaving ticket to the page (not a comlink message: comlink passes over data without an `id`). */
