@@ -175,7 +175,8 @@ export class LeaseBook implements LeaseArbiter {
    * `place`'s page says it is leaving (decision 0101), its object's copy holding the log up to `position`: the lease
    * stays `place`'s for one grace (`leavingGraceMs`, on this book's clock) — its worker's own release, at any position
    * the copy holds by then, wins within it — and then lapses, and the copy's place takes it over as after a crash, from
-   * what the copy holds (at least `position`). It only ever shortens the lease: said again, the grace does not move.
+   * what the copy holds (at least `position`). It only ever shortens the lease: said again, the grace does not move;
+   * a pinned lease (no expiry) is not shortened at all (decision 0113, after review).
    * `StaleEpoch` when `epoch` is not the current one, `LeaseNotHeld` when `place` does not hold it (or the copy lacks
    * `position`); either way nothing changes.
    */
