@@ -114,7 +114,9 @@ export interface TabFollow {
    * lease over a grace (`LEAVING_GRACE_MS`) after it heard it, so this tab's harness writes nothing from a grace after
    * the word went out (decision 0113: counted from before it was sent, so it stops before the object may take over),
    * and is then opened again read-only and follows, as after any lost lease. Said before `leave()`, whose release,
-   * when it comes within the grace, hands the lease over as before. Nothing when the harness holds no lease of `epoch`.
+   * when it comes within the grace, hands the lease over as before. Nothing when the harness holds no lease of `epoch`,
+   * or a pinned one (the object does not take a pinned lease at the word). A tab it fenced counts as sent away: it does
+   * not take the lease back by itself (`returnWhenOnline`).
    */
   leavingSaid(epoch: number, agoMs: number): void;
   /**
