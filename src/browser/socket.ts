@@ -136,7 +136,13 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     const link = messageEndpoint((message) => ws.send(JSON.stringify(message)));
     ws.addEventListener("message", (event) => {
       failures = 0; // the host answered on this connection: a later drop starts the backoff over
-      link.receive(JSON.parse(String(event.data)) as HostMessage);
+      let message: unknown;
+      try {
+        message = JSON.parse(String(event.data));
+      } catch {
+        return; // not JSON: no answer to anything (a frame is never thrown out of the socket's listener)
+      }
+      link.receive(message as HostMessage);
     });
     /** Whether this attempt opened: only then did callers get its link, and a drop makes them wait for the next. */
     let opened = false;

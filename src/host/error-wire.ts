@@ -50,7 +50,9 @@ export function serializeError(error: unknown): SerializedError {
  * nothing the error has (`__proto__`, `toString`, `constructor`, `message` …), so the result is always an Error of
  * that class that turns into text.
  */
-export function deserializeError(serialized: SerializedError): Error {
+export function deserializeError(given: SerializedError): Error {
+  // Not an object at all (a frame's `error: null`): an Error still, never a TypeError reading its name (decision 0114).
+  const serialized: Partial<SerializedError> = typeof given === "object" && given !== null ? given : {};
   const name = textOr(serialized.name, "Error");
   const errorClass = CLASSES.get(name) ?? Error;
   // A real Error with the class's prototype, without running the class's constructor: the classes build their

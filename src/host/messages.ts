@@ -207,6 +207,8 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
       },
     },
     receive(message) {
+      // A frame that is not an object (`null`, a number: a stranger's text) is no answer to anything (decision 0114).
+      if (typeof message !== "object" || message === null) return;
       if (message.type === "event") {
         listeners.get(message.id)?.(message.value);
         return;
