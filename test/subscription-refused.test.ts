@@ -10,7 +10,7 @@ import type { PendingPageCall } from "../src/agent/tasks/page-calls.ts";
 import type { ConversationViewState } from "../src/agent/view/view.ts";
 import { socketEndpoint } from "../src/browser/socket.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
-import { HarnessClosed, NotAuthorized, NotFound } from "../src/errors.ts";
+import { ConnectionLost, HarnessClosed, NotAuthorized, NotFound, StorageUnavailable } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type ClientMessage, messageEndpoint, serveMessages } from "../src/host/messages.ts";
@@ -116,6 +116,47 @@ describe("a subscription the host refuses when it is asked again ends, and its o
     expect(lost.seven).toHaveLength(1);
     expect(heard.seven).toHaveLength(before);
     expect(host.held("watchConversation:8")).toBe(1);
+    endpoint.close();
+  });
+
+  it("0114 after review: over a reconnecting socket, a re-subscribe answered with what passes by itself (HarnessClosed: the object handing over; ConnectionLost from the host; StorageUnavailable) is no refusal — nobody is told `lost`, the next connection asks it again and its owner hears values again (before: ended for good at the first such answer)", async () => {
+    const host = refusingHost();
+    const sockets = scriptedSockets(host.endpoint);
+    const endpoint = socketEndpoint(sockets.connect, { retryMs: 0 });
+    const lost: Error[] = [];
+    const heard: Record<string, unknown[]> = { seven: [], eight: [], tasks: [] };
+    const subscribe = (name: string, method: string, args: unknown[]) =>
+      endpoint.subscribe(
+        method,
+        args,
+        (value) => heard[name]!.push(value),
+        (error) => lost.push(error),
+      );
+    await Promise.all([
+      subscribe("seven", "watchConversation", [7]),
+      subscribe("eight", "watchConversation", [8]),
+      subscribe("tasks", "watchTasks", []),
+    ]);
+    await settle();
+    host.refuse("watchConversation:7", new HarnessClosed());
+    host.refuse("watchConversation:8", new ConnectionLost());
+    host.refuse("watchTasks", new StorageUnavailable("the object's storage is busy"));
+    sockets.drop(); // the second connection: all three answered with what passes
+    await settle();
+    expect(lost).toEqual([]);
+    host.allow("watchConversation:7");
+    host.allow("watchConversation:8");
+    host.allow("watchTasks");
+    host.asked.length = 0;
+    sockets.drop(); // the third connection asks all three again
+    await settle();
+    expect(host.asked.sort()).toEqual(["watchConversation:7", "watchConversation:8", "watchTasks"]);
+    host.push("watchConversation:7", "seven again");
+    host.push("watchConversation:8", "eight again");
+    host.push("watchTasks", "tasks again");
+    await settle();
+    expect([heard.seven!.at(-1), heard.eight!.at(-1), heard.tasks!.at(-1)]).toEqual(["seven again", "eight again", "tasks again"]);
+    expect(lost).toEqual([]);
     endpoint.close();
   });
 

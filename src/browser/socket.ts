@@ -7,7 +7,8 @@
  * again on the next connection and answered there (decision 0111); it ends with `cancel()`, with `close()`, or
  * with the host's refusal, and a subscribe that ended is asked nowhere again. One answered on an earlier connection that
  * the host refuses when a reconnect asks it again (the conversation is gone, the caller may no longer watch it) has
- * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114).
+ * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114); an
+ * answer that passes by itself (`isRetryable`, `HarnessClosed`) is no refusal: it is asked again at the next connection.
  * Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
@@ -18,6 +19,7 @@ import { ConnectionLost, DurableError, NotFound } from "../errors.ts";
 import type { HostEndpoint, SubscriptionLost } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
+import { isRetryable } from "../retryable.ts";
 
 /** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
 export interface SocketLike {
@@ -102,7 +104,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
    */
   const refusedAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => (error: unknown) => {
     if (subscriptions.get(id) !== subscription || !subscription.answered || subscription.link !== link) return;
-    if (error instanceof ConnectionLost && dead.has(link)) return;
+    // What passes by itself is no refusal (as on the tabs' endpoint): a link that died, an error `isRetryable` says
+    // passes (`ConnectionLost` from the host, a busy store), the host's harness closing under it (`HarnessClosed`: an
+    // object handing over or shutting down, whose sockets drop). Kept: asked again at the next connection.
+    if (isRetryable(error) || (error as { name?: unknown } | undefined)?.name === "HarnessClosed") return;
     subscriptions.delete(id);
     subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
   };
