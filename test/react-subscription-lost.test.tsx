@@ -1,12 +1,13 @@
 // @vitest-environment happy-dom
-import { act, cleanup, render } from "@testing-library/react";
+import { useChat } from "@ai-sdk/react";
+import { act, cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import type { UIMessageChunk } from "ai";
 import { Component, type ReactNode } from "react";
 import { afterEach, describe, expect, it } from "vitest";
 import { NotAuthorized, NotFound } from "../src/errors.ts";
 import { ConversationView, type Inspection } from "../src/index.ts";
 import type { Unsubscribe } from "../src/react/index.ts";
-import { DurableChatTransport, HarnessProvider, useConversation, useTasks } from "../src/react/index.ts";
+import { DurableChatTransport, type DurableUIMessage, HarnessProvider, useConversation, useTasks } from "../src/react/index.ts";
 import { FakeClient, snapshot } from "./react-fake-client.ts";
 
 // Decision 0114: a subscription the host refuses when the transport asks it again has ended, and its owner is told
@@ -128,5 +129,62 @@ describe("a subscription lost after its answer reaches the app (decision 0114)",
     await loading;
     expect(client.opens).toBe(2);
     transport.close();
+  });
+
+  it("0114 after review: through the AI SDK's real useChat, a lost view shows the host's error (status `error`), the next message is sent (a new view, a new submission) and the chat streams again", async () => {
+    const client = new LosingClient();
+    const transport = new DurableChatTransport({ client, conversationId: 1 });
+    function Chat() {
+      const { sendMessage, status, error } = useChat<DurableUIMessage>({ id: "chat", transport });
+      return (
+        <div>
+          <button type="button" onClick={() => void sendMessage({ text: "hello" })}>
+            send
+          </button>
+          <span data-testid="status">{status}</span>
+          <span data-testid="error">{error?.message ?? ""}</span>
+        </div>
+      );
+    }
+    render(<Chat />);
+    fireEvent.click(screen.getByText("send"));
+    await waitFor(() => expect(client.losers.length).toBe(1));
+    await act(async () => client.view(1, snapshot(1)));
+    await waitFor(() => expect(client.calls.submit).toHaveLength(1));
+    await act(async () => client.lose(new NotFound("Conversation 1 does not exist.")));
+    await waitFor(() => expect(screen.getByTestId("status").textContent).toBe("error"));
+    expect(screen.getByTestId("error").textContent).toBe("Conversation 1 does not exist.");
+    fireEvent.click(screen.getByText("send"));
+    await waitFor(() => expect(client.opens).toBe(2));
+    await act(async () => client.view(1, snapshot(1)));
+    await waitFor(() => expect(client.calls.submit).toHaveLength(2));
+    await waitFor(() => expect(screen.getByTestId("status").textContent).toMatch(/^(submitted|streaming)$/));
+    expect(screen.getByTestId("error").textContent).toBe("");
+    transport.close();
+  });
+
+  it("0114 after review: an app's error boundary that resets remounts useConversation, which opens the view anew and shows it (the refusal is not sticky)", async () => {
+    const client = new LosingClient();
+    let reset!: () => void;
+    class Resettable extends Boundary {
+      override componentDidMount() {
+        reset = () => this.setState({ error: undefined });
+      }
+    }
+    const page = render(
+      <HarnessProvider client={client}>
+        <Resettable>
+          <Entries id={1} />
+        </Resettable>
+      </HarnessProvider>,
+    );
+    await act(async () => client.view(1, snapshot(1)));
+    await act(async () => client.lose(new NotFound("Conversation 1 does not exist.")));
+    expect(page.container.textContent).toBe("NotFound: Conversation 1 does not exist.");
+    await act(async () => reset());
+    expect(client.opens).toBe(2);
+    await act(async () => client.view(1, snapshot(1)));
+    expect(page.container.textContent).toBe("open");
+    page.unmount();
   });
 });
