@@ -160,6 +160,27 @@ describe("a subscription the host refuses when it is asked again ends, and its o
     endpoint.close();
   });
 
+  it("0114 after review: a subscription given an explicit `undefined` for its optional `lost` (`client.watchConversationUpdates(id, listener)`, `client.watchTasks(listener, undefined)`) still hears its values, and the host is asked with the protocol's arguments only (before: the listener was taken for `lost`'s place — undefined — and the function was sent as an argument)", async () => {
+    const host = refusingHost();
+    const asked: unknown[][] = [];
+    const endpoint: HostEndpoint = {
+      ...host.endpoint,
+      subscribe: (method, args, emit, lost) => {
+        asked.push([method, ...args]);
+        return host.endpoint.subscribe(method, args, emit, lost);
+      },
+    };
+    const client = new HostClient(endpoint, "page-1");
+    const updates: unknown[] = [];
+    const tasks: unknown[] = [];
+    await client.watchConversationUpdates(7, (update) => updates.push(update));
+    await client.watchTasks((inspection) => tasks.push(inspection), undefined);
+    await settle();
+    expect(asked.filter(([method]) => method !== "onStatus")).toEqual([["watchConversation", 7], ["watchTasks"]]);
+    expect(updates).toEqual([snapshot(7)]);
+    expect(tasks).toEqual([{ tasks: [] }]);
+  });
+
   it("0114: through HostClient over the socket, an open conversation view ends lost with the refusal (`view.lost`, `onLost` once), a watch and a task subscription are told through their `lost`, and a view of another conversation keeps updating (before: nobody was told)", async () => {
     const host = refusingHost();
     const sockets = scriptedSockets(host.endpoint);

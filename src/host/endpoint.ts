@@ -106,9 +106,13 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
       kind === "call"
         ? (...args) => endpoint.call(name, withoutTrailingUndefined(args))
         : (...args) => {
-            // The listener, and after it the optional `lost` (no protocol argument before the listener is a function).
+            // The listener, and after it the optional `lost` (no protocol argument before the listener is a function) —
+            // also when given as `undefined` (`watchTasks(listener, undefined)`): then the listener is still the one before.
+            const last = args.at(-1);
             const lost =
-              typeof args.at(-1) === "function" && typeof args.at(-2) === "function" ? (args.pop() as SubscriptionLost) : undefined;
+              (typeof last === "function" || last === undefined) && typeof args.at(-2) === "function"
+                ? (args.pop() as SubscriptionLost | undefined)
+                : undefined;
             const listener = args.pop() as (value: unknown) => void;
             let subscribed = true;
             // A value the host sent before it heard of the unsubscribe is not delivered.
