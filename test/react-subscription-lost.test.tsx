@@ -2,7 +2,7 @@
 import { useChat } from "@ai-sdk/react";
 import { act, cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import type { UIMessageChunk } from "ai";
-import { Component, type ReactNode } from "react";
+import { Component, type ReactNode, StrictMode } from "react";
 import { afterEach, describe, expect, it } from "vitest";
 import { NotAuthorized, NotFound } from "../src/errors.ts";
 import { ConversationView, type Inspection } from "../src/index.ts";
@@ -186,5 +186,24 @@ describe("a subscription lost after its answer reaches the app (decision 0114)",
     await act(async () => client.view(1, snapshot(1)));
     expect(page.container.textContent).toBe("open");
     page.unmount();
+  });
+
+  it("0114 after review: under StrictMode (effects mounted twice) a lost task subscription reaches the boundary, and after unmount nothing is held", async () => {
+    const client = new LosingClient();
+    const page = render(
+      <StrictMode>
+        <HarnessProvider client={client}>
+          <Boundary>
+            <Tasks />
+          </Boundary>
+        </HarnessProvider>
+      </StrictMode>,
+    );
+    await act(async () => client.tasks({ tasks: [] } as never as Inspection));
+    expect(page.container.textContent).toBe("0 tasks");
+    await act(async () => client.lose(new NotAuthorized("watchTasks", "this page may no longer watch the tasks.")));
+    expect(page.container.textContent).toMatch(/^NotAuthorized: /);
+    page.unmount();
+    expect(client.listenerCount()).toBe(0);
   });
 });
