@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { counterTask } from "../examples/counter-task.ts";
-import { ObjectAlarm } from "../src/cloudflare/alarm.ts";
+import { LATEST_ALARM, ObjectAlarm } from "../src/cloudflare/alarm.ts";
 import { ObjectClock } from "../src/cloudflare/object-clock.ts";
 import type { DurableObjectStorage } from "../src/cloudflare/types.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
@@ -28,6 +28,47 @@ function alarmStorage(): { storage: DurableObjectStorage; at(): number | null } 
 }
 
 describe("the object's harness clock (decision 0052)", () => {
+  it("decision 0052, B3: a sleep until a time no Date can hold sets the alarm at the latest one a Date holds (a storage that refuses an invalid time is never asked one); the task still sleeps", async () => {
+    const base = createManualClock(1_000_000);
+    const clock = new ObjectClock(base);
+    const registry = createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(() => {})] }));
+    const harness = await Harness.open(new MemoryStorage(), { registry, clock }, ctx);
+    let at: number | null = null;
+    const refused: unknown[] = [];
+    const storage = {
+      getAlarm: async () => at,
+      // As a real storage does: a time no Date can hold is refused.
+      setAlarm: async (time: number | Date) => {
+        if (Number.isNaN(new Date(Number(time)).getTime())) {
+          refused.push(time);
+          throw new RangeError("invalid alarm time");
+        }
+        at = Number(time);
+      },
+      deleteAlarm: async () => {
+        at = null;
+      },
+    } as unknown as DurableObjectStorage;
+    const objectAlarm = new ObjectAlarm(storage, 30_000, clock);
+    await objectAlarm.attach(harness);
+    harness.resume();
+    const id = await (await harness.root(ctx)).commit(
+      (tx) =>
+        tx.createTask(
+          counterTask(() => {}),
+          { to: 3, everyMs: 1e300 },
+        ),
+      ctx,
+    );
+    await flush(20);
+    objectAlarm.arm(harness);
+    await flush(5);
+    expect((await harness.getTask(id, ctx))!.state).toMatchObject({ status: "sleeping", until: 1_000_000 + 1e300 });
+    expect(refused).toEqual([]);
+    expect(at).toBe(LATEST_ALARM);
+    await harness.close(ctx);
+  });
+
   it("decision 0052, S3: holding a lease with only a sleeping task, the object keeps no timer; the alarm is at the sleeper's until (not the lease's renewal), and at it the task goes on and counts once each", async () => {
     const base = createManualClock(1_000_000);
     const clock = new ObjectClock(base);

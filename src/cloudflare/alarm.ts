@@ -14,6 +14,12 @@ import type { DurableObjectStorage } from "./types.ts";
  * the object is in memory until then anyway (workerd evicts after 10 s of inactivity).
  */
 const PARK_AFTER_MS = 2_000;
+/**
+ * The latest time an alarm is set for: the last millisecond of the year 9999. A sleep stored further out (a task may
+ * sleep until any finite number) would be an alarm no `Date` can hold, and the storage's `setAlarm` would reject with
+ * nothing to hear it; the alarm at the cap wakes the object, and the next arm sets it again.
+ */
+export const LATEST_ALARM = 253_402_300_799_999;
 
 /** Task statuses that are work running or ready to run (a commit leaving its tasks in them moves no alarm). */
 const BUSY: ReadonlySet<string> = new Set(["pending", "running", "completing"]);
@@ -102,7 +108,7 @@ export class ObjectAlarm {
     if (earliest === this.#alarmAt) return;
     this.#alarmAt = earliest;
     if (earliest === undefined) void this.#storage.deleteAlarm();
-    else void this.#storage.setAlarm(earliest);
+    else void this.#storage.setAlarm(Math.min(earliest, LATEST_ALARM));
   }
 
   /** Resolves once no task is ready to run or running, or after one heartbeat period. */

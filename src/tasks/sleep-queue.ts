@@ -9,7 +9,7 @@
  * others are dropped when they come to the top, or all at once when the heap has doubled since it was last cleaned
  * (linear, so constant a push). A sleeper committed asleep again with the same `until` leaves equal entries, which
  * every answer counts once and the clean-up makes one: after `loaded`, the heap holds at most twice the sleepers
- * plus 64. An entry another condition holds for now (a pass found it due, an invocation, an abort mark: the caller's
+ * at its last clean-up (at most the peak) plus 64. An entry another condition holds for now (a pass found it due, an invocation, an abort mark: the caller's
  * `held`) is passed over and kept.
  */
 export class SleepQueue {
