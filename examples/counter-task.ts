@@ -9,7 +9,16 @@ export type CounterCheckpoint = { phase: "tick"; n: number };
  * printing, then commits the next checkpoint together with when to run it (`sleepUntil`, 50 ms later, or `everyMs`).
  * `print` is where the example writes its line; tests and the demo pass their own.
  */
-export function counterTask(print: (line: string) => void | Promise<void>): TaskDefinition<CounterInput, CounterCheckpoint, string> {
+export function counterTask(
+  print: (line: string) => void | Promise<void>,
+  options: {
+    /**
+     * The print is a declared effect (`runtime.beforeEffect` right before it): under a followed lease it waits for the
+     * object's acknowledgement of the memo, so no hand-over prints a tick twice (README "Close the tab").
+     */
+    declared?: boolean;
+  } = {},
+): TaskDefinition<CounterInput, CounterCheckpoint, string> {
   return defineTask<CounterInput, CounterCheckpoint, string>({
     name: "example.counter",
     version: 1,
@@ -19,6 +28,7 @@ export function counterTask(print: (line: string) => void | Promise<void>): Task
         const n = task.state.checkpoint.n;
         if ((await runtime.memo(`printed-${n}`, context)) === undefined) {
           await runtime.memo(`printed-${n}`, true, context);
+          if (options.declared) await runtime.beforeEffect(context);
           await print(`tick ${n}`);
           await runtime.crashPoint(`counter:after-tick-${n}`); // where the seed cuts it: printed, next step not stored
         }

@@ -1,12 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type CounterCheckpoint, type CounterInput, counterTask } from "../examples/counter-task.ts";
+import { counterTask } from "../examples/counter-task.ts";
 import { followObject } from "../src/browser/follow.ts";
 import type { LeavingTicket } from "../src/browser/follow-options.ts";
 import { hearLeaving, LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
 import { LEAVING_GRACE_MS, LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
-import { createRegistry, defineExtension, defineTask, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage } from "../src/index.ts";
 import { Fence } from "../src/session/fence.ts";
 import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { socketTo } from "./follow-support.ts";
@@ -31,34 +31,7 @@ function registry(place: string, prints: Print[], clock: ManualClock, after?: (l
     prints.push({ place, line, at: clock.now() });
     await after?.(line);
   };
-  return createRegistry().install(defineExtension({ name: "example", tasks: [declared ? declaredCounter(print) : counterTask(print)] }));
-}
-
-/** The example counter with its print a declared effect: it waits for the object's acknowledgement (decision 0032). */
-function declaredCounter(print: (line: string) => Promise<void>) {
-  return defineTask<CounterInput, CounterCheckpoint, string>({
-    name: "example.counter",
-    version: 1,
-    initial: () => ({ phase: "tick", n: 1 }),
-    phases: {
-      tick: async (task, runtime, context) => {
-        const n = task.state.checkpoint.n;
-        if ((await runtime.memo(`printed-${n}`, context)) === undefined) {
-          await runtime.memo(`printed-${n}`, true, context);
-          await runtime.beforeEffect(context);
-          await print(`tick ${n}`);
-        }
-        if (n === task.input.to) {
-          await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: `counted to ${n}` } }), context);
-          return;
-        }
-        await runtime.sleepUntil(runtime.now() + (task.input.everyMs ?? 50), { phase: "tick", n: n + 1 }, context);
-      },
-    },
-    abort: async (_task, runtime, context) => {
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "aborted by request" } }), context);
-    },
-  });
+  return createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print, { declared })] }));
 }
 
 /**
