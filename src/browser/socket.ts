@@ -15,11 +15,10 @@
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 
-import { ConnectionLost, DurableError, NotFound } from "../errors.ts";
-import type { HostEndpoint, SubscriptionLost } from "../host/endpoint.ts";
+import { ConnectionLost, NotFound } from "../errors.ts";
+import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
-import { isRetryable } from "../retryable.ts";
 
 /** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
 export interface SocketLike {
@@ -104,12 +103,11 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
    */
   const refusedAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => (error: unknown) => {
     if (subscriptions.get(id) !== subscription || !subscription.answered || subscription.link !== link) return;
-    // What passes by itself is no refusal (as on the tabs' endpoint): a link that died, an error `isRetryable` says
-    // passes (`ConnectionLost` from the host, a busy store), the host's harness closing under it (`HarnessClosed`: an
-    // object handing over or shutting down, whose sockets drop). Kept: asked again at the next connection.
-    if (isRetryable(error) || (error as { name?: unknown } | undefined)?.name === "HarnessClosed") return;
+    // What passes by itself is no refusal (`refusalOf`, as on the tabs' endpoint): kept, asked again at the next connection.
+    const refusal = refusalOf(error);
+    if (!refusal) return;
     subscriptions.delete(id);
-    subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
+    subscription.lost?.(refusal);
   };
 
   /** Subscribes on `link` once (a reconnect and a subscribe made while reconnecting may both ask). */

@@ -5,7 +5,8 @@
  * back into the typed host. Comlink carries an endpoint directly (src/browser/comlink.ts); a message-based
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
-import { InvalidArguments, UnknownMethod } from "../errors.ts";
+import { DurableError, InvalidArguments, UnknownMethod } from "../errors.ts";
+import { isRetryable } from "../retryable.ts";
 import { describeValue } from "../shape.ts";
 import { cancelPending, keepCancel, pendingSubscription } from "./pending-subscription.ts";
 import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
@@ -35,6 +36,17 @@ type AnyMethod = (...args: unknown[]) => unknown;
 
 /** Told once when a transport's own subscribe again was refused (decision 0114); the listener hears nothing more. */
 export type SubscriptionLost = (error: Error) => void;
+
+/**
+ * What a transport's own subscribe again that failed tells its owner's `lost` (decision 0114): the host's error, or
+ * undefined when it is no refusal — an error that passes by itself (`isRetryable`: a link that died, a busy store) or
+ * the host's harness closing under it (`HarnessClosed`: an object handing over, a database moving); then the
+ * subscription is kept and asked again at the next connection or move.
+ */
+export function refusalOf(error: unknown): Error | undefined {
+  if (isRetryable(error) || (error as { name?: unknown } | undefined)?.name === "HarnessClosed") return undefined;
+  return error instanceof Error ? error : new DurableError("The host refused the subscription.");
+}
 
 export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
   const subscriptions = new Map<number, Unsubscribe>();

@@ -1,12 +1,11 @@
 /// <reference lib="webworker" />
 /** The follower's side of every tab being live (./wire.ts): the page's endpoint over its own worker and the leader's. */
 
-import { ConnectionLost, DurableError } from "../../errors.ts";
-import type { HostEndpoint, SubscriptionLost } from "../../host/endpoint.ts";
+import { ConnectionLost } from "../../errors.ts";
+import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { isRetryable } from "../../retryable.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
@@ -151,10 +150,11 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     remote.catch((error: unknown) => {
       if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
       if (target !== OWN && isLoss(error)) return lose(target);
-      const name = (error as { name?: unknown } | undefined)?.name;
-      if (isRetryable(error) || name === "HarnessClosed" || name === "DurableError") return;
+      // The host's untyped "not open" (`DurableError`) is a database leaving that place too.
+      const refusal = (error as { name?: unknown } | undefined)?.name === "DurableError" ? undefined : refusalOf(error);
+      if (!refusal) return;
       subscriptions.delete(id);
-      subscription.lost?.(error instanceof Error ? error : new DurableError("The host refused the subscription."));
+      subscription.lost?.(refusal);
     });
   };
 
