@@ -101,7 +101,8 @@ export async function launchChromium(options: { blockServiceWorkers?: boolean } 
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: chromiumPath(),
     headless: true,
-    args: CHROMIUM_ARGS,
+    // BENCH_CHROMIUM_ARGS (space-separated) for a diagnostic run, e.g. "--js-flags=--no-liftoff" (decision 0116).
+    args: [...CHROMIUM_ARGS, ...(process.env.BENCH_CHROMIUM_ARGS?.split(" ").filter(Boolean) ?? [])],
     ...(options.blockServiceWorkers ? { serviceWorkers: "block" as const } : {}),
   });
   const logs: string[] = [];

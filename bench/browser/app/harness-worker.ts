@@ -13,6 +13,7 @@ import { loadSqlite } from "../../../src/storage/sqlite/wasm.ts";
 import { benchExtension, effectCounts, firstCommittedStep, hot, idle, stall } from "./tasks.ts";
 
 const now = () => performance.timeOrigin + performance.now();
+performance.mark("worker:script");
 const scriptAt = now();
 
 export interface HarnessWorkerConfig {
@@ -31,6 +32,8 @@ const served = serveHarness({
   poolDirectory: config.pool,
   settings: config.noRestartLimit ? { restartLimit: Infinity } : undefined,
   methods: {
+    /** This worker's performance marks, `[name, ms since the worker's timeOrigin]` (bench/browser/reload-phases.ts). */
+    marks: () => performance.getEntriesByType("mark").map((m) => [m.name, m.startTime] as const),
     /** Worker-side timestamps of this life of the worker (absolute ms). */
     timings: () => ({ workerOrigin: performance.timeOrigin, scriptAt, statusAt, firstStep: firstCommittedStep() ?? null }),
     /** Creates `others` live tasks (sleeping or stalled running), waits until they settle, then starts the hot task. */
@@ -51,6 +54,7 @@ const served = serveHarness({
 
 served.service.onStatus((status) => {
   statusAt[status.kind] ??= now();
+  performance.mark(`status:${status.kind}`);
 });
 
 /**

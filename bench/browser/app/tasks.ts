@@ -24,6 +24,7 @@ export interface StepMark {
 }
 
 let firstStep: StepMark | undefined;
+let hotPhaseMarked = false;
 let stallsBegun = 0;
 const channel = typeof BroadcastChannel === "function" ? new BroadcastChannel("pi-bench") : undefined;
 
@@ -34,6 +35,7 @@ export function firstCommittedStep(): StepMark | undefined {
 
 function stepCommitted(taskId: number, kind: string, step: number): void {
   if (firstStep) return;
+  performance.mark("hot:committed");
   firstStep = { taskId, kind, step, at: performance.timeOrigin + performance.now(), stallsBefore: stallsBegun };
   channel?.postMessage({ type: "first-step", ...firstStep });
 }
@@ -48,6 +50,8 @@ export const hot = defineTask<Record<string, never>, { phase: "step"; n: number 
   initial: () => ({ phase: "step", n: 0 }),
   phases: {
     step: async (task, runtime, context) => {
+      if (!hotPhaseMarked) performance.mark("hot:phase"); // the first only: it steps for as long as a bench runs
+      hotPhaseMarked = true;
       const n = task.state.checkpoint.n;
       await runtime.commit(() => ({ status: "running", checkpoint: { phase: "step", n: n + 1 } }), context);
       stepCommitted(task.id, task.kind, n);
