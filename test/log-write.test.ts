@@ -47,6 +47,39 @@ describe("the fenced log's row (decision 0042)", () => {
     );
   });
 
+  it("0118 S11: a step's batch (its members in the session's order) is JSON.stringify's text whatever its fence and rows", () => {
+    const number = fc.oneof(fc.integer(), fc.double(), fc.constant(-0), fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY));
+    const fence = fc.oneof(
+      fc.record({ epoch: fc.integer({ min: 1 }), position: fc.integer({ min: 1 }) }),
+      fc.record({ epoch: number, position: number }),
+      fc.record({ position: number, epoch: number }),
+      fc.record({ epoch: number, position: number, note: fc.string() }),
+      fc.record({ epoch: fc.string(), position: number }),
+      fc.record({ epoch: number }),
+      fc.constant(Object.assign(Object.create({ epoch: 1 }), { position: 2 })),
+      fc.constant(Object.defineProperty({ epoch: 1, position: 2 }, "hidden", { value: 3, enumerable: false })),
+      fc.constant({ epoch: 1, position: 2, toJSON: () => "mark" }),
+      fc.constant(Object.assign(Object.create({ toJSON: () => "inherited" }), { epoch: 1, position: 2 })),
+      fc.constant(null),
+      fc.constant(undefined),
+    );
+    // The session's order (a step's), that order with a member after it, and an inherited member (JSON leaves it out).
+    const shape = fc.constantFrom("step", "extra", "inherited");
+    fc.assert(
+      fc.property(batch, fence, shape, (value, mark, kind) => {
+        const { tasks, conversations, entries, submissions, documents } = value;
+        const step = { tasks, conversations, entries, submissions, documents, fence: mark };
+        const made = (kind === "step"
+          ? step
+          : kind === "extra"
+            ? { ...step, nextId: 7 }
+            : Object.assign(Object.create({ nextId: 7 }), step)) as unknown as Batch;
+        expect(batchText(made, texts(made))).toBe(JSON.stringify(made));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
   it("S11: the log stores, and reads back, every transaction as before: the rows and the log agree position by position", async () => {
     const db = await openSqliteDatabase({ vfs: "memory" });
     const storage = await SqliteStorage.open(db);

@@ -9,20 +9,38 @@ export type BatchTexts = Readonly<Record<"tasks" | "conversations" | "entries" |
 /**
  * `JSON.stringify(batch)`, text for text, made from the texts its rows were already serialized to (decision 0042):
  * a fenced transaction's log row repeats its rows, and serializing every record a second time for it was the
- * largest part of what a lease added to a step. Members in the batch's own key order, as JSON spells them; the
- * fence and numbers spelled here (decision 0093: a step's batch serializes nothing but its task's state).
+ * largest part of what a lease added to a step. Members in the batch's own key order, as JSON spells them (its own
+ * enumerable keys: `Object.keys`); the fence and numbers spelled here (decision 0093: a step's batch serializes
+ * nothing but its task's state). A batch of exactly a step's members (`STEP_MEMBERS`, in that order) whose fence is a
+ * plain mark is spelled in one template (decision 0118: the walk over its members was most of the text's cost).
  */
 export function batchText(batch: Batch, texts: BatchTexts): string {
   const members = batch as unknown as Record<string, unknown>;
+  const keys = Object.keys(members);
+  if (isStep(keys)) {
+    const fence = members.fence;
+    const mark = typeof fence === "object" && fence !== null ? markText(fence as Record<string, unknown>) : undefined;
+    if (mark !== undefined)
+      return `{"tasks":${listText(texts.tasks)},"conversations":${listText(texts.conversations)},"entries":${listText(texts.entries)},"submissions":${listText(texts.submissions)},"documents":${listText(texts.documents)},"fence":${mark}}`;
+  }
   let text = "";
-  for (const key in members) {
-    if (!Object.hasOwn(members, key)) continue;
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index]!;
     const list = listOf(texts, key);
     const value = list ? listText(list) : memberText(members[key]);
     if (value === undefined) continue; // an undefined member: JSON leaves it out
     text += `${text.length > 0 ? "," : "{"}${memberKey(key)}${value}`;
   }
   return text.length > 0 ? `${text}}` : "{}";
+}
+
+/** A step's batch's members, in the order the session makes them (decision 0118). */
+const STEP_MEMBERS = ["tasks", "conversations", "entries", "submissions", "documents", "fence"] as const;
+
+function isStep(keys: readonly string[]): boolean {
+  if (keys.length !== STEP_MEMBERS.length) return false;
+  for (let index = 0; index < STEP_MEMBERS.length; index++) if (keys[index] !== STEP_MEMBERS[index]) return false;
+  return true;
 }
 
 /** `JSON.stringify(value)` of a batch's other members: a finite number and a fence (`LogMark`) without calling it. */
@@ -36,20 +54,15 @@ function memberText(value: unknown): string | undefined {
 }
 
 /**
- * A fence's text — `{"epoch":…,"position":…}` — when it is exactly that: those two own keys in that order (walked
- * with `for…in`, no key array), both finite numbers, no `toJSON`.
+ * A fence's text — `{"epoch":…,"position":…}` — when it is exactly that: those two own enumerable keys in that
+ * order, both finite numbers, no `toJSON` (own or inherited: JSON.stringify would call it).
  */
 function markText(mark: Record<string, unknown>): string | undefined {
-  let shape = 0; // 1: `epoch` seen first; 2: then `position`; -1: anything else
-  for (const key in mark) {
-    if (shape === 0 && key === "epoch") shape = 1;
-    else if (shape === 1 && key === "position") shape = 2;
-    else return undefined;
-  }
+  const keys = Object.keys(mark);
+  if (keys.length !== 2 || keys[0] !== "epoch" || keys[1] !== "position") return undefined;
   const { epoch, position } = mark;
-  if (shape !== 2 || typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position))
-    return undefined;
-  if (!Object.hasOwn(mark, "epoch") || !Object.hasOwn(mark, "position") || typeof mark.toJSON === "function") return undefined;
+  if (typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position)) return undefined;
+  if (typeof mark.toJSON === "function") return undefined;
   return `{"epoch":${epoch},"position":${position}}`;
 }
 
