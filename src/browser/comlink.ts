@@ -7,7 +7,7 @@
 import * as Comlink from "comlink";
 import { InvalidRequest } from "../errors.ts";
 import { type Authorize, guardEndpoint } from "../host/doors.ts";
-import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../host/endpoint.ts";
+import { type HostEndpoint, hostEndpoint, type ServedEndpoint, type SubscriptionLost } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 import { ALL_POWERS, type HarnessService } from "../host/protocol.ts";
@@ -45,8 +45,11 @@ Comlink.transferHandlers.set("throw", {
 /** Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). */
 export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, authorize?: Authorize<WorkerCaller>): ServedEndpoint {
   const served = hostEndpoint(host, {
-    // The page's listener is a proxy holding a MessagePort; release it with the subscription.
-    dropped: (emit) => (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.(),
+    // The page's listener and its `lost` are proxies holding a MessagePort each; release them with the subscription.
+    dropped: (emit, lost) => {
+      (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.();
+      (lost as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
+    },
   });
   const door = workerDoor(served, { from: "page" }, authorize);
   /** Subscriptions not answered yet, by the page's ticket: the page may give one up meanwhile (decision 0107). */
@@ -57,13 +60,16 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
       // The image is a copy made for this call: hand its buffer over instead of copying it again.
       return method === "exportDatabase" && value instanceof Uint8Array ? Comlink.transfer(value, [value.buffer as ArrayBuffer]) : value;
     },
-    subscribe(method, args, emit, ticket?: unknown) {
+    subscribe(method, args, emit, ticket?: unknown, lost?: unknown) {
+      // The page's `lost` (a proxy): told when the host ends the subscription itself (decision 0117).
+      const told = typeof lost === "function" ? (lost as SubscriptionLost) : undefined;
       // A ticket names one subscribe until it is answered: a second under it would leave the first one's unreachable.
       if (typeof ticket === "string" && unanswered.has(ticket)) {
         (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.();
+        (told as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
         return Promise.reject(new InvalidRequest(`Ticket ${JSON.stringify(ticket)} names a subscribe not answered yet; use a new one.`));
       }
-      const subscribing = door.subscribe(method, args, emit);
+      const subscribing = door.subscribe(method, args, emit, told);
       if (typeof ticket !== "string") return subscribing;
       unanswered.set(ticket, subscribing);
       // Forgotten once answered, only if it is still this subscribe's (decision 0111).
@@ -84,7 +90,13 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
 export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
   const remote = Comlink.wrap<
     HostEndpoint & {
-      subscribe(method: string, args: unknown[], emit: (value: unknown) => void, ticket: string): Promise<number>;
+      subscribe(
+        method: string,
+        args: unknown[],
+        emit: (value: unknown) => void,
+        ticket: string,
+        lost: SubscriptionLost | undefined,
+      ): Promise<number>;
       cancelSubscribe(ticket: string): Promise<void>;
     }
   >(worker);
@@ -94,10 +106,10 @@ export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
   let tickets = 0;
   return {
     call: (method, args) => remote.call(method, args),
-    subscribe(method, args, emit) {
+    subscribe(method, args, emit, lost) {
       // A ticket names the subscribe until it is answered, so the page can give it up meanwhile (decision 0107).
       const ticket = `subscribe-${wrap}-${++tickets}`;
-      const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket);
+      const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket, lost && Comlink.proxy(lost));
       let answered: number | undefined;
       let cancelled = false;
       // Given up once answered (or answered after it was given up: the worker had settled it already), the

@@ -11,11 +11,12 @@
 import type { Clock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { type IdSource, randomIds } from "../base/ids.ts";
-import { ConnectionLost, HarnessClosed, NotFound, ReadOnlySession, RunsElsewhere } from "../errors.ts";
+import { ConnectionLost, HarnessClosed, ReadOnlySession, RunsElsewhere } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { ServedHost } from "../host/host.ts";
-import { cancelPending, keepCancel, type PendingSubscription, pendingSubscription } from "../host/pending-subscription.ts";
-import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, PROTOCOL, type Unsubscribe } from "../host/protocol.ts";
+import { keepCancel } from "../host/pending-subscription.ts";
+import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, PROTOCOL } from "../host/protocol.ts";
+import { CopySubscriptions } from "./copy-subscriptions.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
 
@@ -76,14 +77,6 @@ interface Forward {
   cancel?: () => void;
 }
 
-/** A subscription, so it can move to the holding host. */
-interface Held {
-  method: MethodName;
-  args: unknown[];
-  listener: (value: never) => void;
-  unsubscribe: Unsubscribe;
-}
-
 type AnyMethod = (...args: unknown[]) => unknown;
 
 export function createCopyService(options: CopyServiceOptions): CopyService {
@@ -94,7 +87,6 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
   let holding = false;
   let closed = false;
   const forwards = new Map<string, Forward>();
-  const subscriptions = new Set<Held>();
 
   // A submission is answered once the copy holds it: then `waitForSubmission` and every view find it here.
   follower.then(
@@ -130,66 +122,11 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     (...args: Parameters<HarnessService[M]>) =>
       delegate(method, args) as ReturnType<HarnessService[M]>;
 
+  const subscriptions = new CopySubscriptions(delegate);
   const subscribe =
     <M extends MethodName>(method: M) =>
-    (...all: Parameters<HarnessService[M]>): ReturnType<HarnessService[M]> => {
-      const args = [...all] as unknown[];
-      const listener = args.pop() as (value: never) => void;
-      const hold = (unsubscribe: Unsubscribe): Unsubscribe => {
-        const held: Held = { method, args, listener, unsubscribe };
-        subscriptions.add(held);
-        return () => {
-          if (subscriptions.delete(held)) held.unsubscribe();
-        };
-      };
-      const started = delegate(method, [...args, listener]) as Unsubscribe | Promise<Unsubscribe>;
-      if (!(started instanceof Promise)) return hold(started) as ReturnType<HarnessService[M]>;
-      // A watch that waits for its conversation (decision 0103) is held once it started; until then it is waiting,
-      // so that the takeover moves it too and its caller may give it up (decision 0107).
-      return waitingSubscription(method, args, listener, started, hold) as ReturnType<HarnessService[M]>;
-    };
-
-  /** Subscriptions the copy has not answered yet: `move` starts each again on the holding host. */
-  const waiting = new Set<{ move(host: ServedHost): void; end(error: unknown): void }>();
-  const waitingSubscription = (
-    method: MethodName,
-    args: unknown[],
-    listener: (value: never) => void,
-    first: Promise<Unsubscribe>,
-    hold: (unsubscribe: Unsubscribe) => Unsubscribe,
-  ): PendingSubscription => {
-    let pending: Promise<Unsubscribe> = first;
-    let settle!: { resolve(unsubscribe: Unsubscribe): void; reject(error: unknown): void };
-    const answer = new Promise<Unsubscribe>((resolve, reject) => (settle = { resolve, reject }));
-    const entry = {
-      move(host: ServedHost) {
-        cancelPending(pending); // the copy's wait ends with its harness; the holding host answers it now
-        try {
-          follow((host.service[method] as AnyMethod)(...args, listener) as Unsubscribe | Promise<Unsubscribe>);
-        } catch (error) {
-          done(() => settle.reject(error));
-        }
-      },
-      end(error: unknown) {
-        cancelPending(pending);
-        done(() => settle.reject(error));
-      },
-    };
-    const done = (then: () => void) => {
-      if (waiting.delete(entry)) then();
-    };
-    const follow = (started: Unsubscribe | Promise<Unsubscribe>) => {
-      if (!(started instanceof Promise)) return done(() => settle.resolve(hold(started)));
-      pending = started;
-      started.then(
-        (unsubscribe) => (pending === started ? done(() => settle.resolve(hold(unsubscribe))) : unsubscribe()),
-        (error: unknown) => pending === started && done(() => settle.reject(error)),
-      );
-    };
-    waiting.add(entry);
-    follow(first);
-    return pendingSubscription(answer, () => entry.end(new NotFound("The watch was given up before it started.")));
-  };
+    (...all: Parameters<HarnessService[M]>) =>
+      subscriptions.subscribe(method, all) as ReturnType<HarnessService[M]>;
 
   /** Sends `write` to the holder until it is answered (or refused), at most one forward per `key` at a time. */
   const forward = (key: string, write: ForwardedWrite, copy: Harness): Promise<ForwardAnswer> => {
@@ -248,7 +185,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
   const service: HarnessService = {
     status: () => located(delegate("status", []) as HarnessStatus),
     lifeLock: serve("lifeLock"),
-    onStatus: (listener) => subscribe("onStatus")((status) => listener(located(status))),
+    onStatus: (listener, lost) => subscribe("onStatus")((status) => listener(located(status)), lost),
     onReport: subscribe("onReport"),
     watchTasks: subscribe("watchTasks"),
     createTask: serve("createTask"),
@@ -335,10 +272,9 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     holderChanged() {
       if (holding || closed) return;
       const status = delegate("status", []) as HarnessStatus;
-      for (const held of subscriptions) {
-        if (held.method !== "onStatus") continue;
+      for (const listener of subscriptions.listenersOf("onStatus")) {
         try {
-          (held.listener as (status: HarnessStatus) => void)(status);
+          (listener as (status: HarnessStatus) => void)(status);
         } catch {
           // One page's listener failing (its socket gone) does not keep the new holder from the others.
         }
@@ -350,27 +286,8 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       if (holding || closed || harness.readOnly) return;
       holding = true;
       current = host;
-      for (const held of subscriptions) {
-        held.unsubscribe();
-        try {
-          const moved = (host.service[held.method] as AnyMethod)(...held.args, held.listener) as Unsubscribe | Promise<Unsubscribe>;
-          held.unsubscribe =
-            moved instanceof Promise
-              ? () => {
-                  cancelPending(moved);
-                  void moved.then(
-                    (stop) => stop(),
-                    () => {},
-                  );
-                }
-              : moved;
-        } catch {
-          subscriptions.delete(held); // the holder refuses it (what it watched is gone): it ends here
-        }
-      }
-      // A watch still waiting on the copy for its conversation is asked of the holding host (decision 0107): before,
-      // it waited on the copy's harness, closed below, and was never answered.
-      for (const entry of [...waiting]) entry.move(host);
+      // Subscriptions move over; one the holder refuses has ended, and its owner is told (decision 0117).
+      subscriptions.moveTo(host);
       // What waits for an answer is made here, under the same key: a write the old holder made and pushed is found.
       for (const entry of forwards.values()) {
         entry.cancel?.();
@@ -385,9 +302,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       if (closed) return;
       closed = true;
       for (const entry of [...forwards.values()]) entry.settle({ error: new HarnessClosed() });
-      for (const entry of [...waiting]) entry.end(new HarnessClosed());
-      for (const held of subscriptions) held.unsubscribe();
-      subscriptions.clear();
+      subscriptions.end(new HarnessClosed());
       await current.service.close();
     },
   };

@@ -73,7 +73,7 @@ export class WaitingWrites {
   bound(endpoint: HostEndpoint, caller: unknown): HostEndpoint {
     return {
       call: (method, args) => this.run(caller, method, args, () => endpoint.call(method, args)),
-      subscribe: (method, args, emit) => endpoint.subscribe(method, args, emit),
+      subscribe: (method, args, emit, lost) => endpoint.subscribe(method, args, emit, lost),
       unsubscribe: (id) => endpoint.unsubscribe(id),
     };
   }

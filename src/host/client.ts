@@ -10,6 +10,7 @@ import type { ConversationViewState, ConversationViewUpdate } from "../agent/vie
 import { ConversationView } from "../agent/view/view-store.ts";
 import { randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
+import { safely } from "../base/safely.ts";
 import { DurableError, NotFound, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import { refuseUnsendable } from "../limits.ts";
@@ -69,7 +70,7 @@ export class HostClient {
         (status: HarnessStatus) => {
           if (this.#gone) return; // the page decided: whatever arrives after is stale
           this.#status = status;
-          for (const listener of this.#statusListeners) listener(status);
+          for (const listener of this.#statusListeners) safely(() => listener(status));
         },
         // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why.
         (error) => this.transportStatus({ kind: "failed", error: { name: error.name, message: error.message } }),
@@ -85,7 +86,7 @@ export class HostClient {
   protected transportStatus(status: HarnessStatus): void {
     if (this.#gone) return;
     this.#status = status;
-    for (const listener of this.#statusListeners) listener(status);
+    for (const listener of this.#statusListeners) safely(() => listener(status));
   }
 
   onStatus(listener: (status: HarnessStatus) => void): Unsubscribe {
@@ -246,7 +247,7 @@ export class HostClient {
     // The page hears of it like any other status change (a worker closed cleanly stays "closed").
     if (this.#status.kind !== "closed") {
       this.#status = { kind: "failed", error: { name: this.#gone.name, message } };
-      for (const listener of this.#statusListeners) listener(this.#status);
+      for (const listener of this.#statusListeners) safely(() => listener(this.#status));
     }
   }
 

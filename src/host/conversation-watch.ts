@@ -17,6 +17,11 @@ export interface ConversationWatchOptions {
   send: Parameters<ReturnType<Harness["conversation"]>["watch"]>[0];
   /** Whether `harness` is a copy that follows another place's log (new transactions arrive here). */
   follows(harness: Harness): boolean;
+  /**
+   * Told when `rebind` cannot serve a watch that was answered (the harness opened again lacks the conversation):
+   * it has ended (decision 0117). Before, that error was dropped and the watch stayed silent for good.
+   */
+  lost(error: Error): void;
 }
 
 /** A watch, bound to a harness or waiting on one for its conversation. */
@@ -47,7 +52,10 @@ export class ConversationWatch {
     });
   }
 
-  /** Moves the watch to `next` (the host opened its harness again). A wait that can no longer end well is refused. */
+  /**
+   * Moves the watch to `next` (the host opened its harness again). A wait that can no longer end well is refused; an
+   * answered watch that cannot be served there has ended: `lost` (decision 0117).
+   */
   rebind(next: Harness): void {
     if (this.#ended) return;
     this.#stop();
@@ -55,7 +63,8 @@ export class ConversationWatch {
     try {
       if (this.#bind(next)) this.#settle?.();
     } catch (error) {
-      this.#settle?.(error);
+      if (this.#settle) this.#settle(error);
+      else this.#options.lost(error instanceof Error ? error : new NotFound(`Conversation ${this.#options.conversationId} is gone.`));
     }
   }
 

@@ -57,12 +57,12 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
       await admit(method, "call", args);
       return endpoint.call(method, args);
     },
-    subscribe(method, args, emit) {
+    subscribe(method, args, emit, lost) {
       // Given up while the door decides or the host waits to answer (decision 0107): the host's side is given up too.
       let cancelled = false;
       let inner: Promise<number> | undefined;
       const answered = admit(method, "subscribe", args).then(() => {
-        inner = endpoint.subscribe(method, args, emit);
+        inner = endpoint.subscribe(method, args, emit, lost);
         if (cancelled) cancelPending(inner);
         return inner;
       });

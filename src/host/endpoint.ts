@@ -5,11 +5,21 @@
  * back into the typed host. Comlink carries an endpoint directly (src/browser/comlink.ts); a message-based
  * transport (a WebSocket) carries it with `serveMessages`/`messageEndpoint` (./messages.ts).
  */
+
+import { safely } from "../base/safely.ts";
 import { DurableError, InvalidArguments, UnknownMethod } from "../errors.ts";
 import { isRetryable } from "../retryable.ts";
 import { describeValue } from "../shape.ts";
 import { cancelPending, keepCancel, pendingSubscription } from "./pending-subscription.ts";
-import { type HarnessService, isMethod, type MethodName, PROTOCOL, type RemoteHost, type Unsubscribe } from "./protocol.ts";
+import {
+  type HarnessService,
+  isMethod,
+  type MethodName,
+  PROTOCOL,
+  type RemoteHost,
+  type SubscriptionLost,
+  type Unsubscribe,
+} from "./protocol.ts";
 
 export interface HostEndpoint {
   call(method: string, args: unknown[]): Promise<unknown>;
@@ -34,8 +44,7 @@ export interface ServedEndpoint extends HostEndpoint {
 
 type AnyMethod = (...args: unknown[]) => unknown;
 
-/** Told once when a transport's own subscribe again was refused (decision 0114); the listener hears nothing more. */
-export type SubscriptionLost = (error: Error) => void;
+export type { SubscriptionLost } from "./protocol.ts";
 
 /**
  * What a transport's own subscribe again that failed tells its owner's `lost` (decision 0114): the host's error, or
@@ -48,7 +57,14 @@ export function refusalOf(error: unknown): Error | undefined {
   return error instanceof Error ? error : new DurableError("The host refused the subscription.");
 }
 
-export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (value: unknown) => void) => void } = {}): ServedEndpoint {
+/**
+ * Serves `host`'s methods as an endpoint. `dropped` is told each subscription's listener and `lost` once the host no
+ * longer holds them (unsubscribed, refused, or ended by the host), to release what carries them (comlink's proxies).
+ */
+export function hostEndpoint(
+  host: HarnessService,
+  options: { dropped?: (emit: (value: unknown) => void, lost: SubscriptionLost | undefined) => void } = {},
+): ServedEndpoint {
   const subscriptions = new Map<number, Unsubscribe>();
   let lastId = 0;
   const method = (name: string, kind: "call" | "subscribe", args: unknown) => {
@@ -59,10 +75,26 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
     async call(name, args) {
       return method(name, "call", args)(...args);
     },
-    subscribe(name, args, emit) {
+    subscribe(name, args, emit, lost) {
+      const dropped = () => options.dropped?.(emit, lost);
+      let id: number | undefined;
+      /** Ended by the host before this endpoint numbered it: the subscribe is refused with it instead. */
+      let endedEarly: Error | undefined;
+      // The host ends a subscription itself (decision 0117: a watch it moved to a harness it opened again that lacks
+      // the conversation): it is no longer held here, and its owner is told once — a throw of theirs stays theirs.
+      const ended: SubscriptionLost = (error) => {
+        if (id === undefined) {
+          endedEarly ??= error;
+          return;
+        }
+        const unsubscribe = subscriptions.get(id);
+        if (!subscriptions.delete(id)) return; // unsubscribed first: nothing to tell
+        safely(() => lost?.(error));
+        unsubscribe?.();
+      };
       let started: Unsubscribe | Promise<Unsubscribe>;
       try {
-        started = method(name, "subscribe", args)(...args, emit) as Unsubscribe | Promise<Unsubscribe>;
+        started = method(name, "subscribe", args)(...args, emit, ended) as Unsubscribe | Promise<Unsubscribe>;
       } catch (error) {
         return Promise.reject(error);
       }
@@ -70,15 +102,20 @@ export function hostEndpoint(host: HarnessService, options: { dropped?: (emit: (
       // its caller may give it up meanwhile (`cancel`, decision 0107).
       const answered = Promise.resolve(started).then(
         (unsubscribe) => {
-          const id = ++lastId;
-          subscriptions.set(id, () => {
+          const stop = () => {
             unsubscribe();
-            options.dropped?.(emit);
-          });
+            dropped();
+          };
+          if (endedEarly) {
+            stop();
+            throw endedEarly;
+          }
+          id = ++lastId;
+          subscriptions.set(id, stop);
           return id;
         },
         (error: unknown) => {
-          options.dropped?.(emit); // refused, or given up before its answer: the listener is not held
+          dropped(); // refused, or given up before its answer: the listener is not held
           throw error;
         },
       );
@@ -136,7 +173,7 @@ export function remoteHost(endpoint: HostEndpoint): RemoteHost {
                 ((error) => {
                   if (!subscribed) return; // unsubscribed by its owner first: nothing to tell
                   subscribed = false;
-                  lost(error);
+                  safely(() => lost(error)); // the owner's throw is theirs: it never reaches the transport's frame handler
                 }),
             );
             const unsubscribe = (id: number) => () => {

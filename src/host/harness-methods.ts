@@ -6,11 +6,11 @@
 import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
+import { safely } from "../base/safely.ts";
 import { NotFound, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { checkJson } from "../limits.ts";
 import { ConversationWatch } from "./conversation-watch.ts";
-import { safely } from "./listeners.ts";
 import { pendingSubscription } from "./pending-subscription.ts";
 import type { HarnessService } from "./protocol.ts";
 
@@ -108,11 +108,20 @@ export function harnessCalls(options: HarnessCallsOptions): {
     pendingApprovals: async (conversationId) => (await whenOpen()).conversation(conversationId).pendingApprovals(),
     compact: async (conversationId, instructions) =>
       (await whenOpen()).conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
-    watchConversation(conversationId, listener) {
+    watchConversation(conversationId, listener, lost) {
       const pace = options.liveFrames && { ...options.liveFrames, now: options.now };
       const send = coalesceLiveFrames((update) => safely(() => listener(update)), pace);
-      // On a copy that follows, a conversation it has not received yet is waited for (decision 0103).
-      const watch = new ConversationWatch({ conversationId, send, follows: options.follows });
+      // On a copy that follows, a conversation it has not received yet is waited for (decision 0103). One moved to a
+      // harness that lacks it ends, and its owner is told (decision 0117).
+      const watch = new ConversationWatch({
+        conversationId,
+        send,
+        follows: options.follows,
+        lost: (error) => {
+          unsubscribe();
+          safely(() => lost?.(error));
+        },
+      });
       const rebind = (next: Harness) => watch.rebind(next);
       views += 1;
       let subscribed = true;

@@ -6,6 +6,7 @@
  * reach the open harness are in harness-methods.ts; here is the harness's life (open, reopen, close, the lease's moves).
  */
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import { safely } from "../base/safely.ts";
 import { CrashPointsOff, DurableError, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
@@ -13,7 +14,7 @@ import type { Storage } from "../storage/storage.ts";
 import { CrashStops } from "./crash-stops.ts";
 import { harnessCalls } from "./harness-methods.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
-import { Listeners, safely } from "./listeners.ts";
+import { Listeners } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
@@ -206,7 +207,8 @@ export function createHost(options: HostOptions): ServedHost {
         failed = error;
         return open(storage, pages, true);
       });
-      for (const rebind of liveViews) rebind(next);
+      // One view that cannot move (its owner told: decision 0117) never keeps the others where they were.
+      for (const rebind of liveViews) safely(() => rebind(next));
     }
     return failed;
   };

@@ -1,3 +1,4 @@
+import { safely } from "../base/safely.ts";
 import type { Unsubscribe } from "./protocol.ts";
 
 /**
@@ -19,15 +20,5 @@ export class Listeners<T> {
 
   emit(value: T): void {
     for (const { listener } of this.#entries) safely(() => listener(value));
-  }
-}
-
-/** Calls a listener across a boundary: neither a throw nor a rejection reaches the caller. */
-export function safely(call: () => unknown): void {
-  try {
-    const result = call();
-    if (result && typeof (result as Promise<unknown>).catch === "function") (result as Promise<unknown>).catch(() => {});
-  } catch {
-    // a listener on a page that went away
   }
 }

@@ -90,8 +90,18 @@ export function serveMessages(
   const subscribe = (subscription: HeldSubscription, answer: boolean) => {
     const { id, method, args } = subscription;
     const emit = (value: unknown) => send({ type: "event", id, value });
-    const own = endpoint.subscribe(method, args, emit);
-    const subscribed = own.then(
+    let subscribed: Promise<number | undefined> | undefined;
+    // The host ended it after its answer (decision 0117: a watch it moved to a harness it opened again that lacks the
+    // conversation): the page hears the error frame under its id, which ends it there (`lost`, decision 0114), and it
+    // is held no more (before: held, silent for good — a page on an object's socket never asks again).
+    const lost = (error: Error) => {
+      if (subscribed === undefined || subscriptions.get(id) !== subscribed) return; // unsubscribed, or its id used anew
+      subscriptions.delete(id);
+      if (held.delete(id)) changed();
+      if (!closed) fail(id)(error);
+    };
+    const own = endpoint.subscribe(method, args, emit, lost);
+    subscribed = own.then(
       (ownId) => {
         if (unanswered.get(id) === own) unanswered.delete(id);
         if (answer && !closed) send({ type: "result", id, value: null });

@@ -12,9 +12,10 @@
 
 import { PAGE_CALL_PREFIX, scopeOf } from "../agent/conversation/documents.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
+import { safely } from "../base/safely.ts";
+import { NotFound } from "../errors.ts";
 import { type PageCallPort, requirePageId } from "../follow/page-call-relay.ts";
 import type { Harness } from "../harness.ts";
-import { safely } from "./listeners.ts";
 import type { HarnessService } from "./protocol.ts";
 
 type PageCallMethods = Pick<HarnessService, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
@@ -45,7 +46,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
     else if (!open.closed && !open.readOnly) open.releasePage(pageId, ctx).catch(() => {});
   };
   return {
-    watchPageCalls(conversationId, { pageId, tools }, listener) {
+    watchPageCalls(conversationId, { pageId, tools }, listener, lost) {
       // While the host reopens (a rebuild, decision 0053) the watch starts on the harness it opens next.
       let open: Harness | undefined;
       try {
@@ -82,6 +83,16 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       const rebind = (next: Harness) => {
         stop();
         open = next;
+        try {
+          next.conversation(conversationId);
+        } catch (error) {
+          // Not in the harness opened again (decision 0117): the watch has ended and its owner is told. Before, the
+          // NotFound was thrown out of the host's reopen, and the watches after this one were not moved.
+          stop = () => {};
+          unsubscribe();
+          safely(() => lost?.(error instanceof Error ? error : new NotFound(`Conversation ${conversationId} is gone.`)));
+          return;
+        }
         stop = watch();
         last = undefined; // published again: a claim that failed while the host reopened is tried again
         publish();
@@ -89,7 +100,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       rebinds.add(rebind);
       watching.set(pageId, (watching.get(pageId) ?? 0) + 1);
       let subscribed = true;
-      return () => {
+      const unsubscribe = () => {
         if (!subscribed) return;
         subscribed = false;
         stop();
@@ -102,6 +113,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
         watching.delete(pageId);
         if (open) release(open, pageId);
       };
+      return unsubscribe;
     },
     async claimPageCall(conversationId, callId, claim) {
       const port = elsewhere?.();

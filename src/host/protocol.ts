@@ -42,17 +42,27 @@ export interface PageToolsWatch {
 /** Stops a subscription; the host drops the listener. Calling it again does nothing. */
 export type Unsubscribe = () => void;
 
-/** What a host serves. A subscription's listener is its last parameter; it returns the unsubscribe function. */
+/**
+ * Told once, with the host's typed error, when a subscription that was answered has ended without its owner asking
+ * (decisions 0114, 0117): the host moved it and could not serve it there (a reopen whose harness lacks the
+ * conversation), or a transport that subscribes again by itself was refused. The listener hears nothing more.
+ */
+export type SubscriptionLost = (error: Error) => void;
+
+/**
+ * What a host serves. A subscription's listener is its last parameter but one, then an optional `lost` (decision
+ * 0117): told when the host ends the subscription itself. It returns the unsubscribe function.
+ */
 export interface HarnessService {
   status(): HarnessStatus;
   /** The name of a Web Lock the worker holds for its whole life (undefined where there is none). */
   lifeLock(): Promise<string | undefined>;
   /** The status now and after every change. */
-  onStatus(listener: (status: HarnessStatus) => void): Unsubscribe;
+  onStatus(listener: (status: HarnessStatus) => void, lost?: SubscriptionLost): Unsubscribe;
   /** The last 200 reports, then every new one. */
-  onReport(listener: (report: Report) => void): Unsubscribe;
+  onReport(listener: (report: Report) => void, lost?: SubscriptionLost): Unsubscribe;
   /** The live task graph, now (once open) and after every commit that changes a task (coalesced). */
-  watchTasks(listener: (inspection: Inspection) => void): Unsubscribe;
+  watchTasks(listener: (inspection: Inspection) => void, lost?: SubscriptionLost): Unsubscribe;
   /** `key`: the same key returns the same task (also after a reload); another kind or input is a `TaskKeyConflict`. */
   createTask(kind: string, input: Json, options?: { conversationId?: number; key?: string }): Promise<number>;
   getTask(id: number): Promise<TaskRecord | undefined>;
@@ -112,9 +122,15 @@ export interface HarnessService {
    * tools' output (not durable; at most one per frame where the host has frames). On a copy that follows another
    * place, a conversation the copy has not received yet is waited for (decision 0103): a promise, resolved once it
    * arrived and its snapshot was sent, or rejected `NotFound` once the copy's ids passed it without a conversation.
-   * That promise can be given up (`cancel`, decision 0107): a caller that went away holds nothing at the host.
+   * That promise can be given up (`cancel`, decision 0107): a caller that went away holds nothing at the host. Once
+   * answered, a watch the host moves to a harness it opened again (a rebuild, a take-back) that lacks the conversation
+   * ends: `lost` is told the `NotFound` (decision 0117).
    */
-  watchConversation(conversationId: number, listener: (update: ConversationViewUpdate) => void): Unsubscribe | PendingSubscription;
+  watchConversation(
+    conversationId: number,
+    listener: (update: ConversationViewUpdate) => void,
+    lost?: SubscriptionLost,
+  ): Unsubscribe | PendingSubscription;
   /**
    * Decides a tool call that waits for a person (by call id or tool task id), exactly once: a second decision
    * rejects with `AlreadyDecided` naming the first (the same decision sent again with its `decisionId` gets
@@ -127,9 +143,15 @@ export interface HarnessService {
    * The conversation's calls of the page tools `page.tools` that wait for a page or that a page runs, now and
    * after every change (decision 0028). The page `page.pageId` provides those tools while it watches: when its
    * last watch ends (it unsubscribed, its tab closed, its socket dropped), the calls it claimed are released
-   * and follow their replay policy.
+   * and follow their replay policy. Moved to a harness the host opened again that lacks the conversation, it ends:
+   * `lost` is told the `NotFound` (decision 0117).
    */
-  watchPageCalls(conversationId: number, page: PageToolsWatch, listener: (calls: PendingPageCall[]) => void): Unsubscribe;
+  watchPageCalls(
+    conversationId: number,
+    page: PageToolsWatch,
+    listener: (calls: PendingPageCall[]) => void,
+    lost?: SubscriptionLost,
+  ): Unsubscribe;
   /** Claims a waiting page tool call for this page, once: another page's claim was first is `PageCallTaken`. */
   claimPageCall(conversationId: number, callId: string, claim: { claimId: string; pageId?: string }): Promise<PageCallClaimed>;
   /** Commits a claimed page tool call's result under its claim, once (a second is `PageCallEnded`). */
@@ -311,12 +333,12 @@ export function exposureOf(method: MethodName, args: readonly unknown[]): Exposu
  * The host as seen from the other side of a transport: every call answers asynchronously, and a subscription
  * resolves with its unsubscribe function once the host holds the listener (it rejects if the host refused it).
  * After the listener a subscription takes an optional `lost(error)`: told once, with the host's typed error, when
- * the host refused it as the transport asked it again (a reconnect, the database moving to another tab); it has
- * ended then, and the listener hears nothing more (decision 0114).
+ * the host refused it as the transport asked it again (a reconnect, the database moving to another tab), or ended it
+ * itself (decision 0117); it has ended then, and the listener hears nothing more (decision 0114).
  */
 export type RemoteHost = {
   [K in keyof HarnessService]: (typeof PROTOCOL)[K]["kind"] extends "subscribe"
-    ? (...args: [...Parameters<HarnessService[K]>, lost?: (error: Error) => void]) => Promise<Unsubscribe>
+    ? (...args: Parameters<HarnessService[K]>) => Promise<Unsubscribe>
     : (...args: Parameters<HarnessService[K]>) => Promise<Awaited<ReturnType<HarnessService[K]>>>;
 };
 

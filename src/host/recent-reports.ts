@@ -2,8 +2,10 @@
  * The host's reports (a task faulted or interrupted, an error): shaped for the wire (an error as data), sent to every
  * listener, and the last `RECENT_REPORTS` kept for a listener that subscribes late. Moved out of host.ts.
  */
+
+import { safely } from "../base/safely.ts";
 import type { Report } from "../reports.ts";
-import { Listeners, safely } from "./listeners.ts";
+import { Listeners } from "./listeners.ts";
 import type { Unsubscribe } from "./protocol.ts";
 import { errorShape } from "./status-parts.ts";
 

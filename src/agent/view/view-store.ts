@@ -1,3 +1,4 @@
+import { safely } from "../../base/safely.ts";
 import { ViewUpdateOutOfOrder } from "../../errors.ts";
 import type { EntryRecord } from "../../storage/records.ts";
 import type { AssistantMessage } from "../model-types.ts";
@@ -136,7 +137,8 @@ export class ConversationViewStore {
 
   #set(state: ConversationViewState): ConversationViewState {
     this.#state = state;
-    for (const listener of this.#listeners) listener(state);
+    // One listener's throw never keeps the others from the state, nor reaches the update's sender (decision 0117).
+    for (const listener of this.#listeners) safely(() => listener(state));
     return state;
   }
 }
@@ -199,7 +201,8 @@ export class ConversationView {
         view.#closed = true;
         view.#lost = error;
         failed(error); // lost before its snapshot: the open fails with the host's error
-        for (const listener of view.#lostListeners) listener(error);
+        // Each is told, whatever one of them throws; nothing reaches the transport that told the view (decision 0117).
+        for (const listener of view.#lostListeners) safely(() => listener(error));
         view.#lostListeners.clear();
       },
     );

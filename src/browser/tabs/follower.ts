@@ -1,6 +1,7 @@
 /// <reference lib="webworker" />
 /** The follower's side of every tab being live (./wire.ts): the page's endpoint over its own worker and the leader's. */
 
+import { safely } from "../../base/safely.ts";
 import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
 import { messageEndpoint } from "../../host/messages.ts";
@@ -89,11 +90,25 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   };
 
   const endpointOf = (target: Target) => (target === OWN ? own : target.endpoint);
-  const attach = (subscription: Subscription, target: Target) => {
+  const attach = (id: number, subscription: Subscription, target: Target) => {
     subscription.on = target;
-    const remote = endpointOf(target).subscribe(subscription.method, subscription.args, (value) => {
-      if (subscription.on === target) subscription.emit(value);
-    });
+    const remote: Promise<number> = endpointOf(target).subscribe(
+      subscription.method,
+      subscription.args,
+      (value) => {
+        if (subscription.on === target) subscription.emit(value);
+      },
+      // The place ended it itself (decision 0117: a watch its host moved to a harness it opened again that lacks the
+      // conversation): ended here too, as a refusal at a move is.
+      (error) => {
+        if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
+        const refusal = refusalOf(error);
+        if (!refusal) return;
+        subscriptions.delete(id);
+        subscription.on = undefined;
+        subscription.lost?.(refusal);
+      },
+    );
     subscription.remote = remote;
     remote.catch(() => {
       if (subscription.on === target) subscription.on = undefined;
@@ -113,7 +128,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     for (let fresh = true; ; fresh = false) {
       const target = await next(fresh);
       try {
-        const attaching = attach(subscription, target);
+        const attaching = attach(id, subscription, target);
         if (subscriptions.get(id) !== subscription) cancelPending(attaching); // given up while it waited for a place
         await attaching;
         if (subscriptions.get(id) !== subscription) {
@@ -146,7 +161,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    * error that passes by itself (`isRetryable`) is no refusal: the next move asks again.
    */
   const reattach = (id: number, subscription: Subscription, target: Target) => {
-    const remote = attach(subscription, target);
+    const remote = attach(id, subscription, target);
     remote.catch((error: unknown) => {
       if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
       if (target !== OWN && isLoss(error)) return lose(target);
@@ -160,7 +175,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
 
   const changed = () => {
     const now = status();
-    for (const listener of statusListeners.values()) listener(now);
+    for (const listener of statusListeners.values()) safely(() => listener(now)); // a throw never stops the move below
     const target = readyTarget();
     if (target !== current) {
       current = target;

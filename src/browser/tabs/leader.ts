@@ -64,8 +64,8 @@ function leaderEndpoint(host: HarnessService): HostEndpoint {
   };
   return {
     call: (method, args) => served.call(method, args).catch(leaving),
-    subscribe(method, args, emit) {
-      const subscribed = served.subscribe(method, args, emit);
+    subscribe(method, args, emit, lost) {
+      const subscribed = served.subscribe(method, args, emit, lost);
       // A watch still waiting for its conversation is given up with the tab that asked (decision 0107).
       return keepCancel(subscribed, subscribed.catch(leaving));
     },

@@ -1,0 +1,13 @@
+/**
+ * Calls a listener across a boundary: neither a throw nor a rejection reaches the caller. A listener's throw is its
+ * owner's bug, not the caller's: one listener of many never keeps the others from being told, and nothing of it
+ * reaches a transport's frame handler (decision 0117).
+ */
+export function safely(call: () => unknown): void {
+  try {
+    const result = call();
+    if (result && typeof (result as Promise<unknown>).catch === "function") (result as Promise<unknown>).catch(() => {});
+  } catch {
+    // the listener's own failure (a page that went away, an app's bug): the others are still told
+  }
+}
