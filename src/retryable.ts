@@ -60,6 +60,8 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   UnknownAppMethod: false,
   // The caller needs another identity or the app another policy; the same call is refused again.
   NotAuthorized: false,
+  // The app's authorize hook failed (its bug, a store it reads that was down): no answer about this caller yet.
+  AuthorizeFailed: true,
   // Not the agent's own call (or its intent has not reached the object): the same ask is refused again.
   ServerCallNotInCopy: false,
   // The hand-over's outcome is the object's once the lease expired: reload, or runHere() once online.

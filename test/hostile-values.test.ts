@@ -11,7 +11,7 @@ import { submitThroughObject } from "../src/follow/copy-writes.ts";
 import { HostClient } from "../src/host/client.ts";
 import { guardEndpoint } from "../src/host/doors.ts";
 import { deserializeError, serializeError } from "../src/host/error-wire.ts";
-import { ConversationBusy, DurableError, MemoryStorage, NotAuthorized, NotFound, UnknownMethod } from "../src/index.ts";
+import { AuthorizeFailed, ConversationBusy, DurableError, MemoryStorage, NotFound, UnknownMethod } from "../src/index.ts";
 import { served } from "./doors-support.ts";
 import { copyWorld } from "./follow-copy-world.ts";
 import { ctx, HOSTILE_OBJECTS, hostileJson, openHarness, runUntil } from "./support.ts";
@@ -107,7 +107,7 @@ describe("the error wire (error-wire.ts): any shape a stranger sends", () => {
 });
 
 describe("what a door says of a thrown value that is not an Error", () => {
-  it("R9: an authorize hook that throws {toString: null} refuses the call with NotAuthorized (was a TypeError); the next call is served", async () => {
+  it("R9/0117: an authorize hook that throws {toString: null} fails the call with AuthorizeFailed (was a TypeError, then NotAuthorized: a hook's throw is no refusal); the next call is served", async () => {
     const host = await served();
     let hostile = true;
     const door = guardEndpoint(host.endpoint, "caller", {
@@ -116,7 +116,7 @@ describe("what a door says of a thrown value that is not an Error", () => {
         return true;
       },
     });
-    await expect(door.call("listConversations", [])).rejects.toBeInstanceOf(NotAuthorized);
+    await expect(door.call("listConversations", [])).rejects.toBeInstanceOf(AuthorizeFailed);
     hostile = false;
     expect(await door.call("listConversations", [])).toEqual([expect.objectContaining({ id: host.root })]);
     await host.service.close();

@@ -112,6 +112,25 @@ export class InvalidArguments extends DurableError {
   }
 }
 
+/**
+ * The host's `authorize` hook failed (it threw or rejected) while it decided a call (decision 0117): the app's bug, or a
+ * store the hook reads that was down — not a refusal of this caller. Nothing ran; the same call may succeed later
+ * (retryable: a reconnecting page keeps its subscriptions and asks them again). The hook's own error stays at the host
+ * (`cause`, never sent to the page): its message may say what the app keeps to itself.
+ */
+export class AuthorizeFailed extends DurableError {
+  override name = "AuthorizeFailed";
+  constructor(
+    readonly method: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `The host could not decide whether this caller may make ${JSON.stringify(method)}: its authorize check failed. Nothing was done; try again later.`,
+      options,
+    );
+  }
+}
+
 /** A call the host's doors refused for this caller: a power the app did not turn on, or its `authorize` said no. Nothing ran. */
 export class NotAuthorized extends DurableError {
   override name = "NotAuthorized";

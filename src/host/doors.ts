@@ -5,8 +5,7 @@
  * on — then against the app's `authorize` hook, with the caller's identity the transport established (a
  * request's, or a socket's since it connected). A refused call is a typed error and runs nothing.
  */
-import { errorMessage } from "../base/error-message.ts";
-import { MethodNotServed, NotAuthorized } from "../errors.ts";
+import { AuthorizeFailed, MethodNotServed, NotAuthorized } from "../errors.ts";
 import { checkCall, type HostEndpoint } from "./endpoint.ts";
 import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
 import { type Exposure, exposureOf, type MethodName, PROTOCOL } from "./protocol.ts";
@@ -19,7 +18,10 @@ export interface CallAtDoor {
   exposure: Exposure;
 }
 
-/** Whether `caller` may make `call`; false (or a throw) refuses it with `NotAuthorized`. */
+/**
+ * Whether `caller` may make `call`; false refuses it with `NotAuthorized`. A throw (or a rejection) is no answer: the
+ * call fails with `AuthorizeFailed`, retryable, without the hook's message (decision 0117).
+ */
 export type Authorize<Caller> = (caller: Caller, call: CallAtDoor) => boolean | Promise<boolean>;
 
 export interface Doors<Caller> {
@@ -48,7 +50,9 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
     try {
       allowed = await doors.authorize(caller, { method, kind, args, exposure });
     } catch (error) {
-      throw new NotAuthorized(method, `its authorize hook failed (${errorMessage(error)}).`);
+      // The app's bug, not a refusal of this caller: a page's subscriptions are not ended for good by it, and the
+      // hook's message (its internals) stays here as the cause (decision 0117; before: NotAuthorized, message and all).
+      throw new AuthorizeFailed(method, { cause: error });
     }
     if (allowed !== true) throw new NotAuthorized(method, "its authorize hook refused this caller.");
   };
