@@ -39,8 +39,8 @@ import type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceSce
 import { judgeWorld } from "./verdict.ts";
 
 export type { Place, TwoPlaceCrash, TwoPlaceOptions, TwoPlaceResult, TwoPlaceScenario } from "./types.ts";
-const ctx = BACKGROUND_CONTEXT;
 
+const ctx = BACKGROUND_CONTEXT;
 /** One world: both places run until the holder finished, crashing once at `crash` (or never). */
 export async function runTwoPlaceWorld<W>(
   scenario: TwoPlaceScenario<W>,
