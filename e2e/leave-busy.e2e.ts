@@ -1,10 +1,9 @@
 import type { Page } from "playwright-core";
 import { describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { startBrowser } from "./support/browser";
 import { startTask } from "./support/demo";
 import { edgePerTest } from "./support/edge";
-import { openFollowing, recordTabPrints } from "./support/follow";
+import { holderOf, openFollowing, recordTabPrints } from "./support/follow";
 
 // Decision 0101, in Chromium against workerd: a tab whose worker runs long synchronous stretches (100 ms every 105 ms,
 // as decision 0100's probe: a harness stepping through wasm SQLite and a step's code) is closed while it holds its
@@ -20,26 +19,6 @@ const CLOSES = Number(process.env.E2E_BUSY_CLOSES ?? 3);
 const BUSY_MS = 100;
 const GAP_MS = 5;
 const HANDED_OVER_WITHIN_MS = 20_000;
-
-/** The lease's holder as object `name` says it (`follow.from` on a socket of this test's own: its `holder`). */
-async function holderOf(followUrl: string): Promise<{ place: string; object: boolean } | undefined> {
-  const socket = new WebSocket(followUrl);
-  try {
-    return await new Promise((resolve, reject) => {
-      socket.on("error", reject);
-      socket.on("open", () => socket.send(JSON.stringify({ type: "call", id: "hello", topic: "wire", method: "hello", args: [6] })));
-      socket.on("message", (data) => {
-        const message = JSON.parse(String(data)) as { type: string; id?: string; value?: { holder?: { place: string; object: boolean } } };
-        if (message.type !== "answer") return;
-        if (message.id === "hello")
-          socket.send(JSON.stringify({ type: "call", id: "from", topic: "follow", method: "from", args: ["e2e-watcher", 0] }));
-        else if (message.id === "from") resolve(message.value?.holder);
-      });
-    });
-  } finally {
-    socket.close();
-  }
-}
 
 /** Keeps the page's harness worker busy from now on: a synchronous stretch of `busy` ms, then `gap` ms idle. */
 async function keepWorkerBusy(page: Page, busy: number, gap: number): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Page } from "playwright-core";
 import { inject } from "vitest";
+import WebSocket from "ws";
 import type { BrowserSession } from "./browser";
 import { openDemo, waitForStatus } from "./demo";
 import type { LocalObject } from "./edge";
@@ -34,3 +35,23 @@ export async function openFollowing(session: BrowserSession, edge: LocalObject, 
 
 /** The number in a counter line `tick n`. */
 export const tickOf = (line: string): number => Number(line.split(" ")[1]);
+
+/** The lease's holder as object `name` says it (`follow.from` on a socket of this test's own: its `holder`). */
+export async function holderOf(followUrl: string): Promise<{ place: string; object: boolean } | undefined> {
+  const socket = new WebSocket(followUrl);
+  try {
+    return await new Promise((resolve, reject) => {
+      socket.on("error", reject);
+      socket.on("open", () => socket.send(JSON.stringify({ type: "call", id: "hello", topic: "wire", method: "hello", args: [6] })));
+      socket.on("message", (data) => {
+        const message = JSON.parse(String(data)) as { type: string; id?: string; value?: { holder?: { place: string; object: boolean } } };
+        if (message.type !== "answer") return;
+        if (message.id === "hello")
+          socket.send(JSON.stringify({ type: "call", id: "from", topic: "follow", method: "from", args: ["e2e-watcher", 0] }));
+        else if (message.id === "from") resolve(message.value?.holder);
+      });
+    });
+  } finally {
+    socket.close();
+  }
+}

@@ -1,0 +1,168 @@
+import type { Page } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { browserPerTest } from "./support/browser";
+import { startTask, taskRows, ticks } from "./support/demo";
+import { edgePerTest } from "./support/edge";
+import { holderOf, openFollowing, recordTabPrints, tickOf } from "./support/follow";
+
+// Decision 0113 in Chromium against workerd: the page says `lease.leaving` at `pagehide`, but its worker stays alive
+// past the object's grace and never gets its release out — a back/forward-cache page thawed after its worker's socket
+// died, or a worker whose own link is down while its page's socket is up (`leave()` then answers false and the harness
+// runs on). The worker's fence ends the lease at the page's time + the grace, before the object may take over; the
+// object takes the lease, recovers (restarts counted) and runs; the tab prints nothing from then on, reopens read-only,
+// follows the object and keeps what it stored offline as the visible fork.
+//
+// What the page does is what a real page does: its `pagehide` (dispatched, `persisted: true` as for the back/forward
+// cache, which this headless Chromium never uses: decision 0107 §5), with the page left open. What the worker meets is
+// what a dropped network gives it: its `WebSocket` closed at its next send and new ones refused until the test lets
+// them through (only the worker's global is touched; the page's own socket stays up and carries the word).
+
+const session = browserPerTest();
+const edge = edgePerTest();
+/** Where the counter ends: far enough that the tab, fenced, never gets there. */
+const TO = 60;
+
+declare global {
+  var e2eLinkCut:
+    | {
+        readonly closed: number;
+        readonly refused: number;
+        restore(): void;
+      }
+    | undefined;
+}
+
+/** Cuts the network of the page's workers: an open WebSocket closes at its next send, a new one fails to connect. */
+async function cutWorkerLink(page: Page): Promise<void> {
+  const workers = page.workers();
+  expect(workers.length, "the demo's harness worker").toBeGreaterThan(0);
+  for (const worker of workers)
+    await worker.evaluate(() => {
+      const Original = globalThis.WebSocket;
+      const send = Original.prototype.send;
+      let closed = 0;
+      let refused = 0;
+      // Told at once, as a dropped connection is: the close handshake with a server that still answers can take a while.
+      Original.prototype.send = function (this: WebSocket) {
+        closed++;
+        this.close();
+        this.dispatchEvent(new CloseEvent("close", { code: 1006 }));
+      };
+      globalThis.WebSocket = class extends Original {
+        constructor(_url: string | URL, protocols?: string | string[]) {
+          refused++;
+          super("ws://127.0.0.1:9/", protocols); // nobody listens: error, then close
+        }
+      };
+      globalThis.e2eLinkCut = {
+        get closed() {
+          return closed;
+        },
+        get refused() {
+          return refused;
+        },
+        restore() {
+          Original.prototype.send = send;
+          globalThis.WebSocket = Original;
+        },
+      };
+    });
+}
+
+/** Sums a counter of the cut over the page's workers. */
+async function cutCount(page: Page, what: "closed" | "refused"): Promise<number> {
+  let sum = 0;
+  for (const worker of page.workers()) sum += await worker.evaluate((what) => globalThis.e2eLinkCut?.[what] ?? 0, what);
+  return sum;
+}
+
+async function restoreWorkerLink(page: Page): Promise<void> {
+  for (const worker of page.workers()) await worker.evaluate(() => globalThis.e2eLinkCut?.restore());
+}
+
+/** What object `name` heard from the leaving tab: its worker's releases and its page's `lease.leaving`s. */
+async function heardBy(name: string): Promise<{ release: number; leaving: number }> {
+  const url = edge
+    .followUrl(name)
+    .replace(/^ws/, "http")
+    .replace(/\/follow$/, "/heard");
+  return (await fetch(url).then((response) => response.json())) as { release: number; leaving: number };
+}
+
+describe("the page said it is leaving and its worker lives on (Chromium + workerd, decision 0113)", () => {
+  it("S4, S12: the worker's own link is down at pagehide, the page's word goes out: the worker stops at the page's time + the grace, the object takes over and counts to the end, the tab prints nothing after, reopens read-only, follows and keeps its offline steps as the fork", async () => {
+    const name = "follow-fenced"; // a 10-minute lease: only the page's word can hand it over in time
+    const tabPrints = await recordTabPrints(session);
+    const page = await openFollowing(session, edge, name);
+    await page.waitForSelector('body[data-runs="here"]', { state: "attached", timeout: 30_000 });
+    await startTask(page, "example.counter", { to: TO, everyMs: 300 });
+    await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts" }).toBeGreaterThanOrEqual(3);
+    expect(await holderOf(edge.followUrl(name))).toMatchObject({ object: false });
+
+    // The worker's network goes: its socket closes at its next push, its reconnects fail. The tab counts on alone.
+    await cutWorkerLink(page);
+    await expect
+      .poll(() => cutCount(page, "refused"), { timeout: 60_000, message: "the worker's link went down and a reconnect failed" })
+      .toBeGreaterThan(0);
+    const printedOnline = tabPrints.length;
+    await expect
+      .poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts on with its link down" })
+      .toBeGreaterThanOrEqual(printedOnline + 2);
+
+    // The page's pagehide, the page left open: its own socket says `lease.leaving`, it posts its worker the word and
+    // `leave`, which answers false with the worker's link down (nothing of a hand-over can reach the object).
+    await page.evaluate(() => globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true })));
+    const printedAtWord = tabPrints.length;
+    await expect.poll(() => heardBy(name), { timeout: 30_000, message: "the object heard the page's word" }).toMatchObject({ leaving: 1 });
+
+    // The object takes the lease a grace after the word (no release came) and counts on from what it holds.
+    await edge.printed.until((lines) => lines.length > 0, "the object's first tick");
+    const printedInTab = tabPrints.length;
+    await edge.printed.until((lines) => lines.length >= 6, "the object's sixth tick");
+    // The fenced worker stored and printed nothing more (before 0113 it counted on beside the object until its next
+    // renewal was refused: minutes, with this 10-minute lease).
+    const seen = () => JSON.stringify({ tab: tabPrints, object: edge.printed.lines });
+    expect(tabPrints.length, seen()).toBe(printedInTab);
+    expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
+
+    // Its network back, the tab follows the object read-only (its copy forked, it is rebuilt from the object's) and
+    // keeps what it stored offline as the fork.
+    await restoreWorkerLink(page);
+    await page.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+    await edge.printed.until((lines) => lines.includes(`tick ${TO}`), "the object's last tick");
+    expect(tabPrints.length, seen()).toBe(printedInTab);
+    const heard = await heardBy(name);
+    expect(heard, seen()).toEqual({ release: 0, leaving: 1 });
+    // Each place printed its ticks once and in order; the object began no later than the tab's next tick. The
+    // counter's print is no declared effect: the object prints again the ticks the tab printed offline (never
+    // acknowledged), as after a crash.
+    const lastInTab = tickOf(tabPrints.at(-1)!);
+    const first = tickOf(edge.printed.lines[0]!);
+    expect(tabPrints, seen()).toEqual(ticks(1, lastInTab));
+    expect(edge.printed.lines, seen()).toEqual(ticks(first, TO));
+    expect(first, seen()).toBeLessThanOrEqual(lastInTab + 1);
+    // The fenced tab stopped mid-count: it never reached the end the object reached.
+    expect(lastInTab, seen()).toBeLessThan(TO);
+    // The object finished the task it took over; the tab's copy shows it. (Its recovery counts a restart only when the
+    // head it holds had the task running, mid-step; between steps the counter is pending: logged, not asserted.)
+    await expect
+      .poll(async () => (await taskRows(page)).map((row) => row.status), {
+        timeout: 60_000,
+        message: "the tab's copy shows the finished task",
+      })
+      .toEqual(["terminal"]);
+    const restarts = (await taskRows(page))[0]!.record.restarts ?? 0;
+    // The fork: what the tab stored offline and the object never got, kept and shown (`client.forks()`).
+    await page.waitForSelector('body[data-status="ready"][data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+    await expect
+      .poll(() => page.evaluate(() => pi.client.forks().then((forks) => forks.length)).catch(() => -1), {
+        timeout: 60_000,
+        message: "the tab's fork",
+      })
+      .toBeGreaterThanOrEqual(1);
+    expect(await page.evaluate(() => Number(document.body.dataset.forks ?? 0))).toBeGreaterThanOrEqual(1);
+    console.log(
+      `fenced: the tab printed ticks 1-${lastInTab} (${lastInTab - printedOnline} with its link down, ${lastInTab - printedAtWord} after the page's word), the object ${first}-${TO}; restarts ${restarts}`,
+    );
+  }, 300_000);
+});
