@@ -1,7 +1,10 @@
 import { defineTask, type TaskDefinition } from "../src/index.ts";
 
-/** Count to `to`, a tick every `everyMs` (default 50 ms). */
-export type CounterInput = { to: number; everyMs?: number };
+/**
+ * Count to `to`, a tick every `everyMs` (default 50 ms). `declared`: this task's print is a declared effect, as with
+ * the definition's own `declared` option (a page or test can ask for it per task of an app whose counter is plain).
+ */
+export type CounterInput = { to: number; everyMs?: number; declared?: boolean };
 export type CounterCheckpoint = { phase: "tick"; n: number };
 
 /**
@@ -28,7 +31,7 @@ export function counterTask(
         const n = task.state.checkpoint.n;
         if ((await runtime.memo(`printed-${n}`, context)) === undefined) {
           await runtime.memo(`printed-${n}`, true, context);
-          if (options.declared) await runtime.beforeEffect(context);
+          if (options.declared || task.input.declared === true) await runtime.beforeEffect(context);
           await print(`tick ${n}`);
           await runtime.crashPoint(`counter:after-tick-${n}`); // where the seed cuts it: printed, next step not stored
         }
