@@ -16,6 +16,8 @@ import { holderOf, openFollowing, recordTabPrints, tickOf } from "./support/foll
 // cache, which this headless Chromium never uses: decision 0107 §5), with the page left open. What the worker meets is
 // what a dropped network gives it: its `WebSocket` closed at its next send and new ones refused until the test lets
 // them through (only the worker's global is touched; the page's own socket stays up and carries the word).
+// Twice: with the demo's plain print (the object prints again what the tab printed offline, as after a crash) and
+// with a declared one (the counter's `declared` input: every tick printed exactly once across the two places).
 
 const session = browserPerTest();
 const edge = edgePerTest();
