@@ -164,6 +164,37 @@ describe("S4's recount in slices (decision 0092)", () => {
     await harness.close(ctx);
   }, 60_000);
 
+  it("S4, S11 (decisions 0098, 0116): opens that find a crashed open's window with a written row, then two equal windows, keep them owed (nothing counted in front) and count each crash once", async () => {
+    gate = newGate();
+    gate.open(); // the last task steps at each open: its row is written, so every window lists it
+    const meta = async (storage: SqliteStorage) =>
+      JSON.parse(String((await storage.query("SELECT value FROM main.pi_durable_meta WHERE key = 'recount_owed'"))[0]!.value)) as {
+        written: number[];
+      }[];
+    const stallRows = async (storage: SqliteStorage) => (await seed(storage)).filter((row) => row.phase === "stall");
+    let storage = await openSqliteStorage({ vfs: "memory", image: await crashed(2_500, 2_500, gated) });
+    await openHarness(storage, { registry: registry(), resume: true });
+    for (const windows of [1, 2]) {
+      // The open before stepped its gated task (its row written in its window) and crashed before any slice.
+      await flush(10);
+      const found = await meta(storage);
+      expect(found).toHaveLength(windows);
+      expect(found.every((window) => window.written.length === 1)).toBe(true); // the second time: two equal windows
+      storage = await openSqliteStorage({ vfs: "memory", image: await storage.exportImage() });
+      const { harness, clock } = await openHarness(storage, { registry: registry(), resume: true });
+      await flush(5);
+      // Kept: every stall row still as the first crash left it (fails when the kept windows' count disagrees with
+      // the load's: the recovery then settles them in front, restarts stored on every row).
+      expect((await stallRows(storage)).filter((row) => row.restarts === null)).toHaveLength(2_499);
+      expect(await meta(storage)).toHaveLength(windows + 1);
+      if (windows === 2) {
+        await runUntil(clock, () => !storage.owesRestarts);
+        expect((await stallRows(storage)).every((row) => row.restarts === 3 && row.status === "running")).toBe(true);
+        await harness.close(ctx);
+      }
+    }
+  }, 60_000);
+
   it("S4, S11 (decision 0098): with no task step, the slices start SLICES_AFTER_MS after the open", async () => {
     const storage = await openSqliteStorage({ vfs: "memory", image: await crashed(2_500, 1_000_000) });
     const { harness, clock } = await openHarness(storage, { registry: registry() }); // not resumed: nothing steps
