@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import type { ConversationViewState } from "../src/agent/view/view.ts";
 import { socketEndpoint } from "../src/browser/socket.ts";
 import { errorAnswer } from "../src/cloudflare/answers.ts";
-import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
+import { AuthorizeFailed, NotAuthorized, NotFound, StorageUnavailable } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import { guardEndpoint } from "../src/host/doors.ts";
 import { type HostEndpoint, hostEndpoint, refusalOf } from "../src/host/endpoint.ts";
@@ -122,5 +122,40 @@ describe("an authorize hook that throws is no refusal, and its message stays at 
     const refused = await door.call("listConversations", []).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(NotAuthorized);
     expect(refusalOf(refused)).toBe(refused);
+  });
+
+  it("0117 after review (M1): a hook that throws the library's own NotAuthorized (or another of its errors that is no retryable one) refuses with it unchanged — a refusal (403 from an object), its message the app's; only other throws are AuthorizeFailed", async () => {
+    const inner: HostEndpoint = { call: async () => [], subscribe: async () => 1, unsubscribe: () => {} };
+    const refusals = [
+      new NotAuthorized("watchConversation", "conversation 7 is not yours."),
+      new NotFound("Conversation 7 does not exist."),
+    ];
+    for (const thrown of refusals) {
+      const door = guardEndpoint(inner, "mallory", {
+        authorize: () => {
+          throw thrown;
+        },
+      });
+      const subscribed = await door.subscribe("watchConversation", [7], () => {}).catch((error: unknown) => error);
+      expect(subscribed).toBe(thrown);
+      expect(refusalOf(subscribed)).toBe(thrown);
+      const called = await door.call("listConversations", []).catch((error: unknown) => error);
+      expect(called).toBe(thrown);
+    }
+    const door = guardEndpoint(inner, "mallory", {
+      authorize: () => Promise.reject(new NotAuthorized("watchConversation", "not yours.")),
+    });
+    const rejected = await door.call("listConversations", []).catch((error: unknown) => error);
+    expect(rejected).toBeInstanceOf(NotAuthorized);
+    expect(errorAnswer(rejected, false).status).toBe(403);
+    // A retryable one of the library's is no refusal either way: AuthorizeFailed, retryable, as any other throw.
+    const busy = guardEndpoint(inner, "ann", {
+      authorize: () => {
+        throw new StorageUnavailable("the permission store is down");
+      },
+    });
+    const failed = await busy.call("listConversations", []).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(AuthorizeFailed);
+    expect(isRetryable(failed)).toBe(true);
   });
 });

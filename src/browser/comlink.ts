@@ -44,12 +44,11 @@ Comlink.transferHandlers.set("throw", {
 
 /** Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). */
 export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, authorize?: Authorize<WorkerCaller>): ServedEndpoint {
+  /** Each subscription's release of the page's proxies (its listener and its `lost`), by its listener; once each. */
+  const releases = new WeakMap<object, () => void>();
   const served = hostEndpoint(host, {
     // The page's listener and its `lost` are proxies holding a MessagePort each; release them with the subscription.
-    dropped: (emit, lost) => {
-      (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.();
-      (lost as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
-    },
+    dropped: (emit) => releases.get(emit)?.(),
   });
   const door = workerDoor(served, { from: "page" }, authorize);
   /** Subscriptions not answered yet, by the page's ticket: the page may give one up meanwhile (decision 0107). */
@@ -61,15 +60,25 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, au
       return method === "exportDatabase" && value instanceof Uint8Array ? Comlink.transfer(value, [value.buffer as ArrayBuffer]) : value;
     },
     subscribe(method, args, emit, ticket?: unknown, lost?: unknown) {
-      // The page's `lost` (a proxy): told when the host ends the subscription itself (decision 0117).
-      const told = typeof lost === "function" ? (lost as SubscriptionLost) : undefined;
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        for (const proxy of [emit, lost]) (proxy as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
+      };
+      releases.set(emit, release);
+      // The page's `lost` (a proxy): told when the host ends the subscription itself (decision 0117). Its argument is
+      // structured-cloned, which keeps no class: it travels as the wire's SerializedError, rebuilt on the page.
+      const told: SubscriptionLost | undefined =
+        typeof lost === "function" ? (error) => void (lost as (wire: SerializedError) => unknown)(serializeError(error)) : undefined;
       // A ticket names one subscribe until it is answered: a second under it would leave the first one's unreachable.
       if (typeof ticket === "string" && unanswered.has(ticket)) {
-        (emit as Comlink.Remote<() => void>)[Comlink.releaseProxy]?.();
-        (told as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
+        release();
         return Promise.reject(new InvalidRequest(`Ticket ${JSON.stringify(ticket)} names a subscribe not answered yet; use a new one.`));
       }
       const subscribing = door.subscribe(method, args, emit, told);
+      // Refused before the host held it (the door, its hook): nothing else releases the proxies (before: leaked).
+      subscribing.catch(release);
       if (typeof ticket !== "string") return subscribing;
       unanswered.set(ticket, subscribing);
       // Forgotten once answered, only if it is still this subscribe's (decision 0111).
@@ -95,7 +104,7 @@ export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
         args: unknown[],
         emit: (value: unknown) => void,
         ticket: string,
-        lost: SubscriptionLost | undefined,
+        lost: ((wire: SerializedError) => void) | undefined,
       ): Promise<number>;
       cancelSubscribe(ticket: string): Promise<void>;
     }
@@ -109,7 +118,9 @@ export function wrapHost(worker: Comlink.Endpoint): HostEndpoint {
     subscribe(method, args, emit, lost) {
       // A ticket names the subscribe until it is answered, so the page can give it up meanwhile (decision 0107).
       const ticket = `subscribe-${wrap}-${++tickets}`;
-      const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket, lost && Comlink.proxy(lost));
+      // `lost` hears the worker's error as the wire's SerializedError and is told the library's class (NotFound stays NotFound).
+      const told = lost && Comlink.proxy((wire: SerializedError) => lost(deserializeError(wire)));
+      const subscribing = remote.subscribe(method, args, Comlink.proxy(emit), ticket, told);
       let answered: number | undefined;
       let cancelled = false;
       // Given up once answered (or answered after it was given up: the worker had settled it already), the
