@@ -8,7 +8,10 @@
  * with the host's refusal, and a subscribe that ended is asked nowhere again. One answered on an earlier connection that
  * the host refuses when a reconnect asks it again (the conversation is gone, the caller may no longer watch it) has
  * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114); an
- * answer that passes by itself (`isRetryable`, `HarnessClosed`) is no refusal: it is asked again at the next connection.
+ * answer that passes by itself (`isRetryable`, `HarnessClosed`: a hook that threw, `AuthorizeFailed`) is no refusal: it is
+ * kept, and since the open connection would never ask again the page closes it and its reconnect (backing off, a
+ * step further for each connection closed so in a row) asks again; meanwhile its status says reconnecting (decision
+ * 0117 after review; before, the page stayed silent with status ready).
  * Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
@@ -94,6 +97,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   };
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
+  /** Closes a link's socket to reconnect (below); by link, for the connection that link is. */
+  const reconnects = new WeakMap<MessageEndpoint, () => void>();
+  /** Connections closed in a row because the host could not serve a subscription now: each one backs off further. */
+  let unserved = 0;
 
   /**
    * A subscription answered earlier that the host refused when this connection asked it again, or ended with an error
@@ -105,7 +112,12 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     if (subscriptions.get(id) !== subscription || !subscription.answered || subscription.link !== link) return;
     // What passes by itself is no refusal (`refusalOf`, as on the tabs' endpoint): kept, asked again at the next connection.
     const refusal = refusalOf(error);
-    if (!refusal) return;
+    if (!refusal) {
+      // Not served now, and the host no longer holds it: an open connection would never ask again (decision 0117 after
+      // review). Closed, so that the reconnect's backoff asks again — never a loop faster than that backoff.
+      if (!dead.has(link)) reconnects.get(link)?.();
+      return;
+    }
     subscriptions.delete(id);
     subscription.lost?.(refusal);
   };
@@ -153,7 +165,16 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       opened = true;
       connections++;
       options.onState?.({ state: "open" });
-      for (const [id, subscription] of subscriptions) void subscribeOn(link, id, subscription).catch(refusedAgain(link, id, subscription));
+      const again = [...subscriptions].map(([id, subscription]) => {
+        const subscribing = subscribeOn(link, id, subscription);
+        subscribing.catch(refusedAgain(link, id, subscription));
+        return subscribing;
+      });
+      // Every subscription served again: a later unserved one backs off from the start.
+      Promise.all(again).then(
+        () => void (unserved = 0),
+        () => {},
+      );
       resolve(link);
     });
     let lost = false;
@@ -171,12 +192,18 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       // that failed before it opened gave its link to no one: callers keep waiting on the same promise (renewing it
       // would leave theirs pending for good, even after close()).
       if (opened) awaitLink();
-      const ceiling = Math.min(maxRetryMs, retryMs * 2 ** failures);
+      const ceiling = Math.min(maxRetryMs, retryMs * 2 ** (failures + unserved));
       const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
       failures++;
       options.onState?.({ state: "reconnecting", attempt: failures, retryInMs: delay });
       setTimer(open, delay);
     };
+    reconnects.set(link, () => {
+      if (lost) return;
+      unserved++;
+      ws.close(4000, "a subscription the host could not serve now: asking again");
+      drop(); // now, not at the socket's close event: nothing more is sent on a connection given up
+    });
     ws.addEventListener("close", drop);
     ws.addEventListener("error", drop);
   };

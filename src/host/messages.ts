@@ -17,6 +17,7 @@
  */
 
 import { InvalidRequest } from "../errors.ts";
+import { isRetryable } from "../retryable.ts";
 import type { HostEndpoint, SubscriptionLost } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
 import { cancelPending, isPending, pendingSubscription } from "./pending-subscription.ts";
@@ -44,7 +45,8 @@ export interface MessageConnection {
    * earlier instance answered: the page has them; the first values of each subscription (a status, a snapshot) do.
    * One still `waiting` there (a watch of a conversation not come yet) is answered by this instance (decision 0111).
    * One this instance refuses is answered with an error frame under its id: the page's subscription has ended, and
-   * `messageEndpoint` tells its owner (`lost`, decision 0114).
+   * `messageEndpoint` tells its owner (`lost`, decision 0114). One it cannot serve now (a retryable error: its hook
+   * threw) is answered so too, and stays held: the page's socket asks again on a new connection, a later wake again.
    */
   restore(subscriptions: readonly HeldSubscription[]): void;
 }
@@ -115,7 +117,10 @@ export function serveMessages(
         if (unanswered.get(id) === own) unanswered.delete(id);
         if (subscriptions.get(id) === subscribed) {
           subscriptions.delete(id);
-          if (held.delete(id)) changed();
+          // Restored, and not served now only for a while (its hook threw: AuthorizeFailed): still held, so that the
+          // next wake asks again; the page hears the error frame, and its socket connects anew to ask (decision 0117
+          // after review; before, it was dropped from the attachment for good).
+          if ((answer || !isRetryable(error)) && held.delete(id)) changed();
         }
         if (!closed) fail(id)(error);
         return undefined;

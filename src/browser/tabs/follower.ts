@@ -7,6 +7,7 @@ import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
+import { isRetryable } from "../../retryable.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
@@ -34,6 +35,10 @@ interface Subscription {
   on?: Target;
   remote?: Promise<number>;
 }
+
+/** The first wait before a place that could not serve a subscription now is asked again, and the longest. */
+const UNSERVED_RETRY_MS = 500;
+const UNSERVED_MAX_RETRY_MS = 10_000;
 
 export interface TabsEndpoint extends HostEndpoint {
   /** Stops following (the page's worker is gone or the client was disposed). */
@@ -82,7 +87,19 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       else waiting.add({ fresh, resolve });
     });
 
+  /**
+   * Answered subscriptions the database's place could not serve now (a retryable answer: its door's hook threw), by
+   * id: asked there again after a backoff; meanwhile the page's status says reconnecting, not ready (decision 0117 after
+   * review; before, such a subscription was asked again only at the next move, the page silent and "ready").
+   */
+  const unserved = new Map<number, { attempt: number; retryInMs: number }>();
   const status = (): HarnessStatus => {
+    const now = place();
+    if (now.kind !== "ready" || unserved.size === 0) return now;
+    const attempt = Math.max(...[...unserved.values()].map((wait) => wait.attempt));
+    return { kind: "reconnecting", attempt, retryInMs: [...unserved.values()].find((wait) => wait.attempt === attempt)!.retryInMs };
+  };
+  const place = (): HarnessStatus => {
     if (ownStatus.kind === "ready") return { ...ownStatus, role: "leader" };
     if (!following()) return ownStatus;
     if (leader?.status?.kind === "ready") return { ...leader.status, role: "follower" };
@@ -103,7 +120,12 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       (error) => {
         if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
         const refusal = refusalOf(error);
-        if (!refusal) return;
+        if (!refusal) {
+          // It held it no more: asked again there after the backoff (a retryable end), or at the next move.
+          subscription.on = undefined;
+          if (unservable(error)) askAgain(id, subscription, target);
+          return;
+        }
         subscriptions.delete(id);
         subscription.on = undefined;
         subscription.lost?.(refusal);
@@ -162,15 +184,37 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    */
   const reattach = (id: number, subscription: Subscription, target: Target) => {
     const remote = attach(id, subscription, target);
+    remote.then(
+      () => subscription.remote === remote && unserved.delete(id) && changed(),
+      () => {},
+    );
     remote.catch((error: unknown) => {
       if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
       if (target !== OWN && isLoss(error)) return lose(target);
       // The host's untyped "not open" (`DurableError`) is a database leaving that place too.
       const refusal = (error as { name?: unknown } | undefined)?.name === "DurableError" ? undefined : refusalOf(error);
-      if (!refusal) return;
+      if (!refusal) {
+        if (unservable(error)) askAgain(id, subscription, target);
+        return;
+      }
       subscriptions.delete(id);
+      if (unserved.delete(id)) changed();
       subscription.lost?.(refusal);
     });
+  };
+  /** A place that answered, and could not serve it now (not a place lost: that is a move). */
+  const unservable = (error: unknown) => isRetryable(error) && !isLoss(error) && (error as { name?: unknown }).name !== "WorkerGone";
+  /** Asks `target` again after a backoff that doubles while it cannot serve the subscription (at most one wait each). */
+  const askAgain = (id: number, subscription: Subscription, target: Target) => {
+    const attempt = (unserved.get(id)?.attempt ?? 0) + 1;
+    const retryInMs = Math.min(UNSERVED_MAX_RETRY_MS, UNSERVED_RETRY_MS * 2 ** (attempt - 1));
+    unserved.set(id, { attempt, retryInMs });
+    changed();
+    setTimeout(() => {
+      // Moved meanwhile (the move asked again), or ended: nothing to do.
+      if (subscriptions.get(id) === subscription && subscription.on === undefined && readyTarget() === target)
+        reattach(id, subscription, target);
+    }, retryInMs);
   };
 
   const changed = () => {
@@ -331,6 +375,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       statusListeners.delete(id);
       const subscription = subscriptions.get(id);
       subscriptions.delete(id);
+      if (unserved.delete(id)) changed();
       if (subscription) detach(subscription);
     },
     close() {
