@@ -23,7 +23,8 @@ import type { DurableObjectState, DurableObjectStorage, HibernatableWebSocket } 
 /** What an app sets to turn follow mode on (`HarnessObjectOptions.follow`). */
 export interface FollowOptions {
   /**
-   * Whether `caller` (what `authenticate` returned for the socket's upgrade) may do `action` on a follow link:
+   * Whether `caller` (what `authenticate` returned for the socket's upgrade) may do `action` on a follow link (false
+   * or a thrown `NotAuthorized` refuses; any other throw answers `AuthorizeFailed`, retryable, as `authorize` does):
    * `push` and `release` (write powers: they change the object's copy and hand it the work), `lease.acquire`,
    * `lease.renew`, `lease.release`, `lease.leaving` (a closing page's word on its own socket, decision 0101: allow it
    * where you allow `lease.release`), and other topics' calls (`places.…`). Required: follow mode writes.

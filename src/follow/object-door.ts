@@ -1,11 +1,13 @@
 /**
- * The object's door on a follow link (object-end.ts): the app's `authorize` asked safely (false or a throw: refused),
+ * The object's door on a follow link (object-end.ts): the app's `authorize` asked safely (false, or a thrown refusal of
+ * the library's: refused; any other throw: `AuthorizeFailed`, retryable — decision 0117 after review),
  * the place a call speaks for, errors as the tab receives them, and the answer to the wire's hello (which needs no door).
  */
 import type { Json } from "../base/json.ts";
-import { NotAuthorized } from "../errors.ts";
+import { AuthorizeFailed, DurableError, NotAuthorized } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
+import { isRetryable } from "../retryable.ts";
 import { COPY } from "./copy-writes.ts";
 import type { FollowAction, FollowAuthorize, FollowRequest } from "./object-end-options.ts";
 import { PAGE_CALLS, type PageCallRelay } from "./page-call-relay.ts";
@@ -13,12 +15,22 @@ import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import type { ObjectMessage } from "./wire.ts";
 import { answerHello } from "./wire-version.ts";
 
-export async function allowed(authorize: FollowAuthorize, action: FollowAction, place?: string, request?: FollowRequest): Promise<boolean> {
+/** Whether the hook allows `action`: true, or the error that answers it (`NotAuthorized`, or `AuthorizeFailed`). */
+export async function allowed(
+  authorize: FollowAuthorize,
+  action: FollowAction,
+  place?: string,
+  request?: FollowRequest,
+): Promise<true | Error> {
   try {
-    return (await (request === undefined ? authorize(action, place) : authorize(action, place, request))) === true;
-  } catch {
-    return false;
+    if ((await (request === undefined ? authorize(action, place) : authorize(action, place, request))) === true) return true;
+  } catch (error) {
+    // As the object's page doors (doors.ts): a refusal of the library's is answered as thrown; any other throw is the
+    // app's bug or its store down — no refusal (a pushing tab sends again), its message kept here (before: refused).
+    if (error instanceof DurableError && !isRetryable(error)) return error;
+    return new AuthorizeFailed(action, { cause: error });
   }
+  return notAuthorized(action);
 }
 
 /**
@@ -41,7 +53,7 @@ export function errorShape(error: unknown): ErrorShape {
   return shape;
 }
 
-export function notAuthorized(action: string): NotAuthorized {
+function notAuthorized(action: string): NotAuthorized {
   return new NotAuthorized(action, "the object's follow.authorize refused this caller.");
 }
 

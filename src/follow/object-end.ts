@@ -24,7 +24,7 @@ import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { holderOf } from "./lease-holder.ts";
-import { allowed, answerHelloCall, doorOf, errorShape, notAuthorized } from "./object-door.ts";
+import { allowed, answerHelloCall, doorOf, errorShape } from "./object-door.ts";
 import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
 import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
@@ -243,7 +243,7 @@ export class ObjectEnd {
     if (message.type === "call" && message.topic === WIRE_TOPIC)
       return reply(encodeFollowMessage(answerHelloCall(message.id, message.args)));
     const spoke = async (place: string) => {
-      if (!(await allowed(authorize, "push", place))) return; // only a caller with the write power receives the tab's calls
+      if ((await allowed(authorize, "push", place)) !== true) return; // only a caller with the write power receives the tab's calls
       this.#speakers.set(place, reply);
       this.#placeOf.set(connection, place);
       speaksFor?.(place);
@@ -252,8 +252,9 @@ export class ObjectEnd {
       const { id, topic, method, args } = message;
       // The door first: a remembered answer is only for a caller that may make the call.
       const door = doorOf(topic, method, args, this.#placeOf.get(connection), this.#pageCalls);
-      if (!(await allowed(authorize, `${topic}.${method}`, door.place, door.request))) {
-        reply(encodeFollowMessage({ type: "answer", id, error: errorShape(notAuthorized(`${topic}.${method}`)) }));
+      const admitted = await allowed(authorize, `${topic}.${method}`, door.place, door.request);
+      if (admitted !== true) {
+        reply(encodeFollowMessage({ type: "answer", id, error: errorShape(admitted) }));
         return;
       }
       if (topic === "follow")
@@ -276,11 +277,12 @@ export class ObjectEnd {
     }
     if (message.type === "ack") {
       // A following tab's head (reading the log is the follow.from power).
-      if (await allowed(authorize, "follow.from")) this.#feed.ack(connection, reply, message.head);
+      if ((await allowed(authorize, "follow.from")) === true) this.#feed.ack(connection, reply, message.head);
       return;
     }
-    if (!(await allowed(authorize, message.type, message.from))) {
-      reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(notAuthorized(message.type)) }));
+    const admitted = await allowed(authorize, message.type, message.from);
+    if (admitted !== true) {
+      reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(admitted) }));
       return;
     }
     // One push or release at a time: each reads the copy's head and joins parts from there.

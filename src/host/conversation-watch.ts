@@ -63,9 +63,17 @@ export class ConversationWatch {
     try {
       if (this.#bind(next)) this.#settle?.();
     } catch (error) {
-      if (this.#settle) this.#settle(error);
-      else this.#options.lost(error instanceof Error ? error : new NotFound(`Conversation ${this.#options.conversationId} is gone.`));
+      this.#fail(error);
     }
+  }
+
+  /**
+   * It will not come: a wait is refused; an answered watch (moved to a copy that had not reached its id, which then
+   * passed it) has ended, `lost` (decision 0117 after review; before, that one was dropped silently).
+   */
+  #fail(error: unknown): void {
+    if (this.#settle) this.#settle(error);
+    else this.#options.lost(error instanceof Error ? error : new NotFound(`Conversation ${this.#options.conversationId} is gone.`));
   }
 
   /** Stops watching (or waiting). */
@@ -93,7 +101,7 @@ export class ConversationWatch {
       } else if (conversationId < harness.nextId) {
         stopCommits();
         this.#stop = () => {};
-        this.#settle?.(notAConversation(harness, conversationId));
+        this.#fail(notAConversation(harness, conversationId));
       }
     });
     this.#stop = stopCommits;
