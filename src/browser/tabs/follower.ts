@@ -212,7 +212,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     changed();
     setTimeout(() => {
       // Moved meanwhile (the move asked again), or ended: nothing to do.
-      if (subscriptions.get(id) === subscription && subscription.on === undefined && readyTarget() === target)
+      if (!disposed && subscriptions.get(id) === subscription && subscription.on === undefined && readyTarget() === target)
         reattach(id, subscription, target);
     }, retryInMs);
   };
