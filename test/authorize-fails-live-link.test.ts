@@ -1,9 +1,12 @@
 /**
  * Decision 0117, after review (H2): `AuthorizeFailed` is retryable, so a page keeps a subscription its host answered so
  * at a reconnect or a wake — but the link is open and healthy, and the host no longer holds the subscription: nothing
- * asked again, and the page sat silent with status "ready". Now the page's socket closes such a link and its reconnect
- * asks again, backing off further for each link closed so in a row (never a loop faster than the backoff); its status
- * says reconnecting meanwhile. A Durable Object that woke keeps such a subscription held (the next wake asks again).
+ * asked again, and the page sat silent with status "ready". After that review the page's socket closed such a link to
+ * reconnect; its second review (H-a) found that this failed every call on a healthy link, forever while one
+ * subscription stayed unservable. Now the page asks that subscription again on the same link after its own backoff
+ * (`retryMs`, doubling to `maxRetryMs`, one timer per subscription); calls are unaffected; its status says reconnecting
+ * while one waits, and the host's own once each is served. A Durable Object that woke keeps such a subscription held
+ * (the next wake asks again).
  */
 import { describe, expect, it } from "vitest";
 import type { ConversationViewState } from "../src/agent/view/view.ts";
@@ -11,6 +14,7 @@ import { HarnessClient } from "../src/browser/client.ts";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
 import { type SocketLike, type SocketState, socketEndpoint } from "../src/browser/socket.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
+import { AuthorizeFailed } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import { guardEndpoint } from "../src/host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../src/host/endpoint.ts";
@@ -32,23 +36,30 @@ async function guardedHost() {
   const hook = { failing: false, asked: 0 };
   const door = (): HostEndpoint =>
     guardEndpoint(hostEndpoint(host.service), "ann", {
-      authorize: () => {
+      authorize: (_caller, call) => {
         hook.asked++;
-        if (hook.failing) throw new Error("the permission store is down");
+        // The permission store is down for subscriptions (one conversation's, say): calls still pass.
+        if (hook.failing && call.kind === "subscribe") throw new Error("the permission store is down");
         return true;
       },
     });
   return { host, hook, door };
 }
 
-/** A manual clock for the socket's backoff: each reconnect waits here until fired. */
+/** A manual clock for the socket's backoffs: each reconnect and re-ask waits here until fired (or cleared). */
 function manualTimer() {
   const waiting: Array<{ fire: () => void; ms: number }> = [];
   return {
     delays: [] as number[],
     setTimer(fire: () => void, ms: number) {
       this.delays.push(ms);
-      waiting.push({ fire, ms });
+      const timer = { fire, ms };
+      waiting.push(timer);
+      return timer;
+    },
+    clearTimer(timer: unknown) {
+      const at = waiting.indexOf(timer as never);
+      if (at >= 0) waiting.splice(at, 1);
     },
     async fire() {
       waiting.shift()?.fire();
@@ -61,7 +72,7 @@ function manualTimer() {
 }
 
 describe("decision 0117 after review: a subscription the host cannot serve now, on a link still open", () => {
-  it("H2: a hook that throws when a reconnect asks again: the page closes that link and asks again on the next, backing off further each time (no faster loop), says reconnecting meanwhile, and is served again once the hook answers — nobody is told lost", async () => {
+  it("H2, H-a (S8): a hook that throws when a reconnect asks again: the page asks each subscription again on the same link after its own backoff (doubling, one timer each), calls go through meanwhile, and it is served again once the hook answers — nobody is told lost", async () => {
     const { host, hook, door } = await guardedHost();
     const a = await host.service.createConversation();
     const sockets = scriptedSockets(door());
@@ -72,6 +83,7 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
       maxRetryMs: 10_000,
       random: () => 1,
       setTimer: (fire, ms) => timer.setTimer(fire, ms),
+      clearTimer: (handle) => timer.clearTimer(handle),
       onState: (state) => states.push(state),
     });
     const client = new HostClient(socket, "page-1");
@@ -83,14 +95,21 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
     sockets.drop();
     await settle();
     expect(timer.delays).toEqual([100]);
-    for (let i = 0; i < 3; i++) await timer.fire(); // each connection: the hook throws, the link is closed, one timer more
-    expect(timer.delays).toEqual([100, 200, 400, 800]);
-    expect(timer.pending).toBe(1); // never more than one reconnect waiting: no loop but the backoff
-    expect(socket.connections).toBe(4);
-    expect(states.at(-1)).toEqual({ state: "reconnecting", attempt: 1, retryInMs: 800 });
+    await timer.fire(); // the reconnect: its two subscriptions (status, watch) are not served, each waits 100 ms
+    expect(timer.delays).toEqual([100, 100, 100]);
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100 });
+    for (let i = 0; i < 4; i++) await timer.fire(); // asked again twice each: 200, then 400
+    expect(timer.delays).toEqual([100, 100, 100, 200, 200, 400, 400]);
+    expect(timer.pending).toBe(2); // one wait per subscription, never more
+    expect(socket.connections).toBe(2); // the link was kept
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 3, retryInMs: 400 });
+    // A call meanwhile is answered on the same link.
+    expect(await client.listConversations()).toHaveLength(1);
     expect(lost).toEqual([]);
     hook.failing = false;
     await timer.fire();
+    await timer.fire();
+    expect(timer.pending).toBe(0);
     expect(states.at(-1)).toEqual({ state: "open" });
     const seen: ConversationViewState[] = [];
     view.subscribe((state) => seen.push(state));
@@ -99,15 +118,74 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
     expect(seen.at(-1)?.entries.length ?? 0).toBeGreaterThan(0);
     expect(lost).toEqual([]);
     expect(client.status.kind).toBe("ready");
-    // Served again: a later drop backs off from the start.
+    // A drop while they wait ends their waits: the reconnect asks everything again, from the start of its backoff.
+    hook.failing = true;
     sockets.drop();
     await settle();
+    await timer.fire();
+    expect(timer.pending).toBe(2);
+    sockets.drop();
+    await settle();
+    expect(timer.pending).toBe(1); // only the reconnect
     expect(timer.delays.at(-1)).toBe(100);
     socket.close();
     await host.service.close();
   });
 
-  it("H2: a page's HarnessClient over an object's socket does not say ready while its host cannot serve what it holds", async () => {
+  it("H-a (S8): a submit made while a subscription waits to be asked again is answered, on the same link (before: ConnectionLost, though the host ran it)", async () => {
+    const mode = { watchFailing: false };
+    let ran = 0;
+    let next = 0;
+    const endpoint: HostEndpoint = {
+      call: async () => {
+        ran++;
+        await new Promise((resolve) => setTimeout(resolve, 5)); // a submit takes a moment
+        return "done";
+      },
+      subscribe: async () => {
+        if (mode.watchFailing) throw new AuthorizeFailed("watchConversation");
+        return ++next;
+      },
+      unsubscribe: () => {},
+    };
+    const sockets = scriptedSockets(endpoint);
+    const timer = manualTimer();
+    const socket = socketEndpoint(sockets.connect, {
+      retryMs: 100,
+      random: () => 1,
+      setTimer: (fire, ms) => timer.setTimer(fire, ms),
+      clearTimer: (handle) => timer.clearTimer(handle),
+    });
+    await settle();
+    const lost: Error[] = [];
+    const id = await socket.subscribe(
+      "watchConversation",
+      ["A"],
+      () => {},
+      (error) => lost.push(error),
+    );
+    mode.watchFailing = true; // the hook fails for this watch only; calls are allowed
+    sockets.drop();
+    await settle();
+    const call = socket.call("submit", [1, "hello"]).then(
+      (value) => ({ value }),
+      (error: Error) => ({ error: (error as Error).name }),
+    );
+    await timer.fire(); // reconnect: the queued call and the re-subscribe go out together; the re-subscribe fails
+    expect(timer.pending).toBe(1); // the watch's wait
+    const later = socket.call("submit", [1, "again"]);
+    expect(await call).toEqual({ value: "done" });
+    expect(await later).toBe("done");
+    expect(ran).toBe(2);
+    expect(socket.connections).toBe(2);
+    // Given up while it waits: the wait ends, nothing more is asked.
+    await socket.unsubscribe(id);
+    expect(timer.pending).toBe(0);
+    expect(lost).toEqual([]);
+    socket.close();
+  });
+
+  it("H2, H-a: a page's HarnessClient over an object's socket does not say ready while its host cannot serve what it holds, answers calls meanwhile, and is ready again on the same connection once served", async () => {
     const { host, hook, door } = await guardedHost();
     const sockets = scriptedSockets(door());
     let connects = 0;
@@ -126,16 +204,19 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
     const asked = hook.asked;
     await expect.poll(() => hook.asked, { timeout: 5_000 }).toBeGreaterThan(asked);
     await settle();
-    // The host could not serve the page's status subscription on that connection: not ready, reconnecting again.
+    // The host could not serve the page's status subscription on that connection: not ready, reconnecting.
     expect(client.status.kind).toBe("reconnecting");
+    // Calls go through on that connection meanwhile.
+    expect(await client.listConversations()).toEqual([]);
     hook.failing = false;
-    await expect.poll(() => connects, { timeout: 5_000 }).toBe(3);
+    // Asked again on the same connection after its backoff (250–500 ms), and served: ready, no new connection.
     await expect.poll(() => client.status.kind, { timeout: 10_000 }).toBe("ready");
+    expect(connects).toBe(2);
     client.terminate();
     await host.service.close();
   });
 
-  it("H2: a Durable Object wakes and its hook throws while it restores what the page held: the page hears it, connects anew and is served; the woken instance still holds the subscription for a later wake", async () => {
+  it("H2, H-a: a Durable Object wakes and its hook throws while it restores what the page held: the page hears it, asks again on the same socket after its backoff and is served; the woken instance still holds the subscription for a later wake", async () => {
     const { host, hook, door } = await guardedHost();
     const a = await host.service.createConversation();
     let held: HeldSubscription[] = [];
@@ -196,7 +277,12 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
         sockets.push(made);
         return made;
       },
-      { retryMs: 100, random: () => 1, setTimer: (fire, ms) => timer.setTimer(fire, ms) },
+      {
+        retryMs: 100,
+        random: () => 1,
+        setTimer: (fire, ms) => timer.setTimer(fire, ms),
+        clearTimer: (handle) => timer.clearTimer(handle),
+      },
     );
     const client = new HostClient(socket, "page-1");
     await client.ready();
@@ -212,12 +298,14 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
     await settle();
     // The woken instance could not serve them now: still held, for a later wake.
     expect(held.map((h) => h.method).sort()).toEqual(["onStatus", "watchConversation"]);
-    // The page heard it: it closed that link, and its reconnect waits on the backoff.
-    expect(timer.pending).toBe(1);
+    // The page heard it: each subscription waits its backoff, on the same socket.
+    expect(timer.pending).toBe(2);
     expect(lost).toEqual([]);
     hook.failing = false;
     await timer.fire();
-    expect(opened).toBe(2);
+    await timer.fire();
+    expect(opened).toBe(1);
+    expect(held.map((h) => h.method).sort()).toEqual(["onStatus", "watchConversation"]);
     const seen: ConversationViewState[] = [];
     view.subscribe((state) => seen.push(state));
     await host.service.submit(a, { type: "input", content: "after the wake" });

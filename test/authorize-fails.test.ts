@@ -124,12 +124,9 @@ describe("an authorize hook that throws is no refusal, and its message stays at 
     expect(refusalOf(refused)).toBe(refused);
   });
 
-  it("0117 after review (M1): a hook that throws the library's own NotAuthorized (or another of its errors that is no retryable one) refuses with it unchanged — a refusal (403 from an object), its message the app's; only other throws are AuthorizeFailed", async () => {
+  it("0117 after review (M1), second review (M-b): a hook that throws the library's own NotAuthorized refuses with it unchanged — a refusal (403 from an object), its message the app's; any other throw, the library's errors included, is AuthorizeFailed", async () => {
     const inner: HostEndpoint = { call: async () => [], subscribe: async () => 1, unsubscribe: () => {} };
-    const refusals = [
-      new NotAuthorized("watchConversation", "conversation 7 is not yours."),
-      new NotFound("Conversation 7 does not exist."),
-    ];
+    const refusals = [new NotAuthorized("watchConversation", "conversation 7 is not yours.")];
     for (const thrown of refusals) {
       const door = guardEndpoint(inner, "mallory", {
         authorize: () => {
@@ -148,14 +145,16 @@ describe("an authorize hook that throws is no refusal, and its message stays at 
     const rejected = await door.call("listConversations", []).catch((error: unknown) => error);
     expect(rejected).toBeInstanceOf(NotAuthorized);
     expect(errorAnswer(rejected, false).status).toBe(403);
-    // A retryable one of the library's is no refusal either way: AuthorizeFailed, retryable, as any other throw.
-    const busy = guardEndpoint(inner, "ann", {
-      authorize: () => {
-        throw new StorageUnavailable("the permission store is down");
-      },
-    });
-    const failed = await busy.call("listConversations", []).catch((error: unknown) => error);
-    expect(failed).toBeInstanceOf(AuthorizeFailed);
-    expect(isRetryable(failed)).toBe(true);
+    // Any other of the library's, retryable or not, is no refusal: AuthorizeFailed, retryable, as any other throw.
+    for (const other of [new StorageUnavailable("the permission store is down"), new NotFound("Conversation 7 does not exist.")]) {
+      const busy = guardEndpoint(inner, "ann", {
+        authorize: () => {
+          throw other;
+        },
+      });
+      const failed = await busy.call("listConversations", []).catch((error: unknown) => error);
+      expect(failed).toBeInstanceOf(AuthorizeFailed);
+      expect(isRetryable(failed)).toBe(true);
+    }
   });
 });

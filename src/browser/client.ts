@@ -48,11 +48,19 @@ export class HarnessClient extends HostClient {
   constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
     if ("url" in target) {
       const url = target.url.replace(/^http/, "ws");
+      let unserved = false;
       const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike), {
-        // While the page reconnects, its status says so; the host's status comes back with the connection.
+        // While the page reconnects, its status says so; the host's status comes back with the connection. While the
+        // open connection cannot serve a subscription now, it says reconnecting too (as a worker's page does; decision
+        // 0117), and the host's last status once every one is served again.
         onState: (state) => {
-          if (state.state === "reconnecting")
-            this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs });
+          if (state.state === "open") {
+            if (unserved) this?.hostStatusAgain();
+            unserved = false;
+            return;
+          }
+          unserved = state.state === "unserved";
+          this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs });
         },
       });
       super(socket, `page-${crypto.randomUUID()}`);

@@ -9,9 +9,10 @@
  * the host refuses when a reconnect asks it again (the conversation is gone, the caller may no longer watch it) has
  * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114); an
  * answer that passes by itself (`isRetryable`, `HarnessClosed`: a hook that threw, `AuthorizeFailed`) is no refusal: it is
- * kept, and since the open connection would never ask again the page closes it and its reconnect (backing off, a
- * step further for each connection closed so in a row) asks again; meanwhile its status says reconnecting (decision
- * 0117 after review; before, the page stayed silent with status ready).
+ * kept, and asked again on the same connection after its own backoff (`retryMs`, doubling to `maxRetryMs`), until it
+ * is served, refused, given up or its connection drops (the reconnect asks everything again); calls go on meanwhile,
+ * and `onState` hears `unserved` (decision 0117, its second review: before, the page closed the healthy connection,
+ * and every call on it failed `ConnectionLost` while one subscription could not be served).
  * Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
@@ -53,28 +54,43 @@ interface Subscription {
   subscribing?: Promise<void>;
   /** The connection's own subscribe, while it has not answered (given up with `cancelPending`). */
   pending?: Promise<number>;
+  /** Answered once, not served on its connection now (a retryable answer): asked there again when `timer` fires. */
+  wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined };
 }
 
 /** The connection's state, as `SocketEndpointOptions.onState` hears it. */
-export type SocketState = { state: "open" } | { state: "reconnecting"; attempt: number; retryInMs: number };
+export type SocketState =
+  /** A connection opened; also: the open connection serves every subscription again (after `unserved`). */
+  | { state: "open" }
+  | { state: "reconnecting"; attempt: number; retryInMs: number }
+  /** The open connection could not serve a subscription now: asked again in `retryInMs` (the longest wait's). */
+  | { state: "unserved"; attempt: number; retryInMs: number };
 
 export interface SocketEndpointOptions {
   /** The delay before the first reconnect after a connection the host answered on. Default 500 ms. */
   retryMs?: number;
   /** The longest delay between attempts. Default 10,000 ms. */
   maxRetryMs?: number;
-  /** Told when a connection opens and when one is lost (with the coming attempt). */
+  /** Told when a connection opens and when one is lost (with the coming attempt), and of unserved subscriptions. */
   onState?: (state: SocketState) => void;
-  /** For tests: the timer and the random source the backoff uses. */
-  setTimer?: (fire: () => void, ms: number) => void;
+  /** For tests: the timer (and its clearing) and the random source the backoffs use. */
+  setTimer?: (fire: () => void, ms: number) => unknown;
+  clearTimer?: (timer: unknown) => void;
   random?: () => number;
 }
 
 export function socketEndpoint(connect: () => SocketLike, options: SocketEndpointOptions = {}): ReconnectingEndpoint {
   const retryMs = options.retryMs ?? 500;
   const maxRetryMs = Math.max(retryMs, options.maxRetryMs ?? 10_000);
-  const setTimer = options.setTimer ?? ((fire: () => void, ms: number) => void setTimeout(fire, ms));
   const random = options.random ?? Math.random;
+  const setTimer = options.setTimer ?? ((fire: () => void, ms: number) => setTimeout(fire, ms));
+  const clearTimer =
+    options.clearTimer ?? (options.setTimer ? () => {} : (timer: unknown) => clearTimeout(timer as ReturnType<typeof setTimeout>));
+  /** A backoff's delay: `retryMs`·2^`step`, at most `maxRetryMs`, drawn from its upper half. */
+  const backoff = (step: number) => {
+    const ceiling = Math.min(maxRetryMs, retryMs * 2 ** step);
+    return Math.round(ceiling / 2 + (random() * ceiling) / 2);
+  };
   /** Attempts that failed since a connection the host last answered on (a socket that opens and drops unanswered counts). */
   let failures = 0;
   const subscriptions = new Map<number, Subscription>();
@@ -97,10 +113,37 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   };
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
-  /** Closes a link's socket to reconnect (below); by link, for the connection that link is. */
-  const reconnects = new WeakMap<MessageEndpoint, () => void>();
-  /** Connections closed in a row because the host could not serve a subscription now: each one backs off further. */
-  let unserved = 0;
+
+  /** Whether any subscription waits to be asked again on the open connection. */
+  const waiting = () => [...subscriptions.values()].some((subscription) => subscription.wait);
+  /** Ends `subscription`'s wait (served, refused, given up, its connection gone); `onState` hears when none is left. */
+  const endWait = (subscription: Subscription | undefined, report = true) => {
+    if (!subscription?.wait) return;
+    clearTimer(subscription.wait.timer);
+    subscription.wait = undefined;
+    if (report && !closed && !waiting()) options.onState?.({ state: "open" });
+  };
+  /** Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. */
+  const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => {
+    const attempt = (subscription.wait?.attempt ?? 0) + 1;
+    clearTimer(subscription.wait?.timer);
+    // Not served under its id any more: a Durable Object that woke keeps it held for a later wake until it is asked anew.
+    const stale = subscription.wait?.stale ?? subscription.remote;
+    subscription.remote = undefined;
+    const wait = { attempt, retryInMs: backoff(attempt - 1), timer: undefined as unknown, stale };
+    subscription.wait = wait;
+    wait.timer = setTimer(() => {
+      if (subscription.wait !== wait || closed || dead.has(link) || subscriptions.get(id) !== subscription) return;
+      if (stale !== undefined) link.endpoint.unsubscribe(stale); // what it kept under the old id is released now
+      wait.stale = undefined;
+      subscription.subscribing = undefined; // a new subscribe on the same connection
+      ask(link, id, subscription);
+    }, wait.retryInMs);
+    const longest = [...subscriptions.values()].reduce((most, other) =>
+      (other.wait?.attempt ?? 0) > (most.wait?.attempt ?? 0) ? other : most,
+    ).wait!;
+    options.onState?.({ state: "unserved", attempt: longest.attempt, retryInMs: longest.retryInMs });
+  };
 
   /**
    * A subscription answered earlier that the host refused when this connection asked it again, or ended with an error
@@ -114,11 +157,12 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     const refusal = refusalOf(error);
     if (!refusal) {
       // Not served now, and the host no longer holds it: an open connection would never ask again (decision 0117 after
-      // review). Closed, so that the reconnect's backoff asks again — never a loop faster than that backoff.
-      if (!dead.has(link)) reconnects.get(link)?.();
+      // review). Asked again there after its backoff (0117's second review; a drop's reconnect asks everything anyway).
+      if (!dead.has(link) && !closed) askAgain(link, id, subscription);
       return;
     }
     subscriptions.delete(id);
+    endWait(subscription);
     subscription.lost?.(refusal);
   };
 
@@ -143,6 +187,15 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     })();
     return subscription.subscribing;
   };
+  /** (Re-)subscribes an answered subscription on `link`: served ends its wait, an error is judged by `refusedAgain`. */
+  const ask = (link: MessageEndpoint, id: number, subscription: Subscription) => {
+    const subscribing = subscribeOn(link, id, subscription);
+    subscribing.then(
+      () => subscription.link === link && subscriptions.get(id) === subscription && endWait(subscription),
+      refusedAgain(link, id, subscription),
+    );
+    return subscribing;
+  };
 
   const open = () => {
     if (closed) return; // closed while the retry waited: no new socket
@@ -165,16 +218,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       opened = true;
       connections++;
       options.onState?.({ state: "open" });
-      const again = [...subscriptions].map(([id, subscription]) => {
-        const subscribing = subscribeOn(link, id, subscription);
-        subscribing.catch(refusedAgain(link, id, subscription));
-        return subscribing;
-      });
-      // Every subscription served again: a later unserved one backs off from the start.
-      Promise.all(again).then(
-        () => void (unserved = 0),
-        () => {},
-      );
+      for (const [id, subscription] of subscriptions) ask(link, id, subscription);
       resolve(link);
     });
     let lost = false;
@@ -182,6 +226,8 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       if (lost) return;
       lost = true;
       dead.add(link);
+      // The reconnect asks every subscription again: no wait of the dead connection's is kept.
+      for (const subscription of subscriptions.values()) endWait(subscription, false);
       link.fail(new ConnectionLost());
       if (closed) {
         current = Promise.reject(new ConnectionLost());
@@ -192,18 +238,11 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       // that failed before it opened gave its link to no one: callers keep waiting on the same promise (renewing it
       // would leave theirs pending for good, even after close()).
       if (opened) awaitLink();
-      const ceiling = Math.min(maxRetryMs, retryMs * 2 ** (failures + unserved));
-      const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
+      const delay = backoff(failures);
       failures++;
       options.onState?.({ state: "reconnecting", attempt: failures, retryInMs: delay });
       setTimer(open, delay);
     };
-    reconnects.set(link, () => {
-      if (lost) return;
-      unserved++;
-      ws.close(4000, "a subscription the host could not serve now: asking again");
-      drop(); // now, not at the socket's close event: nothing more is sent on a connection given up
-    });
     ws.addEventListener("close", drop);
     ws.addEventListener("error", drop);
   };
@@ -258,6 +297,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     async unsubscribe(id) {
       const subscription = subscriptions.get(id);
       subscriptions.delete(id);
+      // Given up while it waited: what a woken object kept under its old id is released too.
+      const stale = subscription?.wait?.stale;
+      if (stale !== undefined && subscription?.link && !dead.has(subscription.link)) subscription.link.endpoint.unsubscribe(stale);
+      endWait(subscription);
       if (subscription?.remote !== undefined && subscription.link && !dead.has(subscription.link)) {
         subscription.link.endpoint.unsubscribe(subscription.remote);
       } else {
@@ -268,6 +311,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     close() {
       if (closed) return;
       closed = true;
+      for (const subscription of subscriptions.values()) endWait(subscription, false);
       socket?.close(1000, "closed by the page");
       // A call waiting for the next connection gets ConnectionLost instead (a resolved link ignores this). Closing the
       // socket of an attempt not open yet has replaced `current` meanwhile: `refused` is still the awaited link's.

@@ -1,13 +1,13 @@
 /**
- * The object's door on a follow link (object-end.ts): the app's `authorize` asked safely (false, or a thrown refusal of
- * the library's: refused; any other throw: `AuthorizeFailed`, retryable — decision 0117 after review),
+ * The object's door on a follow link (object-end.ts): the app's `authorize` asked safely (false, or a thrown
+ * `NotAuthorized`: refused; any other throw, the library's errors included: `AuthorizeFailed`, retryable — decision 0117
+ * after review and its second review),
  * the place a call speaks for, errors as the tab receives them, and the answer to the wire's hello (which needs no door).
  */
 import type { Json } from "../base/json.ts";
-import { AuthorizeFailed, DurableError, NotAuthorized } from "../errors.ts";
+import { AuthorizeFailed, NotAuthorized } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
-import { isRetryable } from "../retryable.ts";
 import { COPY } from "./copy-writes.ts";
 import type { FollowAction, FollowAuthorize, FollowRequest } from "./object-end-options.ts";
 import { PAGE_CALLS, type PageCallRelay } from "./page-call-relay.ts";
@@ -25,9 +25,10 @@ export async function allowed(
   try {
     if ((await (request === undefined ? authorize(action, place) : authorize(action, place, request))) === true) return true;
   } catch (error) {
-    // As the object's page doors (doors.ts): a refusal of the library's is answered as thrown; any other throw is the
-    // app's bug or its store down — no refusal (a pushing tab sends again), its message kept here (before: refused).
-    if (error instanceof DurableError && !isRetryable(error)) return error;
+    // As the object's page doors (doors.ts): a thrown `NotAuthorized` is answered as thrown; any other throw (the
+    // library's errors too) is the app's bug or its store down — no refusal (a pushing tab sends again), its message
+    // kept here (before: refused).
+    if (error instanceof NotAuthorized) return error;
     return new AuthorizeFailed(action, { cause: error });
   }
   return notAuthorized(action);

@@ -18,8 +18,8 @@ import type { FollowTopic } from "./wire.ts";
 export type FollowAction = "push" | "release" | `${string}.${string}`;
 
 /**
- * Whether the connection's caller may do `action` (false, or a thrown `NotAuthorized` — any of the library's errors
- * that is no retryable one — refuses it; any other throw is `AuthorizeFailed`, retryable, decision 0117). `place` is the
+ * Whether the connection's caller may do `action` (false, or a thrown `NotAuthorized`, refuses it; any other throw, the
+ * library's errors included, is `AuthorizeFailed`, retryable — decision 0117 and its second review). `place` is the
  * place the frame speaks for when it names one — a push's or release's `from`, the first argument of `lease.*` and
  * `follow.*` calls, the `place` of a `server-tools.call` request — so an app can bind a caller to its own place
  * (another device must not take or hand back the lease, or have server tools run, under this tab's name).

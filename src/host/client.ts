@@ -39,6 +39,8 @@ export class HostClient {
   /** The host itself, without the client's bookkeeping (for a transport's own calls such as `lifeLock`). */
   protected readonly remote: RemoteHost;
   #status: HarnessStatus = { kind: "starting" };
+  /** The latest status the host itself reported (a transport's own may be shown over it for a while). */
+  #hostStatus: HarnessStatus | undefined;
   readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
   readonly #pending = new Set<(error: unknown) => void>();
   #gone: WorkerGone | undefined;
@@ -69,7 +71,7 @@ export class HostClient {
       this.remote.onStatus(
         (status: HarnessStatus) => {
           if (this.#gone) return; // the page decided: whatever arrives after is stale
-          this.#status = status;
+          this.#status = this.#hostStatus = status;
           for (const listener of this.#statusListeners) safely(() => listener(status));
         },
         // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why.
@@ -87,6 +89,11 @@ export class HostClient {
     if (this.#gone) return;
     this.#status = status;
     for (const listener of this.#statusListeners) safely(() => listener(status));
+  }
+
+  /** The transport's own status is over: the host's latest is the page's again. */
+  protected hostStatusAgain(): void {
+    if (this.#hostStatus) this.transportStatus(this.#hostStatus);
   }
 
   onStatus(listener: (status: HarnessStatus) => void): Unsubscribe {

@@ -5,8 +5,7 @@
  * on — then against the app's `authorize` hook, with the caller's identity the transport established (a
  * request's, or a socket's since it connected). A refused call is a typed error and runs nothing.
  */
-import { AuthorizeFailed, DurableError, MethodNotServed, NotAuthorized } from "../errors.ts";
-import { isRetryable } from "../retryable.ts";
+import { AuthorizeFailed, MethodNotServed, NotAuthorized } from "../errors.ts";
 import { checkCall, type HostEndpoint } from "./endpoint.ts";
 import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
 import { type Exposure, exposureOf, type MethodName, PROTOCOL } from "./protocol.ts";
@@ -20,9 +19,10 @@ export interface CallAtDoor {
 }
 
 /**
- * Whether `caller` may make `call`; false refuses it with `NotAuthorized`, and so does a thrown `NotAuthorized` (any of
- * the library's errors that is no retryable one is answered as thrown, a refusal). Any other throw (or rejection) is no
- * answer: the call fails with `AuthorizeFailed`, retryable, without the hook's message (decision 0117).
+ * Whether `caller` may make `call`; false refuses it with `NotAuthorized`, and so does a thrown `NotAuthorized` (answered
+ * as thrown, its message and all). Any other throw (or rejection) — the library's own errors included, such as the
+ * host's "not open" — is no answer: the call fails with `AuthorizeFailed`, retryable, without the hook's message
+ * (decision 0117, its second review).
  */
 export type Authorize<Caller> = (caller: Caller, call: CallAtDoor) => boolean | Promise<boolean>;
 
@@ -52,9 +52,10 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
     try {
       allowed = await doors.authorize(caller, { method, kind, args, exposure });
     } catch (error) {
-      // The hook refused on purpose with the library's own error (`NotAuthorized`, …): answered as it is (decision
-      // 0117 after review; for a while every throw was AuthorizeFailed, and a thrown NotAuthorized no refusal).
-      if (error instanceof DurableError && !isRetryable(error)) throw error;
+      // The hook refused on purpose (`NotAuthorized`): answered as it is (decision 0117 after review). Only that: any
+      // other of the library's errors a hook lets through (its lookup found the host "not open") is no refusal
+      // (0117's second review; for a while every non-retryable one was, ending a page's subscription for good).
+      if (error instanceof NotAuthorized) throw error;
       // The app's bug, not a refusal of this caller: a page's subscriptions are not ended for good by it, and the
       // hook's message (its internals) stays here as the cause (decision 0117; before: NotAuthorized, message and all).
       throw new AuthorizeFailed(method, { cause: error });

@@ -46,7 +46,7 @@ export interface MessageConnection {
    * One still `waiting` there (a watch of a conversation not come yet) is answered by this instance (decision 0111).
    * One this instance refuses is answered with an error frame under its id: the page's subscription has ended, and
    * `messageEndpoint` tells its owner (`lost`, decision 0114). One it cannot serve now (a retryable error: its hook
-   * threw) is answered so too, and stays held: the page's socket asks again on a new connection, a later wake again.
+   * threw) is answered so too, and stays held: the page's socket asks again after its backoff (unsubscribing the old id), a later wake again.
    */
   restore(subscriptions: readonly HeldSubscription[]): void;
 }
@@ -118,7 +118,7 @@ export function serveMessages(
         if (subscriptions.get(id) === subscribed) {
           subscriptions.delete(id);
           // Restored, and not served now only for a while (its hook threw: AuthorizeFailed): still held, so that the
-          // next wake asks again; the page hears the error frame, and its socket connects anew to ask (decision 0117
+          // next wake asks again; the page hears the error frame, and its socket asks again (decision 0117
           // after review; before, it was dropped from the attachment for good).
           if ((answer || !isRetryable(error)) && held.delete(id)) changed();
         }

@@ -49,8 +49,9 @@ export type HarnessStatus =
   /**
    * A Durable Object reached by URL: the connection dropped and the page reconnects (`attempt`, the next in
    * `retryInMs`). Calls made now wait for the connection; a reconnect brings the host's own status back. Also a page
-   * whose host could not serve a subscription it holds for now (its `authorize` hook threw): over a socket the page
-   * reconnects to ask again; a worker's page asks its worker again (`attempt`, in `retryInMs`; decision 0117).
+   * whose host could not serve a subscription it holds for now (its `authorize` hook threw): over a socket the page asks
+   * again on the same connection, calls answered meanwhile; a worker's page asks its worker again (`attempt`, in
+   * `retryInMs`; decision 0117 and its second review). The host's own status again once each is served.
    */
   | { kind: "reconnecting"; attempt: number; retryInMs: number }
   | { kind: "failed"; error: ErrorShape }

@@ -92,7 +92,15 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    * id: asked there again after a backoff; meanwhile the page's status says reconnecting, not ready (decision 0117 after
    * review; before, such a subscription was asked again only at the next move, the page silent and "ready").
    */
-  const unserved = new Map<number, { attempt: number; retryInMs: number }>();
+  const unserved = new Map<number, { attempt: number; retryInMs: number; timer?: ReturnType<typeof setTimeout> }>();
+  /** Served again, refused, unsubscribed: its wait (if any) ends with it, so one subscription has one timer at most. */
+  const served = (id: number) => {
+    const wait = unserved.get(id);
+    if (!wait) return false;
+    clearTimeout(wait.timer);
+    unserved.delete(id);
+    return true;
+  };
   const status = (): HarnessStatus => {
     const now = place();
     if (now.kind !== "ready" || unserved.size === 0) return now;
@@ -128,6 +136,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         }
         subscriptions.delete(id);
         subscription.on = undefined;
+        if (served(id)) changed();
         subscription.lost?.(refusal);
       },
     );
@@ -185,7 +194,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const reattach = (id: number, subscription: Subscription, target: Target) => {
     const remote = attach(id, subscription, target);
     remote.then(
-      () => subscription.remote === remote && unserved.delete(id) && changed(),
+      () => subscription.remote === remote && served(id) && changed(),
       () => {},
     );
     remote.catch((error: unknown) => {
@@ -198,7 +207,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
         return;
       }
       subscriptions.delete(id);
-      if (unserved.delete(id)) changed();
+      if (served(id)) changed();
       subscription.lost?.(refusal);
     });
   };
@@ -206,11 +215,14 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const unservable = (error: unknown) => isRetryable(error) && !isLoss(error) && (error as { name?: unknown }).name !== "WorkerGone";
   /** Asks `target` again after a backoff that doubles while it cannot serve the subscription (at most one wait each). */
   const askAgain = (id: number, subscription: Subscription, target: Target) => {
-    const attempt = (unserved.get(id)?.attempt ?? 0) + 1;
+    const before = unserved.get(id);
+    clearTimeout(before?.timer); // a wait already running (asked again at a move meanwhile) is replaced, not doubled
+    const attempt = (before?.attempt ?? 0) + 1;
     const retryInMs = Math.min(UNSERVED_MAX_RETRY_MS, UNSERVED_RETRY_MS * 2 ** (attempt - 1));
-    unserved.set(id, { attempt, retryInMs });
+    const wait: { attempt: number; retryInMs: number; timer?: ReturnType<typeof setTimeout> } = { attempt, retryInMs };
+    unserved.set(id, wait);
     changed();
-    setTimeout(() => {
+    wait.timer = setTimeout(() => {
       // Moved meanwhile (the move asked again), or ended: nothing to do.
       if (!disposed && subscriptions.get(id) === subscription && subscription.on === undefined && readyTarget() === target)
         reattach(id, subscription, target);
@@ -375,11 +387,12 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       statusListeners.delete(id);
       const subscription = subscriptions.get(id);
       subscriptions.delete(id);
-      if (unserved.delete(id)) changed();
+      if (served(id)) changed();
       if (subscription) detach(subscription);
     },
     close() {
       disposed = true;
+      for (const wait of unserved.values()) clearTimeout(wait.timer);
       reconsider();
     },
   };
