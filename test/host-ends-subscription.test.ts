@@ -17,64 +17,11 @@ import { HostClient } from "../src/host/client.ts";
 import { hostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import { type HeldSubscription, messageEndpoint, serveMessages } from "../src/host/messages.ts";
-import { createRegistry, Harness, MemoryStorage, type Storage } from "../src/index.ts";
+import { createRegistry, Harness, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { rebuildingHost } from "./rebuilding-host-support.ts";
 import { scriptedSockets, settle } from "./socket-support.ts";
 import { ctx } from "./support.ts";
-
-/**
- * A host on memory whose rebuild (`rebuildWithout(id)`) replaces the copy with one that lacks conversation `id`, as a
- * rebuild from an object's snapshot that never held it does (a conversation made only in a tab's fork, decision 0047).
- */
-async function rebuildingHost() {
-  let inner = new MemoryStorage();
-  // The host keeps its storage across a reopen: the rebuild swaps what is behind it.
-  const storage = new Proxy({} as Storage, {
-    get: (_, key) => {
-      const value = (inner as unknown as Record<PropertyKey, unknown>)[key];
-      return typeof value === "function" ? value.bind(inner) : value;
-    },
-  });
-  let asked: (() => void) | undefined;
-  let dropped: number | undefined;
-  const host = createHost({
-    database: "db",
-    openStorage: async () => storage,
-    harness: { registry: createRegistry(), resume: true },
-    rebuild: {
-      when: (listener) => void (asked = listener),
-      run: async () => {
-        const image = JSON.parse(new TextDecoder().decode(await inner.exportImage())) as {
-          conversations: Record<string, string>;
-          entries: Record<string, string>;
-        };
-        delete image.conversations[String(dropped)];
-        for (const [key, text] of Object.entries(image.entries))
-          if ((JSON.parse(text) as { conversationId: number }).conversationId === dropped) delete image.entries[key];
-        inner = MemoryStorage.fromImage(new TextEncoder().encode(JSON.stringify(image)));
-      },
-    },
-    now: () => 0,
-  });
-  await host.ready;
-  const rebuildWithout = async (id: number) => {
-    dropped = id;
-    const reopened = new Promise<void>((resolve) => {
-      let opening = false;
-      const stop = host.service.onStatus((status) => {
-        if (status.kind === "opening") opening = true;
-        else if (opening && status.kind === "ready") {
-          queueMicrotask(() => stop());
-          resolve();
-        }
-      });
-    });
-    asked!();
-    await reopened;
-    await settle();
-  };
-  return { host, rebuildWithout };
-}
 
 describe("a watch the host moves and cannot serve ends, and its owner is told (decision 0117)", () => {
   it("0117: over a page's socket, the host reopens without conversation A: A's view ends lost (NotFound, `onLost` once), a watch of A is told through its `lost`, the page tools of A through `onLost`; the host holds none of them any more, and the view of B moved and keeps updating (before: silent for good, held at the host)", async () => {
