@@ -60,7 +60,8 @@ export class HarnessClient extends HostClient {
             return;
           }
           unserved = state.state === "unserved";
-          this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs });
+          // Unserved: held until every subscription is served (the host's status arrives meanwhile; 0117's third review).
+          this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs }, unserved);
         },
       });
       super(socket, `page-${crypto.randomUUID()}`);

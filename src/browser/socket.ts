@@ -119,14 +119,15 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   /** Ends `subscription`'s wait (served, refused, given up, its connection gone); `onState` hears when none is left. */
   const endWait = (subscription: Subscription | undefined, report = true) => {
     if (!subscription?.wait) return;
-    clearTimer(subscription.wait.timer);
+    if (subscription.wait.timer !== undefined) clearTimer(subscription.wait.timer);
     subscription.wait = undefined;
     if (report && !closed && !waiting()) options.onState?.({ state: "open" });
   };
   /** Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. */
   const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => {
     const attempt = (subscription.wait?.attempt ?? 0) + 1;
-    clearTimer(subscription.wait?.timer);
+    // Only a timer it set (a custom clearTimer gets its own handles only; decision 0117's third review).
+    if (subscription.wait?.timer !== undefined) clearTimer(subscription.wait.timer);
     // Not served under its id any more: a Durable Object that woke keeps it held for a later wake until it is asked anew.
     const stale = subscription.wait?.stale ?? subscription.remote;
     subscription.remote = undefined;
@@ -195,6 +196,22 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       refusedAgain(link, id, subscription),
     );
     return subscribing;
+  };
+
+  /** Gives `id` up (unsubscribe, or cancel on its promise): its wait ends and the host releases every id it held it under. */
+  const release = (id: number) => {
+    const subscription = subscriptions.get(id);
+    subscriptions.delete(id);
+    // Given up while it waited: what a woken object kept under its old id is released too.
+    const stale = subscription?.wait?.stale;
+    if (stale !== undefined && subscription?.link && !dead.has(subscription.link)) subscription.link.endpoint.unsubscribe(stale);
+    endWait(subscription);
+    if (subscription?.remote !== undefined && subscription.link && !dead.has(subscription.link)) {
+      subscription.link.endpoint.unsubscribe(subscription.remote);
+    } else {
+      // Subscribed again after a reconnect and not answered there yet (the host may make it wait): given up there.
+      cancelPending(subscription?.pending);
+    }
   };
 
   const open = () => {
@@ -288,25 +305,14 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
       return pendingSubscription(answered, () => {
         if (subscriptions.get(id) !== subscription) return;
-        subscriptions.delete(id);
+        // Given up after its answer too: released as unsubscribe does (its wait ended; decision 0117's third review).
+        release(id);
         // While the socket is down it rejects now, as a transport's given-up watch does (decisions 0107, 0111).
         giveUp(new NotFound("The subscription is no longer watched."));
-        cancelPending(subscription.pending);
       });
     },
     async unsubscribe(id) {
-      const subscription = subscriptions.get(id);
-      subscriptions.delete(id);
-      // Given up while it waited: what a woken object kept under its old id is released too.
-      const stale = subscription?.wait?.stale;
-      if (stale !== undefined && subscription?.link && !dead.has(subscription.link)) subscription.link.endpoint.unsubscribe(stale);
-      endWait(subscription);
-      if (subscription?.remote !== undefined && subscription.link && !dead.has(subscription.link)) {
-        subscription.link.endpoint.unsubscribe(subscription.remote);
-      } else {
-        // Subscribed again after a reconnect and not answered there yet (the host may make it wait): given up there.
-        cancelPending(subscription?.pending);
-      }
+      release(id);
     },
     close() {
       if (closed) return;

@@ -41,6 +41,8 @@ export class HostClient {
   #status: HarnessStatus = { kind: "starting" };
   /** The latest status the host itself reported (a transport's own may be shown over it for a while). */
   #hostStatus: HarnessStatus | undefined;
+  /** The transport shows its own status until it says otherwise (a subscription not served yet; decision 0117). */
+  #held = false;
   readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
   readonly #pending = new Set<(error: unknown) => void>();
   #gone: WorkerGone | undefined;
@@ -71,11 +73,18 @@ export class HostClient {
       this.remote.onStatus(
         (status: HarnessStatus) => {
           if (this.#gone) return; // the page decided: whatever arrives after is stale
-          this.#status = this.#hostStatus = status;
+          this.#hostStatus = status;
+          if (this.#held) return; // kept for hostStatusAgain (decision 0117's third review)
+          this.#status = status;
           for (const listener of this.#statusListeners) safely(() => listener(status));
         },
-        // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why.
-        (error) => this.transportStatus({ kind: "failed", error: { name: error.name, message: error.message } }),
+        // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why —
+        // also once the transport's own status is over (no stale host status comes back; 0117's third review).
+        (error) => {
+          if (this.#gone) return;
+          this.#hostStatus = { kind: "failed", error: { name: error.name, message: error.message } };
+          this.transportStatus(this.#hostStatus);
+        },
       ),
     ).catch(() => {});
   }
@@ -84,16 +93,21 @@ export class HostClient {
     return this.#status;
   }
 
-  /** A status the transport knows of before the host can say it (a dropped connection); the host's next wins. */
-  protected transportStatus(status: HarnessStatus): void {
+  /**
+   * A status the transport knows of before the host can say it (a dropped connection); the host's next wins — unless
+   * `hold`: then it stays until `hostStatusAgain` (the open connection does not serve a subscription yet).
+   */
+  protected transportStatus(status: HarnessStatus, hold = false): void {
     if (this.#gone) return;
+    this.#held = hold;
     this.#status = status;
     for (const listener of this.#statusListeners) safely(() => listener(status));
   }
 
   /** The transport's own status is over: the host's latest is the page's again. */
   protected hostStatusAgain(): void {
-    if (this.#hostStatus) this.transportStatus(this.#hostStatus);
+    this.#held = false;
+    if (this.#hostStatus && this.#hostStatus !== this.#status) this.transportStatus(this.#hostStatus);
   }
 
   onStatus(listener: (status: HarnessStatus) => void): Unsubscribe {
