@@ -173,7 +173,7 @@ export function harnessCalls(options: HarnessCallsOptions): {
     conversationEntries: async (conversationId, beforeId, limit) =>
       (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
     async call(method, ...args) {
-      const open = requireHarness();
+      const open = await whenOpen(); // as every call: one made while the host reopens waits for it (decision 0053)
       // Own properties only: `constructor`, `toString` or `__proto__` are no app method.
       const methods = options.methods;
       const implementation = methods && typeof method === "string" && Object.hasOwn(methods, method) ? methods[method] : undefined;
