@@ -23,7 +23,7 @@ import { type HeldSubscription, type HostMessage, type MessageConnection, serveM
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { rebuildingHost } from "./rebuilding-host-support.ts";
-import { scriptedSockets, settle } from "./socket-support.ts";
+import { manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
 async function guardedHost() {
   const host = createHost({
@@ -44,31 +44,6 @@ async function guardedHost() {
       },
     });
   return { host, hook, door };
-}
-
-/** A manual clock for the socket's backoffs: each reconnect and re-ask waits here until fired (or cleared). */
-function manualTimer() {
-  const waiting: Array<{ fire: () => void; ms: number }> = [];
-  return {
-    delays: [] as number[],
-    setTimer(fire: () => void, ms: number) {
-      this.delays.push(ms);
-      const timer = { fire, ms };
-      waiting.push(timer);
-      return timer;
-    },
-    clearTimer(timer: unknown) {
-      const at = waiting.indexOf(timer as never);
-      if (at >= 0) waiting.splice(at, 1);
-    },
-    async fire() {
-      waiting.shift()?.fire();
-      await settle();
-    },
-    get pending() {
-      return waiting.length;
-    },
-  };
 }
 
 describe("decision 0117 after review: a subscription the host cannot serve now, on a link still open", () => {

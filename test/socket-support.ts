@@ -56,3 +56,31 @@ export function scriptedSockets(endpoint: HostEndpoint) {
 export const settle = async () => {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
 };
+
+/** A manual clock for the socket's backoffs: each reconnect and re-ask waits here until fired (or cleared); what was
+ *  cleared is kept (`cleared`). */
+export function manualTimer() {
+  const waiting: Array<{ fire: () => void; ms: number }> = [];
+  return {
+    delays: [] as number[],
+    cleared: [] as unknown[],
+    setTimer(fire: () => void, ms: number) {
+      this.delays.push(ms);
+      const timer = { fire, ms };
+      waiting.push(timer);
+      return timer;
+    },
+    clearTimer(timer: unknown) {
+      this.cleared.push(timer);
+      const at = waiting.indexOf(timer as never);
+      if (at >= 0) waiting.splice(at, 1);
+    },
+    async fire() {
+      waiting.shift()?.fire();
+      await settle();
+    },
+    get pending() {
+      return waiting.length;
+    },
+  };
+}

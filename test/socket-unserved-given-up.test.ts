@@ -3,33 +3,7 @@ import { HarnessClient } from "../src/browser/client.ts";
 import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
 import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
-import { scriptedSockets, settle } from "./socket-support.ts";
-
-function manualTimer() {
-  const waiting: Array<{ fire: () => void; ms: number }> = [];
-  return {
-    delays: [] as number[],
-    cleared: [] as unknown[],
-    setTimer(fire: () => void, ms: number) {
-      this.delays.push(ms);
-      const timer = { fire, ms };
-      waiting.push(timer);
-      return timer;
-    },
-    clearTimer(timer: unknown) {
-      this.cleared.push(timer);
-      const at = waiting.indexOf(timer as never);
-      if (at >= 0) waiting.splice(at, 1);
-    },
-    async fire() {
-      waiting.shift()?.fire();
-      await settle();
-    },
-    get pending() {
-      return waiting.length;
-    },
-  };
-}
+import { manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
 function fakeHost() {
   const mode = { watchFailing: false, endAfterAnswer: false };
