@@ -15,7 +15,7 @@
  *    is printed twice.
  *
  *   node scripts/test-wrangler.mjs               // all three; counts into .tmp/results-wrangler.json
- *   node scripts/test-wrangler.mjs --size-only   // only the dry run (packs the tarball when there is none): the bench
+ *   node scripts/test-wrangler.mjs --size-only   // only the dry run (packs the tarball afresh first): the bench
  */
 import { spawn, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -182,10 +182,10 @@ export async function devSmoke(tools) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}` && process.argv.includes("--size-only")) {
-  if (!existsSync(packDir) || !readdirSync(packDir).some((name) => name.endsWith(".tgz"))) {
-    const packed = spawnSync("node", [join(root, "scripts", "test-package.mjs")], { cwd: root, stdio: "inherit" });
-    if (packed.status !== 0) process.exit(packed.status ?? 1);
-  }
+  // Always packs afresh: a tarball left in .tmp/package by an earlier run is the code of that run (the bench's size
+  // row read the same stale 706,830 bytes over seven commits before this).
+  const packed = spawnSync("node", [join(root, "scripts", "test-package.mjs")], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+  if (packed.status !== 0) process.exit(packed.status ?? 1);
   console.log(JSON.stringify(dryRunSize(prepareWorkerApp())));
 } else if (import.meta.url === `file://${process.argv[1]}`) {
   const tools = prepareWorkerApp();
