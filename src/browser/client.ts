@@ -55,7 +55,10 @@ export class HarnessClient extends HostClient {
         // 0117), and the host's last status once every one is served again.
         onState: (state) => {
           if (state.state === "open") {
+            // Every subscription served again on the open connection; or a new connection, which asks the host's status
+            // again if the host had ended it (decision 0117, later).
             if (unserved) this?.hostStatusAgain();
+            else this?.watchStatusAgain();
             unserved = false;
             return;
           }

@@ -4,7 +4,8 @@
  * with `ConnectionLost`, reconnects, and subscribes every live subscription again, so the page's listeners
  * keep hearing from the host (an object that restarted sends the current state anew). A subscribe the host had
  * not answered when its connection dropped (a watch waiting for its conversation) keeps waiting: it is asked
- * again on the next connection and answered there (decision 0111); it ends with `cancel()`, with `close()`, or
+ * again on the next connection and answered there (decision 0111) — an answer there that passes by itself waits and is
+ * asked again as below (decision 0117, later); it ends with `cancel()`, with `close()`, or
  * with the host's refusal, and a subscribe that ended is asked nowhere again. One answered on an earlier connection that
  * the host refuses when a reconnect asks it again (the conversation is gone, the caller may no longer watch it) has
  * ended too: it is removed, asked nowhere again, and its owner's `lost` is told the host's error (decision 0114); an
@@ -55,7 +56,7 @@ interface Subscription {
   /** The connection's own subscribe, while it has not answered (given up with `cancelPending`). */
   pending?: Promise<number>;
   /** Answered once, not served on its connection now (a retryable answer): asked there again when `timer` fires. */
-  wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined };
+  wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined; resume?: () => void };
 }
 
 /** The connection's state, as `SocketEndpointOptions.onState` hears it. */
@@ -120,25 +121,34 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   const endWait = (subscription: Subscription | undefined, report = true) => {
     if (!subscription?.wait) return;
     if (subscription.wait.timer !== undefined) clearTimer(subscription.wait.timer);
+    const { resume } = subscription.wait;
     subscription.wait = undefined;
+    resume?.(); // a caller's subscribe that waited (its loop asks on the next link, or ends)
     if (report && !closed && !waiting()) options.onState?.({ state: "open" });
   };
-  /** Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. */
-  const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription) => {
+  /**
+   * Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. `resume`, for a
+   * subscribe its caller still waits for: the timer (or the wait's end: a drop, a give-up, close) resumes the caller's
+   * loop, which asks itself.
+   */
+  const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription, resume?: () => void) => {
     const attempt = (subscription.wait?.attempt ?? 0) + 1;
     // Only a timer it set (a custom clearTimer gets its own handles only; decision 0117's third review).
     if (subscription.wait?.timer !== undefined) clearTimer(subscription.wait.timer);
     // Not served under its id any more: a Durable Object that woke keeps it held for a later wake until it is asked anew.
     const stale = subscription.wait?.stale ?? subscription.remote;
     subscription.remote = undefined;
-    const wait = { attempt, retryInMs: backoff(attempt - 1), timer: undefined as unknown, stale };
+    const wait = { attempt, retryInMs: backoff(attempt - 1), timer: undefined as unknown, stale, resume };
     subscription.wait = wait;
     wait.timer = setTimer(() => {
       if (subscription.wait !== wait || closed || dead.has(link) || subscriptions.get(id) !== subscription) return;
       if (stale !== undefined) link.endpoint.unsubscribe(stale); // what it kept under the old id is released now
       wait.stale = undefined;
       subscription.subscribing = undefined; // a new subscribe on the same connection
-      ask(link, id, subscription);
+      if (resume) {
+        wait.resume = undefined;
+        resume();
+      } else ask(link, id, subscription);
     }, wait.retryInMs);
     const longest = [...subscriptions.values()].reduce((most, other) =>
       (other.wait?.attempt ?? 0) > (most.wait?.attempt ?? 0) ? other : most,
@@ -285,6 +295,8 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
       givenUp.catch(() => {});
       const answered = (async () => {
+        /** Asked on a connection that dropped before the host answered: its caller has waited past one connection. */
+        let carried = false;
         for (;;) {
           // After close(): ConnectionLost. Given up while no connection is open: rejected at once, asked nowhere.
           const link = await Promise.race([live(), givenUp]);
@@ -292,11 +304,24 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
           try {
             await Promise.race([subscribeOn(link, id, subscription), givenUp]);
             subscription.answered = true;
+            endWait(subscription); // served after a wait: onState hears `open` once none waits
             return id;
           } catch (error) {
             // Its connection dropped before the host answered: it waits on the next one, whose open subscribes it
             // again (decision 0111; before, the caller got ConnectionLost while the reconnect still subscribed it).
-            if (!(error instanceof ConnectionLost && dead.has(link) && held())) throw error;
+            if (error instanceof ConnectionLost && dead.has(link) && held()) {
+              carried = true;
+              continue;
+            }
+            // Carried over a drop and answered there with what passes by itself (a hook that threw: AuthorizeFailed):
+            // no refusal, and its caller (HostClient's own status subscription among them) was promised an answer on
+            // the next connection — it waits and is asked again after its backoff, as an answered one is, `unserved`
+            // meanwhile (decision 0117, later: before, it rejected, and HostClient's status stayed `reconnecting`).
+            if (carried && held() && !closed && !dead.has(link) && !refusalOf(error)) {
+              await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, resume)), givenUp]);
+              continue;
+            }
+            throw error;
           }
         }
       })();

@@ -43,6 +43,8 @@ export class HostClient {
   #hostStatus: HarnessStatus | undefined;
   /** The transport shows its own status until it says otherwise (a subscription not served yet; decision 0117). */
   #held = false;
+  /** A status subscription is asked or served (not ended by the host, not refused). */
+  #statusWatched = false;
   readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
   readonly #pending = new Set<(error: unknown) => void>();
   #gone: WorkerGone | undefined;
@@ -69,25 +71,49 @@ export class HostClient {
   constructor(endpoint: HostEndpoint, pageId = `page-${randomIds()}`) {
     this.remote = remoteHost(endpoint);
     this.pageId = pageId;
-    void this.#track(() =>
-      this.remote.onStatus(
-        (status: HarnessStatus) => {
-          if (this.#gone) return; // the page decided: whatever arrives after is stale
-          this.#hostStatus = status;
-          if (this.#held) return; // kept for hostStatusAgain (decision 0117's third review)
-          this.#status = status;
-          for (const listener of this.#statusListeners) safely(() => listener(status));
-        },
-        // Refused when a reconnect asked it again (decision 0114): the page hears no status any more, and says why —
-        // also once the transport's own status is over (no stale host status comes back; 0117's third review).
-        (error) => {
-          if (this.#gone) return;
-          this.#hostStatus = { kind: "failed", error: { name: error.name, message: error.message } };
-          this.transportStatus(this.#hostStatus);
-        },
-      ),
-    ).catch(() => {});
+    this.#watchStatus();
   }
+
+  /**
+   * Subscribes to the host's status. Its end is told, never swallowed (decision 0117, later): refused when a reconnect
+   * asked it again (decision 0114) or when first asked (a refusal, or an answer that passes by itself such as
+   * `AuthorizeFailed`), the page hears `failed` with the host's error — also once the transport's own status is over
+   * (no stale host status comes back; 0117's third review) — until the transport's next connection asks it again
+   * (`watchStatusAgain`).
+   */
+  #watchStatus(): void {
+    if (this.#statusWatched || this.#gone) return;
+    this.#statusWatched = true;
+    const ended = (error: Error) => {
+      this.#statusWatched = false;
+      if (this.#gone) return;
+      const failed: HarnessStatus = { kind: "failed", error: { name: error.name, message: error.message } };
+      // The same refusal told again (a later connection refused it too) is no change: told once.
+      if (this.#hostStatus?.kind === "failed" && sameError(this.#hostStatus.error, failed.error) && this.#status === this.#hostStatus)
+        return;
+      this.#hostStatus = failed;
+      this.transportStatus(failed);
+    };
+    this.#track(() =>
+      this.remote.onStatus((status: HarnessStatus) => {
+        if (this.#gone) return; // the page decided: whatever arrives after is stale
+        this.#hostStatus = status;
+        if (this.#held) return; // kept for hostStatusAgain (decision 0117's third review)
+        this.#status = status;
+        for (const listener of this.#statusListeners) safely(() => listener(status));
+      }, ended),
+    ).catch((error: unknown) => ended(error instanceof Error ? error : new DurableError("The host's status could not be watched.")));
+  }
+
+  /**
+   * The transport opened a new connection: a status subscription the host ended (or never answered) is asked again
+   * there, so the status is the host's again after a reconnect (decision 0117, later; before, a refused status
+   * subscription left the page `reconnecting` for good after the next drop).
+   */
+  protected watchStatusAgain(): void {
+    this.#watchStatus();
+  }
+
   /** The latest status the host reported. */
   get status(): HarnessStatus {
     return this.#status;
@@ -289,6 +315,10 @@ export class HostClient {
       );
     });
   }
+}
+
+function sameError(a: ErrorShape, b: ErrorShape): boolean {
+  return a.name === b.name && a.message === b.message;
 }
 
 /** Why the open failed, as the library's class of that name (a DurableError of that name for any other). */
