@@ -54,13 +54,16 @@ export class ConversationWatch {
 
   /**
    * Moves the watch to `next` (the host opened its harness again). A wait that can no longer end well is refused; an
-   * answered watch that cannot be served there has ended: `lost` (decision 0117).
+   * answered watch that cannot be served there has ended: `lost` (decision 0117). An error for `next`: the host could
+   * not open a harness again at all — the watch ends with it (decision 0117, later; before, it stayed bound to the closed
+   * harness, silent).
    */
-  rebind(next: Harness): void {
+  rebind(next: Harness | Error): void {
     if (this.#ended) return;
     this.#stop();
     this.#stop = () => {};
     try {
+      if (next instanceof Error) throw next;
       if (this.#bind(next)) this.#settle?.();
     } catch (error) {
       this.#fail(error);

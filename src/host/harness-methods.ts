@@ -45,7 +45,7 @@ export interface HarnessCallsOptions {
   /** Whether the host is opening its harness again (a watch made meanwhile starts on the next one). */
   reopening(): boolean;
   /** The page's views: each `rebind` moves one to the harness the host opens next. */
-  rebinds: Set<(next: Harness) => void>;
+  rebinds: Set<(next: Harness | Error) => void>;
   methods: Record<string, HostMethod> | undefined;
   liveFrames: Omit<LivePace, "now"> | undefined;
   now: () => number;
@@ -122,7 +122,7 @@ export function harnessCalls(options: HarnessCallsOptions): {
           safely(() => lost?.(error));
         },
       });
-      const rebind = (next: Harness) => watch.rebind(next);
+      const rebind = (next: Harness | Error) => watch.rebind(next);
       views += 1;
       let subscribed = true;
       const unsubscribe = () => {

@@ -19,7 +19,7 @@ import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
 import { ReopenQueue } from "./reopen-queue.ts";
-import { errorShape, forkCount, leaseEpoch } from "./status-parts.ts";
+import { errorShape, forkCount, leaseEpoch, notOpened } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
 export type { HostOptions, ServedHost } from "./host-options.ts";
@@ -186,7 +186,7 @@ export function createHost(options: HostOptions): ServedHost {
   });
 
   /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
-  const liveViews = new Set<(next: Harness) => void>();
+  const liveViews = new Set<(next: Harness | Error) => void>();
   /**
    * Opens the harness again on its storage (after the lease came back here, or `between` rebuilt it): views follow.
    * A failed `between` still opens it again (on the storage as it was) and then rejects. An open that could not ask
@@ -202,13 +202,17 @@ export function createHost(options: HostOptions): ServedHost {
       await between?.();
     } finally {
       const pages = pageCalls.watchingPages();
-      const next = await open(storage, pages, readOnly).catch((error: unknown) => {
+      const opened = open(storage, pages, readOnly).catch((error: unknown) => {
         if (!options.harness.lease || harness) throw error; // opened, and failed after: not a second harness
         failed = error;
         return open(storage, pages, true);
       });
+      // Nothing opened again: the status says so and every view ends with the open's error (decision 0117, later;
+      // before, they stayed bound to the closed harness, silent). One opened that failed after: they move to it.
+      const next = await opened.catch((error: unknown) => harness ?? notOpened(error, setStatus));
       // One view that cannot move (its owner told: decision 0117) never keeps the others where they were.
-      for (const rebind of liveViews) safely(() => rebind(next));
+      for (const rebind of [...liveViews]) safely(() => rebind(next));
+      await opened;
     }
     return failed;
   };

@@ -26,7 +26,7 @@ export interface PageCallHost {
   /** Where claims, answers and releases go while the conversation runs elsewhere; undefined: here. */
   elsewhere?: () => PageCallPort | undefined;
   /** Watches to move when the host opens its harness again. */
-  rebinds: Set<(next: Harness) => void>;
+  rebinds: Set<(next: Harness | Error) => void>;
   /** Whether the host is opening its harness again (a rebuild): a watch made now starts on the next one. */
   reopening?: () => boolean;
 }
@@ -80,10 +80,11 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
           : () => {};
       publish();
       let stop = watch();
-      const rebind = (next: Harness) => {
+      const rebind = (next: Harness | Error) => {
         stop();
-        open = next;
         try {
+          if (next instanceof Error) throw next; // nothing opened again (decision 0117, later): ended the same way
+          open = next;
           next.conversation(conversationId);
         } catch (error) {
           // Not in the harness opened again (decision 0117): the watch has ended and its owner is told. Before, the

@@ -1,10 +1,11 @@
 /** The parts of a ready status the host reads from its harness and storage. */
 
+import { DurableError } from "../errors.ts";
 import { listForks } from "../follow/fork.ts";
 import type { Harness } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
 import { serializeError } from "./error-wire.ts";
-import type { ErrorShape } from "./protocol.ts";
+import type { ErrorShape, HarnessStatus } from "./protocol.ts";
 
 /** An error for a status or a report: its serialized form without the stack (statuses and reports are kept). */
 export function errorShape(error: unknown): ErrorShape {
@@ -22,4 +23,13 @@ export async function leaseEpoch(harness: Harness): Promise<{ epoch?: number }> 
 export async function forkCount(storage: Storage): Promise<{ forks?: number }> {
   const count = (await listForks(storage)).length;
   return count > 0 ? { forks: count } : {};
+}
+
+/**
+ * The host's harness did not open again (a reopen's open failed; decision 0117, later): the status is `failed`, and the
+ * error returned ends the page's views (before, they stayed bound to the closed harness, silent).
+ */
+export function notOpened(error: unknown, setStatus: (status: HarnessStatus) => void): Error {
+  setStatus({ kind: "failed", error: errorShape(error) });
+  return error instanceof Error ? error : new DurableError("The database did not open again.");
 }
