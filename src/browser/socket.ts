@@ -115,6 +115,15 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
 
+  /** The last state `onState` heard: a state is told once per change (two subscriptions waiting at the same attempt
+   *  told the same `unserved` twice; decision 0117, later). */
+  let told: string | undefined;
+  const tell = (state: SocketState) => {
+    const text = JSON.stringify(state);
+    if (text === told) return;
+    told = text;
+    options.onState?.(state);
+  };
   /** Whether any subscription waits to be asked again on the open connection. */
   const waiting = () => [...subscriptions.values()].some((subscription) => subscription.wait);
   /** Ends `subscription`'s wait (served, refused, given up, its connection gone); `onState` hears when none is left. */
@@ -124,7 +133,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     const { resume } = subscription.wait;
     subscription.wait = undefined;
     resume?.(); // a caller's subscribe that waited (its loop asks on the next link, or ends)
-    if (report && !closed && !waiting()) options.onState?.({ state: "open" });
+    if (report && !closed && !waiting()) tell({ state: "open" });
   };
   /**
    * Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. `resume`, for a
@@ -153,7 +162,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     const longest = [...subscriptions.values()].reduce((most, other) =>
       (other.wait?.attempt ?? 0) > (most.wait?.attempt ?? 0) ? other : most,
     ).wait!;
-    options.onState?.({ state: "unserved", attempt: longest.attempt, retryInMs: longest.retryInMs });
+    tell({ state: "unserved", attempt: longest.attempt, retryInMs: longest.retryInMs });
   };
 
   /**
@@ -244,7 +253,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     ws.addEventListener("open", () => {
       opened = true;
       connections++;
-      options.onState?.({ state: "open" });
+      tell({ state: "open" });
       for (const [id, subscription] of subscriptions) ask(link, id, subscription);
       resolve(link);
     });
@@ -267,7 +276,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       if (opened) awaitLink();
       const delay = backoff(failures);
       failures++;
-      options.onState?.({ state: "reconnecting", attempt: failures, retryInMs: delay });
+      tell({ state: "reconnecting", attempt: failures, retryInMs: delay });
       setTimer(open, delay);
     };
     ws.addEventListener("close", drop);
