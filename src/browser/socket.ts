@@ -57,6 +57,8 @@ interface Subscription {
   pending?: Promise<number>;
   /** Answered once, not served on its connection now (a retryable answer): asked there again when `timer` fires. */
   wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined; resume?: () => void };
+  /** When it was last served after a wait, and at which attempt: ended again soon after, its backoff goes on growing. */
+  served?: { attempt: number; at: number };
 }
 
 /** The connection's state, as `SocketEndpointOptions.onState` hears it. */
@@ -74,8 +76,9 @@ export interface SocketEndpointOptions {
   maxRetryMs?: number;
   /** Told when a connection opens and when one is lost (with the coming attempt), and of unserved subscriptions. */
   onState?: (state: SocketState) => void;
-  /** For tests: the timer (and its clearing) and the random source the backoffs use. */
+  /** For tests: the timer (and its clearing), the clock and the random source the backoffs use. */
   setTimer?: (fire: () => void, ms: number) => unknown;
+  now?: () => number;
   clearTimer?: (timer: unknown) => void;
   random?: () => number;
 }
@@ -84,6 +87,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   const retryMs = options.retryMs ?? 500;
   const maxRetryMs = Math.max(retryMs, options.maxRetryMs ?? 10_000);
   const random = options.random ?? Math.random;
+  const now = options.now ?? Date.now;
   const setTimer = options.setTimer ?? ((fire: () => void, ms: number) => setTimeout(fire, ms));
   const clearTimer =
     options.clearTimer ?? (options.setTimer ? () => {} : (timer: unknown) => clearTimeout(timer as ReturnType<typeof setTimeout>));
@@ -136,12 +140,23 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     if (report && !closed && !waiting()) tell({ state: "open" });
   };
   /**
+   * Served after a wait: its wait ends, and its attempt is kept — a host that answers and then ends it again within
+   * `maxRetryMs` (a hook that fails after the answer, an object that keeps refusing at each wake) is asked again at the
+   * next backoff, not at the first each time (decision 0117, later; its third review's R4).
+   */
+  const served = (subscription: Subscription) => {
+    if (subscription.wait) subscription.served = { attempt: subscription.wait.attempt, at: now() };
+    endWait(subscription);
+  };
+  /**
    * Asks `subscription` again on `link` after its backoff: one timer per subscription, calls unaffected. `resume`, for a
    * subscribe its caller still waits for: the timer (or the wait's end: a drop, a give-up, close) resumes the caller's
    * loop, which asks itself.
    */
   const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription, resume?: () => void) => {
-    const attempt = (subscription.wait?.attempt ?? 0) + 1;
+    // Ended again within `maxRetryMs` of being served after a wait: the backoff goes on from there (0117, later).
+    const kept = subscription.served && now() - subscription.served.at < maxRetryMs ? subscription.served.attempt : 0;
+    const attempt = (subscription.wait?.attempt ?? kept) + 1;
     // Only a timer it set (a custom clearTimer gets its own handles only; decision 0117's third review).
     if (subscription.wait?.timer !== undefined) clearTimer(subscription.wait.timer);
     // Not served under its id any more: a Durable Object that woke keeps it held for a later wake until it is asked anew.
@@ -211,7 +226,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   const ask = (link: MessageEndpoint, id: number, subscription: Subscription) => {
     const subscribing = subscribeOn(link, id, subscription);
     subscribing.then(
-      () => subscription.link === link && subscriptions.get(id) === subscription && endWait(subscription),
+      () => subscription.link === link && subscriptions.get(id) === subscription && served(subscription),
       refusedAgain(link, id, subscription),
     );
     return subscribing;
@@ -313,7 +328,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
           try {
             await Promise.race([subscribeOn(link, id, subscription), givenUp]);
             subscription.answered = true;
-            endWait(subscription); // served after a wait: onState hears `open` once none waits
+            served(subscription); // served after a wait: onState hears `open` once none waits
             return id;
           } catch (error) {
             // Its connection dropped before the host answered: it waits on the next one, whose open subscribes it
