@@ -6,7 +6,7 @@
  */
 import * as Comlink from "comlink";
 import { InvalidRequest } from "../errors.ts";
-import { type Authorize, guardEndpoint } from "../host/doors.ts";
+import { type Authorize, type Doors, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint, type SubscriptionLost } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
@@ -17,12 +17,17 @@ export interface WorkerCaller {
   from: "page" | "tab";
 }
 
+/** A worker's doors: its `authorize` hook (or that hook alone), and who hears when it fails (decision 0117, later). */
+export type WorkerDoors = Authorize<WorkerCaller> | Pick<Doors<WorkerCaller>, "authorize" | "onAuthorizeError">;
+
 /**
  * `endpoint` as `caller` reaches it: every method (a worker serves its origin's own code), each call asked of
  * `authorize` when the app gave one.
  */
-export function workerDoor(endpoint: HostEndpoint, caller: WorkerCaller, authorize: Authorize<WorkerCaller> | undefined): HostEndpoint {
-  return authorize ? guardEndpoint(endpoint, caller, { powers: ALL_POWERS, authorize }) : endpoint;
+export function workerDoor(endpoint: HostEndpoint, caller: WorkerCaller, doors: WorkerDoors | undefined): HostEndpoint {
+  const { authorize, onAuthorizeError } = typeof doors === "function" ? { authorize: doors, onAuthorizeError: undefined } : (doors ?? {});
+  if (!authorize) return endpoint;
+  return guardEndpoint(endpoint, caller, { powers: ALL_POWERS, authorize, ...(onAuthorizeError ? { onAuthorizeError } : {}) });
 }
 
 // comlink's own "throw" handler keeps name, message and stack of a thrown Error; this one keeps its class and
@@ -43,14 +48,14 @@ Comlink.transferHandlers.set("throw", {
 });
 
 /** Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). */
-export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, authorize?: Authorize<WorkerCaller>): ServedEndpoint {
+export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, doors?: WorkerDoors): ServedEndpoint {
   /** Each subscription's release of the page's proxies (its listener and its `lost`), by its listener; once each. */
   const releases = new WeakMap<object, () => void>();
   const served = hostEndpoint(host, {
     // The page's listener and its `lost` are proxies holding a MessagePort each; release them with the subscription.
     dropped: (emit) => releases.get(emit)?.(),
   });
-  const door = workerDoor(served, { from: "page" }, authorize);
+  const door = workerDoor(served, { from: "page" }, doors);
   /** Subscriptions not answered yet, by the page's ticket: the page may give one up meanwhile (decision 0107). */
   const unanswered = new Map<string, Promise<number>>();
   const exposed: HostEndpoint & { cancelSubscribe(ticket: unknown): void } = {

@@ -14,7 +14,7 @@
 import { createRegistry } from "../agent/builtins.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
-import type { Authorize } from "../host/doors.ts";
+import type { Authorize, OnAuthorizeError } from "../host/doors.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HarnessService, TEST_HOOK } from "../host/protocol.ts";
 import type { Settings } from "../settings.ts";
@@ -34,7 +34,7 @@ import { serveTabs } from "./tabs/leader.ts";
 
 // Files for tools in a browser worker: `serveHarness({ env: opfsEnvs(), … })` (one OPFS directory per conversation).
 export { OpfsEnv, opfsEnvs } from "../env/opfs.ts";
-export type { Authorize, CallAtDoor } from "../host/doors.ts";
+export type { Authorize, AuthorizeErrorAt, CallAtDoor, OnAuthorizeError } from "../host/doors.ts";
 export type { WorkerCaller } from "./comlink.ts";
 export { devicePlace } from "./device-place.ts";
 export type { FollowObjectOptions } from "./follow.ts";
@@ -75,6 +75,12 @@ export interface ServeHarnessOptions {
    * method to its origin's own code).
    */
   authorize?: Authorize<WorkerCaller>;
+  /**
+   * Told the hook's own error when `authorize` threw or rejected with anything but `NotAuthorized` (the caller was
+   * answered `AuthorizeFailed`, retryable, with none of it): `(error, { caller, action, door })`, to log (decision 0117,
+   * later). Default: nobody is told.
+   */
+  onAuthorizeError?: OnAuthorizeError<WorkerCaller>;
   /**
    * Runs the harness under its Durable Object's lease (decisions 0031, 0035): the worker opens a follow link to
    * `url` (the object's `/follow` socket), opens read-only while the object (or another device) holds the lease,
@@ -159,7 +165,11 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   // A following tab's writes go through its object to the holder (decisions 0096, 0097).
   const service = follow ? writesThroughObject(host, follow) : host;
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
-  exposeHost(service, undefined, options.authorize);
+  const doors = {
+    ...(options.authorize ? { authorize: options.authorize } : {}),
+    ...(options.onAuthorizeError ? { onAuthorizeError: options.onAuthorizeError } : {}),
+  };
+  exposeHost(service, undefined, doors);
   // Where the object stands, told to this worker's own page (a dedicated worker's `postMessage` reaches it alone): the
   // page says it is leaving on a socket of its own at `pagehide`, in case this worker never gets its task (decision 0101).
   if (follow) follow.onLeavingTicket((ticket) => tellPage(ticket));
@@ -168,7 +178,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.
   if (follow && options.follow?.returnWhenOnline) follow.onFollowing(() => void service.runHere().catch(() => {}));
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
-  serveTabs(service, database, options.authorize);
+  serveTabs(service, database, doors);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;
   return { ready, service, listenerCount };
 }

@@ -11,9 +11,11 @@ import { sha256Text } from "../base/sha256.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
 import { COPY } from "../follow/copy-writes.ts";
 import type { LoggedBatch } from "../follow/handover.ts";
+import { tellingFailures } from "../follow/object-door.ts";
 import { ObjectEnd, type ObjectTopicHandler } from "../follow/object-end.ts";
 import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
+import type { OnAuthorizeError } from "../host/doors.ts";
 import type { Storage } from "../storage/storage.ts";
 import {
   claimsKept,
@@ -56,6 +58,8 @@ export interface FollowingOptions {
    * renewal is parked, decision 0052), or another place took it since. A release (a hand-back) is no lapse.
    */
   lapsed(): boolean;
+  /** Told when `follow.authorize` failed (threw anything but `NotAuthorized`; decision 0117, later). */
+  onAuthorizeError?: OnAuthorizeError<Json>;
 }
 
 export class ObjectFollowing {
@@ -65,6 +69,7 @@ export class ObjectFollowing {
   readonly #follow: FollowOptions;
   readonly #holds: () => boolean;
   readonly #lapsed: () => boolean;
+  readonly #authorizeFailed: OnAuthorizeError<Json> | undefined;
   #expiryAlarm: number | undefined;
   /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
   #handedBack = false;
@@ -76,6 +81,7 @@ export class ObjectFollowing {
     this.#follow = follow;
     this.#holds = options.holds;
     this.#lapsed = options.lapsed;
+    this.#authorizeFailed = options.onAuthorizeError;
     // Follows until a release or the lease's expiry lets it take over: then the harness opens (`open`), its recovery
     // the new epoch's first transaction, and starts.
     this.end = ctx.blockConcurrencyWhile(async () => {
@@ -114,11 +120,15 @@ export class ObjectFollowing {
   async message(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
     const end = await this.end.catch((error: unknown) => refuseFollow(socket, error));
     if (!end) return;
+    const failed = this.#authorizeFailed;
     await end.receive(
       message,
       (frame) => sendFollow(socket, frame),
-      (action, place, request) =>
-        request === undefined ? this.#follow.authorize(caller, action, place) : this.#follow.authorize(caller, action, place, request),
+      tellingFailures(
+        (action, place, request) =>
+          request === undefined ? this.#follow.authorize(caller, action, place) : this.#follow.authorize(caller, action, place, request),
+        failed && ((error, action) => failed(error, { caller, action, door: "follow" })),
+      ),
       socket,
       (place) => speaksFor(socket, caller, place),
       callerKey(caller),

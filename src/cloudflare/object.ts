@@ -19,7 +19,8 @@
  *   (`POST /rpc` with `{ method, args }`) and as RPC methods (rpc.ts), each call through the same doors. A crash
  *   (`ctx.abort()`, an eviction with the sockets) drops the sockets, and `connectHarness(url)` reconnects.
  *
- * Its parts: options.ts (what the app sets), alarm.ts (the one alarm), sockets.ts (the pages' sockets),
+ * Its parts: options.ts (what the app sets), object-doors.ts (who calls, and each call's doors), alarm.ts (the one
+ * alarm), sockets.ts (the pages' sockets),
  * answers.ts (errors as JSON), rpc.ts (the Worker's calls), database.ts (the SQLite of `ctx.storage`), follow.ts,
  * following.ts and follow-copy.ts (follow mode: the lease's arbiter and its socket, the object's end of the links
  * and its expiry alarm, the copy served to pages while a tab holds the lease).
@@ -31,7 +32,6 @@ import { InvalidRequest, NotAuthorized } from "../errors.ts";
 import { copyWrites } from "../follow/copy-writes.ts";
 import { WaitingWrites } from "../follow/waiting-writes.ts";
 import type { Harness } from "../harness.ts";
-import { guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { createHost } from "../host/host.ts";
 import type { HarnessService } from "../host/protocol.ts";
@@ -43,18 +43,12 @@ import { acceptFollow, claimedThroughFollow, FOLLOW_PATH, followCaller, objectLe
 import { objectCopy } from "./follow-copy.ts";
 import { callerKey, ObjectFollowing } from "./following.ts";
 import { ObjectClock } from "./object-clock.ts";
-import { DEFAULT_HEARTBEAT_MS, type HarnessObjectOptions, type HarnessObjectSetup } from "./options.ts";
+import { authenticateRequest, guardObjectEndpoint, type ObjectDoors, objectDoors } from "./object-doors.ts";
+import { DEFAULT_HEARTBEAT_MS, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
 import { ObjectSockets } from "./sockets.ts";
 import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
-
-/**
- * Why an object serves no page the methods its protocol row marks `servedToPages: false` (`close`,
- * `requestTakeover`): the object's life is the runtime's, not a page's.
- */
-const NOT_SERVED =
-  "a Durable Object's harness lives as long as the object and has one instance at a time; a page leaves with client.close().";
 
 /**
  * The Durable Object class of a harness. Export a subclass from your Worker (`defineHarnessObject` builds one)
@@ -73,7 +67,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
   /** How many listeners the host holds for subscriptions (pages that left hold none). */
   readonly listenerCount: () => number;
   readonly #endpoint: HostEndpoint;
-  readonly #doors: Pick<HarnessObjectOptions, "powers" | "authenticate" | "authorize">;
+  readonly #doors: ObjectDoors;
   readonly #waiting = new WaitingWrites(); // each caller's writes waiting at the copy (decision 0097)
   /** The pages' sockets (sockets.ts). */
   readonly #sockets: ObjectSockets;
@@ -109,12 +103,13 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       powers,
       authenticate,
       authorize,
+      onAuthorizeError,
       queryLimits,
       follow,
       storage = ctx.storage,
       ...harnessOptions
     } = setup(env, ctx);
-    this.#doors = { ...(powers ? { powers } : {}), ...(authenticate ? { authenticate } : {}), ...(authorize ? { authorize } : {}) };
+    this.#doors = objectDoors({ powers, authenticate, authorize, onAuthorizeError });
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
@@ -190,6 +185,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
         lapsed: () => this.#lapsed(book, place),
+        ...(onAuthorizeError ? { onAuthorizeError } : {}),
       });
       return;
     }
@@ -247,7 +243,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         { status: 404 },
       );
     }
-    const caller = await this.#authenticate(request);
+    const caller = await authenticateRequest(this.#doors, request);
     if (caller === undefined) {
       const refused = new NotAuthorized(upgrade ? "connect" : "rpc", "the object's authenticate hook refused this request.");
       return Response.json({ error: pageError(refused) }, { status: 401 });
@@ -276,24 +272,13 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     return errorAnswer(error, failedOpen);
   }
 
-  /** Who sent `request` (`authenticate`), or undefined when it is refused; `null` when the object checks no one. */
-  async #authenticate(request: Request): Promise<Json | undefined> {
-    const { authenticate } = this.#doors;
-    if (!authenticate) return null;
-    try {
-      return await authenticate(request);
-    } catch {
-      return undefined;
-    }
-  }
-
   /**
    * The host as this caller reaches it: every call through the doors of the protocol's table and `authorize`; in follow
    * mode a page's writes count in its caller's share with its following tabs' (decision 0097), an RPC call's do not.
    */
   #endpointFor(caller: Json, page = true): HostEndpoint {
     const counted = page && this.#following ? this.#waiting.bound(this.#endpoint, `caller:${callerKey(caller)}`) : this.#endpoint;
-    return guardEndpoint(counted, caller, { ...this.#doors, notServed: NOT_SERVED });
+    return guardObjectEndpoint(counted, caller, this.#doors);
   }
 
   /**
@@ -314,7 +299,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
 
   /** A follow link's upgrade (follow.ts): the caller is authenticated here, each frame authorized as it comes. */
   async #acceptFollow(request: Request): Promise<Response> {
-    const caller = await this.#authenticate(request);
+    const caller = await authenticateRequest(this.#doors, request);
     if (caller === undefined || request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
       const refused = new NotAuthorized("follow", "connect a WebSocket that the object's authenticate hook accepts.");
       return Response.json({ error: pageError(refused) }, { status: caller === undefined ? 401 : 400 });

@@ -2,7 +2,7 @@
 
 import type { Json } from "../base/json.ts";
 import type { HarnessOptions } from "../harness.ts";
-import type { Authorize } from "../host/doors.ts";
+import type { Authorize, OnAuthorizeError } from "../host/doors.ts";
 import type { HostMethod } from "../host/host.ts";
 import type { MethodName } from "../host/protocol.ts";
 import type { QueryLimits } from "../storage/sqlite/query-rules.ts";
@@ -40,6 +40,12 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
   authenticate?: (request: Request) => Json | undefined | Promise<Json | undefined>;
   /** Whether the caller may make this call (after the table allowed it); false refuses it with `NotAuthorized`. */
   authorize?: Authorize<Json>;
+  /**
+   * Told the hook's own error when `authorize` or `follow.authorize` threw or rejected with anything but `NotAuthorized`
+   * (the caller was answered `AuthorizeFailed`, retryable, with none of it): `(error, { caller, action, door })`, to log
+   * (decision 0117, later). Default: nobody is told.
+   */
+  onAuthorizeError?: OnAuthorizeError<Json>;
   /**
    * Follow mode (docs/decisions/0031): the object is the lease's arbiter and the live copy of its tab's log,
    * over a follow link (`/follow`, a WebSocket); it opens its harness only when it takes the lease (the tab's

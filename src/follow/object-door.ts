@@ -5,6 +5,7 @@
  * the place a call speaks for, errors as the tab receives them, and the answer to the wire's hello (which needs no door).
  */
 import type { Json } from "../base/json.ts";
+import { safely } from "../base/safely.ts";
 import { AuthorizeFailed, NotAuthorized } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
@@ -32,6 +33,26 @@ export async function allowed(
     return new AuthorizeFailed(action, { cause: error });
   }
   return notAuthorized(action);
+}
+
+/**
+ * `authorize`, telling `failed` the hook's own error when it throws (or rejects with) anything but `NotAuthorized` —
+ * what `allowed` answers `AuthorizeFailed` — then throwing it on as before (decision 0117, later). A throw of `failed`
+ * is its own.
+ */
+export function tellingFailures(
+  authorize: FollowAuthorize,
+  failed: ((error: unknown, action: FollowAction) => void) | undefined,
+): FollowAuthorize {
+  if (!failed) return authorize;
+  return async (action, place, request) => {
+    try {
+      return await (request === undefined ? authorize(action, place) : authorize(action, place, request));
+    } catch (error) {
+      if (!(error instanceof NotAuthorized)) safely(() => failed(error, action));
+      throw error;
+    }
+  };
 }
 
 /**

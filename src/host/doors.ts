@@ -5,6 +5,7 @@
  * on — then against the app's `authorize` hook, with the caller's identity the transport established (a
  * request's, or a socket's since it connected). A refused call is a typed error and runs nothing.
  */
+import { safely } from "../base/safely.ts";
 import { AuthorizeFailed, MethodNotServed, NotAuthorized } from "../errors.ts";
 import { checkCall, type HostEndpoint } from "./endpoint.ts";
 import { cancelPending, pendingSubscription } from "./pending-subscription.ts";
@@ -26,6 +27,21 @@ export interface CallAtDoor {
  */
 export type Authorize<Caller> = (caller: Caller, call: CallAtDoor) => boolean | Promise<boolean>;
 
+/** Where an `authorize` hook failed: its caller, what it asked (a method, or a follow link's action) and which door. */
+export interface AuthorizeErrorAt<Caller> {
+  caller: Caller;
+  action: string;
+  /** "host": the host's methods (a page's socket, `POST /rpc`, RPC, a tab of the origin); "follow": a follow link. */
+  door: "host" | "follow";
+}
+
+/**
+ * Told the hook's own error when an `authorize` hook threw or rejected with anything but `NotAuthorized` — its caller
+ * was answered `AuthorizeFailed`, with none of that error (decision 0117, later): the app's place to log its bug or
+ * its permission store's outage. A throw of this callback is its own: swallowed.
+ */
+export type OnAuthorizeError<Caller> = (error: unknown, at: AuthorizeErrorAt<Caller>) => void;
+
 export interface Doors<Caller> {
   /**
    * The `power` methods this host serves (see `Exposure` in protocol.ts); `page` ones are always served.
@@ -34,6 +50,8 @@ export interface Doors<Caller> {
   powers?: readonly MethodName[];
   /** Asked for every call and subscription that passed the table. Default: every caller may. */
   authorize?: Authorize<Caller>;
+  /** Told when `authorize` failed (threw anything but `NotAuthorized`). */
+  onAuthorizeError?: OnAuthorizeError<Caller>;
   /** A host whose life its runtime owns: methods with `servedToPages: false` (`close`, …) are not served, and why. */
   notServed?: string;
 }
@@ -57,7 +75,10 @@ export function guardEndpoint<Caller>(endpoint: HostEndpoint, caller: Caller, do
       // (0117's second review; for a while every non-retryable one was, ending a page's subscription for good).
       if (error instanceof NotAuthorized) throw error;
       // The app's bug, not a refusal of this caller: a page's subscriptions are not ended for good by it, and the
-      // hook's message (its internals) stays here as the cause (decision 0117; before: NotAuthorized, message and all).
+      // hook's message (its internals) stays here as the cause (decision 0117; before: NotAuthorized, message and all),
+      // and the app is told it (0117, later).
+      const told = doors.onAuthorizeError;
+      if (told) safely(() => told(error, { caller, action: method, door: "host" }));
       throw new AuthorizeFailed(method, { cause: error });
     }
     if (allowed !== true) throw new NotAuthorized(method, "its authorize hook refused this caller.");

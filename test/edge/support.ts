@@ -53,7 +53,8 @@ export type ObjectKind =
   | "users"
   | "signed"
   | "approval"
-  | "follow";
+  | "follow"
+  | "doorfail";
 
 export interface Edge {
   /** A request to the object named `name` (routes of test/edge/worker.ts). */
@@ -107,6 +108,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
         USERS: sqliteObject("UserAgent"),
         APPROVAL: sqliteObject("ApprovalObject"),
         FOLLOW: sqliteObject("FollowObject"),
+        DOORFAIL: sqliteObject("DoorFailObject"),
       },
     });
   let mf = options();

@@ -202,6 +202,25 @@ export class LimitedObject extends HarnessObject<Env> {
   }
 }
 
+/**
+ * An object whose `authorize` fails for `listConversations` (its permission store "down") and refuses `inspect`; its
+ * `onAuthorizeError` prints what it is told (decision 0117, later): `<name>: authorize failed <action> <door> <caller>
+ * <message>`.
+ */
+export class DoorFailObject extends HarnessObject<Env> {
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env, () => ({
+      registry: createRegistry(),
+      authorize: (_caller, call) => {
+        if (call.method === "listConversations") throw new Error("the permission store at db.internal is down");
+        return call.method !== "inspect";
+      },
+      onAuthorizeError: (error, at) =>
+        void print(env, ctx, `authorize failed ${at.action} ${at.door} ${JSON.stringify(at.caller)} ${(error as Error).message}`),
+    }));
+  }
+}
+
 /** The HMAC secret of the signed-token recipe's Worker in these tests. */
 const TOKEN_SECRET = "edge-test-secret";
 

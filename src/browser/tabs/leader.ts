@@ -1,21 +1,20 @@
 /// <reference lib="webworker" />
 /** The leader's side of every tab being live (./wire.ts), in the worker that has the database open. */
 import { ConnectionLost, HarnessClosed } from "../../errors.ts";
-import type { Authorize } from "../../host/doors.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
 import { serveMessages } from "../../host/messages.ts";
 import { keepCancel } from "../../host/pending-subscription.ts";
 import type { HarnessService } from "../../host/protocol.ts";
-import { type WorkerCaller, workerDoor } from "../comlink.ts";
+import { type WorkerDoors, workerDoor } from "../comlink.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
-export function serveTabs(host: HarnessService, database: string, authorize?: Authorize<WorkerCaller>): void {
+export function serveTabs(host: HarnessService, database: string, doors?: WorkerDoors): void {
   const locks = broker();
   if (!locks) return; // no broker: the other tabs wait for the database (and may take it over)
   const id = crypto.randomUUID();
   const channel = new BroadcastChannel(channelName(database));
-  const endpoint = workerDoor(leaderEndpoint(host), { from: "tab" }, authorize);
+  const endpoint = workerDoor(leaderEndpoint(host), { from: "tab" }, doors);
   const connections = new Set<(notify: boolean) => void>();
   let leading = false;
 
