@@ -9,6 +9,7 @@ import { cancelPending, pendingSubscription } from "../../host/pending-subscript
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
+import { UnservedWaits } from "./unserved.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader this tab follows, over its connection's channel. */
@@ -35,10 +36,6 @@ interface Subscription {
   on?: Target;
   remote?: Promise<number>;
 }
-
-/** The first wait before a place that could not serve a subscription now is asked again, and the longest. */
-const UNSERVED_RETRY_MS = 500;
-const UNSERVED_MAX_RETRY_MS = 10_000;
 
 export interface TabsEndpoint extends HostEndpoint {
   /** Stops following (the page's worker is gone or the client was disposed). */
@@ -92,20 +89,14 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    * id: asked there again after a backoff; meanwhile the page's status says reconnecting, not ready (decision 0117 after
    * review; before, such a subscription was asked again only at the next move, the page silent and "ready").
    */
-  const unserved = new Map<number, { attempt: number; retryInMs: number; timer?: ReturnType<typeof setTimeout> }>();
-  /** Served again, refused, unsubscribed: its wait (if any) ends with it, so one subscription has one timer at most. */
-  const served = (id: number) => {
-    const wait = unserved.get(id);
-    if (!wait) return false;
-    clearTimeout(wait.timer);
-    unserved.delete(id);
-    return true;
-  };
+  const unserved = new UnservedWaits();
+  /** Served again (`true`: its attempt kept a while), refused, unsubscribed, given up: its wait (if any) ends with it. */
+  const served = (id: number, again = false) => unserved.end(id, again);
   const status = (): HarnessStatus => {
     const now = place();
-    if (now.kind !== "ready" || unserved.size === 0) return now;
-    const attempt = Math.max(...[...unserved.values()].map((wait) => wait.attempt));
-    return { kind: "reconnecting", attempt, retryInMs: [...unserved.values()].find((wait) => wait.attempt === attempt)!.retryInMs };
+    const longest = unserved.longest();
+    if (now.kind !== "ready" || !longest) return now;
+    return { kind: "reconnecting", attempt: longest.attempt, retryInMs: longest.retryInMs };
   };
   const place = (): HarnessStatus => {
     if (ownStatus.kind === "ready") return { ...ownStatus, role: "leader" };
@@ -194,7 +185,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const reattach = (id: number, subscription: Subscription, target: Target) => {
     const remote = attach(id, subscription, target);
     remote.then(
-      () => subscription.remote === remote && served(id) && changed(),
+      () => subscription.remote === remote && served(id, true) && changed(),
       () => {},
     );
     remote.catch((error: unknown) => {
@@ -215,18 +206,13 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const unservable = (error: unknown) => isRetryable(error) && !isLoss(error) && (error as { name?: unknown }).name !== "WorkerGone";
   /** Asks `target` again after a backoff that doubles while it cannot serve the subscription (at most one wait each). */
   const askAgain = (id: number, subscription: Subscription, target: Target) => {
-    const before = unserved.get(id);
-    clearTimeout(before?.timer); // a wait already running (asked again at a move meanwhile) is replaced, not doubled
-    const attempt = (before?.attempt ?? 0) + 1;
-    const retryInMs = Math.min(UNSERVED_MAX_RETRY_MS, UNSERVED_RETRY_MS * 2 ** (attempt - 1));
-    const wait: { attempt: number; retryInMs: number; timer?: ReturnType<typeof setTimeout> } = { attempt, retryInMs };
-    unserved.set(id, wait);
-    changed();
-    wait.timer = setTimeout(() => {
+    // A wait already running (asked again at a move meanwhile) is replaced, not doubled (unserved.ts).
+    unserved.next(id, () => {
       // Moved meanwhile (the move asked again), or ended: nothing to do.
       if (!disposed && subscriptions.get(id) === subscription && subscription.on === undefined && readyTarget() === target)
         reattach(id, subscription, target);
-    }, retryInMs);
+    });
+    changed();
   };
 
   const changed = () => {
@@ -380,6 +366,8 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       return pendingSubscription(subscribeLive(id, subscription), () => {
         if (subscriptions.get(id) !== subscription) return;
         subscriptions.delete(id);
+        // Given up while it waited: the wait ends and the status with it (decision 0117, later; before: reconnecting).
+        if (served(id)) changed();
         cancelPending(subscription.remote);
       });
     },
@@ -392,7 +380,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     },
     close() {
       disposed = true;
-      for (const wait of unserved.values()) clearTimeout(wait.timer);
+      unserved.clear();
       reconsider();
     },
   };
