@@ -91,9 +91,14 @@ export class FollowObject extends HarnessObject<Env> {
       follow: {
         ttlMs: ctx.id.name?.startsWith("long-lease") ? 60_000 : 3_000,
         ...(env.FOLLOW_KEEP_LOG ? { keepLog: Number(env.FOLLOW_KEEP_LOG) } : {}),
-        authorize: (caller, action, place) =>
-          caller === "alice" || (caller === "mallory" && action.startsWith("lease.")) || (caller === "bob" && place === "bob-phone"),
+        authorize: (caller, action, place) => {
+          // "blinker": the app's permission store is down for this caller (decision 0117, later: onAuthorizeError).
+          if (caller === "blinker") throw new Error("the permission store at db.internal is down");
+          return caller === "alice" || (caller === "mallory" && action.startsWith("lease.")) || (caller === "bob" && place === "bob-phone");
+        },
       },
+      onAuthorizeError: (error, { caller, action, door }) =>
+        void print(`authorize failed ${door} ${action} ${JSON.stringify(caller)} ${(error as Error).message}`),
     }));
     this.#plan = plan;
   }

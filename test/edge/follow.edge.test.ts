@@ -239,6 +239,22 @@ describe("following a tab on a Durable Object (issue 27, decision 0031)", { time
     bob.stop();
   });
 
+  it("0117 later (6): a follow.authorize that throws answers AuthorizeFailed without its message, and the object's onAuthorizeError is told it with the caller, the action and the door follow", async () => {
+    const name = "handover";
+    const blinker = followSocket(edge, name, "blinker");
+    await until("blinker's socket open", () => blinker.open);
+    blinker.send(encodeFollowMessage({ type: "call", id: "k1", topic: "lease", method: "acquire", args: ["blinker-phone", 0] }));
+    await until("an answer", () => blinker.received.length >= 1);
+    const answer = JSON.parse(blinker.received[0]!);
+    expect(answer.error?.name).toBe("AuthorizeFailed");
+    expect(JSON.stringify(answer)).not.toContain("db.internal");
+    await edge.printed.until((lines) => lines.some((line) => line.includes("authorize failed follow")));
+    expect(edge.printed.lines).toContain(
+      'object: authorize failed follow lease.acquire "blinker" the permission store at db.internal is down',
+    );
+    blinker.stop();
+  });
+
   it("decision 0039: transactions of 1.8 MB, 2.7 MB and six 400 KB inputs (2.4 MB) cross in parts (each frame ≤ 1 MB) and are stored whole on the object", async () => {
     // A 60 s lease: writing and sending 2.7 MB under load can delay the tab's renewal past 3 s, and the object then
     // took the lease (the tab's next write: HarnessClosed).
