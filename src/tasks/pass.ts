@@ -230,7 +230,9 @@ export function byProgress(tx: KernelTx, ids: number[]): number[] {
     if (equal && at > 0 && (restarts[at] !== restarts[0] || progressed[at] !== progressed[0])) equal = false;
   }
   if (equal) return ids;
-  const order = new Uint32Array(length);
+  // A plain array, not a typed one (decision 0119): its sort (TimSort) takes a run already in order — every candidate
+  // with the same count and no stamp, in id order — in one walk, where a typed array's sort compares n·log n times.
+  const order = new Array<number>(length);
   for (let at = 0; at < length; at++) order[at] = at;
   // ids ascending: a position's order is its id's, so the last key is the position itself.
   order.sort((a, b) => restarts[a]! - restarts[b]! || (progressed[a] === progressed[b] ? a - b : progressed[a]! > progressed[b]! ? -1 : 1));

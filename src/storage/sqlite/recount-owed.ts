@@ -188,18 +188,32 @@ export class OwedRecount {
     this.#keeping = false;
     if (text === undefined) return;
     const windows = parseOwed(text, this.#label);
+    // Equal windows hold the same rows: each is tested once, their number the restarts a row in them owes (decision
+    // 0119: the windows every open leaves are usually equal, and this walk is of every live record, in front).
+    const distinct: Array<{ window: Owed; times: number; pending: boolean }> = [];
+    for (const w of windows) {
+      const same = distinct.find((d) => sameRows(d.window, w));
+      if (same) {
+        same.times++;
+        same.pending ||= !w.keepRunning;
+      } else distinct.push({ window: w, times: 1, pending: !w.keepRunning });
+    }
     let count = 0;
     for (const task of tasks) {
-      if (task.state.status !== "running") continue;
+      const state = task.state;
+      if (state.status !== "running") continue;
+      const id = task.id;
       let owed = 0;
       let pending = false;
-      for (const w of windows)
-        if (task.id > w.after && task.id <= w.through && !w.written.includes(task.id)) {
-          owed++;
-          pending ||= !w.keepRunning;
+      for (let at = 0; at < distinct.length; at++) {
+        const { window: w, times } = distinct[at]!;
+        if (id > w.after && id <= w.through && !w.written.includes(id)) {
+          owed += times;
+          pending ||= distinct[at]!.pending;
         }
+      }
       if (owed === 0) continue;
-      if (pending) task.state = pendingAt(task.state);
+      if (pending) task.state = pendingAt(state);
       task.restarts = (task.restarts ?? 0) + owed;
       count++;
     }
