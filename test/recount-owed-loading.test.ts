@@ -2,10 +2,11 @@
 // windows once, with their number as the restarts a row in them owes (decision 0119: every open's window is usually equal
 // to the one before, and the walk is of every live record, in front of the first step). Against the walk it replaced
 // (every window tested on every record), over random records (running or not, restarts absent or counted, progress
-// stamps of every kind) and windows (equal ones with either keep-running flag, overlapping, disjoint, empty): the same
+// stamps of every kind) and windows (equal and near-equal ones with either keep-running flag, overlapping, disjoint, empty): the same
 // restarts, the same states (pending at the same checkpoint, its stamp kept as `pendingAt` keeps it), and the same
 // number of rows owed (what the first writing transaction's count must find, `settle`). It fails when equal windows
-// count once, when one of them that makes its rows pending is ignored, or when a row is counted once per window. (The
+// count once, when one of them that makes its rows pending is ignored, when a row is counted once per window, or when
+// windows are grouped by their bounds alone (the written ids ignored). (The
 // load with two equal windows on 2,500 rows is test/recount-slices' "…then two equal windows, keep them owed…".)
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -42,14 +43,34 @@ const windowArb = fc.record({
   keepRunning: fc.boolean(),
   written: fc.uniqueArray(fc.integer({ min: 1, max: MAX_ID }), { maxLength: 5 }),
 });
-/** Windows: random ones, and copies of one (the same rows) with either flag and the written ids in the same order. */
+/**
+ * Windows: random ones, and copies of one with either flag — equal (the same rows, the written ids in the same order,
+ * reversed or one repeated) and near-equal (the same bounds with other written ids, one more or one fewer, a bound
+ * moved by one): a crashed open's kept window beside the next open's window with the same bounds and nothing written
+ * is the history where grouping by bounds alone would count a row twice (the review of 0119).
+ */
+const copyArb = fc.tuple(
+  fc.nat(),
+  fc.boolean(),
+  fc.constantFrom("same", "reversed", "repeated", "other", "plus", "minus", "after", "through"),
+  fc.uniqueArray(fc.integer({ min: 1, max: MAX_ID }), { maxLength: 3 }),
+  fc.constantFrom(-1, 1),
+);
 const windowsArb = fc
-  .tuple(fc.array(windowArb, { minLength: 1, maxLength: 3 }), fc.array(fc.tuple(fc.nat(), fc.boolean()), { maxLength: 4 }))
+  .tuple(fc.array(windowArb, { minLength: 1, maxLength: 3 }), fc.array(copyArb, { maxLength: 4 }))
   .chain(([fresh, copies]) => {
     const out: Owed[] = [...fresh];
-    for (const [from, keepRunning] of copies) {
+    for (const [from, keepRunning, how, other, by] of copies) {
       const base = out[from % out.length]!;
-      out.push({ ...base, keepRunning, written: [...base.written] });
+      const written = [...base.written];
+      if (how === "reversed") written.reverse();
+      else if (how === "repeated" && written.length > 0) written.push(written[0]!);
+      else if (how === "other") written.splice(0, written.length, ...other);
+      else if (how === "plus") written.push(...other.filter((id) => !written.includes(id)).slice(0, 1));
+      else if (how === "minus") written.pop();
+      const after = base.after + (how === "after" ? by : 0);
+      const through = base.through + (how === "through" ? by : 0);
+      out.push({ after, through, keepRunning, written });
     }
     return fc.shuffledSubarray(out, { minLength: out.length, maxLength: out.length });
   });
