@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { SchemaTooNew, StaleEpoch, TasksBehindLog } from "../src/errors.ts";
 import type { Batch, TaskRecord } from "../src/storage/records.ts";
-import type { SqliteDatabase } from "../src/storage/sqlite/database.ts";
+import type { SqliteDatabase, SqliteTransaction } from "../src/storage/sqlite/database.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SCHEMA_VERSION, TASKS_BEHIND_LOG } from "../src/storage/sqlite/schema.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
@@ -193,6 +193,38 @@ describe("0091: a lease-less commit while nothing waits runs with no turn", () =
 });
 
 describe("0081: schema version 6", () => {
+  it("0120/S4: a deferring step whose commit fails after its body leaves what waited as it was: the task reads as last acknowledged, then as the retried step", async () => {
+    const inner = await openSqliteDatabase({ vfs: "memory" });
+    let failCommit = false;
+    // The body runs in the database's transaction, then the COMMIT fails (a full disk, say): SQLite rolls it back.
+    const db = new Proxy(inner, {
+      get(target, key) {
+        if (key === "transaction")
+          return <T>(body: (tx: SqliteTransaction) => T) =>
+            target.transaction((tx) => {
+              const result = body(tx);
+              if (failCommit) throw new Error("disk I/O error at COMMIT");
+              return result;
+            });
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const storage = await SqliteStorage.open(db, "sqlite", { deferTaskRows: true });
+    await storage.load();
+    await storage.apply(both([running(1, 0)], 1));
+    await storage.apply(both([running(1, 1)], 2)); // waits
+    failCommit = true;
+    await expect(storage.apply(both([running(1, 2)], 3))).rejects.toThrow("disk I/O error at COMMIT");
+    failCommit = false;
+    expect((await storage.getTask(1))?.state).toEqual(running(1, 1).state);
+    await storage.apply(both([running(1, 2)], 3)); // the same step again, at the same position
+    await storage.apply(both([running(1, 3)], 4));
+    expect((await storage.getTask(1))?.state).toEqual(running(1, 3).state);
+    expect((await storage.readLog(0, 10)).map((batch) => batch.fence.position)).toEqual([1, 2, 3, 4]);
+    await storage.close();
+  });
+
   it("S11: a version 5 file opens writable and is migrated by its number; one newer than 6 is refused, unmodified", async () => {
     expect(SCHEMA_VERSION).toBe(6);
     const storage = await openSqliteStorage({ vfs: "memory" });

@@ -1,11 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { deepFreeze } from "../src/base/json.ts";
 import { LogOutOfOrder, StaleEpoch } from "../src/errors.ts";
 import type { Batch } from "../src/storage/records.ts";
-import { batchText } from "../src/storage/sqlite/log-write.ts";
+import { batchText, stepText } from "../src/storage/sqlite/log-write.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
 import { stepped } from "./sqlite-support.ts";
+import { taskRecord } from "./task-record.ts";
 
 // Decision 0042: a fenced transaction's log row is made of its rows' own texts, and a transaction that continues
 // this storage's own head under the same epoch checks the fence with one compare-and-set. The log must hold
@@ -28,6 +31,23 @@ const batch: fc.Arbitrary<Batch> = fc.record(
   { requiredKeys: ["tasks", "conversations", "entries", "submissions", "documents"] },
 ) as unknown as fc.Arbitrary<Batch>;
 
+// Fences a batch may carry: plain marks and every shape JSON spells otherwise (decision 0118).
+const number = fc.oneof(fc.integer(), fc.double(), fc.constant(-0), fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY));
+const fence = fc.oneof(
+  fc.record({ epoch: fc.integer({ min: 1 }), position: fc.integer({ min: 1 }) }),
+  fc.record({ epoch: number, position: number }),
+  fc.record({ position: number, epoch: number }),
+  fc.record({ epoch: number, position: number, note: fc.string() }),
+  fc.record({ epoch: fc.string(), position: number }),
+  fc.record({ epoch: number }),
+  fc.constant(Object.assign(Object.create({ epoch: 1 }), { position: 2 })),
+  fc.constant(Object.defineProperty({ epoch: 1, position: 2 }, "hidden", { value: 3, enumerable: false })),
+  fc.constant({ epoch: 1, position: 2, toJSON: () => "mark" }),
+  fc.constant(Object.assign(Object.create({ toJSON: () => "inherited" }), { epoch: 1, position: 2 })),
+  fc.constant(null),
+  fc.constant(undefined),
+);
+
 const texts = (value: Batch) => ({
   tasks: value.tasks.map((item) => JSON.stringify(item)),
   conversations: value.conversations.map((item) => JSON.stringify(item)),
@@ -48,21 +68,6 @@ describe("the fenced log's row (decision 0042)", () => {
   });
 
   it("0118 S11: a step's batch (its members in the session's order) is JSON.stringify's text whatever its fence and rows", () => {
-    const number = fc.oneof(fc.integer(), fc.double(), fc.constant(-0), fc.constant(Number.NaN), fc.constant(Number.POSITIVE_INFINITY));
-    const fence = fc.oneof(
-      fc.record({ epoch: fc.integer({ min: 1 }), position: fc.integer({ min: 1 }) }),
-      fc.record({ epoch: number, position: number }),
-      fc.record({ position: number, epoch: number }),
-      fc.record({ epoch: number, position: number, note: fc.string() }),
-      fc.record({ epoch: fc.string(), position: number }),
-      fc.record({ epoch: number }),
-      fc.constant(Object.assign(Object.create({ epoch: 1 }), { position: 2 })),
-      fc.constant(Object.defineProperty({ epoch: 1, position: 2 }, "hidden", { value: 3, enumerable: false })),
-      fc.constant({ epoch: 1, position: 2, toJSON: () => "mark" }),
-      fc.constant(Object.assign(Object.create({ toJSON: () => "inherited" }), { epoch: 1, position: 2 })),
-      fc.constant(null),
-      fc.constant(undefined),
-    );
     // The session's order (a step's), that order with a member after it, and an inherited member (JSON leaves it out).
     const shape = fc.constantFrom("step", "extra", "inherited");
     fc.assert(
@@ -77,6 +82,76 @@ describe("the fenced log's row (decision 0042)", () => {
         expect(batchText(made, texts(made))).toBe(JSON.stringify(made));
       }),
       { numRuns: 400 },
+    );
+  });
+
+  it("0120 S11: a lone task's step is spelled as JSON.stringify spells its batch, whatever its record, fence, members and epoch before it", () => {
+    // Hostile text: every UTF-16 unit (lone surrogates included) and whole graphemes, in the record and its checkpoint.
+    const text = fc.oneof(fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }));
+    const record = fc.record({
+      id: fc.integer({ min: 1 }),
+      kind: text,
+      input: fc.jsonValue({ maxDepth: 2 }),
+      state: fc.record({ status: fc.constant("running"), checkpoint: fc.record({ phase: text, note: fc.array(text, { maxLength: 3 }) }) }),
+      startedAt: fc.option(fc.integer(), { nil: undefined }),
+    });
+    const shape = fc.constantFrom("step", "extra", "inherited");
+    fc.assert(
+      fc.property(batch, record, fence, shape, fc.boolean(), fc.integer({ min: 1 }), (value, task, mark, kind, alone, other) => {
+        const lists = alone ? { conversations: [], entries: [], submissions: [], documents: [] } : value;
+        const { conversations, entries, submissions, documents } = lists;
+        const lone = conversations.length + entries.length + submissions.length + documents.length === 0;
+        const step = { tasks: [task], conversations, entries, submissions, documents, fence: mark };
+        const made = (kind === "step"
+          ? step
+          : kind === "extra"
+            ? { ...step, nextId: 7 }
+            : Object.assign(Object.create({ nextId: 7 }), step)) as unknown as Batch;
+        // Another epoch's step first: the text kept for the last epoch is not this one's.
+        stepText({ ...step, fence: { epoch: other, position: 1 } } as unknown as Batch, JSON.stringify(task));
+        const spelled = stepText(made, JSON.stringify(task));
+        expect(spelled ?? batchText(made, texts(made))).toBe(JSON.stringify(made));
+        const plain =
+          typeof mark === "object" &&
+          mark !== null &&
+          Object.keys(mark).join() === "epoch,position" &&
+          Object.getPrototypeOf(mark) === Object.prototype;
+        if (kind !== "extra" && lone && plain && Number.isFinite(mark.epoch) && Number.isFinite(mark.position))
+          expect(spelled).toBeDefined(); // the step's own path (an inherited member JSON leaves out too), not batchText's
+        else if (kind === "extra" || !lone) expect(spelled).toBeUndefined();
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("0120 S11: a deferring storage's lone-task steps store and return JSON.stringify's text byte for byte, across epochs, hostile checkpoints included", async () => {
+    const encoder = new TextEncoder();
+    const checkpoint = fc.record({ phase: fc.string({ unit: "binary" }), n: fc.integer(), note: fc.string({ unit: "grapheme" }) });
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(checkpoint, fc.integer({ min: 1, max: 3 })), { minLength: 1, maxLength: 12 }), async (steps) => {
+        const storage = await openSqliteStorage({ vfs: "memory" });
+        await storage.load();
+        let task = deepFreeze(taskRecord(7, { status: "running", checkpoint: { phase: "start" } }, { kind: "k\u{1F600}\uD800" }));
+        let epoch = 1;
+        let position = 1;
+        const fenced = (tasks: Batch["tasks"]): Batch =>
+          ({ tasks, conversations: [], entries: [], submissions: [], documents: [], fence: { epoch, position } }) as unknown as Batch;
+        await storage.apply(fenced([task]));
+        for (const [next, bump] of steps) {
+          position++;
+          if (bump === 3) epoch++;
+          // A committed step: the record spread from the last one (its other members the same frozen values), frozen.
+          task = deepFreeze({ ...task, state: { status: "running", checkpoint: next } });
+          const step = fenced([task]);
+          const text = await storage.apply(step);
+          expect(text).toBe(JSON.stringify(step));
+          const row = await storage.database.get("SELECT CAST(batch AS BLOB) AS bytes FROM pi_durable_log WHERE position = ?", position);
+          expect(row?.bytes).toEqual(encoder.encode(JSON.stringify(step)));
+        }
+        expect(await storage.getTask(7)).toEqual(JSON.parse(JSON.stringify(task)));
+        await storage.close();
+      }),
+      { numRuns: 60 },
     );
   });
 

@@ -112,60 +112,56 @@ export class DeferredTaskRows {
       this.#writes = tx.writes!();
       return result;
     }
-    const turn = new Turn(this, tx, this.#state(tx));
+    const turn = this.#begin(tx);
     try {
       return body(tx, turn);
     } catch (error) {
-      this.#restore(turn.before);
+      this.#restore(turn);
       throw error;
     } finally {
       this.#writes = undefined; // not known until a whole turn commits (it puts back what this one changed if not)
     }
   }
 
-  async #turn<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
+  /** Not an async function: a fenced step's hot path (decision 0120: what a step allocates counts there). */
+  #turn<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
     let turn: Turn | undefined;
-    try {
-      return await db.transaction((tx) => {
-        turn = new Turn(this, tx, this.#state(tx));
+    return db
+      .transaction((tx) => {
+        turn = this.#begin(tx);
         try {
           const result = body(tx, turn);
           this.#writes = tx.writes?.();
           return result;
         } catch (error) {
-          this.#restore(turn.before);
+          this.#restore(turn);
           turn = undefined;
           throw error;
         }
+      })
+      .catch((error: unknown) => {
+        if (turn) this.#restore(turn); // the commit itself failed
+        throw error;
       });
-    } catch (error) {
-      if (turn) this.#restore(turn.before); // the commit itself failed
-      throw error;
-    }
   }
 
-  #state(tx: SqliteTransaction): Before {
+  #begin(tx: SqliteTransaction): Turn {
     const writes = tx.writes?.();
     // Nothing wrote since this storage's last turn: the mark is in the file exactly as this storage left it.
     const known = writes !== undefined && writes === this.#writes;
-    return {
-      known,
-      pending: this.#pending,
-      commits: this.#commits,
-      bytes: this.#bytes,
-      mark: this.#mark,
-      writes: this.#writes,
-      replaced: [],
-    };
+    return new Turn(this, tx, known, this.#pending, this.#commits, this.#bytes, this.#mark, this.#writes);
   }
 
-  #restore(before: Before): void {
+  #restore(before: Turn): void {
     this.#pending = before.pending;
-    for (let index = before.replaced.length - 1; index >= 0; index--) {
-      const [id, record] = before.replaced[index]!;
-      if (record === undefined) this.#pending.delete(id);
-      else this.#pending.set(id, record);
-    }
+    const replaced = before.replaced;
+    if (replaced !== undefined)
+      for (let index = replaced.length - 2; index >= 0; index -= 2) {
+        const id = replaced[index] as number;
+        const record = replaced[index + 1] as string | undefined;
+        if (record === undefined) this.#pending.delete(id);
+        else this.#pending.set(id, record);
+      }
     this.#commits = before.commits;
     this.#bytes = before.bytes;
     this.#mark = before.mark;
@@ -173,7 +169,7 @@ export class DeferredTaskRows {
   }
 
   /** `Turn.defer`. */
-  defer(tx: SqliteTransaction, before: Before, fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
+  defer(tx: SqliteTransaction, before: Turn, fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
     if (!before.known) return false; // the next turn knows again
     if (this.#pending.size > 0 && (this.#commits + 1 >= this.#every || this.#bytes >= FLUSH_BYTES)) return false;
     if (this.#mark === undefined) {
@@ -181,8 +177,10 @@ export class DeferredTaskRows {
       this.#mark = fence.position - 1;
       tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(this.#mark));
     } else if (this.#far(fence.position - 1)) return false; // the caller's flush moves the mark up
-    for (const { task, record } of rows) {
-      before.replaced.push([task.id, this.#pending.get(task.id)]);
+    const replaced = (before.replaced ??= []);
+    for (let index = 0; index < rows.length; index++) {
+      const { task, record } = rows[index]!;
+      replaced.push(task.id, this.#pending.get(task.id));
       this.#pending.set(task.id, record);
       this.#bytes += record.length;
     }
@@ -202,7 +200,7 @@ export class DeferredTaskRows {
    * the table is complete through once this turn commits — only when a replay from it would be long. Without
    * `keep` the turn writes the task table outside the log (or makes a copy, or closes): the mark goes.
    */
-  flush(tx: SqliteTransaction, before: Before, keep?: { through?: number }): void {
+  flush(tx: SqliteTransaction, before: Turn, keep?: { through?: number }): void {
     if (!before.known || this.#pending.size > 0) {
       let applied = before.known;
       if (applied) {
@@ -244,28 +242,28 @@ export class DeferredTaskRows {
   }
 }
 
-/** What a turn found, and what to put back if it does not commit. */
-interface Before {
-  readonly known: boolean;
-  readonly pending: Map<number, string>;
-  readonly commits: number;
-  readonly bytes: number;
-  readonly mark: number | undefined;
-  readonly writes: number | undefined;
-  /** Each id a deferring commit set, with the text it replaced. */
-  readonly replaced: Array<[number, string | undefined]>;
-}
-
-/** One writing transaction of a storage that defers. */
+/**
+ * One writing transaction of a storage that defers, with what it found — what to put back if it does not commit (one
+ * object a turn: decision 0120).
+ */
 export class Turn {
   readonly #rows: DeferredTaskRows;
   readonly #tx: SqliteTransaction;
-  readonly before: Before;
+  /** Each id a deferring commit set, then the text it replaced (undefined: none was waiting), in pairs. */
+  replaced: Array<number | string | undefined> | undefined;
 
-  constructor(rows: DeferredTaskRows, tx: SqliteTransaction, before: Before) {
+  constructor(
+    rows: DeferredTaskRows,
+    tx: SqliteTransaction,
+    readonly known: boolean,
+    readonly pending: Map<number, string>,
+    readonly commits: number,
+    readonly bytes: number,
+    readonly mark: number | undefined,
+    readonly writes: number | undefined,
+  ) {
     this.#rows = rows;
     this.#tx = tx;
-    this.before = before;
   }
 
   /**
@@ -273,7 +271,7 @@ export class Turn {
    * mark's state is not known this turn, or enough commits deferred in a row: then the caller flushes and writes.
    */
   defer(fence: LogMark, rows: ReadonlyArray<{ task: TaskRecord; record: string }>): boolean {
-    return this.#rows.defer(this.#tx, this.before, fence, rows);
+    return this.#rows.defer(this.#tx, this, fence, rows);
   }
 
   /**
@@ -282,7 +280,7 @@ export class Turn {
    * it is deleted.
    */
   flush(keep?: { through?: number }): void {
-    this.#rows.flush(this.#tx, this.before, keep);
+    this.#rows.flush(this.#tx, this, keep);
   }
 
   /** A rebuild replaced every row and deleted the mark in this transaction: nothing waits. */

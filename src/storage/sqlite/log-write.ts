@@ -34,6 +34,32 @@ export function batchText(batch: Batch, texts: BatchTexts): string {
   return text.length > 0 ? `${text}}` : "{}";
 }
 
+/**
+ * `JSON.stringify(batch)` of a lone task's step — a step's members (`STEP_MEMBERS`, in that order), one task whose
+ * row text is `record`, the four other lists empty, a plain mark — spelled as the task's text between two constant
+ * pieces (the second one's epoch kept from the last call); undefined for any other batch, which `batchText` spells.
+ * Decision 0120: the text `batchText` builds from the lists' texts is a rope of about fifteen strings a step, and what
+ * a fenced step allocates beyond a step with no lease brings the young generation's collections forward.
+ */
+export function stepText(batch: Batch, record: string): string | undefined {
+  if (batch.tasks.length !== 1 || batch.conversations.length + batch.entries.length + batch.submissions.length + batch.documents.length > 0)
+    return undefined;
+  const fence = batch.fence as unknown;
+  if (typeof fence !== "object" || fence === null || !isStep(Object.keys(batch))) return undefined;
+  const mark = fence as Record<string, unknown>;
+  if (markText(mark) === undefined) return undefined;
+  return `{"tasks":[${record}${stepTail(mark.epoch as number)}${mark.position as number}}}`;
+}
+
+/** The step's text from the task's row's end to the fence's position: one per epoch, kept for the last one. */
+let lastTail: { readonly epoch: number; readonly text: string } | undefined;
+
+function stepTail(epoch: number): string {
+  if (lastTail?.epoch !== epoch)
+    lastTail = { epoch, text: `],"conversations":[],"entries":[],"submissions":[],"documents":[],"fence":{"epoch":${epoch},"position":` };
+  return lastTail.text;
+}
+
 /** A step's batch's members, in the order the session makes them (decision 0118). */
 const STEP_MEMBERS = ["tasks", "conversations", "entries", "submissions", "documents", "fence"] as const;
 

@@ -20,7 +20,7 @@ import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./data
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
 import { readLiveTasks } from "./live-tasks.ts";
-import { batchText } from "./log-write.ts";
+import { batchText, stepText } from "./log-write.ts";
 import { queryOnly, toSqlValue } from "./query-fallback.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { recountOf, storeRecount } from "./recount.ts";
@@ -178,7 +178,8 @@ export class SqliteStorage implements Storage {
     // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
     // rows' own texts (decision 0042); an empty list is not mapped (decision 0056).
     const text = fence
-      ? batchText(batch, {
+      ? ((tasks.length === 1 ? stepText(batch, tasks[0]!.record) : undefined) ??
+        batchText(batch, {
           tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
           conversations: texts(conversations, 2),
           entries: texts(entries, 3),
@@ -187,7 +188,7 @@ export class SqliteStorage implements Storage {
             documents.length === 0
               ? NONE
               : documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
-        })
+        }))
       : undefined;
     const logged = text === undefined ? undefined : logSlices(text, max);
     let committed: Committed | undefined;
