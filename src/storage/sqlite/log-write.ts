@@ -47,7 +47,7 @@ export function stepText(batch: Batch, record: string): string | undefined {
   const fence = batch.fence as unknown;
   if (typeof fence !== "object" || fence === null || !isStep(Object.keys(batch))) return undefined;
   const mark = fence as Record<string, unknown>;
-  if (markText(mark) === undefined) return undefined;
+  if (!plainMark(mark)) return undefined;
   return `{"tasks":[${record}${stepTail(mark.epoch as number)}${mark.position as number}}}`;
 }
 
@@ -84,12 +84,16 @@ function memberText(value: unknown): string | undefined {
  * order, both finite numbers, no `toJSON` (own or inherited: JSON.stringify would call it).
  */
 function markText(mark: Record<string, unknown>): string | undefined {
+  return plainMark(mark) ? `{"epoch":${mark.epoch as number},"position":${mark.position as number}}` : undefined;
+}
+
+/** Whether `mark` is exactly a plain mark, as `markText` spells it (a check that makes no text: decision 0120). */
+function plainMark(mark: Record<string, unknown>): boolean {
   const keys = Object.keys(mark);
-  if (keys.length !== 2 || keys[0] !== "epoch" || keys[1] !== "position") return undefined;
+  if (keys.length !== 2 || keys[0] !== "epoch" || keys[1] !== "position") return false;
   const { epoch, position } = mark;
-  if (typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position)) return undefined;
-  if (typeof mark.toJSON === "function") return undefined;
-  return `{"epoch":${epoch},"position":${position}}`;
+  if (typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position)) return false;
+  return typeof mark.toJSON !== "function";
 }
 
 /** The texts of `key`'s list, when it is one of the row lists (no prototype lookup: `texts` may be any object). */
