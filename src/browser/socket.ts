@@ -349,8 +349,14 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
           }
         }
       })();
-      // A subscribe that ended unanswered (refused, given up, the endpoint closed) is not subscribed again.
-      answered.catch(() => held() && subscriptions.delete(id));
+      // A subscribe that ended unanswered (refused, given up, the endpoint closed) is not subscribed again. One refused
+      // on its re-ask after a wait (carried, AuthorizeFailed, then NotAuthorized) ends that wait: `onState` hears `open`
+      // once none is left (before, it stayed `unserved`, and the page `reconnecting` on a live socket; 0117, later).
+      answered.catch(() => {
+        if (!held()) return;
+        subscriptions.delete(id);
+        endWait(subscription);
+      });
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
       return pendingSubscription(answered, () => {
         if (subscriptions.get(id) !== subscription) return;
