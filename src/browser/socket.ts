@@ -324,6 +324,9 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         for (;;) {
           // After close(): ConnectionLost. Given up while no connection is open: rejected at once, asked nowhere.
           const link = await Promise.race([live(), givenUp]);
+          // Closed while it waited, before the socket's close event (a browser's comes a task later): the link is not
+          // dead yet, and its cached `subscribing` is the old refusal — ConnectionLost, as the comment says (0117, later).
+          if (closed) throw new ConnectionLost();
           if (!held()) throw new NotFound("The subscription is no longer watched.");
           try {
             await Promise.race([subscribeOn(link, id, subscription), givenUp]);
