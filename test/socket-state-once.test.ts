@@ -24,6 +24,50 @@ function failingWatches() {
   return { mode, endpoint };
 }
 
+/** A clock whose timers fire in due order (as a real one's do): a jittered shorter wait set later fires first. */
+function dueClock() {
+  let now = 0;
+  const waiting: Array<{ fire: () => void; due: number }> = [];
+  return {
+    setTimer(fire: () => void, ms: number) {
+      const timer = { fire, due: now + ms };
+      waiting.push(timer);
+      return timer;
+    },
+    clearTimer(timer: unknown) {
+      const at = waiting.indexOf(timer as never);
+      if (at >= 0) waiting.splice(at, 1);
+    },
+    async fire() {
+      if (waiting.length === 0) return;
+      const next = waiting.reduce((soonest, other) => (other.due < soonest.due ? other : soonest));
+      waiting.splice(waiting.indexOf(next), 1);
+      now = next.due;
+      next.fire();
+      await settle();
+    },
+  };
+}
+
+/** A seeded random source (mulberry32): the backoff's real jitter, reproducible. */
+function seeded(seed: number) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Two `unserved` in a row at the same attempt: the page's listeners would hear the same `reconnecting` twice. */
+const sameAttemptTwice = (states: SocketState[]) =>
+  states.filter((state, at) => {
+    const before = states[at - 1];
+    return at > 0 && state.state === "unserved" && before?.state === "unserved" && before.attempt === state.attempt;
+  });
+
 const repeats = (states: SocketState[]) => states.filter((state, at) => at > 0 && JSON.stringify(state) === JSON.stringify(states[at - 1]));
 
 describe("onState hears each change once (decision 0117, later)", () => {
@@ -68,6 +112,98 @@ describe("onState hears each change once (decision 0117, later)", () => {
     expect(repeats(states)).toEqual([]);
     socket.close();
   });
+
+  it("0117 later (4): with jitter, a second subscription reaching the same attempt with a shorter wait is not told again: one `unserved` per attempt (before: twice, with different retryInMs)", async () => {
+    const host = failingWatches();
+    const sockets = scriptedSockets(host.endpoint);
+    const clock = dueClock();
+    const draws = [1, 1, 0, 1, 0]; // the reconnect, 1's wait, 2's wait (shorter), 2's second, 1's second
+    const states: SocketState[] = [];
+    const socket = socketEndpoint(sockets.connect, {
+      retryMs: 100,
+      random: () => draws.shift() ?? 1,
+      setTimer: (fire, ms) => clock.setTimer(fire, ms),
+      clearTimer: (handle) => clock.clearTimer(handle),
+      onState: (state) => states.push(state),
+    });
+    await settle();
+    for (const id of [1, 2])
+      await socket.subscribe(
+        "watchConversation",
+        [id],
+        () => {},
+        () => {},
+      );
+    host.mode.failing = new Set([1, 2]);
+    sockets.drop();
+    await settle();
+    await clock.fire(); // the reconnect: 1 waits 100, 2 waits 50
+    await clock.fire(); // 2's wait fires first: attempt 2 (its wait 200)
+    await clock.fire(); // 1's: attempt 2 too (its wait 100), not told again
+    expect(states).toEqual([
+      { state: "open" },
+      { state: "reconnecting", attempt: 1, retryInMs: 100 },
+      { state: "open" },
+      { state: "unserved", attempt: 1, retryInMs: 100 },
+      { state: "unserved", attempt: 2, retryInMs: 200 },
+    ]);
+    host.mode.failing = new Set();
+    await clock.fire();
+    await clock.fire(); // both served
+    expect(states.at(-1)).toEqual({ state: "open" });
+    socket.close();
+  });
+
+  it("0117 later (4), property with real jitter (seeded random, timers in due order): any number of subscriptions failing and recovering over waits and drops: never the same state twice in a row, never two `unserved` at one attempt in a row", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer(),
+        fc.integer({ min: 1, max: 4 }),
+        fc.subarray([1, 2, 3, 4]),
+        fc.array(
+          fc.oneof(
+            { arbitrary: fc.constantFrom("drop", "fire"), weight: 3 },
+            { arbitrary: fc.tuple(fc.integer({ min: 1, max: 4 }), fc.boolean()), weight: 1 },
+          ),
+          { maxLength: 20 },
+        ),
+        async (seed, count, failing, steps) => {
+          const host = failingWatches();
+          const sockets = scriptedSockets(host.endpoint);
+          const clock = dueClock();
+          const states: SocketState[] = [];
+          const socket = socketEndpoint(sockets.connect, {
+            retryMs: 100,
+            maxRetryMs: 400,
+            random: seeded(seed),
+            setTimer: (fire, ms) => clock.setTimer(fire, ms),
+            clearTimer: (handle) => clock.clearTimer(handle),
+            onState: (state) => states.push(state),
+          });
+          await settle();
+          for (let id = 1; id <= count; id++)
+            await socket.subscribe(
+              "watchConversation",
+              [id],
+              () => {},
+              () => {},
+            );
+          host.mode.failing = new Set(failing); // asked again at the first drop's reconnect
+          for (const step of steps) {
+            if (step === "drop") sockets.drop();
+            else if (step === "fire") await clock.fire();
+            else if (step[1]) host.mode.failing.add(step[0]);
+            else host.mode.failing.delete(step[0]);
+            await settle();
+          }
+          expect(repeats(states)).toEqual([]);
+          expect(sameAttemptTwice(states)).toEqual([]);
+          socket.close();
+        },
+      ),
+      { numRuns: 150, seed: 44 },
+    );
+  }, 120_000);
 
   it("0117 later (4), property: any number of subscriptions failing and recovering over waits and drops: onState never tells the same state twice in a row", async () => {
     await fc.assert(

@@ -66,7 +66,10 @@ export type SocketState =
   /** A connection opened; also: the open connection serves every subscription again (after `unserved`). */
   | { state: "open" }
   | { state: "reconnecting"; attempt: number; retryInMs: number }
-  /** The open connection could not serve a subscription now: asked again in `retryInMs` (the longest wait's). */
+  /**
+   * The open connection could not serve a subscription now: told once per `attempt`, the highest any subscription
+   * waits at; `retryInMs` is the wait of the first to reach it (another's at the same attempt, jittered, is not told).
+   */
   | { state: "unserved"; attempt: number; retryInMs: number };
 
 export interface SocketEndpointOptions {
@@ -121,11 +124,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
 
   /** The last state `onState` heard: a state is told once per change (two subscriptions waiting at the same attempt
    *  told the same `unserved` twice; decision 0117, later). */
-  let told: string | undefined;
+  let told: SocketState | undefined;
   const tell = (state: SocketState) => {
-    const text = JSON.stringify(state);
-    if (text === told) return;
-    told = text;
+    if (JSON.stringify(state) === JSON.stringify(told)) return;
+    told = state;
     options.onState?.(state);
   };
   /** Whether any subscription waits to be asked again on the open connection. */
@@ -174,10 +176,12 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         resume();
       } else ask(link, id, subscription);
     }, wait.retryInMs);
-    const longest = [...subscriptions.values()].reduce((most, other) =>
-      (other.wait?.attempt ?? 0) > (most.wait?.attempt ?? 0) ? other : most,
-    ).wait!;
-    tell({ state: "unserved", attempt: longest.attempt, retryInMs: longest.retryInMs });
+    // `unserved` is told once per attempt, the highest any wait is at: another subscription's wait reaching it later
+    // (its jittered backoff another `retryInMs`) is not told again (0117, later: before, only without jitter).
+    let highest: { attempt: number; retryInMs: number } = wait;
+    for (const other of subscriptions.values()) if (other.wait && other.wait.attempt > highest.attempt) highest = other.wait;
+    if (told?.state === "unserved" && told.attempt === highest.attempt) return;
+    tell({ state: "unserved", attempt: highest.attempt, retryInMs: highest.retryInMs });
   };
 
   /**
