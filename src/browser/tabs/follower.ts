@@ -4,6 +4,7 @@
 import { safely } from "../../base/safely.ts";
 import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
+import { serializeError } from "../../host/error-wire.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
@@ -329,7 +330,14 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       }
       reconsider();
     })
-    .catch(() => {});
+    .catch((error: unknown) => {
+      // Refused or failed at its first ask (the worker's authorize hook threw: AuthorizeFailed): the page's status is
+      // `failed` with that error, as over a socket (before: `starting` for good; decision 0117, later).
+      if (disposed) return;
+      const { stack: _stack, ...shape } = serializeError(error);
+      ownStatus = { kind: "failed", error: shape };
+      reconsider();
+    });
 
   return {
     async call(method, args) {
