@@ -87,10 +87,9 @@ export class HostClient {
     const ended = (error: Error) => {
       this.#statusWatched = false;
       if (this.#gone) return;
+      // Told each time it ends: a later connection that refuses it again comes after the transport's `reconnecting`, so
+      // a second `failed` is never told twice in a row (its review found the old "same refusal told once" unreachable).
       const failed: HarnessStatus = { kind: "failed", error: { name: error.name, message: error.message } };
-      // The same refusal told again (a later connection refused it too) is no change: told once.
-      if (this.#hostStatus?.kind === "failed" && sameError(this.#hostStatus.error, failed.error) && this.#status === this.#hostStatus)
-        return;
       this.#hostStatus = failed;
       this.transportStatus(failed);
     };
@@ -315,10 +314,6 @@ export class HostClient {
       );
     });
   }
-}
-
-function sameError(a: ErrorShape, b: ErrorShape): boolean {
-  return a.name === b.name && a.message === b.message;
 }
 
 /** Why the open failed, as the library's class of that name (a DurableError of that name for any other). */
