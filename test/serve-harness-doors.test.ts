@@ -7,7 +7,6 @@ import { afterEach, expect, it } from "vitest";
 import { wrapHost } from "../src/browser/comlink.ts";
 import { serveHarness } from "../src/browser/worker.ts";
 import { AuthorizeFailed } from "../src/errors.ts";
-import { HostClient } from "../src/host/client.ts";
 import type { AuthorizeErrorAt } from "../src/host/doors.ts";
 
 const scope = globalThis as Record<string, unknown>;
@@ -40,9 +39,8 @@ it("0117 later (6): serveHarness's onAuthorizeError is told the hook's own error
     onAuthorizeError: (error, at) => told.push([error, at]),
   });
   restore.push(() => void served.service.close().catch(() => {}));
-  const client = new HostClient(wrapHost(channel.port2 as never));
-  restore.push(() => client.close());
-  await expect(client.remote.inspect()).rejects.toBeInstanceOf(AuthorizeFailed);
+  const page = wrapHost(channel.port2 as never);
+  await expect(page.call("inspect", [])).rejects.toBeInstanceOf(AuthorizeFailed);
   expect(told).toHaveLength(1);
   expect(told[0]![0]).toBe(failure);
   expect(told[0]![1]).toMatchObject({ action: "inspect", door: "host" });
