@@ -1,9 +1,10 @@
 import type { Page } from "playwright-core";
 import { describe, expect, it } from "vitest";
+import { SEED_QUERY } from "../examples/counter-task";
 import { browserPerTest } from "./support/browser";
-import { startTask, taskRows, ticks } from "./support/demo";
+import { query, startTask, taskRows, ticks } from "./support/demo";
 import { edgePerTest } from "./support/edge";
-import { holderOf, openFollowing, recordTabPrints, tickOf } from "./support/follow";
+import { heardBy, holderOf, openFollowing, recordTabPrints, seedOf, tickOf } from "./support/follow";
 
 // Decision 0113 in Chromium against workerd: the page says `lease.leaving` at `pagehide`, but its worker stays alive
 // past the object's grace and never gets its release out — a back/forward-cache page thawed after its worker's socket
@@ -82,15 +83,6 @@ async function restoreWorkerLink(page: Page): Promise<void> {
   for (const worker of page.workers()) await worker.evaluate(() => globalThis.e2eLinkCut?.restore());
 }
 
-/** What object `name` heard from the leaving tab: its worker's releases and its page's `lease.leaving`s. */
-async function heardBy(name: string): Promise<{ release: number; leaving: number }> {
-  const url = edge
-    .followUrl(name)
-    .replace(/^ws/, "http")
-    .replace(/\/follow$/, "/heard");
-  return (await fetch(url).then((response) => response.json())) as { release: number; leaving: number };
-}
-
 /**
  * The scenario, with the counter's print plain or declared (`runtime.beforeEffect` before it: under a followed lease it
  * waits for the object's acknowledgement of the tick's memo).
@@ -130,7 +122,9 @@ async function fencedAfterTheWord(name: string, declared: boolean): Promise<void
   // `leave`, which answers false with the worker's link down (nothing of a hand-over can reach the object).
   await page.evaluate(() => globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true })));
   const printedAtWord = tabPrints.length;
-  await expect.poll(() => heardBy(name), { timeout: 30_000, message: "the object heard the page's word" }).toMatchObject({ leaving: 1 });
+  await expect
+    .poll(() => heardBy(edge, name), { timeout: 30_000, message: "the object heard the page's word" })
+    .toMatchObject({ leaving: 1 });
 
   // The object takes the lease a grace after the word (no release came) and counts on from what it holds.
   // Counted from the object's second tick (one step, 300 ms, after its first): the two places' prints reach this test
@@ -150,7 +144,7 @@ async function fencedAfterTheWord(name: string, declared: boolean): Promise<void
   await page.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
   await edge.printed.until((lines) => lines.includes(`tick ${TO}`), "the object's last tick");
   expect(tabPrints.length, seen()).toBe(printedInTab);
-  expect(await heardBy(name), seen()).toEqual({ release: 0, leaving: 1 });
+  expect(await heardBy(edge, name), seen()).toEqual({ release: 0, leaving: 1 });
   // Each place printed its ticks once and in order, and the fenced tab stopped mid-count.
   const lastInTab = tickOf(tabPrints.at(-1)!);
   const first = tickOf(edge.printed.lines[0]!);
@@ -188,6 +182,51 @@ async function fencedAfterTheWord(name: string, declared: boolean): Promise<void
   );
 }
 
+/**
+ * The same word with a task mid-step (S4, S11): `demo.stall` never makes progress, so the object's copy holds it
+ * `running` when the object takes the lease. The takeover recovers it as after a crash — one restart counted, in the
+ * takeover's own transaction — and runs it once: the seed's query at the object and at the tab that follows it reads
+ * `restarts 1`, the object prints `stall: run 2` once, the fenced tab never runs it again.
+ */
+async function stalledAtTheWord(name: string): Promise<void> {
+  const tabPrints = await recordTabPrints(session);
+  const page = await openFollowing(session, edge, name);
+  await page.waitForSelector('body[data-runs="here"]', { state: "attached", timeout: 30_000 });
+  await startTask(page, "demo.stall", {});
+  await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab runs the task" }).toBe(1);
+  // The object's copy holds the task running (the tab's claim pushed and applied): the state the takeover recovers.
+  await expect
+    .poll(() => seedOf(edge, name), { timeout: 60_000, message: "the object's copy holds the task running" })
+    .toMatchObject([{ status: "running", restarts: null }]);
+
+  await cutWorkerLink(page);
+  await page.evaluate(() => globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true })));
+  await expect
+    .poll(() => heardBy(edge, name), { timeout: 30_000, message: "the object heard the page's word" })
+    .toMatchObject({ leaving: 1 });
+  await edge.printed.until((lines) => lines.length >= 1, "the object's first run of the task");
+  // The tab, fenced, reopens read-only and follows the object once its network is back.
+  await restoreWorkerLink(page);
+  await page.waitForSelector('body[data-status="ready"][data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+  const seen = async () => JSON.stringify({ tab: tabPrints, object: edge.printed.lines, seed: await seedOf(edge, name) });
+  // The tab's copy, following the object, reads the same count by the seed's query.
+  await expect
+    .poll(async () => (await query(page, SEED_QUERY)).map((row) => ({ status: row.status, restarts: row.restarts })), {
+      timeout: 60_000,
+      message: "the tab's copy shows the restart",
+    })
+    .toEqual([{ status: "running", restarts: 1 }]);
+  // Counted exactly once (not by the page's word and again by the lease's end, nor by the tab's reopen) and run once.
+  expect(await seedOf(edge, name), await seen()).toMatchObject([{ status: "running", restarts: 1 }]);
+  expect(edge.printed.lines, await seen()).toEqual(["stall: run 2"]);
+  expect(tabPrints, await seen()).toEqual(["stall: run 1"]);
+  expect(await holderOf(edge.followUrl(name)), await seen()).toMatchObject({ object: true });
+  // Its release (sent into the cut link, which looked up at `pagehide`: nothing else was pushed) may reach the object
+  // after the takeover: refused as stale, it changes nothing.
+  expect(await heardBy(edge, name), await seen()).toMatchObject({ leaving: 1 });
+  console.log(`stalled at the word: ${await seen()}; heard ${JSON.stringify(await heardBy(edge, name))}`);
+}
+
 describe("the page said it is leaving and its worker lives on (Chromium + workerd, decision 0113)", () => {
   it("S4, S12: the worker's own link is down at pagehide, the page's word goes out: the worker stops at the page's time + the grace, the object takes over and counts to the end, the tab prints nothing after, reopens read-only, follows and keeps its offline steps as the fork", async () => {
     await fencedAfterTheWord("follow-fenced", false); // a 10-minute lease: only the page's word can hand it over in time
@@ -195,5 +234,9 @@ describe("the page said it is leaving and its worker lives on (Chromium + worker
 
   it("S4, S8, S12: the same with a declared print: every tick printed exactly once across the tab and the object", async () => {
     await fencedAfterTheWord("follow-fenced-declared", true);
+  }, 300_000);
+
+  it("S4, S11: a task mid-step when the object takes the lease at the page's word: its restart counted exactly once by the seed's query (at the object and at the fenced tab that follows it), run once by the object, never again by the tab", async () => {
+    await stalledAtTheWord("follow-fenced-stall");
   }, 300_000);
 });

@@ -3,11 +3,12 @@
  * (worker/edge-object.ts's extensions, models and methods), except that the counter prints through the PRINT
  * service binding (a print is a side effect outside the object: the Node side records it, so it survives the
  * object's crash as a real one would), crash points are on, and `POST /<name>/abort` aborts the object
- * (`ctx.abort()`: the crash of an object, its committed writes kept).
+ * (`ctx.abort()`: the crash of an object, its committed writes kept). `GET /<name>/seed` answers the seed's query
+ * (`SEED_QUERY`) over the object's own tasks table.
  */
-import { counterTask } from "../../examples/counter-task.ts";
+import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { ALL_POWERS, type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
-import { createRegistry, defineExtension, memoryEnvs } from "../../src/index.ts";
+import { createRegistry, defineExtension, defineTask, memoryEnvs } from "../../src/index.ts";
 import { demoMethods } from "../../worker/methods.ts";
 import { createDemoModels } from "../../worker/models.ts";
 import { filesExtension, pageToolsExtension } from "../../worker/tools.ts";
@@ -78,6 +79,27 @@ function stoppableStorage(state: DurableObjectState, plan: { point?: StopPoint; 
 const SHORT_TTL_MS = 3_000;
 const LONG_TTL_MS = 600_000;
 
+/**
+ * The demo's `demo.stall` (worker/demo-tasks.ts, the same name, version and phase), printing through PRINT: a step
+ * that never makes progress, so a takeover finds it `running` and counts its restart (S4), and each run prints its
+ * number (`stall: run <restarts + 1>`).
+ */
+function stallTask(print: (line: string) => Promise<void>) {
+  return defineTask<{ label?: string }, { phase: "stall" }, string>({
+    name: "demo.stall",
+    version: 1,
+    initial: () => ({ phase: "stall" }),
+    phases: {
+      stall: async (task, runtime) => {
+        await print(`stall: run ${(task.restarts ?? 0) + 1}`);
+        await new Promise((resolve) => runtime.signal.addEventListener("abort", resolve));
+        throw new Error("stopped");
+      },
+    },
+    abort: async (_task, runtime, context) => runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context),
+  });
+}
+
 class E2eObject extends HarnessObject<Env> {
   readonly #state: DurableObjectState;
   readonly #plan: { point?: StopPoint; dead?: boolean };
@@ -102,7 +124,7 @@ class E2eObject extends HarnessObject<Env> {
     };
     super(state, env, () => ({
       registry: createRegistry()
-        .install(defineExtension({ name: "demo", tasks: [counterTask(print)] }))
+        .install(defineExtension({ name: "demo", tasks: [counterTask(print), stallTask(print)] }))
         .install(filesExtension("unsafe"))
         .install(pageToolsExtension),
       models: models.models,
@@ -122,6 +144,11 @@ class E2eObject extends HarnessObject<Env> {
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/heard") return Response.json(this.#heard);
+    if (url.pathname === "/seed") return Response.json(this.#state.storage.sql.exec(SEED_QUERY).toArray());
+    // The lease's record as the object stored it (`holder` names the place), readable from the demo's origin: a
+    // test's busy worker asks it synchronously to stay busy until the object took the lease.
+    if (url.pathname === "/lease")
+      return Response.json(leaseRecord(this.#state.storage), { headers: { "access-control-allow-origin": "*" } });
     if (request.method === "POST" && url.pathname === "/abort") {
       this.#state.abort("e2e: the object was aborted");
     }
@@ -162,6 +189,16 @@ class E2eObject extends HarnessObject<Env> {
       }
     }
     return super.webSocketMessage(socket, message);
+  }
+}
+
+/** The follow lease's stored record (`pi_follow_lease`, src/cloudflare/follow.ts), `{}` before there is one. */
+function leaseRecord(storage: DurableObjectStorage): unknown {
+  try {
+    const row = storage.sql.exec("SELECT record FROM pi_follow_lease WHERE key = 'lease'").toArray()[0];
+    return row ? JSON.parse(String(row.record)) : {};
+  } catch {
+    return {};
   }
 }
 

@@ -55,3 +55,23 @@ export async function holderOf(followUrl: string): Promise<{ place: string; obje
     socket.close();
   }
 }
+
+/** The HTTP URL of a route of object `name`'s e2e Worker (e2e/edge/worker.ts: `/heard`, `/seed`). */
+function routeOf(edge: LocalObject, name: string, route: string): string {
+  return edge
+    .followUrl(name)
+    .replace(/^ws/, "http")
+    .replace(/\/follow$/, `/${route}`);
+}
+
+/** What object `name` heard from a leaving tab: its worker's releases and its page's `lease.leaving`s. */
+export async function heardBy(edge: LocalObject, name: string): Promise<{ release: number; leaving: number }> {
+  return (await fetch(routeOf(edge, name, "heard")).then((response) => response.json())) as { release: number; leaving: number };
+}
+
+/** The seed's query (`SEED_QUERY`: id, status, n, memos, restarts) over object `name`'s own tasks table; [] before it has one. */
+export async function seedOf(edge: LocalObject, name: string): Promise<Array<{ id: number; status: string; restarts: number | null }>> {
+  const response = await fetch(routeOf(edge, name, "seed"));
+  if (!response.ok) return [];
+  return (await response.json()) as Array<{ id: number; status: string; restarts: number | null }>;
+}

@@ -1,0 +1,159 @@
+import type { Page, Worker } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { browserPerTest } from "./support/browser";
+import { startTask, ticks } from "./support/demo";
+import { edgePerTest } from "./support/edge";
+import { heardBy, holderOf, openFollowing, recordTabPrints, tickOf } from "./support/follow";
+
+// Decision 0113's two seams that had no Chromium test, against workerd, with the page left open after its `pagehide`
+// (dispatched, `persisted: true`, as for the back/forward cache: decision 0107 §5) and the counter's print declared
+// (`runtime.beforeEffect`: under a followed lease it waits for the object's acknowledgement of the tick's memo):
+//
+// - A worker busy when its page leaves: it hears the page's word (and `leave`) only after the object took the lease.
+//   The word, heard late, fences it at once: its `leave` finds no lease to release, and the object's run is the only
+//   one — every tick printed once across the two places.
+// - A worker whose link stays up (no close, no error) but whose frames are lost from the `pagehide` on: its `leave`
+//   (the release) never arrives, nor its pushes or renewals. The page's word, on the page's own socket, shortens the
+//   lease to the object's grace; the object takes it over when that expires (no release came) and counts on from what
+//   it holds; the tab, which still hears the object, stops and follows read-only. (Its fork: not asserted — these runs
+//   read 0 forks; see decision 0113's later note.)
+
+const session = browserPerTest();
+const edge = edgePerTest();
+/** Where the counter ends: far enough that the tab, fenced, never gets there. */
+const TO = 40;
+
+declare global {
+  var e2eBusy: Promise<void> | undefined;
+  var e2eSilent: { readonly dropped: number; restore(): void } | undefined;
+}
+
+/** The page's harness worker (the demo has one). */
+function harnessWorker(page: Page): Worker {
+  const workers = page.workers();
+  expect(workers.length, "the demo's harness worker").toBeGreaterThan(0);
+  return workers[0]!;
+}
+
+/** The page's `pagehide`, the page left open: its socket says `lease.leaving`, it posts its worker the word and `leave`. */
+function pageHideIn(page: Page): Promise<void> {
+  return page.evaluate(() => void globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true })));
+}
+
+/** Every tick printed by the tab and the object, each printed once, the object counting to the end. */
+async function countedOnceAcross(tabPrints: string[], seen: () => string): Promise<void> {
+  await edge.printed.until((lines) => lines.includes(`tick ${TO}`), "the object's last tick");
+  const lastInTab = tickOf(tabPrints.at(-1)!);
+  expect(lastInTab, seen()).toBeLessThan(TO);
+  expect([...tabPrints, ...edge.printed.lines], seen()).toEqual(ticks(1, TO));
+}
+
+describe("the page's leaving word heard late, and a release that never arrives (Chromium + workerd, decision 0113)", () => {
+  it("S4, S8, S12: a worker busy from before pagehide until the object took the lease hears the word late: fenced at once, its leave releases nothing, every tick printed once across the tab and the object, the tab follows read-only", async () => {
+    const name = "follow-late-busy"; // a 10-minute lease: only the page's word can hand it over in time
+    const tabPrints = await recordTabPrints(session);
+    const page = await openFollowing(session, edge, name);
+    await page.waitForSelector('body[data-runs="here"]', { state: "attached", timeout: 30_000 });
+    await startTask(page, "example.counter", { to: TO, everyMs: 300, declared: true });
+    await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts" }).toBeGreaterThanOrEqual(3);
+    expect(await holderOf(edge.followUrl(name))).toMatchObject({ object: false });
+
+    // The page waits to hear that its worker is busy, then leaves.
+    await page.evaluate(() => {
+      const channel = new BroadcastChannel("e2e-busy");
+      globalThis.e2eBusy = new Promise((resolve) => {
+        channel.onmessage = () => {
+          globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true }));
+          channel.close();
+          resolve();
+        };
+      });
+    });
+    // The worker turns busy in one task that ends only once the object holds the lease (asked synchronously of the
+    // object's own record): whatever its page posts meanwhile (the word, `leave`) waits behind it.
+    const lease = edge
+      .followUrl(name)
+      .replace(/^ws/, "http")
+      .replace(/\/follow$/, "/lease");
+    await harnessWorker(page).evaluate((lease) => {
+      setTimeout(() => {
+        new BroadcastChannel("e2e-busy").postMessage("busy");
+        for (;;) {
+          const request = new XMLHttpRequest();
+          request.open("GET", lease, false);
+          request.send();
+          if (request.status === 200 && (JSON.parse(request.responseText) as { holder?: string }).holder === "object") break;
+        }
+      });
+    }, lease);
+    await page.evaluate(() => globalThis.e2eBusy);
+    const printedAtWord = tabPrints.length;
+
+    // The object took the lease while the worker was busy, and counts on from what it holds.
+    await expect
+      .poll(() => heardBy(edge, name), { timeout: 30_000, message: "the object heard the page's word" })
+      .toMatchObject({ leaving: 1 });
+    await edge.printed.until((lines) => lines.length >= 1, "the object's first tick");
+    const seen = () => JSON.stringify({ tab: tabPrints, object: edge.printed.lines });
+    // The worker, free again, heard the word a grace late: fenced at once, it reopens read-only and follows.
+    await page.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+    await countedOnceAcross(tabPrints, seen);
+    // Its `leave` came after the word and found no lease: no release under the superseded epoch ever went out.
+    expect(await heardBy(edge, name), seen()).toEqual({ release: 0, leaving: 1 });
+    expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
+    const forks = await page.evaluate(() => pi.client.forks().then((forks) => forks.length)).catch(() => -1);
+    console.log(
+      `late word (busy worker): the tab printed ticks 1-${tickOf(tabPrints.at(-1)!)} (${tabPrints.length - printedAtWord} after the page's word), the object ${edge.printed.lines[0]}-${TO}; forks ${forks}`,
+    );
+  }, 300_000);
+
+  it("S4, S8, S12: a worker whose link stays up but loses every frame it sends from pagehide on (its release never arrives): the object takes over when the lease the page's word shortened expires, the tab stops and follows read-only, every tick printed once", async () => {
+    const name = "follow-late-silent";
+    const tabPrints = await recordTabPrints(session);
+    const page = await openFollowing(session, edge, name);
+    await page.waitForSelector('body[data-runs="here"]', { state: "attached", timeout: 30_000 });
+    await startTask(page, "example.counter", { to: TO, everyMs: 300, declared: true });
+    await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts" }).toBeGreaterThanOrEqual(3);
+    expect(await holderOf(edge.followUrl(name))).toMatchObject({ object: false });
+
+    // The worker's link stays open but every frame it sends is lost: pushes, renewals, the release.
+    await harnessWorker(page).evaluate(() => {
+      const send = WebSocket.prototype.send;
+      let dropped = 0;
+      WebSocket.prototype.send = () => {
+        dropped++;
+      };
+      globalThis.e2eSilent = {
+        get dropped() {
+          return dropped;
+        },
+        restore() {
+          WebSocket.prototype.send = send;
+        },
+      };
+    });
+    await pageHideIn(page);
+    await expect
+      .poll(() => heardBy(edge, name), { timeout: 30_000, message: "the object heard the page's word" })
+      .toMatchObject({ leaving: 1 });
+    // The object takes the lease at its expiry (the grace after the word) and counts on.
+    await edge.printed.until((lines) => lines.length >= 1, "the object's first tick");
+    const seen = () => JSON.stringify({ tab: tabPrints, object: edge.printed.lines });
+    // The tab stopped and follows read-only (its own fence ended with the grace; the object's word of its new holder
+    // reaches it too: its link still delivers to it).
+    await page.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+    const dropped = await harnessWorker(page).evaluate(() => globalThis.e2eSilent?.dropped ?? 0);
+    expect(dropped, seen()).toBeGreaterThan(0);
+    expect(await heardBy(edge, name), seen()).toEqual({ release: 0, leaving: 1 });
+
+    // Its link delivering again, the tab follows the object to the end.
+    await harnessWorker(page).evaluate(() => globalThis.e2eSilent?.restore());
+    await countedOnceAcross(tabPrints, seen);
+    expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
+    await page.waitForSelector('body[data-status="ready"][data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
+    const forks = await page.evaluate(() => pi.client.forks().then((forks) => forks.length)).catch(() => -1);
+    console.log(
+      `silent link: the tab printed ticks 1-${tickOf(tabPrints.at(-1)!)}, the object ${edge.printed.lines[0]}-${TO}; ${dropped} frames dropped; forks ${forks}; heard ${JSON.stringify(await heardBy(edge, name))}`,
+    );
+  }, 300_000);
+});
