@@ -124,6 +124,37 @@ describe("the fenced log's row (decision 0042)", () => {
     );
   });
 
+  it("0120 S11: a fence whose members are accessors is read once — the text is what JSON.stringify spells, never a member that answered the check one value and the text another", () => {
+    const task = taskRecord(3, { status: "running", checkpoint: { phase: "step", n: 1 } });
+    const lists = { conversations: [], entries: [], submissions: [], documents: [] };
+    // Each accessor answers a number at its first read and text that would close the fence and add a member after.
+    const shifty = (first: number, then: string) => {
+      let reads = 0;
+      return () => (++reads === 1 ? first : then);
+    };
+    fc.assert(
+      fc.property(fc.constantFrom("epoch", "position"), fc.boolean(), fc.integer({ min: 0, max: 2 ** 40 }), (which, extra, value) => {
+        const read = shifty(value, `${value},"position":0},"injected":{"x":1`);
+        const mark = Object.defineProperties(
+          {},
+          {
+            epoch: which === "epoch" ? { get: read, enumerable: true } : { value: 7, enumerable: true },
+            position: which === "position" ? { get: read, enumerable: true } : { value: 9, enumerable: true },
+          },
+        );
+        const made = { tasks: [task], ...lists, fence: mark, ...(extra ? { nextId: 4 } : {}) } as unknown as Batch;
+        const spelled = stepText(made, JSON.stringify(task)) ?? batchText(made, texts(made));
+        expect(spelled).not.toContain("injected");
+        expect(JSON.parse(spelled)).toEqual(
+          JSON.parse(
+            JSON.stringify({ ...made, fence: { epoch: which === "epoch" ? value : 7, position: which === "position" ? value : 9 } }),
+          ),
+        );
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it("0120 S11: a deferring storage's lone-task steps store and return JSON.stringify's text byte for byte, across epochs, hostile checkpoints included", async () => {
     const encoder = new TextEncoder();
     const checkpoint = fc.record({ phase: fc.string({ unit: "binary" }), n: fc.integer(), note: fc.string({ unit: "grapheme" }) });

@@ -47,8 +47,9 @@ export function stepText(batch: Batch, record: string): string | undefined {
   const fence = batch.fence as unknown;
   if (typeof fence !== "object" || fence === null || !isStep(Object.keys(batch))) return undefined;
   const mark = fence as Record<string, unknown>;
-  if (!plainMark(mark)) return undefined;
-  return `{"tasks":[${record}${stepTail(mark.epoch as number)}${mark.position as number}}}`;
+  const { epoch, position } = mark; // read once: a getter could answer a check and the text differently
+  if (!plainMark(mark, epoch, position)) return undefined;
+  return `{"tasks":[${record}${stepTail(epoch)}${position}}}`;
 }
 
 /** The step's text from the task's row's end to the fence's position: one per epoch, kept for the last one. */
@@ -84,14 +85,17 @@ function memberText(value: unknown): string | undefined {
  * order, both finite numbers, no `toJSON` (own or inherited: JSON.stringify would call it).
  */
 function markText(mark: Record<string, unknown>): string | undefined {
-  return plainMark(mark) ? `{"epoch":${mark.epoch as number},"position":${mark.position as number}}` : undefined;
+  const { epoch, position } = mark; // read once, as in stepText
+  return plainMark(mark, epoch, position) ? `{"epoch":${epoch},"position":${position}}` : undefined;
 }
 
-/** Whether `mark` is exactly a plain mark, as `markText` spells it (a check that makes no text: decision 0120). */
-function plainMark(mark: Record<string, unknown>): boolean {
+/**
+ * Whether `mark`, whose members read `epoch` and `position` (once, by the caller), is exactly a plain mark, as
+ * `markText` spells it (a check that makes no text: decision 0120).
+ */
+function plainMark(mark: Record<string, unknown>, epoch: unknown, position: unknown): epoch is number {
   const keys = Object.keys(mark);
   if (keys.length !== 2 || keys[0] !== "epoch" || keys[1] !== "position") return false;
-  const { epoch, position } = mark;
   if (typeof epoch !== "number" || typeof position !== "number" || !Number.isFinite(epoch) || !Number.isFinite(position)) return false;
   return typeof mark.toJSON !== "function";
 }
