@@ -247,5 +247,7 @@ export function socketTo(end: ObjectEnd, connection: string, hold: () => boolean
   const unhold = () => {
     for (const frame of held.splice(0)) deliver(frame);
   };
-  return { socket, sent, opened, unhold, isClosed: () => closed };
+  /** Loses the frames held so far (a link up but silent: they never arrive); how many. */
+  const lose = () => held.splice(0).length;
+  return { socket, sent, opened, unhold, lose, isClosed: () => closed };
 }

@@ -113,7 +113,7 @@ export class Mirror {
   #inFlight: number | undefined;
   #refused: Error | undefined;
   #leaving: LogMark | undefined;
-  #taken: (() => void) | undefined;
+  #taken: { resolve(): void; reject(error: Error): void } | undefined;
   #cancelResend: (() => void) | undefined;
   readonly #ackListeners = new Set<(position: number) => void>();
   readonly #stops: Array<() => void> = [];
@@ -195,11 +195,14 @@ export class Mirror {
    * `eager` (the default) the rest of the log the mirror holds in memory and the `release` are sent in this very
    * tick, without waiting for an acknowledgement — all a leaving page may still send (decision 0035); the object
    * applies them in order and covers the release. Then, or without `eager`, rounds and the release go on until the
-   * object says it took the lease; resolves then.
+   * object says it took the lease; resolves then. Rejects with the object's refusal when it refused a push for good (`StaleEpoch`: it took the lease over while the release was lost; the rest is this place's fork).
    */
   async leave(mark: LogMark, context: Context, options: { eager?: boolean } = {}): Promise<void> {
     this.#leaving = mark;
-    const taken = new Promise<void>((resolve) => (this.#taken = resolve));
+    // Refused for good (a newer epoch holds the lease: the object took it over while the release was lost) settles it
+    // too: no `taken` comes after a refusal, and a leave that waited for one held the host's reopen for ever.
+    const taken = new Promise<void>((resolve, reject) => (this.#taken = { resolve, reject }));
+    if (this.#refused) this.#taken?.reject(this.#refused);
     if ((options.eager ?? true) && !this.#sendRest(mark, this.#buffer)) {
       // The buffer does not reach the mark (the mirror began after transactions it never saw, or the last one's
       // log is not delivered yet): the durable tail holds them. Read in this task's microtasks, not in a next round
@@ -208,8 +211,11 @@ export class Mirror {
       void tail?.then((batches) => this.#leaving === mark && this.#sendRest(mark, batches, true)).catch(() => {});
     }
     this.#pump();
-    await waitFor(taken, context);
-    this.stop();
+    try {
+      await waitFor(taken, context);
+    } finally {
+      this.stop();
+    }
   }
 
   /**
@@ -272,7 +278,7 @@ export class Mirror {
 
   async #reply(reply: PushReply): Promise<void> {
     if (reply.type === "taken") {
-      if (this.#leaving) this.#taken?.();
+      if (this.#leaving) this.#taken?.resolve();
       return;
     }
     if (reply.type === "refused") {
@@ -293,6 +299,7 @@ export class Mirror {
       };
       this.#onRefused?.(this.#refused, history);
       for (const listener of this.#ackListeners) listener(this.#acked);
+      if (this.#leaving) this.#taken?.reject(this.#refused);
       return;
     }
     const moved = reply.head > this.#acked;
