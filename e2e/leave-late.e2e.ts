@@ -16,7 +16,8 @@ import { heardBy, holderOf, openFollowing, recordTabPrints, tickOf } from "./sup
 //   (the release) never arrives, nor its pushes or renewals. The page's word, on the page's own socket, shortens the
 //   lease to the object's grace; the object takes it over when that expires (no release came) and counts on from what
 //   it holds; the tab, which still hears the object, stops and follows read-only. (Its fork: not asserted — these runs
-//   read 0 forks; see decision 0113's later note.)
+//   read 0 forks, correctly: only releases were lost, nothing unacknowledged; a lost push's fork is kept, tested in
+//   process in test/leave-silent-fork.test.ts; see decision 0113's later note.)
 
 const session = browserPerTest();
 const edge = edgePerTest();
