@@ -201,8 +201,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       return;
     }
     subscriptions.delete(id);
-    endWait(subscription);
+    // Its owner hears the refusal before `onState` hears the wait's end: an `open` first showed the page the host's stale
+    // status (HarnessClient's, when the refused one is its status subscription; decision 0117, its review seams2).
     subscription.lost?.(refusal);
+    endWait(subscription);
   };
 
   /** Subscribes on `link` once (a reconnect and a subscribe made while reconnecting may both ask). */
@@ -358,11 +360,15 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       })();
       // A subscribe that ended unanswered (refused, given up, the endpoint closed) is not subscribed again. One refused
       // on its re-ask after a wait (carried, AuthorizeFailed, then NotAuthorized) ends that wait: `onState` hears `open`
-      // once none is left (before, it stayed `unserved`, and the page `reconnecting` on a live socket; 0117, later).
+      // once none is left (before, it stayed `unserved`, and the page `reconnecting` on a live socket; 0117, later) —
+      // a task later, after its caller has heard the refusal, and only if still `unserved` (a drop meanwhile is kept):
+      // told at once, it showed the page the host's stale status first (decision 0117, its review seams2).
       answered.catch(() => {
         if (!held()) return;
         subscriptions.delete(id);
-        endWait(subscription);
+        const waited = subscription.wait !== undefined;
+        endWait(subscription, false);
+        if (waited) setTimer(() => !closed && told?.state === "unserved" && !waiting() && tell({ state: "open" }), 0);
       });
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
       return pendingSubscription(answered, () => {

@@ -88,7 +88,7 @@ export class HostClient {
       this.#statusWatched = false;
       if (this.#gone) return;
       // Told each time it ends: a later connection that refuses it again comes after the transport's `reconnecting`, so
-      // a second `failed` is never told twice in a row (its review found the old "same refusal told once" unreachable).
+      // a second `failed` is never told twice in a row (the socket tells a refusal before its wait's `open`; 0117, review seams2).
       const failed: HarnessStatus = { kind: "failed", error: { name: error.name, message: error.message } };
       this.#hostStatus = failed;
       this.transportStatus(failed);
