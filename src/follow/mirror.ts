@@ -195,7 +195,7 @@ export class Mirror {
    * `eager` (the default) the rest of the log the mirror holds in memory and the `release` are sent in this very
    * tick, without waiting for an acknowledgement — all a leaving page may still send (decision 0035); the object
    * applies them in order and covers the release. Then, or without `eager`, rounds and the release go on until the
-   * object says it took the lease; resolves then. Rejects with the object's refusal when it refused a push for good (`StaleEpoch`: it took the lease over while the release was lost; the rest is this place's fork).
+   * object says it took the lease; resolves then. Rejects with the object's refusal when it refused a push for good (`StaleEpoch`: it took the lease over first, the release lost or late — the rest it never acknowledged is this place's fork, when there is any; or any other refusal that is not retryable).
    */
   async leave(mark: LogMark, context: Context, options: { eager?: boolean } = {}): Promise<void> {
     this.#leaving = mark;

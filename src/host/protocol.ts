@@ -90,6 +90,8 @@ export interface HarnessService {
    * once (`serveHarness({ follow })`, decision 0035); anywhere else nothing happens (a reload is still the crash).
    * A page that stays (the app moved the agent to the object) gets its answer once the object took the lease: the
    * worker's harness is open again read-only and follows the object (`status.runs` "elsewhere"; decision 0045).
+   * It rejects with the object's refusal (`StaleEpoch` when the object took the lease before the tab's rest arrived,
+   * which is then a fork) or `HandOverUnanswered`; the harness is open read-only, following, either way (0113).
    */
   leave(): Promise<void>;
   /**
