@@ -6,35 +6,12 @@
 import { describe, expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
-import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
-import type { HostEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { manualTimer, scriptedSockets, settle } from "./socket-support.ts";
-
-/** A host whose answer per method is scripted: `ok`, `hang` (never answers), `retry` (AuthorizeFailed), `refuse`. */
-function scriptedHost() {
-  const answer: Record<string, string> = { onStatus: "ok", watchConversation: "hang" };
-  const asked: Record<string, number> = {};
-  let next = 0;
-  const endpoint: HostEndpoint = {
-    call: async () => "done",
-    subscribe: async (method, _args, emit) => {
-      asked[method] = (asked[method] ?? 0) + 1;
-      const now = answer[method] ?? "ok";
-      if (now === "retry") throw new AuthorizeFailed(method);
-      if (now === "refuse") throw new NotAuthorized(method, "not yours.");
-      if (method === "onStatus") emit({ kind: "ready", recovery: {} });
-      if (now === "hang") return new Promise<number>(() => {});
-      return ++next;
-    },
-    unsubscribe: () => {},
-  };
-  return { answer, asked, endpoint };
-}
+import { answeringHost, manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
 describe("a carried subscribe that waited and is then refused ends its wait (decision 0117, later)", () => {
   it("0117 later: socket: carried, AuthorizeFailed (unserved), then NotAuthorized on the re-ask: its caller is refused and onState hears open (before: unserved for good)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
     const sockets = scriptedSockets(host.endpoint);
     const timer = manualTimer();
     const states: SocketState[] = [];
@@ -72,7 +49,7 @@ describe("a carried subscribe that waited and is then refused ends its wait (dec
   });
 
   it("0117 later: HarnessClient: a view carried over a drop, unserved, then refused: the view is refused and the status is ready again (before: reconnecting for good)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
     await client.ready();
@@ -103,7 +80,7 @@ const afterReconnecting = (seen: string[]) => seen.slice(seen.lastIndexOf("recon
 
 describe("a status subscription refused after its wait tells `failed` once, never the stale status first (decision 0117, review seams2)", () => {
   it("0117 review seams2 (B): the status subscription carried over a drop, unserved, then refused: `failed` once, no `ready` flash, a ready() called meanwhile rejects (before: ready, then failed; ready() resolved)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
     host.answer.onStatus = "hang"; // it tells `ready`, its answer never comes: carried over the drop
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
@@ -130,7 +107,7 @@ describe("a status subscription refused after its wait tells `failed` once, neve
   });
 
   it("0117 review seams2 (B′): the answered status subscription, AuthorizeFailed at a reconnect (unserved), then refused on its re-ask: `failed` once, a ready() called meanwhile rejects (before: ready flashed and ready() resolved)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
     const seen: string[] = [];
@@ -156,7 +133,7 @@ describe("a status subscription refused after its wait tells `failed` once, neve
   });
 
   it("0117 review seams2 (A): refused, asked again and carried over a drop, unserved, then refused again: `failed` told once (before: the stale failed, then the new one)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
     const seen: string[] = [];

@@ -5,6 +5,7 @@
  * the next `n` attempts fail before they open (error, then close).
  */
 import type { SocketLike } from "../src/browser/socket.ts";
+import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { type HostMessage, serveMessages } from "../src/host/messages.ts";
 
@@ -83,4 +84,32 @@ export function manualTimer() {
       return waiting.length;
     },
   };
+}
+
+/** How `answeringHost` answers a method's subscribe. */
+export type Answer = "ok" | "hang" | "retry" | "refuse";
+
+/**
+ * A host whose answer to each method's subscribe the test sets (`answer`, starting from `initial`) and counts
+ * (`asked`): `ok`, `hang` (never answers), `retry` (AuthorizeFailed), `refuse` (NotAuthorized with `refusal`);
+ * `onStatus` tells `ready` before it answers. Calls answer "done". The 0117 later tests drive their sockets with it.
+ */
+export function answeringHost(initial: Record<string, Answer>, refusal: string) {
+  const answer: Record<string, Answer> = { ...initial };
+  const asked: Record<string, number> = Object.fromEntries(Object.keys(initial).map((method) => [method, 0]));
+  let next = 0;
+  const endpoint: HostEndpoint = {
+    call: async () => "done",
+    subscribe: async (method, _args, emit) => {
+      asked[method] = (asked[method] ?? 0) + 1;
+      const now = answer[method] ?? "ok";
+      if (now === "retry") throw new AuthorizeFailed(method);
+      if (now === "refuse") throw new NotAuthorized(method, refusal);
+      if (method === "onStatus") emit({ kind: "ready", recovery: {} });
+      if (now === "hang") return new Promise<number>(() => {});
+      return ++next;
+    },
+    unsubscribe: () => {},
+  };
+  return { answer, asked, endpoint };
 }

@@ -9,37 +9,13 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
-import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
-import type { HostEndpoint } from "../src/host/endpoint.ts";
+import { AuthorizeFailed } from "../src/errors.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { manualTimer, scriptedSockets, settle } from "./socket-support.ts";
-
-type Answer = "ok" | "hang" | "retry" | "refuse";
-
-/** A host whose answer to each method's subscribe the test sets; `onStatus` tells `ready` before it answers. */
-function scriptedHost() {
-  const answer: Record<string, Answer> = { onStatus: "ok", watchConversation: "ok" };
-  const asked: Record<string, number> = { onStatus: 0, watchConversation: 0 };
-  let next = 0;
-  const endpoint: HostEndpoint = {
-    call: async () => "done",
-    subscribe: async (method, _args, emit) => {
-      asked[method] = (asked[method] ?? 0) + 1;
-      const now = answer[method] ?? "ok";
-      if (now === "retry") throw new AuthorizeFailed(method);
-      if (now === "refuse") throw new NotAuthorized(method, "this page may not see it now.");
-      if (method === "onStatus") emit({ kind: "ready", recovery: {} });
-      if (now === "hang") return new Promise<number>(() => {});
-      return ++next;
-    },
-    unsubscribe: () => {},
-  };
-  return { answer, asked, endpoint };
-}
+import { type Answer, answeringHost, manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
 describe("the page's status subscription is told, and asked again (decision 0117, later)", () => {
   it("0117 later (1): a subscribe carried over a drop and answered AuthorizeFailed on the next connection waits and is asked again, unserved meanwhile (before: its caller's promise rejected)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
     host.answer.watchConversation = "hang";
     const sockets = scriptedSockets(host.endpoint);
     const timer = manualTimer();
@@ -80,7 +56,7 @@ describe("the page's status subscription is told, and asked again (decision 0117
   });
 
   it("0117 later (1): HarnessClient whose status subscription, unanswered at a drop, is answered AuthorizeFailed on the reconnect: reconnecting, then ready once the host answers (before: reconnecting for good)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
     host.answer.onStatus = "hang"; // tells ready, never answers on this connection
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
@@ -97,7 +73,7 @@ describe("the page's status subscription is told, and asked again (decision 0117
   });
 
   it("0117 later (1): a status subscription answered AuthorizeFailed at its first ask is told as failed with that error (before: starting for good); the next connection asks it again and the status is ready", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
     host.answer.onStatus = "retry";
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
@@ -113,7 +89,7 @@ describe("the page's status subscription is told, and asked again (decision 0117
   });
 
   it("0117 later (2): a status subscription the host refused at a reconnect is asked again at the next one: the status is the host's after it (before: reconnecting for good)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
     await client.ready();
@@ -130,7 +106,7 @@ describe("the page's status subscription is told, and asked again (decision 0117
   });
 
   it("0117 later (2): refused again at the next connection: failed, told once (not a second failed in a row)", async () => {
-    const host = scriptedHost();
+    const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
     const sockets = scriptedSockets(host.endpoint);
     const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
     await client.ready();
@@ -155,7 +131,7 @@ describe("the page's status subscription is told, and asked again (decision 0117
           maxLength: 12,
         }),
         async (steps) => {
-          const host = scriptedHost();
+          const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
           host.answer.watchConversation = "hang";
           const sockets = scriptedSockets(host.endpoint);
           const timer = manualTimer();
