@@ -106,6 +106,75 @@ describe("task record text (decision 0041)", () => {
   });
 });
 
+/**
+ * The pieces as decision 0041 cut them before decision 0121 (each member's text appended with `+=`): the reference the
+ * joined pieces must equal, text for text.
+ */
+function oldPieces(task: TaskRecord): { head: string; tail: string } | undefined {
+  const record = task as unknown as Record<string, unknown>;
+  let head = "{";
+  let tail: string | undefined;
+  let separator = "";
+  for (const key of Object.keys(record)) {
+    if (key === "state") {
+      head += `${separator}"state":`;
+      tail = "";
+      separator = ",";
+      continue;
+    }
+    const value = JSON.stringify(record[key]);
+    if (value === undefined) continue;
+    const text = `${separator}${JSON.stringify(key)}:${value}`;
+    if (tail === undefined) head += text;
+    else tail += text;
+    separator = ",";
+  }
+  return tail === undefined ? undefined : { head, tail: `${tail}}` };
+}
+
+/** Any text: lone surrogates, quotes, backslashes, controls, U+2028 (JSON escapes some, keeps others). */
+const hostile = fc.oneof(
+  fc.string({ unit: "binary" }),
+  fc.constantFrom('"', "\\", "\u2028\u2029", "\ud800", "\udfff}", '","state":{', "\u0000\u001f", "</script>"),
+);
+const hostileJson = fc.jsonValue({ stringUnit: "binary" });
+
+describe("a task's cached pieces are joined once (decision 0121)", () => {
+  it("S1: the joined head and tail are the old pieces text for text, and every spliced step is JSON.stringify, hostile text included", () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(hostile, hostileJson, { maxKeys: 6 }),
+        fc.nat(8),
+        hostile,
+        fc.array(fc.tuple(hostile, fc.integer()), { minLength: 1, maxLength: 6 }),
+        (extra, at, kind, steps) => {
+          // The state at any place among the members (first, between hostile keys, last), members hostile too.
+          const entries: [string, unknown][] = Object.entries({ ...extra, kind, input: { text: kind } }).filter(([key]) => key !== "state");
+          entries.splice(Math.min(at, entries.length), 0, ["state", { status: "running", checkpoint: { phase: kind, n: 0 } }]);
+          let current = deepFreeze(Object.fromEntries(entries)) as unknown as TaskRecord;
+          const first = taskText(current, undefined);
+          expect(first.record).toBe(JSON.stringify(current));
+          const old = oldPieces(current);
+          if (first.pieces === undefined) return; // not cut (a member JSON spells otherwise): whole texts, as before
+          expect(old).toBeDefined();
+          expect(first.pieces.head).toBe(old!.head);
+          expect(first.pieces.tail).toBe(old!.tail);
+          let last = first.pieces;
+          for (const [phase, n] of steps) {
+            current = deepFreeze({ ...current, state: { status: "running", checkpoint: { phase, n } } } as TaskRecord);
+            const row = taskText(current, last);
+            expect(row.spliced).toBe(true);
+            expect(row.record).toBe(JSON.stringify(current));
+            row.pieces!.record = current;
+            last = row.pieces!;
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
 describe("SqliteStorage writes each task's text as JSON.stringify of its record (decision 0041)", () => {
   const open: SqliteStorage[] = [];
   afterEach(async () => {

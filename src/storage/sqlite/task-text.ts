@@ -68,29 +68,31 @@ function sameBesideState(task: TaskRecord, last: TaskText): boolean {
 function wholeText(task: TaskRecord, keys: readonly string[]): TaskRow {
   const record = task as unknown as Record<string, unknown>;
   if (!reusable(record, keys)) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
-  let head = "{";
-  let tail: string | undefined;
+  // Each piece's members gathered and joined once: a joined text is flat, where `+=` would leave a rope of every
+  // member's text that each later step's bind walks again when it flattens `head + state + tail` (decision 0121).
+  const head: string[] = ["{"];
+  let tail: string[] | undefined;
   let state: string | undefined;
   let separator = "";
   for (const key of keys) {
     if (key === "state") {
       state = stateText(task.state);
       if (state === undefined) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
-      head += `${separator}"state":`;
-      tail = "";
+      head.push(`${separator}"state":`);
+      tail = [];
       separator = ",";
       continue;
     }
     const value = JSON.stringify(record[key]);
     if (value === undefined) continue; // undefined, a function: JSON leaves the member out
-    const text = `${separator}${JSON.stringify(key)}:${value}`;
-    if (tail === undefined) head += text;
-    else tail += text;
+    (tail ?? head).push(`${separator}${JSON.stringify(key)}:${value}`);
     separator = ",";
   }
   if (state === undefined || tail === undefined) return { task, record: JSON.stringify(task), pieces: undefined, spliced: false };
-  tail += "}";
-  return { task, record: head + state + tail, pieces: { record: task, keys, head, tail }, spliced: false };
+  tail.push("}");
+  const before = head.join("");
+  const after = tail.join("");
+  return { task, record: before + state + after, pieces: { record: task, keys, head: before, tail: after }, spliced: false };
 }
 
 /** Whether a record's text is worth cutting into pieces: live, no `toJSON`, every member but its state frozen. */
