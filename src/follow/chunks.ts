@@ -63,10 +63,71 @@ export function sliceJsonText(text: string, budget: number): string[] {
 /** A whole transaction's JSON when its sender already has it (its log row's text, decision 0093), else undefined. */
 export type TextOf = (batch: LoggedBatch) => string | undefined;
 
+/** A transaction as a push carries it: its log mark and its JSON text (its log row's, decision 0093). */
+export interface LoggedText {
+  epoch: number;
+  position: number;
+  text: string;
+}
+
 /** The JSON texts of one push's whole transactions, in order, and their UTF-8 bytes in all. */
 export interface LoadTexts {
   texts: string[];
   bytes: number;
+}
+
+/** One push as `pack` makes it: the indices of its whole transactions, their texts, and its parts. */
+interface PackedLoad {
+  wholes: number[];
+  whole: LoadTexts;
+  parts: BatchPart[];
+}
+
+/**
+ * Packs `count` transactions (in log order; `epochOf`, `positionOf` and `textOf` tell each one's) into pushes of at
+ * most `budget` bytes of transactions each: a transaction whose JSON does not fit in one goes as parts, each in a
+ * push of its own or beside others that fit. `textOf` is called once per transaction, in order.
+ */
+function pack(
+  count: number,
+  budget: number,
+  epochOf: (index: number) => number,
+  positionOf: (index: number) => number,
+  textOf: (index: number) => string,
+): PackedLoad[] {
+  const loads: PackedLoad[] = [];
+  let load: PackedLoad = { wholes: [], whole: { texts: [], bytes: 0 }, parts: [] };
+  let used = 0;
+  const add = (bytes: number) => {
+    if (used > 0 && used + bytes + 1 > budget) {
+      loads.push(load);
+      load = { wholes: [], whole: { texts: [], bytes: 0 }, parts: [] };
+      used = 0;
+    }
+    used += bytes + 1;
+  };
+  for (let index = 0; index < count; index++) {
+    const text = textOf(index);
+    const bytes = utf8Length(text);
+    if (bytes <= budget) {
+      add(bytes);
+      load.wholes.push(index);
+      load.whole.texts.push(text);
+      load.whole.bytes += bytes;
+      continue;
+    }
+    const epoch = epochOf(index);
+    const position = positionOf(index);
+    // A part's own fields (epoch, position, index, count) take well under 100 bytes.
+    const pieces = sliceJsonText(text, budget - 100);
+    pieces.forEach((piece, at) => {
+      const part: BatchPart = { epoch, position, index: at, count: pieces.length, text: piece };
+      add(utf8Length(JSON.stringify(part)));
+      load.parts.push(part);
+    });
+  }
+  if (used > 0) loads.push(load);
+  return loads;
 }
 
 /**
@@ -76,43 +137,17 @@ export interface LoadTexts {
  * JSON of its whole transactions (what `pushFrames` joins).
  */
 export function packPushes(batches: readonly LoggedBatch[], budget = PUSH_BUDGET_BYTES, textOf?: TextOf, texts?: LoadTexts[]): PushLoad[] {
-  const loads: PushLoad[] = [];
-  let load: PushLoad = { batches: [], parts: [] };
-  let whole: LoadTexts = { texts: [], bytes: 0 };
-  let used = 0;
-  const add = (bytes: number, put: (into: PushLoad) => void) => {
-    if (used > 0 && used + bytes + 1 > budget) {
-      loads.push(load);
-      texts?.push(whole);
-      load = { batches: [], parts: [] };
-      whole = { texts: [], bytes: 0 };
-      used = 0;
-    }
-    put(load);
-    used += bytes + 1;
-  };
-  for (const batch of batches) {
-    const text = textOf?.(batch) ?? JSON.stringify(batch);
-    const bytes = utf8Length(text);
-    if (bytes <= budget) {
-      add(bytes, (into) => into.batches.push(batch));
-      whole.texts.push(text);
-      whole.bytes += bytes;
-      continue;
-    }
-    const { epoch, position } = batch.fence;
-    // A part's own fields (epoch, position, index, count) take well under 100 bytes.
-    const pieces = sliceJsonText(text, budget - 100);
-    pieces.forEach((piece, index) => {
-      const part: BatchPart = { epoch, position, index, count: pieces.length, text: piece };
-      add(utf8Length(JSON.stringify(part)), (into) => into.parts.push(part));
-    });
-  }
-  if (used > 0) {
-    loads.push(load);
+  const loads = pack(
+    batches.length,
+    budget,
+    (index) => batches[index]!.fence.epoch,
+    (index) => batches[index]!.fence.position,
+    (index) => textOf?.(batches[index]!) ?? JSON.stringify(batches[index]),
+  );
+  return loads.map(({ wholes, whole, parts }) => {
     texts?.push(whole);
-  }
-  return loads;
+    return { batches: wholes.map((index) => batches[index]!), parts };
+  });
 }
 
 /** A push message's text and its UTF-8 bytes. */
@@ -136,11 +171,34 @@ export function pushFrames(
 ): PushFrame[] {
   const texts: LoadTexts[] = [];
   const loads = packPushes(batches, budget, textOf, texts);
+  return framesOf(
+    from,
+    epoch,
+    loads.map((load, index) => ({ whole: texts[index]!, parts: load.parts })),
+  );
+}
+
+/**
+ * `pushFrames` of transactions kept as their marks and texts only (the mirror's unacknowledged ones, decision 0122):
+ * the same frames, byte for byte, as `pushFrames` of the batches whose marks and texts these are.
+ */
+export function textFrames(from: string, epoch: number, logged: readonly LoggedText[], budget = PUSH_BUDGET_BYTES): PushFrame[] {
+  const loads = pack(
+    logged.length,
+    budget,
+    (index) => logged[index]!.epoch,
+    (index) => logged[index]!.position,
+    (index) => logged[index]!.text,
+  );
+  return framesOf(from, epoch, loads);
+}
+
+/** Each push's frame: its whole transactions' texts joined inside the envelope, its parts serialized. */
+function framesOf(from: string, epoch: number, loads: ReadonlyArray<{ whole: LoadTexts; parts: BatchPart[] }>): PushFrame[] {
   const head = `{"type":"push","from":${JSON.stringify(from)},"epoch":${JSON.stringify(epoch)},"batches":[`;
   const headBytes = utf8Length(head);
-  return loads.map((load, index) => {
-    const whole = texts[index]!;
-    const parts = load.parts.length === 0 ? "[]" : JSON.stringify(load.parts);
+  return loads.map(({ whole, parts: loadParts }) => {
+    const parts = loadParts.length === 0 ? "[]" : JSON.stringify(loadParts);
     const tail = `],"parts":${parts}}`;
     const count = whole.texts.length;
     if (count === 0) return { frame: head + tail, bytes: headBytes + utf8Length(tail) };

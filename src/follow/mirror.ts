@@ -25,10 +25,10 @@ import { deserializeError } from "../host/error-wire.ts";
 import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
-import { pushFrames } from "./chunks.ts";
+import { type LoggedText, textFrames } from "./chunks.ts";
 import type { LogHistory } from "./fork.ts";
-import type { LoggedBatch } from "./handover.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
+import { loggedText, Unacked } from "./unacked.ts";
 
 /** Whether a refused push may be stored when sent again unchanged (decision 0039). */
 function passing(error: Error): boolean {
@@ -100,11 +100,11 @@ export class Mirror {
   readonly #onRefused: ((error: Error, theirs: LogHistory) => void) | undefined;
   readonly #place: string;
   readonly #epoch: number;
-  /** Stored since the last acknowledgement, in log order (heard from `onLog`; the durable tail holds them too). */
-  #buffer: LoggedBatch[] = [];
-  /** Each buffered transaction's log text as the storage gave it: pushed as it is (decision 0093). */
-  readonly #texts = new WeakMap<LoggedBatch, string>();
-  readonly #textOf = (batch: LoggedBatch): string | undefined => this.#texts.get(batch);
+  /**
+   * Stored since the last acknowledgement, in log order (heard from `onLog`; the durable tail holds them too): their
+   * marks and log texts as the storage gave them, pushed as they are (decisions 0093, 0122).
+   */
+  readonly #unacked = new Unacked();
   /** The last position stored here. */
   #stored: number;
   /** The object's head as last acknowledged (-1: not heard yet). */
@@ -134,9 +134,9 @@ export class Mirror {
     this.#stops.push(
       options.harness.onLog((batch, text) => {
         this.#stored = batch.fence.position;
-        if (text !== undefined) this.#texts.set(batch, text);
-        this.#buffer.push(batch);
-        this.#pump();
+        this.#unacked.add(batch, text);
+        // A round in flight takes this one in the next (what a step sees while its job runs: nothing more to do).
+        if (this.#inFlight === undefined) this.#pump();
       }),
       options.link.onReply((reply) => void this.#reply(reply)),
       options.link.onConnected(() => {
@@ -203,12 +203,22 @@ export class Mirror {
     // too: no `taken` comes after a refusal, and a leave that waited for one held the host's reopen for ever.
     const taken = new Promise<void>((resolve, reject) => (this.#taken = { resolve, reject }));
     if (this.#refused) this.#taken?.reject(this.#refused);
-    if ((options.eager ?? true) && !this.#sendRest(mark, this.#buffer)) {
+    if ((options.eager ?? true) && !this.#sendRest(mark, this.#unacked.texts(Math.max(this.#acked, 0), mark.position))) {
       // The buffer does not reach the mark (the mirror began after transactions it never saw, or the last one's
       // log is not delivered yet): the durable tail holds them. Read in this task's microtasks, not in a next round
       // that a closing page never runs.
       const tail = this.#harness.storage.readLog?.(Math.max(0, this.#acked), this.#roundLimit);
-      void tail?.then((batches) => this.#leaving === mark && this.#sendRest(mark, batches, true)).catch(() => {});
+      void tail
+        ?.then(
+          (batches) =>
+            this.#leaving === mark &&
+            this.#sendRest(
+              mark,
+              batches.map((batch) => loggedText(batch)),
+              true,
+            ),
+        )
+        .catch(() => {});
     }
     this.#pump();
     try {
@@ -219,21 +229,19 @@ export class Mirror {
   }
 
   /**
-   * Sends, at once, what the object lacks up to `mark` and the release there, when `batches` hold all of it from the
+   * Sends, at once, what the object lacks up to `mark` and the release there, when `logged` holds all of it from the
    * acknowledged head on; true when sent. The durable tail (`tail`) holds everything after what the object
    * acknowledged (it is trimmed only on acknowledgements), so before this mirror heard the object's head it starts
    * wherever the tail does; the object skips what it already holds.
    */
-  #sendRest(mark: LogMark, batches: readonly LoggedBatch[], tail = false): boolean {
+  #sendRest(mark: LogMark, logged: readonly LoggedText[], tail = false): boolean {
     if (!this.#link.up || this.#refused) return false;
     const from = Math.max(this.#acked, 0);
-    const rest = batches.filter((batch) => batch.fence.position > from && batch.fence.position <= mark.position);
-    const first = tail && this.#acked < 0 && rest.length > 0 ? rest[0]!.fence.position : from + 1;
-    const reaches =
-      rest.length === 0 ? from >= mark.position : rest[0]!.fence.position === first && rest.at(-1)!.fence.position === mark.position;
+    const rest = logged.filter((one) => one.position > from && one.position <= mark.position);
+    const first = tail && this.#acked < 0 && rest.length > 0 ? rest[0]!.position : from + 1;
+    const reaches = rest.length === 0 ? from >= mark.position : rest[0]!.position === first && rest.at(-1)!.position === mark.position;
     if (!reaches) return false;
-    for (const { frame, bytes } of pushFrames(this.#place, this.#epoch, rest, this.#textOf))
-      this.#count(this.#link.sendEncoded(frame, bytes));
+    for (const { frame, bytes } of textFrames(this.#place, this.#epoch, rest)) this.#count(this.#link.sendEncoded(frame, bytes));
     this.#link.send({ type: "release", from: this.#place, epoch: mark.epoch, position: mark.position });
     return true;
   }
@@ -259,20 +267,21 @@ export class Mirror {
   /** One push round: what the object lacks, from the buffer when it holds it, else from the durable tail. */
   async #round(): Promise<void> {
     this.#inFlight = this.#stored;
-    let batches = this.#buffer.filter((batch) => batch.fence.position > this.#acked);
-    if (this.#acked < 0 || batches[0]?.fence.position !== this.#acked + 1) {
+    let logged = this.#acked < 0 ? [] : this.#unacked.texts(this.#acked);
+    if (logged[0]?.position !== this.#acked + 1) {
       const storage = this.#harness.storage;
-      batches = storage.readLog ? await storage.readLog(Math.max(0, this.#acked), this.#roundLimit) : [];
+      const tail = storage.readLog ? await storage.readLog(Math.max(0, this.#acked), this.#roundLimit) : [];
+      logged = tail.map((batch) => loggedText(batch));
     }
     this.#armResend();
-    if (batches.length === 0 && this.#acked >= 0) return; // nothing readable yet: the resend looks again
-    this.#inFlight = batches.at(-1)?.fence.position ?? 0;
+    if (logged.length === 0 && this.#acked >= 0) return; // nothing readable yet: the resend looks again
+    this.#inFlight = logged.at(-1)?.position ?? 0;
     this.stats.rounds++;
     // Before the object first answered and with nothing in the tail, an empty push asks for its head.
-    if (batches.length === 0) this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, batches: [], parts: [] }));
+    if (logged.length === 0) this.#count(this.#link.send({ type: "push", from: this.#place, epoch: this.#epoch, batches: [], parts: [] }));
     // Each frame made of the transactions' log texts (decision 0093); the link went down: the next connection sends the round again.
     else
-      for (const { frame, bytes } of pushFrames(this.#place, this.#epoch, batches, this.#textOf))
+      for (const { frame, bytes } of textFrames(this.#place, this.#epoch, logged))
         if (!this.#count(this.#link.sendEncoded(frame, bytes))) break;
   }
 
@@ -305,7 +314,7 @@ export class Mirror {
     const moved = reply.head > this.#acked;
     if (moved) {
       this.#acked = reply.head;
-      this.#buffer = this.#buffer.filter((batch) => batch.fence.position > reply.head);
+      this.#unacked.acknowledge(reply.head);
       for (const listener of this.#ackListeners) listener(reply.head);
       // Acknowledged: the tail need not keep it (a crash now pushes only the rest).
       await this.#harness.storage.trimLog?.(Math.min(reply.head, this.#stored)).catch(() => {});
