@@ -13,7 +13,8 @@
  * kept, and asked again on the same connection after its own backoff (`retryMs`, doubling to `maxRetryMs`), until it
  * is served, refused, given up or its connection drops (the reconnect asks everything again); calls go on meanwhile,
  * and `onState` hears `unserved` (decision 0117, its second review: before, the page closed the healthy connection,
- * and every call on it failed `ConnectionLost` while one subscription could not be served).
+ * and every call on it failed `ConnectionLost` while one subscription could not be served). The status subscription
+ * (`onStatus`, the page's client's own) waits so from its first ask on (decision 0123).
  * Reconnects back off:
  * `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that opens and
  * drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay
@@ -24,6 +25,9 @@ import { ConnectionLost, NotFound } from "../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
+import { type SocketState, StateTold } from "./socket-state.ts";
+
+export type { SocketState } from "./socket-state.ts";
 
 /** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
 export interface SocketLike {
@@ -60,17 +64,6 @@ interface Subscription {
   /** When it was last served after a wait, and at which attempt: ended again soon after, its backoff goes on growing. */
   served?: { attempt: number; at: number };
 }
-
-/** The connection's state, as `SocketEndpointOptions.onState` hears it. */
-export type SocketState =
-  /** A connection opened; also: the open connection serves every subscription again (after `unserved`). */
-  | { state: "open" }
-  | { state: "reconnecting"; attempt: number; retryInMs: number }
-  /**
-   * The open connection could not serve a subscription now: told once per `attempt`, the highest any subscription
-   * waits at; `retryInMs` is the wait of the first to reach it (another's at the same attempt, jittered, is not told).
-   */
-  | { state: "unserved"; attempt: number; retryInMs: number };
 
 export interface SocketEndpointOptions {
   /** The delay before the first reconnect after a connection the host answered on. Default 500 ms. */
@@ -122,14 +115,9 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   awaitLink();
   const dead = new WeakSet<MessageEndpoint>();
 
-  /** The last state `onState` heard: a state is told once per change (two subscriptions waiting at the same attempt
-   *  told the same `unserved` twice; decision 0117, later). */
-  let told: SocketState | undefined;
-  const tell = (state: SocketState) => {
-    if (JSON.stringify(state) === JSON.stringify(told)) return;
-    told = state;
-    options.onState?.(state);
-  };
+  /** What `onState` heard last: each change told once (./socket-state.ts). */
+  const told = new StateTold(options.onState);
+  const tell = (state: SocketState) => told.tell(state);
   /** Whether any subscription waits to be asked again on the open connection. */
   const waiting = () => [...subscriptions.values()].some((subscription) => subscription.wait);
   /** Ends `subscription`'s wait (served, refused, given up, its connection gone); `onState` hears when none is left. */
@@ -176,12 +164,9 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         resume();
       } else ask(link, id, subscription);
     }, wait.retryInMs);
-    // `unserved` is told once per attempt, the highest any wait is at: another subscription's wait reaching it later
-    // (its jittered backoff another `retryInMs`) is not told again (0117, later: before, only without jitter).
     let highest: { attempt: number; retryInMs: number } = wait;
     for (const other of subscriptions.values()) if (other.wait && other.wait.attempt > highest.attempt) highest = other.wait;
-    if (told?.state === "unserved" && told.attempt === highest.attempt) return;
-    tell({ state: "unserved", attempt: highest.attempt, retryInMs: highest.retryInMs });
+    told.unserved(highest);
   };
 
   /**
@@ -349,8 +334,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
             // Carried over a drop and answered there with what passes by itself (a hook that threw: AuthorizeFailed):
             // no refusal, and its caller (HostClient's own status subscription among them) was promised an answer on
             // the next connection — it waits and is asked again after its backoff, as an answered one is, `unserved`
-            // meanwhile (decision 0117, later: before, it rejected, and HostClient's status stayed `reconnecting`).
-            if (carried && held() && !closed && !dead.has(link) && !refusalOf(error)) {
+            // meanwhile (decision 0117, later: before, it rejected, and HostClient's status stayed `reconnecting`). So
+            // does the status subscription at its first ask: its caller (the page's client, asking once) cannot ask
+            // again, and the page showed `failed` until the next connection (decision 0123).
+            if ((carried || method === "onStatus") && held() && !closed && !dead.has(link) && !refusalOf(error)) {
               await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, resume)), givenUp]);
               continue;
             }
@@ -368,7 +355,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         subscriptions.delete(id);
         const waited = subscription.wait !== undefined;
         endWait(subscription, false);
-        if (waited) setTimer(() => !closed && told?.state === "unserved" && !waiting() && tell({ state: "open" }), 0);
+        if (waited) setTimer(() => !closed && told.last?.state === "unserved" && !waiting() && tell({ state: "open" }), 0);
       });
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.
       return pendingSubscription(answered, () => {

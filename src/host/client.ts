@@ -76,8 +76,9 @@ export class HostClient {
 
   /**
    * Subscribes to the host's status. Its end is told, never swallowed (decision 0117, later): refused when a reconnect
-   * asked it again (decision 0114) or when first asked (a refusal, or an answer that passes by itself such as
-   * `AuthorizeFailed`), the page hears `failed` with the host's error — also once the transport's own status is over
+   * asked it again (decision 0114) or when first asked (a refusal; an answer that passes by itself such as
+   * `AuthorizeFailed` is the transport's to ask again, its status `reconnecting` meanwhile: decision 0123), the page
+   * hears `failed` with the host's error — also once the transport's own status is over
    * (no stale host status comes back; 0117's third review) — until the transport's next connection asks it again
    * (`watchStatusAgain`).
    */
@@ -98,8 +99,7 @@ export class HostClient {
         if (this.#gone) return; // the page decided: whatever arrives after is stale
         this.#hostStatus = status;
         if (this.#held) return; // kept for hostStatusAgain (decision 0117's third review)
-        this.#status = status;
-        for (const listener of this.#statusListeners) safely(() => listener(status));
+        this.#show(status);
       }, ended),
     ).catch((error: unknown) => ended(error instanceof Error ? error : new DurableError("The host's status could not be watched.")));
   }
@@ -125,6 +125,18 @@ export class HostClient {
   protected transportStatus(status: HarnessStatus, hold = false): void {
     if (this.#gone) return;
     this.#held = hold;
+    this.#show(status);
+  }
+
+  /**
+   * Shows `status` to the listeners — unless it is no change (decision 0123): the status shown, or a `reconnecting` whose
+   * attempt is not past the one shown (one wait, its attempts never going down: a socket's drop told `reconnecting 1` and
+   * the carried subscription's `unserved` 1 told it again; a higher waiter served while a lower one failed told 3, then 2).
+   */
+  #show(status: HarnessStatus): void {
+    const shown = this.#status;
+    if (status.kind === "reconnecting" && shown.kind === "reconnecting" && status.attempt <= shown.attempt) return;
+    if (JSON.stringify(status) === JSON.stringify(shown)) return;
     this.#status = status;
     for (const listener of this.#statusListeners) safely(() => listener(status));
   }

@@ -1,0 +1,49 @@
+/**
+ * What the page's socket (./socket.ts) tells `onState`: each change once, and an `unserved` stretch's attempt never
+ * going down (decision 0123).
+ */
+
+/** The connection's state, as `SocketEndpointOptions.onState` hears it. */
+export type SocketState =
+  /** A connection opened; also: the open connection serves every subscription again (after `unserved`). */
+  | { state: "open" }
+  | { state: "reconnecting"; attempt: number; retryInMs: number }
+  /**
+   * The open connection could not serve a subscription now: told once per `attempt`, the highest any subscription has
+   * waited at since the connection last served them all (a lower one told later is not: the attempt never goes down
+   * within one stretch, decision 0123); `retryInMs` is the wait of the first to reach it.
+   */
+  | { state: "unserved"; attempt: number; retryInMs: number };
+
+/** `onState`, told each change once. */
+export class StateTold {
+  #told: SocketState | undefined;
+  readonly #onState: ((state: SocketState) => void) | undefined;
+
+  constructor(onState: ((state: SocketState) => void) | undefined) {
+    this.#onState = onState;
+  }
+
+  /** The last state told. */
+  get last(): SocketState | undefined {
+    return this.#told;
+  }
+
+  /** Tells `state` unless it is the one told last (two waits ending told the same `open` twice; decision 0117, later). */
+  tell(state: SocketState): void {
+    if (JSON.stringify(state) === JSON.stringify(this.#told)) return;
+    this.#told = state;
+    this.#onState?.(state);
+  }
+
+  /**
+   * A wait's backoff began, `highest` the highest attempt any wait is at now: `unserved` is told once per attempt — another
+   * wait reaching it later (its jittered backoff another `retryInMs`) is not told again (0117, later), and neither is a
+   * lower one within the same stretch (the highest waiter served while a lower one fails again: before, 3 then 2; 0123).
+   */
+  unserved(highest: { attempt: number; retryInMs: number }): void {
+    const told = this.#told;
+    if (told?.state === "unserved" && told.attempt >= highest.attempt) return;
+    this.tell({ state: "unserved", attempt: highest.attempt, retryInMs: highest.retryInMs });
+  }
+}
