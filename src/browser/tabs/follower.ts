@@ -4,11 +4,11 @@
 import { safely } from "../../base/safely.ts";
 import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
-import { serializeError } from "../../host/error-wire.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
+import { watchOwnStatus } from "./own-status.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
@@ -320,24 +320,16 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     changed();
   };
 
-  void own
-    .subscribe("onStatus", [], (value) => {
-      ownStatus = value as HarnessStatus;
-      if ("database" in ownStatus) database = ownStatus.database;
-      if (ownStatus.kind !== "ready") {
-        for (const resolve of ownLeft) resolve();
-        ownLeft.clear();
-      }
-      reconsider();
-    })
-    .catch((error: unknown) => {
-      // Refused or failed at its first ask (the worker's authorize hook threw: AuthorizeFailed): the page's status is
-      // `failed` with that error, as over a socket (before: `starting` for good; decision 0117, later).
-      if (disposed) return;
-      const { stack: _stack, ...shape } = serializeError(error);
-      ownStatus = { kind: "failed", error: shape };
-      reconsider();
-    });
+  // This tab's worker's status, asked again while it cannot be served (./own-status.ts; decision 0123).
+  const ownWatch = watchOwnStatus(own, (status) => {
+    ownStatus = status;
+    if ("database" in ownStatus) database = ownStatus.database;
+    if (ownStatus.kind !== "ready") {
+      for (const resolve of ownLeft) resolve();
+      ownLeft.clear();
+    }
+    reconsider();
+  });
 
   return {
     async call(method, args) {
@@ -389,6 +381,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     close() {
       disposed = true;
       unserved.clear();
+      ownWatch.close();
       reconsider();
     },
   };
