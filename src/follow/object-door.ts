@@ -37,8 +37,9 @@ export async function allowed(
 
 /**
  * `authorize`, telling `failed` the hook's own error when it throws (or rejects with) anything but `NotAuthorized` —
- * what `allowed` answers `AuthorizeFailed` — then throwing it on as before (decision 0117, later). A throw of `failed`
- * is its own.
+ * what `allowed` answers `AuthorizeFailed` — then throwing it on as before (decision 0117, later). Told once per failed
+ * ask, wherever it is asked (where the object answers nothing too: an ack, the pusher's registration; decision 0123),
+ * never for a refusal. A throw of `failed` is its own.
  */
 export function tellingFailures(
   authorize: FollowAuthorize,

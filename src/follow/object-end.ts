@@ -242,8 +242,12 @@ export class ObjectEnd {
     // The wire's version, a tab's first call on a connection (decision 0046): it tells nothing but the version, so no door.
     if (message.type === "call" && message.topic === WIRE_TOPIC)
       return reply(encodeFollowMessage(answerHelloCall(message.id, message.args)));
-    const spoke = async (place: string) => {
-      if ((await allowed(authorize, "push", place)) !== true) return; // only a caller with the write power receives the tab's calls
+    // Only a caller with the write power (`push`) receives the tab's calls. Asked after a granted lease call: a hook that
+    // fails there answers nothing (the lease call was answered; the next renewal asks again), as a refusal does — and the
+    // app is told (`onAuthorizeError`, once per failed ask). A push frame's door has asked it already: not asked twice
+    // (before: a second ask that failed left a push applied and its pusher unregistered; decision 0123).
+    const spoke = async (place: string, admitted = false) => {
+      if (!admitted && (await allowed(authorize, "push", place)) !== true) return;
       this.#speakers.set(place, reply);
       this.#placeOf.set(connection, place);
       speaksFor?.(place);
@@ -276,7 +280,8 @@ export class ObjectEnd {
       );
     }
     if (message.type === "ack") {
-      // A following tab's head (reading the log is the follow.from power).
+      // A following tab's head (reading the log is the follow.from power): it has no answer — refused, or the hook failed
+      // (the app told, as above), the ack is dropped as a lost one is (the feed's resend pushes again, the tab acks again).
       if ((await allowed(authorize, "follow.from")) === true) this.#feed.ack(connection, reply, message.head);
       return;
     }
@@ -293,7 +298,7 @@ export class ObjectEnd {
         checkPusher(this.#options.book, this.#options.place, this.#arrival.harness !== undefined, message);
         // The pusher holds the lease: what a harness here writes is no longer this place's to push.
         if (this.#feed.attached) this.#feed.detach();
-        await spoke(message.from);
+        await spoke(message.from, true);
         const batches = joinPush(message, this.head, this.#joining);
         await this.#arrival.receive({ type: "push", from: message.from, batches });
         // The pusher holds the lease (it follows no more); what it pushed goes on to the others that follow (decision 0090).

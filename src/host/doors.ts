@@ -36,9 +36,11 @@ export interface AuthorizeErrorAt<Caller> {
 }
 
 /**
- * Told the hook's own error when an `authorize` hook threw or rejected with anything but `NotAuthorized` — its caller
- * was answered `AuthorizeFailed`, with none of that error (decision 0117, later): the app's place to log its bug or
- * its permission store's outage. A throw of this callback is its own: swallowed.
+ * Told the hook's own error each time an `authorize` hook threw or rejected with anything but `NotAuthorized` — its
+ * caller was answered `AuthorizeFailed`, with none of that error (decision 0117, later); on a follow link also where
+ * the door answers nothing (a following tab's ack, the pusher's registration after a granted lease call: skipped, as
+ * for a refusal; decision 0123) — never for a refusal: the app's place to log its bug or its permission store's outage.
+ * A throw of this callback is its own: swallowed.
  */
 export type OnAuthorizeError<Caller> = (error: unknown, at: AuthorizeErrorAt<Caller>) => void;
 
