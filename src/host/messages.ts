@@ -255,13 +255,24 @@ export function messageEndpoint(send: (message: ClientMessage) => void): Message
  * not an array). For a transport that receives text from anyone: a malformed frame is answered, never thrown.
  * `id` is the frame's own id when it had one, so the page's request gets its answer.
  */
-export function parseClientMessage(frame: string): { message: ClientMessage } | { id: number | null; error: InvalidRequest } {
+export function parseClientMessage(frame: string): ParsedClientMessage {
   let value: unknown;
   try {
     value = JSON.parse(frame);
   } catch {
     return { id: null, error: new InvalidRequest("A frame was not JSON: send { type, id, method, args } as JSON text.") };
   }
+  return clientMessageOf(value);
+}
+
+export type ParsedClientMessage = { message: ClientMessage } | { id: number | null; error: InvalidRequest };
+
+/**
+ * A value a page or a tab sent (parsed JSON, or a structured clone over a BroadcastChannel) as a `ClientMessage`, or an
+ * `InvalidRequest` saying what is wrong with it, as `parseClientMessage` (the tabs' leader reads its followers' frames so:
+ * decision 0123; before, a `null` frame threw out of its channel's listener).
+ */
+export function clientMessageOf(value: unknown): ParsedClientMessage {
   const record = typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
   const id = typeof record?.id === "number" && Number.isSafeInteger(record.id) && record.id > 0 ? record.id : null;
   const refuse = (what: string) => ({ id, error: new InvalidRequest(`A frame ${what}: send { type, id, method, args }.`) });

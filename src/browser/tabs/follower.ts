@@ -278,10 +278,12 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
       },
     };
     leader = link;
-    port.onmessage = ({ data }: MessageEvent<LeaderMessage>) => {
+    port.onmessage = ({ data }: MessageEvent<LeaderMessage | null>) => {
+      if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
       if (data.type === "gone") lose(link);
-      else if (data.type !== "accepted") messages.receive(data);
-      else {
+      else if (data.type !== "accepted") {
+        if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
+      } else {
         // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
         if (data.lifeLock) locks.request(data.lifeLock, { signal: life.signal }, () => lose(link)).catch(() => {});
         messages.endpoint
@@ -307,7 +309,8 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
     if (following() && database !== undefined && locks) {
       if (!channel) {
         channel = new BroadcastChannel(channelName(database));
-        channel.onmessage = ({ data }: MessageEvent<BrokerMessage>) => data.type === "leader" && follow(data.leader);
+        channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) =>
+          data?.type === "leader" && typeof data.leader === "string" && follow(data.leader);
         channel.postMessage({ type: "who-leads" } satisfies BrokerMessage);
       }
     } else {

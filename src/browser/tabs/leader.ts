@@ -2,7 +2,8 @@
 /** The leader's side of every tab being live (./wire.ts), in the worker that has the database open. */
 import { ConnectionLost, HarnessClosed } from "../../errors.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
-import { serveMessages } from "../../host/messages.ts";
+import { type SerializedError, serializeError } from "../../host/error-wire.ts";
+import { clientMessageOf, serveMessages } from "../../host/messages.ts";
 import { keepCancel } from "../../host/pending-subscription.ts";
 import type { HarnessService } from "../../host/protocol.ts";
 import { type WorkerDoors, workerDoor } from "../comlink.ts";
@@ -28,7 +29,9 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   const accept = (connection: string) => {
     const port = new BroadcastChannel(connection);
     let open = true;
-    const send = (message: LeaderMessage) => open && port.postMessage(message);
+    // An error as the follower receives it: typed, never the leader's stack (as an object's page sockets; decision 0123).
+    const send = (message: LeaderMessage) =>
+      open && port.postMessage(message.type === "error" ? { ...message, error: errorOnWire(message.error) } : message);
     const served = serveMessages(endpoint, send);
     const stop = new AbortController();
     const drop = (notify: boolean) => {
@@ -40,16 +43,30 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       port.close();
     };
     connections.add(drop);
-    port.onmessage = ({ data }: MessageEvent<FollowerMessage>) => (data.type === "bye" ? drop(false) : served.receive(data));
+    // A frame that is no message (another version of the app's tab, a stranger's post) gets a typed error under its id
+    // (decision 0123; before, `null` threw out of this listener and a frame without a method reached the host).
+    port.onmessage = ({ data }: MessageEvent<unknown>) => {
+      if ((data as FollowerMessage | null)?.type === "bye") return drop(false);
+      const parsed = clientMessageOf(data);
+      if ("message" in parsed) served.receive(parsed.message);
+      else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });
+    };
     locks.request(followerLock(connection), { signal: stop.signal }, () => drop(false)).catch(() => {});
     void host.lifeLock().then((lifeLock) => send({ type: "accepted", ...(lifeLock ? { lifeLock } : {}) }));
   };
 
-  channel.onmessage = ({ data }: MessageEvent<BrokerMessage>) => {
+  channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) => {
     if (!leading) return;
-    if (data.type === "who-leads") channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
-    else if (data.type === "connect" && data.leader === id) accept(data.connection);
+    // Anything else on the database's channel (`null`, a connection that is no name) is no one's: ignored (decision 0123).
+    if (data?.type === "who-leads") channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    else if (data?.type === "connect" && data.leader === id && typeof data.connection === "string") accept(data.connection);
   };
+}
+
+/** An error as a follower receives it: never the leader's stack. */
+function errorOnWire(error: SerializedError): SerializedError {
+  const { stack: _stack, ...shape } = error;
+  return shape;
 }
 
 /**

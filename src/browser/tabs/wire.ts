@@ -17,6 +17,7 @@
  * `submit`/`createTask`, which a follower always sends with an idempotency key (`requestId`, `key`) so a
  * second run returns what the first one created (./retry.ts). Any other call rejects with `ConnectionLost`.
  */
+import type { SerializedError } from "../../host/error-wire.ts";
 import type { ClientMessage, HostMessage } from "../../host/messages.ts";
 
 /** On the database's channel. */
@@ -25,7 +26,12 @@ export type BrokerMessage =
   | { type: "leader"; leader: string }
   | { type: "connect"; leader: string; connection: string };
 /** On a connection's channel, besides the host protocol's messages. */
-export type LeaderMessage = HostMessage | { type: "accepted"; lifeLock?: string } | { type: "gone" };
+export type LeaderMessage =
+  | HostMessage
+  | { type: "accepted"; lifeLock?: string }
+  | { type: "gone" }
+  /** A frame that had no id (a positive integer) refused: answered under none, as the object's page sockets do. */
+  | { type: "error"; id: null; error: SerializedError };
 export type FollowerMessage = ClientMessage | { type: "bye" };
 
 export const channelName = (database: string) => `pi-durable-web:tabs:${database}`;
