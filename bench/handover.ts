@@ -190,7 +190,11 @@ async function startEdge() {
     await mf.dispose();
     rmSync(persist, { recursive: true, force: true });
   };
-  await mf.ready;
+  // A workerd that does not start leaves no process or directory behind (review of 0122).
+  await mf.ready.catch(async (error: unknown) => {
+    await dispose().catch(() => {});
+    throw error;
+  });
   return { prints, openTab, dispose };
 }
 
@@ -271,6 +275,9 @@ async function stepRuns(runs: number): Promise<StepRun[]> {
 
 const median = (values: number[]) => summarize(values).median;
 
+/** What a step process prints before its runs' JSON, on a line of its own. */
+const STEP_RUNS_MARK = "step-runs ";
+
 export async function benchHandover(): Promise<HandoverBench> {
   // Effect-free steps first, each process alone on the machine's share of it (this one's workerd not started yet).
   const processes: StepRun[][] = [];
@@ -280,7 +287,14 @@ export async function benchHandover(): Promise<HandoverBench> {
       stdio: ["ignore", "pipe", "inherit"],
       maxBuffer: 1 << 24,
     });
-    processes.push(JSON.parse(out) as StepRun[]);
+    // The runs' line is marked: workerd's own stdout shares the stream (review of 0122).
+    const line = out.split("\n").find((one) => one.startsWith(STEP_RUNS_MARK));
+    if (!line) throw new Error(`a step process printed no runs: ${out.slice(-500)}`);
+    const runs = JSON.parse(line.slice(STEP_RUNS_MARK.length)) as StepRun[];
+    const numbers = runs.flatMap((run) => Object.values(run).filter((value) => typeof value === "number"));
+    if (runs.length === 0 || numbers.some((value) => !Number.isFinite(value)))
+      throw new Error(`a step process's runs are not numbers: ${line}`);
+    processes.push(runs);
   }
   const all = processes.flat();
   const edge = await startEdge();
@@ -395,6 +409,6 @@ function percentile(runs: number[], p: number): number {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   // A step process (benchHandover's): its runs as JSON on stdout.
-  if (process.argv[2] === "--steps") console.log(JSON.stringify(await stepRuns(Number(process.argv[3]))));
+  if (process.argv[2] === "--steps") console.log(STEP_RUNS_MARK + JSON.stringify(await stepRuns(Number(process.argv[3]))));
   else console.log(JSON.stringify(await benchHandover(), null, 2));
 }

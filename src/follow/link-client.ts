@@ -131,7 +131,7 @@ export class FollowLink {
   }
 
   /**
-   * `send` of a message already encoded (`encodeFollowMessage`'s text, as `pushFrames` makes a push's from its log
+   * `send` of a message already encoded (`encodeFollowMessage`'s text, as `textFrames` makes a push's from its log
    * texts, decision 0093); `bytes`, its UTF-8 bytes when the caller counted them. Returns the frame's UTF-8 bytes, or
    * 0 when it was not sent.
    */

@@ -270,7 +270,10 @@ export class Mirror {
     let logged = this.#acked < 0 ? [] : this.#unacked.texts(this.#acked);
     if (logged[0]?.position !== this.#acked + 1) {
       const storage = this.#harness.storage;
-      const tail = storage.readLog ? await storage.readLog(Math.max(0, this.#acked), this.#roundLimit) : [];
+      // A tail that cannot be read now (the storage busy or failing) is read again by the resend: a round left in
+      // flight with no timer would push nothing more until the link reconnected (review of 0122).
+      const tail = storage.readLog ? await storage.readLog(Math.max(0, this.#acked), this.#roundLimit).catch(() => undefined) : [];
+      if (tail === undefined) return this.#armResend();
       logged = tail.map((batch) => loggedText(batch));
     }
     this.#armResend();
