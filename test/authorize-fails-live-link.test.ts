@@ -46,6 +46,9 @@ async function guardedHost() {
   return { host, hook, door };
 }
 
+/** Why an unserved subscription waits (decision 0123's review, L3): the host's answer, its hook threw. */
+const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
+
 describe("decision 0117 after review: a subscription the host cannot serve now, on a link still open", () => {
   it("H2, H-a (S8): a hook that throws when a reconnect asks again: the page asks each subscription again on the same link after its own backoff (doubling, one timer each), calls go through meanwhile, and it is served again once the hook answers — nobody is told lost", async () => {
     const { host, hook, door } = await guardedHost();
@@ -72,12 +75,12 @@ describe("decision 0117 after review: a subscription the host cannot serve now, 
     expect(timer.delays).toEqual([100]);
     await timer.fire(); // the reconnect: its two subscriptions (status, watch) are not served, each waits 100 ms
     expect(timer.delays).toEqual([100, 100, 100]);
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk });
     for (let i = 0; i < 4; i++) await timer.fire(); // asked again twice each: 200, then 400
     expect(timer.delays).toEqual([100, 100, 100, 200, 200, 400, 400]);
     expect(timer.pending).toBe(2); // one wait per subscription, never more
     expect(socket.connections).toBe(2); // the link was kept
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 3, retryInMs: 400 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 3, retryInMs: 400, error: failedAsk });
     // A call meanwhile is answered on the same link.
     expect(await client.listConversations()).toHaveLength(1);
     expect(lost).toEqual([]);

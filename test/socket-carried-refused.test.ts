@@ -9,6 +9,9 @@ import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { answeringHost, manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
+/** Why an unserved subscription waits (decision 0123's review, L3): the host's answer, its hook threw. */
+const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
+
 describe("a carried subscribe that waited and is then refused ends its wait (decision 0117, later)", () => {
   it("0117 later: socket: carried, AuthorizeFailed (unserved), then NotAuthorized on the re-ask: its caller is refused and onState hears open (before: unserved for good)", async () => {
     const host = answeringHost({ onStatus: "ok", watchConversation: "hang" }, "not yours.");
@@ -35,12 +38,12 @@ describe("a carried subscribe that waited and is then refused ends its wait (dec
     sockets.drop();
     await settle();
     await timer.fire(); // the reconnect: AuthorizeFailed, it waits
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk });
     host.answer.watchConversation = "refuse";
     await timer.fire(); // the re-ask: refused
     expect(settled).toBe("NotAuthorized");
     // Its caller heard the refusal before onState hears the wait's end (decision 0117, review seams2): `open` a task later.
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk });
     await timer.fire();
     expect(timer.pending).toBe(0);
     expect(states.at(-1)).toEqual({ state: "open" });

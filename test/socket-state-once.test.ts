@@ -62,6 +62,9 @@ function seeded(seed: number) {
 }
 
 /** Two `unserved` in a row at the same attempt: the page's listeners would hear the same `reconnecting` twice. */
+/** Why an unserved subscription waits (decision 0123's review, L3): the host's answer, its hook threw. */
+const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
+
 const sameAttemptTwice = (states: SocketState[]) =>
   states.filter((state, at) => {
     const before = states[at - 1];
@@ -104,11 +107,11 @@ describe("onState hears each change once (decision 0117, later)", () => {
       { state: "open" },
       { state: "reconnecting", attempt: 1, retryInMs: 100 },
       { state: "open" },
-      { state: "unserved", attempt: 1, retryInMs: 100 },
+      { state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk },
     ]);
     await timer.fire();
     await timer.fire(); // both at attempt 2
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200, error: failedAsk });
     expect(repeats(states)).toEqual([]);
     socket.close();
   });
@@ -144,8 +147,8 @@ describe("onState hears each change once (decision 0117, later)", () => {
       { state: "open" },
       { state: "reconnecting", attempt: 1, retryInMs: 100 },
       { state: "open" },
-      { state: "unserved", attempt: 1, retryInMs: 100 },
-      { state: "unserved", attempt: 2, retryInMs: 200 },
+      { state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk },
+      { state: "unserved", attempt: 2, retryInMs: 200, error: failedAsk },
     ]);
     host.mode.failing = new Set();
     await clock.fire();

@@ -30,6 +30,9 @@ function page(endpoint: HostEndpoint) {
   return { sockets, timer, states, socket };
 }
 
+/** Why an unserved subscription waits (decision 0123's review, L3): the host's answer, its hook threw. */
+const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
+
 describe("the status subscription at its first ask (decision 0123)", () => {
   it("0123 (1): socket: onStatus answered AuthorizeFailed at its first ask waits, unserved, and is asked again on the same connection (before: its caller rejected)", async () => {
     const host = answeringHost({ onStatus: "retry" }, "no.");
@@ -43,9 +46,9 @@ describe("the status subscription at its first ask (decision 0123)", () => {
       );
     await settle();
     expect(settled).toBeUndefined();
-    expect(states).toEqual([{ state: "open" }, { state: "unserved", attempt: 1, retryInMs: 100 }]);
+    expect(states).toEqual([{ state: "open" }, { state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk }]);
     await timer.fire(); // asked again: AuthorizeFailed again, the backoff doubles
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200, error: failedAsk });
     host.answer.onStatus = "ok";
     await timer.fire();
     expect(settled).toBe("answered");
@@ -78,7 +81,7 @@ describe("the status subscription at its first ask (decision 0123)", () => {
       (error: Error) => (ready = error.name),
     );
     await expect.poll(() => client.status.kind, { timeout: 5000 }).toBe("reconnecting");
-    expect(client.status).toMatchObject({ kind: "reconnecting", attempt: 1 });
+    expect(client.status).toMatchObject({ kind: "reconnecting", attempt: 1, error: { name: "AuthorizeFailed" } }); // why it waits (0123's review, L3)
     host.answer.onStatus = "ok";
     await expect.poll(() => client.status.kind, { timeout: 5000 }).toBe("ready");
     await settle();

@@ -13,6 +13,9 @@ import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { type Answer, answeringHost, manualTimer, scriptedSockets, settle } from "./socket-support.ts";
 
+/** Why an unserved subscription waits (decision 0123's review, L3): the host's answer, its hook threw. */
+const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
+
 describe("the page's status subscription is told, and asked again (decision 0117, later)", () => {
   it("0117 later (1): a subscribe carried over a drop and answered AuthorizeFailed on the next connection waits and is asked again, unserved meanwhile (before: its caller's promise rejected)", async () => {
     const host = answeringHost({ onStatus: "ok", watchConversation: "ok" }, "this page may not see it now.");
@@ -41,10 +44,10 @@ describe("the page's status subscription is told, and asked again (decision 0117
     await settle();
     await timer.fire(); // the reconnect: asked again, AuthorizeFailed
     expect(settled).toBeUndefined();
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 1, retryInMs: 100, error: failedAsk });
     expect(timer.pending).toBe(1);
     await timer.fire(); // asked again: still failing
-    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200 });
+    expect(states.at(-1)).toEqual({ state: "unserved", attempt: 2, retryInMs: 200, error: failedAsk });
     expect(timer.pending).toBe(1);
     host.answer.watchConversation = "ok";
     await timer.fire();

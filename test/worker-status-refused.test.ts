@@ -52,7 +52,7 @@ it("0123: a worker's page whose authorize hook throws for its status subscriptio
   const told: HarnessStatus[] = [];
   client.onStatus((status) => told.push(status));
   await expect.poll(() => client.status.kind, { timeout: 5000 }).toBe("reconnecting");
-  expect(client.status).toMatchObject({ kind: "reconnecting", attempt: 1, retryInMs: 500 });
+  expect(client.status).toMatchObject({ kind: "reconnecting", attempt: 1, retryInMs: 500, error: { name: "AuthorizeFailed" } }); // why it waits (0123's review, L3)
   expect(JSON.stringify(told)).not.toContain("permission store"); // the hook's message stays in the worker
   await expect.poll(() => mode.asked, { timeout: 5000 }).toBe(2); // asked again on the same worker: still failing
   await expect.poll(() => client.status, { timeout: 5000 }).toMatchObject({ kind: "reconnecting", attempt: 2, retryInMs: 1000 });

@@ -64,7 +64,9 @@ export class HarnessClient extends HostClient {
           }
           unserved = state.state === "unserved";
           // Unserved: held until every subscription is served (the host's status arrives meanwhile; 0117's third review).
-          this?.transportStatus({ kind: "reconnecting", attempt: state.attempt, retryInMs: state.retryInMs }, unserved);
+          const { attempt, retryInMs } = state;
+          const error = state.state === "unserved" ? state.error : undefined; // why it waits (decision 0123's review)
+          this?.transportStatus({ kind: "reconnecting", attempt, retryInMs, ...(error && { error }) }, unserved);
         },
       });
       super(socket, `page-${crypto.randomUUID()}`);

@@ -3,6 +3,8 @@
  * going down (decision 0123).
  */
 
+import type { ErrorShape } from "../host/protocol.ts";
+
 /** The connection's state, as `SocketEndpointOptions.onState` hears it. */
 export type SocketState =
   /** A connection opened; also: the open connection serves every subscription again (after `unserved`). */
@@ -11,9 +13,10 @@ export type SocketState =
   /**
    * The open connection could not serve a subscription now: told once per `attempt`, the highest any subscription has
    * waited at since the connection last served them all (a lower one told later is not: the attempt never goes down
-   * within one stretch, decision 0123); `retryInMs` is the wait of the first to reach it.
+   * within one stretch, decision 0123); `retryInMs` is the wait of the first to reach it, `error` the host's answer it
+   * waits after (its hook threw: `AuthorizeFailed`; decision 0123's review).
    */
-  | { state: "unserved"; attempt: number; retryInMs: number };
+  | { state: "unserved"; attempt: number; retryInMs: number; error?: ErrorShape };
 
 /** `onState`, told each change once. */
 export class StateTold {
@@ -41,9 +44,10 @@ export class StateTold {
    * wait reaching it later (its jittered backoff another `retryInMs`) is not told again (0117, later), and neither is a
    * lower one within the same stretch (the highest waiter served while a lower one fails again: before, 3 then 2; 0123).
    */
-  unserved(highest: { attempt: number; retryInMs: number }): void {
+  unserved(highest: { attempt: number; retryInMs: number; error?: ErrorShape }): void {
     const told = this.#told;
     if (told?.state === "unserved" && told.attempt >= highest.attempt) return;
-    this.tell({ state: "unserved", attempt: highest.attempt, retryInMs: highest.retryInMs });
+    const { attempt, retryInMs, error } = highest;
+    this.tell({ state: "unserved", attempt, retryInMs, ...(error && { error }) });
   }
 }

@@ -23,8 +23,10 @@
 
 import { ConnectionLost, NotFound } from "../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
+import { shapeOf } from "../host/error-wire.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
+import type { ErrorShape } from "../host/protocol.ts";
 import { type SocketState, StateTold } from "./socket-state.ts";
 
 export type { SocketState } from "./socket-state.ts";
@@ -60,7 +62,8 @@ interface Subscription {
   /** The connection's own subscribe, while it has not answered (given up with `cancelPending`). */
   pending?: Promise<number>;
   /** Answered once, not served on its connection now (a retryable answer): asked there again when `timer` fires. */
-  wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined; resume?: () => void };
+  /** `error`: the answer it waits after (the `unserved` state says why; decision 0123's review, L3). */
+  wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined; resume?: () => void; error?: ErrorShape };
   /** When it was last served after a wait, and at which attempt: ended again soon after, its backoff goes on growing. */
   served?: { attempt: number; at: number };
 }
@@ -143,7 +146,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
    * subscribe its caller still waits for: the timer (or the wait's end: a drop, a give-up, close) resumes the caller's
    * loop, which asks itself.
    */
-  const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription, resume?: () => void) => {
+  const askAgain = (link: MessageEndpoint, id: number, subscription: Subscription, error: unknown, resume?: () => void) => {
     // Ended again within `maxRetryMs` of being served after a wait: the backoff goes on from there (0117, later).
     const kept = subscription.served && now() - subscription.served.at < maxRetryMs ? subscription.served.attempt : 0;
     const attempt = (subscription.wait?.attempt ?? kept) + 1;
@@ -152,7 +155,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     // Not served under its id any more: a Durable Object that woke keeps it held for a later wake until it is asked anew.
     const stale = subscription.wait?.stale ?? subscription.remote;
     subscription.remote = undefined;
-    const wait = { attempt, retryInMs: backoff(attempt - 1), timer: undefined as unknown, stale, resume };
+    const wait = { attempt, retryInMs: backoff(attempt - 1), timer: undefined as unknown, stale, resume, error: shapeOf(error) };
     subscription.wait = wait;
     wait.timer = setTimer(() => {
       if (subscription.wait !== wait || closed || dead.has(link) || subscriptions.get(id) !== subscription) return;
@@ -164,7 +167,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         resume();
       } else ask(link, id, subscription);
     }, wait.retryInMs);
-    let highest: { attempt: number; retryInMs: number } = wait;
+    let highest: { attempt: number; retryInMs: number; error?: ErrorShape } = wait;
     for (const other of subscriptions.values()) if (other.wait && other.wait.attempt > highest.attempt) highest = other.wait;
     told.unserved(highest);
   };
@@ -182,7 +185,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
     if (!refusal) {
       // Not served now, and the host no longer holds it: an open connection would never ask again (decision 0117 after
       // review). Asked again there after its backoff (0117's second review; a drop's reconnect asks everything anyway).
-      if (!dead.has(link) && !closed) askAgain(link, id, subscription);
+      if (!dead.has(link) && !closed) askAgain(link, id, subscription, error);
       return;
     }
     subscriptions.delete(id);
@@ -338,7 +341,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
             // does the status subscription at its first ask: its caller (the page's client, asking once) cannot ask
             // again, and the page showed `failed` until the next connection (decision 0123).
             if ((carried || method === "onStatus") && held() && !closed && !dead.has(link) && !refusalOf(error)) {
-              await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, resume)), givenUp]);
+              await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, error, resume)), givenUp]);
               continue;
             }
             throw error;

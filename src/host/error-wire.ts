@@ -50,6 +50,12 @@ export function serializeError(error: unknown): SerializedError {
  * nothing the error has (`__proto__`, `toString`, `constructor`, `message` …), so the result is always an Error of
  * that class that turns into text.
  */
+/** An error as a status carries it (`failed`, a `reconnecting` that says why): its shape, without the stack. */
+export function shapeOf(error: unknown): ErrorShape {
+  const { stack: _stack, ...shape } = serializeError(error);
+  return shape;
+}
+
 export function deserializeError(given: SerializedError): Error {
   // Not an object at all (a frame's `error: null`): an Error still, never a TypeError reading its name (decision 0114).
   const serialized: Partial<SerializedError> = typeof given === "object" && given !== null ? given : {};

@@ -51,9 +51,11 @@ export type HarnessStatus =
    * `retryInMs`). Calls made now wait for the connection; a reconnect brings the host's own status back. Also a page
    * whose host could not serve a subscription it holds for now (its `authorize` hook threw): over a socket the page asks
    * again on the same connection, calls answered meanwhile; a worker's page asks its worker again (`attempt`, in
-   * `retryInMs`; decision 0117 and its second review). The host's own status again once each is served.
+   * `retryInMs`; decision 0117 and its second review). The host's own status again once each is served. `error`: why
+   * it waits, where the page knows — the last error of a status subscription asked again (its host's authorize hook
+   * threw: `AuthorizeFailed`); absent for a dropped connection (decision 0123's review).
    */
-  | { kind: "reconnecting"; attempt: number; retryInMs: number }
+  | { kind: "reconnecting"; attempt: number; retryInMs: number; error?: ErrorShape }
   | { kind: "failed"; error: ErrorShape }
   /** Closed cleanly: by `close()`, or because another tab took the database over. */
   | { kind: "closed"; reason: "close" | "takeover" };

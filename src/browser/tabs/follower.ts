@@ -4,24 +4,14 @@
 import { safely } from "../../base/safely.ts";
 import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
-import { messageEndpoint } from "../../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
-import { watchOwnStatus } from "./own-status.ts";
+import { type Link, openLink } from "./link.ts";
+import { watchStatus } from "./own-status.ts";
 import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
-import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
-
-/** The leader this tab follows, over its connection's channel. */
-interface Link {
-  leader: string;
-  endpoint: HostEndpoint;
-  /** The leader's status, once connected. */
-  status?: HarnessStatus;
-  closed: boolean;
-  close(): void;
-}
+import { type BrokerMessage, broker, channelName } from "./wire.ts";
 
 const OWN = "own" as const;
 type Target = typeof OWN | Link;
@@ -70,11 +60,13 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   /**
    * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or
    * recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
-   * closed, or waits for the database where there is no broker (and is answered as before: not open).
+   * closed, or waits for the database where there is no broker (and is answered as before: not open); to the leader
+   * whose door refused this tab its status (./link.ts: its door answers it, the call waits for nothing that will come).
    */
   const pick = (fresh: boolean): Target | undefined => {
     const target = readyTarget();
     if (target || !fresh) return target;
+    if (following() && leader?.status?.kind === "failed") return leader;
     const settled = ownStatus.kind === "failed" || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
   };
@@ -102,7 +94,10 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const place = (): HarnessStatus => {
     if (ownStatus.kind === "ready") return { ...ownStatus, role: "leader" };
     if (!following()) return ownStatus;
-    if (leader?.status?.kind === "ready") return { ...leader.status, role: "follower" };
+    const led = leader?.status;
+    if (led?.kind === "ready") return { ...led, role: "follower" };
+    // The leader's status asked again after a backoff, or refused (./link.ts; decision 0123's review, M1).
+    if (led?.kind === "reconnecting" || led?.kind === "failed") return led;
     return { kind: "waiting-for-lock", database: database ?? "" };
   };
 
@@ -258,50 +253,8 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const follow = (id: string) => {
     if (!locks || !channel || leader?.leader === id) return;
     leader?.close();
-    const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
-    const port = new BroadcastChannel(connection);
-    const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
-    const life = new AbortController();
-    let release = () => {};
-    const link: Link = {
-      leader: id,
-      endpoint: messages.endpoint,
-      closed: false,
-      close() {
-        if (link.closed) return;
-        messages.fail(new ConnectionLost());
-        port.postMessage({ type: "bye" } satisfies FollowerMessage);
-        link.closed = true;
-        port.close();
-        life.abort();
-        release();
-      },
-    };
+    const link: Link = openLink(id, channel, locks, { lose: () => lose(link), changed: () => leader === link && changed() });
     leader = link;
-    port.onmessage = ({ data }: MessageEvent<LeaderMessage | null>) => {
-      if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
-      if (data.type === "gone") lose(link);
-      else if (data.type !== "accepted") {
-        if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
-      } else {
-        // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
-        if (data.lifeLock) locks.request(data.lifeLock, { signal: life.signal }, () => lose(link)).catch(() => {});
-        messages.endpoint
-          .subscribe("onStatus", [], (value) => {
-            link.status = value as HarnessStatus;
-            if (link.status.kind === "closed" || link.status.kind === "failed") lose(link);
-            else if (leader === link) changed();
-          })
-          .catch(() => lose(link));
-      }
-    };
-    // Held before asking to connect: the leader queues for it, and is granted it when this tab goes.
-    locks
-      .request(followerLock(connection), { signal: life.signal }, () => {
-        if (!link.closed) channel?.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
-        return new Promise<void>((resolve) => (release = resolve));
-      })
-      .catch(() => {});
   };
 
   /** Opens the database's channel while following, and asks who leads; closes it otherwise. */
@@ -324,7 +277,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   };
 
   // This tab's worker's status, asked again while it cannot be served (./own-status.ts; decision 0123).
-  const ownWatch = watchOwnStatus(own, (status) => {
+  const ownWatch = watchStatus(own, (status) => {
     ownStatus = status;
     if ("database" in ownStatus) database = ownStatus.database;
     if (ownStatus.kind !== "ready") {

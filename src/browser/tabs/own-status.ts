@@ -1,26 +1,44 @@
 /**
- * The tabs' endpoint's subscription to this tab's own worker's status (follower.ts). Refused at its ask (the worker's
- * authorize hook refused `onStatus`), the page's status is `failed` with that error (decision 0117, later). Answered with
- * what passes by itself (the hook threw: `AuthorizeFailed`), it is asked again after the backoff of the endpoint's other
- * unserved subscriptions (./unserved.ts: 500 ms, doubling to 10 s), the status `reconnecting` with that wait meanwhile —
- * before, it stayed `failed` while that worker lived: nothing asked again (decision 0123).
+ * The tabs' endpoint's subscriptions to a status (follower.ts): its own worker's, and the leader tab's while it follows
+ * one (./link.ts). Refused at its ask (that worker's authorize hook refused `onStatus`), `ended` hears the error (the
+ * page's status `failed` with it: decision 0117, later). Answered with what passes by itself (the hook threw:
+ * `AuthorizeFailed`), it is asked again after the backoff of the endpoint's other unserved subscriptions (./unserved.ts:
+ * 500 ms, doubling to 10 s), the status `reconnecting` with that wait and the error meanwhile — before, it stayed
+ * `failed` while that worker lived, and a follower `waiting-for-lock` while its leader lived: nothing asked again
+ * (decisions 0123 and its review).
  */
 
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { refusalOf } from "../../host/endpoint.ts";
-import { serializeError } from "../../host/error-wire.ts";
+import { shapeOf } from "../../host/error-wire.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { UnservedWaits } from "./unserved.ts";
 
 /** The one wait's id in its own `UnservedWaits`. */
 const STATUS = 0;
 
-/** Watches `own`'s status, telling `told` each one (a wait's `reconnecting`, a refusal's `failed` too) until `close()`. */
-export function watchOwnStatus(own: HostEndpoint, told: (status: HarnessStatus) => void): { close(): void } {
+export interface StatusWatchOptions {
+  /** An error that says the place is gone (no place to ask again): `ended` hears it. Default: `WorkerGone`. */
+  gone?: (error: unknown) => boolean;
+  /** Refused, or the place gone: nothing is asked again. Default: `told` hears `failed` with the error. */
+  ended?: (error: unknown) => void;
+}
+
+/**
+ * Watches `endpoint`'s status, telling `told` each one (a wait's `reconnecting` with its last error too) until
+ * `close()`.
+ */
+export function watchStatus(
+  endpoint: HostEndpoint,
+  told: (status: HarnessStatus) => void,
+  options: StatusWatchOptions = {},
+): { close(): void } {
+  const gone = options.gone ?? ((error: unknown) => (error as { name?: unknown } | undefined)?.name === "WorkerGone");
+  const ended = options.ended ?? ((error: unknown) => told({ kind: "failed", error: shapeOf(error) }));
   const waits = new UnservedWaits();
   let closed = false;
   const ask = () => {
-    own
+    endpoint
       .subscribe("onStatus", [], (value) => {
         if (closed) return;
         waits.end(STATUS, true); // served (again): its wait, if any, is over
@@ -28,14 +46,10 @@ export function watchOwnStatus(own: HostEndpoint, told: (status: HarnessStatus) 
       })
       .catch((error: unknown) => {
         if (closed) return;
-        // What passes by itself is asked again (a worker gone is no place to ask: the client hears WorkerGone anyway).
-        if (!refusalOf(error) && (error as { name?: unknown } | undefined)?.name !== "WorkerGone") {
-          const wait = waits.next(STATUS, ask);
-          told({ kind: "reconnecting", attempt: wait.attempt, retryInMs: wait.retryInMs });
-          return;
-        }
-        const { stack: _stack, ...shape } = serializeError(error);
-        told({ kind: "failed", error: shape });
+        if (refusalOf(error) || gone(error)) return ended(error);
+        // What passes by itself is asked again; the status says why it waits (the review of 0123, L3).
+        const wait = waits.next(STATUS, ask);
+        told({ kind: "reconnecting", attempt: wait.attempt, retryInMs: wait.retryInMs, error: shapeOf(error) });
       });
   };
   ask();

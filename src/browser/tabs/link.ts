@@ -1,0 +1,98 @@
+/// <reference lib="webworker" />
+/**
+ * A follower's link to the leader tab it follows (follower.ts), over its connection's channel: the leader's endpoint,
+ * and the leader's status, watched as the page's own worker's is (./own-status.ts). The leader's door failing that
+ * subscription with what passes by itself (its hook threw: `AuthorizeFailed`) is asked again after the unserved backoff,
+ * the link's status `reconnecting` meanwhile; refused, the link's status is `failed` with the refusal and the link is
+ * kept (asked again when another leader is followed). Before (decision 0123's review, M1), either dropped the link and
+ * nothing asked again: the tab stayed `waiting-for-lock` while a healthy leader lived.
+ */
+
+import { ConnectionLost } from "../../errors.ts";
+import type { HostEndpoint } from "../../host/endpoint.ts";
+import { shapeOf } from "../../host/error-wire.ts";
+import { messageEndpoint } from "../../host/messages.ts";
+import type { HarnessStatus } from "../../host/protocol.ts";
+import { watchStatus } from "./own-status.ts";
+import { isLoss } from "./retry.ts";
+import { type BrokerMessage, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
+
+/** The leader this tab follows, over its connection's channel. */
+export interface Link {
+  leader: string;
+  endpoint: HostEndpoint;
+  /**
+   * The leader's status, once connected; `reconnecting` while its status subscription waits to be asked again, `failed`
+   * (only) when the leader's door refused it.
+   */
+  status?: HarnessStatus;
+  closed: boolean;
+  close(): void;
+}
+
+export interface LinkEvents {
+  /** The leader went (gone, its worker died, its status closed or failed, its connection lost). */
+  lose(): void;
+  /** The link's status changed. */
+  changed(): void;
+}
+
+/** Connects to the leader `id` over the database's `channel`. */
+export function openLink(id: string, channel: BroadcastChannel, locks: LockManager, on: LinkEvents): Link {
+  const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
+  const port = new BroadcastChannel(connection);
+  const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
+  const life = new AbortController();
+  let release = () => {};
+  let watch: { close(): void } | undefined;
+  const link: Link = {
+    leader: id,
+    endpoint: messages.endpoint,
+    closed: false,
+    close() {
+      if (link.closed) return;
+      watch?.close();
+      messages.fail(new ConnectionLost());
+      port.postMessage({ type: "bye" } satisfies FollowerMessage);
+      link.closed = true;
+      port.close();
+      life.abort();
+      release();
+    },
+  };
+  port.onmessage = ({ data }: MessageEvent<LeaderMessage | null>) => {
+    if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
+    if (data.type === "gone") on.lose();
+    else if (data.type !== "accepted") {
+      if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
+    } else {
+      // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
+      if (data.lifeLock) locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
+      watch?.close();
+      watch = watchStatus(
+        messages.endpoint,
+        (status) => {
+          link.status = status;
+          if (status.kind === "closed" || status.kind === "failed") on.lose();
+          else on.changed();
+        },
+        {
+          gone: isLoss,
+          ended: (error) => {
+            if (isLoss(error)) return on.lose();
+            link.status = { kind: "failed", error: shapeOf(error) };
+            on.changed();
+          },
+        },
+      );
+    }
+  };
+  // Held before asking to connect: the leader queues for it, and is granted it when this tab goes.
+  locks
+    .request(followerLock(connection), { signal: life.signal }, () => {
+      if (!link.closed) channel.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
+      return new Promise<void>((resolve) => (release = resolve));
+    })
+    .catch(() => {});
+  return link;
+}
