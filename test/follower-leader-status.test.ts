@@ -5,7 +5,7 @@
  * healthy leader lived, every fresh call waiting. Now it is asked again after the unserved backoff (500 ms doubling), the
  * page `reconnecting` with the error meanwhile, and `ready` as a follower once the hook answers. A refusal
  * (`NotAuthorized`) shows `failed` with it — no longer `waiting-for-lock` — and a fresh call goes to the leader, whose
- * door answers it. Real `serveTabs` and `tabsEndpoint` on Node's BroadcastChannel and the Web Locks stand-in.
+ * door answers it. And (L2) the page hears a status once even when the endpoint tells it again. Real `serveTabs` and `tabsEndpoint` on Node's BroadcastChannel and the Web Locks stand-in.
  */
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
@@ -46,10 +46,12 @@ async function tabs(mode: { answer: "throw" | "refuse" | "allow"; asked: number 
   });
   cleanups.push(() => served.service.close().catch(() => {}));
   await served.ready;
-  // This tab's own worker waits for the database the leader has.
+  // This tab's own worker waits for the database the leader has (`ownTells` tells the page another of its statuses).
+  let ownTells = (_status: HarnessStatus) => {};
   const own: HostEndpoint = {
     call: () => new Promise(() => {}),
     subscribe: async (_method, _args, emit) => {
+      ownTells = emit;
       emit({ kind: "waiting-for-lock", database } satisfies HarnessStatus);
       return 1;
     },
@@ -60,7 +62,7 @@ async function tabs(mode: { answer: "throw" | "refuse" | "allow"; asked: number 
   cleanups.push(() => endpoint.close());
   const told: HarnessStatus[] = [];
   client.onStatus((status) => told.push(status));
-  return { client, told };
+  return { client, told, ownTells: (status: HarnessStatus) => ownTells(status) };
 }
 
 it("M1 (0123's review): the leader's hook throws for a follower's status subscription: reconnecting with the error, asked again after the backoff, ready as a follower once it answers (before: waiting-for-lock for good, asked once)", async () => {
@@ -92,4 +94,14 @@ it("M1 (0123's review): the leader's door refuses a follower's status subscripti
   expect(client.status).toMatchObject({ kind: "failed", error: { name: "NotAuthorized" } });
   expect(await client.listConversations()).toEqual([]); // the leader's door allows it
   expect(mode.asked).toBe(1);
+}, 15_000);
+
+it("L2 (0123's review): a follower's own worker tells another status while the tab follows (the endpoint re-tells the leader's ready): the page hears ready once (fails without HostClient's same-status check)", async () => {
+  const mode = { answer: "allow" as const, asked: 0 };
+  const { client, told, ownTells } = await tabs(mode);
+  await client.ready();
+  ownTells({ kind: "closed", reason: "takeover" }); // still following: what the page shows is the leader's ready again
+  ownTells({ kind: "waiting-for-lock", database: "any" });
+  expect(told.map((status) => status.kind)).toEqual(["waiting-for-lock", "ready"]);
+  expect(client.status).toMatchObject({ kind: "ready", role: "follower" });
 }, 15_000);

@@ -43,6 +43,8 @@ export class HostClient {
   #hostStatus: HarnessStatus | undefined;
   /** The transport shows its own status until it says otherwise (a subscription not served yet; decision 0117). */
   #held = false;
+  /** The status shown is a transport's `reconnecting` for a dropped connection (not a wait to be served again). */
+  #shownDrop = false;
   /** A status subscription is asked or served (not ended by the host, not refused). */
   #statusWatched = false;
   readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
@@ -125,19 +127,26 @@ export class HostClient {
   protected transportStatus(status: HarnessStatus, hold = false): void {
     if (this.#gone) return;
     this.#held = hold;
-    this.#show(status);
+    this.#show(status, status.kind === "reconnecting" && !hold);
   }
 
   /**
-   * Shows `status` to the listeners — unless it is no change (decision 0123): the status shown, or a `reconnecting` whose
-   * attempt is not past the one shown (one wait, its attempts never going down: a socket's drop told `reconnecting 1` and
-   * the carried subscription's `unserved` 1 told it again; a higher waiter served while a lower one failed told 3, then 2).
+   * Shows `status` to the listeners — unless it is no change (decision 0123): the status shown, or a `reconnecting` that
+   * continues the wait shown without going past its attempt — a wait to be served again (not a drop: `drop`) after such a
+   * wait (a higher waiter served while a lower one failed told 3, then 2), or at the attempt of a drop's `reconnecting`
+   * (the socket's drop told `reconnecting 1` and the carried subscription's `unserved` 1 told it again). A drop is always
+   * told, and so is a lower wait after a drop: each is a new wait, with its own retry (decision 0123's review, L1: a drop
+   * during a wait at attempt 3 was hidden, the page showing that wait's retry while the connection was down).
    */
-  #show(status: HarnessStatus): void {
+  #show(status: HarnessStatus, drop = false): void {
     const shown = this.#status;
-    if (status.kind === "reconnecting" && shown.kind === "reconnecting" && status.attempt <= shown.attempt) return;
+    if (status.kind === "reconnecting" && shown.kind === "reconnecting" && !drop) {
+      const continues = this.#shownDrop ? status.attempt === shown.attempt : status.attempt <= shown.attempt;
+      if (continues) return;
+    }
     if (JSON.stringify(status) === JSON.stringify(shown)) return;
     this.#status = status;
+    this.#shownDrop = drop;
     for (const listener of this.#statusListeners) safely(() => listener(status));
   }
 
