@@ -10,7 +10,7 @@ import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage }
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { socketTo } from "./follow-support.ts";
-import { ctx, flush } from "./support.ts";
+import { ctx, flush, settled } from "./support.ts";
 
 // Decision 0113, later ("Likely a lost fork", traced): a tab's worker whose link stays up but loses every frame it
 // sends from its page's `pagehide` on (e2e/leave-late.e2e.ts's silent case), wired as worker.ts wires it (createHost +
@@ -21,6 +21,9 @@ import { ctx, flush } from "./support.ts";
 // with StaleEpoch, the copy is rebuilt from the object's snapshot (the fork survives it) and follows the object.
 // Before the fix the leave waited for a `taken` that never comes after a refusal: the host never opened the copy again,
 // it stayed on the handed-over harness at the old epoch and followed nothing.
+// Decision 0125: the page's reads of its copy while the object's answer cannot come (the frames lost) answer from the
+// copy the host opens again read-only at the hand-over; before, they met the handed-over, stopped harness
+// (HarnessClosed, which the page's tabs endpoint held until the status moved: a read froze as long as the link).
 
 const EVERY_MS = 1_500;
 
@@ -54,7 +57,7 @@ async function silentTab() {
     openStorage: async () => storage,
     harness: { registry: registry("tab", prints), clock, resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
     onReady: (harness) => follow.attach(harness),
-    leave: () => follow.leave(),
+    leave: (handedOver) => follow.leave(handedOver),
     takeBack: () => follow.takeBack(),
     ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
     onFork: (listener: () => void) => void follow.onFork(listener),
@@ -168,6 +171,44 @@ describe("a link up but silent from pagehide on, the object taking over at the g
     const [fork] = await t.host.service.forks();
     expect(fork).toMatchObject({ from: acked + 1, mine: { epoch } });
     expect(fork!.transactions.flatMap((transaction) => transaction.entries)).toEqual([]);
+    expect(t.prints).toEqual(["tab tick 1", "tab tick 2", ...[3, 4, 5, 6, 7, 8].map((n) => `object tick ${n}`)]);
+    await t.close();
+  });
+  it("S5 (decision 0125): after the hand-over, while the link loses every frame and the object's answer cannot come, the page's reads of its copy answer — read-only, what the tab committed — before the leave settles; the copy follows the object once it does", async () => {
+    const t = await silentTab();
+    const epoch = t.tab.lease!.epoch;
+    const taskId = (await t.host.service.inspect()).tasks[0]!.record.id;
+    const root = t.tab.rootConversationId!;
+    t.silence();
+    const left = t.pagehide();
+    const leave = settled(left, "settled");
+    await expect.poll(() => t.tab.closed).toBe(true); // handed over: stopped, nothing more is written here
+    // Read now, with the frames still lost (the copy may still be opening again: the reads wait for that local work).
+    const rows = await t.storage.query("SELECT id, status, record ->> '$.state.checkpoint.n' AS n FROM tasks");
+    const [query, conversations, task, entries, inspection, forks] = await Promise.all([
+      t.host.service.query("SELECT id, status, record ->> '$.state.checkpoint.n' AS n FROM tasks"),
+      t.host.service.listConversations(),
+      t.host.service.getTask(taskId),
+      t.host.service.conversationEntries(root, t.tab.nextId, 50),
+      t.host.service.inspect(),
+      t.host.service.forks(),
+    ]);
+    expect(leave.outcome).toBeUndefined(); // answered before the object could answer the leave (before: HarnessClosed)
+    expect(query).toEqual(rows);
+    expect(conversations.map((conversation) => conversation.id)).toEqual([root]);
+    expect(task).toMatchObject({ id: taskId, kind: "example.counter" });
+    expect(entries).toMatchObject({ entries: expect.any(Array), hasOlder: false });
+    expect(inspection.scheduling).toBe("read-only"); // S5: a copy that writes nothing
+    expect(forks).toEqual([]);
+    expect(t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch });
+    for (let i = 0; i < 12; i++) await t.step(250);
+    expect(t.record()).toMatchObject({ holder: "object", epoch: epoch + 1 });
+    expect(await t.host.service.query("SELECT count(*) AS n FROM tasks")).toEqual([{ n: rows.length }]); // still silent
+    expect(leave.outcome).toBeUndefined();
+    t.restore();
+    for (let i = 0; i < 60 && !t.prints.includes("object tick 8"); i++) await t.step(250);
+    await expect.poll(() => leave.outcome).toBeDefined();
+    await expect.poll(() => t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch: epoch + 1 });
     expect(t.prints).toEqual(["tab tick 1", "tab tick 2", ...[3, 4, 5, 6, 7, 8].map((n) => `object tick ${n}`)]);
     await t.close();
   });

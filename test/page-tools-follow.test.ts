@@ -52,7 +52,7 @@ async function objectRuns(replay: "safe" | "unsafe" = "unsafe") {
       openStorage: async () => tabStorage,
       harness: { registry: registry(), models: models.api, resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
       onReady: (harness) => follow.attach(harness),
-      leave: () => follow.leave(),
+      leave: (handedOver) => follow.leave(handedOver),
       takeBack: () => follow.takeBack(),
       pageCallsElsewhere: () => follow.pageCalls,
       now: () => performance.now(),

@@ -56,7 +56,7 @@ describe("the rebuild retry is bounded (decision 0078)", () => {
         openStorage: async () => storage,
         harness: { registry: registry(), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
-        leave: () => follow.leave(),
+        leave: (handedOver) => follow.leave(handedOver),
         ...(follow.rebuild ? { rebuild: recordingRebuild(follow.rebuild, outcomes) } : {}),
         now: () => performance.now(),
       });

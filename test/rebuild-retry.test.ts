@@ -49,7 +49,7 @@ describe("a worker whose rebuild the object refused as busy (decision 0070)", ()
         openStorage: async () => storage,
         harness: { registry: registry(place), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
-        leave: () => follow.leave(),
+        leave: (handedOver) => follow.leave(handedOver),
         ...(follow.rebuild ? { rebuild: recordingRebuild({ when: follow.rebuild.when, run: follow.rebuild.run }, outcomes) } : {}),
         now: () => performance.now(),
       });

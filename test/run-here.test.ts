@@ -42,7 +42,7 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
         openStorage: async () => storage,
         harness: { registry: registry("tab"), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
         onReady: (harness) => follow.attach(harness),
-        leave: () => follow.leave(),
+        leave: (handedOver) => follow.leave(handedOver),
         takeBack: () => follow.takeBack(),
         now: () => performance.now(),
       });
@@ -104,7 +104,7 @@ describe("runHere: the agent moves back to the tab (issue 27 item 3, decision 00
       openStorage: () => openSqliteStorage({ vfs: "memory" }),
       harness: { registry: registry("tab"), resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
       onReady: (harness) => follow.attach(harness),
-      leave: () => follow.leave(),
+      leave: (handedOver) => follow.leave(handedOver),
       takeBack: () => follow.takeBack(),
       now: () => performance.now(),
     });

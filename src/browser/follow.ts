@@ -195,6 +195,41 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     });
   };
 
+  /** Another place holds the lease and runs the work: `opened`, a read-only copy, follows it live (decision 0038). */
+  const followWith = (opened: Harness) => {
+    // A copy that cannot (its log left the object's history) keeps its fork for the app (decision 0039).
+    follower = new Follower({
+      harness: opened,
+      link,
+      place,
+      onForked: (theirs) => {
+        // The fork is kept before anything rebuilds the copy: it is never lost (decision 0047).
+        void findFork(opened, theirs).then(() => {
+          if (options.rebuild !== false && !retry.waiting) for (const listener of cannotFollow) listener();
+        });
+        options.onForked?.(theirs);
+      },
+      onFollowing: () => {
+        if (!sentAway) for (const listener of followingListeners) listener();
+      },
+      onHolder: (holder) => {
+        // This tab's own record (an expired lease the object has not taken yet) is no other holder.
+        const other = holder?.place === place ? undefined : holder;
+        for (const listener of holderListeners) listener(other);
+      },
+    });
+  };
+  /**
+   * A leave gave the lease up, the object's answer not here (decision 0125): a copy opened meanwhile reads, and follows
+   * once it came — its `follow.from` could reach the object before the rest and the release and read it as forked.
+   */
+  let answerAwaited = false;
+  /** The leave settled: the copy opened meanwhile follows the object now. */
+  const answered = () => {
+    answerAwaited = false;
+    if (harness?.readOnly && !harness.closed && !follower) followWith(harness);
+  };
+
   const rebuild = {
     when: (listener: () => void) => void cannotFollow.add(listener),
     stopped: (listener: (tries: number, error: unknown) => void) => void rebuildStopped.add(listener),
@@ -241,28 +276,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       mirror = follower = undefined;
       tellTicket(undefined);
       if (opened.readOnly || !opened.lease) {
-        // Another place holds the lease and runs the work: this copy follows it live. A copy that cannot (its log
-        // left the object's history) keeps its fork for the app (decision 0039).
-        follower = new Follower({
-          harness: opened,
-          link,
-          place,
-          onForked: (theirs) => {
-            // The fork is kept before anything rebuilds the copy: it is never lost (decision 0047).
-            void findFork(opened, theirs).then(() => {
-              if (options.rebuild !== false && !retry.waiting) for (const listener of cannotFollow) listener();
-            });
-            options.onForked?.(theirs);
-          },
-          onFollowing: () => {
-            if (!sentAway) for (const listener of followingListeners) listener();
-          },
-          onHolder: (holder) => {
-            // This tab's own record (an expired lease the object has not taken yet) is no other holder.
-            const other = holder?.place === place ? undefined : holder;
-            for (const listener of holderListeners) listener(other);
-          },
-        });
+        // Opened while a leave waits for the object's answer: read now, followed once it settles (see `leave`).
+        if (!answerAwaited) followWith(opened);
         return;
       }
       mirror = new Mirror({
@@ -290,7 +305,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       following.stop();
       if (follower === following) follower = undefined;
     },
-    leave() {
+    leave(handedOver) {
       const leaving = mirror;
       // Offline, nothing of a hand-over can reach the object: the page goes as a crash goes (a takeover lease then
       // expires at the object; a pinned one is the tab's still, and its next load writes on under it, decision 0039).
@@ -304,7 +319,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         .handOver(BACKGROUND_CONTEXT, { drain: false })
         .then((mark) => {
           sentAway = true;
-          return unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop());
+          answerAwaited = true;
+          const settled = unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop()).finally(answered);
+          handedOver?.(); // after the rest and the release went out (the eager path sends them in this very tick)
+          return settled;
         })
         .then(() => true);
       // A storage operation that waits for the event loop to turn (the connection's starvation wait) would hold the

@@ -149,7 +149,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     },
     ...(follow
       ? {
-          leave: () => follow.leave(),
+          leave: (handedOver: () => void) => follow.leave(handedOver),
           takeBack: () => follow.takeBack(),
           ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
           onFork: (listener: () => void) => void follow.onFork(listener),

@@ -27,10 +27,11 @@ export interface HostOptions {
   methods?: Record<string, HostMethod>;
   /**
    * The page leaves (`leave`): a host under its object's lease hands it over (decision 0035). True once the object
-   * took it: the host then opens its harness again on the same storage, read-only, so a page that stays follows the
-   * object live and may `runHere` (decision 0045).
+   * took it. The host opens its harness again on the same storage, read-only, when `handedOver` is told (the harness
+   * gave the lease up and stops, before the object answers: decision 0125, so a page's reads wait for no link), so a
+   * page that stays reads its copy at once, follows the object live once it answered and may `runHere` (decision 0045).
    */
-  leave?: () => Promise<boolean>;
+  leave?: (handedOver: () => void) => Promise<boolean>;
   /**
    * `runHere`: a host under its object's lease whose harness is read-only asks for the lease back; resolves once the
    * object released it here and the storage holds everything up to the release (decision 0038). The host then

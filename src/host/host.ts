@@ -351,20 +351,21 @@ export function createHost(options: HostOptions): ServedHost {
       await queue.current;
     },
     async leave() {
-      const handedOver = options.leave?.();
+      const leaving = harness;
+      const handedOver = options.leave?.(() => {
+        // Given up and stopping: opened again read-only now (local work only), so reads wait for no answer (decision 0125).
+        if (harness === leaving && leaving?.closed && !closing && !queue.current) track(() => reopen(undefined, true).then(() => {}));
+      });
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
-      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page
-      // that stays: its harness, stopped at the hand-over, opens again read-only and follows the object.
+      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page that
+      // stays: its harness, stopped at the hand-over, opens again read-only at once and follows once the object answered.
       let taken: boolean | undefined;
       try {
         taken = await handedOver;
       } catch (error) {
-        // Unanswered past the lease's expiry (HandOverUnanswered): the harness gave its lease up at the hand-over and
-        // stopped, and the object takes the lease at its expiry. Open read-only like a taken leave (decision 0057):
-        // before, the status stayed "elsewhere" over a stopped harness that served no call.
-        const current = harness;
-        if (!closing && !queue.current && current && (current.closed || current.readOnly))
-          track(() => reopen(undefined, true).then(() => {}));
+        // Unanswered past the lease's expiry (HandOverUnanswered), or refused (StaleEpoch): the object takes (took) the
+        // lease. Read-only like a taken leave (decision 0057), if the copy opened at the hand-over is not (it failed).
+        if (!closing && !queue.current && harness?.closed) track(() => reopen(undefined, true).then(() => {}));
         await queue.current?.catch(() => {});
         throw error;
       }
@@ -377,7 +378,8 @@ export function createHost(options: HostOptions): ServedHost {
       }
       if (closing) return;
       heldBy = undefined; // told again by the object once this copy follows it
-      if (!queue.current) track(() => reopen().then(() => {})); // read-only either way: the object took the lease
+      // Read-only either way: the object took the lease (the copy opened at the hand-over follows it now: 0125).
+      if (!queue.current && !harness?.readOnly) track(() => reopen().then(() => {}));
       return queue.current;
     },
     async forks() {

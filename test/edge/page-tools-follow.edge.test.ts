@@ -43,7 +43,7 @@ function loadTab(edge: Edge, name: string, storage: SqliteStorage) {
     openStorage: async () => kept(storage),
     harness: { registry: createRegistry().install(defineExtension({ name: "approvals", tools: [askPerson] })), lease: follow.lease },
     onReady: (harness) => follow.attach(harness),
-    leave: () => follow.leave(),
+    leave: (handedOver) => follow.leave(handedOver),
     takeBack: () => follow.takeBack(),
     pageCallsElsewhere: () => follow.pageCalls,
     now: () => performance.now(),
