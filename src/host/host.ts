@@ -357,15 +357,15 @@ export function createHost(options: HostOptions): ServedHost {
         if (harness === leaving && leaving?.closed && !closing && !queue.current) track(() => reopen(undefined, true).then(() => {}));
       });
       if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
-      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page that
-      // stays: its harness, stopped at the hand-over, opens again read-only at once and follows once the object answered.
+      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page that stays.
       let taken: boolean | undefined;
       try {
         taken = await handedOver;
       } catch (error) {
         // Unanswered past the lease's expiry (HandOverUnanswered), or refused (StaleEpoch): the object takes (took) the
-        // lease. Read-only like a taken leave (decision 0057), if the copy opened at the hand-over is not (it failed).
-        if (!closing && !queue.current && harness?.closed) track(() => reopen(undefined, true).then(() => {}));
+        // lease. Open read-only like a taken leave (decision 0057), unless the hand-over's copy is (0125).
+        if (!closing && !queue.current && leaving && harness === leaving && (leaving.closed || leaving.readOnly))
+          track(() => reopen(undefined, true).then(() => {}));
         await queue.current?.catch(() => {});
         throw error;
       }
@@ -379,7 +379,7 @@ export function createHost(options: HostOptions): ServedHost {
       if (closing) return;
       heldBy = undefined; // told again by the object once this copy follows it
       // Read-only either way: the object took the lease (the copy opened at the hand-over follows it now: 0125).
-      if (!queue.current && !harness?.readOnly) track(() => reopen().then(() => {}));
+      if (!queue.current && harness === leaving) track(() => reopen().then(() => {}));
       return queue.current;
     },
     async forks() {
