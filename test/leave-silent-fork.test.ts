@@ -212,4 +212,18 @@ describe("a link up but silent from pagehide on, the object taking over at the g
     expect(t.prints).toEqual(["tab tick 1", "tab tick 2", ...[3, 4, 5, 6, 7, 8].map((n) => `object tick ${n}`)]);
     await t.close();
   });
+  it("S5 (decision 0125): a leave over a link that delivers: the copy opened at the hand-over is the one that follows the object once it took the lease (opened once, no fork, the new epoch), every tick printed once", async () => {
+    const t = await silentTab();
+    const epoch = t.tab.lease!.epoch;
+    const statuses: string[] = [];
+    t.host.service.onStatus((status) => void statuses.push(status.kind));
+    const left = await t.pagehide();
+    expect(left).toBe("taken");
+    for (let i = 0; i < 60 && !t.prints.includes("object tick 8"); i++) await t.step(250);
+    await expect.poll(() => t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch: epoch + 1 });
+    expect(statuses.filter((kind) => kind === "opening")).toHaveLength(1); // before: once at the answer; now at the hand-over
+    expect(await t.host.service.forks()).toEqual([]);
+    expect(t.prints).toEqual(["tab tick 1", "tab tick 2", ...[3, 4, 5, 6, 7, 8].map((n) => `object tick ${n}`)]);
+    await t.close();
+  });
 });
