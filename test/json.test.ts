@@ -142,3 +142,29 @@ describe("jsonEqual and deepFreeze", () => {
     expect(Object.isFrozen(Object.prototype)).toBe(false);
   });
 });
+
+describe("cloneJson with a polluted Object.prototype (issue 25: members walked with for…in, not Object.keys)", () => {
+  it("copies own members only, in their order, as the JSON round trip does", () => {
+    const proto = Object.prototype as Record<string, unknown>;
+    proto.polluted = { inherited: true };
+    try {
+      const value = fc.letrec((tie) => ({
+        any: fc.oneof({ depthSize: "small" }, fc.jsonValue(), tie("object")),
+        object: fc.dictionary(fc.oneof(fc.string(), fc.constant("__proto__"), fc.constant("1"), fc.constant("polluted")), tie("any"), {
+          maxKeys: 4,
+        }),
+      })).any;
+      fc.assert(
+        fc.property(value, (input) => {
+          expect(outcome(() => cloneJson(input))).toEqual(outcome(() => roundTrip(input)));
+        }),
+        { numRuns: 500 },
+      );
+      const bare = Object.assign(Object.create(null) as Record<string, unknown>, { b: 1, 2: "two", a: [{ c: null }] });
+      expect(JSON.stringify(cloneJson(bare))).toBe('{"2":"two","b":1,"a":[{"c":null}]}');
+      expect(Object.hasOwn(cloneJson({ x: 1 }), "polluted")).toBe(false);
+    } finally {
+      delete proto.polluted;
+    }
+  });
+});

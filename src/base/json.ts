@@ -149,7 +149,10 @@ function copyPlain(value: unknown, depth: number, size: CopySize): unknown {
       const out: Record<string, unknown> = {};
       size.low += 1; // {} is 2 bytes and n members have n - 1 commas: counting 4 per member, start at 1
       size.high += 2;
-      for (const key of Object.keys(value)) {
+      // for…in with an own-key test, not Object.keys: no array of keys per object (the order is the same for a plain
+      // object; an inherited enumerable key is skipped, as Object.keys skips it).
+      for (const key in value) {
+        if (!Object.hasOwn(value, key)) continue;
         if (key === "__proto__") return ROUND_TRIP;
         size.low += key.length + 4;
         size.high += key.length * 6 + 4;

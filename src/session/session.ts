@@ -225,8 +225,8 @@ export class Session extends LeaseLine {
     if (group !== undefined && this.#open === group) this.#open = undefined;
     try {
       for (let start = 0; start < members.length; ) {
-        const count = this.#refused ? 1 : members.length - start;
-        if (await this.#store(members.slice(start, start + count))) start += count;
+        const count = this.#refused ? 1 : members.length - start; // the whole list goes as it is, not copied
+        if (await this.#store(count === members.length ? members : members.slice(start, start + count))) start += count;
         else this.#refused = true;
       }
       if (group) this.#endCheckpointHold(); // a task step after the open's recovery: its held checkpoint may run

@@ -72,6 +72,11 @@ export function texts(rows: readonly SqlValue[][], column: number): readonly str
   return rows.length === 0 ? NONE : rows.map((row) => row[column] as string);
 }
 
+/** The documents' JSON texts for the log (a removed document's row has none: its record's own text). */
+export function documentTexts(rows: readonly SqlValue[][], batch: Batch): readonly string[] {
+  return rows.length === 0 ? NONE : rows.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index]));
+}
+
 export function largestRowId(batch: Batch): number {
   let largest = 0;
   for (const rows of [batch.tasks, batch.entries, batch.conversations, batch.submissions]) {

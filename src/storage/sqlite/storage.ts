@@ -15,7 +15,7 @@ import type {
 } from "../records.ts";
 import { logSlices, parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } from "../storage.ts";
-import { commitRows, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
+import { commitRows, documentTexts, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { type Committed, FencedLog } from "./fenced-log.ts";
@@ -30,7 +30,7 @@ import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMe
 import { SnapshotStore } from "./snapshot-store.ts";
 import { OVERLAID_LIVE_TASKS, type Overlaid } from "./task-overlay.ts";
 import { TaskRowWriter } from "./task-rows-write.ts";
-import { type TaskText, taskText } from "./task-text.ts";
+import { rememberRows, type TaskText, taskTexts } from "./task-text.ts";
 
 export interface SqliteStorageOptions {
   /** Caps on what one `query()` may return and cost; unset ones keep their defaults (`DEFAULT_QUERY_LIMITS`). */
@@ -161,15 +161,26 @@ export class SqliteStorage implements Storage {
   }
 
   /** Resolves with a fenced batch's log text (its JSON, text for text: what a mirror pushes, decision 0093). */
-  async apply(batch: Batch): Promise<string | undefined> {
-    if (this.readOnly) throw new ReadOnlySession("A write");
-    // Decision 0091: a batch that is no recount (every step's) goes on without an await of its own. S4's recovery
-    // batch is one statement, or a slice and the rest owed (decisions 0043, 0092).
+  apply(batch: Batch): Promise<string | undefined> {
+    if (this.readOnly) return Promise.reject(new ReadOnlySession("A write"));
+    // A batch that is no recount (every step's) goes on with no await (decision 0091) and no async frame (0124) of its
+    // own. S4's recovery batch is one statement, or a slice and the rest owed (decisions 0043, 0092).
     const recount = recountOf(batch, this.#db.maxRowBytes);
-    if (recount && (await storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts)))
-      return undefined;
+    if (recount)
+      return storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts).then((done) =>
+        done ? undefined : this.#stored(batch),
+      );
+    try {
+      return this.#stored(batch);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** `apply` of a batch that is not S4's recount (or is one the statement did not take); may throw before writing. */
+  #stored(batch: Batch): Promise<string | undefined> {
     // Serialize before the transaction: a value that is not JSON fails here and nothing is written.
-    const tasks = batch.tasks.map((task) => taskText(task, this.#texts.get(task.id)));
+    const tasks = taskTexts(batch.tasks, this.#texts);
     const { conversations, entries, submissions, documents } = commitRows(batch);
     const max = this.#db.maxRowBytes;
     // A row larger than the platform's (a Durable Object's 2 MB) is the commit's InvalidInput, not an SQL error.
@@ -184,16 +195,13 @@ export class SqliteStorage implements Storage {
           conversations: texts(conversations, 2),
           entries: texts(entries, 3),
           submissions: texts(submissions, 4),
-          documents:
-            documents.length === 0
-              ? NONE
-              : documents.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index])),
+          documents: documentTexts(documents, batch),
         }))
       : undefined;
     const logged = text === undefined ? undefined : logSlices(text, max);
     let committed: Committed | undefined;
     const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
-    await this.#writing((tx, turn) => {
+    const written = this.#writing((tx, turn) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
       if (fence) this.#log.write(tx, fence, logged!);
       // Decision 0081: the log row may be the step's only write; otherwise what waits is written first.
@@ -212,20 +220,12 @@ export class SqliteStorage implements Storage {
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
       if (fence) committed = this.#log.written(tx, fence);
     }, !deferring);
-    // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
-    if (committed) this.#log.stored(committed);
-    for (const { task, pieces, spliced } of tasks) {
-      if (task.state.status === "terminal") {
-        this.#liveStatus.delete(task.id);
-        this.#texts.delete(task.id);
-      } else {
-        this.#liveStatus.set(task.id, task.state.status);
-        if (spliced) pieces!.record = task; // the pieces it was spliced from now stand for the stored version
-        if (pieces) this.#texts.set(task.id, pieces);
-        else this.#texts.delete(task.id);
-      }
-    }
-    return text;
+    return written.then(() => {
+      // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
+      if (committed) this.#log.stored(committed);
+      rememberRows(tasks, this.#liveStatus, this.#texts);
+      return text;
+    });
   }
 
   get owesRestarts(): boolean {

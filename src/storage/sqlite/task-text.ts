@@ -34,6 +34,28 @@ export function taskText(task: TaskRecord, last: TaskText | undefined): TaskRow 
   return wholeText(task, Object.keys(task));
 }
 
+/** `taskText` of each of a batch's tasks, with its cached pieces: a loop, not a `map` and a closure on every step. */
+export function taskTexts(tasks: readonly TaskRecord[], cache: ReadonlyMap<number, TaskText>): TaskRow[] {
+  const rows: TaskRow[] = [];
+  for (let at = 0; at < tasks.length; at++) rows.push(taskText(tasks[at]!, cache.get(tasks[at]!.id)));
+  return rows;
+}
+
+/** After a batch's rows are stored: each task's status and the pieces its text was made of, or none once terminal. */
+export function rememberRows(rows: readonly TaskRow[], liveStatus: Map<number, string>, texts: Map<number, TaskText>): void {
+  for (const { task, pieces, spliced } of rows) {
+    if (task.state.status === "terminal") {
+      liveStatus.delete(task.id);
+      texts.delete(task.id);
+    } else {
+      liveStatus.set(task.id, task.state.status);
+      if (spliced) pieces!.record = task; // the pieces it was spliced from now stand for the stored version
+      if (pieces) texts.set(task.id, pieces);
+      else texts.delete(task.id);
+    }
+  }
+}
+
 /** A task's row as a batch writes it: its record text, and the pieces to remember once it is stored. */
 export interface TaskRow {
   readonly task: TaskRecord;
