@@ -45,12 +45,30 @@ export class TurnGroup {
   readonly members: Pending[] = [];
   readonly ended: Promise<void>;
   end: () => void = noop;
+  /** What follows a stored turn of task steps before the group ends (the session's checkpoint hold ends). */
+  readonly #afterStored: () => void;
 
-  constructor() {
+  constructor(afterStored: () => void = noop) {
+    this.#afterStored = afterStored;
     this.ended = new Promise<void>((resolve) => {
       this.end = resolve;
     });
   }
+
+  /** A lone commit's turn stored (`Session`'s turn without an async frame, decision 0124); the group ends whatever happens. */
+  readonly stored = (): void => {
+    try {
+      this.#afterStored();
+    } finally {
+      this.end();
+    }
+  };
+
+  /** A lone commit's turn failed: the group ends and the turn rejects as it did. */
+  readonly failed = (error: unknown): never => {
+    this.end();
+    throw error;
+  };
 }
 
 function noop(): void {}

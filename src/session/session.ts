@@ -37,18 +37,15 @@ export class Session extends LeaseLine {
   readonly storage: Storage;
   readonly clock: Clock;
   readonly readOnly: boolean;
-  /** `settings.limits`: what a value entering through a transaction may be (`KernelTx.admit`). */
-  readonly limits: JsonLimits;
+  readonly limits: JsonLimits; // `settings.limits`: what a value entering through a transaction may be (`KernelTx.admit`)
   readonly live = new Map<number, TaskRecord>();
   readonly conversations = new Map<number, ConversationRecord>();
   readonly documents = new Map<string, DocumentRecord>();
   readonly openSubmissions = new Map<number, SubmissionRecord>();
-  /** Hand-over task keys (a follower tab's) and when each expires: the ones `KernelTx` deletes when due. */
-  readonly handoverKeys = new Map<string, number>();
+  readonly handoverKeys = new Map<string, number>(); // hand-over keys (a follower tab's) and when each expires (KernelTx deletes)
   nextId = 1;
   rootConversationId: number | undefined;
-  /** The tasks the open's recovery counted when it was stored by `open` itself (`recover`, decision 0054). */
-  recovered: number[] | undefined;
+  recovered: number[] | undefined; // the tasks the open's recovery counted when `open` itself stored it (`recover`, 0054)
   damaged: DamagedRow[] = []; // rows a read-only open left out because they are damaged (a writable open refuses them)
   readonly #line = new SerialQueue(); // the commit line: commits, recovery and reads on it run one after another
   #open: TurnGroup | undefined; // the group the line's last queued turn will carry, while that turn has not started
@@ -70,12 +67,11 @@ export class Session extends LeaseLine {
 
   /**
    * Loads the mirrors from `storage`. With `lease`, the place takes its lease knowing the log's stored head: a
-   * fence to write under, or undefined when another place holds it (the session then opens read-only).
-   *
-   * With `recover` (S4), a writable session without a lease stores the open's recovery here, before its mirror is
-   * built: every task loaded `running` gets `restarts + 1` (and `pending`, unless `keepRunning`) on the very record
-   * just parsed, in one commit through `storage.apply` (decision 0054). `recovered` then lists them; a fenced
-   * session recovers through `recoverRunning` instead (its recovery is the epoch's first logged transaction).
+   * fence to write under, or undefined when another place holds it (the session then opens read-only). With
+   * `recover` (S4), a writable session without a lease stores the open's recovery here, before its mirror is built:
+   * every task loaded `running` gets `restarts + 1` (and `pending`, unless `keepRunning`) on the very record just
+   * parsed, in one commit through `storage.apply` (decision 0054). `recovered` then lists them; a fenced session
+   * recovers through `recoverRunning` instead (its recovery is the epoch's first logged transaction).
    */
   static async open(
     storage: Storage,
@@ -95,8 +91,7 @@ export class Session extends LeaseLine {
       );
     const fence = lease && writer ? await lease(state.log, state.pinned) : undefined;
     const session = new Session(storage, clock, !writer || (lease !== undefined && fence === undefined), limits, fence);
-    // B3/B4: rows storage could not parse, and live tasks whose state the scheduler cannot run. A writable
-    // open refuses them (nothing was changed); a read-only one leaves them out of its mirror, for inspection.
+    // B3/B4: unparsable rows, unrunnable live tasks: a writable open refuses them, a read-only one leaves them out.
     const damaged = [...(state.damaged ?? [])];
     const liveTasks = state.liveTasks.filter((task) => {
       const problem = taskProblem(task);
@@ -200,7 +195,7 @@ export class Session extends LeaseLine {
     }
     let open = this.#open;
     if (open === undefined || open.members.length >= GROUP_LIMIT) {
-      const next = new TurnGroup();
+      const next = new TurnGroup(this.#endCheckpointHold);
       open = next;
       this.#turn(() => this.#runGroup(next.members, next));
       this.#open = next; // after #turn, which closes the group before it
@@ -220,9 +215,15 @@ export class Session extends LeaseLine {
    * and stored again one at a time, so a refusal reaches exactly the commits storage refuses alone. After a
    * refusal the next turns go one at a time too, until one is stored. Never rejects (each commit settles). A
    * group of task steps (`group`) ends once all its commits are settled: the promises that follow it settle then.
+   * A lone step's group (one commit, stored whole: never refused as a group) makes no async frame (decision 0124).
    */
-  async #runGroup(members: Pending[], group: TurnGroup | undefined): Promise<void> {
+  #runGroup(members: Pending[], group: TurnGroup | undefined): Promise<void> {
     if (group !== undefined && this.#open === group) this.#open = undefined;
+    if (members.length === 1 && group !== undefined) return this.#store(members).then(group.stored, group.failed);
+    return this.#runGroups(members, group);
+  }
+
+  async #runGroups(members: Pending[], group: TurnGroup | undefined): Promise<void> {
     try {
       for (let start = 0; start < members.length; ) {
         const count = this.#refused ? 1 : members.length - start; // the whole list goes as it is, not copied
@@ -235,13 +236,13 @@ export class Session extends LeaseLine {
     }
   }
 
-  #endCheckpointHold(): void {
+  #endCheckpointHold = (): void => {
     const release = this.#releaseCheckpoints;
     const stepped = this.#stepped; // called once: a settled promise's resolve at every group cost a Node step 6%
     this.#releaseCheckpoints = this.#stepped = undefined;
     release?.();
     stepped?.();
-  }
+  };
 
   /**
    * Builds each commit on what the ones before it left, stores the ones that passed in one transaction, then
@@ -382,8 +383,7 @@ export class Session extends LeaseLine {
 
   /** Runs `body` on the line without writing (a consistent read of the mirrors). */
   read<T>(body: () => T | Promise<T>): Promise<T> {
-    const run = async () => body();
-    return this.#turn(run);
+    return this.#turn(async () => body());
   }
 
   /** No commit is admitted after this; commits already on the line settle. */
