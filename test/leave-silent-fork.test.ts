@@ -166,11 +166,21 @@ describe("a link up but silent from pagehide on, the object taking over at the g
     t.restore();
     for (let i = 0; i < 60 && !t.prints.includes("object tick 8"); i++) await t.step(250);
     expect(await query).toEqual([{ one: 1 }]);
-    expect(await Promise.race([left, flush(8).then(() => "still waiting")])).toMatchObject({ name: "StaleEpoch" }); // before: never settled
-    await expect.poll(() => t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch: epoch + 1, forks: 1 });
-    const [fork] = await t.host.service.forks();
-    expect(fork).toMatchObject({ from: acked + 1, mine: { epoch } });
-    expect(fork!.transactions.flatMap((transaction) => transaction.entries)).toEqual([]);
+    // Whether the next step's start is stored before the hand-over stops the harness is timing (decision 0125 saw 1 run
+    // in 4 under load store nothing): either way the leave settles and the copy ends at the object's epoch — with the
+    // stored start as the visible fork (its resent push refused), or with nothing to keep (the release taken).
+    const settled = await Promise.race([left, flush(8).then(() => "still waiting")]); // before 870de9b: never settled
+    const stored = t.tab.lease!.position > acked || (await t.storage.readForks()).length > 0;
+    if (settled === "taken") expect(stored).toBe(false);
+    else expect(settled).toMatchObject({ name: "StaleEpoch" });
+    const forks = settled === "taken" ? 0 : 1;
+    await expect.poll(() => t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere", epoch: epoch + 1, forks });
+    const kept = await t.host.service.forks();
+    expect(kept).toHaveLength(forks);
+    if (forks === 1) {
+      expect(kept[0]).toMatchObject({ from: acked + 1, mine: { epoch } });
+      expect(kept[0]!.transactions.flatMap((transaction) => transaction.entries)).toEqual([]);
+    }
     expect(t.prints).toEqual(["tab tick 1", "tab tick 2", ...[3, 4, 5, 6, 7, 8].map((n) => `object tick ${n}`)]);
     await t.close();
   });
