@@ -13,6 +13,7 @@ import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CrashStops } from "./crash-stops.ts";
 import { harnessCalls } from "./harness-methods.ts";
+import { hostLeave } from "./host-leave.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
 import { Listeners } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
@@ -131,12 +132,18 @@ export function createHost(options: HostOptions): ServedHost {
   ready.catch(() => {});
 
   let closedForGood = false;
+  /** Bumped by every close and takeover: a reopen started before one opens nothing (review of 0125, M1). */
+  let generation = 0;
+  /** The reopen under way (its open included): a close waits for it before it closes the storage. */
+  let reopening: Promise<unknown> | undefined;
   const closeCleanly = (reason: "close" | "takeover") => {
     if (reason === "close") closedForGood = true;
+    generation++;
     closing ??= (async () => {
       try {
         if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
         await opening.catch(() => {}); // an open in progress finishes first, then is closed
+        while (reopening) await reopening.catch(() => {}); // one started before the close opens nothing now
         if (harness) {
           const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
           crashStops.end(new HarnessClosed());
@@ -193,10 +200,20 @@ export function createHost(options: HostOptions): ServedHost {
    * for the lease (the object's link down past a call's timeout) opens read-only instead — nothing is written
    * without the lease, and the page may ask again — and resolves with that error.
    */
-  const reopen = async (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
+  const reopen = (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
+    const run: Promise<unknown> = (reopening = reopenOnce(between, readOnly));
+    const done = () => void (reopening === run && (reopening = undefined));
+    run.then(done, done);
+    return run;
+  };
+  const reopenOnce = async (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
     const old = harness!;
     harness = undefined;
+    // A close (or a takeover, which clears `closing`) came meanwhile: nothing opens (its storage is closed, or another
+    // tab holds the database), and the host ends as that close says (review of 0125, M1).
+    const started = generation;
     await old.close(ctx);
+    if (generation !== started) return undefined;
     let failed: unknown;
     try {
       await between?.();
@@ -294,6 +311,17 @@ export function createHost(options: HostOptions): ServedHost {
     follows: (opened) => opened.readOnly && (options.harness.lease !== undefined || options.follows === true),
   });
 
+  const leaving = hostLeave({
+    leave: options.leave,
+    harness: () => harness,
+    closing: () => closing !== undefined,
+    status: () => status,
+    setStatus,
+    holderGone: () => void (heldBy = undefined),
+    queue,
+    reopen: (readOnly) => track(() => reopen(undefined, readOnly).then(() => {})),
+  });
+
   const host: HarnessService = {
     status: () => status,
     lifeLock: () => ownership?.lifeLock() ?? Promise.resolve(undefined),
@@ -318,7 +346,7 @@ export function createHost(options: HostOptions): ServedHost {
     // commit that slipped in between would fail with SQLITE_READONLY.
     query: async (sql, ...params) => (await whenOpen()).query(sql, ...params),
     async exportDatabase() {
-      requireHarness();
+      await whenOpen();
       return storage!.exportImage();
     },
     async armCrashPoint(name) {
@@ -333,6 +361,7 @@ export function createHost(options: HostOptions): ServedHost {
     async runHere() {
       // Pressed during a reopen (a rebuild, decision 0053): after it, on the copy it opened (before: "not open", or
       // the rebuild's own promise, taking nothing back).
+      await leaving.settled(); // the leave's answer decides whether the lease can come back (review of 0125, L2)
       const current = await whenOpen();
       if (!current.readOnly || !options.takeBack || closing) return;
       if (!queue.current)
@@ -350,44 +379,14 @@ export function createHost(options: HostOptions): ServedHost {
       rebuild();
       await queue.current;
     },
-    async leave() {
-      const leaving = harness;
-      const handedOver = options.leave?.(() => {
-        // Given up and stopping: opened again read-only now (local work only), so reads wait for no answer (decision 0125).
-        if (harness === leaving && leaving?.closed && !closing && !queue.current) track(() => reopen(undefined, true).then(() => {}));
-      });
-      if (status.kind === "ready" && status.runs === "here") setStatus({ ...status, runs: "elsewhere" });
-      // Within this task the rest and the release went out (all a closing page may send); the rest is for a page that stays.
-      let taken: boolean | undefined;
-      try {
-        taken = await handedOver;
-      } catch (error) {
-        // Unanswered past the lease's expiry (HandOverUnanswered), or refused (StaleEpoch): the object takes (took) the
-        // lease. Open read-only like a taken leave (decision 0057), unless the hand-over's copy is (0125).
-        if (!closing && !queue.current && leaving && harness === leaving && (leaving.closed || leaving.readOnly))
-          track(() => reopen(undefined, true).then(() => {}));
-        await queue.current?.catch(() => {});
-        throw error;
-      }
-      if (!taken) {
-        // The object took nothing (offline): the harness runs here still, and the status says so again.
-        const current = harness;
-        if (current && !current.readOnly && !current.closed && status.kind === "ready" && status.runs === "elsewhere")
-          setStatus({ ...status, runs: "here" });
-        return;
-      }
-      if (closing) return;
-      heldBy = undefined; // told again by the object once this copy follows it
-      // Read-only either way: the object took the lease (the copy opened at the hand-over follows it now: 0125).
-      if (!queue.current && harness === leaving) track(() => reopen().then(() => {}));
-      return queue.current;
-    },
+    leave: leaving.leave,
+    // After a reopen under way (the hand-over's copy: review of 0125, M2), as `query`.
     async forks() {
-      requireHarness();
+      await whenOpen();
       return listForks(storage!);
     },
     async dismissFork(id) {
-      requireHarness();
+      await whenOpen();
       await dismissFork(storage!, id);
       await recountForks();
     },
