@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { silentTab } from "./leave-early-copy-support.ts";
+import { type SilentTabHooks, silentTab } from "./leave-early-copy-support.ts";
 import { flush, settled } from "./support.ts";
 
 // Decision 0125 opens the host's read-only copy at the hand-over, while the object's answer may not come (the link
@@ -130,6 +130,24 @@ describe("the hand-over's early copy (decision 0125's review)", () => {
     for (let i = 0; i < 60 && outcome.outcome === undefined; i++) await t.step(250);
     expect(left).not.toBe("unsettled");
     expect(outcome.outcome).toBe("resolved");
+    await t.close();
+  });
+
+  it("S5: the copy opened at the hand-over shows no holder the object named before it (L3)", async () => {
+    let tell: Parameters<NonNullable<SilentTabHooks["onHolder"]>>[0] | undefined;
+    const t = await silentTab({ onHolder: (listener) => void (tell = listener) });
+    // The object named another tab while this one followed it; this tab then ran here (runHere keeps the name).
+    tell!({ place: "tab-b", object: false });
+    expect(t.host.service.status()).toMatchObject({ kind: "ready", runs: "here" });
+    t.silence();
+    void t.pagehide();
+    await expect.poll(() => t.tab.closed).toBe(true);
+    await t.host.service.query("SELECT 1"); // the copy is open
+    // Before: "held by tab tab-b" through the whole silent wait, while the object takes the lease.
+    expect(t.host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    expect(t.host.service.status()).not.toHaveProperty("heldBy");
+    t.restore();
+    for (let i = 0; i < 60 && !t.prints.includes("object tick 8"); i++) await t.step(250);
     await t.close();
   });
 });

@@ -31,6 +31,8 @@ export interface SilentTabHooks {
   readonly openStorage?: () => void;
   /** Told each time the host's harness is ready (1 at the first open): a throw fails that open. */
   readonly onReady?: (n: number) => void;
+  /** Given the host's holder listener too: the test names a holder as the object would. */
+  readonly onHolder?: HostOptions["onHolder"];
 }
 
 export async function silentTab(hook: SilentTabHooks = {}) {
@@ -73,7 +75,10 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     takeBack: () => follow.takeBack(),
     ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
     onFork: (listener: () => void) => void follow.onFork(listener),
-    onHolder: (listener) => void follow.onHolder(listener),
+    onHolder: (listener) => {
+      hook.onHolder?.(listener);
+      follow.onHolder(listener);
+    },
     pageCallsElsewhere: () => follow.pageCalls,
     now: () => clock.now(),
   });

@@ -32,6 +32,7 @@ export function hostLeave(parts: LeaveParts) {
     const handedOver = parts.leave?.(() => {
       // Given up and stopping: opened again read-only now (local work only), so reads wait for no answer (decision 0125).
       if (parts.harness() !== leaving || !leaving?.closed || parts.closing() || queue.current) return;
+      parts.holderGone(); // the holder named before is not who holds the lease now (review of 0125, L3)
       early = parts.reopen(true);
       early.catch(() => {});
     });
