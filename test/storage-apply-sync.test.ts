@@ -31,6 +31,30 @@ describe("SqliteStorage.apply without an async frame (issue 25)", () => {
     await storage.close();
   });
 
+  it("S11: a batch the recount check cannot read (none, a recount whose task has no state, a throwing getter) rejects, never throws (review of 0124)", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    await storage.apply({ ...empty(), tasks: [task(2, "running")] });
+    const hostile = [
+      undefined,
+      { ...empty(), recount: true, tasks: [{ ...task(2, "running"), state: undefined }] },
+      Object.defineProperty({ ...empty(), tasks: [task(2, "running")] }, "recount", {
+        get() {
+          throw new Error("a hostile getter");
+        },
+        enumerable: true,
+      }),
+    ];
+    for (const batch of hostile) {
+      let answered: Promise<unknown> | undefined;
+      expect(() => {
+        answered = storage.apply(batch as never);
+      }).not.toThrow();
+      await expect(answered).rejects.toBeDefined();
+    }
+    expect(await storage.getTask(2)).toEqual(task(2, "running"));
+    await storage.close();
+  });
+
   it("S3/S11: random steps, some refused, leave each row the JSON of the last stored record, byte for byte (property)", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(fc.nat(50), fc.boolean()), { minLength: 1, maxLength: 12 }), async (steps) => {

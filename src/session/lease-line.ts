@@ -71,7 +71,12 @@ export abstract class LeaseLine {
     const fence = this.fence;
     if (!fence) return;
     fence.stored(batch);
-    for (const listener of this.#logListeners) listener(batch as Batch & { fence: LogMark }, text === undefined ? undefined : text);
+    // A listener's throw is its owner's bug (decision 0117's rule): the batch is stored, its commit settles and the
+    // other listeners are told — before, the throw failed the stored commit's turn and wedged the line (review of 0124).
+    for (const listener of this.#logListeners)
+      try {
+        listener(batch as Batch & { fence: LogMark }, text === undefined ? undefined : text);
+      } catch {}
   }
 }
 

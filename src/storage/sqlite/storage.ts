@@ -165,12 +165,12 @@ export class SqliteStorage implements Storage {
     if (this.readOnly) return Promise.reject(new ReadOnlySession("A write"));
     // A batch that is no recount (every step's) goes on with no await (decision 0091) and no async frame (0124) of its
     // own. S4's recovery batch is one statement, or a slice and the rest owed (decisions 0043, 0092).
-    const recount = recountOf(batch, this.#db.maxRowBytes);
-    if (recount)
-      return storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts).then((done) =>
-        done ? undefined : this.#stored(batch),
-      );
     try {
+      const recount = recountOf(batch, this.#db.maxRowBytes);
+      if (recount)
+        return storeRecount(batch, recount, this.#owed, (body) => this.#writing(body), this.#liveStatus, this.#texts).then((done) =>
+          done ? undefined : this.#stored(batch),
+        );
       return this.#stored(batch);
     } catch (error) {
       return Promise.reject(error);
