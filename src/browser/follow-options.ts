@@ -107,7 +107,7 @@ export interface TabFollow {
    * once the object says it took the lease (a page that stays may then follow it, below), false when there was
    * nothing to hand over (this tab does not hold the lease, or the link is down: offline the page goes as a crash
    * goes). A page that closes never hears the answer, and needs none. `handedOver` is told once the harness gave the
-   * lease up (it stops; the rest and the release went out), before the object answers: the host opens its copy again
+   * lease up (it stops; the rest and the release sent, or queued behind a read of the log's tail), before the object answers: the host opens its copy again
    * read-only then, so its page's reads never wait on the link (decision 0125). A copy attached before the answer
    * follows the object only once the leave settled (the object took the lease, or refused the rest).
    */

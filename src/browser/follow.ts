@@ -321,7 +321,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
           sentAway = true;
           answerAwaited = true;
           const settled = unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop()).finally(answered);
-          handedOver?.(); // after the rest and the release went out (the eager path sends them in this very tick)
+          handedOver?.(); // the rest and the release sent, or queued behind a read of the durable tail (review of 0125, L5)
           return settled;
         })
         .then(() => true);
