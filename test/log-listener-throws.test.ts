@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { stepper } from "../bench/stepper.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
-import { createRegistry, defineExtension, defineTask } from "../src/index.ts";
+import { createRegistry, defineExtension } from "../src/index.ts";
 import type { LogMark } from "../src/storage/records.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { backends, ctx, openHarness, runUntil } from "./support.ts";
@@ -10,33 +11,12 @@ import { backends, ctx, openHarness, runUntil } from "./support.ts";
 // listener's bug wedged the harness. A listener's throw is its owner's bug (decision 0117's rule, `safely`): the
 // commit is stored and settles, the other listeners are told, the task steps on.
 
-const stepper = defineTask<{ steps: number }, { phase: "step"; n: number }, number>({
-  name: "test.stepper",
-  version: 1,
-  initial: () => ({ phase: "step", n: 0 }),
-  phases: {
-    step: async (task, runtime, context) => {
-      const n = task.state.checkpoint.n + 1;
-      await runtime.commit(
-        () =>
-          n < task.input.steps
-            ? { status: "running", checkpoint: { phase: "step", n } }
-            : { status: "terminal", outcome: { status: "completed", result: n } },
-        context,
-      );
-    },
-  },
-  abort: async (_task, runtime, context) => {
-    await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }), context);
-  },
-});
-
 for (const backend of backends) {
   describe(`a log listener that throws (review of 0124) on ${backend.name}`, () => {
     it("S1/S12: every fenced commit still settles and is stored, the other listeners hear each position once, the task completes", async () => {
       const storage = await backend.create();
       const clock = createManualClock(1_000);
-      const registry = createRegistry().install(defineExtension({ name: "test", tasks: [stepper] }));
+      const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
       const { harness } = await openHarness(storage, { registry, clock, lease: { place: "tab", arbiter: memoryArbiter({ clock }) } });
       harness.onLog(() => {
         throw new Error("the app's listener is broken");
