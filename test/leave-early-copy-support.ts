@@ -13,11 +13,12 @@ import { createManualClock } from "../src/testing/clock.ts";
 import { socketTo } from "./follow-support.ts";
 import { ctx, flush } from "./support.ts";
 
-// The wiring of test/leave-silent-fork.test.ts (a tab's worker as worker.ts makes it: createHost + followObject, its
+// The wiring of test/leave-silent-fork.test.ts, which uses it with no hooks (a tab's worker as worker.ts makes it: createHost + followObject, its
 // link up but silent from the page's pagehide on), with hooks for the review of decision 0125: a call at the
 // hand-over, the ownership of the database, the storage's opens, a failing onReady.
 
-const EVERY_MS = 1_500;
+/** The counter's tick. */
+export const EVERY_MS = 1_500;
 
 function registry(place: string, prints: string[]) {
   const print = (line: string) => void prints.push(`${place} ${line}`);

@@ -1,16 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { counterTask } from "../examples/counter-task.ts";
-import { followObject } from "../src/browser/follow.ts";
-import type { LeavingTicket } from "../src/browser/follow-options.ts";
-import { LEAVING_SAID, LeavingSocket, saidIn } from "../src/browser/leaving.ts";
-import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
-import { ObjectEnd } from "../src/follow/object-end.ts";
-import { createHost } from "../src/host/host.ts";
-import { createRegistry, defineExtension, Harness, MemoryStorage, type Storage } from "../src/index.ts";
-import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
-import { createManualClock } from "../src/testing/clock.ts";
-import { socketTo } from "./follow-support.ts";
-import { ctx, flush, settled } from "./support.ts";
+import { EVERY_MS, silentTab } from "./leave-early-copy-support.ts";
+import { flush, settled } from "./support.ts";
 
 // Decision 0113, later ("Likely a lost fork", traced): a tab's worker whose link stays up but loses every frame it
 // sends from its page's `pagehide` on (e2e/leave-late.e2e.ts's silent case), wired as worker.ts wires it (createHost +
@@ -24,108 +14,6 @@ import { ctx, flush, settled } from "./support.ts";
 // Decision 0125: the page's reads of its copy while the object's answer cannot come (the frames lost) answer from the
 // copy the host opens again read-only at the hand-over; before, they met the handed-over, stopped harness
 // (HarnessClosed, which the page's tabs endpoint held until the status moved: a read froze as long as the link).
-
-const EVERY_MS = 1_500;
-
-function registry(place: string, prints: string[]) {
-  const print = (line: string) => void prints.push(`${place} ${line}`);
-  return createRegistry().install(defineExtension({ name: "example", tasks: [counterTask(print, { declared: true })] }));
-}
-
-/** A host (as worker.ts makes it) whose harness holds the object's lease and counts to 8, a tick every 1.5 s. */
-async function silentTab() {
-  const clock = createManualClock(1_000);
-  const prints: string[] = [];
-  let record: LeaseRecord = { epoch: 0 };
-  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: new MemoryStorage(),
-    book,
-    clock,
-    open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object", prints), clock, lease, resume: true }, ctx),
-  });
-  let silent = false;
-  const worker = socketTo(end, "worker", () => silent);
-  const follow = followObject({ url: "ws://object/follow", connect: () => worker.socket, place: "tab" }, clock);
-  const tickets: LeavingTicket[] = [];
-  follow.onLeavingTicket((ticket) => ticket && tickets.push(ticket));
-  setTimeout(() => worker.opened(), 0);
-  const storage = await openSqliteStorage({ vfs: "memory" });
-  const host = createHost({
-    database: "tab",
-    openStorage: async () => storage,
-    harness: { registry: registry("tab", prints), clock, resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
-    onReady: (harness) => follow.attach(harness),
-    leave: (handedOver) => follow.leave(handedOver),
-    takeBack: () => follow.takeBack(),
-    ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
-    onFork: (listener: () => void) => void follow.onFork(listener),
-    onHolder: (listener) => void follow.onHolder(listener),
-    pageCallsElsewhere: () => follow.pageCalls,
-    now: () => clock.now(),
-  });
-  const tab = await host.ready;
-  const root = await tab.root(ctx);
-  await root.commit(
-    (tx) =>
-      tx.createTask(
-        counterTask(() => {}),
-        { to: 8, everyMs: EVERY_MS },
-      ),
-    ctx,
-  );
-  const step = async (ms: number) => {
-    clock.advance(ms);
-    await flush(8);
-  };
-  await step(0);
-  await step(EVERY_MS); // ticks 1, 2 printed here
-  // Everything stored is acknowledged (the step's commit after its print included) before the link goes silent.
-  for (let i = 0; i < 3; i++) {
-    await flush(16);
-    await expect.poll(() => tickets.at(-1)?.position).toBe(tab.lease!.position);
-  }
-  return {
-    clock,
-    prints,
-    record: () => record,
-    worker,
-    follow,
-    host,
-    tab,
-    storage,
-    step,
-    /** From now on every frame the worker sends is lost; its link stays up and still delivers the object's. */
-    silence: () => void (silent = true),
-    /** The link delivers again (what was sent meanwhile stays lost). */
-    restore() {
-      worker.lose();
-      silent = false;
-    },
-    /** The page's `pagehide`: its own socket says `lease.leaving`, its worker hears the word at once and leaves. */
-    async pagehide() {
-      const page = socketTo(end, "page");
-      const leaving = new LeavingSocket(() => page.socket);
-      leaving.told(tickets.at(-1)!);
-      page.opened();
-      await expect.poll(() => leaving.ready).toBe(true);
-      leaving.told(tickets.at(-1)!);
-      expect(leaving.leave(() => clock.now())).toBe(true);
-      await flush(8);
-      follow.leavingSaid?.(saidIn({ [LEAVING_SAID]: leaving.said })!.epoch, 0);
-      return host.service.leave().then(
-        () => "taken",
-        (error: unknown) => error,
-      );
-    },
-    async close() {
-      await host.service.close();
-      follow.close();
-      await (await end.harness)?.close(ctx);
-    },
-  };
-}
 
 describe("a link up but silent from pagehide on, the object taking over at the grace (S8, S12; decision 0113, later)", () => {
   it("S8, S12: a commit whose push was lost is the tab's visible fork; its leave settles with StaleEpoch, the copy is rebuilt from the object and follows it; every tick printed once", async () => {
