@@ -58,24 +58,44 @@ export function markRebuilt(storage: Storage): void {
   rebuilt.add(storage);
 }
 
+/** The session each open's `Recovery` was made in, for `firstTurn` (a host's ready status: decision 0128). */
+const sessions = new WeakMap<Recovery, Session>();
+
 /**
  * What an open recovered: how the last harness stopped (from `lifecycle` and the tasks a crash cut off), or that the
  * rows came whole from another place since (`markRebuilt`; read once, by this open).
  */
 export function recoveryAtOpen(session: Session, recovered: number[], lifecycle: string | undefined): Recovery {
   const copied = rebuilt.delete(session.storage) && recovered.length === 0;
-  return {
+  const recovery: Recovery = {
     stop: copied ? "rebuilt" : recovered.length > 0 || lifecycle === "open" ? "crash" : lifecycle === "closed" ? "close" : "none",
     tasks: recovered.map((id) => {
       const record = session.live.get(id);
       return { id, kind: record?.kind ?? "", restarts: record?.restarts ?? 1 };
     }),
   };
+  sessions.set(recovery, session);
+  return recovery;
 }
 
 /** Stages the lifecycle document's new state (`open` at an open, `closed` at a clean close). */
 export function markLifecycle(tx: KernelTx, state: "open" | "closed"): void {
   tx.setDocument(LIFECYCLE.scope, LIFECYCLE.key, { state });
+}
+
+/**
+ * Decision 0128: settles once the tasks resumed by the open that made `recovery` (`harness.recovery`) had their first
+ * turn — a turn of the runtime's event loop (`nextTurn`), then every commit queued on the line by then stored (a first
+ * step that waited one macrotask for the loop to turn, `eventLoopStarved`, included), then one more turn (the step's
+ * caller has gone on). A task that waits for I/O (a model, a page, a person) holds nothing up: the line is idle then.
+ * Bounded: what the line holds when asked, and two turns (in a worker whose tasks step back to back, a turn comes
+ * within the starvation guard's 50 ms).
+ */
+export async function firstTurn(recovery: Recovery, nextTurn: () => Promise<void>): Promise<void> {
+  const session = sessions.get(recovery);
+  await nextTurn();
+  if (session) await session.read(() => {});
+  await nextTurn();
 }
 
 /** Decision 0098: without a task step stored by then, the slices start this long after the open (harness clock). */

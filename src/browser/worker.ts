@@ -159,6 +159,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
       : {}),
     crashPoints: options.crashPoints,
     now: () => performance.now(),
+    nextTurn: () => new Promise((resolve) => setTimeout(resolve, 0)),
     // A page paints at most once per animation frame; a worker has no frames of its own.
     liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });

@@ -20,7 +20,7 @@ import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
 import { ReopenQueue } from "./reopen-queue.ts";
-import { errorShape, forkCount, leaseEpoch, notOpened } from "./status-parts.ts";
+import { errorShape, forkCount, leaseEpoch, notOpened, recoveryParts } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
 export type { HostOptions, ServedHost } from "./host-options.ts";
@@ -75,13 +75,13 @@ export function createHost(options: HostOptions): ServedHost {
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
       if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });
     });
+    const openMs = options.now() - started;
     forksReported = false; // a fork reported from here on may come after the count below read the storage
     setStatus({
       kind: "ready",
       database,
-      recovered: harness.recovery.tasks.map((task) => task.id),
-      recovery: harness.recovery,
-      openMs: options.now() - started,
+      ...(await recoveryParts(opened, options.nextTurn)), // after the resumed tasks' first turn (decision 0128)
+      openMs,
       ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
       ...(options.harness.lease && harness.readOnly && heldBy ? { heldBy } : {}),
       ...(harness.readOnly && rebuildStopped ? { rebuild: rebuildStopped } : {}),

@@ -3,6 +3,7 @@
 import { DurableError } from "../errors.ts";
 import { listForks } from "../follow/fork.ts";
 import type { Harness } from "../harness.ts";
+import { firstTurn } from "../harness-lifecycle.ts";
 import type { Storage } from "../storage/storage.ts";
 import { serializeError } from "./error-wire.ts";
 import type { ErrorShape, HarnessStatus } from "./protocol.ts";
@@ -11,6 +12,21 @@ import type { ErrorShape, HarnessStatus } from "./protocol.ts";
 export function errorShape(error: unknown): ErrorShape {
   const { stack: _stack, ...shape } = serializeError(error);
   return shape;
+}
+
+/**
+ * The ready status's `recovered` and `recovery`, told after `firstTurn` when the open resumed tasks a crash cut off
+ * (decision 0128): the tasks take their first turn — the first step stored and its caller gone on — before the status
+ * goes out, with 10,000 of them 10,000 ids and 10,000 objects copied to each page that watches it. Both are the open's
+ * (`harness.recovery`: each task's restarts as the open counted them), whenever they are told.
+ */
+export async function recoveryParts(
+  harness: Harness,
+  nextTurn: (() => Promise<void>) | undefined,
+): Promise<Pick<HarnessStatus & { kind: "ready" }, "recovered" | "recovery">> {
+  const tasks = harness.recovery.tasks;
+  if (nextTurn && tasks.length > 0 && !harness.readOnly) await firstTurn(harness.recovery, nextTurn);
+  return { recovered: tasks.map((task) => task.id), recovery: harness.recovery };
 }
 
 /** The lease epoch this harness writes under, or else the epoch of its log's head (absent without a log). */
