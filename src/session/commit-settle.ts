@@ -55,20 +55,23 @@ export class TurnGroup {
     });
   }
 
-  /** A lone commit's turn stored (`Session`'s turn without an async frame, decision 0124); the group ends whatever happens. */
-  readonly stored = (): void => {
+  /**
+   * A lone commit's turn stored (`Session`'s turn without an async frame, decision 0124); the group ends whatever
+   * happens. Methods, not a closure each per group (decision 0126: `CommitLine.storeLone` calls them).
+   */
+  stored(): void {
     try {
       this.#afterStored();
     } finally {
       this.end();
     }
-  };
+  }
 
   /** A lone commit's turn failed: the group ends and the turn rejects as it did. */
-  readonly failed = (error: unknown): never => {
+  failed(error: unknown): never {
     this.end();
     throw error;
-  };
+  }
 }
 
 function noop(): void {}

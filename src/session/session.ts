@@ -5,17 +5,15 @@ import type { JsonLimits } from "../limits.ts";
 import { pendingAt } from "../storage/progress.ts";
 import type { Batch, ConversationRecord, DocumentRecord, LogMark, PinnedLease, SubmissionRecord, TaskRecord } from "../storage/records.ts";
 import type { DamagedRow, Storage } from "../storage/storage.ts";
+import { CommitLine } from "./commit-line.ts";
 import type { CommitRecord } from "./commit-record.ts";
-import { emptyBatch, GROUP_LIMIT, refuse, resolveStored, TurnGroup } from "./commit-settle.ts";
-import type { CommitOptions, Pending, Published } from "./commit-types.ts";
+import { emptyBatch, GROUP_LIMIT, TurnGroup } from "./commit-settle.ts";
+import type { CommitOptions, Pending } from "./commit-types.ts";
 import type { Fence } from "./fence.ts";
-import { GroupOverlay } from "./group.ts";
-import { documentKey } from "./keys.ts";
-import { isFenceError, LeaseLine } from "./lease-line.ts";
 import { loadMirror, publish } from "./mirror.ts";
 import { markStorageFailure } from "./storage-failure.ts";
 import { damagedRows, followProblem, taskProblem } from "./task-shape.ts";
-import { KernelTx, type TxActor } from "./tx.ts";
+import type { KernelTx, TxActor } from "./tx.ts";
 
 export { GROUP_LIMIT } from "./commit-settle.ts";
 export type { CommitOptions, Published } from "./commit-types.ts";
@@ -31,9 +29,10 @@ export type { CommitOptions, Published } from "./commit-types.ts";
  * in one transaction, then published one by one in order. A commit that finds the line idle goes at once, alone.
  *
  * The parts beside it: `mirror.ts` (the mirrors and how a stored batch moves them), `lease-line.ts` (the lease's
- * side of the line, which this class extends), `group.ts` (a group's overlay), `tx.ts` (what a commit stages).
+ * side of the line), `commit-line.ts` (how a turn decides, stores and settles its commits; this class extends both),
+ * `group.ts` (a group's overlay), `tx.ts` (what a commit stages).
  */
-export class Session extends LeaseLine {
+export class Session extends CommitLine {
   readonly storage: Storage;
   readonly clock: Clock;
   readonly readOnly: boolean;
@@ -49,13 +48,11 @@ export class Session extends LeaseLine {
   damaged: DamagedRow[] = []; // rows a read-only open left out because they are damaged (a writable open refuses them)
   readonly #line = new SerialQueue(); // the commit line: commits, recovery and reads on it run one after another
   #open: TurnGroup | undefined; // the group the line's last queued turn will carry, while that turn has not started
-  #refused = false; // storage refused the last transaction: groups go one commit at a time until one is stored
   #releaseCheckpoints: (() => void) | undefined; // ends the open's hold on storage's checkpoint at the first step stored (0033)
   #stepped: (() => void) | undefined; // stepStored's resolve, until the first group of task steps is stored
   /** Settles at the first group of task steps stored, or the seal (decision 0098: S4's slices start after it). */
   readonly stepStored = new Promise<void>((resolve) => (this.#stepped = resolve));
   #sealed = false;
-  readonly #listeners = new Set<(published: Published) => void>();
 
   private constructor(storage: Storage, clock: Clock, readOnly: boolean, limits: JsonLimits, fence: Fence | undefined) {
     super(fence);
@@ -138,12 +135,6 @@ export class Session extends LeaseLine {
     return this.#sealed;
   }
 
-  /** Listens to every stored commit. Listeners run synchronously on the line and must not commit. */
-  subscribe(listener: (published: Published) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
   /**
    * Runs `body` on the line and stores what it staged. `body` must be synchronous. The result is the body's
    * return value, once the commit is durable. `arg` is passed to `body` beside the `tx` (decision 0060: a task's
@@ -219,16 +210,16 @@ export class Session extends LeaseLine {
    */
   #runGroup(members: Pending[], group: TurnGroup | undefined): Promise<void> {
     if (group !== undefined && this.#open === group) this.#open = undefined;
-    if (members.length === 1 && group !== undefined) return this.#store(members).then(group.stored, group.failed);
+    if (members.length === 1 && group !== undefined) return this.storeLone(members, group);
     return this.#runGroups(members, group);
   }
 
   async #runGroups(members: Pending[], group: TurnGroup | undefined): Promise<void> {
     try {
       for (let start = 0; start < members.length; ) {
-        const count = this.#refused ? 1 : members.length - start; // the whole list goes as it is, not copied
-        if (await this.#store(count === members.length ? members : members.slice(start, start + count))) start += count;
-        else this.#refused = true;
+        const count = this.refusedLast ? 1 : members.length - start; // the whole list goes as it is, not copied
+        if (await this.store(count === members.length ? members : members.slice(start, start + count))) start += count;
+        else this.refusedLast = true;
       }
       if (group) this.#endCheckpointHold(); // a task step after the open's recovery: its held checkpoint may run
     } finally {
@@ -243,89 +234,6 @@ export class Session extends LeaseLine {
     release?.();
     stepped?.();
   };
-
-  /**
-   * Builds each commit on what the ones before it left, stores the ones that passed in one transaction, then
-   * settles them all in order: a commit whose callback or checks threw fails alone and stages nothing, the
-   * others are published. Returns false, with nothing settled, when storage refused a group of more than one
-   * commit: what each decided may rest on another one's refused writes.
-   */
-  async #store(members: Pending[]): Promise<boolean> {
-    const group = members.length > 1 ? new GroupOverlay(this) : undefined;
-    // Each commit keeps what it built on itself (decision 0087: no entry object a commit; a task's steps go through
-    // one record reused by all of them). `tx` undefined: its callback or checks threw `error`.
-    for (let at = 0; at < members.length; at++) {
-      const pending = members[at]!;
-      pending.tx = undefined;
-      try {
-        const tx = new KernelTx(this, pending.actor, group);
-        const result = pending.body(tx, pending.arg);
-        if (typeof (result as { then?: unknown } | null)?.then === "function") {
-          throw new InvalidCommit(
-            "A commit callback returned a Promise: it must be synchronous. Do the async work before the commit and stage only writes in it.",
-          );
-        }
-        if (tx.hasChecks) await tx.runChecks();
-        const batch = tx.batch();
-        if (batch && group) group.stage(batch, documentKey);
-        pending.result = result;
-        pending.batch = batch;
-        pending.tx = tx;
-      } catch (error) {
-        pending.error = error;
-      }
-    }
-    const only = members[0];
-    const batch = group ? (group.size > 0 ? group.batch() : undefined) : only?.tx ? only.batch : undefined;
-    if (batch) {
-      try {
-        this.stamp(batch);
-      } catch (lost) {
-        // The lease no longer holds: nothing of this turn is stored, every commit of it is refused with the reason.
-        for (let at = 0; at < members.length; at++) refuse(members[at]!, members[at]!.tx ? lost : members[at]!.error);
-        return true;
-      }
-      let text: string | void;
-      try {
-        text = await this.storage.apply(batch);
-        this.#refused = false;
-      } catch (error) {
-        // Nothing was written. Alone, the commit is refused with the storage's error and its caller retries it
-        // as before (no commit is stored twice); a group's commits are decided again, one at a time.
-        if (this.fenceRefused(error) || !group) {
-          if (!isFenceError(error)) markStorageFailure(error);
-          for (let at = 0; at < members.length; at++) refuse(members[at]!, members[at]!.tx ? error : members[at]!.error);
-          return true;
-        }
-        return false;
-      }
-      this.logged(batch, text);
-    }
-    for (let at = 0; at < members.length; at++) {
-      const pending = members[at]!;
-      const tx = pending.tx;
-      if (tx === undefined) {
-        refuse(pending, pending.error);
-        continue;
-      }
-      const stored = pending.batch;
-      try {
-        if (stored) publish(this, stored);
-        const reports = tx.reports;
-        if (stored || reports.length) {
-          const published: Published = { batch: stored ?? emptyBatch, reports };
-          for (const listener of this.#listeners) listener(published);
-        }
-        const callbacks = tx.callbacks; // most often the shared frozen empty list: indexed (see mirror.ts)
-        for (let index = 0; index < callbacks.length; index++) callbacks[index]!();
-      } catch (error) {
-        refuse(pending, error);
-        continue;
-      }
-      resolveStored(pending);
-    }
-    return true;
-  }
 
   /**
    * S4 at open, on the line, in one commit: every running task of the mirror becomes pending with restarts + 1
@@ -359,7 +267,7 @@ export class Session extends LeaseLine {
       }
       this.logged(batch, text);
       publish(this, batch);
-      for (const listener of this.#listeners) listener({ batch, reports: [] });
+      this.tell({ batch, reports: [] });
       return tasks.map((task) => task.id).sort((a, b) => a - b);
     };
     return this.#turn(run);
@@ -377,7 +285,7 @@ export class Session extends LeaseLine {
     return this.#turn(async () => {
       await this.storage.apply(batch);
       publish(this, batch);
-      for (const listener of this.#listeners) listener({ batch, reports: [] });
+      this.tell({ batch, reports: [] });
     });
   }
 
