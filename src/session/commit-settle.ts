@@ -42,17 +42,21 @@ function drop(pending: Pending): void {
  * of its own with two resolving functions. It ends once every member is settled (`Session`'s turn, in a `finally`).
  */
 export class TurnGroup {
-  readonly members: Pending[] = [];
+  /** Made with its first member (decision 0126: a one-element list, not an empty one grown by its first push). */
+  readonly members: Pending[];
   readonly ended: Promise<void>;
-  end: () => void = noop;
+  readonly end: () => void;
+  /** The group queued on the line after this one, while this one's turn has not started (`Session`'s queue). */
+  next: TurnGroup | undefined = undefined;
   /** What follows a stored turn of task steps before the group ends (the session's checkpoint hold ends). */
   readonly #afterStored: () => void;
 
-  constructor(afterStored: () => void = noop) {
+  constructor(afterStored: () => void, first: Pending) {
+    this.members = [first];
     this.#afterStored = afterStored;
-    this.ended = new Promise<void>((resolve) => {
-      this.end = resolve;
-    });
+    this.ended = new Promise<void>(keepResolve);
+    this.end = kept!;
+    kept = undefined;
   }
 
   /**
@@ -74,4 +78,8 @@ export class TurnGroup {
   }
 }
 
-function noop(): void {}
+/** The one executor every group's promise is made with (decision 0126: no closure a group); it runs synchronously. */
+let kept: (() => void) | undefined;
+function keepResolve(resolve: () => void): void {
+  kept = resolve;
+}

@@ -48,6 +48,8 @@ export class Session extends CommitLine {
   damaged: DamagedRow[] = []; // rows a read-only open left out because they are damaged (a writable open refuses them)
   readonly #line = new SerialQueue(); // the commit line: commits, recovery and reads on it run one after another
   #open: TurnGroup | undefined; // the group the line's last queued turn will carry, while that turn has not started
+  #firstQueued: TurnGroup | undefined; // the groups whose turns are queued and not started, in order (`#runQueuedGroup`)
+  #lastQueued: TurnGroup | undefined;
   #releaseCheckpoints: (() => void) | undefined; // ends the open's hold on storage's checkpoint at the first step stored (0033)
   #stepped: (() => void) | undefined; // stepStored's resolve, until the first group of task steps is stored
   /** Settles at the first group of task steps stored, or the seal (decision 0098: S4's slices start after it). */
@@ -184,16 +186,31 @@ export class Session extends CommitLine {
       this.#turn(() => this.#runGroup([pending], undefined));
       return undefined;
     }
-    let open = this.#open;
-    if (open === undefined || open.members.length >= GROUP_LIMIT) {
-      const next = new TurnGroup(this.#endCheckpointHold);
-      open = next;
-      this.#turn(() => this.#runGroup(next.members, next));
-      this.#open = next; // after #turn, which closes the group before it
+    const open = this.#open;
+    if (open !== undefined && open.members.length < GROUP_LIMIT) {
+      open.members.push(pending);
+      return open;
     }
-    open.members.push(pending);
-    return open;
+    const next = new TurnGroup(this.#endCheckpointHold, pending);
+    if (this.#lastQueued) this.#lastQueued.next = next;
+    else this.#firstQueued = next;
+    this.#lastQueued = next;
+    this.#turn(this.#runQueuedGroup);
+    this.#open = next; // after #turn, which closes the group before it
+    return next;
   }
+
+  /**
+   * A group's turn: the first queued group. The line runs its turns in the order they were queued, so the groups
+   * (queued in order, linked through `next`) need no closure each to name theirs (decision 0126).
+   */
+  readonly #runQueuedGroup = (): Promise<void> => {
+    const group = this.#firstQueued!;
+    this.#firstQueued = group.next;
+    if (group.next === undefined) this.#lastQueued = undefined;
+    group.next = undefined;
+    return this.#runGroup(group.members, group);
+  };
 
   /** Queues a turn of the line; a group still open before it closes (commits keep their order). */
   #turn<T>(work: () => T | Promise<T>): Promise<T> {

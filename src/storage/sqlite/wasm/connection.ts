@@ -1,5 +1,6 @@
 import type { Sqlite3Static } from "@sqlite.org/sqlite-wasm";
 import { SerialQueue } from "../../../base/serial.ts";
+import { isThenable } from "../../../base/thenable.ts";
 import { HarnessClosed } from "../../../errors.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "../database.ts";
 import type { QueryLimits } from "../query-rules.ts";
@@ -134,7 +135,7 @@ export class Connection implements SqliteDatabase {
   }
 
   transaction<T>(body: (tx: SqliteTransaction) => T): Promise<T> {
-    return this.#enqueue(() => this.#transact(body));
+    return this.#enqueue(this.#transact, body) as Promise<T>;
   }
 
   /** `SqliteDatabase.temporary` (decision 0088): a transaction of a read-only connection on its TEMP schema only. */
@@ -328,14 +329,18 @@ export class Connection implements SqliteDatabase {
 
   // ------------------------------------------------------------------------------------------------------
 
-  #enqueue<T>(operation: () => T): Promise<T> {
+  /** `operation(arg)` on the queue (decision 0126: a transaction's body is its `arg`; the starved branch's closure made only then). */
+  #enqueue<T, A = undefined>(operation: (this: Connection, arg: A) => T, arg?: A): Promise<T> {
     if (this.#closed) return Promise.reject(new HarnessClosed("Database"));
-    const start = () => {
-      if (this.#db.pointer === undefined) throw new HarnessClosed("Database");
-      forgetVfsError();
-      return operation();
-    };
-    return this.#queue.run(() => (eventLoopStarved() ? nextMacrotask().then(start) : start()));
+    return this.#queue.run(() =>
+      eventLoopStarved() ? nextMacrotask().then(() => this.#start(operation, arg as A)) : this.#start(operation, arg as A),
+    );
+  }
+
+  #start<T, A>(operation: (this: Connection, arg: A) => T, arg: A): T {
+    if (this.#db.pointer === undefined) throw new HarnessClosed("Database");
+    forgetVfsError();
+    return operation.call(this, arg);
   }
 
   #run(sql: string, params: SqlValue[]): number {
@@ -392,8 +397,4 @@ export class Connection implements SqliteDatabase {
     this.#db.close();
     await this.#options.release?.();
   }
-}
-
-function isThenable(value: unknown): boolean {
-  return typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function";
 }
