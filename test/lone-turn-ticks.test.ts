@@ -48,7 +48,12 @@ function tracedStorage() {
     // A storage's own thenable (not a native promise): followed as `await` follows one.
     if (mode === "thenable")
       return {
-        then: (ok: () => void, fail: (e: unknown) => void) => applied.then(() => (storage.trace("applied"), ok()), fail),
+        // biome-ignore lint/suspicious/noThenProperty: a storage's own thenable is what this case is about
+        then: (ok: () => void, fail: (e: unknown) => void) =>
+          applied.then(() => {
+            storage.trace("applied");
+            ok();
+          }, fail),
       } as never;
     return applied.then(() => storage.trace("applied"));
   };
