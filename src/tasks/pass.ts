@@ -50,8 +50,8 @@ export class SchedulingPass {
   /** Runs a pass over `ids` (and the deferred ones), `failed` the failed outcomes seen; fills `started`. */
   run(tx: KernelTx, ids: number[], failed: number[], started: Invocation[]): void {
     const { index, resolver, invocations, seenDue, clock, settings } = this.#options;
-    const candidates = new Set(ids);
-    const mixed = this.#reconcile(tx, candidates, failed);
+    const added = new Set<number>(); // candidates the reconcile adds to `ids` (failFast waiters, cascades)
+    const mixed = this.#reconcile(tx, ids, added, failed);
     const now = clock.now();
     // Reservation order. A pass with no rest from an earlier one (the first after an open) takes its reconciled
     // candidates fewest restarts first, then by id (decision 0105; ranked only when the reconcile saw more than one
@@ -60,7 +60,7 @@ export class SchedulingPass {
     // ⌈its position / RESERVATION_BATCH⌉ passes however much new work the started tasks make. The first pass after
     // the open ranks by the progress stamps too (decision 0112): within a count, the task that stepped last first, so
     // on a first crash (every count 1) the task that was stepping is not behind every one that was not.
-    const sorted = [...candidates].sort((a, b) => a - b);
+    const sorted = candidateIds(ids, added);
     const rest = this.#deferredAt < this.#deferred.length;
     const first = this.#first;
     this.#first = false;
@@ -132,30 +132,34 @@ export class SchedulingPass {
   }
 
   /** Reconciles the candidates; whether they hold more than one restart count (decision 0105: then ranked). */
-  #reconcile(tx: KernelTx, candidates: Set<number>, failed: number[]): boolean {
+  #reconcile(tx: KernelTx, ids: readonly number[], added: Set<number>, failed: number[]): boolean {
     const { index } = this.#options;
     // The counts seen, told apart on the records this loop reads anyway (no lookup a candidate more in the common case).
     let count: number | undefined;
     let mixed = false;
     // failFast: a failed member marks the other live members of every failFast wait it belongs to.
-    const queue = [...candidates];
+    // The work is `ids` (last first) under a stack of what marking and finalizing push (decision 0129: the order of
+    // one stack of `ids` and the pushes, without copying `ids` into it or adding each back to a set of candidates).
+    const queue: number[] = [];
+    let next = ids.length - 1;
     for (const id of failed) {
       for (const waiterId of index.waitersOn(id)) {
         const waiter = tx.task(waiterId);
         if (waiter?.state.status !== "waiting" || waiter.state.policy !== "failFast") continue;
         for (const member of waiter.state.on) mark(tx, member, queue);
-        candidates.add(waiterId);
+        added.add(waiterId);
         const seen = restartsOf(waiter);
         if (count === undefined) count = seen;
         else if (seen !== count) mixed = true;
       }
     }
     // Cascades and finalization, to a fixpoint: marking a child may free an owner, finalizing may free its owner.
-    while (queue.length > 0) {
-      const id = queue.pop()!;
+    while (queue.length > 0 || next >= 0) {
+      const pushed = queue.length > 0;
+      const id = pushed ? queue.pop()! : ids[next--]!;
       const task = tx.task(id);
       if (!task) continue;
-      candidates.add(id);
+      if (pushed) added.add(id);
       const seen = restartsOf(task);
       if (count === undefined) count = seen;
       else if (seen !== count) mixed = true;
@@ -170,6 +174,20 @@ export class SchedulingPass {
     }
     return mixed;
   }
+}
+
+/**
+ * The candidates ascending, each once: `ids` with what the reconcile `added`. `ids` itself when it is ascending and
+ * nothing was added (the first pass after an open: every live id, in the mirror's id order) — no set and no sort of
+ * every live id in front of the first resumed step (decision 0129).
+ */
+export function candidateIds(ids: number[], added: ReadonlySet<number>): number[] {
+  let ascending = true;
+  for (let at = 1; ascending && at < ids.length; at++) ascending = ids[at - 1]! < ids[at]!;
+  if (ascending && added.size === 0) return ids;
+  const all = new Set(ids);
+  for (const id of added) all.add(id);
+  return [...all].sort((a, b) => a - b);
 }
 
 /** A task's restarts as a reservation rank (S4's count; 0 when absent, or not a finite count). */

@@ -97,18 +97,27 @@ const high = (windows: readonly Owed[]) => Math.max(...windows.map((w) => w.thro
 /** The written ids of a window stored running in (?1, ?2]: looked up by id (NOT INDEXED: not a scan of the live index). */
 const COUNT_WRITTEN = `SELECT count(*) AS n FROM tasks NOT INDEXED WHERE id IN (SELECT value FROM json_each(?3)) AND id > ?1 AND id <= ?2 AND ${RUNNING}`;
 
+/** The rows stored running in (?1, ?2], and of them in (?3, ?4] and in (?5, ?6]: two ranges counted in one walk of the index. */
+const COUNT_TWO = `SELECT count(*) FILTER (WHERE id > ?3 AND id <= ?4) AS k, count(*) FILTER (WHERE id > ?5 AND id <= ?6) AS n
+  FROM tasks INDEXED BY tasks_live WHERE ${RUNNING} AND id > ?1 AND id <= ?2`;
+
 /**
- * The rows stored running that `kept` owe (each once, however many windows hold it). A row counts once in the OR, so a
- * window equal to an earlier one adds nothing; when one is left (the common case: every open's window moves with the
- * same slices), the count is its range's less its written ids — one index count and a lookup a written id instead of
- * the window's test on every row of the range (decision 0116).
+ * The rows stored running that `kept` owe (each once, however many windows hold it), and the rows stored running in
+ * (after, through] (the open's own window). A row counts once in the OR, so a window equal to an earlier one adds
+ * nothing; when one is left (the common case: every open's window moves with the same slices), the count is its
+ * range's less its written ids — one index count and a lookup a written id instead of the window's test on every row
+ * of the range (decision 0116) — and that count and the open's are one walk of the index, not two (decision 0129).
  */
-function keptOwed(tx: SqliteTransaction, kept: readonly Owed[]): number {
+function keptAndOpen(tx: SqliteTransaction, kept: readonly Owed[], after: number, through: number): [number, number] {
   const distinct = kept.filter((w, i) => kept.findIndex((v) => sameRows(v, w)) === i);
-  if (distinct.length > 1) return Number(tx.get(countSql(distinct), low(distinct), high(distinct), ...params(distinct))?.n);
+  if (distinct.length !== 1) {
+    const owed = distinct.length === 0 ? 0 : Number(tx.get(countSql(distinct), low(distinct), high(distinct), ...params(distinct))?.n);
+    return [owed, Number(tx.get(COUNT_IN, after, through)?.n)];
+  }
   const w = distinct[0]!;
   const written = w.written.length === 0 ? 0 : Number(tx.get(COUNT_WRITTEN, w.after, w.through, JSON.stringify(w.written))?.n);
-  return Number(tx.get(COUNT_IN, w.after, w.through)?.n) - written;
+  const both = tx.get(COUNT_TWO, Math.min(w.after, after), Math.max(w.through, through), w.after, w.through, after, through);
+  return [Number(both?.k) - written, Number(both?.n)];
 }
 
 /** Counts what `windows` owe in (lo, hi]; returns the rows counted. */
@@ -251,13 +260,14 @@ export class OwedRecount {
    */
   open(tx: SqliteTransaction, keepRunning: boolean, ids: readonly number[]): boolean {
     const kept = this.#keeping ? this.#found!.windows : [];
-    if (kept.length > 0 && keptOwed(tx, kept) !== this.#found!.count) return false;
     const first = keepRunning ? 0 : RECOUNT_SLICE;
     const after = first === 0 ? 0 : ids[first - 1]!;
     const through = ids[ids.length - 1]!;
+    // Both counted before the first slice is (it makes rows in (0, after] pending; the open's count is past `after`).
+    const [owedKept, inOpen] = keptAndOpen(tx, kept, after, through);
+    if ((kept.length > 0 && owedKept !== this.#found!.count) || inOpen !== ids.length - first) return false;
     const windows = [...kept, { after: 0, through, keepRunning, written: [] }];
     if (first > 0 && countRange(tx, windows, 0, after) !== first) return false;
-    if (Number(tx.get(COUNT_IN, after, through)?.n) !== ids.length - first) return false;
     this.#write(tx, first > 0 ? movedPast(windows, after) : windows);
     if (kept.length > 0) this.#stage({ found: null });
     return true;
