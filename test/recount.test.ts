@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { COMMIT_WATCH_HOOK, type CommitWatch, watchCommits } from "../src/browser/commit-watch.ts";
 import { type Batch, createRegistry, DatabaseCorrupt, defineExtension, defineTask, type TaskRecord } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
+import { RECOUNT_SLICE } from "../src/storage/sqlite/recount-owed.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { ctx, openHarness, runUntil, stall } from "./support.ts";
 
@@ -198,6 +199,30 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
       recount: { keepRunning: true },
     });
     expect(await restarts(fenced)).toEqual([7, 7, 7]);
+  });
+
+  it("S4, S11 (decision 0129): a recount of more than a slice that names other rows than the ones stored running is rolled back and stored row by row, not recorded as owed", async () => {
+    const seeded = await openSqliteStorage({ vfs: "memory" });
+    const ids = Array.from({ length: RECOUNT_SLICE + 10 }, (_, at) => at + 1);
+    const task = (id: number, restarts?: number): TaskRecord => ({
+      id,
+      conversationId: 1,
+      kind: "test.stall",
+      version: 1,
+      input: null,
+      background: false,
+      abortRequested: false,
+      state: { status: "running", checkpoint: { phase: "stall" } },
+      ...(restarts === undefined ? {} : { restarts }),
+    });
+    await seeded.apply({ ...empty(), tasks: ids.map((id) => task(id)) });
+    const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+    await storage.load();
+    const named = ids.filter((id) => id !== 500); // row 500 is stored running but not named
+    await storage.apply({ ...empty(), tasks: named.map((id) => task(id, 1)), recount: { keepRunning: true } });
+    expect(storage.owesRestarts).toBe(false);
+    const stored = await storage.database.all("SELECT id, record ->> '$.restarts' AS r FROM tasks ORDER BY id");
+    expect(stored.filter((row) => row.r !== 1).map((row) => [row.id, row.r])).toEqual([[500, null]]);
   });
 });
 
