@@ -120,7 +120,7 @@ describe("the ready status after the resumed tasks' first turn (decision 0128)",
     expect(await third.query(SEED_QUERY, "test.committer")).toEqual([{ id: committerId, status: "pending", restarts: 1 }]);
   });
 
-  it("a resumed task that waits (for a model, a page, a person) holds the ready status up by no more than the line's queued commits", async () => {
+  it("a resumed task that waits (for a model, a page, a person) does not hold the ready status up (liveness guard)", async () => {
     const { image, ids } = await crashedImage(3, false);
     const { served, statuses } = await reopen(image);
     await served.ready; // the open has told its ready status by then

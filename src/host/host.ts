@@ -77,16 +77,16 @@ export function createHost(options: HostOptions): ServedHost {
     });
     const openMs = options.now() - started;
     forksReported = false; // a fork reported from here on may come after the count below read the storage
+    const parts = { ...(await recoveryParts(opened, options.nextTurn)), ...(await leaseEpoch(opened)), ...(await forkCount(storage)) };
+    if (harness !== opened) return opened; // reopened meanwhile (lease lost, a leave): it tells its own (0128's review, M1)
     setStatus({
       kind: "ready",
       database,
-      ...(await recoveryParts(opened, options.nextTurn)), // after the resumed tasks' first turn (decision 0128)
+      ...parts,
       openMs,
-      ...(options.harness.lease ? { runs: harness.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
-      ...(options.harness.lease && harness.readOnly && heldBy ? { heldBy } : {}),
-      ...(harness.readOnly && rebuildStopped ? { rebuild: rebuildStopped } : {}),
-      ...(await leaseEpoch(harness)),
-      ...(await forkCount(storage)),
+      ...(options.harness.lease ? { runs: opened.readOnly ? ("elsewhere" as const) : ("here" as const) } : {}),
+      ...(options.harness.lease && opened.readOnly && heldBy ? { heldBy } : {}),
+      ...(opened.readOnly && rebuildStopped ? { rebuild: rebuildStopped } : {}),
     });
     // A fork reported while this open read its count or before it (the status not ready: recountForks could not
     // count it) is counted now (decision 0070): before, it waited for something else to recount.
