@@ -34,6 +34,8 @@ export interface SilentTabHooks {
   readonly onReady?: (n: number) => void;
   /** Given the host's holder listener too: the test names a holder as the object would. */
   readonly onHolder?: HostOptions["onHolder"];
+  /** Given the host's rebuild listener too: the test asks for a rebuild as the follower would at a fork (decision 0127). */
+  readonly rebuildAsked?: (listener: () => void) => void;
 }
 
 export async function silentTab(hook: SilentTabHooks = {}) {
@@ -74,7 +76,17 @@ export async function silentTab(hook: SilentTabHooks = {}) {
       }),
     ...(hook.ownership ? { ownership: hook.ownership } : {}),
     takeBack: () => follow.takeBack(),
-    ...(follow.rebuild ? { rebuild: follow.rebuild } : {}),
+    ...(follow.rebuild
+      ? {
+          rebuild: {
+            ...follow.rebuild,
+            when: (listener: () => void) => {
+              hook.rebuildAsked?.(listener);
+              follow.rebuild!.when(listener);
+            },
+          },
+        }
+      : {}),
     onFork: (listener: () => void) => void follow.onFork(listener),
     onHolder: (listener) => {
       hook.onHolder?.(listener);

@@ -80,15 +80,17 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
     const phone = load("phone", phoneStorage, undefined, { started, open: new Promise<void>((resolve) => (open = resolve)) });
     await phone.host.ready;
     expect(phone.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
-    // The page's first calls land while the host rebuilds (its harness closed): they wait for the copy it opens next
-    // instead of failing with "not open" (seen in Chromium: the demo's first steps failed on a new device).
+    // The page's first calls land while the host rebuilds: a write (the root conversation) and a watch wait for the copy
+    // it opens next instead of failing with "not open" (seen in Chromium: the demo's first steps failed on a new
+    // device); a read answers from the copy still open, as it was (empty here: decision 0127).
     await rebuildStarted;
     const seen: number[] = [];
     const root = phone.service.rootConversation();
     const counted = phone.service.query("SELECT COUNT(*) AS n FROM tasks");
     const stopWatching = phone.service.watchConversation(1, () => void seen.push(1));
+    expect(await counted).toEqual([{ n: 0 }]);
     open();
-    expect(await counted).toEqual([{ n: 1 }]);
+    await expect.poll(() => phone.service.query("SELECT COUNT(*) AS n FROM tasks"), { timeout: 5_000 }).toEqual([{ n: 1 }]);
     (await stopWatching)();
     await expect.poll(async () => (await phone.service.getTask(taskId))?.state.status, { timeout: 15_000 }).toBe("terminal");
     expect((await phone.service.getTask(taskId))?.state).toMatchObject({ outcome: { status: "completed", result: "counted to 40" } });

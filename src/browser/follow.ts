@@ -234,11 +234,12 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     when: (listener: () => void) => void cannotFollow.add(listener),
     stopped: (listener: (tries: number, error: unknown) => void) => void rebuildStopped.add(listener),
     again: () => retry.again(),
-    async run(storage: Storage) {
+    async run(storage: Storage, closeCopy?: () => Promise<void>) {
       follower?.stop();
       follower = undefined;
       try {
-        await rebuildFromObject({ storage, link, place, now: clock.now(), clock }, BACKGROUND_CONTEXT);
+        const fetched = closeCopy ? { fetched: closeCopy } : {};
+        await rebuildFromObject({ storage, link, place, now: clock.now(), clock, ...fetched }, BACKGROUND_CONTEXT);
         retry.succeeded();
       } catch (error) {
         retry.failed(error);

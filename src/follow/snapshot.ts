@@ -334,7 +334,7 @@ function checkPart(value: Json, index: number): SnapshotPart {
 }
 
 export interface RebuildOptions {
-  /** The tab's storage; no writable harness may be open on it (close the read-only one first, and reopen it after). */
+  /** The tab's storage; no writable harness may be open on it (a read-only one is closed by `fetched`, and reopened after). */
   storage: Storage;
   link: SnapshotLink;
   /** The tab's place in the lease. */
@@ -343,6 +343,11 @@ export interface RebuildOptions {
   now: number;
   /** Retries a `busy` part on this clock and starts a new take for a `gone` one (decision 0064); without it, either ends the rebuild. */
   clock?: Clock;
+  /**
+   * Called once the snapshot is fetched and checked, before the fork is kept and the copy replaced (decision 0127: the
+   * host closes the read-only copy that answered reads during the fetch). Not called when the fetch fails.
+   */
+  fetched?: () => Promise<void>;
 }
 
 /**
@@ -358,6 +363,7 @@ export async function rebuildFromObject(options: RebuildOptions, context: Contex
   const retry = options.clock ? { clock: options.clock } : undefined;
   if (storage.stageRebuild) return rebuildStaged(options, storage.stageRebuild.bind(storage), retry, context);
   const snapshot = await fetchSnapshot(options.link, options.place, context, retry);
+  await options.fetched?.();
   await deliverFork(storage, { head: snapshot.batch.fence, epochs: snapshot.epochs }, options.now, true);
   await storage.rebuild(snapshot);
   markRebuilt(storage);
@@ -382,6 +388,7 @@ async function rebuildStaged(
       staged = new StagedSnapshot(await stageRebuild());
       return staged;
     });
+    await options.fetched?.();
     await deliverFork(options.storage, { head: head.batch.fence, epochs: head.epochs }, options.now, true);
     await staged!.commit(head);
     markRebuilt(options.storage);

@@ -1,7 +1,8 @@
 /**
  * The host's calls that only reach the open harness (decision 0057 split them out of host.ts): tasks, conversations,
- * their views and the app's extra methods. Each waits for a reopen under way (`whenOpen`); the host keeps the
- * harness's life (open, reopen, close, the lease's moves) to itself.
+ * their views and the app's extra methods. A write waits for a reopen under way (`whenOpen`); a read (`read`: getTask,
+ * inspect, listConversations, pendingApprovals, conversationEntries) answers from the copy open now (decision 0127).
+ * The host keeps the harness's life (open, reopen, close, the lease's moves) to itself.
  */
 import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
@@ -40,6 +41,8 @@ type HarnessCallName =
 export interface HarnessCallsOptions {
   /** The open harness once a reopen under way is done (a page's call made in that window waits for it). */
   whenOpen(): Promise<Harness>;
+  /** A read (decision 0127): `answer` asked of the copy open now, even while a reopen is under way. */
+  read<T>(answer: (copy: Harness) => T | Promise<T>): Promise<T>;
   /** The open harness now, or `DurableError` (not open). */
   requireHarness(): Harness;
   /** Whether the host is opening its harness again (a watch made meanwhile starts on the next one). */
@@ -58,7 +61,7 @@ export function harnessCalls(options: HarnessCallsOptions): {
   calls: Pick<HarnessService, HarnessCallName>;
   views(): number;
 } {
-  const { whenOpen, requireHarness } = options;
+  const { whenOpen, read, requireHarness } = options;
   let views = 0;
   const calls: Pick<HarnessService, HarnessCallName> = {
     async createTask(kind, input, createOptions = {}) {
@@ -76,26 +79,26 @@ export function harnessCalls(options: HarnessCallsOptions): {
         ctx,
       );
     },
-    getTask: async (id) => (await whenOpen()).getTask(id, ctx),
+    getTask: (id) => read((copy) => copy.getTask(id, ctx)),
     waitForTask: async (id) => (await whenOpen()).waitForTask(id, ctx),
     abortTask: async (id) => (await whenOpen()).abortTask(id, ctx),
-    inspect: async () => (await whenOpen()).inspect(ctx),
+    inspect: () => read((copy) => copy.inspect(ctx)),
     async rootConversation(agent) {
       return (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
     },
     async createConversation(agent) {
       return (await (await whenOpen()).createConversation(agent ? { agent } : {}, ctx)).id;
     },
-    async listConversations() {
-      const open = await whenOpen();
-      return open
-        .conversationIds()
-        .sort((a, b) => a - b)
-        .map((id) => {
-          const conversation = open.conversation(id);
-          return { id, agent: conversation.agent(), busy: conversation.busy };
-        });
-    },
+    listConversations: () =>
+      read((open) =>
+        open
+          .conversationIds()
+          .sort((a, b) => a - b)
+          .map((id) => {
+            const conversation = open.conversation(id);
+            return { id, agent: conversation.agent(), busy: conversation.busy };
+          }),
+      ),
     configure: async (conversationId, change) => (await whenOpen()).conversation(conversationId).configure(change, ctx),
     async submit(conversationId, draft) {
       return (await (await whenOpen()).conversation(conversationId).submit(draft, ctx)).id;
@@ -105,7 +108,7 @@ export function harnessCalls(options: HarnessCallsOptions): {
     },
     abortConversation: async (conversationId) => (await whenOpen()).conversation(conversationId).abort(ctx),
     decide: async (conversationId, call, decision) => (await whenOpen()).conversation(conversationId).decide(call, decision, ctx),
-    pendingApprovals: async (conversationId) => (await whenOpen()).conversation(conversationId).pendingApprovals(),
+    pendingApprovals: (conversationId) => read((copy) => copy.conversation(conversationId).pendingApprovals()),
     compact: async (conversationId, instructions) =>
       (await whenOpen()).conversation(conversationId).compact(instructions ? { instructions } : {}, ctx),
     watchConversation(conversationId, listener, lost) {
@@ -170,8 +173,8 @@ export function harnessCalls(options: HarnessCallsOptions): {
         unsubscribe,
       );
     },
-    conversationEntries: async (conversationId, beforeId, limit) =>
-      (await whenOpen()).conversation(conversationId).entriesBefore(beforeId, limit, ctx),
+    conversationEntries: (conversationId, beforeId, limit) =>
+      read((copy) => copy.conversation(conversationId).entriesBefore(beforeId, limit, ctx)),
     async call(method, ...args) {
       const open = await whenOpen(); // as every call: one made while the host reopens waits for it (decision 0053)
       // Own properties only: `constructor`, `toString` or `__proto__` are no app method.

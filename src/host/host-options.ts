@@ -40,14 +40,16 @@ export interface HostOptions {
   takeBack?: () => Promise<void>;
   /**
    * A host whose storage can be rebuilt from elsewhere (decision 0047: a worker following its object with
-   * `follow.rebuild`): each time `when`'s listener is called the host closes its harness, awaits `run(storage)` (the
-   * copy replaced from the object's snapshot), opens the harness again on it and moves the page's views there.
+   * `follow.rebuild`): each time `when`'s listener is called the host awaits `run(storage, closeCopy)` (the copy
+   * replaced from the object's snapshot), opens the harness again on it and moves the page's views there. `run` calls
+   * `closeCopy` once the snapshot is fetched, before anything in the storage changes: until then the read-only copy
+   * answers the page's reads (decision 0127); a `run` that never calls it has the copy closed after it.
    * `stopped(listener)` tells the host when the copy stopped asking by itself (decision 0078: the ready status then says
    * `rebuild: { kind: "stopped", … }`); `again()` starts its count afresh, for the page's `retryRebuild()`.
    */
   rebuild?: {
     when(listener: () => void): void;
-    run(storage: Storage): Promise<void>;
+    run(storage: Storage, closeCopy: () => Promise<void>): Promise<void>;
     stopped?(listener: (tries: number, error: unknown) => void): void;
     again?(): void;
   };

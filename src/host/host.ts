@@ -10,11 +10,14 @@ import { safely } from "../base/safely.ts";
 import { CrashPointsOff, DurableError, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
+import { releaseStorage } from "../harness-lifecycle.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CrashStops } from "./crash-stops.ts";
 import { harnessCalls } from "./harness-methods.ts";
 import { hostLeave } from "./host-leave.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
+import { hostReads } from "./host-reads.ts";
+import { hostReopen } from "./host-reopen.ts";
 import { Listeners } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
@@ -43,6 +46,9 @@ export function createHost(options: HostOptions): ServedHost {
   /** The copy's rebuild the worker stopped retrying (decision 0078): shown while the copy is read-only. */
   let rebuildStopped: RebuildStopped | undefined;
 
+  /** Each harness's options: the storage's claim (harness-lifecycle.ts), let go by a read-only copy kept open (0127). */
+  const claims = new WeakMap<Harness, object>();
+
   const setStatus = (next: HarnessStatus) => {
     status = next;
     statuses.emit(next);
@@ -69,6 +75,8 @@ export function createHost(options: HostOptions): ServedHost {
     // Pages still watching keep the page tool calls they claimed (where the conversation ran before: runHere).
     if (connectedPages) harnessOptions.connectedPages = [...(options.harness.connectedPages ?? []), ...connectedPages];
     const opened = (harness = await Harness.open(storage, harnessOptions, ctx));
+    claims.set(opened, harnessOptions);
+    reopens.opened(); // the copy it replaces stops answering reads (decision 0127)
     if (!opened.readOnly) rebuildStopped = undefined; // its copy writes here: nothing to rebuild
     harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) scheduleTaskPublication();
@@ -134,8 +142,6 @@ export function createHost(options: HostOptions): ServedHost {
   let closedForGood = false;
   /** Bumped by every close and takeover: a reopen started before one opens nothing (review of 0125, M1). */
   let generation = 0;
-  /** The reopen under way (its open included): a close waits for it before it closes the storage. */
-  let reopening: Promise<unknown> | undefined;
   const closeCleanly = (reason: "close" | "takeover") => {
     if (reason === "close") closedForGood = true;
     generation++;
@@ -143,7 +149,7 @@ export function createHost(options: HostOptions): ServedHost {
       try {
         if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
         await opening.catch(() => {}); // an open in progress finishes first, then is closed
-        while (reopening) await reopening.catch(() => {}); // one started before the close opens nothing now
+        for (let r = reopens.reopening(); r; r = reopens.reopening()) await r.catch(() => {}); // one started before opens nothing now
         if (harness) {
           const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
           crashStops.end(new HarnessClosed());
@@ -194,45 +200,17 @@ export function createHost(options: HostOptions): ServedHost {
 
   /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
   const liveViews = new Set<(next: Harness | Error) => void>();
-  /**
-   * Opens the harness again on its storage (after the lease came back here, or `between` rebuilt it): views follow.
-   * A failed `between` still opens it again (on the storage as it was) and then rejects. An open that could not ask
-   * for the lease (the object's link down past a call's timeout) opens read-only instead — nothing is written
-   * without the lease, and the page may ask again — and resolves with that error.
-   */
-  const reopen = (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
-    const run: Promise<unknown> = (reopening = reopenOnce(between, readOnly));
-    const done = () => void (reopening === run && (reopening = undefined));
-    run.then(done, done);
-    return run;
-  };
-  const reopenOnce = async (between?: () => Promise<void>, readOnly?: true): Promise<unknown> => {
-    const old = harness!;
-    harness = undefined;
-    // A close (or a takeover, which clears `closing`) came meanwhile: nothing opens (its storage is closed, or another
-    // tab holds the database), and the host ends as that close says (review of 0125, M1).
-    const started = generation;
-    await old.close(ctx);
-    if (generation !== started) return undefined;
-    let failed: unknown;
-    try {
-      await between?.();
-    } finally {
-      const pages = pageCalls.watchingPages();
-      const opened = open(storage, pages, readOnly).catch((error: unknown) => {
-        if (!options.harness.lease || harness) throw error; // opened, and failed after: not a second harness
-        failed = error;
-        return open(storage, pages, true);
-      });
-      // Nothing opened again: the status says so and every view ends with the open's error (decision 0117, later;
-      // before, they stayed bound to the closed harness, silent). One opened that failed after: they move to it.
-      const next = await opened.catch((error: unknown) => harness ?? notOpened(error, setStatus));
-      // One view that cannot move (its owner told: decision 0117) never keeps the others where they were.
-      for (const rebind of [...liveViews]) safely(() => rebind(next));
-      await opened;
-    }
-    return failed;
-  };
+  const reopens = hostReopen({
+    harness: () => harness,
+    drop: () => void (harness = undefined),
+    generation: () => generation,
+    open: (readOnly) => open(storage, pageCalls.watchingPages(), readOnly),
+    leased: options.harness.lease !== undefined,
+    unclaim: (copy) => releaseStorage(storage!, claims.get(copy) ?? copy),
+    notOpened: (error) => notOpened(error, setStatus),
+    rebinds: liveViews,
+  });
+  const reopen = reopens.reopen;
   /**
    * The harness found its lease lost while it ran (decision 0057: it expired while the tab was away, another place
    * took it): it stopped as after a crash. The host opens it again read-only at once — the page's views move, the
@@ -264,7 +242,7 @@ export function createHost(options: HostOptions): ServedHost {
     rebuild: () => {
       rebuildStopped = undefined; // trying again: the status says so no more
       // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
-      return reopen(() => options.rebuild!.run(storage!).finally(() => queue.runEnded()))
+      return reopen((closeCopy) => options.rebuild!.run(storage!, closeCopy).finally(() => queue.runEnded()))
         .then(recountForks)
         .catch(() => {});
     },
@@ -292,6 +270,11 @@ export function createHost(options: HostOptions): ServedHost {
     while (queue.current) await queue.current.catch(() => {});
     return requireHarness();
   };
+  const reads = hostReads({
+    copy: () => reopens.kept() ?? (harness && !harness.closed && status.kind === "ready" ? harness : undefined),
+    switching: () => (closing ? undefined : queue.current),
+    requireHarness,
+  });
 
   const pageCalls = pageCallMethods({
     requireHarness,
@@ -302,6 +285,7 @@ export function createHost(options: HostOptions): ServedHost {
 
   const { calls: harnessCallsOf, views } = harnessCalls({
     whenOpen,
+    read: reads.read,
     requireHarness,
     reopening: () => queue.current !== undefined,
     rebinds: liveViews,
@@ -344,11 +328,8 @@ export function createHost(options: HostOptions): ServedHost {
     resume: () => requireHarness().resume(),
     // On the commit line: storage.query() switches the connection to query_only around the statement, and a
     // commit that slipped in between would fail with SQLITE_READONLY.
-    query: async (sql, ...params) => (await whenOpen()).query(sql, ...params),
-    async exportDatabase() {
-      await whenOpen();
-      return storage!.exportImage();
-    },
+    query: (sql, ...params) => reads.read((copy) => copy.query(sql, ...params)),
+    exportDatabase: () => reads.read(() => storage!.exportImage()),
     async armCrashPoint(name) {
       if (options.crashPoints === false) throw new CrashPointsOff(name);
       return crashStops.arm(name);
@@ -366,7 +347,9 @@ export function createHost(options: HostOptions): ServedHost {
       if (!current.readOnly || !options.takeBack || closing) return;
       if (!queue.current)
         track(async () => {
-          await options.takeBack!();
+          const started = generation;
+          await options.takeBack!(); // reads answer from the copy meanwhile; writes wait (decision 0127)
+          if (generation !== started) throw new HarnessClosed(); // closed or taken over meanwhile: nothing opens (0127)
           const failed = await reopen();
           if (failed !== undefined) throw failed; // opened read-only: the page may ask again
         });
@@ -381,10 +364,7 @@ export function createHost(options: HostOptions): ServedHost {
     },
     leave: leaving.leave,
     // After a reopen under way (the hand-over's copy: review of 0125, M2), as `query`.
-    async forks() {
-      await whenOpen();
-      return listForks(storage!);
-    },
+    forks: () => reads.read(() => listForks(storage!)),
     async dismissFork(id) {
       await whenOpen();
       await dismissFork(storage!, id);
