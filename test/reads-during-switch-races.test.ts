@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ConnectionLost } from "../src/errors.ts";
+import { ConnectionLost, LeaseNotHeld } from "../src/errors.ts";
 import { createHost } from "../src/host/host.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
 import { createRegistry } from "../src/index.ts";
@@ -106,6 +106,46 @@ describe("runHere's take-back meets a close, a takeover, and any interleaving of
     expect(runHere.outcome).toBe("HarnessClosed");
     expect(h.storageOpens()).toBe(1);
     expect(h.service.status().kind).toBe("waiting-for-lock"); // before: failed (its harness opened on the closed storage)
+  });
+
+  it("S5: a rebuild under a lease opens its copy again read-only: reads after the snapshot wait on no lease asked over a silent link (before: the writable open's lease ask held them, no copy open)", async () => {
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    let acquires = 0;
+    let rebuildNow: (() => void) | undefined;
+    const host = createHost({
+      database: "tab",
+      openStorage: async () => storage,
+      harness: {
+        registry: createRegistry(),
+        lease: {
+          place: "tab",
+          arbiter: {
+            acquire: async (place) => {
+              if (++acquires === 1) throw new LeaseNotHeld(place, "the object holds it");
+              return new Promise<never>(() => {}); // the link went silent after the snapshot
+            },
+            renew: async () => new Promise<never>(() => {}),
+            release: async () => {},
+          },
+        },
+      },
+      rebuild: {
+        when: (listener) => void (rebuildNow = listener),
+        run: async (_storage, closeCopy) => {
+          await closeCopy(); // the snapshot is here: the copy closes before it is replaced
+        },
+      },
+      now: () => 0,
+    });
+    expect((await host.ready).readOnly).toBe(true);
+    rebuildNow!();
+    await flush(2);
+    const read = settled(host.service.query("SELECT count(*) AS n FROM tasks"), "ok");
+    await flush(16);
+    expect(read.outcome).toBe("ok");
+    expect(acquires).toBe(1);
+    expect(host.service.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    await host.service.close();
   });
 
   it("S4/S5 (property): reads, writes, closes and clock moves around a take-back — every read asked before a close answers without the clock moving (never HarnessClosed, never an error); no call outlives the link's bound", async () => {

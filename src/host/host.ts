@@ -242,7 +242,10 @@ export function createHost(options: HostOptions): ServedHost {
     rebuild: () => {
       rebuildStopped = undefined; // trying again: the status says so no more
       // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
-      return reopen((closeCopy) => options.rebuild!.run(storage!, closeCopy).finally(() => queue.runEnded()))
+      // Under a lease, opened again read-only (decision 0127): the copy is rebuilt because it does not hold the lease,
+      // and the lease asked of the object there (a link call) held every read while no copy was open.
+      const rebuilt = (closeCopy: () => Promise<void>) => options.rebuild!.run(storage!, closeCopy).finally(() => queue.runEnded());
+      return reopen(rebuilt, options.harness.lease ? true : undefined)
         .then(recountForks)
         .catch(() => {});
     },
