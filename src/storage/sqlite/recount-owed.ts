@@ -263,8 +263,9 @@ export class OwedRecount {
     const first = keepRunning ? 0 : RECOUNT_SLICE;
     const after = first === 0 ? 0 : ids[first - 1]!;
     const through = ids[ids.length - 1]!;
-    // Both counted before the first slice is (it makes rows in (0, after] pending; the open's count is past `after`).
-    const [owedKept, inOpen] = keptAndOpen(tx, kept, after, through);
+    // Both counted before the first slice is (it makes rows in (0, after] pending; the open's count is past `after`),
+    // the open's to no end: a row stored running above `through` is not named either (review of 0129, M1).
+    const [owedKept, inOpen] = keptAndOpen(tx, kept, after, Number.MAX_SAFE_INTEGER);
     if ((kept.length > 0 && owedKept !== this.#found!.count) || inOpen !== ids.length - first) return false;
     const windows = [...kept, { after: 0, through, keepRunning, written: [] }];
     if (first > 0 && countRange(tx, windows, 0, after) !== first) return false;
