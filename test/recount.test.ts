@@ -206,32 +206,32 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
     // Review of 0129, M1 (older): a row stored running above the last id named was outside every count.
     { missing: RECOUNT_SLICE + 10, keepRunning: true },
     { missing: RECOUNT_SLICE + 10, keepRunning: false },
-  ])("S4, S11 (decision 0129): a recount of more than a slice that names other rows than the ones stored running is rolled back and stored row by row, not recorded as owed (row $missing not named, keepRunning $keepRunning)", async ({
-    missing,
-    keepRunning,
-  }) => {
-    const seeded = await openSqliteStorage({ vfs: "memory" });
-    const ids = Array.from({ length: RECOUNT_SLICE + 10 }, (_, at) => at + 1);
-    const task = (id: number, restarts?: number): TaskRecord => ({
-      id,
-      conversationId: 1,
-      kind: "test.stall",
-      version: 1,
-      input: null,
-      background: false,
-      abortRequested: false,
-      state: { status: "running", checkpoint: { phase: "stall" } },
-      ...(restarts === undefined ? {} : { restarts }),
-    });
-    await seeded.apply({ ...empty(), tasks: ids.map((id) => task(id)) });
-    const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
-    await storage.load();
-    const named = ids.filter((id) => id !== missing); // stored running but not named
-    await storage.apply({ ...empty(), tasks: named.map((id) => task(id, 1)), recount: { keepRunning } });
-    expect(storage.owesRestarts).toBe(false);
-    const stored = await storage.database.all("SELECT id, record ->> '$.restarts' AS r FROM tasks ORDER BY id");
-    expect(stored.filter((row) => row.r !== 1).map((row) => [row.id, row.r])).toEqual([[missing, null]]);
-  });
+  ])(
+    "S4, S11 (decision 0129): a recount of more than a slice that names other rows than the ones stored running is rolled back and stored row by row, not recorded as owed (row $missing not named, keepRunning $keepRunning)",
+    async ({ missing, keepRunning }) => {
+      const seeded = await openSqliteStorage({ vfs: "memory" });
+      const ids = Array.from({ length: RECOUNT_SLICE + 10 }, (_, at) => at + 1);
+      const task = (id: number, restarts?: number): TaskRecord => ({
+        id,
+        conversationId: 1,
+        kind: "test.stall",
+        version: 1,
+        input: null,
+        background: false,
+        abortRequested: false,
+        state: { status: "running", checkpoint: { phase: "stall" } },
+        ...(restarts === undefined ? {} : { restarts }),
+      });
+      await seeded.apply({ ...empty(), tasks: ids.map((id) => task(id)) });
+      const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
+      await storage.load();
+      const named = ids.filter((id) => id !== missing); // stored running but not named
+      await storage.apply({ ...empty(), tasks: named.map((id) => task(id, 1)), recount: { keepRunning } });
+      expect(storage.owesRestarts).toBe(false);
+      const stored = await storage.database.all("SELECT id, record ->> '$.restarts' AS r FROM tasks ORDER BY id");
+      expect(stored.filter((row) => row.r !== 1).map((row) => [row.id, row.r])).toEqual([[missing, null]]);
+    },
+  );
 });
 
 describe("the open reads every live task (decision 0043 measured and dropped a joined read)", () => {
