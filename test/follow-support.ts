@@ -208,7 +208,12 @@ export async function rows(storage: SqliteStorage) {
  * An in-memory socket to `end` on a connection of its own; `opened()` fires its open event. While `hold()` says so the
  * frames it sends wait (a worker busy in a long stretch: its socket sends nothing) until `unhold()` sends them in order.
  */
-export function socketTo(end: ObjectEnd, connection: string, hold: () => boolean = () => false) {
+export function socketTo(
+  end: ObjectEnd,
+  connection: string,
+  hold: () => boolean = () => false,
+  drop: (frame: unknown) => boolean = () => false,
+) {
   const sent: string[] = [];
   const held: string[] = [];
   const listeners: Record<string, Array<(event?: { data: unknown }) => void>> = { open: [], message: [], close: [], error: [] };
@@ -220,6 +225,7 @@ export function socketTo(end: ObjectEnd, connection: string, hold: () => boolean
           frame,
           (reply) =>
             setTimeout(() => {
+              if (drop(reply)) return; // lost on its way to the tab
               for (const listener of listeners.message!) listener({ data: reply });
             }, 0),
           () => true,

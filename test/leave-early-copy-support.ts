@@ -52,7 +52,17 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     open: (storage: Storage, lease) => Harness.open(storage, { registry: registry("object", prints), clock, lease, resume: true }, ctx),
   });
   let silent = false;
-  const worker = socketTo(end, "worker", () => silent);
+  let dropsPushes = false;
+  const frames: unknown[] = [];
+  const worker = socketTo(
+    end,
+    "worker",
+    () => silent,
+    (frame) => {
+      frames.push(frame);
+      return dropsPushes && typeof frame === "string" && frame.includes('"type":"push"');
+    },
+  );
   const follow = followObject({ url: "ws://object/follow", connect: () => worker.socket, place: "tab" }, clock);
   const tickets: LeavingTicket[] = [];
   follow.onLeavingTicket((ticket) => ticket && tickets.push(ticket));
@@ -128,6 +138,10 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     step,
     /** From now on every frame the worker sends is lost; its link stays up and still delivers the object's. */
     silence: () => void (silent = true),
+    /** From now on the object's pushes never reach the tab (its answers do): a copy that follows stands still. */
+    dropPushes: () => void (dropsPushes = true),
+    /** Every frame the object sent the worker, dropped or not. */
+    frames,
     /** The link delivers again (what was sent meanwhile stays lost). */
     restore() {
       worker.lose();

@@ -20,7 +20,7 @@
  */
 import { BACKGROUND_CONTEXT, type Context, waitFor } from "../base/context.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { ConnectionLost, FollowMessageRefused, LeaseNotHeld } from "../errors.ts";
+import { ConnectionLost, FollowMessageRefused, HarnessClosed, LeaseNotHeld } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import { Reassembly } from "./chunks.ts";
@@ -60,6 +60,8 @@ export class Follower {
   readonly #line = new SerialQueue();
   readonly #listeners = new Set<(head: LogMark) => void>();
   readonly #stops: Array<() => void> = [];
+  /** The pending `whenHolds`' rejections: a stop settles them (decision 0130). */
+  readonly #whenStopped = new Set<() => void>();
   /** The copy's head (undefined until read). */
   #head: LogMark | undefined;
   #following = false;
@@ -98,16 +100,27 @@ export class Follower {
     return this.#forked;
   }
 
-  /** Resolves once the copy holds the log up to `position`. */
+  /**
+   * Resolves once the copy holds the log up to `position`; rejects `HarnessClosed` when the follower is (or was)
+   * stopped first: nothing is applied after, and a wait left pending held a take-back, and the host's reopen queue
+   * behind it, for good (decision 0130).
+   */
   whenHolds(position: number, context: Context): Promise<void> {
     if (this.head >= position) return Promise.resolve();
+    if (this.#stopped) return Promise.reject(new HarnessClosed("The follower"));
     let stop = () => {};
-    const held = new Promise<void>((resolve) => {
-      stop = this.#onApplied((head) => {
+    const held = new Promise<void>((resolve, reject) => {
+      const listening = this.#onApplied((head) => {
         if (head.position < position) return;
         stop();
         resolve();
       });
+      const ended = () => reject(new HarnessClosed("The follower"));
+      this.#whenStopped.add(ended);
+      stop = () => {
+        listening();
+        this.#whenStopped.delete(ended);
+      };
     });
     return waitFor(held, context).finally(stop);
   }
@@ -117,7 +130,9 @@ export class Follower {
    * goes on pushing what the copy lacks; resolves with the release once the copy holds the log up to P. The caller
    * then closes the read-only harness and opens it again under the lease (it takes the next epoch, the object mints
    * it, and recovers as after a crash — restarts counted — in that epoch's first transaction). Rejects with the
-   * object's refusal (`LeaseNotHeld`: it does not hold the lease, or this copy forked) or `ConnectionLost`.
+   * object's refusal (`LeaseNotHeld`: it does not hold the lease, or this copy forked), `ConnectionLost`, or
+   * `HarnessClosed` when the follower is stopped before the copy holds P (decision 0130). A link silent after the
+   * answer while the follower goes on is waited for without a bound (decision 0127: the lease is reserved for this tab).
    */
   async takeBack(context: Context): Promise<HandBack> {
     if (this.#forked) throw new LeaseNotHeld(this.#place, "its copy left the object's history (a fork): rebuild it first");
@@ -129,11 +144,15 @@ export class Follower {
     return released;
   }
 
-  /** Stops applying and listening (the harness goes on; it is closed or reopened by its owner). */
+  /**
+   * Stops applying and listening (the harness goes on; it is closed or reopened by its owner). Every pending
+   * `whenHolds` (a take-back's) rejects `HarnessClosed` (decision 0130).
+   */
   stop(): void {
     this.#stopped = true;
     this.#following = false;
     for (const stop of this.#stops.splice(0)) stop();
+    for (const ended of [...this.#whenStopped]) ended();
   }
 
   #onApplied(listener: (head: LogMark) => void): () => void {

@@ -142,9 +142,17 @@ export function createHost(options: HostOptions): ServedHost {
   let closedForGood = false;
   /** Bumped by every close and takeover: a reopen started before one opens nothing (review of 0125, M1). */
   let generation = 0;
+  /** Told at every close and takeover: a take-back under way stops waiting (decision 0130). */
+  const closes = new Listeners<void>();
+  const unlessClosed = (work: Promise<void>) =>
+    new Promise<void>((resolve, reject) => {
+      const stop = closes.add(() => reject(new HarnessClosed()));
+      work.then(resolve, reject).finally(stop);
+    });
   const closeCleanly = (reason: "close" | "takeover") => {
     if (reason === "close") closedForGood = true;
     generation++;
+    closes.emit();
     closing ??= (async () => {
       try {
         if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
@@ -351,7 +359,9 @@ export function createHost(options: HostOptions): ServedHost {
       if (!queue.current)
         track(async () => {
           const started = generation;
-          await options.takeBack!(); // reads answer from the copy meanwhile; writes wait (decision 0127)
+          // Reads answer from the copy meanwhile; writes wait (decision 0127). A close or a takeover ends the wait at
+          // once (decision 0130): a take-back whose pushes never come held the queue, and every write, for good.
+          await unlessClosed(options.takeBack!());
           if (generation !== started) throw new HarnessClosed(); // closed or taken over meanwhile: nothing opens (0127)
           const failed = await reopen();
           if (failed !== undefined) throw failed; // opened read-only: the page may ask again
