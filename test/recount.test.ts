@@ -10,6 +10,18 @@ import { ctx, openHarness, runUntil, stall } from "./support.ts";
 const registry = () => createRegistry().install(defineExtension({ name: "test", tasks: [stall] }));
 const SEED_QUERY = "SELECT id, status, record ->> '$.state.checkpoint.phase' AS phase, record ->> '$.restarts' AS restarts FROM tasks";
 const empty = (): Batch => ({ tasks: [], conversations: [], entries: [], submissions: [], documents: [] });
+/** A task stored running in its stall phase, with `restarts` when given. */
+const task = (id: number, restarts?: number): TaskRecord => ({
+  id,
+  conversationId: 1,
+  kind: "test.stall",
+  version: 1,
+  input: null,
+  background: false,
+  abortRequested: false,
+  state: { status: "running", checkpoint: { phase: "stall" } },
+  ...(restarts === undefined ? {} : { restarts }),
+});
 
 /** Image of a crash with `count` stall tasks running (the process dies while they hold their invocations). */
 async function crashedWithRunning(count: number): Promise<Uint8Array> {
@@ -168,17 +180,6 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
 
   it("a batch marked as a recount that names other rows than the running ones is rolled back and stored row by row; a fenced one as it is", async () => {
     const seeded = await openSqliteStorage({ vfs: "memory" });
-    const task = (id: number, restarts?: number): TaskRecord => ({
-      id,
-      conversationId: 1,
-      kind: "test.stall",
-      version: 1,
-      input: null,
-      background: false,
-      abortRequested: false,
-      state: { status: "running", checkpoint: { phase: "stall" } },
-      ...(restarts === undefined ? {} : { restarts }),
-    });
     await seeded.apply({ ...empty(), tasks: [task(1), task(2), task(3)] });
     const image = await seeded.exportImage();
     const restarts = async (storage: SqliteStorage) =>
@@ -211,17 +212,6 @@ describe("S4's recovery commit in one statement (decision 0043)", () => {
     async ({ missing, keepRunning }) => {
       const seeded = await openSqliteStorage({ vfs: "memory" });
       const ids = Array.from({ length: RECOUNT_SLICE + 10 }, (_, at) => at + 1);
-      const task = (id: number, restarts?: number): TaskRecord => ({
-        id,
-        conversationId: 1,
-        kind: "test.stall",
-        version: 1,
-        input: null,
-        background: false,
-        abortRequested: false,
-        state: { status: "running", checkpoint: { phase: "stall" } },
-        ...(restarts === undefined ? {} : { restarts }),
-      });
       await seeded.apply({ ...empty(), tasks: ids.map((id) => task(id)) });
       const storage = await openSqliteStorage({ vfs: "memory", image: await seeded.exportImage() });
       await storage.load();
