@@ -1,6 +1,7 @@
 /// <reference lib="webworker" />
 /** The follower's side of every tab being live (./wire.ts): the page's endpoint over its own worker and the leader's. */
 
+import { type Clock, systemClock } from "../../base/clock.ts";
 import { safely } from "../../base/safely.ts";
 import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
@@ -33,8 +34,14 @@ export interface TabsEndpoint extends HostEndpoint {
   close(): void;
 }
 
+export interface TabsEndpointOptions {
+  /** The clock of the waits that ask again and of the resend window (the page's by default; a test's manual clock). */
+  clock?: Clock;
+}
+
 /** The page's side: one endpoint over this tab's worker (`own`) and, while another tab leads, the leader's worker. */
-export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
+export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {}): TabsEndpoint {
+  const clock = options.clock ?? systemClock;
   const locks = broker();
   let ownStatus: HarnessStatus = { kind: "starting" };
   let database: string | undefined;
@@ -82,7 +89,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
    * id: asked there again after a backoff; meanwhile the page's status says reconnecting, not ready (decision 0117 after
    * review; before, such a subscription was asked again only at the next move, the page silent and "ready").
    */
-  const unserved = new UnservedWaits();
+  const unserved = new UnservedWaits(clock);
   /** Served again (`true`: its attempt kept a while), refused, unsubscribed, given up: its wait (if any) ends with it. */
   const served = (id: number, again = false) => unserved.end(id, again);
   const status = (): HarnessStatus => {
@@ -253,7 +260,7 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   const follow = (id: string) => {
     if (!locks || !channel || leader?.leader === id) return;
     leader?.close();
-    const link: Link = openLink(id, channel, locks, { lose: () => lose(link), changed: () => leader === link && changed() });
+    const link: Link = openLink(id, channel, locks, { lose: () => lose(link), changed: () => leader === link && changed() }, clock);
     leader = link;
   };
 
@@ -277,25 +284,29 @@ export function tabsEndpoint(own: HostEndpoint): TabsEndpoint {
   };
 
   // This tab's worker's status, asked again while it cannot be served (./own-status.ts; decision 0123).
-  const ownWatch = watchStatus(own, (status) => {
-    ownStatus = status;
-    if ("database" in ownStatus) database = ownStatus.database;
-    if (ownStatus.kind !== "ready") {
-      for (const resolve of ownLeft) resolve();
-      ownLeft.clear();
-    }
-    reconsider();
-  });
+  const ownWatch = watchStatus(
+    own,
+    (status) => {
+      ownStatus = status;
+      if ("database" in ownStatus) database = ownStatus.database;
+      if (ownStatus.kind !== "ready") {
+        for (const resolve of ownLeft) resolve();
+        ownLeft.clear();
+      }
+      reconsider();
+    },
+    { clock },
+  );
 
   return {
     async call(method, args) {
       if (isLocal(method)) return own.call(method, args);
       let sent = args;
-      const started = Date.now();
+      const started = clock.now();
       for (let fresh = true; ; fresh = false) {
         const target = await next(fresh);
         // Past the window the harness may have let the call's hand-over key expire (decision 0022).
-        if (!fresh && Date.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
+        if (!fresh && clock.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
         // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
         // only (a submission's key is a column of its row, a decision's a field of its approval record; a task
         // key is a document of its own, kept five minutes for a follower, decision 0022).

@@ -4,10 +4,13 @@
  * and the leader's status, watched as the page's own worker's is (./own-status.ts). The leader's door failing that
  * subscription with what passes by itself (its hook threw: `AuthorizeFailed`) is asked again after the unserved backoff,
  * the link's status `reconnecting` meanwhile; refused, the link's status is `failed` with the refusal and the link is
- * kept (asked again when another leader is followed). Before (decision 0123's review, M1), either dropped the link and
- * nothing asked again: the tab stayed `waiting-for-lock` while a healthy leader lived.
+ * kept. Before (decision 0123's review, M1), either dropped the link and nothing asked again: the tab stayed
+ * `waiting-for-lock` while a healthy leader lived. A refused follower is asked again on `REFUSED_BACKOFF` (and at once
+ * when another leader is followed): `failed` is told once, and the tab follows once the leader's hook lets it
+ * (decision 0132; before, it stayed `failed` until leadership changed).
  */
 
+import type { Clock } from "../../base/clock.ts";
 import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { shapeOf } from "../../host/error-wire.ts";
@@ -15,6 +18,7 @@ import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { watchStatus } from "./own-status.ts";
 import { isLoss } from "./retry.ts";
+import type { Backoff } from "./unserved.ts";
 import { type BrokerMessage, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader this tab follows, over its connection's channel. */
@@ -37,8 +41,15 @@ export interface LinkEvents {
   changed(): void;
 }
 
-/** Connects to the leader `id` over the database's `channel`. */
-export function openLink(id: string, channel: BroadcastChannel, locks: LockManager, on: LinkEvents): Link {
+/**
+ * How often a leader whose door refused this tab's status is asked again: 5 s, doubling to once a minute (decision
+ * 0132). A refusal is the app's answer, shown as `failed`; it may change (the app's hook reads a sign-in, a permission),
+ * and this tab has no other way to learn it — slowly, so a hook that stays `false` costs a call a minute.
+ */
+export const REFUSED_BACKOFF: Backoff = { firstMs: 5_000, maxMs: 60_000 };
+
+/** Connects to the leader `id` over the database's `channel`; `clock`'s timers ask its status again. */
+export function openLink(id: string, channel: BroadcastChannel, locks: LockManager, on: LinkEvents, clock?: Clock): Link {
   const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
   const port = new BroadcastChannel(connection);
   const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
@@ -77,6 +88,8 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
           else on.changed();
         },
         {
+          clock,
+          refused: REFUSED_BACKOFF,
           gone: isLoss,
           ended: (error) => {
             if (isLoss(error)) return on.lose();

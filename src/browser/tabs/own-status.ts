@@ -8,11 +8,12 @@
  * (decisions 0123 and its review).
  */
 
+import type { Clock } from "../../base/clock.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { refusalOf } from "../../host/endpoint.ts";
 import { shapeOf } from "../../host/error-wire.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { UnservedWaits } from "./unserved.ts";
+import { type Backoff, UNSERVED_BACKOFF, UnservedWaits } from "./unserved.ts";
 
 /** The one wait's id in its own `UnservedWaits`. */
 const STATUS = 0;
@@ -22,6 +23,13 @@ export interface StatusWatchOptions {
   gone?: (error: unknown) => boolean;
   /** Refused, or the place gone: nothing is asked again. Default: `told` hears `failed` with the error. */
   ended?: (error: unknown) => void;
+  /** The timers the waits ask again on (the page's by default; a test's manual clock). */
+  clock?: Clock;
+  /**
+   * Refused, asked again after this backoff (the leader's door: decision 0132): `ended` is told the first refusal of a
+   * stretch only (the status `failed` once, not again at each refusal), and nothing asks again once the place is gone.
+   */
+  refused?: Backoff;
 }
 
 /**
@@ -35,18 +43,33 @@ export function watchStatus(
 ): { close(): void } {
   const gone = options.gone ?? ((error: unknown) => (error as { name?: unknown } | undefined)?.name === "WorkerGone");
   const ended = options.ended ?? ((error: unknown) => told({ kind: "failed", error: shapeOf(error) }));
-  const waits = new UnservedWaits();
+  const waits = new UnservedWaits(options.clock, UNSERVED_BACKOFF);
+  const refusals = options.refused && new UnservedWaits(options.clock, options.refused);
+  /** Refused, and not served or answered otherwise since: a refusal again tells nothing (decision 0132). */
+  let refused = false;
   let closed = false;
   const ask = () => {
     endpoint
       .subscribe("onStatus", [], (value) => {
         if (closed) return;
         waits.end(STATUS, true); // served (again): its wait, if any, is over
+        refusals?.end(STATUS);
+        refused = false;
         told(value as HarnessStatus);
       })
       .catch((error: unknown) => {
         if (closed) return;
-        if (refusalOf(error) || gone(error)) return ended(error);
+        if (gone(error) || (refusalOf(error) && !refusals)) return ended(error);
+        if (refusalOf(error)) {
+          // Asked again, slowly: the app's answer may change (a sign-in); `failed` is told once (decision 0132).
+          waits.end(STATUS);
+          refusals!.next(STATUS, ask);
+          if (!refused) ended(error);
+          refused = true;
+          return;
+        }
+        refusals?.end(STATUS);
+        refused = false;
         // What passes by itself is asked again; the status says why it waits (the review of 0123, L3).
         const wait = waits.next(STATUS, ask);
         told({ kind: "reconnecting", attempt: wait.attempt, retryInMs: wait.retryInMs, error: shapeOf(error) });
@@ -57,6 +80,7 @@ export function watchStatus(
     close() {
       closed = true;
       waits.clear();
+      refusals?.clear();
     },
   };
 }

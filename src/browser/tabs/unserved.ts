@@ -6,24 +6,37 @@
  * asked at the first backoff each time; served that long, its next end starts over (decision 0117, later).
  */
 
+import { type Clock, systemClock } from "../../base/clock.ts";
+
 /** The first wait before a place that could not serve a subscription now is asked again, and the longest. */
 const UNSERVED_RETRY_MS = 500;
 const UNSERVED_MAX_RETRY_MS = 10_000;
 
+/** A backoff: the first wait, doubling to the longest. */
+export interface Backoff {
+  firstMs: number;
+  maxMs: number;
+}
+
+export const UNSERVED_BACKOFF: Backoff = { firstMs: UNSERVED_RETRY_MS, maxMs: UNSERVED_MAX_RETRY_MS };
+
 export interface UnservedWait {
   attempt: number;
   retryInMs: number;
-  timer?: ReturnType<typeof setTimeout>;
+  cancel?: () => void;
 }
 
 export class UnservedWaits {
   readonly #waits = new Map<number, UnservedWait>();
   /** When each was last served after a wait, and at which attempt. */
   readonly #served = new Map<number, { attempt: number; at: number }>();
-  readonly #now: () => number;
+  readonly #clock: Clock;
+  readonly #backoff: Backoff;
 
-  constructor(now: () => number = Date.now) {
-    this.#now = now;
+  /** `clock`'s timers ask again (the page's `setTimeout` by default; a test's manual clock). */
+  constructor(clock: Clock = systemClock, backoff: Backoff = UNSERVED_BACKOFF) {
+    this.#clock = clock;
+    this.#backoff = backoff;
   }
 
   get size(): number {
@@ -44,9 +57,9 @@ export class UnservedWaits {
   end(id: number, served = false): boolean {
     const wait = this.#waits.get(id);
     if (!served) this.#served.delete(id);
-    else if (wait) this.#served.set(id, { attempt: wait.attempt, at: this.#now() });
+    else if (wait) this.#served.set(id, { attempt: wait.attempt, at: this.#clock.now() });
     if (!wait) return false;
-    clearTimeout(wait.timer);
+    wait.cancel?.();
     this.#waits.delete(id);
     return true;
   }
@@ -54,19 +67,20 @@ export class UnservedWaits {
   /** `id`'s next wait — a running one is replaced, not doubled — whose timer calls `fire`. */
   next(id: number, fire: () => void): UnservedWait {
     const before = this.#waits.get(id);
-    clearTimeout(before?.timer);
+    before?.cancel?.();
+    const { firstMs, maxMs } = this.#backoff;
     const kept = this.#served.get(id);
-    const prior = before?.attempt ?? (kept && this.#now() - kept.at < UNSERVED_MAX_RETRY_MS ? kept.attempt : 0);
+    const prior = before?.attempt ?? (kept && this.#clock.now() - kept.at < maxMs ? kept.attempt : 0);
     const attempt = prior + 1;
-    const wait: UnservedWait = { attempt, retryInMs: Math.min(UNSERVED_MAX_RETRY_MS, UNSERVED_RETRY_MS * 2 ** (attempt - 1)) };
+    const wait: UnservedWait = { attempt, retryInMs: Math.min(maxMs, firstMs * 2 ** Math.min(attempt - 1, 30)) };
     this.#waits.set(id, wait);
-    wait.timer = setTimeout(fire, wait.retryInMs);
+    wait.cancel = this.#clock.setTimer(wait.retryInMs, fire);
     return wait;
   }
 
   /** No wait is left (the endpoint closed). */
   clear(): void {
-    for (const wait of this.#waits.values()) clearTimeout(wait.timer);
+    for (const wait of this.#waits.values()) wait.cancel?.();
     this.#waits.clear();
     this.#served.clear();
   }

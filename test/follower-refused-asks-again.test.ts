@@ -1,0 +1,160 @@
+/**
+ * Decision 0132 (issue 27, the seam 0123's review left): a follower tab whose leader's `authorize` hook refused its
+ * status subscription (`false`: `NotAuthorized`) stayed `failed` until another tab led — nothing asked again, though the
+ * app's answer may change (a sign-in). Now `failed` is told once, with the library's typed refusal, and the leader is
+ * asked again on a slow bounded backoff (5 s doubling to 60 s, on the endpoint's clock): the tab follows once the hook
+ * lets it. A hook that throws stays the transient wait of 0123's review (500 ms doubling to 10 s, `reconnecting`).
+ * Real `serveTabs` and `tabsEndpoint` on Node's BroadcastChannel and the Web Locks stand-in; the follower's timers on a
+ * manual clock.
+ */
+import fc from "fast-check";
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
+import { serveTabs } from "../src/browser/tabs/leader.ts";
+import { NotAuthorized } from "../src/errors.ts";
+import { HostClient } from "../src/host/client.ts";
+import type { HostEndpoint } from "../src/host/endpoint.ts";
+import { createHost } from "../src/host/host.ts";
+import type { HarnessStatus } from "../src/host/protocol.ts";
+import { createRegistry, MemoryStorage } from "../src/index.ts";
+import { createManualClock } from "../src/testing/clock.ts";
+import { Locks } from "./tabs-support.ts";
+
+type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw";
+
+const locks = new Locks();
+const cleanups: Array<() => unknown> = [];
+beforeEach(() => {
+  (globalThis as { navigator?: unknown }).navigator = { locks };
+});
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+/** Real time passes (the channel's messages, a slow hook) until `done`, or fails after 3 s. */
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 3000 && !done(); i++) await macrotask();
+  if (!done()) throw new Error(`never: ${what}`);
+}
+
+/** A leader tab's worker whose hook answers each `onStatus` ask with the next of `answers` (then `allow`). */
+async function tabs(answers: Answer[]) {
+  const database = `follower-refused-${crypto.randomUUID()}`;
+  const served = createHost({
+    database,
+    openStorage: async () => new MemoryStorage(),
+    harness: { registry: createRegistry() },
+    now: () => 0,
+  });
+  const asks: number[] = [];
+  const clock = createManualClock(0);
+  serveTabs(served.service, database, {
+    authorize: async (_caller, call) => {
+      if (call.method !== "onStatus") return true;
+      const answer = answers[asks.length] ?? "allow";
+      asks.push(clock.now());
+      if (answer.startsWith("slow")) for (let i = 0; i < 5; i++) await macrotask();
+      if (answer.endsWith("throw")) throw new Error("the permission store is down");
+      return answer.endsWith("allow");
+    },
+  });
+  cleanups.push(() => served.service.close().catch(() => {}));
+  await served.ready;
+  const own: HostEndpoint = {
+    call: () => new Promise(() => {}),
+    subscribe: async (_method, _args, emit) => {
+      emit({ kind: "waiting-for-lock", database } satisfies HarnessStatus);
+      return 1;
+    },
+    unsubscribe: () => {},
+  };
+  const endpoint = tabsEndpoint(own, { clock });
+  const client = new HostClient(endpoint);
+  cleanups.push(() => endpoint.close());
+  const told: HarnessStatus[] = [];
+  client.onStatus((status) => told.push(status));
+  const following = () => client.status.kind === "ready" && client.status.role === "follower";
+  return { client, told, asks, clock, following };
+}
+
+const shown = (status: HarnessStatus) =>
+  status.kind === "reconnecting"
+    ? `reconnecting ${status.attempt}`
+    : status.kind === "failed"
+      ? `failed ${status.error.name}`
+      : status.kind;
+
+it("0132: a refused follower is told failed once (NotAuthorized, the library's words), asked again at 5 s, 10 s, 20 s on the clock, and follows once the hook lets it (fails before: failed for good, asked once)", async () => {
+  const { client, told, asks, clock, following } = await tabs(["refuse", "refuse", "refuse", "allow"]);
+  await expect(client.ready()).rejects.toBeInstanceOf(NotAuthorized);
+  expect(client.status).toMatchObject({ kind: "failed", error: { name: "NotAuthorized" } });
+  expect(asks).toEqual([0]);
+  clock.advance(4_999);
+  for (let i = 0; i < 20; i++) await macrotask();
+  expect(asks).toHaveLength(1); // not before the backoff
+  clock.advance(1);
+  await until(() => asks.length === 2 && clock.pending > 0, "asked again at 5 s");
+  clock.advance(10_000);
+  await until(() => asks.length === 3 && clock.pending > 0, "asked again at 15 s");
+  clock.advance(20_000);
+  await until(following, "following once allowed");
+  expect(asks).toEqual([0, 5_000, 15_000, 35_000]);
+  expect(told.map(shown)).toEqual(["waiting-for-lock", "failed NotAuthorized", "ready"]);
+  await client.ready();
+  expect(await client.listConversations()).toEqual([]);
+  expect(clock.pending).toBe(0); // served: nothing asks again
+}, 15_000);
+
+it("0132: the refused backoff is bounded at once a minute: a hook that stays false is asked at 5, 15, 35, 75, 135, 195 s — never faster, never stopped", async () => {
+  const { asks, clock, client } = await tabs(Array.from({ length: 50 }, () => "refuse" as const));
+  await until(() => client.status.kind === "failed" && clock.pending === 1, "refused");
+  for (let n = 2; n <= 6; n++) {
+    clock.next();
+    await until(() => asks.length === n && clock.pending === 1, `ask ${n}`);
+  }
+  expect(asks).toEqual([0, 5_000, 15_000, 35_000, 75_000, 135_000]);
+  clock.next();
+  await until(() => asks.length === 7, "ask 7");
+  expect(asks[6]).toBe(195_000);
+  expect(client.status.kind).toBe("failed");
+}, 15_000);
+
+it("0132: a hook that throws after a refusal is the transient wait (reconnecting 1 with AuthorizeFailed), and a refusal after it is told failed again", async () => {
+  const { told, clock, asks, following } = await tabs(["refuse", "throw", "refuse", "allow"]);
+  await until(() => asks.length === 1 && clock.pending === 1, "refused");
+  clock.next();
+  await until(() => asks.length === 2 && clock.pending === 1, "threw");
+  clock.next();
+  await until(() => asks.length === 3 && clock.pending === 1, "refused again");
+  clock.next();
+  await until(following, "following");
+  expect(told.map(shown)).toEqual(["waiting-for-lock", "failed NotAuthorized", "reconnecting 1", "failed NotAuthorized", "ready"]);
+  expect(told[2]).toMatchObject({ error: { name: "AuthorizeFailed" } });
+  expect(JSON.stringify(told)).not.toContain("permission store"); // the hook's words stay in the leader
+}, 15_000);
+
+it("0132 (property): whatever the leader's hook answers (true, false, a throw, slowly), the follower never wedges — a timer is always pending until it follows — each wait is at most 60 s, failed is never told twice in a row, and it follows at the first answer that lets it", async () => {
+  const answer = fc.constantFrom<Answer>("allow", "refuse", "throw", "slow-allow", "slow-refuse", "slow-throw");
+  await fc.assert(
+    fc.asyncProperty(fc.array(answer, { maxLength: 6 }), async (answers) => {
+      const { told, asks, clock, following } = await tabs(answers);
+      const first = answers.findIndex((one) => one.endsWith("allow"));
+      const needed = (first < 0 ? answers.length : first) + 1;
+      for (let n = 1; ; n++) {
+        await until(() => following() || (asks.length === n && clock.pending === 1), `ask ${n} answered`);
+        if (following()) break;
+        const before = clock.now();
+        expect(clock.next()).toBe(true); // never wedged: something asks again
+        expect(clock.now() - before).toBeLessThanOrEqual(60_000);
+        expect(n).toBeLessThan(needed);
+      }
+      expect(asks).toHaveLength(needed);
+      const kinds = told.map(shown);
+      for (let i = 1; i < kinds.length; i++) expect(kinds[i] === kinds[i - 1] && kinds[i]!.startsWith("failed")).toBe(false);
+      expect(kinds.at(-1)).toBe("ready");
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+    }),
+    { numRuns: 25 },
+  );
+}, 120_000);
