@@ -38,10 +38,11 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
       });
       const rebuilding = follow.rebuild && {
         when: follow.rebuild.when,
-        run: async (storage: Storage) => {
+        // Passes `closeCopy` on as worker.ts does (a run that declares none has the copy closed first: decision 0132).
+        run: async (storage: Storage, closeCopy: () => Promise<void>) => {
           gate?.started();
           await gate?.open;
-          return follow.rebuild!.run(storage);
+          return follow.rebuild!.run(storage, closeCopy);
         },
       };
       const host = createHost({
