@@ -89,6 +89,9 @@ it("0132: a refused follower is told failed once (NotAuthorized, the library's w
   const { client, told, asks, clock, following } = await tabs(["refuse", "refuse", "refuse", "allow"]);
   await expect(client.ready()).rejects.toBeInstanceOf(NotAuthorized);
   expect(client.status).toMatchObject({ kind: "failed", error: { name: "NotAuthorized" } });
+  expect(client.status.kind === "failed" && client.status.error.message).toBe(
+    'The host refused "onStatus" for this caller: its authorize hook refused this caller. Nothing was done.',
+  );
   expect(asks).toEqual([0]);
   clock.advance(4_999);
   for (let i = 0; i < 20; i++) await macrotask();
