@@ -7,7 +7,8 @@ import { browserPerTest } from "./support/browser";
 // Decision 0132 in Chromium: two tabs of the e2e page on one database (e2e/app/harness-worker.ts with `tabHook`: the
 // leader worker's authorize hook answers the other tab's status subscription as the page says). Refused, the follower
 // shows `failed` with the library's NotAuthorized; the hook throwing, `reconnecting` with AuthorizeFailed; once the hook
-// lets it, the follower follows — on its own, without a reload or a new leader (before: `failed` until another tab led).
+// lets it (and the app calls `askAgain()`), the follower follows — without a reload or a new leader (before: `failed`
+// until another tab led).
 
 const session = browserPerTest();
 
@@ -57,8 +58,10 @@ describe("a follower tab the leader's authorize hook refuses", () => {
     expect(waiting).toMatchObject({ kind: "reconnecting", error: { name: "AuthorizeFailed" } });
     expect(JSON.stringify(waiting)).not.toContain("permission store");
 
-    // The app lets it (a sign-in): the follower follows, and its calls reach the leader's database.
+    // The app lets it (a sign-in) and says so (`askAgain`: asked now, not at the wait's end): the follower follows, and
+    // its calls reach the leader's database.
     await leader.evaluate(() => window.client.call("tabAnswer", "allow"));
+    await follower.evaluate(() => window.client.askAgain());
     await follower.waitForFunction(() => window.client.role === "follower", undefined, { timeout: 20_000 });
     const conversation = await leader.evaluate(() => window.client.createConversation());
     const seen = await follower.evaluate(async () => (await window.client.listConversations()).map((one) => one.id));

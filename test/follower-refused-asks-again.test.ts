@@ -9,6 +9,7 @@
  */
 import fc from "fast-check";
 import { afterEach, beforeEach, expect, it } from "vitest";
+import { HarnessClient } from "../src/browser/client.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { NotAuthorized } from "../src/errors.ts";
@@ -18,6 +19,7 @@ import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
+import { answeringHost, scriptedSockets, settle } from "./socket-support.ts";
 import { Locks } from "./tabs-support.ts";
 
 type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw";
@@ -75,7 +77,7 @@ async function tabs(answers: Answer[]) {
   const told: HarnessStatus[] = [];
   client.onStatus((status) => told.push(status));
   const following = () => client.status.kind === "ready" && client.status.role === "follower";
-  return { client, told, asks, clock, following };
+  return { client, told, asks, clock, following, endpoint, answers };
 }
 
 const shown = (status: HarnessStatus) =>
@@ -161,3 +163,77 @@ it("0132 (property): whatever the leader's hook answers (true, false, a throw, s
     { numRuns: 25 },
   );
 }, 120_000);
+
+it("0132: the app asks again at once (HarnessClient.askAgain → the tabs' endpoint): a refused follower whose hook now lets it follows without waiting for the backoff; nothing is asked while it follows", async () => {
+  const { endpoint, asks, clock, following, answers } = await tabs(["refuse"]);
+  await until(() => asks.length === 1 && clock.pending === 1, "refused");
+  endpoint.askAgain(); // the app says its credentials changed: the hook lets it now (answers run out: allow)
+  await until(following, "following without a clock move");
+  expect(clock.now()).toBe(0);
+  expect(asks).toEqual([0, 0]);
+  expect(clock.pending).toBe(0); // the refused wait was cancelled, not left to ask again
+  answers.push("refuse");
+  endpoint.askAgain(); // served: nothing to ask
+  for (let i = 0; i < 20; i++) await macrotask();
+  expect(asks).toHaveLength(2);
+  expect(following()).toBe(true);
+}, 15_000);
+
+it("0132: askAgain while the hook throws asks now, instead of after the transient wait (500 ms)", async () => {
+  const { endpoint, asks, clock, following, told } = await tabs(["throw"]);
+  await until(() => asks.length === 1 && clock.pending === 1, "threw");
+  endpoint.askAgain();
+  await until(following, "following without a clock move");
+  expect(asks).toEqual([0, 0]);
+  expect(clock.pending).toBe(0);
+  expect(told.map(shown)).toEqual(["waiting-for-lock", "reconnecting 1", "ready"]);
+}, 15_000);
+
+it("0132: askAgain asks this tab's own worker again when its hook refused the page's status subscription (before: failed while that worker lived)", async () => {
+  let refuse = true;
+  let asked = 0;
+  const own: HostEndpoint = {
+    call: () => new Promise(() => {}),
+    subscribe: async (_method, _args, emit) => {
+      asked++;
+      if (refuse) throw new NotAuthorized("onStatus", "its authorize hook refused this caller.");
+      emit({ kind: "opening", database: "own" } satisfies HarnessStatus);
+      return 1;
+    },
+    unsubscribe: () => {},
+  };
+  const endpoint = tabsEndpoint(own, { clock: createManualClock(0) });
+  cleanups.push(() => endpoint.close());
+  const client = new HostClient(endpoint);
+  await until(() => client.status.kind === "failed", "refused");
+  refuse = false;
+  endpoint.askAgain();
+  await until(() => client.status.kind === "opening", "asked again");
+  expect(asked).toBe(2);
+  endpoint.askAgain(); // served: nothing to ask
+  await macrotask();
+  expect(asked).toBe(2);
+});
+
+it("0132: askAgain over a socket: a status subscription the host refused is asked again on the open connection, and the page is ready (before: failed until the next connection)", async () => {
+  const host = answeringHost({ onStatus: "refuse" }, "not yours.");
+  const sockets = scriptedSockets(host.endpoint);
+  let connects = 0;
+  const client = new HarnessClient({
+    url: "ws://x.test/h",
+    connect: () => {
+      connects++;
+      return sockets.connect();
+    },
+  });
+  await expect(client.ready()).rejects.toBeInstanceOf(NotAuthorized);
+  host.answer.onStatus = "ok";
+  client.askAgain();
+  await until(() => client.status.kind === "ready", "asked again, served");
+  expect(host.asked.onStatus).toBe(2);
+  expect(connects).toBe(1);
+  client.askAgain(); // served: nothing to ask
+  await settle();
+  expect(host.asked.onStatus).toBe(2);
+  client.terminate();
+});

@@ -136,6 +136,18 @@ export class HarnessClient extends HostClient {
   }
 
   /**
+   * The app's answer to this page may have changed (a sign-in, a permission granted): asks again at once what an
+   * `authorize` hook refused or failed — this client's status subscription; on a tab that follows another, the leader
+   * tab's door too (decision 0132: otherwise a refused follower asks again by itself at most once a minute). Over a
+   * socket, the host's status is asked again on the open connection when the host ended it. Nothing when nothing was
+   * refused.
+   */
+  askAgain(): void {
+    this.#tabs?.askAgain();
+    this.watchStatusAgain();
+  }
+
+  /**
    * Asks the browser to keep this origin's storage (the OPFS database) under storage pressure instead of
    * evicting it: `navigator.storage.persist()`. Resolves true when storage is persistent (granted now or
    * before), false when the browser declined or has no such API. Browsers may grant it only after a user

@@ -30,6 +30,8 @@ interface Subscription {
 }
 
 export interface TabsEndpoint extends HostEndpoint {
+  /** Asks again now what a door refused or waits to ask: this tab's worker's status, the leader's (decision 0132). */
+  askAgain(): void;
   /** Stops following (the page's worker is gone or the client was disposed). */
   close(): void;
 }
@@ -344,6 +346,10 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       subscriptions.delete(id);
       if (served(id)) changed();
       if (subscription) detach(subscription);
+    },
+    askAgain() {
+      ownWatch.again();
+      leader?.again();
     },
     close() {
       disposed = true;

@@ -16,7 +16,7 @@ import type { HostEndpoint } from "../../host/endpoint.ts";
 import { shapeOf } from "../../host/error-wire.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { watchStatus } from "./own-status.ts";
+import { type StatusWatch, watchStatus } from "./own-status.ts";
 import { isLoss } from "./retry.ts";
 import type { Backoff } from "./unserved.ts";
 import { type BrokerMessage, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
@@ -31,6 +31,8 @@ export interface Link {
    */
   status?: HarnessStatus;
   closed: boolean;
+  /** Asks the leader's door again now, if it refused this tab or its ask waits (decision 0132). */
+  again(): void;
   close(): void;
 }
 
@@ -55,11 +57,12 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
   const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
   const life = new AbortController();
   let release = () => {};
-  let watch: { close(): void } | undefined;
+  let watch: StatusWatch | undefined;
   const link: Link = {
     leader: id,
     endpoint: messages.endpoint,
     closed: false,
+    again: () => watch?.again(),
     close() {
       if (link.closed) return;
       watch?.close();

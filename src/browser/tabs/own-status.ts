@@ -32,15 +32,20 @@ export interface StatusWatchOptions {
   refused?: Backoff;
 }
 
+export interface StatusWatch {
+  /**
+   * The app's answer may have changed (`HarnessClient.askAgain()`, decision 0132): a subscription refused, or waiting
+   * to be asked again, is asked now. Nothing while it is served or asked, or once the place is gone.
+   */
+  again(): void;
+  close(): void;
+}
+
 /**
  * Watches `endpoint`'s status, telling `told` each one (a wait's `reconnecting` with its last error too) until
  * `close()`.
  */
-export function watchStatus(
-  endpoint: HostEndpoint,
-  told: (status: HarnessStatus) => void,
-  options: StatusWatchOptions = {},
-): { close(): void } {
+export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus) => void, options: StatusWatchOptions = {}): StatusWatch {
   const gone = options.gone ?? ((error: unknown) => (error as { name?: unknown } | undefined)?.name === "WorkerGone");
   const ended = options.ended ?? ((error: unknown) => told({ kind: "failed", error: shapeOf(error) }));
   const waits = new UnservedWaits(options.clock, UNSERVED_BACKOFF);
@@ -48,7 +53,10 @@ export function watchStatus(
   /** Refused, and not served or answered otherwise since: a refusal again tells nothing (decision 0132). */
   let refused = false;
   let closed = false;
+  /** Not served, not asked, not gone: what `again()` asks now. */
+  let idle = false;
   const ask = () => {
+    idle = false;
     endpoint
       .subscribe("onStatus", [], (value) => {
         if (closed) return;
@@ -59,6 +67,7 @@ export function watchStatus(
       })
       .catch((error: unknown) => {
         if (closed) return;
+        idle = !gone(error);
         if (gone(error) || (refusalOf(error) && !refusals)) return ended(error);
         if (refusalOf(error)) {
           // Asked again, slowly: the app's answer may change (a sign-in); `failed` is told once (decision 0132).
@@ -77,6 +86,12 @@ export function watchStatus(
   };
   ask();
   return {
+    again() {
+      if (closed || !idle) return;
+      waits.end(STATUS);
+      refusals?.end(STATUS);
+      ask();
+    },
     close() {
       closed = true;
       waits.clear();
