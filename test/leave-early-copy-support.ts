@@ -31,7 +31,7 @@ export interface SilentTabHooks {
   readonly ownership?: HostOptions["ownership"];
   readonly openStorage?: () => void;
   /** Told each time the host's harness is ready (1 at the first open): a throw fails that open. */
-  readonly onReady?: (n: number) => void;
+  readonly onReady?: (n: number, harness: Harness) => void;
   /** Given the host's holder listener too: the test names a holder as the object would. */
   readonly onHolder?: HostOptions["onHolder"];
   /** Given the host's rebuild listener too: the test asks for a rebuild as the follower would at a fork (decision 0127). */
@@ -77,7 +77,7 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     harness: { registry: registry("tab", prints), clock, resume: true, lease: follow.lease, serverCalls: follow.serverCalls },
     onReady: (harness) => {
       follow.attach(harness);
-      hook.onReady?.(++readies);
+      hook.onReady?.(++readies, harness);
     },
     leave: (handedOver) =>
       follow.leave(() => {
@@ -130,6 +130,8 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     clock,
     prints,
     record: () => record,
+    /** The object's end (its harness, once it took the lease). */
+    end,
     worker,
     follow,
     host,

@@ -28,6 +28,8 @@ export interface ConversationWatchOptions {
 export class ConversationWatch {
   readonly #options: ConversationWatchOptions;
   #stop: Unsubscribe = () => {};
+  /** The harness it watches (or waits) on. */
+  #on: Harness | undefined;
   #ended = false;
   /** Settles the subscription once the conversation arrived, or with `NotFound`; undefined when not waiting. */
   #settle: ((error?: unknown) => void) | undefined;
@@ -59,7 +61,9 @@ export class ConversationWatch {
    * harness, silent).
    */
   rebind(next: Harness | Error): void {
-    if (this.#ended) return;
+    // Started on `next` already (a watch made while the host reopened, on the harness it opened: decision 0133): it
+    // goes on there, with no second snapshot.
+    if (this.#ended || next === this.#on) return;
     this.#stop();
     this.#stop = () => {};
     try {
@@ -89,6 +93,7 @@ export class ConversationWatch {
   /** True when watching on `harness`; false when waiting there for the conversation; throws when it will not come. */
   #bind(harness: Harness): boolean {
     const { conversationId, send } = this.#options;
+    this.#on = harness;
     try {
       this.#stop = harness.conversation(conversationId).watch(send);
       return true;

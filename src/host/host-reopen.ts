@@ -79,6 +79,9 @@ export function hostReopen(parts: ReopenParts) {
       // Nothing opened again: the status says so and every view ends with the open's error (decision 0117, later;
       // before, they stayed bound to the closed harness, silent). One opened that failed after: they move to it.
       const next = await opened.catch((error: unknown) => parts.harness() ?? parts.notOpened(error));
+      // The kept copy answers no more once the views move (an open that failed never retired it): a watch made after
+      // this, on it, would stay on a closed copy that no rebind moves (decision 0133).
+      retire?.();
       // One view that cannot move (its owner told: decision 0117) never keeps the others where they were.
       for (const rebind of [...parts.rebinds]) safely(() => rebind(next));
       await opened;
