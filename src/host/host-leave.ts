@@ -62,8 +62,9 @@ export function hostLeave(parts: LeaveParts) {
     parts.holderGone(); // told again by the object once this copy follows it
     // The copy opened at the hand-over (0125): the leave resolves once it is open, and rejects with its error.
     if (early) return early;
-    // Read-only either way: the object took the lease.
-    if (!queue.current && parts.harness() === leaving) void parts.reopen().catch(() => {});
+    // Read-only: the object took the lease. Opened so, it asks the object nothing (decision 0133: a writable open
+    // asked the lease over the link while no copy was open, and every read waited for it).
+    if (!queue.current && parts.harness() === leaving) void parts.reopen(true).catch(() => {});
     return queue.current;
   };
 
