@@ -62,7 +62,7 @@ function once(entries: readonly { id: number }[] | undefined) {
 }
 
 describe("a conversation watch during the host's switch starts on the open copy and moves with it (decision 0133)", () => {
-  it("S5, S9: runHere() over a link gone silent: a watch asked meanwhile is answered at once with the copy's view; once the link delivers, it moves to the writable harness and hears its commits, nothing lost or twice", async () => {
+  it("S5: runHere() over a link gone silent: a watch asked meanwhile is answered at once with the copy's view; once the link delivers, it moves to the writable harness and hears its commits, nothing lost or twice", async () => {
     let current: Harness | undefined;
     const t = await followingTab({ onReady: (_n, harness) => void (current = harness) });
     const s = t.host.service;
@@ -93,7 +93,7 @@ describe("a conversation watch during the host's switch starts on the open copy 
     await t.close();
   });
 
-  it("S5, S9: a rebuild over a link gone silent: a watch asked meanwhile is answered at once with the copy's view; once the link delivers, it moves to the rebuilt copy and hears the object's commits, nothing lost or twice", async () => {
+  it("S5: a rebuild over a link gone silent: a watch asked meanwhile is answered at once with the copy's view; once the link delivers, it moves to the rebuilt copy and hears the object's commits, nothing lost or twice", async () => {
     let rebuild: (() => void) | undefined;
     const t = await followingTab({ rebuildAsked: (listener) => void (rebuild = listener) });
     const s = t.host.service;

@@ -20,7 +20,7 @@
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { HandOverUnanswered, LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import { HandOverUnanswered, HarnessClosed, LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import { LEAVING_GRACE_MS, type LeaseArbiter, type LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
@@ -36,6 +36,7 @@ import type { LogMark } from "../storage/records.ts";
 import { runWaitingNow } from "../storage/sqlite/wasm/event-loop.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FollowObjectOptions, FollowPlace, LeavingTicket, TabFollow } from "./follow-options.ts";
+import { unreachable } from "./follow-unreachable.ts";
 import { followingWrites } from "./follow-writes.ts";
 import { RebuildRetry, rebuildTriesOf } from "./rebuild-retry.ts";
 import type { SocketLike } from "./socket.ts";
@@ -53,6 +54,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   const connect = options.connect ?? ((target: string) => new WebSocket(target) as SocketLike);
   let socket: SocketLike | undefined;
   let closed = false;
+  /** The reconnect's timer while one waits (cancelled by `close()`: decision 0133). */
+  let reconnect: (() => void) | undefined;
   let failures = 0;
   /** The socket opened at least once in this worker (before, a failure is said once: the address may be wrong). */
   let everOpened = false;
@@ -102,6 +105,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   link.serve(DEVICE_PAGE_CALLS, (method, args) => devicePages.call(method, args, link));
 
   const open = () => {
+    reconnect = undefined;
     if (closed) return;
     const ws = (socket = connect(url));
     let lost = false;
@@ -118,8 +122,8 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       if (socket === ws) socket = undefined;
       link.disconnected();
       for (const check of [...drops]) check();
-      if (!everOpened && failures === 0) unreachable(url);
-      if (!closed) clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
+      if (!everOpened && failures === 0 && !closed) unreachable(url);
+      if (!closed) reconnect = clock.setTimer(Math.min(10_000, 250 * 2 ** failures++), open);
     };
     ws.addEventListener("close", drop);
     ws.addEventListener("error", drop);
@@ -178,10 +182,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         outcome();
       };
       const check = () => {
-        if (expired && !link.up) {
-          stop();
-          done(() => reject(new HandOverUnanswered(mark.position)));
-        }
+        if (!closed && !(expired && !link.up)) return;
+        stop(); // closed (its worker's host closed, decision 0133), or unanswered past the expiry
+        done(() => reject(closed ? new HarnessClosed("The follow link") : new HandOverUnanswered(mark.position)));
       };
       const cancel = clock.setTimer(Math.max(0, expiresAt - clock.now()), () => {
         expired = true;
@@ -371,29 +374,21 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       holderListeners.add(listener);
       return () => holderListeners.delete(listener);
     },
+    // Nothing of the link outlives it (decision 0133): no reconnect, no frame, no timer; calls and a leave under way
+    // reject `HarnessClosed`. Before, a reconnect's timer, the link's resends and a leave's expiry went on.
     close() {
       closed = true;
       tellTicket(undefined);
       retry.close();
       mirror?.stop();
       follower?.stop();
-      socket?.close(1000, "the worker closed its harness");
+      reconnect?.();
+      reconnect = undefined;
+      const open = socket;
+      socket = undefined;
+      link.close();
+      for (const check of [...drops]) check();
+      open?.close(1000, "the worker closed its harness");
     },
   };
-}
-
-/**
- * Said once per worker when its first follow socket fails before it ever opened: a wrong address, a Worker that is
- * not running, or a Worker that refused the upgrade (a bad token: 401). A browser tells a WebSocket's page none of
- * these (no HTTP status, close code 1006), and a harness that waits for the object's lease stays `recovering`
- * meanwhile, so without this a newcomer's page stood still with nothing said (decision 0099). The address's query
- * is left out: it carries the user's token.
- */
-function unreachable(url: string): void {
-  const address = url.split(/[?#]/)[0];
-  console.warn(
-    `pi-durable-web: the follow socket ${address} did not open. Is the Worker running, does it route this address to ` +
-      "the object's /follow, and does it accept the token? (A browser does not say a refused WebSocket's HTTP status.) " +
-      'The worker keeps trying, up to 10 s apart; a harness that waits for the object\'s lease stays "recovering" until then.',
-  );
 }

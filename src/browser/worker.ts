@@ -163,8 +163,10 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     // A page paints at most once per animation frame; a worker has no frames of its own.
     liveFrames: { frameMs: 16, setTimer: (ms, callback) => void setTimeout(callback, ms) },
   });
-  // A following tab's writes go through its object to the holder (decisions 0096, 0097).
-  const service = follow ? writesThroughObject(host, follow) : host;
+  // A following tab's writes go through its object to the holder (decisions 0096, 0097). Its close ends the follow link
+  // too, once the harness closed (decision 0133): before, the link's socket, reconnects and timers outlived it. Only
+  // this close: after a takeover the host opens again and follows on.
+  const service = follow ? { ...writesThroughObject(host, follow), close: () => host.close().finally(() => follow.close()) } : host;
   // Expose first, synchronously: messages the page sends while the database opens are queued, not lost.
   const doors = {
     ...(options.authorize ? { authorize: options.authorize } : {}),

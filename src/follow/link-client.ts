@@ -17,7 +17,7 @@
 import type { Clock } from "../base/clock.ts";
 import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
-import { ConnectionLost, type FollowVersionMismatch, UnknownMethod } from "../errors.ts";
+import { ConnectionLost, type FollowVersionMismatch, HarnessClosed, UnknownMethod } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
 import { utf8Length } from "../limits.ts";
 import {
@@ -85,6 +85,8 @@ export class FollowLink {
   /** The object's wire is another version (this connection's hello said so). */
   #mismatch: FollowVersionMismatch | undefined;
   #cancelResend: (() => void) | undefined;
+  /** Closed for good (`close()`): nothing is sent or asked again. */
+  #closed = false;
 
   constructor(options: FollowLinkOptions) {
     this.#options = options;
@@ -106,11 +108,26 @@ export class FollowLink {
    * (the mirror) push what is unacknowledged.
    */
   connected(): void {
+    if (this.#closed) return;
     this.#transport = true;
     this.#mismatch = undefined;
     this.#hello = `${this.#prefix}:hello:${++this.#next}`;
     this.#sendHello();
     this.#armResend();
+  }
+
+  /**
+   * Closed for good (its worker's host closed, decision 0133): down, no timer left, every call still waiting rejected
+   * `HarnessClosed`, and nothing sent or asked from now on (a call rejects at once; `connected()` does nothing).
+   */
+  close(): void {
+    this.#closed = true;
+    this.disconnected();
+    for (const [id, pending] of this.#pending) {
+      this.#pending.delete(id);
+      pending.cancelTimeout();
+      pending.reject(new HarnessClosed("The follow link"));
+    }
   }
 
   /** The transport is down: nothing is sent until `connected()`. */
@@ -143,6 +160,7 @@ export class FollowLink {
   /** Calls `topic`'s `method` on the object; resolves with its answer (rejects with its error, as its class). */
   call(topic: string, method: string, args: Json[]): Promise<Json> {
     if (this.#mismatch) return Promise.reject(this.#mismatch);
+    if (this.#closed) return Promise.reject(new HarnessClosed("The follow link"));
     const id = `${this.#prefix}:${++this.#next}`;
     const frame = encodeFollowMessage({ type: "call", id, topic, method, args });
     return new Promise<Json>((resolve, reject) => {
@@ -269,6 +287,7 @@ export class FollowLink {
   }
 
   #sendFrame(frame: string): boolean {
+    if (this.#closed) return false; // an answer computed before the close
     try {
       this.#options.send(frame);
       return true;
