@@ -15,9 +15,12 @@ import { heardBy, holderOf, openFollowing, recordTabPrints, tickOf } from "./sup
 // - A worker whose link stays up (no close, no error) but whose frames are lost from the `pagehide` on: its `leave`
 //   (the release) never arrives, nor its pushes or renewals. The page's word, on the page's own socket, shortens the
 //   lease to the object's grace; the object takes it over when that expires (no release came) and counts on from what
-//   it holds; the tab, which still hears the object, stops and follows read-only. (Its fork: not asserted — these runs
-//   read 0 forks, correctly: only releases were lost, nothing unacknowledged; a lost push's fork is kept, tested in
-//   process in test/leave-silent-fork.test.ts; see decision 0113's later note.)
+//   it holds; the tab, which still hears the object, stops and follows read-only.
+//
+// In both, the tab's forks are what it stored that the object never got (decision 0133; before, only logged): its
+// commits under its own epoch at or past where the object's epoch begins — one fork holding exactly those positions
+// when there are any (a step's start stored at the hand-over, a memo whose push was lost), none when there are none
+// (these runs mostly: decision 0113's later note — with the declared print only the releases were lost).
 
 const session = browserPerTest();
 const edge = edgePerTest();
@@ -25,6 +28,7 @@ const edge = edgePerTest();
 const TO = 40;
 
 declare global {
+  var __piDurableCommits: { log(): Array<{ fence?: { epoch: number; position: number } }> } | undefined;
   var e2eBusy: Promise<void> | undefined;
   var e2eSilent: { readonly dropped: number; restore(): void } | undefined;
 }
@@ -39,6 +43,55 @@ function harnessWorker(page: Page): Worker {
 /** The page's `pagehide`, the page left open: its socket says `lease.leaving`, it posts its worker the word and `leave`. */
 function pageHideIn(page: Page): Promise<void> {
   return page.evaluate(() => void globalThis.dispatchEvent(new PageTransitionEvent("pagehide", { persisted: true })));
+}
+
+/** A client API call of the object `name` over `POST /rpc`. */
+async function rpc(name: string, method: string, ...args: unknown[]): Promise<unknown> {
+  const response = await fetch(`${edge.socketUrl(name).replace(/^ws:/, "http:")}/rpc`, {
+    method: "POST",
+    body: JSON.stringify({ method, args }),
+  });
+  const body = (await response.json()) as { value?: unknown; error?: unknown };
+  if (!response.ok) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.value;
+}
+
+/** The lease epoch the tab writes under while it runs here. */
+async function epochOf(page: Page): Promise<number> {
+  const epoch = await page.evaluate(() => (pi.client.status as { epoch?: number }).epoch);
+  expect(epoch, "the tab's epoch").toBeGreaterThan(0);
+  return epoch!;
+}
+
+/**
+ * The tab's forks are the work the object never got: the positions the tab stored under its epoch (its worker's commit
+ * watch) at or past the start of the object's epoch after it (the object's own log). One fork of exactly those when
+ * there are any, none otherwise. Returns what it compared, for the log.
+ */
+async function forksAreTheUnreceived(page: Page, name: string, tabEpoch: number, seen: () => string): Promise<string> {
+  const commits = await harnessWorker(page).evaluate(() => globalThis.__piDurableCommits?.log() ?? []);
+  const stored = commits.flatMap((commit) => (commit.fence?.epoch === tabEpoch ? [commit.fence.position] : []));
+  expect(stored.length, `the tab's commits under epoch ${tabEpoch}`).toBeGreaterThan(0);
+  const epochs = (await rpc(name, "query", "SELECT epoch, start FROM pi_durable_epochs ORDER BY epoch")) as Array<{
+    epoch: number;
+    start: number;
+  }>;
+  const taken = epochs.find((stretch) => stretch.epoch > tabEpoch);
+  expect(taken, `the object's epoch after ${tabEpoch}: ${JSON.stringify(epochs)}`).toBeDefined();
+  const unreceived = stored.filter((position) => position >= taken!.start).sort((a, b) => a - b);
+  const forks = () => page.evaluate(() => pi.client.forks());
+  const detail = () => `${seen()} stored ${JSON.stringify(stored)} object's epochs ${JSON.stringify(epochs)}`;
+  await expect.poll(async () => (await forks()).length, { timeout: 30_000, message: detail() }).toBe(unreceived.length > 0 ? 1 : 0);
+  const [fork] = await forks();
+  if (fork) {
+    expect(fork.mine.epoch, detail()).toBe(tabEpoch);
+    expect(fork.from, detail()).toBe(unreceived[0]);
+    expect(
+      fork.transactions.map((transaction) => transaction.position),
+      detail(),
+    ).toEqual(unreceived);
+  }
+  return `${unreceived.length} (the tab stored ${stored[0]}-${stored.at(-1)} under epoch ${tabEpoch}, the object's epoch ${taken!.epoch} begins at ${taken!.start})`;
 }
 
 /** Every tick printed by the tab and the object, each printed once, the object counting to the end. */
@@ -58,6 +111,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
     await startTask(page, "example.counter", { to: TO, everyMs: 300, declared: true });
     await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts" }).toBeGreaterThanOrEqual(3);
     expect(await holderOf(edge.followUrl(name))).toMatchObject({ object: false });
+    const tabEpoch = await epochOf(page);
 
     // The page waits to hear that its worker is busy, then leaves.
     await page.evaluate(() => {
@@ -102,7 +156,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
     // Its `leave` came after the word and found no lease: no release under the superseded epoch ever went out.
     expect(await heardBy(edge, name), seen()).toEqual({ release: 0, leaving: 1 });
     expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
-    const forks = await page.evaluate(() => pi.client.forks().then((forks) => forks.length)).catch(() => -1);
+    const forks = await forksAreTheUnreceived(page, name, tabEpoch, seen);
     console.log(
       `late word (busy worker): the tab printed ticks 1-${tickOf(tabPrints.at(-1)!)} (${tabPrints.length - printedAtWord} after the page's word), the object ${edge.printed.lines[0]}-${TO}; forks ${forks}`,
     );
@@ -116,6 +170,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
     await startTask(page, "example.counter", { to: TO, everyMs: 300, declared: true });
     await expect.poll(() => tabPrints.length, { timeout: 60_000, message: "the tab counts" }).toBeGreaterThanOrEqual(3);
     expect(await holderOf(edge.followUrl(name))).toMatchObject({ object: false });
+    const tabEpoch = await epochOf(page);
 
     // The worker's link stays open but every frame it sends is lost: pushes, renewals, the release.
     await harnessWorker(page).evaluate(() => {
@@ -152,7 +207,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
     await countedOnceAcross(tabPrints, seen);
     expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
     await page.waitForSelector('body[data-status="ready"][data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
-    const forks = await page.evaluate(() => pi.client.forks().then((forks) => forks.length)).catch(() => -1);
+    const forks = await forksAreTheUnreceived(page, name, tabEpoch, seen);
     console.log(
       `silent link: the tab printed ticks 1-${tickOf(tabPrints.at(-1)!)}, the object ${edge.printed.lines[0]}-${TO}; ${dropped} frames dropped; forks ${forks}; heard ${JSON.stringify(await heardBy(edge, name))}`,
     );

@@ -41,6 +41,8 @@ export interface CommitSummary {
   keys: Array<{ key: string; taskId: number }>;
   /** `pi.live` documents written: the generation's attempt and whether its request was marked as sent. */
   live: Array<{ scope: string; run?: number; attempt?: number; requested: boolean }>;
+  /** Where it stands in the fenced log (a storage under a lease): what a fork of this place holds (decision 0133). */
+  fence?: { epoch: number; position: number };
 }
 
 /** Where the watch freezes: right after commit `commit` is stored, or right before it would be. */
@@ -203,5 +205,6 @@ function summarize(commit: number, batch: Batch): CommitSummary {
     ...batch.submissions.map((submission) => `submission ${submission.id} ${submission.status}`),
     ...batch.documents.map((document) => `document ${document.scope} ${document.key}${document.value === null ? " deleted" : ""}`),
   ].join("; ");
-  return { commit, line: line || "(nothing)", tasks, entries, keys, live };
+  const fence = batch.fence && { fence: { epoch: batch.fence.epoch, position: batch.fence.position } };
+  return { commit, line: line || "(nothing)", tasks, entries, keys, live, ...fence };
 }
