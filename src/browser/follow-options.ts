@@ -160,8 +160,9 @@ export interface TabFollow {
   /**
    * With `rebuild` (decision 0047): `when(listener)` hears each time this tab's copy cannot follow the object (after
    * its fork, if any, was kept); `run(storage, closeCopy)` replaces the copy from the object's snapshot — the worker's
-   * host calls it while it opens its harness again, and `closeCopy` once the snapshot is fetched (decision 0127). `stopped(listener)` hears when the worker stops asking by
-   * itself (decision 0078: `tries` failures in a row, the last `error`); `again()` starts afresh (`retryRebuild()`).
+   * host calls it while it opens its harness again, and `closeCopy` once the snapshot is fetched (decision 0127).
+   * `stopped(listener)` hears when the worker stops asking by itself (decision 0078: `tries` failures in a row, the
+   * last `error`); `again()` starts afresh (`retryRebuild()`).
    */
   readonly rebuild?: {
     when(listener: () => void): void;
