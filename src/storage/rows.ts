@@ -92,10 +92,11 @@ export function columnBytes(...values: ReadonlyArray<string | number | null | un
 const LOG_ROW_COLUMNS = 64;
 
 /**
- * A fenced transaction's JSON as the log's tail stores it (decision 0039): one slice where rows are unlimited
- * (`maxRowBytes` undefined), else slices that each fit in a row, so no transaction is too large for the tail — only
- * a row of its own (a task, an entry) can be, and `refuseLargeRow` refuses that.
+ * A fenced transaction's JSON as the log's tail stores it (decision 0039): the text itself, one slice, where rows are
+ * unlimited (`maxRowBytes` undefined; no list a step: decision 0131), else slices that each fit in a row, so no
+ * transaction is too large for the tail — only a row of its own (a task, an entry) can be, and `refuseLargeRow`
+ * refuses that.
  */
-export function logSlices(text: string, maxRowBytes: number | undefined): string[] {
-  return maxRowBytes === undefined ? [text] : utf8Slices(text, maxRowBytes - LOG_ROW_COLUMNS);
+export function logSlices(text: string, maxRowBytes: number | undefined): string | string[] {
+  return maxRowBytes === undefined ? text : utf8Slices(text, maxRowBytes - LOG_ROW_COLUMNS);
 }

@@ -156,16 +156,19 @@ export class DeferredTaskRows {
     this.#pending = before.pending;
     const replaced = before.replaced;
     if (replaced !== undefined)
-      for (let index = replaced.length - 2; index >= 0; index -= 2) {
-        const id = replaced[index] as number;
-        const record = replaced[index + 1] as string | undefined;
-        if (record === undefined) this.#pending.delete(id);
-        else this.#pending.set(id, record);
-      }
+      for (let index = replaced.length - 2; index >= 0; index -= 2)
+        this.#put(replaced[index] as number, replaced[index + 1] as string | undefined);
+    if (before.firstId !== undefined) this.#put(before.firstId, before.firstRecord);
     this.#commits = before.commits;
     this.#bytes = before.bytes;
     this.#mark = before.mark;
     this.#writes = before.writes;
+  }
+
+  /** Puts `id`'s waiting text back to `record` (undefined: none waited). */
+  #put(id: number, record: string | undefined): void {
+    if (record === undefined) this.#pending.delete(id);
+    else this.#pending.set(id, record);
   }
 
   /** `Turn.defer`. */
@@ -177,10 +180,13 @@ export class DeferredTaskRows {
       this.#mark = fence.position - 1;
       tx.run(SQL.writeMeta, TASKS_BEHIND_LOG, String(this.#mark));
     } else if (this.#far(fence.position - 1)) return false; // the caller's flush moves the mark up
-    const replaced = (before.replaced ??= []);
     for (let index = 0; index < rows.length; index++) {
       const { task, record } = rows[index]!;
-      replaced.push(task.id, this.#pending.get(task.id));
+      // What it replaced: a lone task's step (the first row of the turn) in the turn's own fields, no list (0131).
+      if (before.firstId === undefined) {
+        before.firstId = task.id;
+        before.firstRecord = this.#pending.get(task.id);
+      } else (before.replaced ??= []).push(task.id, this.#pending.get(task.id));
       this.#pending.set(task.id, record);
       this.#bytes += record.length;
     }
@@ -249,7 +255,13 @@ export class DeferredTaskRows {
 export class Turn {
   readonly #rows: DeferredTaskRows;
   readonly #tx: SqliteTransaction;
-  /** Each id a deferring commit set, then the text it replaced (undefined: none was waiting), in pairs. */
+  /**
+   * The first id a deferring commit of this turn set, and the text it replaced (undefined: none was waiting): a lone
+   * task's step needs no list (decision 0131). Put back after `replaced`.
+   */
+  firstId: number | undefined = undefined;
+  firstRecord: string | undefined = undefined;
+  /** Each further id a deferring commit set, then the text it replaced (undefined: none was waiting), in pairs. */
   replaced: Array<number | string | undefined> | undefined;
 
   constructor(

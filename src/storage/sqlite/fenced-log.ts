@@ -51,20 +51,23 @@ export class FencedLog {
    * Inside the commit's transaction, first: checks `fence` against the head and appends its `slices` (decision
    * 0029), refusing with `StaleEpoch` / `LogOutOfOrder` (nothing written) as `writeLog` does.
    */
-  write(tx: SqliteTransaction, fence: LogMark, slices: readonly string[]): void {
+  write(tx: SqliteTransaction, fence: LogMark, slices: string | readonly string[]): void {
     const unchanged = this.#writes !== undefined && tx.writes?.() === this.#writes;
     writeLog(tx, fence, this.#head, slices, this.#label, unchanged);
   }
 
-  /** Inside the same transaction, after its last statement: what `stored` takes once it committed. */
-  written(tx: SqliteTransaction, fence: LogMark): Committed {
-    return { head: fence, writes: tx.writes?.() };
+  /**
+   * Inside the same transaction, after its last statement: the connection's write count, what `stored` takes once it
+   * committed (a number, or undefined where the connection does not count; no object a step: decision 0131).
+   */
+  written(tx: SqliteTransaction): number | undefined {
+    return tx.writes?.();
   }
 
-  /** The transaction `write` wrote in committed: its fence is the head. */
-  stored(committed: Committed): void {
-    this.#head = committed.head;
-    this.#writes = committed.writes;
+  /** The transaction `write` wrote `fence` in committed, leaving the count at `writes`: its fence is the head. */
+  stored(fence: LogMark, writes: number | undefined): void {
+    this.#head = fence;
+    this.#writes = writes;
   }
 
   /** The rows changed under the log (a rebuild): the next commit reads the head. */
@@ -108,12 +111,6 @@ export class FencedLog {
     // Only if no commit of this storage came between (it would have moved the count it left).
     if (this.#writes === expected) this.#writes = writes;
   }
-}
-
-/** What a fenced commit's transaction wrote, kept once it committed. */
-export interface Committed {
-  readonly head: LogMark;
-  readonly writes: number | undefined;
 }
 
 /**

@@ -132,7 +132,7 @@ function memberKey(key: string): string {
 
 /**
  * Checks and advances the fenced log inside the transaction that carries the commit (decision 0029), then appends
- * its slices. `known` is the head this storage itself last read or stored. The head is the log's last row
+ * its slices (one text: the only one). `known` is the head this storage itself last read or stored. The head is the log's last row
  * (decision 0048: one row per fenced transaction, the marker is not rewritten). When the batch continues `known`
  * under the same epoch, the row is inserted if the last row is still where `known` left it, at its position and
  * under its epoch — one read, the whole check: every other writer's commit, any new epoch's included, adds a row
@@ -146,7 +146,7 @@ export function writeLog(
   tx: SqliteTransaction,
   fence: LogMark,
   known: LogMark | undefined,
-  slices: readonly string[],
+  slices: string | readonly string[],
   label: string,
   unchanged = false,
 ): void {
@@ -158,6 +158,10 @@ export function writeLog(
     continued = last?.position === known!.position && last?.epoch === known!.epoch;
   }
   if (!continued && continuesLog(logHead(tx.get(SQL.logHead)), fence, label)) tx.run(SQL.startEpoch, fence.epoch, fence.position);
+  if (typeof slices === "string") {
+    tx.run(SQL.appendLog, fence.position, fence.epoch, slices);
+    return;
+  }
   tx.run(SQL.appendLog, fence.position, fence.epoch, slices[0]!);
   for (let part = 1; part < slices.length; part++) tx.run(SQL.appendLogPart, fence.position, part, slices[part]!);
 }

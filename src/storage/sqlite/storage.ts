@@ -18,7 +18,7 @@ import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } 
 import { commitRows, documentTexts, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
 import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
-import { type Committed, FencedLog } from "./fenced-log.ts";
+import { FencedLog } from "./fenced-log.ts";
 import { readLiveTasks } from "./live-tasks.ts";
 import { batchText, stepText } from "./log-write.ts";
 import { queryOnly, toSqlValue } from "./query-fallback.ts";
@@ -199,7 +199,7 @@ export class SqliteStorage implements Storage {
         }))
       : undefined;
     const logged = text === undefined ? undefined : logSlices(text, max);
-    let committed: Committed | undefined;
+    let committed: number | undefined | null = null; // the fenced log's write count once written (null: not)
     const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
     const written = this.#writing((tx, turn) => {
       // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
@@ -218,11 +218,11 @@ export class SqliteStorage implements Storage {
       // The counter is rewritten only when the batch minted an id that no row of it carries; otherwise
       // load() finds the next id from the largest row id (rows are never deleted).
       if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
-      if (fence) committed = this.#log.written(tx, fence);
+      if (fence) committed = this.#log.written(tx);
     }, !deferring);
     return written.then(() => {
       // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
-      if (committed) this.#log.stored(committed);
+      if (committed !== null) this.#log.stored(fence!, committed);
       rememberRows(tasks, this.#liveStatus, this.#texts);
       return text;
     });
