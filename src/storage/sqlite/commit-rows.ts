@@ -2,6 +2,7 @@
 import type { Batch, ConversationRecord, DocumentRecord, EntryRecord, SubmissionRecord, TaskRecord } from "../records.ts";
 import { columnBytes, refuseLargeRow } from "../rows.ts";
 import type { SqlValue } from "./database.ts";
+import { batchText, stepText } from "./log-write.ts";
 
 /** A commit's rows, serialized: each list's rows as their statements' parameters. */
 export interface CommitRows {
@@ -67,13 +68,30 @@ function documentRow(d: DocumentRecord): SqlValue[] {
   return d.value === null ? [d.scope, d.key] : [d.scope, d.key, JSON.stringify(d)];
 }
 
+/**
+ * A fenced batch's log text (`JSON.stringify(batch)`, text for text), made of its rows' own texts (decision 0042): a
+ * lone task's step in one template (0120), any other batch by `batchText`; an empty list is not mapped (0056).
+ */
+export function logText(batch: Batch, { tasks, conversations, entries, submissions, documents }: CommitRows): string {
+  return (
+    (tasks.length === 1 ? stepText(batch, tasks[0]!.record) : undefined) ??
+    batchText(batch, {
+      tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
+      conversations: texts(conversations, 2),
+      entries: texts(entries, 3),
+      submissions: texts(submissions, 4),
+      documents: documentTexts(documents, batch),
+    })
+  );
+}
+
 /** The JSON texts at `column` of a list's rows (none mapped for an empty list). */
-export function texts(rows: readonly SqlValue[][], column: number): readonly string[] {
+function texts(rows: readonly SqlValue[][], column: number): readonly string[] {
   return rows.length === 0 ? NONE : rows.map((row) => row[column] as string);
 }
 
 /** The documents' JSON texts for the log (a removed document's row has none: its record's own text). */
-export function documentTexts(rows: readonly SqlValue[][], batch: Batch): readonly string[] {
+function documentTexts(rows: readonly SqlValue[][], batch: Batch): readonly string[] {
   return rows.length === 0 ? NONE : rows.map((row, index) => (row[2] as string | undefined) ?? JSON.stringify(batch.documents[index]));
 }
 

@@ -123,6 +123,30 @@ export class DeferredTaskRows {
     }
   }
 
+  /**
+   * `transaction` of a deferring step (decision 0131): a body that throws is put back at once as in `#turn`, but a
+   * failed COMMIT is its caller's to put back (`failed`, with the turn its body was given), from the handler the
+   * caller chains on the commit anyway — no promise and no handler more than a step with no lease makes.
+   */
+  owned<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
+    return db.transaction((tx) => {
+      const turn = this.#begin(tx);
+      try {
+        const result = body(tx, turn);
+        this.#writes = tx.writes?.();
+        return result;
+      } catch (error) {
+        this.#restore(turn);
+        throw error;
+      }
+    });
+  }
+
+  /** The COMMIT of an `owned` transaction whose body ran whole with `turn` failed: what the turn changed is put back. */
+  failed(turn: Turn): void {
+    this.#restore(turn);
+  }
+
   /** Not an async function: a fenced step's hot path (decision 0120: what a step allocates counts there). */
   #turn<T>(db: SqliteDatabase, body: (tx: SqliteTransaction, turn: Turn) => T): Promise<T> {
     let turn: Turn | undefined;

@@ -15,16 +15,16 @@ import type {
 } from "../records.ts";
 import { logSlices, parseAll, parseStored } from "../rows.ts";
 import type { DamagedRow, EntryRange, RebuildStage, Row, Storage, StoredState } from "../storage.ts";
-import { commitRows, documentTexts, largestRowId, NONE, refuseLargeRows, texts } from "./commit-rows.ts";
-import type { SqliteDatabase, SqliteTransaction, SqlRow, SqlValue } from "./database.ts";
+import { commitRows, largestRowId, logText, refuseLargeRows } from "./commit-rows.ts";
+import type { SqliteDatabase, SqliteTransaction } from "./database.ts";
 import { DeferredTaskRows, type DeferTaskRows, mayDefer, recoverTaskRows, type Turn } from "./deferred.ts";
 import { FencedLog } from "./fenced-log.ts";
 import { readLiveTasks } from "./live-tasks.ts";
-import { batchText, stepText } from "./log-write.ts";
 import { queryOnly, toSqlValue } from "./query-fallback.ts";
 import { type QueryLimits, queryLimits } from "./query-rules.ts";
 import { recountOf, storeRecount } from "./recount.ts";
 import { OWED_KEY, OwedRecount } from "./recount-owed.ts";
+import { optional, parseRecord, taskListQuery } from "./row-read.ts";
 import { SQL } from "./schema.ts";
 import { type MetaTable, type PreparedSchema, pinnedLease, prepareSchema, readMeta } from "./schema-open.ts";
 import { SnapshotStore } from "./snapshot-store.ts";
@@ -187,45 +187,52 @@ export class SqliteStorage implements Storage {
     if (max !== undefined) refuseLargeRows(max, { tasks, conversations, entries, submissions, documents });
     const fence = batch.fence;
     // The log's tail keeps the transaction in slices that each fit in a row (decision 0039), its text made of the
-    // rows' own texts (decision 0042); an empty list is not mapped (decision 0056).
-    const text = fence
-      ? ((tasks.length === 1 ? stepText(batch, tasks[0]!.record) : undefined) ??
-        batchText(batch, {
-          tasks: tasks.length === 0 ? NONE : tasks.map((row) => row.record),
-          conversations: texts(conversations, 2),
-          entries: texts(entries, 3),
-          submissions: texts(submissions, 4),
-          documents: documentTexts(documents, batch),
-        }))
-      : undefined;
+    // rows' own texts (commit-rows.ts).
+    const text = fence ? logText(batch, { tasks, conversations, entries, submissions, documents }) : undefined;
     const logged = text === undefined ? undefined : logSlices(text, max);
     let committed: number | undefined | null = null; // the fenced log's write count once written (null: not)
     const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
-    const written = this.#writing((tx, turn) => {
-      // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
-      if (fence) this.#log.write(tx, fence, logged!);
-      // Decision 0081: the log row may be the step's only write; otherwise what waits is written first.
-      if (!(deferring && turn!.defer(fence!, tasks))) {
-        turn?.flush(fence && { through: fence.position - 1 }); // fenced: its task rows are logged, the mark stays (0086)
-        this.#rows.write(tx, tasks, this.#liveStatus);
-      }
-      if (this.#owed.owing) this.#owed.written(tx, batch.tasks);
-      for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
-      for (const row of entries) tx.run(SQL.insertEntry, ...row);
-      for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
-      for (const row of documents) tx.run(row.length === 2 ? SQL.deleteDocument : SQL.upsertDocument, ...row);
-      if (batch.rootConversationId !== undefined) tx.run(SQL.writeMeta, "root_conversation", String(batch.rootConversationId));
-      // The counter is rewritten only when the batch minted an id that no row of it carries; otherwise
-      // load() finds the next id from the largest row id (rows are never deleted).
-      if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
-      if (fence) committed = this.#log.written(tx);
-    }, !deferring);
-    return written.then(() => {
-      // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
-      if (committed !== null) this.#log.stored(fence!, committed);
-      rememberRows(tasks, this.#liveStatus, this.#texts);
-      return text;
-    });
+    // A deferring step's turn (its body ran whole) is put back here if the COMMIT fails (0131): in a handler on the
+    // transaction itself, a tick before the connection's next one starts (not behind the owed restarts' handler).
+    const owned = deferring && !this.#owed.owing;
+    let opened: Turn | undefined;
+    const written = this.#writing(
+      (tx, turn) => {
+        // The fenced log (decision 0029): checked and advanced inside the transaction that carries the commit.
+        if (fence) this.#log.write(tx, fence, logged!);
+        // Decision 0081: the log row may be the step's only write; otherwise what waits is written first.
+        if (!(deferring && turn!.defer(fence!, tasks))) {
+          turn?.flush(fence && { through: fence.position - 1 }); // fenced: its task rows are logged, the mark stays (0086)
+          this.#rows.write(tx, tasks, this.#liveStatus);
+        }
+        if (this.#owed.owing) this.#owed.written(tx, batch.tasks);
+        for (const row of conversations) tx.run(SQL.upsertConversation, ...row);
+        for (const row of entries) tx.run(SQL.insertEntry, ...row);
+        for (const row of submissions) tx.run(SQL.upsertSubmission, ...row);
+        for (const row of documents) tx.run(row.length === 2 ? SQL.deleteDocument : SQL.upsertDocument, ...row);
+        if (batch.rootConversationId !== undefined) tx.run(SQL.writeMeta, "root_conversation", String(batch.rootConversationId));
+        // The counter is rewritten only when the batch minted an id that no row of it carries; otherwise
+        // load() finds the next id from the largest row id (rows are never deleted).
+        if (batch.nextId !== undefined && batch.nextId > largestRowId(batch) + 1) tx.run(SQL.writeMeta, "next_id", String(batch.nextId));
+        if (fence) committed = this.#log.written(tx);
+        opened = turn;
+      },
+      owned ? "owned" : !deferring,
+    );
+    return written.then(
+      () => {
+        // Only after the commit: a rolled-back batch must not leave the cache ahead of the file.
+        if (committed !== null) this.#log.stored(fence!, committed);
+        rememberRows(tasks, this.#liveStatus, this.#texts);
+        return text;
+      },
+      owned
+        ? (error: unknown) => {
+            if (opened) this.#deferred!.failed(opened);
+            throw error;
+          }
+        : undefined,
+    );
   }
 
   get owesRestarts(): boolean {
@@ -287,18 +294,8 @@ export class SqliteStorage implements Storage {
   }
 
   async listTasks(filter: { status?: TaskStatus; conversationId?: number } = {}): Promise<TaskRecord[]> {
-    const where: string[] = [];
-    const params: SqlValue[] = [];
-    if (filter.status !== undefined) {
-      where.push("status = ?");
-      params.push(filter.status);
-    }
-    if (filter.conversationId !== undefined) {
-      where.push("conversation_id = ?");
-      params.push(filter.conversationId);
-    }
     await this.#flushed();
-    const sql = `SELECT record FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id`;
+    const { sql, params } = taskListQuery(filter);
     return (await this.#db.all(sql, ...params)).map((row) => parseRecord<TaskRecord>(row, "tasks"));
   }
 
@@ -373,13 +370,17 @@ export class SqliteStorage implements Storage {
   }
 
   /**
-   * A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). `plain`: the body
-   * defers nothing, so while nothing waits it may run with no turn (deferred.ts, decision 0091). What a crashed open
-   * owed is stored first in it (decision 0092).
+   * A writing transaction; with deferring on, a turn of the waiting rows (rolled back with it). `plain`: the body defers
+   * nothing, so while nothing waits it may run with no turn (decision 0091); `"owned"`: a deferring step, whose caller
+   * puts its turn back if the COMMIT fails (decision 0131). What a crashed open owed is stored first in it (0092).
    */
-  #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain = false): Promise<T> {
+  #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain: boolean | "owned" = false): Promise<T> {
     return this.#owed.around(body, (run) =>
-      this.#deferred ? this.#deferred.transaction(this.#db, run, plain) : this.#db.transaction((tx) => run(tx, undefined)),
+      !this.#deferred
+        ? this.#db.transaction((tx) => run(tx, undefined))
+        : plain === "owned"
+          ? this.#deferred.owned(this.#db, run)
+          : this.#deferred.transaction(this.#db, run, plain),
     );
   }
 
@@ -388,12 +389,4 @@ export class SqliteStorage implements Storage {
     if (unmarked ? this.#deferred?.marked : this.#deferred?.waiting)
       await this.#writing((_tx, turn) => turn!.flush(unmarked ? undefined : {}));
   }
-}
-
-function parseRecord<T>(row: SqlRow, table: string): T {
-  return parseStored<T>("sqlite", table, (row.id as number | undefined) ?? "?", row.record);
-}
-
-function optional<T>(row: SqlRow | undefined, table: string): T | undefined {
-  return row === undefined ? undefined : parseRecord<T>(row, table);
 }
