@@ -2,14 +2,21 @@
 // lease — a lone task's deferring turn keeps what it replaced in its own fields, and the log's one slice (rows
 // unlimited) is the text itself. Counted by shape, not timed. The guard beside them: a deferring turn of several
 // tasks (its further rows still listed) whose COMMIT fails puts every waiting row back (S1, S11).
+import { createHook } from "node:async_hooks";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { stepper } from "../bench/stepper.ts";
+import { systemClock } from "../src/base/clock.ts";
+import { memoryArbiter } from "../src/follow/arbiter.ts";
+import { createRegistry, defineExtension, Harness } from "../src/index.ts";
 import type { Batch, TaskRecord } from "../src/storage/records.ts";
 import { logSlices } from "../src/storage/rows.ts";
 import type { SqliteTransaction } from "../src/storage/sqlite/database.ts";
 import { DeferredTaskRows, type Turn } from "../src/storage/sqlite/deferred.ts";
+import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { openSqliteDatabase } from "../src/storage/sqlite/wasm.ts";
+import { ctx } from "./support.ts";
 import { taskRecord } from "./task-record.ts";
 
 const running = (id: number, n: number) => taskRecord(id, { status: "running", checkpoint: { phase: "step", n } });
@@ -22,7 +29,38 @@ const fenced = (tasks: TaskRecord[], position: number): Batch => ({
   fence: { epoch: 1, position },
 });
 
+/** Promises a lone task's checkpoint step makes on sqlite-wasm in memory (the product's storage: it defers), fenced or not. */
+async function promisesPerStep(fenced: boolean): Promise<number> {
+  const registry = createRegistry().install(defineExtension({ name: "bench", tasks: [stepper] }));
+  const lease = { place: "tab", arbiter: memoryArbiter({ clock: systemClock, ttlMs: 600_000 }) };
+  const harness = await Harness.open(await openSqliteStorage({ vfs: "memory" }), fenced ? { registry, lease } : { registry }, ctx);
+  const root = await harness.root(ctx);
+  const promisesOf = async (steps: number) => {
+    let promises = 0;
+    const hook = createHook({ init: (_id, type) => void (type === "PROMISE" && promises++) }).enable();
+    try {
+      const id = await root.commit((tx) => tx.createTask(stepper, { steps }), ctx);
+      expect((await harness.waitForTask(id, ctx)).state).toEqual({ status: "terminal", outcome: { status: "completed", result: steps } });
+    } finally {
+      hook.disable();
+    }
+    return promises;
+  };
+  await promisesOf(10); // the kind's first run out of the count
+  const perStep = ((await promisesOf(300)) - (await promisesOf(100))) / 200;
+  await harness.close(ctx);
+  await harness.storage.close();
+  return perStep;
+}
+
 describe("decision 0131: a fenced step makes no list of its own", () => {
+  it("a fenced lone task's step (its task row deferred) makes no promise more than one with no lease (one more before)", async () => {
+    const plain = await promisesPerStep(false);
+    const fenced = await promisesPerStep(true);
+    // The connection may wait one macrotask when the event loop did not turn for 50 ms (a promise now and then).
+    expect(fenced).toBeLessThan(plain + 0.5);
+  });
+
   it("a lone task's deferring turn keeps the text it replaced in the turn itself, no list", async () => {
     const db = await openSqliteDatabase({ vfs: "memory" });
     await db.exec("CREATE TABLE IF NOT EXISTS pi_durable_meta (key TEXT PRIMARY KEY, value TEXT)");
