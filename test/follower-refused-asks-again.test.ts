@@ -12,6 +12,7 @@ import { afterEach, beforeEach, expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
+import { STATUS_ASK_MS } from "../src/browser/tabs/own-status.ts";
 import { NotAuthorized } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
@@ -20,9 +21,11 @@ import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answeringHost, scriptedSockets, settle } from "./socket-support.ts";
+import { boundedClock } from "./tabs-bounded-clock.ts";
 import { Locks } from "./tabs-support.ts";
 
-type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw";
+/** `hang`: the hook never settles (its ask is given up at its bound, the review of 0132's L3). */
+type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw" | "hang";
 
 const locks = new Locks();
 const cleanups: Array<() => unknown> = [];
@@ -50,12 +53,13 @@ async function tabs(answers: Answer[]) {
     now: () => 0,
   });
   const asks: number[] = [];
-  const clock = createManualClock(0);
+  const clock = boundedClock(0);
   serveTabs(served.service, database, {
     authorize: async (_caller, call) => {
       if (call.method !== "onStatus") return true;
       const answer = answers[asks.length] ?? "allow";
       asks.push(clock.now());
+      if (answer === "hang") return new Promise<boolean>(() => {});
       if (answer.startsWith("slow")) for (let i = 0; i < 5; i++) await macrotask();
       if (answer.endsWith("throw")) throw new Error("the permission store is down");
       return answer.endsWith("allow");
@@ -99,9 +103,9 @@ it("0132: a refused follower is told failed once (NotAuthorized, the library's w
   for (let i = 0; i < 20; i++) await macrotask();
   expect(asks).toHaveLength(1); // not before the backoff
   clock.advance(1);
-  await until(() => asks.length === 2 && clock.pending > 0, "asked again at 5 s");
+  await until(() => asks.length === 2 && clock.waiting, "asked again at 5 s");
   clock.advance(10_000);
-  await until(() => asks.length === 3 && clock.pending > 0, "asked again at 15 s");
+  await until(() => asks.length === 3 && clock.waiting, "asked again at 15 s");
   clock.advance(20_000);
   await until(following, "following once allowed");
   expect(asks).toEqual([0, 5_000, 15_000, 35_000]);
@@ -113,10 +117,10 @@ it("0132: a refused follower is told failed once (NotAuthorized, the library's w
 
 it("0132: the refused backoff is bounded at once a minute: a hook that stays false is asked at 5, 15, 35, 75, 135, 195 s — never faster, never stopped", async () => {
   const { asks, clock, client } = await tabs(Array.from({ length: 50 }, () => "refuse" as const));
-  await until(() => client.status.kind === "failed" && clock.pending === 1, "refused");
+  await until(() => client.status.kind === "failed" && clock.waiting, "refused");
   for (let n = 2; n <= 6; n++) {
     clock.next();
-    await until(() => asks.length === n && clock.pending === 1, `ask ${n}`);
+    await until(() => asks.length === n && clock.waiting, `ask ${n}`);
   }
   expect(asks).toEqual([0, 5_000, 15_000, 35_000, 75_000, 135_000]);
   clock.next();
@@ -127,11 +131,11 @@ it("0132: the refused backoff is bounded at once a minute: a hook that stays fal
 
 it("0132: a hook that throws after a refusal is the transient wait (reconnecting 1 with AuthorizeFailed), and a refusal after it is told failed again", async () => {
   const { told, clock, asks, following } = await tabs(["refuse", "throw", "refuse", "allow"]);
-  await until(() => asks.length === 1 && clock.pending === 1, "refused");
+  await until(() => asks.length === 1 && clock.waiting, "refused");
   clock.next();
-  await until(() => asks.length === 2 && clock.pending === 1, "threw");
+  await until(() => asks.length === 2 && clock.waiting, "threw");
   clock.next();
-  await until(() => asks.length === 3 && clock.pending === 1, "refused again");
+  await until(() => asks.length === 3 && clock.waiting, "refused again");
   clock.next();
   await until(following, "following");
   expect(told.map(shown)).toEqual(["waiting-for-lock", "failed NotAuthorized", "reconnecting 1", "failed NotAuthorized", "ready"]);
@@ -139,15 +143,23 @@ it("0132: a hook that throws after a refusal is the transient wait (reconnecting
   expect(JSON.stringify(told)).not.toContain("permission store"); // the hook's words stay in the leader
 }, 15_000);
 
-it("0132 (property): whatever the leader's hook answers (true, false, a throw, slowly), the follower never wedges — a timer is always pending until it follows — each wait is at most 60 s, failed is never told twice in a row, and it follows at the first answer that lets it", async () => {
-  const answer = fc.constantFrom<Answer>("allow", "refuse", "throw", "slow-allow", "slow-refuse", "slow-throw");
+it("0132 (property): whatever the leader's hook answers (true, false, a throw, slowly, never), the follower never wedges — a timer is always pending until it follows — each wait is at most 60 s, failed is never told twice in a row, and it follows at the first answer that lets it", async () => {
+  const answer = fc.constantFrom<Answer>("allow", "refuse", "throw", "slow-allow", "slow-refuse", "slow-throw", "hang");
   await fc.assert(
     fc.asyncProperty(fc.array(answer, { maxLength: 6 }), async (answers) => {
       const { told, asks, clock, following } = await tabs(answers);
       const first = answers.findIndex((one) => one.endsWith("allow"));
       const needed = (first < 0 ? answers.length : first) + 1;
       for (let n = 1; ; n++) {
-        await until(() => following() || (asks.length === n && clock.pending === 1), `ask ${n} answered`);
+        if (answers[n - 1] === "hang") {
+          // Never answered: given up at its bound (the review of 0132, L3; before: no timer, wedged for good).
+          await until(() => asks.length === n && clock.asking && clock.pending === 1, `ask ${n} under way`);
+          const asked = clock.now();
+          expect(clock.next()).toBe(true);
+          expect(clock.now() - asked).toBe(STATUS_ASK_MS);
+          expect(told.at(-1)).toMatchObject({ kind: "reconnecting", error: { name: "NotReady" } });
+        }
+        await until(() => following() || (asks.length === n && clock.waiting), `ask ${n} answered`);
         if (following()) break;
         const before = clock.now();
         expect(clock.next()).toBe(true); // never wedged: something asks again
@@ -166,7 +178,7 @@ it("0132 (property): whatever the leader's hook answers (true, false, a throw, s
 
 it("0132: the app asks again at once (HarnessClient.askAgain → the tabs' endpoint): a refused follower whose hook now lets it follows without waiting for the backoff; nothing is asked while it follows", async () => {
   const { endpoint, asks, clock, following, answers } = await tabs(["refuse"]);
-  await until(() => asks.length === 1 && clock.pending === 1, "refused");
+  await until(() => asks.length === 1 && clock.waiting, "refused");
   endpoint.askAgain(); // the app says its credentials changed: the hook lets it now (answers run out: allow)
   await until(following, "following without a clock move");
   expect(clock.now()).toBe(0);
@@ -181,7 +193,7 @@ it("0132: the app asks again at once (HarnessClient.askAgain → the tabs' endpo
 
 it("0132: askAgain while the hook throws asks now, instead of after the transient wait (500 ms)", async () => {
   const { endpoint, asks, clock, following, told } = await tabs(["throw"]);
-  await until(() => asks.length === 1 && clock.pending === 1, "threw");
+  await until(() => asks.length === 1 && clock.waiting, "threw");
   endpoint.askAgain();
   await until(following, "following without a clock move");
   expect(asks).toEqual([0, 0]);

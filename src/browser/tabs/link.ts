@@ -58,6 +58,12 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
   const life = new AbortController();
   let release = () => {};
   let watch: StatusWatch | undefined;
+  /**
+   * Asked to connect and not yet accepted: the one `accepted` this link takes. A repeated or forged one (the
+   * connection's name is posted in clear on the database's channel) is ignored — before, each restarted the status
+   * watch, asking at once past the refused backoff (the review of decision 0132, L4).
+   */
+  let connecting = false;
   const link: Link = {
     leader: id,
     endpoint: messages.endpoint,
@@ -79,10 +85,10 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
     if (data.type === "gone") on.lose();
     else if (data.type !== "accepted") {
       if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
-    } else {
+    } else if (connecting) {
+      connecting = false;
       // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
-      if (data.lifeLock) locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
-      watch?.close();
+      if (typeof data.lifeLock === "string") locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
       watch = watchStatus(
         messages.endpoint,
         (status) => {
@@ -106,7 +112,10 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
   // Held before asking to connect: the leader queues for it, and is granted it when this tab goes.
   locks
     .request(followerLock(connection), { signal: life.signal }, () => {
-      if (!link.closed) channel.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
+      if (!link.closed) {
+        connecting = true;
+        channel.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
+      }
       return new Promise<void>((resolve) => (release = resolve));
     })
     .catch(() => {});

@@ -5,18 +5,30 @@
  * `AuthorizeFailed`), it is asked again after the backoff of the endpoint's other unserved subscriptions (./unserved.ts:
  * 500 ms, doubling to 10 s), the status `reconnecting` with that wait and the error meanwhile — before, it stayed
  * `failed` while that worker lived, and a follower `waiting-for-lock` while its leader lived: nothing asked again
- * (decisions 0123 and its review).
+ * (decisions 0123 and its review). An ask with no answer in `STATUS_ASK_MS` on the clock is given up and counts as such a
+ * throw (`NotReady`); a refusal's backoff goes on growing through throws and starts over only once served (the review
+ * of decision 0132, L3 and M1).
  */
 
-import type { Clock } from "../../base/clock.ts";
+import { type Clock, systemClock } from "../../base/clock.ts";
+import { NotReady } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { refusalOf } from "../../host/endpoint.ts";
 import { shapeOf } from "../../host/error-wire.ts";
+import { cancelPending } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { type Backoff, UNSERVED_BACKOFF, UnservedWaits } from "./unserved.ts";
 
 /** The one wait's id in its own `UnservedWaits`. */
 const STATUS = 0;
+
+/**
+ * How long a status ask may go unanswered (a hook that never settles, a place that hangs) before it counts as an answer
+ * that passes by itself — given up, and asked again on the backoff (the review of decision 0132, L3; as long as a follow
+ * link's call may take, `CALL_TIMEOUT_MS`). Before, one ask that never settled left no timer: the tab kept its status
+ * (`failed`, `waiting-for-lock`) for good.
+ */
+export const STATUS_ASK_MS = 15_000;
 
 export interface StatusWatchOptions {
   /** An error that says the place is gone (no place to ask again): `ended` hears it. Default: `WorkerGone`. */
@@ -48,41 +60,74 @@ export interface StatusWatch {
 export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus) => void, options: StatusWatchOptions = {}): StatusWatch {
   const gone = options.gone ?? ((error: unknown) => (error as { name?: unknown } | undefined)?.name === "WorkerGone");
   const ended = options.ended ?? ((error: unknown) => told({ kind: "failed", error: shapeOf(error) }));
-  const waits = new UnservedWaits(options.clock, UNSERVED_BACKOFF);
-  const refusals = options.refused && new UnservedWaits(options.clock, options.refused);
+  const clock = options.clock ?? systemClock;
+  const waits = new UnservedWaits(clock, UNSERVED_BACKOFF);
+  const refusals = options.refused && new UnservedWaits(clock, options.refused);
   /** Refused, and not served or answered otherwise since: a refusal again tells nothing (decision 0132). */
   let refused = false;
   let closed = false;
   /** Not served, not asked, not gone: what `again()` asks now. */
   let idle = false;
+  /** The ask whose answer counts; an older one's (given up at its bound) is no one's. */
+  let round = 0;
+  /** The bound of the ask under way, until its first answer. */
+  let bound: (() => void) | undefined;
+  const answered = () => {
+    bound?.();
+    bound = undefined;
+  };
+  /** Not served: refused, the place gone, or what passes by itself (a throw, no answer in time). */
+  const unserved = (error: unknown) => {
+    idle = !gone(error);
+    if (gone(error) || (refusalOf(error) && !refusals)) return ended(error);
+    if (refusalOf(error)) {
+      // Asked again, slowly: the app's answer may change (a sign-in); `failed` is told once (decision 0132). The
+      // transient wait's attempt is kept: a hook that alternates throws and refusals backs off on both (review, M1).
+      refusals!.next(STATUS, ask);
+      if (!refused) ended(error);
+      refused = true;
+      return;
+    }
+    // The refused backoff goes on growing through a throw, reset only when served (the review of 0132, M1: reset here, a
+    // hook alternating throw and `false` was asked every 2.75 s for good); a refusal after it is told again.
+    refused = false;
+    // What passes by itself is asked again; the status says why it waits (the review of 0123, L3).
+    const wait = waits.next(STATUS, ask);
+    told({ kind: "reconnecting", attempt: wait.attempt, retryInMs: wait.retryInMs, error: shapeOf(error) });
+  };
   const ask = () => {
     idle = false;
-    endpoint
-      .subscribe("onStatus", [], (value) => {
-        if (closed) return;
-        waits.end(STATUS, true); // served (again): its wait, if any, is over
-        refusals?.end(STATUS);
-        refused = false;
-        told(value as HarnessStatus);
-      })
-      .catch((error: unknown) => {
-        if (closed) return;
-        idle = !gone(error);
-        if (gone(error) || (refusalOf(error) && !refusals)) return ended(error);
-        if (refusalOf(error)) {
-          // Asked again, slowly: the app's answer may change (a sign-in); `failed` is told once (decision 0132).
-          waits.end(STATUS);
-          refusals!.next(STATUS, ask);
-          if (!refused) ended(error);
-          refused = true;
-          return;
-        }
-        refusals?.end(STATUS);
-        refused = false;
-        // What passes by itself is asked again; the status says why it waits (the review of 0123, L3).
-        const wait = waits.next(STATUS, ask);
-        told({ kind: "reconnecting", attempt: wait.attempt, retryInMs: wait.retryInMs, error: shapeOf(error) });
-      });
+    const mine = ++round;
+    const counts = () => !closed && round === mine;
+    // Set first: a place may answer within `subscribe` itself.
+    bound = clock.setTimer(STATUS_ASK_MS, () => {
+      bound = undefined;
+      if (!counts()) return;
+      round++; // its late answer is no one's: not told, and it asks nothing again
+      cancelPending(subscribed);
+      subscribed.then((id) => endpoint.unsubscribe(id)).catch(() => {});
+      unserved(
+        new NotReady(
+          `The status ask had no answer in ${STATUS_ASK_MS / 1000} s (an authorize hook or the place did not answer); it is asked again.`,
+        ),
+      );
+    });
+    const subscribed = endpoint.subscribe("onStatus", [], (value) => {
+      if (!counts()) return;
+      answered();
+      waits.end(STATUS, true); // served (again): its wait, if any, is over
+      refusals?.end(STATUS);
+      refused = false;
+      told(value as HarnessStatus);
+    });
+    subscribed.then(
+      () => counts() && answered(),
+      (error: unknown) => {
+        if (!counts()) return;
+        answered();
+        unserved(error);
+      },
+    );
   };
   ask();
   return {
@@ -94,6 +139,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
     },
     close() {
       closed = true;
+      answered();
       waits.clear();
       refusals?.clear();
     },
