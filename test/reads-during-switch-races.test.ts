@@ -131,6 +131,7 @@ describe("runHere's take-back meets a close, a takeover, and any interleaving of
       },
       rebuild: {
         when: (listener) => void (rebuildNow = listener),
+        closesCopy: true,
         run: async (_storage, closeCopy) => {
           await closeCopy(); // the snapshot is here: the copy closes before it is replaced
         },

@@ -40,6 +40,7 @@ it("S5 (0127's review, L2): a rebuild under a lease opens its copy again read-on
     harness: { registry: createRegistry(), lease: { place: "tab", arbiter } },
     rebuild: {
       when: (listener) => void (rebuildNow = listener),
+      closesCopy: true,
       run: async (_storage, closeCopy) => {
         runs++;
         await closeCopy();

@@ -38,7 +38,9 @@ describe("a worker that rebuilds its copy by itself (issue 27, decision 0047)", 
       });
       const rebuilding = follow.rebuild && {
         when: follow.rebuild.when,
-        // Passes `closeCopy` on as worker.ts does (a run that declares none has the copy closed first: decision 0132).
+        closesCopy: true,
+        // Passes `closeCopy` on and says so, as worker.ts does (`closesCopy`; a run that does not say it has the copy closed
+        // first: the review of decision 0132, L2).
         run: async (storage: Storage, closeCopy: () => Promise<void>) => {
           gate?.started();
           await gate?.open;

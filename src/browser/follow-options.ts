@@ -167,6 +167,8 @@ export interface TabFollow {
   readonly rebuild?: {
     when(listener: () => void): void;
     run(storage: Storage, closeCopy?: () => Promise<void>): Promise<void>;
+    /** `run` calls `closeCopy` once the snapshot is fetched, before it changes the storage: the copy reads until then. */
+    readonly closesCopy: true;
     stopped(listener: (tries: number, error: unknown) => void): void;
     again(): void;
   };

@@ -237,6 +237,7 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     when: (listener: () => void) => void cannotFollow.add(listener),
     stopped: (listener: (tries: number, error: unknown) => void) => void rebuildStopped.add(listener),
     again: () => retry.again(),
+    closesCopy: true as const,
     async run(storage: Storage, closeCopy?: () => Promise<void>) {
       follower?.stop();
       follower = undefined;

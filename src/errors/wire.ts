@@ -26,7 +26,10 @@ export class UnsupportedChatRequest extends DurableError {
   override name = "UnsupportedChatRequest";
 }
 
-/** A hook was asked to act before its client or conversation was there. */
+/**
+ * A hook was asked to act before its client or conversation was there; or a tab's status ask had no answer in time (the
+ * tabs' endpoint gives it up and asks again: the review of decision 0132, L3).
+ */
 export class NotReady extends DurableError {
   override name = "NotReady";
 }

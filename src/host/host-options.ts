@@ -43,15 +43,19 @@ export interface HostOptions {
    * `follow.rebuild`): each time `when`'s listener is called the host awaits `run(storage, closeCopy)` (the copy
    * replaced from the object's snapshot), opens the harness again on it and moves the page's views there. `run` calls
    * `closeCopy` once the snapshot is fetched, before anything in the storage changes: until then the read-only copy
-   * answers the page's reads (decision 0127). A `run` that declares no `closeCopy` parameter has the copy closed
-   * before it runs (the host cannot tell when it changes the storage: decision 0132); one that declares it and never
-   * calls it has the copy closed after it.
+   * answers the page's reads (decision 0127) — only when `closesCopy` is true. Without it the host closes the copy
+   * before `run` (it cannot tell when `run` changes the storage), and reads wait for the rebuilt copy. Before, the host
+   * guessed from `run.length < 2` (decision 0132), which a default or rest parameter or a forwarding wrapper misread
+   * (its review, L2). A `run` that says `closesCopy` and writes before calling `closeCopy` lets reads meanwhile answer
+   * from the copy whose rows it replaces; one that never calls it has the copy closed after it.
    * `stopped(listener)` tells the host when the copy stopped asking by itself (decision 0078: the ready status then says
    * `rebuild: { kind: "stopped", … }`); `again()` starts its count afresh, for the page's `retryRebuild()`.
    */
   rebuild?: {
     when(listener: () => void): void;
     run(storage: Storage, closeCopy: () => Promise<void>): Promise<void>;
+    /** `run` calls `closeCopy` before it changes the storage (`TabFollow.rebuild` does). Default: false. */
+    closesCopy?: boolean;
     stopped?(listener: (tries: number, error: unknown) => void): void;
     again?(): void;
   };

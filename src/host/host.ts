@@ -252,9 +252,9 @@ export function createHost(options: HostOptions): ServedHost {
       // Not rebuilt (the object unreachable, its snapshot refused): the copy stays as it was.
       // Under a lease, opened again read-only (decision 0127): the copy is rebuilt because it does not hold the lease,
       // and the lease asked of the object there (a link call) held every read while no copy was open.
-      // A `run` that takes no `closeCopy` cannot say when its storage changes: the copy closes first (0127's review, L3).
+      // A `run` that does not say it closes the copy cannot say when its storage changes: the copy closes first (0132).
       const rebuilt = (closeCopy: () => Promise<void>) =>
-        (options.rebuild!.run.length < 2 ? closeCopy() : Promise.resolve())
+        (options.rebuild!.closesCopy ? Promise.resolve() : closeCopy())
           .then(() => options.rebuild!.run(storage!, closeCopy))
           .finally(() => queue.runEnded());
       return reopen(rebuilt, options.harness.lease ? true : undefined)
