@@ -132,6 +132,8 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     record: () => record,
     /** The object's end (its harness, once it took the lease). */
     end,
+    /** Where the object stands, as the worker tells its page (the acknowledged position while the tab holds the lease). */
+    tickets,
     worker,
     follow,
     host,

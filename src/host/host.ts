@@ -285,10 +285,8 @@ export function createHost(options: HostOptions): ServedHost {
     while (queue.current) await queue.current.catch(() => {});
     return requireHarness();
   };
-  /** The copy a read (or a watch) answers from now: the ready harness, or the copy a reopen keeps open (0127). */
-  const copy = () => reopens.kept() ?? (harness && !harness.closed && status.kind === "ready" ? harness : undefined);
   const reads = hostReads({
-    copy,
+    copy: () => reopens.kept() ?? (harness && !harness.closed && status.kind === "ready" ? harness : undefined),
     switching: () => (closing ? undefined : queue.current),
     requireHarness,
   });
@@ -303,7 +301,6 @@ export function createHost(options: HostOptions): ServedHost {
   const { calls: harnessCallsOf, views } = harnessCalls({
     whenOpen,
     read: reads.read,
-    copy,
     requireHarness,
     reopening: () => queue.current !== undefined,
     rebinds: liveViews,
