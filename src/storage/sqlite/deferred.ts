@@ -142,7 +142,10 @@ export class DeferredTaskRows {
     });
   }
 
-  /** The COMMIT of an `owned` transaction whose body ran whole with `turn` failed: what the turn changed is put back. */
+  /**
+   * The COMMIT of an `owned` transaction whose body ran whole with `turn` failed: what the turn changed is put back —
+   * once (while restarts are owed their handler puts it back first, then the storage's own finds it done).
+   */
   failed(turn: Turn): void {
     this.#restore(turn);
   }
@@ -177,6 +180,8 @@ export class DeferredTaskRows {
   }
 
   #restore(before: Turn): void {
+    if (before.restored) return; // a second put-back would undo what later turns did
+    before.restored = true;
     this.#pending = before.pending;
     const replaced = before.replaced;
     if (replaced !== undefined)
@@ -287,6 +292,8 @@ export class Turn {
   firstRecord: string | undefined = undefined;
   /** Each further id a deferring commit set, then the text it replaced (undefined: none was waiting), in pairs. */
   replaced: Array<number | string | undefined> | undefined;
+  /** Put back already (`failed` twice does nothing the second time). */
+  restored = false;
 
   constructor(
     rows: DeferredTaskRows,

@@ -164,22 +164,32 @@ export class OwedRecount {
   /**
    * A writing transaction (`run` runs one): what a crashed open owed is stored first (unless the open's recovery
    * commit keeps it), and what it stages is kept only if it commits. With nothing owed the transaction runs as it is
-   * (no await of its own: decision 0091).
+   * (no await of its own: decision 0091). `undo`: puts back the caller's own state for a body that ran whole (given
+   * its `turn`) when the COMMIT failed — in the same handler as `ended(false)`, which `run`'s raw promise must carry
+   * (no handler of its own in between): both run a tick before the connection's next transaction starts, so a writer
+   * queued in the same tick never builds on this one's rolled-back staging (review of 0131, M1: S4).
    */
   around<T, U>(
     body: (tx: SqliteTransaction, turn: U) => T,
     run: (settled: (tx: SqliteTransaction, turn: U) => T) => Promise<T>,
+    undo?: (turn: U) => void,
   ): Promise<T> {
     if (!this.owing) return run(body);
+    let ran = false;
+    let opened: U | undefined;
     return run((tx, turn) => {
       if (!this.#keeping) this.settle(tx);
-      return body(tx, turn);
+      const result = body(tx, turn);
+      ran = true;
+      opened = turn;
+      return result;
     }).then(
       (result) => {
         this.ended(true);
         return result;
       },
       (error: unknown) => {
+        if (ran && undo) undo(opened as U);
         this.ended(false);
         throw error;
       },

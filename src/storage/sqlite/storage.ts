@@ -193,8 +193,8 @@ export class SqliteStorage implements Storage {
     let committed: number | undefined | null = null; // the fenced log's write count once written (null: not)
     const deferring = this.#deferred !== undefined && mayDefer(batch, this.#liveStatus);
     // A deferring step's turn (its body ran whole) is put back here if the COMMIT fails (0131): in a handler on the
-    // transaction itself, a tick before the connection's next one starts (not behind the owed restarts' handler).
-    const owned = deferring && !this.#owed.owing;
+    // transaction itself, a tick before the connection's next one starts. While restarts are owed the owed restarts'
+    // handler is the one on the transaction: `#writing` puts the turn back there, and `failed` here finds it done.
     let opened: Turn | undefined;
     const written = this.#writing(
       (tx, turn) => {
@@ -217,7 +217,7 @@ export class SqliteStorage implements Storage {
         if (fence) committed = this.#log.written(tx);
         opened = turn;
       },
-      owned ? "owned" : !deferring,
+      deferring ? "owned" : true,
     );
     return written.then(
       () => {
@@ -226,7 +226,7 @@ export class SqliteStorage implements Storage {
         rememberRows(tasks, this.#liveStatus, this.#texts);
         return text;
       },
-      owned
+      deferring
         ? (error: unknown) => {
             if (opened) this.#deferred!.failed(opened);
             throw error;
@@ -375,12 +375,20 @@ export class SqliteStorage implements Storage {
    * puts its turn back if the COMMIT fails (decision 0131). What a crashed open owed is stored first in it (0092).
    */
   #writing<T>(body: (tx: SqliteTransaction, turn: Turn | undefined) => T, plain: boolean | "owned" = false): Promise<T> {
+    const deferred = this.#deferred;
+    // While restarts are owed every turn is owned, put back by the owed restarts' own handler (review of 0131, M1).
+    if (deferred && this.#owed.owing)
+      return this.#owed.around<T, Turn | undefined>(
+        body,
+        (run) => deferred.owned(this.#db, run),
+        (turn) => deferred.failed(turn!),
+      );
     return this.#owed.around(body, (run) =>
-      !this.#deferred
+      !deferred
         ? this.#db.transaction((tx) => run(tx, undefined))
         : plain === "owned"
-          ? this.#deferred.owned(this.#db, run)
-          : this.#deferred.transaction(this.#db, run, plain),
+          ? deferred.owned(this.#db, run)
+          : deferred.transaction(this.#db, run, plain),
     );
   }
 
