@@ -67,6 +67,13 @@ export interface HandoverBench {
   /** Processes the effect-free steps ran in (each its own workerd), and runs in all (the figures pool them). */
   stepProcesses: number;
   stepRuns: number;
+  /**
+   * The order the three step jobs take within a turn: `"rotated"` since decision 0131 (turn 0 mirrored → fenced → no
+   * lease, then rotated by one each turn). Figures from runs before it (no field: the fixed order) are not comparable:
+   * there a young collection fell on the same job every turn (0131 measured the base tree at 1.29–1.42× fixed, 0.73–1.10×
+   * rotated).
+   */
+  stepOrder: "rotated";
   /** Median µs per step with follow ÷ without, over every run of every process. */
   addedLatencyRatio: number;
   /** The same ratio run by run (each run's mirrored job over its job with no lease). */
@@ -389,6 +396,7 @@ export async function benchHandover(): Promise<HandoverBench> {
       fencedStepMicros: summarize(all.map((run) => run.fenced)),
       stepProcesses: processes.length,
       stepRuns: all.length,
+      stepOrder: "rotated",
       addedLatencyRatio: followStepMicros.median / plainStepMicros.median,
       addedLatencyRunRatio: summarize(all.map((run) => run.follow / run.plain)),
       addedLatencyProcessRatio,

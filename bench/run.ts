@@ -166,7 +166,7 @@ await section("handover", async () => {
       },
       {
         bench,
-        what: `effect-free step while mirroring (${result.steps.toLocaleString("en-US")} checkpoint commits, ${result.stepProcesses} processes × ${result.stepRuns / result.stepProcesses} runs; no lease ${µs(result.plainStepMicros)}, fenced log without a link ${µs(result.fencedStepMicros)})`,
+        what: `effect-free step while mirroring (${result.steps.toLocaleString("en-US")} checkpoint commits, ${result.stepProcesses} processes × ${result.stepRuns / result.stepProcesses} runs, the jobs' order ${result.stepOrder}; no lease ${µs(result.plainStepMicros)}, fenced log without a link ${µs(result.fencedStepMicros)})`,
         median: µs(result.followStepMicros),
         range: range(result.followStepMicros),
         ratio: `${fmt(result.addedLatencyProcessRatio.median, 2)}× no lease (the processes' medians ${fmt(result.addedLatencyProcessRatio.min, 2)}–${fmt(result.addedLatencyProcessRatio.max, 2)}×, run by run ${fmt(result.addedLatencyRunRatio.min, 2)}–${fmt(result.addedLatencyRunRatio.max, 2)}×); ${fmt(result.mirroredOverFencedProcessRatio.median, 2)}× the fenced log (${fmt(result.mirroredOverFencedProcessRatio.min, 2)}–${fmt(result.mirroredOverFencedProcessRatio.max, 2)}×, ${signed(result.mirroredMinusFencedProcessMicros.median)} µs); the tab's CPU per step ${fmt(result.addedCpuRunRatio.median, 2)}× no lease, ${fmt(result.addedCpuRunRatio.min, 2)}–${fmt(result.addedCpuRunRatio.max, 2)}×`,
