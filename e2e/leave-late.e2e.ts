@@ -94,12 +94,44 @@ async function forksAreTheUnreceived(page: Page, name: string, tabEpoch: number,
   return `${unreceived.length} (the tab stored ${stored[0]}-${stored.at(-1)} under epoch ${tabEpoch}, the object's epoch ${taken!.epoch} begins at ${taken!.start})`;
 }
 
-/** Every tick printed by the tab and the object, each printed once, the object counting to the end. */
-async function countedOnceAcross(tabPrints: string[], seen: () => string): Promise<void> {
+/**
+ * What S12 promises across the two places: no tick printed twice, the object counting to the end, and a tick printed by
+ * neither only where its memo `printed-n` was committed by the tab and acknowledged by the object (it is in the
+ * object's own log, under the tab's epoch). The memo is stored before the print: a tab cut between the memo's
+ * acknowledgement and its print loses that print, at most once (1 run in 6 of the busy case: the tab printed 1-3,
+ * the object 5-40). Before, the test asked for every tick printed exactly once, which the contract does not promise.
+ */
+async function countedOnceAcross(name: string, tabEpoch: number, tabPrints: string[], seen: () => string): Promise<void> {
   await edge.printed.until((lines) => lines.includes(`tick ${TO}`), "the object's last tick");
   const lastInTab = tickOf(tabPrints.at(-1)!);
   expect(lastInTab, seen()).toBeLessThan(TO);
-  expect([...tabPrints, ...edge.printed.lines], seen()).toEqual(ticks(1, TO));
+  const printed = [...tabPrints, ...edge.printed.lines];
+  expect(new Set(printed).size, `no tick printed twice: ${seen()}`).toBe(printed.length);
+  const all = ticks(1, TO);
+  expect(
+    printed.every((line) => all.includes(line)),
+    seen(),
+  ).toBe(true);
+  const unprinted = all.filter((line) => !printed.includes(line));
+  expect(unprinted.length, `a print lost at most once: ${seen()}`).toBeLessThanOrEqual(1);
+  // The tab's last print's memo was acknowledged before it (the declared print): the same query finds it (its control).
+  const memoHeld = async (n: number) =>
+    (
+      (await rpc(
+        name,
+        "query",
+        `SELECT l.position AS position FROM pi_durable_log AS l, json_each(l.batch, '$.tasks') AS t
+         WHERE l.epoch = ? AND t.value ->> '$.kind' = 'example.counter' AND json_extract(t.value, ?) IS NOT NULL`,
+        tabEpoch,
+        `$.memos."printed-${n}"`,
+      )) as unknown[]
+    ).length > 0;
+  expect(await memoHeld(lastInTab), `the tab's last tick's memo in the object's log: ${seen()}`).toBe(true);
+  for (const line of unprinted)
+    expect(
+      await memoHeld(tickOf(line)),
+      `${line}, printed by neither: its memo in the object's log under epoch ${tabEpoch}: ${seen()}`,
+    ).toBe(true);
 }
 
 describe("the page's leaving word heard late, and a release that never arrives (Chromium + workerd, decision 0113)", () => {
@@ -152,7 +184,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
     const seen = () => JSON.stringify({ tab: tabPrints, object: edge.printed.lines });
     // The worker, free again, heard the word a grace late: fenced at once, it reopens read-only and follows.
     await page.waitForSelector('body[data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
-    await countedOnceAcross(tabPrints, seen);
+    await countedOnceAcross(name, tabEpoch, tabPrints, seen);
     // Its `leave` came after the word and found no lease: no release under the superseded epoch ever went out.
     expect(await heardBy(edge, name), seen()).toEqual({ release: 0, leaving: 1 });
     expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
@@ -204,7 +236,7 @@ describe("the page's leaving word heard late, and a release that never arrives (
 
     // Its link delivering again, the tab follows the object to the end.
     await harnessWorker(page).evaluate(() => globalThis.e2eSilent?.restore());
-    await countedOnceAcross(tabPrints, seen);
+    await countedOnceAcross(name, tabEpoch, tabPrints, seen);
     expect(await holderOf(edge.followUrl(name)), seen()).toMatchObject({ object: true });
     await page.waitForSelector('body[data-status="ready"][data-runs="elsewhere"]', { state: "attached", timeout: 60_000 });
     const forks = await forksAreTheUnreceived(page, name, tabEpoch, seen);

@@ -36,6 +36,8 @@ export interface SilentTabHooks {
   readonly onHolder?: HostOptions["onHolder"];
   /** Given the host's rebuild listener too: the test asks for a rebuild as the follower would at a fork (decision 0127). */
   readonly rebuildAsked?: (listener: () => void) => void;
+  /** The object's lease term (default 60 s; infinite: a pinned lease, decision 0039). */
+  readonly ttlMs?: number;
 }
 
 export async function silentTab(hook: SilentTabHooks = {}) {
@@ -43,7 +45,7 @@ export async function silentTab(hook: SilentTabHooks = {}) {
   const clock = createManualClock(1_000);
   const prints: string[] = [];
   let record: LeaseRecord = { epoch: 0 };
-  const book = new LeaseBook({ clock, ttlMs: 60_000, load: () => record, save: (next) => void (record = next) });
+  const book = new LeaseBook({ clock, ttlMs: hook.ttlMs ?? 60_000, load: () => record, save: (next) => void (record = next) });
   const end = await ObjectEnd.start({
     place: "object",
     storage: new MemoryStorage(),
@@ -169,7 +171,7 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     },
     async close() {
       await host.service.close();
-      follow.close();
+      void follow.close();
       await (await end.harness)?.close(ctx);
     },
   };

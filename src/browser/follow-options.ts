@@ -172,6 +172,9 @@ export interface TabFollow {
     stopped(listener: (tries: number, error: unknown) => void): void;
     again(): void;
   };
-  /** Stops the link (the worker's harness closed for good). */
-  close(): void;
+  /**
+   * Stops the link (the worker's harness closed for good), once what the tab stored reached the object (its last
+   * commits, a leave's rest and answer) or a link call's bound (15 s, and no later than the lease's expiry) passed.
+   */
+  close(): Promise<void>;
 }

@@ -20,7 +20,7 @@
 import { type Clock, systemClock } from "../base/clock.ts";
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { HandOverUnanswered, HarnessClosed, LeaseNotHeld, StaleEpoch } from "../errors.ts";
+import { LeaseNotHeld, StaleEpoch } from "../errors.ts";
 import { LEAVING_GRACE_MS, type LeaseArbiter, type LeaseGrant } from "../follow/arbiter.ts";
 import { Follower } from "../follow/follower.ts";
 import { deliverFork, type LogHistory } from "../follow/fork.ts";
@@ -32,9 +32,9 @@ import { linkServerCalls } from "../follow/server-call-client.ts";
 import { rebuildFromObject } from "../follow/snapshot.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness } from "../harness.ts";
-import type { LogMark } from "../storage/records.ts";
 import { runWaitingNow } from "../storage/sqlite/wasm/event-loop.ts";
 import type { Storage } from "../storage/storage.ts";
+import { CLOSE_WAIT_MS, settledWithin, unanswered } from "./follow-leaving.ts";
 import type { FollowObjectOptions, FollowPlace, LeavingTicket, TabFollow } from "./follow-options.ts";
 import { unreachable } from "./follow-unreachable.ts";
 import { followingWrites } from "./follow-writes.ts";
@@ -164,39 +164,11 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   };
   /** Listeners for the link's drops (a leave that waits for its answer). */
   const drops = new Set<() => void>();
-  /**
-   * `leaving`, or `HandOverUnanswered` once the link is down past the lease's expiry (at the expiry, or at a drop after
-   * it): the object takes the lease then, whether or not the release reached it. A pinned lease never expires: a
-   * leave of one waits for the link (the lease is the tab's until the object answers).
-   */
-  const unanswered = (leaving: Promise<void>, mark: LogMark, stop: () => void): Promise<void> => {
-    if (!Number.isFinite(expiresAt)) return leaving;
-    return new Promise<void>((resolve, reject) => {
-      let settled = false;
-      let expired = false;
-      const done = (outcome: () => void) => {
-        if (settled) return;
-        settled = true;
-        cancel();
-        drops.delete(check);
-        outcome();
-      };
-      const check = () => {
-        if (!closed && !(expired && !link.up)) return;
-        stop(); // closed (its worker's host closed, decision 0133), or unanswered past the expiry
-        done(() => reject(closed ? new HarnessClosed("The follow link") : new HandOverUnanswered(mark.position)));
-      };
-      const cancel = clock.setTimer(Math.max(0, expiresAt - clock.now()), () => {
-        expired = true;
-        check();
-      });
-      drops.add(check);
-      leaving.then(
-        () => done(resolve),
-        (error: unknown) => done(() => reject(error)),
-      );
-    });
-  };
+  const leaveWatch = { clock, link, drops, closed: () => closed, expiresAt: () => expiresAt };
+  /** The page's leave under way (settled: undefined): a close lets its answer come first, within a bound. */
+  let leaveUnderWay: Promise<unknown> | undefined;
+  /** The close's end, once asked: the link ends after what the tab stored reached the object, or the bound passed. */
+  let closing: Promise<void> | undefined;
 
   /** Another place holds the lease and runs the work: `opened`, a read-only copy, follows it live (decision 0038). */
   const followWith = (opened: Harness) => {
@@ -325,11 +297,17 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         .then((mark) => {
           sentAway = true;
           answerAwaited = true;
-          const settled = unanswered(leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop()).finally(answered);
+          const settled = unanswered(leaveWatch, leaving.leave(mark, BACKGROUND_CONTEXT), mark, () => leaving.stop()).finally(answered);
           handedOver?.(); // the rest and the release sent, or queued behind a read of the durable tail (review of 0125, L5)
           return settled;
         })
         .then(() => true);
+      const underWay: Promise<void> = left
+        .catch(() => {})
+        .then(() => {
+          if (leaveUnderWay === underWay) leaveUnderWay = undefined;
+        });
+      leaveUnderWay = underWay;
       // A storage operation that waits for the event loop to turn (the connection's starvation wait) would hold the
       // commit line, and the release behind it, until a second task this page's worker may never get: it goes on now.
       runWaitingNow();
@@ -376,20 +354,34 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       return () => holderListeners.delete(listener);
     },
     // Nothing of the link outlives it (decision 0133): no reconnect, no frame, no timer; calls and a leave under way
-    // reject `HarnessClosed`. Before, a reconnect's timer, the link's resends and a leave's expiry went on.
+    // reject `HarnessClosed`. Before, a reconnect's timer, the link's resends and a leave's expiry went on. First, what
+    // the tab stored reaches the object, within a link call's bound and the lease's expiry (review of 0133, H1): the
+    // harness's last commits, and a leave's rest and answer. Before, they were cut, and became the tab's fork.
     close() {
-      closed = true;
-      tellTicket(undefined);
-      retry.close();
-      mirror?.stop();
-      follower?.stop();
-      reconnect?.();
-      reconnect = undefined;
-      const open = socket;
-      socket = undefined;
-      link.close();
-      for (const check of [...drops]) check();
-      open?.close(1000, "the worker closed its harness");
+      if (closing) return closing;
+      const waits: Promise<unknown>[] = [];
+      const last = harness?.lease?.position;
+      if (mirror && last !== undefined && !mirror.refused && mirror.acknowledged < last)
+        waits.push(mirror.whenAcknowledged(last, BACKGROUND_CONTEXT));
+      if (leaveUnderWay) waits.push(leaveUnderWay);
+      const shut = () => {
+        closed = true;
+        tellTicket(undefined);
+        retry.close();
+        mirror?.stop();
+        follower?.stop();
+        reconnect?.();
+        reconnect = undefined;
+        const open = socket;
+        socket = undefined;
+        link.close();
+        for (const check of [...drops]) check();
+        open?.close(1000, "the worker closed its harness");
+      };
+      if (waits.length === 0) shut(); // nothing to deliver: closed in this tick
+      closing =
+        waits.length === 0 ? Promise.resolve() : settledWithin(clock, Math.min(CLOSE_WAIT_MS, expiresAt - clock.now()), waits).then(shut);
+      return closing;
     },
   };
 }
