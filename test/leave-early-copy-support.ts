@@ -38,6 +38,8 @@ export interface SilentTabHooks {
   readonly rebuildAsked?: (listener: () => void) => void;
   /** The object's lease term (default 60 s; infinite: a pinned lease, decision 0039). */
   readonly ttlMs?: number;
+  /** The host's close awaits the follow's `drain()` before the storage closes, as the worker's does (review of 0133, M1). */
+  readonly drainsAtClose?: true;
 }
 
 export async function silentTab(hook: SilentTabHooks = {}) {
@@ -87,6 +89,7 @@ export async function silentTab(hook: SilentTabHooks = {}) {
         hook.handedOver?.();
       }),
     ...(hook.ownership ? { ownership: hook.ownership } : {}),
+    ...(hook.drainsAtClose ? { beforeStorageClose: () => follow.drain() } : {}),
     takeBack: () => follow.takeBack(),
     ...(follow.rebuild
       ? {

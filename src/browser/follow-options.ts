@@ -177,4 +177,10 @@ export interface TabFollow {
    * commits, a leave's rest and answer) or a link call's bound (15 s, and no later than the lease's expiry) passed.
    */
   close(): Promise<void>;
+  /**
+   * Resolves once what the tab stored reached the object, or the same bound passed, the link still up: the worker's
+   * host awaits it before it closes the storage and lets the database's lock go (review of 0133, M1). `close` after it
+   * waits no more.
+   */
+  drain(): Promise<void>;
 }

@@ -169,6 +169,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
   let leaveUnderWay: Promise<unknown> | undefined;
   /** The close's end, once asked: the link ends after what the tab stored reached the object, or the bound passed. */
   let closing: Promise<void> | undefined;
+  /** The wait for that delivery (`drain()`), and whether it ended. */
+  let draining: Promise<void> | undefined;
+  let drained = false;
 
   /** Another place holds the lease and runs the work: `opened`, a read-only copy, follows it live (decision 0038). */
   const followWith = (opened: Harness) => {
@@ -222,6 +225,18 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         throw error;
       }
     },
+  };
+
+  const drain = (): Promise<void> => {
+    if (draining) return draining;
+    const waits: Promise<unknown>[] = [];
+    const last = harness?.lease?.position;
+    if (mirror && last !== undefined && !mirror.refused && mirror.acknowledged < last)
+      waits.push(mirror.whenAcknowledged(last, BACKGROUND_CONTEXT));
+    if (leaveUnderWay) waits.push(leaveUnderWay);
+    if (waits.length === 0) drained = true; // nothing to deliver: `close` shuts in this tick
+    draining = settledWithin(clock, Math.min(CLOSE_WAIT_MS, expiresAt - clock.now()), waits).then(() => void (drained = true));
+    return draining;
   };
 
   return {
@@ -357,13 +372,10 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
     // reject `HarnessClosed`. Before, a reconnect's timer, the link's resends and a leave's expiry went on. First, what
     // the tab stored reaches the object, within a link call's bound and the lease's expiry (review of 0133, H1): the
     // harness's last commits, and a leave's rest and answer. Before, they were cut, and became the tab's fork.
+    // The host's close awaits it before the storage closes and the database's lock goes (review of 0133, M1: not after).
+    drain: () => drain(),
     close() {
       if (closing) return closing;
-      const waits: Promise<unknown>[] = [];
-      const last = harness?.lease?.position;
-      if (mirror && last !== undefined && !mirror.refused && mirror.acknowledged < last)
-        waits.push(mirror.whenAcknowledged(last, BACKGROUND_CONTEXT));
-      if (leaveUnderWay) waits.push(leaveUnderWay);
       const shut = () => {
         closed = true;
         tellTicket(undefined);
@@ -378,9 +390,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
         for (const check of [...drops]) check();
         open?.close(1000, "the worker closed its harness");
       };
-      if (waits.length === 0) shut(); // nothing to deliver: closed in this tick
-      closing =
-        waits.length === 0 ? Promise.resolve() : settledWithin(clock, Math.min(CLOSE_WAIT_MS, expiresAt - clock.now()), waits).then(shut);
+      const delivered = drain();
+      if (drained) shut(); // nothing (more) to deliver: closed in this tick
+      closing = drained ? Promise.resolve() : delivered.then(shut);
       return closing;
     },
   };

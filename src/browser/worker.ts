@@ -155,6 +155,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
           onFork: (listener: () => void) => void follow.onFork(listener),
           onHolder: (listener: (holder: LeaseHolder | undefined) => void) => void follow.onHolder(listener),
           pageCallsElsewhere: () => follow.pageCalls,
+          beforeStorageClose: () => follow.drain(),
         }
       : {}),
     crashPoints: options.crashPoints,

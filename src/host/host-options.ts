@@ -74,6 +74,11 @@ export interface HostOptions {
    * object claims, answers and releases them at the object); undefined, or returning undefined: the harness here.
    */
   pageCallsElsewhere?: () => PageCallPort | undefined;
+  /**
+   * The host's `close()` awaits it once the harness closed, before the storage closes and the database's lock is let go
+   * (not at a takeover): a worker following its object lets the tab's last commits reach it (review of 0133, M1).
+   */
+  beforeStorageClose?: () => Promise<void>;
   /** Called once the harness is open, before the host reports it ready to `ready` (not to the status). */
   onReady?: (harness: Harness) => void | Promise<void>;
   /**

@@ -14,6 +14,7 @@ import { releaseStorage } from "../harness-lifecycle.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CrashStops } from "./crash-stops.ts";
 import { harnessCalls } from "./harness-methods.ts";
+import { closeInOrder } from "./host-close.ts";
 import { hostLeave } from "./host-leave.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
 import { hostReads } from "./host-reads.ts";
@@ -155,15 +156,16 @@ export function createHost(options: HostOptions): ServedHost {
     closes.emit();
     closing ??= (async () => {
       try {
-        if (!release) ownership?.cancel(); // still waiting for the database: stop waiting, nothing to close
-        await opening.catch(() => {}); // an open in progress finishes first, then is closed
-        for (let r = reopens.reopening(); r; r = reopens.reopening()) await r.catch(() => {}); // one started before opens nothing now
-        if (harness) {
-          const closed = harness.close(ctx); // first, so a released phase ends without counting as a failure
-          crashStops.end(new HarnessClosed());
-          await closed;
-        }
-        if (storage) await storage.close();
+        await closeInOrder({
+          waiting: () => !release,
+          cancelWait: () => ownership?.cancel(),
+          opening: () => opening,
+          reopening: () => reopens.reopening(),
+          harness: () => harness,
+          endCrashStops: () => crashStops.end(new HarnessClosed()),
+          storage: () => storage,
+          beforeStorageClose: reason === "close" ? options.beforeStorageClose : undefined,
+        });
       } finally {
         setStatus({ kind: "closed", reason });
         release?.();
