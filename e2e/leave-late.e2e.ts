@@ -114,27 +114,33 @@ async function countedOnceAcross(name: string, tabEpoch: number, tabPrints: stri
   ).toBe(true);
   const unprinted = all.filter((line) => !printed.includes(line));
   expect(unprinted.length, `a print lost at most once: ${seen()}`).toBeLessThanOrEqual(1);
-  // The last version of the counter the object received from the tab (its entries at the tab's epoch or before: only
-  // the tab's writes, review of 0133's review, L4) holds the tab's last print's memo (the declared print waited for
-  // its acknowledgement: the query's control), and the one of a tick printed by neither.
+  // The object's first version of the counter (its takeover's, before it ran a step) holds every memo it received
+  // from the tab: the tab's last print's (the declared print waited for its acknowledgement: the query's control), and
+  // the one of a tick printed by neither.
   const [first] = (await rpc(
     name,
     "query",
     `SELECT l.position AS position, t.value ->> '$.memos' AS memos FROM pi_durable_log AS l, json_each(l.batch, '$.tasks') AS t
-     WHERE l.epoch <= ? AND t.value ->> '$.kind' = 'example.counter' ORDER BY l.position DESC LIMIT 1`,
+     WHERE l.epoch > ? AND t.value ->> '$.kind' = 'example.counter' ORDER BY l.position LIMIT 1`,
     tabEpoch,
   )) as Array<{ position: number; memos: string | null }>;
+  // And it is the object's recovery of the tab's counter, before any step of its own (review of 0133's review, L4):
+  // its first commit after the fence it took the lease with. The object's log holds nothing at the tab's epoch (it
+  // begins at that fence), so what it received from the tab is read here, not under `epoch <= tabEpoch`.
+  const [fence] = (await rpc(name, "query", "SELECT min(position) AS position FROM pi_durable_log WHERE epoch > ?", tabEpoch)) as Array<{
+    position: number;
+  }>;
+  expect(first?.position, `the object's first counter is its first commit after its fence ${fence?.position}: ${seen()}`).toBe(
+    fence!.position + 1,
+  );
   const memos = JSON.parse(first?.memos ?? "{}") as Record<string, unknown>;
   const memoHeld = (n: number) => Object.hasOwn(memos, `printed-${n}`);
-  expect(
-    memoHeld(lastInTab),
-    `the tab's last tick's memo in the tab's last counter at the object: ${JSON.stringify(first)} ${seen()}`,
-  ).toBe(true);
+  expect(memoHeld(lastInTab), `the tab's last tick's memo in the object's first counter: ${JSON.stringify(first)} ${seen()}`).toBe(true);
   for (const line of unprinted) {
     expect(tickOf(line), `${line}, printed by neither, is the one the tab was cut at: ${seen()}`).toBe(lastInTab + 1);
     expect(
       memoHeld(tickOf(line)),
-      `${line}, printed by neither: its memo in the tab's last counter at the object ${JSON.stringify(first)}: ${seen()}`,
+      `${line}, printed by neither: its memo in the object's first counter ${JSON.stringify(first)}: ${seen()}`,
     ).toBe(true);
   }
 }
