@@ -2,6 +2,7 @@ import { counterTask } from "../examples/counter-task.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { Follower } from "../src/follow/follower.ts";
 import type { LogHistory } from "../src/follow/fork.ts";
+import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
@@ -31,6 +32,12 @@ export async function comebackWorld(
     keepLog?: number;
     /** The object's feed's `roundBytes` (decision 0053: also what it keeps in memory). */
     roundBytes?: number;
+    /** How the object stores a pushed transaction in its copy (`ObjectEndOptions.apply`; default the copy's `apply`). */
+    objectApply?: (copy: SqliteStorage) => (batch: LoggedBatch) => Promise<void>;
+    /** Told when the object handed the lease back (`ObjectEndOptions.onHandedBack`). */
+    onHandedBack?: () => void;
+    /** The counter's print is a declared effect (it waits for the object's acknowledgement). */
+    declared?: boolean;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -64,6 +71,8 @@ export async function comebackWorld(
     clock,
     ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
     ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
+    ...(options.objectApply ? { apply: options.objectApply(copy) } : {}),
+    ...(options.onHandedBack ? { onHandedBack: options.onHandedBack } : {}),
     open: (storage: Storage, lease) =>
       Harness.open(storage, { registry: registry("object"), clock, lease, resume: true, settings: options.settings }, ctx),
   });
@@ -113,7 +122,7 @@ export async function comebackWorld(
     (tx) =>
       tx.createTask(
         counterTask(() => {}),
-        { to: options.to ?? 5 },
+        { to: options.to ?? 5, ...(options.declared ? { declared: true } : {}) },
       ),
     ctx,
   );

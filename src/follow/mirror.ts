@@ -19,7 +19,7 @@
 import type { Clock } from "../base/clock.ts";
 import { type Context, waitFor } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { DurableError, FollowMessageRefused } from "../errors.ts";
+import { DurableError, FollowMessageRefused, HarnessClosed } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { deserializeError } from "../host/error-wire.ts";
 import { isRetryable } from "../retryable.ts";
@@ -30,9 +30,12 @@ import type { LogHistory } from "./fork.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
 import { loggedText, Unacked } from "./unacked.ts";
 
-/** Whether a refused push may be stored when sent again unchanged (decision 0039). */
+/**
+ * Whether a refused push may be stored when sent again unchanged (decision 0039). The object's `HarnessClosed` is its
+ * own switch between harnesses (a hand-back), never this place's fault: it passes (decision 0130, "between harnesses").
+ */
 function passing(error: Error): boolean {
-  return !(error instanceof DurableError) || isRetryable(error);
+  return !(error instanceof DurableError) || isRetryable(error) || error instanceof HarnessClosed;
 }
 
 /** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
@@ -75,8 +78,8 @@ export interface MirrorOptions {
   /**
    * Told once when the object refused a push for good (a newer epoch holds the lease, this place may not push, the
    * transaction is past a limit: one of the library's errors that is not retryable): the mirror stops pushing. A
-   * refusal that may pass (a retryable error, or one that is not the library's: the object's storage failing) does
-   * not stop it: the round goes again after `resendMs`.
+   * refusal that may pass (a retryable error, one that is not the library's: the object's storage failing, or the
+   * object's `HarnessClosed`: it is between harnesses) does not stop it: the round goes again after `resendMs`.
    * `theirs` is the object's log as it told it (head and epochs): `findFork(storage, theirs)` names what of this
    * place's log the object lacks (decision 0032).
    */

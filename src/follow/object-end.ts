@@ -16,7 +16,7 @@
 import type { ServerCallRequest } from "../agent/server-port.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { NotAuthorized } from "../errors.ts";
+import { HarnessClosed, NotAuthorized, NotReady } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { AnswerMemory } from "./answer-memory.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
@@ -308,7 +308,11 @@ export class ObjectEnd {
         // Where this copy's log stands, for the pusher's fork (decision 0032): the newest stretches, bounded (decision 0051).
         const all = await this.#options.storage.readEpochs?.().catch(() => undefined);
         const epochs = all && historyWindow(all, 0, Number.MAX_SAFE_INTEGER);
-        reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(error), ...(epochs ? { epochs } : {}) }));
+        // The object between harnesses (its own closed at a hand-back, its copy not following yet: the next instance does)
+        // is no refusal of the pusher: nothing applied, it pushes again (NotReady passes; HarnessClosed faulted its task).
+        const refusal =
+          error instanceof HarnessClosed ? new NotReady(`the object is switching its copy (${error.message}): push again`) : error;
+        reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(refusal), ...(epochs ? { epochs } : {}) }));
       }
     });
   }
