@@ -22,7 +22,7 @@ import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answeringHost, scriptedSockets, settle } from "./socket-support.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks } from "./tabs-support.ts";
+import { Locks, macrotask, until } from "./tabs-support.ts";
 
 /** `hang`: the hook never settles (its ask is given up at its bound, the review of 0132's L3). */
 type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw" | "hang";
@@ -35,13 +35,6 @@ beforeEach(() => {
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
-/** Real time passes (the channel's messages, a slow hook) until `done`, or fails after 3 s. */
-async function until(done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 3000 && !done(); i++) await macrotask();
-  if (!done()) throw new Error(`never: ${what}`);
-}
 
 /** A leader tab's worker whose hook answers each `onStatus` ask with the next of `answers` (then `allow`). */
 async function tabs(answers: Answer[]) {

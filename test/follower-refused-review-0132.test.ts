@@ -14,7 +14,7 @@ import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { type BoundedClock, boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks } from "./tabs-support.ts";
+import { Locks, macrotask, until } from "./tabs-support.ts";
 
 const locks = new Locks();
 const cleanups: Array<() => unknown> = [];
@@ -24,12 +24,6 @@ beforeEach(() => {
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
-/** Real time passes (the channel's messages) until `done`, or fails after 3 s. */
-async function until(done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 3000 && !done(); i++) await macrotask();
-  if (!done()) throw new Error(`never: ${what}`);
-}
 const settle = async () => {
   for (let i = 0; i < 30; i++) await macrotask();
 };

@@ -44,3 +44,12 @@ export class Locks {
     this.#held.get(name)?.();
   }
 }
+
+/** One macrotask of real time (the channel's messages travel on those). */
+export const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+
+/** Real time passes (the channel's messages, a slow hook) until `done`, or fails after 3 s. */
+export async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 3000 && !done(); i++) await macrotask();
+  if (!done()) throw new Error(`never: ${what}`);
+}
