@@ -1,12 +1,15 @@
 import { counterTask } from "../examples/counter-task.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
+import { createCopyService } from "../src/follow/copy-service.ts";
 import { Follower } from "../src/follow/follower.ts";
 import type { LogHistory } from "../src/follow/fork.ts";
+import { linkHolder } from "../src/follow/forwarding.ts";
 import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
 import type { HandBack } from "../src/follow/wire.ts";
+import { createHost } from "../src/host/host.ts";
 import { type AnyTaskDefinition, createRegistry, defineExtension, Harness, type HarnessOptions, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
@@ -38,6 +41,11 @@ export async function comebackWorld(
     onHandedBack?: () => void;
     /** The counter's print is a declared effect (it waits for the object's acknowledgement). */
     declared?: boolean;
+    /**
+     * The object's copy behind the real copy service (`createCopyService`, as on Cloudflare): a follower host on the
+     * copy that the object's harness takes over (`hold`), and the world's `nextInstance()` (decision 0130, review L1).
+     */
+    copyService?: boolean;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -64,18 +72,37 @@ export async function comebackWorld(
     carried(() => deliver(frame));
     if (what === "twice") carried(() => deliver(frame));
   };
-  const end = await ObjectEnd.start({
-    place: "object",
-    storage: copy,
-    book,
-    clock,
-    ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
-    ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
-    ...(options.objectApply ? { apply: options.objectApply(copy) } : {}),
-    ...(options.onHandedBack ? { onHandedBack: options.onHandedBack } : {}),
-    open: (storage: Storage, lease) =>
-      Harness.open(storage, { registry: registry("object"), clock, lease, resume: true, settings: options.settings }, ctx),
-  });
+  /** An instance of the object: its end on the copy (and the copy service over it, with `copyService`). */
+  const startObject = async () => {
+    const harness = { registry: registry("object"), clock, settings: options.settings };
+    const follower = options.copyService
+      ? createHost({ database: "copy", openStorage: async () => copy, harness: { ...harness, readOnly: true }, now: clock.now })
+      : undefined;
+    const service = follower && createCopyService({ copy: follower, holder: linkHolder(() => Promise.reject(new Error("none"))), clock });
+    await follower?.ready;
+    return ObjectEnd.start({
+      place: "object",
+      storage: copy,
+      book,
+      clock,
+      ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
+      ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
+      ...(options.objectApply ? { apply: options.objectApply(copy) } : service ? { apply: (batch) => service.follow(batch) } : {}),
+      ...(options.onHandedBack ? { onHandedBack: options.onHandedBack } : {}),
+      open: async (storage: Storage, lease) => {
+        if (!service) return Harness.open(storage, { ...harness, lease, resume: true }, ctx);
+        const host = createHost({
+          database: "object",
+          openStorage: async () => storage,
+          harness: { ...harness, lease, resume: true },
+          now: clock.now,
+        });
+        await service.hold(host);
+        return host.ready;
+      },
+    });
+  };
+  let end = await startObject();
   const link: FollowLink = new FollowLink({
     clock,
     send: (frame) => carry("toObject", frame, (f) => void end.receive(f, toTab, () => true, "the tab's socket")),
@@ -134,7 +161,10 @@ export async function comebackWorld(
     printed,
     copy,
     tabStorage,
-    end,
+    /** The object's end (its current instance). */
+    get end() {
+      return end;
+    },
     link,
     tab,
     taskId,
@@ -154,6 +184,10 @@ export async function comebackWorld(
       const tab = await reopenTab();
       if (!tab.harness.readOnly) tab.harness.resume();
       return { released: released!, tab };
+    },
+    /** The object's next instance (on Cloudflare the one after the alarm ended this one): a fresh end on the same copy and book. */
+    async nextInstance() {
+      end = await startObject();
     },
     /** From now on the link loses and duplicates frames as `fate` says. */
     loseFrames() {

@@ -64,7 +64,7 @@ async function objectWorld() {
   );
   link.serve("forward", (method, args) => answerForwarded(tab, { method, args }, ctx) as Promise<never>);
   const mirror = new Mirror({ harness: tab, link, clock });
-  return { clock, tab, mirror, end, copy, device: remoteHost(hostEndpoint(copy.service)), models, record: () => record };
+  return { clock, link, tab, mirror, end, copy, device: remoteHost(hostEndpoint(copy.service)), models, record: () => record };
 }
 
 describe("the copy service on the object's end of a follow link (decisions 0031, 0034)", () => {
@@ -87,5 +87,37 @@ describe("the copy service on the object's end of a follow link (decisions 0031,
       place: "tab (lease epoch 1)",
     });
     mirror.stop();
+  });
+
+  it("S12 (review of 0130, M1): the object's copy closed for good while the tab holds the lease: the wait for its acknowledgement ends with HarnessClosed within one lease's time", async () => {
+    const { clock, link, tab, mirror, copy } = await objectWorld();
+    await runUntil(clock, () => mirror.acknowledged >= (tab.lease?.position ?? 0));
+    const heard: string[] = [];
+    let firstHeard: number | undefined;
+    link.onReply((reply) => {
+      if (reply.type !== "refused") return;
+      heard.push(String(reply.error.name));
+      firstHeard ??= clock.now();
+    });
+    await copy.close(); // the app closes the object's service in follow mode
+    await tab.root(ctx, { agent: { model: "faux/faux-1" } });
+    let settled: Error | "pending" | "resolved" = "pending";
+    let settledAt: number | undefined;
+    mirror.whenAcknowledged(tab.lease!.position, ctx).then(
+      () => (settled = "resolved"),
+      (error: Error) => {
+        settled = error;
+        settledAt = clock.now();
+      },
+    );
+    await runUntil(clock, () => settled !== "pending" || clock.now() > 121_000);
+    // Before: the copy's HarnessClosed was answered NotReady and passed for good (62 rounds in 120 s, the wait pending).
+    expect(settled).toMatchObject({ name: "HarnessClosed" });
+    expect(mirror.refused).toMatchObject({ name: "HarnessClosed" });
+    // Not the object's switch (it never handed back): its refusal keeps its name, and the tab took it as final within
+    // one lease's time (the mirror's default, 30 s) and a resend.
+    expect(heard.length > 0 && heard.every((name) => name === "HarnessClosed")).toBe(true);
+    expect(settledAt! - firstHeard!).toBeLessThanOrEqual(30_000 + 2_000);
+    tab.close(ctx).catch(() => {});
   });
 });

@@ -91,4 +91,31 @@ describe("a push that reaches the object between its harnesses after a take-back
       { numRuns: 8 },
     );
   }, 60_000);
+
+  it("S4/S12 (review of 0130, L1): on the real copy service (still holding after the hand-back) the push is answered NotReady, and the object's next instance stores the resend", async () => {
+    const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true });
+    const heard: string[] = [];
+    world.link.onReply((reply) => void (reply.type === "refused" && heard.push(String(reply.error.name))));
+    world.tab.harness.resume();
+    await runUntil(world.clock, () => world.printed.length >= 2);
+    let handed = false;
+    void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
+    await runUntil(world.clock, () => handed);
+    const following = await world.reopenTab();
+    await runUntil(world.clock, () => world.printed.length >= 4);
+    await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+    const { tab } = await world.takeBack(following);
+    expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
+    // The instance that handed back: its copy service still says `holding` and throws HarnessClosed; answered NotReady.
+    await runUntil(world.clock, () => heard.length > 0);
+    expect(heard.every((name) => name === "NotReady")).toBe(true); // before 7e28ce0: HarnessClosed, the task faulted
+    await world.nextInstance(); // on Cloudflare the alarm ends the instance that handed back; the next one follows
+    await runUntil(world.clock, async () => (await tab.harness.getTask(world.taskId, ctx))?.state.status === "terminal", 5_000);
+    expect((await tab.harness.getTask(world.taskId, ctx))?.state).toMatchObject({ outcome: { status: "completed" } });
+    expect(tab.mirror!.refused).toBeUndefined();
+    await runUntil(world.clock, () => tab.mirror!.acknowledged >= tab.harness.lease!.position, 5_000);
+    expect(world.printed.map(([, line]) => line)).toEqual(Array.from({ length: 8 }, (_, n) => `tick ${n + 1}`));
+    expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
+    await tab.harness.close(ctx);
+  });
 });

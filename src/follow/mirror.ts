@@ -24,18 +24,15 @@ import type { Harness } from "../harness.ts";
 import { deserializeError } from "../host/error-wire.ts";
 import { isRetryable } from "../retryable.ts";
 import type { LogMark } from "../storage/records.ts";
-import type { LeaseArbiter, LeaseGrant } from "./arbiter.ts";
+import { DEFAULT_LEASE_TTL_MS, type LeaseArbiter, type LeaseGrant } from "./arbiter.ts";
 import { type LoggedText, textFrames } from "./chunks.ts";
 import type { LogHistory } from "./fork.ts";
 import type { FollowLink, PushReply } from "./link-client.ts";
 import { loggedText, Unacked } from "./unacked.ts";
 
-/**
- * Whether a refused push may be stored when sent again unchanged (decision 0039). The object's `HarnessClosed` is its
- * own switch between harnesses (a hand-back), never this place's fault: it passes (decision 0130, "between harnesses").
- */
+/** Whether a refused push may be stored when sent again unchanged (decision 0039). */
 function passing(error: Error): boolean {
-  return !(error instanceof DurableError) || isRetryable(error) || error instanceof HarnessClosed;
+  return !(error instanceof DurableError) || isRetryable(error);
 }
 
 /** The object's `LeaseBook`, asked over the link (topic `lease`): `HarnessOptions.lease.arbiter` of a tab. */
@@ -78,12 +75,19 @@ export interface MirrorOptions {
   /**
    * Told once when the object refused a push for good (a newer epoch holds the lease, this place may not push, the
    * transaction is past a limit: one of the library's errors that is not retryable): the mirror stops pushing. A
-   * refusal that may pass (a retryable error, one that is not the library's: the object's storage failing, or the
-   * object's `HarnessClosed`: it is between harnesses) does not stop it: the round goes again after `resendMs`.
+   * refusal that may pass (a retryable error, one that is not the library's: the object's storage failing, or for
+   * `closedPassesMs` the object's `HarnessClosed`: it is between harnesses) does not stop it: the round goes again after
+   * `resendMs`.
    * `theirs` is the object's log as it told it (head and epochs): `findFork(storage, theirs)` names what of this
    * place's log the object lacks (decision 0032).
    */
   onRefused?(error: Error, theirs: LogHistory): void;
+  /**
+   * A remote `HarnessClosed` (an object deployed before decision 0130 answers its switch between harnesses so) passes
+   * this long from the first one heard with no acknowledgement since, on this clock; then it is final (the object's
+   * copy closed for good: a wait ends with it, review of 0130, M1). Default one lease's time (`DEFAULT_LEASE_TTL_MS`).
+   */
+  closedPassesMs?: number;
 }
 
 /** What the mirror sent, for measurements (replicated bytes per step). */
@@ -100,6 +104,9 @@ export class Mirror {
   readonly #clock: Clock;
   readonly #resendMs: number;
   readonly #roundLimit: number;
+  readonly #closedPassesMs: number;
+  /** When the first remote `HarnessClosed` since the last acknowledgement was heard (this clock). */
+  #closedSince: number | undefined;
   readonly #onRefused: ((error: Error, theirs: LogHistory) => void) | undefined;
   readonly #place: string;
   readonly #epoch: number;
@@ -130,6 +137,7 @@ export class Mirror {
     this.#clock = options.clock;
     this.#resendMs = options.resendMs ?? 2_000;
     this.#roundLimit = options.roundLimit ?? 256;
+    this.#closedPassesMs = options.closedPassesMs ?? DEFAULT_LEASE_TTL_MS;
     this.#onRefused = options.onRefused;
     this.#place = lease.place;
     this.#epoch = lease.epoch;
@@ -299,7 +307,7 @@ export class Mirror {
     if (reply.type === "refused") {
       if (this.#refused) return;
       const error = deserializeError(reply.error);
-      if (passing(error)) {
+      if (passing(error) || this.#closedPasses(error)) {
         // The object could not store it this time (its storage busy or failing): the round goes again after resendMs.
         this.#armResend();
         return;
@@ -319,6 +327,7 @@ export class Mirror {
     }
     const moved = reply.head > this.#acked;
     if (moved) {
+      this.#closedSince = undefined;
       this.#acked = reply.head;
       this.#unacked.acknowledge(reply.head);
       for (const listener of this.#ackListeners) listener(reply.head);
@@ -339,6 +348,14 @@ export class Mirror {
     this.stats.frames++;
     this.stats.bytes += bytes;
     return true;
+  }
+
+  /** A remote `HarnessClosed` passes for `closedPassesMs` from the first one heard (an older object's switch), then not. */
+  #closedPasses(error: Error): boolean {
+    if (!(error instanceof HarnessClosed)) return false;
+    const now = this.#clock.now();
+    this.#closedSince ??= now;
+    return now - this.#closedSince < this.#closedPassesMs;
   }
 
   #armResend(): void {

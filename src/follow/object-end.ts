@@ -66,6 +66,8 @@ export class ObjectEnd {
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
+  /** This instance handed the lease back: its copy says `holding` until the next instance (its switch, decision 0130). */
+  #handedBack = false;
   /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
   readonly #pageCalls = new PageCallRelay(
     "object",
@@ -308,10 +310,11 @@ export class ObjectEnd {
         // Where this copy's log stands, for the pusher's fork (decision 0032): the newest stretches, bounded (decision 0051).
         const all = await this.#options.storage.readEpochs?.().catch(() => undefined);
         const epochs = all && historyWindow(all, 0, Number.MAX_SAFE_INTEGER);
-        // The object between harnesses (its own closed at a hand-back, its copy not following yet: the next instance does)
-        // is no refusal of the pusher: nothing applied, it pushes again (NotReady passes; HarnessClosed faulted its task).
-        const refusal =
-          error instanceof HarnessClosed ? new NotReady(`the object is switching its copy (${error.message}): push again`) : error;
+        // The object between harnesses (it handed the lease back, its copy not following yet: the next instance does) is
+        // no refusal of the pusher: it pushes again (NotReady passes; the resend skips what was stored, by position). Any
+        // other HarnessClosed (the copy closed for good) stays final (review of 0130, M1).
+        const switching = error instanceof HarnessClosed && this.#handedBack && this.#arrival.harness === undefined;
+        const refusal = switching ? new NotReady(`the object is switching its copy (${error.message}): push again`) : error;
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(refusal), ...(epochs ? { epochs } : {}) }));
       }
     });
@@ -373,6 +376,7 @@ export class ObjectEnd {
       const handed = await handBack(desk, this.#holder, place, head);
       if (handed.mark) {
         this.#holder = undefined;
+        this.#handedBack = true;
         this.#arrival.handedBack(handed.mark.position);
         this.#options.onHandedBack?.(handed.mark);
       }
