@@ -22,7 +22,7 @@ import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answeringHost, scriptedSockets, settle } from "./socket-support.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks, macrotask, until } from "./tabs-support.ts";
+import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
 
 /** `hang`: the hook never settles (its ask is given up at its bound, the review of 0132's L3). */
 type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw" | "hang";
@@ -60,14 +60,7 @@ async function tabs(answers: Answer[]) {
   });
   cleanups.push(() => served.service.close().catch(() => {}));
   await served.ready;
-  const own: HostEndpoint = {
-    call: () => new Promise(() => {}),
-    subscribe: async (_method, _args, emit) => {
-      emit({ kind: "waiting-for-lock", database } satisfies HarnessStatus);
-      return 1;
-    },
-    unsubscribe: () => {},
-  };
+  const own = waitingOwnWorker(database);
   const endpoint = tabsEndpoint(own, { clock });
   const client = new HostClient(endpoint);
   cleanups.push(() => endpoint.close());

@@ -14,7 +14,7 @@ import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { type BoundedClock, boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks, macrotask, until } from "./tabs-support.ts";
+import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
 
 const locks = new Locks();
 const cleanups: Array<() => unknown> = [];
@@ -57,14 +57,7 @@ async function leader(database: string, clock: BoundedClock, hook: (n: number) =
 
 /** A follower tab: its own worker waits for the lock; `raw` is what the tabs' endpoint itself tells. */
 function follower(database: string, clock: BoundedClock) {
-  const own: HostEndpoint = {
-    call: () => new Promise(() => {}),
-    subscribe: async (_method, _args, emit) => {
-      emit({ kind: "waiting-for-lock", database } satisfies HarnessStatus);
-      return 1;
-    },
-    unsubscribe: () => {},
-  };
+  const own = waitingOwnWorker(database);
   const endpoint = tabsEndpoint(own, { clock });
   cleanups.push(() => endpoint.close());
   const raw: string[] = [];

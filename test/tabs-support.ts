@@ -2,6 +2,8 @@
  * The tabs module's stand-ins for Node (src/browser/tabs/): the part of Web Locks it uses. Shared by the tabs
  * tests (test/tabs.test.ts) and the hand-over sweep (test/tabs-sweep.test.ts).
  */
+import type { HostEndpoint } from "../src/host/endpoint.ts";
+import type { HarnessStatus } from "../src/host/protocol.ts";
 
 /** Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. */
 export class Locks {
@@ -52,4 +54,16 @@ export const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve
 export async function until(done: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 3000 && !done(); i++) await macrotask();
   if (!done()) throw new Error(`never: ${what}`);
+}
+
+/** A tab's own worker that waits for the database's lock for good (another tab holds it): it only tells that status. */
+export function waitingOwnWorker(database: string): HostEndpoint {
+  return {
+    call: () => new Promise(() => {}),
+    subscribe: async (_method, _args, emit) => {
+      emit({ kind: "waiting-for-lock", database } satisfies HarnessStatus);
+      return 1;
+    },
+    unsubscribe: () => {},
+  };
 }
