@@ -72,6 +72,13 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   let round = 0;
   /** The bound of the ask under way, until its first answer. */
   let bound: (() => void) | undefined;
+  /** The subscription of the ask whose answer counts: the place's to release when it is given up or closed. */
+  let current: Promise<number> | undefined;
+  /** Gives `subscribed` up at the place: a pending one cancelled, an answered one unsubscribed (a refused one holds nothing). */
+  const release = (subscribed: Promise<number> | undefined) => {
+    cancelPending(subscribed);
+    subscribed?.then((id) => endpoint.unsubscribe(id)).catch(() => {});
+  };
   const answered = () => {
     bound?.();
     bound = undefined;
@@ -104,15 +111,15 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       bound = undefined;
       if (!counts()) return;
       round++; // its late answer is no one's: not told, and it asks nothing again
-      cancelPending(subscribed);
-      subscribed.then((id) => endpoint.unsubscribe(id)).catch(() => {});
+      current = undefined;
+      release(subscribed);
       unserved(
         new NotReady(
           `The status ask had no answer in ${STATUS_ASK_MS / 1000} s (an authorize hook or the place did not answer); it is asked again.`,
         ),
       );
     });
-    const subscribed = endpoint.subscribe("onStatus", [], (value) => {
+    const subscribed: Promise<number> = endpoint.subscribe("onStatus", [], (value) => {
       if (!counts()) return;
       answered();
       waits.end(STATUS, true); // served (again): its wait, if any, is over
@@ -120,10 +127,12 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       refused = false;
       told(value as HarnessStatus);
     });
+    current = subscribed;
     subscribed.then(
       () => counts() && answered(),
       (error: unknown) => {
         if (!counts()) return;
+        current = undefined;
         answered();
         unserved(error);
       },
@@ -137,11 +146,18 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       refusals?.end(STATUS);
       ask();
     },
+    /**
+     * Stops watching: the subscription served (or on its way) is released at the place, which then sends nothing more
+     * and keeps nothing for it (decision 0137; before, a served one stayed at the place until it went).
+     */
     close() {
+      if (closed) return;
       closed = true;
       answered();
       waits.clear();
       refusals?.clear();
+      release(current);
+      current = undefined;
     },
   };
 }
