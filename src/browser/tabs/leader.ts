@@ -28,6 +28,8 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
 
   const accept = (connection: string) => {
     const port = new BroadcastChannel(connection);
+    /** This connection's: its `gone` says it, so the follower ignores one that does not (decision 0137). */
+    const session = crypto.randomUUID();
     let open = true;
     // An error as the follower receives it: typed, never the leader's stack (as an object's page sockets; decision 0123).
     const send = (message: LeaderMessage) =>
@@ -38,7 +40,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       if (!connections.delete(drop)) return;
       served.close();
       stop.abort();
-      if (notify) send({ type: "gone" });
+      if (notify) send({ type: "gone", session });
       open = false;
       port.close();
     };
@@ -52,7 +54,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });
     };
     locks.request(followerLock(connection), { signal: stop.signal }, () => drop(false)).catch(() => {});
-    void host.lifeLock().then((lifeLock) => send({ type: "accepted", ...(lifeLock ? { lifeLock } : {}) }));
+    void host.lifeLock().then((lifeLock) => send({ type: "accepted", session, ...(lifeLock ? { lifeLock } : {}) }));
   };
 
   channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) => {

@@ -7,7 +7,8 @@
  * kept. Before (decision 0123's review, M1), either dropped the link and nothing asked again: the tab stayed
  * `waiting-for-lock` while a healthy leader lived. A refused follower is asked again on `REFUSED_BACKOFF` (and at once
  * when another leader is followed): `failed` is told once, and the tab follows once the leader's hook lets it
- * (decision 0132; before, it stayed `failed` until leadership changed).
+ * (decision 0132; before, it stayed `failed` until leadership changed). Accepted, it takes only the `gone` that carries
+ * the connection's `session`, and a link a `gone` dropped asks who leads again (decision 0137).
  */
 
 import type { Clock } from "../../base/clock.ts";
@@ -64,6 +65,12 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
    * watch, asking at once past the refused backoff (the review of decision 0132, L4).
    */
   let connecting = false;
+  /**
+   * Accepted, the leader's name for this connection (none from a leader before decision 0137): the `gone` this link
+   * takes says it. Before 0137 any `gone` posted on the connection dropped the link, and nothing asked who leads again:
+   * the tab waited for the lock until another announcement.
+   */
+  let session: { name: string | undefined } | undefined;
   const link: Link = {
     leader: id,
     endpoint: messages.endpoint,
@@ -82,11 +89,19 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
   };
   port.onmessage = ({ data }: MessageEvent<LeaderMessage | null>) => {
     if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
-    if (data.type === "gone") on.lose();
-    else if (data.type !== "accepted") {
+    if (data.type === "gone") {
+      // Before its `accepted`, the leader may drop it too (it stopped leading first): taken from the `connect` on.
+      if (!(connecting || (session && data.session === session.name))) return;
+      connecting = false;
+      // Gone as it says, or told by one who knows the connection (nothing on these channels is secret): the leader, if
+      // it still leads, answers and is followed again — a link dropped never leaves the tab waiting (decision 0137).
+      channel.postMessage({ type: "who-leads" } satisfies BrokerMessage);
+      on.lose();
+    } else if (data.type !== "accepted") {
       if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
     } else if (connecting) {
       connecting = false;
+      session = { name: typeof data.session === "string" ? data.session : undefined };
       // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
       if (typeof data.lifeLock === "string") locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
       watch = watchStatus(

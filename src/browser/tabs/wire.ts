@@ -28,8 +28,12 @@ export type BrokerMessage =
 /** On a connection's channel, besides the host protocol's messages. */
 export type LeaderMessage =
   | HostMessage
-  | { type: "accepted"; lifeLock?: string }
-  | { type: "gone" }
+  /**
+   * `session`: the leader's name for this connection (decision 0137); a `gone` that does not carry it is no one's. A
+   * leader before 0137 sends none, and its `gone` carries none.
+   */
+  | { type: "accepted"; lifeLock?: string; session?: string }
+  | { type: "gone"; session?: string }
   /** A frame that had no id (a positive integer) refused: answered under none, as the object's page sockets do. */
   | { type: "error"; id: null; error: SerializedError };
 export type FollowerMessage = ClientMessage | { type: "bye" };
