@@ -48,7 +48,8 @@ export class HarnessClient extends HostClient {
   constructor(target: Worker | { url: string; connect?: () => SocketLike }) {
     if ("url" in target) {
       const url = target.url.replace(/^http/, "ws");
-      let unserved = false;
+      /** The attempt of the `unserved` the socket told last (undefined: its last state was another). */
+      let unserved: number | undefined;
       const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike), {
         // While the page reconnects, its status says so; the host's status comes back with the connection. While the
         // open connection cannot serve a subscription now, it says reconnecting too (as a worker's page does; decision
@@ -57,16 +58,19 @@ export class HarnessClient extends HostClient {
           if (state.state === "open") {
             // Every subscription served again on the open connection; or a new connection, which asks the host's status
             // again if the host had ended it (decision 0117, later).
-            if (unserved) this?.hostStatusAgain();
+            if (unserved !== undefined) this?.hostStatusAgain();
             else this?.watchStatusAgain();
-            unserved = false;
+            unserved = undefined;
             return;
           }
-          unserved = state.state === "unserved";
+          // The socket tells no lower attempt within one wait: a lower one after an `unserved` is a new wait, whose
+          // attempt and retry the page shows (decision 0123's review, L5; decision 0137).
+          const fresh = state.state === "unserved" && unserved !== undefined && state.attempt <= unserved;
+          unserved = state.state === "unserved" ? state.attempt : undefined;
           // Unserved: held until every subscription is served (the host's status arrives meanwhile; 0117's third review).
           const { attempt, retryInMs } = state;
           const error = state.state === "unserved" ? state.error : undefined; // why it waits (decision 0123's review)
-          this?.transportStatus({ kind: "reconnecting", attempt, retryInMs, ...(error && { error }) }, unserved);
+          this?.transportStatus({ kind: "reconnecting", attempt, retryInMs, ...(error && { error }) }, unserved !== undefined, fresh);
         },
       });
       super(socket, `page-${crypto.randomUUID()}`);

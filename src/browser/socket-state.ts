@@ -21,6 +21,8 @@ export type SocketState =
 /** `onState`, told each change once. */
 export class StateTold {
   #told: SocketState | undefined;
+  /** The last wait ended (refused) and its `open` is not told yet: the next wait begins a stretch of its own. */
+  #ended = false;
   readonly #onState: ((state: SocketState) => void) | undefined;
 
   constructor(onState: ((state: SocketState) => void) | undefined) {
@@ -35,6 +37,7 @@ export class StateTold {
   /** Tells `state` unless it is the one told last (two waits ending told the same `open` twice; decision 0117, later). */
   tell(state: SocketState): void {
     if (JSON.stringify(state) === JSON.stringify(this.#told)) return;
+    this.#ended = false;
     this.#told = state;
     this.#onState?.(state);
   }
@@ -46,8 +49,17 @@ export class StateTold {
    */
   unserved(highest: { attempt: number; retryInMs: number; error?: ErrorShape }): void {
     const told = this.#told;
-    if (told?.state === "unserved" && told.attempt >= highest.attempt) return;
+    if (told?.state === "unserved" && told.attempt >= highest.attempt && !this.#ended) return;
     const { attempt, retryInMs, error } = highest;
     this.tell({ state: "unserved", attempt, retryInMs, ...(error && { error }) });
+  }
+
+  /**
+   * The last wait ended with a refusal, and `open` is told a task later (after the refused one's owner heard it; socket.ts):
+   * the stretch is over. A wait that begins before that `open` is a new stretch, told at its own attempt — before, it
+   * merged into the ended one, which went on showing that wait's higher attempt and retry (decision 0123's review, L5).
+   */
+  ended(): void {
+    if (this.#told?.state === "unserved") this.#ended = true;
   }
 }

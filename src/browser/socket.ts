@@ -358,6 +358,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
         subscriptions.delete(id);
         const waited = subscription.wait !== undefined;
         endWait(subscription, false);
+        if (waited && !waiting()) told.ended(); // a wait that begins before the `open` is a stretch of its own (0137)
         if (waited) setTimer(() => !closed && told.last?.state === "unserved" && !waiting() && tell({ state: "open" }), 0);
       });
       // A watch the host answers later, given up before its answer (decision 0107): the host releases it.

@@ -122,12 +122,13 @@ export class HostClient {
 
   /**
    * A status the transport knows of before the host can say it (a dropped connection); the host's next wins — unless
-   * `hold`: then it stays until `hostStatusAgain` (the open connection does not serve a subscription yet).
+   * `hold`: then it stays until `hostStatusAgain` (the open connection does not serve a subscription yet). `fresh`: a
+   * wait that begins anew (the transport's last one ended), told as a drop's is, at whatever attempt (decision 0137).
    */
-  protected transportStatus(status: HarnessStatus, hold = false): void {
+  protected transportStatus(status: HarnessStatus, hold = false, fresh = false): void {
     if (this.#gone) return;
     this.#held = hold;
-    this.#show(status, status.kind === "reconnecting" && !hold);
+    this.#show(status, (status.kind === "reconnecting" && !hold) || fresh);
   }
 
   /**
