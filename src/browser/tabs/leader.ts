@@ -48,7 +48,10 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
     // A frame that is no message (another version of the app's tab, a stranger's post) gets a typed error under its id
     // (decision 0123; before, `null` threw out of this listener and a frame without a method reached the host).
     port.onmessage = ({ data }: MessageEvent<unknown>) => {
-      if ((data as FollowerMessage | null)?.type === "bye") return drop(false);
+      // A `bye` that is not this connection's (posted by anyone who knows its name) is ignored: the follower's lock,
+      // released when it goes, drops it anyway (decision 0137; before, a forged one left the follower unanswered).
+      if ((data as FollowerMessage | null)?.type === "bye")
+        return void ((data as { session?: unknown }).session === session && drop(false));
       const parsed = clientMessageOf(data);
       if ("message" in parsed) served.receive(parsed.message);
       else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });

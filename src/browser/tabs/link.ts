@@ -80,7 +80,8 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
       if (link.closed) return;
       watch?.close();
       messages.fail(new ConnectionLost());
-      port.postMessage({ type: "bye" } satisfies FollowerMessage);
+      // The leader takes a `bye` with this connection's session only; without one, the lock released below drops it.
+      if (session?.name !== undefined) port.postMessage({ type: "bye", session: session.name } satisfies FollowerMessage);
       link.closed = true;
       port.close();
       life.abort();

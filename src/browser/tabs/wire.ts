@@ -36,7 +36,8 @@ export type LeaderMessage =
   | { type: "gone"; session?: string }
   /** A frame that had no id (a positive integer) refused: answered under none, as the object's page sockets do. */
   | { type: "error"; id: null; error: SerializedError };
-export type FollowerMessage = ClientMessage | { type: "bye" };
+/** `bye` carries the connection's `session` from its `accepted`: the leader takes no other (decision 0137). */
+export type FollowerMessage = ClientMessage | { type: "bye"; session?: string };
 
 export const channelName = (database: string) => `pi-durable-web:tabs:${database}`;
 /** The Web Lock a follower holds while it is connected: the leader is granted it when that tab goes. */
