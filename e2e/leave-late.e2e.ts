@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { browserPerTest } from "./support/browser";
 import { startTask, ticks } from "./support/demo";
 import { edgePerTest } from "./support/edge";
-import { heardBy, holderOf, openFollowing, recordTabPrints, tickOf } from "./support/follow";
+import { heardBy, holderOf, openFollowing, recordTabPrints, rpcOf, tickOf } from "./support/follow";
 
 // Decision 0113's two seams that had no Chromium test, against workerd, with the page left open after its `pagehide`
 // (dispatched, `persisted: true`, as for the back/forward cache: decision 0107 §5) and the counter's print declared
@@ -46,15 +46,7 @@ function pageHideIn(page: Page): Promise<void> {
 }
 
 /** A client API call of the object `name` over `POST /rpc`. */
-async function rpc(name: string, method: string, ...args: unknown[]): Promise<unknown> {
-  const response = await fetch(`${edge.socketUrl(name).replace(/^ws:/, "http:")}/rpc`, {
-    method: "POST",
-    body: JSON.stringify({ method, args }),
-  });
-  const body = (await response.json()) as { value?: unknown; error?: unknown };
-  if (!response.ok) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
-  return body.value;
-}
+const rpc = (name: string, method: string, ...args: unknown[]) => rpcOf(edge, name, method, ...args);
 
 /** The lease epoch the tab writes under while it runs here. */
 async function epochOf(page: Page): Promise<number> {

@@ -75,3 +75,14 @@ export async function seedOf(edge: LocalObject, name: string): Promise<Array<{ i
   if (!response.ok) return [];
   return (await response.json()) as Array<{ id: number; status: string; restarts: number | null }>;
 }
+
+/** A client API call of object `name` over `POST /rpc` (its `query` reads the object's own log: `pi_durable_log`). */
+export async function rpcOf(edge: LocalObject, name: string, method: string, ...args: unknown[]): Promise<unknown> {
+  const response = await fetch(`${edge.socketUrl(name).replace(/^ws:/, "http:")}/rpc`, {
+    method: "POST",
+    body: JSON.stringify({ method, args }),
+  });
+  const body = (await response.json()) as { value?: unknown; error?: unknown };
+  if (!response.ok) throw new Error(`${method}: ${JSON.stringify(body.error)}`);
+  return body.value;
+}

@@ -47,7 +47,7 @@ import { authenticateRequest, guardObjectEndpoint, type ObjectDoors, objectDoors
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectSetup } from "./options.ts";
 import { type HarnessRpc, RPC_CALLER, RPC_METHODS, type RpcMethodName, rpcError } from "./rpc.ts";
 import { objectServerCalls } from "./server-call-store.ts";
-import { ObjectSockets } from "./sockets.ts";
+import { answerClose, ObjectSockets } from "./sockets.ts";
 import type { DurableObjectState, HibernatableWebSocket } from "./types.ts";
 
 /**
@@ -320,10 +320,18 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     }
   }
 
-  /** The page went away: its subscriptions end. A tab's follow socket: the object's calls waiting on it are lost. */
-  async webSocketClose(socket: HibernatableWebSocket): Promise<void> {
-    if (this.#following && followCaller(socket)) return this.#following.closed(socket);
-    this.#sockets.close(socket);
+  /**
+   * The page went away: its subscriptions end. A tab's follow socket: the object's calls waiting on it are lost. The
+   * peer's Close frame is answered (decision 0136): the Hibernation API sends none by itself, and before, a page's or
+   * tab's socket closed by its side stayed `CLOSING` until its own timeout and ended 1006.
+   */
+  async webSocketClose(socket: HibernatableWebSocket, code?: number, reason?: string): Promise<void> {
+    try {
+      if (this.#following && followCaller(socket)) return await this.#following.closed(socket);
+      this.#sockets.close(socket);
+    } finally {
+      answerClose(socket, code, reason);
+    }
   }
 
   async webSocketError(socket: HibernatableWebSocket): Promise<void> {

@@ -160,3 +160,19 @@ export class ObjectSockets {
     return connection;
   }
 }
+
+/** Close codes a peer may report but no endpoint may send (RFC 6455 §7.4.1): answered as 1000. */
+const UNSENDABLE = new Set([1005, 1006, 1015]);
+
+/**
+ * Answers a peer's Close frame on a hibernatable socket, which the runtime does not do by itself (decision 0136): its
+ * code when it may be sent, else 1000. A socket already closed (an error ended it) ignores it.
+ */
+export function answerClose(socket: HibernatableWebSocket, code?: number, reason?: string): void {
+  const sendable = code !== undefined && code >= 1000 && code < 5000 && !UNSENDABLE.has(code) ? code : 1000;
+  try {
+    socket.close(sendable, reason);
+  } catch {
+    // Closed already, or a code the runtime will not send: nothing more to answer.
+  }
+}

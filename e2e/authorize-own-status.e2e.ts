@@ -1,0 +1,134 @@
+import { describe, expect, it } from "vitest";
+import type { HarnessClient } from "../src/browser/client.ts";
+import type { HarnessStatus } from "../src/host/protocol.ts";
+import "./app/host-api.ts";
+import { browserPerTest } from "./support/browser";
+import { harnessWorkerOf } from "./support/harness-worker";
+
+// Decisions 0123 and 0132 in Chromium: the page's OWN worker's authorize hook fails the page's status subscription.
+// What the page's `onStatus` sees: a hook that throws is an outage that passes by itself — `reconnecting` with the
+// library's AuthorizeFailed (never the hook's words), asked again on the backoff, never `failed`; a hook that answers
+// `false` is the app's answer — `failed` with NotAuthorized while that worker lives (0132: this page's own hook), and
+// `ready()` rejects. Either way, once the hook lets it, `client.askAgain()` asks now and the page is `ready` on the same
+// worker, with what was stored meanwhile (a call the door let through) all there. The worker's `onAuthorizeError` is
+// told each throw with the hook's own error, and never a refusal.
+
+const session = browserPerTest();
+
+declare global {
+  interface Window {
+    client: HarnessClient;
+    told: string[];
+    during: Promise<number>;
+  }
+}
+
+/** Connects the e2e worker with its hook answering this page's `onStatus` as `answer`, recording what `onStatus` tells. */
+function connectTold(answer: "refuse" | "throw"): void {
+  window.client = window.hostE2e.connect({ pageHook: answer });
+  window.told = [];
+  window.client.onStatus((status: HarnessStatus) => {
+    const error = status.kind === "failed" || status.kind === "reconnecting" ? status.error : undefined;
+    window.told.push(
+      status.kind === "reconnecting"
+        ? `reconnecting ${status.attempt}${error ? ` ${error.name}: ${error.message}` : ""}`
+        : error
+          ? `${status.kind} ${error.name}: ${error.message}`
+          : status.kind,
+    );
+  });
+}
+
+describe("the page's own worker's authorize hook fails the page's status subscription (decisions 0123, 0132)", () => {
+  it("a hook that throws: onStatus shows reconnecting with AuthorizeFailed at growing attempts, never failed; onAuthorizeError hears the hook's own error; askAgain once it lets it: ready, the call made meanwhile answered and stored", async () => {
+    const page = await session.newPage();
+    await page.evaluate(connectTold, "throw" as const);
+    const worker = await harnessWorkerOf(page);
+    // Asked again on the backoff (500 ms, doubling): the page's attempt grows while the hook throws.
+    await page.waitForFunction(() => window.told.some((line) => line.startsWith("reconnecting 2 ")), undefined, { timeout: 20_000 });
+    const waiting = await page.evaluate(() => window.client.status);
+    expect(waiting).toMatchObject({ kind: "reconnecting", error: { name: "AuthorizeFailed" } });
+    expect(JSON.stringify(waiting)).not.toContain("permission store");
+
+    // A call made meanwhile waits for the page's worker to be ready (the tabs' endpoint: nothing is ready to take it).
+    await page.evaluate(() => {
+      window.during = window.client.createConversation();
+    });
+    // The worker's `onAuthorizeError` heard each failed ask, with the hook's own error and where it failed.
+    const heard = await worker.evaluate(() => [...globalThis.e2eAuthorizeErrors]);
+    expect(heard.length).toBeGreaterThanOrEqual(2);
+    for (const one of heard)
+      expect(one).toEqual({ name: "Error", message: "the e2e permission store is down", from: "page", action: "onStatus", door: "host" });
+
+    // askAgain while the hook still throws asks at once (one more failure told), and the page keeps waiting.
+    const before = await worker.evaluate(() => globalThis.e2eAuthorizeErrors.length);
+    await page.evaluate(() => window.client.askAgain());
+    await expect.poll(() => worker.evaluate(() => globalThis.e2eAuthorizeErrors.length), { timeout: 5_000 }).toBeGreaterThan(before);
+    expect(await page.evaluate(() => window.client.status.kind)).toBe("reconnecting");
+
+    // The outage passes and the app says so: ready on the same worker, the call made meanwhile answered and stored.
+    await worker.evaluate(() => globalThis.e2ePageAnswer("allow"));
+    // (`ready()` right after `askAgain()` would still see the refusal: the ask is answered later; the status tells it.)
+    await page.evaluate(() => window.client.askAgain());
+    await page.waitForFunction(() => window.client.status.kind === "ready", undefined, { timeout: 20_000 });
+    await page.evaluate(() => window.client.ready());
+    const during = await page.evaluate(() => window.during);
+    const listed = await page.evaluate(async () => (await window.client.listConversations()).map((one) => one.id));
+    expect(listed).toContain(during);
+    const told = await page.evaluate(() => window.told);
+    expect(
+      told.filter((line) => line.startsWith("failed")),
+      told.join(" | "),
+    ).toEqual([]);
+    const reconnecting = told.filter((line) => line.startsWith("reconnecting"));
+    expect(
+      reconnecting.every((line) => / AuthorizeFailed: /.test(line) && !line.includes("permission store")),
+      told.join(" | "),
+    ).toBe(true);
+    const attempts = reconnecting.map((line) => Number(line.split(" ")[1]));
+    expect(attempts, "the attempt told never goes down").toEqual([...attempts].sort((a, b) => a - b));
+    expect(told.at(-1)).toBe("ready");
+  }, 90_000);
+
+  it("a hook that refuses: onStatus shows failed with NotAuthorized (told once, ready() rejects) while the hook refuses, onAuthorizeError hears nothing; askAgain once it lets it: ready, nothing stored lost", async () => {
+    const page = await session.newPage();
+    await page.evaluate(connectTold, "refuse" as const);
+    const worker = await harnessWorkerOf(page);
+    const refused = await page.evaluate(async () => {
+      const error = await window.client.ready().then(
+        () => undefined,
+        (error: Error) => ({ name: error.name, message: error.message, typed: error instanceof window.hostE2e.errors.NotAuthorized }),
+      );
+      return { error, status: window.client.status };
+    });
+    expect(refused.error).toMatchObject({ name: "NotAuthorized", typed: true });
+    expect(refused.error?.message).toContain("its authorize hook refused this caller");
+    expect(refused.status).toMatchObject({ kind: "failed", error: { name: "NotAuthorized" } });
+
+    // Refused, the page's calls still go to its worker (whose door lets them through): what it stores is stored. (The
+    // page cannot see when its worker is open — its status is refused — so the test waits for the worker's harness.)
+    await expect.poll(() => worker.evaluate(() => globalThis.e2eHarness !== undefined), { timeout: 20_000 }).toBe(true);
+    const during = await page.evaluate(() => window.client.createConversation());
+    // Still refused, askAgain asks and is refused again: the status stays failed, told once.
+    await page.evaluate(() => window.client.askAgain());
+    expect(await page.evaluate(() => window.client.status.kind)).toBe("failed");
+
+    // The app lets it (a sign-in) and says so: ready on the same worker, with what was stored meanwhile.
+    await worker.evaluate(() => globalThis.e2ePageAnswer("allow"));
+    // (`ready()` right after `askAgain()` would still see the refusal: the ask is answered later; the status tells it.)
+    await page.evaluate(() => window.client.askAgain());
+    await page.waitForFunction(() => window.client.status.kind === "ready", undefined, { timeout: 20_000 });
+    await page.evaluate(() => window.client.ready());
+    const listed = await page.evaluate(async () => (await window.client.listConversations()).map((one) => one.id));
+    expect(listed).toContain(during);
+    expect(await worker.evaluate(() => globalThis.e2eAuthorizeErrors)).toEqual([]); // a refusal is no failure of the hook
+    const told = await page.evaluate(() => window.told);
+    expect(
+      told.filter((line) => line.startsWith("failed")),
+      told.join(" | "),
+    ).toEqual([
+      `failed NotAuthorized: The host refused "onStatus" for this caller: its authorize hook refused this caller. Nothing was done.`,
+    ]);
+    expect(told.at(-1), told.join(" | ")).toBe("ready");
+  }, 90_000);
+});
