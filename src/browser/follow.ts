@@ -302,9 +302,9 @@ export function followObject(options: FollowObjectOptions, clock: Clock = system
       // Offline, nothing of a hand-over can reach the object: the page goes as a crash goes (a takeover lease then
       // expires at the object; a pinned one is the tab's still, and its next load writes on under it, decision 0039).
       if (!link.up) return Promise.resolve(false);
-      mirror = undefined;
       tellTicket(undefined);
-      if (!leaving || harness?.closed) return Promise.resolve(false);
+      if (!leaving || harness?.closed) return Promise.resolve(false); // closed: its mirror stays for the close to stop (0136)
+      mirror = undefined;
       // Within the task the page's `pagehide` gave us: the head at once (the transaction being stored included),
       // then the rest and the release sent in the same tick (Mirror.leave's eager path).
       const left = harness!
