@@ -48,4 +48,21 @@ describe("the follow link's close, the review's Lows (decision 0133: L2, L3; dec
     void t.follow.close();
     expect(t.worker.isClosed()).toBe(true); // shut in this tick: nothing to deliver
   }, 30_000);
+
+  it("L3, S4/S11: the link drops and reconnects during the close's wait: the new connection delivers, the close ends before its bound, and no socket opens after it", async () => {
+    const { t, closing } = await closingUnacknowledged();
+    const last = t.tab.lease!.position; // the harness's closing commit included
+    t.restore(); // the object hears the worker again…
+    t.drop(); // …on a new connection: this one drops, what it held is lost
+    for (let i = 0; i < 10 && closing.outcome === undefined; i++) await t.step(1_000);
+    expect(closing.outcome).toBe("closed"); // before the 15 s bound: the resend on the new connection was acknowledged
+    expect(t.connects()).toBe(2);
+    await t.follow.close();
+    expect(t.worker.isClosed()).toBe(true);
+    for (let i = 0; i < 90; i++) await t.step(1_000); // past the lease's expiry: the object takes over
+    await flush(16);
+    expect(t.connects()).toBe(2); // the closed link never connects again
+    const epochs = (await (await t.end.harness)!.storage.readEpochs?.()) ?? [];
+    expect(epochs.at(-1)!.start).toBe(last + 1); // the object begins after everything the tab stored
+  }, 60_000);
 });

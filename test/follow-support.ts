@@ -255,5 +255,11 @@ export function socketTo(
   };
   /** Loses the frames held so far (a link up but silent: they never arrive); how many. */
   const lose = () => held.splice(0).length;
-  return { socket, sent, opened, unhold, lose, isClosed: () => closed };
+  /** The connection drops (its close event): what is held is lost, nothing more is sent on it. */
+  const disconnect = () => {
+    closed = true;
+    lose();
+    for (const listener of listeners.close!) listener();
+  };
+  return { socket, sent, opened, unhold, lose, disconnect, isClosed: () => closed };
 }

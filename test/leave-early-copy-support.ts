@@ -58,16 +58,28 @@ export async function silentTab(hook: SilentTabHooks = {}) {
   let silent = false;
   let dropsPushes = false;
   const frames: unknown[] = [];
-  const worker = socketTo(
-    end,
-    "worker",
-    () => silent,
-    (frame) => {
-      frames.push(frame);
-      return dropsPushes && typeof frame === "string" && frame.includes('"type":"push"');
-    },
-  );
-  const follow = followObject({ url: "ws://object/follow", connect: () => worker.socket, place: "tab" }, clock);
+  const socket = () =>
+    socketTo(
+      end,
+      "worker",
+      () => silent,
+      (frame) => {
+        frames.push(frame);
+        return dropsPushes && typeof frame === "string" && frame.includes('"type":"push"');
+      },
+    );
+  let worker = socket();
+  /** How many times the link connected: after a drop (`drop()`), a connect gets a new socket, opened a task later. */
+  let connects = 0;
+  const connect = () => {
+    if (connects++ > 0 && worker.isClosed()) {
+      worker = socket();
+      const opening = worker;
+      setTimeout(() => opening.opened(), 0);
+    }
+    return worker.socket;
+  };
+  const follow = followObject({ url: "ws://object/follow", connect, place: "tab" }, clock);
   const tickets: LeavingTicket[] = [];
   follow.onLeavingTicket((ticket) => ticket && tickets.push(ticket));
   setTimeout(() => worker.opened(), 0);
@@ -139,7 +151,14 @@ export async function silentTab(hook: SilentTabHooks = {}) {
     end,
     /** Where the object stands, as the worker tells its page (the acknowledged position while the tab holds the lease). */
     tickets,
-    worker,
+    /** The worker's socket now (a new one after a drop and reconnect). */
+    get worker() {
+      return worker;
+    },
+    /** How many times the follow link connected. */
+    connects: () => connects,
+    /** The link's connection drops (frames held are lost); it reconnects on its own backoff, to a new socket. */
+    drop: () => worker.disconnect(),
     follow,
     host,
     tab,
