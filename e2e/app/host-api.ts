@@ -46,6 +46,8 @@ export interface E2eWorkerScope {
 // `instanceof` is checked against the classes the page itself bundles.
 export interface HostE2e {
   connect(options?: WorkerOptions): HarnessClient;
+  /** A client of the Durable Object at `url` (`connectHarness(url)`). */
+  connectUrl(url: string): HarnessClient;
   errors: typeof errors;
   /** A client of the page-tools worker (ask_unsafe, ask_safe declared there; e2e/page-tools.e2e.ts). */
   connectPageTools(): HarnessClient;

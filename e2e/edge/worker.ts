@@ -7,7 +7,13 @@
  * (`SEED_QUERY`) over the object's own tasks table.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
-import { ALL_POWERS, type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
+import {
+  ALL_POWERS,
+  type DurableObjectState,
+  type DurableObjectStorage,
+  HarnessObject,
+  type HarnessObjectOptions,
+} from "../../src/cloudflare/index.ts";
 import { createRegistry, defineExtension, defineTask, memoryEnvs } from "../../src/index.ts";
 import { demoMethods } from "../../worker/methods.ts";
 import { createDemoModels } from "../../worker/models.ts";
@@ -108,7 +114,13 @@ class E2eObject extends HarnessObject<Env> {
   /** Hand-over frames this instance heard (decision 0101's e2e): the workers' releases, the pages' leavings. */
   readonly #heard = { release: 0, leaving: 0 };
 
-  constructor(state: DurableObjectState, env: Env, ttlMs?: number, keepLog?: number) {
+  constructor(
+    state: DurableObjectState,
+    env: Env,
+    ttlMs?: number,
+    keepLog?: number,
+    doors?: Pick<HarnessObjectOptions, "authorize" | "onAuthorizeError">,
+  ) {
     const models = createDemoModels();
     const envs = memoryEnvs();
     const plan: { point?: StopPoint; dead?: boolean } = {};
@@ -133,6 +145,7 @@ class E2eObject extends HarnessObject<Env> {
       methods: demoMethods(models, envs),
       crashPoints: true,
       storage: stoppableStorage(state, plan),
+      ...doors,
       ...(ttlMs === undefined ? {} : { follow: { authorize: () => true, ttlMs, ...(keepLog === undefined ? {} : { keepLog }) } }),
     }));
     this.#env = env;
@@ -265,6 +278,50 @@ export class TrimShortObject extends E2eObject {
   }
 }
 
+/** What a `DoorsObject`'s `onAuthorizeError` was told: the hook's own error, the caller, action and door. */
+interface ToldAtObject {
+  name: string;
+  message: string;
+  caller: string;
+  action: string;
+  door: string;
+}
+
+/**
+ * An object whose authorize hook answers the pages' status subscriptions as `POST /hook?answer=allow|refuse|throw` last
+ * said (every other call is let through; default allow), and whose `onAuthorizeError` keeps what it is told, read at
+ * `GET /authorize-errors` (e2e/authorize-error-object.e2e.ts).
+ */
+export class DoorsObject extends E2eObject {
+  readonly #hook: { answer: string; told: ToldAtObject[] };
+
+  constructor(state: DurableObjectState, env: Env) {
+    const hook = { answer: "allow", told: [] as ToldAtObject[] };
+    super(state, env, undefined, undefined, {
+      authorize: (_caller, call) => {
+        if (call.method !== "onStatus") return true;
+        if (hook.answer === "throw") throw new Error("the e2e permission store is down");
+        return hook.answer === "allow";
+      },
+      onAuthorizeError: (error, at) => {
+        const { name, message } = error as Error;
+        hook.told.push({ name, message, caller: JSON.stringify(at.caller), action: at.action, door: at.door });
+      },
+    });
+    this.#hook = hook;
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (request.method === "POST" && url.pathname === "/hook") {
+      this.#hook.answer = url.searchParams.get("answer") ?? "allow";
+      return new Response("set");
+    }
+    if (url.pathname === "/authorize-errors") return Response.json(this.#hook.told);
+    return super.fetch(request);
+  }
+}
+
 interface Namespace {
   idFromName(name: string): unknown;
   get(id: unknown): { fetch(request: Request): Promise<Response> };
@@ -274,23 +331,33 @@ interface Namespace {
 export default {
   fetch(
     request: Request,
-    env: { PLAIN: Namespace; LONG: Namespace; SHORT: Namespace; PINNED: Namespace; TRIM: Namespace; TRIMSHORT: Namespace },
+    env: {
+      PLAIN: Namespace;
+      LONG: Namespace;
+      SHORT: Namespace;
+      PINNED: Namespace;
+      TRIM: Namespace;
+      TRIMSHORT: Namespace;
+      DOORS: Namespace;
+    },
   ) {
     const url = new URL(request.url);
     const [, encoded = "e2e", ...rest] = url.pathname.split("/");
     const name = decodeURIComponent(encoded);
     url.pathname = `/${rest.join("/")}`;
-    const namespace = name.startsWith("trim-")
-      ? env.TRIM
-      : name.startsWith("trimshort-")
-        ? env.TRIMSHORT
-        : name.startsWith("short-")
-          ? env.SHORT
-          : name.startsWith("follow-")
-            ? env.LONG
-            : name.startsWith("pinned-")
-              ? env.PINNED
-              : env.PLAIN;
+    const namespace = name.startsWith("doors-")
+      ? env.DOORS
+      : name.startsWith("trim-")
+        ? env.TRIM
+        : name.startsWith("trimshort-")
+          ? env.TRIMSHORT
+          : name.startsWith("short-")
+            ? env.SHORT
+            : name.startsWith("follow-")
+              ? env.LONG
+              : name.startsWith("pinned-")
+                ? env.PINNED
+                : env.PLAIN;
     return namespace.get(namespace.idFromName(name)).fetch(new Request(url, request));
   },
 };

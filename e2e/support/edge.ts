@@ -25,7 +25,8 @@ export interface LocalObject {
   /**
    * The URL of the follow link of object `name` (`serveHarness({ follow: { url } })`): a `follow-…` name leases for
    * 10 minutes, a `short-…` one for 3 s, a `pinned-…` one for good; a `trim-…` one leases for 10 minutes and a
-   * `trimshort-…` one for 3 s, both keeping only the last 4 transactions of their log (e2e/edge/worker.ts).
+   * `trimshort-…` one for 3 s, both keeping only the last 4 transactions of their log; a `doors-…` one is no follow
+   * object: its authorize hook answers pages' status subscriptions as its `/hook` route says (e2e/edge/worker.ts).
    */
   followUrl(name: string): string;
   /** What the objects printed (the counter's `tick n`), in arrival order: side effects outside the objects. */
@@ -77,6 +78,7 @@ export async function startLocalObject(): Promise<LocalObject> {
         PINNED: sqliteObject("PinnedLeaseObject"),
         TRIM: sqliteObject("TrimObject"),
         TRIMSHORT: sqliteObject("TrimShortObject"),
+        DOORS: sqliteObject("DoorsObject"),
       },
       serviceBindings: {
         PRINT: async (request: { text(): Promise<string>; headers: Headers }) => {
