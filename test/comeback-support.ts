@@ -1,16 +1,28 @@
 import { counterTask } from "../examples/counter-task.ts";
+import type { AnyTool } from "../src/agent/tool.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
-import { createCopyService } from "../src/follow/copy-service.ts";
+import { type CopyService, createCopyService } from "../src/follow/copy-service.ts";
+import { COPY, copyWrites } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
 import type { LogHistory } from "../src/follow/fork.ts";
-import { linkHolder } from "../src/follow/forwarding.ts";
+import { answerForwarded, FORWARD, linkHolder } from "../src/follow/forwarding.ts";
 import type { LoggedBatch } from "../src/follow/handover.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
 import { ObjectEnd } from "../src/follow/object-end.ts";
+import { SERVER_TOOLS_TOPIC } from "../src/follow/server-call-messages.ts";
+import { memoryServerCallStore, ServerCalls } from "../src/follow/server-calls.ts";
 import type { HandBack } from "../src/follow/wire.ts";
 import { createHost } from "../src/host/host.ts";
-import { type AnyTaskDefinition, createRegistry, defineExtension, Harness, type HarnessOptions, type Storage } from "../src/index.ts";
+import {
+  type AnyTaskDefinition,
+  createRegistry,
+  defineExtension,
+  Harness,
+  type HarnessOptions,
+  type Json,
+  type Storage,
+} from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
 import { createManualClock } from "../src/testing/clock.ts";
@@ -46,6 +58,8 @@ export async function comebackWorld(
      * copy that the object's harness takes over (`hold`), and the world's `nextInstance()` (decision 0130, review L1).
      */
     copyService?: boolean;
+    /** The object's server tools (served on topic `server-tools` by each instance, its store kept across them). */
+    serverTools?: () => AnyTool[];
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -72,15 +86,23 @@ export async function comebackWorld(
     carried(() => deliver(frame));
     if (what === "twice") carried(() => deliver(frame));
   };
+  /** The current instance's copy service (with `copyService`). */
+  let copyService: CopyService | undefined;
+  /** The object's server tool calls, kept across instances (as in its SQLite). */
+  const serverStore = memoryServerCallStore();
   /** An instance of the object: its end on the copy (and the copy service over it, with `copyService`). */
   const startObject = async () => {
     const harness = { registry: registry("object"), clock, settings: options.settings };
     const follower = options.copyService
       ? createHost({ database: "copy", openStorage: async () => copy, harness: { ...harness, readOnly: true }, now: clock.now })
       : undefined;
-    const service = follower && createCopyService({ copy: follower, holder: linkHolder(() => Promise.reject(new Error("none"))), clock });
+    // Writes made at the copy are forwarded to the tab over its link, as the object's own calls (follow-copy.ts).
+    const holder = linkHolder((topic, method, args) => (instance ? instance.call(topic, method, args) : Promise.reject(new Error("none"))));
+    const service = follower && createCopyService({ copy: follower, holder, clock });
+    let instance: ObjectEnd | undefined;
     await follower?.ready;
-    return ObjectEnd.start({
+    copyService = service;
+    const started: ObjectEnd = await ObjectEnd.start({
       place: "object",
       storage: copy,
       book,
@@ -101,6 +123,19 @@ export async function comebackWorld(
         return host.ready;
       },
     });
+    instance = started;
+    // As on Cloudflare (object.ts): a following tab's writes through the copy service, and the tab's server tools.
+    if (service)
+      started.serve(
+        COPY,
+        copyWrites(() => service.service),
+      );
+    const tools = options.serverTools?.();
+    if (tools) {
+      const calls = new ServerCalls({ lease: book, store: serverStore, clock, tool: (name) => tools.find((tool) => tool.name === name) });
+      started.serve(SERVER_TOOLS_TOPIC, async (_method, args) => (await calls.call(args[0] as never, ctx)) as never);
+    }
+    return started;
   };
   let end = await startObject();
   const link: FollowLink = new FollowLink({
@@ -137,6 +172,8 @@ export async function comebackWorld(
       ctx,
     );
     if (!harness.readOnly) mirror = new Mirror({ harness, link, clock });
+    // The object forwards writes made at its copy to the tab that holds the lease (decision 0034; browser/follow.ts).
+    link.serve(FORWARD, (method, args) => answerForwarded(harness, { method, args }, ctx) as Promise<unknown> as Promise<Json>);
     const follower = harness.readOnly
       ? new Follower({ harness, link, place: "tab", onForked: (theirs) => void forks.push(theirs) })
       : undefined;
@@ -161,6 +198,11 @@ export async function comebackWorld(
     printed,
     copy,
     tabStorage,
+    /** The current instance's copy service (with `copyService`). */
+    get copyService() {
+      return copyService;
+    },
+    serverStore,
     /** The object's end (its current instance). */
     get end() {
       return end;
@@ -188,6 +230,24 @@ export async function comebackWorld(
     /** The object's next instance (on Cloudflare the one after the alarm ended this one): a fresh end on the same copy and book. */
     async nextInstance() {
       end = await startObject();
+    },
+    /** Another device's link to the object (a tab that follows it elsewhere), delivered as the tab's is, never lost. */
+    device() {
+      const device: FollowLink = new FollowLink({
+        clock,
+        send: (frame) =>
+          carried(
+            () =>
+              void end.receive(
+                frame,
+                (f) => carried(() => device.receive(f)),
+                () => true,
+                device,
+              ),
+          ),
+      });
+      device.connected();
+      return device;
     },
     /** From now on the link loses and duplicates frames as `fate` says. */
     loseFrames() {

@@ -38,8 +38,9 @@ export type CopyMethod = "submit" | "decide" | "abortConversation";
  * `copy.submit(conversationId, draft)` → `{ submissionId }`; `copy.decide(conversationId, call, decision)` →
  * `{ record }`; `copy.abortConversation(conversationId)` → `{}`: the tab calls, the object answers.
  */
-export const COPY_TOPIC: { calledBy: "tab"; methods: Record<CopyMethod, ArgsCheck> } = {
+export const COPY_TOPIC: { calledBy: "tab"; methods: Record<CopyMethod, ArgsCheck>; keyed: true } = {
   calledBy: "tab",
+  keyed: true, // under the draft's requestId, the decision's decisionId, the tasks an abort stops
   methods: {
     submit: (values) => forwardedArgsProblem("submit", values),
     decide: (values) => forwardedArgsProblem("decide", values),

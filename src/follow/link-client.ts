@@ -1,7 +1,8 @@
 /**
  * The tab's end of a follow link (docs/decisions/0031), over any transport that carries text frames and says
  * when it is up: calls to the object answered by request id (sent again on every reconnect and every
- * `resendMs` until answered — a duplicate is harmless: the object answers an id once), calls from the object
+ * `resendMs` until answered — a duplicate is harmless: the object answers an id once; a keyed call the object answers
+ * `NotReady` in its switch goes again under a new id for a bounded time, decision 0135), calls from the object
  * served once per id, the object's replies to pushes handed to whoever listens (the mirror), and the object's own
  * pushes to a tab that follows it (the follower, decision 0038). On every connection the link first says the wire's
  * version (`wire.hello`, decision 0046) and sends nothing else until the object answered with the same one; an
@@ -17,12 +18,14 @@
 import type { Clock } from "../base/clock.ts";
 import { type IdSource, randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
-import { ConnectionLost, type FollowVersionMismatch, HarnessClosed, UnknownMethod } from "../errors.ts";
+import { ConnectionLost, type FollowVersionMismatch, HarnessClosed, NotReady, UnknownMethod } from "../errors.ts";
 import { deserializeError, serializeError } from "../host/error-wire.ts";
 import { utf8Length } from "../limits.ts";
+import { DEFAULT_LEASE_TTL_MS } from "./arbiter.ts";
 import {
   type AckMessage,
   encodeFollowMessage,
+  FOLLOW_TOPICS,
   type FollowTopic,
   type PushMessage,
   parseFollowMessage,
@@ -54,6 +57,18 @@ export interface FollowLinkOptions {
   onMismatch?(error: FollowVersionMismatch): void;
   /** The random part of this link's call ids, drawn once (decision 0078). Default `randomIds`. */
   newId?: IdSource;
+  /**
+   * A keyed call (`FollowTopic.keyed`) the object answers `NotReady` (its switch between harnesses, decision 0135) is
+   * sent again under a new id at the next resend, for this long from its first `NotReady` on this clock; then it rejects
+   * with that `NotReady`. Default one lease's time (`DEFAULT_LEASE_TTL_MS`): by then the object's next instance serves it.
+   */
+  notReadyPassesMs?: number;
+}
+
+/** What the link did, for observing it. */
+export interface FollowLinkStats {
+  /** Keyed calls sent again after the object answered them `NotReady` (decision 0135). */
+  notReadyRetries: number;
 }
 
 interface Pending {
@@ -61,6 +76,10 @@ interface Pending {
   resolve(value: Json): void;
   reject(error: unknown): void;
   cancelTimeout(): void;
+  /** The call's frame under another id, for a keyed call (sent again after `NotReady`). */
+  again?(id: string): string;
+  /** When this call's first `NotReady` came (this clock). */
+  notReadySince?: number;
 }
 
 /** Answers remembered for calls from the object, so a duplicate gets the same answer. */
@@ -87,6 +106,7 @@ export class FollowLink {
   #cancelResend: (() => void) | undefined;
   /** Closed for good (`close()`): nothing is sent or asked again. */
   #closed = false;
+  readonly stats: FollowLinkStats = { notReadyRetries: 0 };
 
   constructor(options: FollowLinkOptions) {
     this.#options = options;
@@ -162,14 +182,38 @@ export class FollowLink {
     if (this.#mismatch) return Promise.reject(this.#mismatch);
     if (this.#closed) return Promise.reject(new HarnessClosed("The follow link"));
     const id = `${this.#prefix}:${++this.#next}`;
-    const frame = encodeFollowMessage({ type: "call", id, topic, method, args });
+    const again = (id: string) => encodeFollowMessage({ type: "call", id, topic, method, args });
+    const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed === true;
     return new Promise<Json>((resolve, reject) => {
-      const cancelTimeout = this.#options.clock.setTimer(this.#options.callTimeoutMs ?? 15_000, () => {
-        if (this.#pending.delete(id)) reject(new ConnectionLost());
-      });
-      this.#pending.set(id, { frame, resolve, reject, cancelTimeout });
-      if (this.#up) this.#sendFrame(frame);
+      const pending: Pending = { frame: again(id), resolve, reject, cancelTimeout: () => {}, ...(keyed ? { again } : {}) };
+      this.#wait(id, pending);
+      if (this.#up) this.#sendFrame(pending.frame);
     });
+  }
+
+  /** `pending` waits under `id`, at most `callTimeoutMs` for an answer (then `ConnectionLost`). */
+  #wait(id: string, pending: Pending): void {
+    pending.cancelTimeout = this.#options.clock.setTimer(this.#options.callTimeoutMs ?? 15_000, () => {
+      if (this.#pending.get(id) === pending && this.#pending.delete(id)) pending.reject(new ConnectionLost());
+    });
+    this.#pending.set(id, pending);
+  }
+
+  /**
+   * A keyed call answered `NotReady` (the object between its harnesses, decision 0135) waits again under a new id (the
+   * object remembers its answer by id), sent at the next resend; true when it does. Not after `notReadyPassesMs` from
+   * its first one: a closed link, or an object that stays so, ends the call.
+   */
+  #again(pending: Pending, error: Error): boolean {
+    if (!(error instanceof NotReady) || !pending.again || this.#closed) return false;
+    const now = this.#options.clock.now();
+    pending.notReadySince ??= now;
+    if (now - pending.notReadySince >= (this.#options.notReadyPassesMs ?? DEFAULT_LEASE_TTL_MS)) return false;
+    const id = `${this.#prefix}:${++this.#next}`;
+    pending.frame = pending.again(id);
+    this.#wait(id, pending);
+    this.stats.notReadyRetries++;
+    return true;
   }
 
   /** Serves the object's calls of `topic` (the topic must be one the object calls, in the link's topics). */
@@ -223,8 +267,10 @@ export class FollowLink {
       if (!pending) return; // answered already (a duplicate), or timed out
       this.#pending.delete(message.id);
       pending.cancelTimeout();
-      if ("error" in message) pending.reject(deserializeError(message.error));
-      else pending.resolve(message.value);
+      if ("error" in message) {
+        const error = deserializeError(message.error);
+        if (!this.#again(pending, error)) pending.reject(error);
+      } else pending.resolve(message.value);
       return;
     }
     if (message.type === "call") {
@@ -282,7 +328,7 @@ export class FollowLink {
       return;
     }
     this.#up = true;
-    for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+    for (const pending of [...this.#pending.values()]) this.#sendFrame(pending.frame);
     for (const listener of this.#upListeners) listener();
   }
 
@@ -301,7 +347,8 @@ export class FollowLink {
     this.#cancelResend = this.#options.clock.setTimer(this.#options.resendMs ?? 2_000, () => {
       if (!this.#transport || this.#mismatch) return;
       if (this.#hello) this.#sendHello();
-      else for (const pending of this.#pending.values()) this.#sendFrame(pending.frame);
+      // A copy: a call answered `NotReady` at once waits under a new id, sent at the next resend, not again in this loop.
+      else for (const pending of [...this.#pending.values()]) this.#sendFrame(pending.frame);
       this.#armResend();
     });
   }

@@ -96,6 +96,11 @@ export interface MirrorStats {
   frames: number;
   /** UTF-8 bytes of every push frame sent. */
   bytes: number;
+  /**
+   * Refusals taken as passing, each a round sent again (the object's `NotReady` in its switch, its storage failing, for
+   * `closedPassesMs` a remote `HarnessClosed`): a trace of the switch (review of 0130, L2; decision 0135).
+   */
+  retriedRefusals: number;
 }
 
 export class Mirror {
@@ -127,7 +132,7 @@ export class Mirror {
   #cancelResend: (() => void) | undefined;
   readonly #ackListeners = new Set<(position: number) => void>();
   readonly #stops: Array<() => void> = [];
-  readonly stats: MirrorStats = { rounds: 0, frames: 0, bytes: 0 };
+  readonly stats: MirrorStats = { rounds: 0, frames: 0, bytes: 0, retriedRefusals: 0 };
 
   constructor(options: MirrorOptions) {
     const lease = options.harness.lease;
@@ -308,7 +313,8 @@ export class Mirror {
       if (this.#refused) return;
       const error = deserializeError(reply.error);
       if (passing(error) || this.#closedPasses(error)) {
-        // The object could not store it this time (its storage busy or failing): the round goes again after resendMs.
+        // The object could not store it this time (its switch, its storage busy or failing): the round goes again after resendMs.
+        this.stats.retriedRefusals++;
         this.#armResend();
         return;
       }

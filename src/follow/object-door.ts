@@ -6,7 +6,7 @@
  */
 import type { Json } from "../base/json.ts";
 import { safely } from "../base/safely.ts";
-import { AuthorizeFailed, NotAuthorized } from "../errors.ts";
+import { AuthorizeFailed, HarnessClosed, NotAuthorized, NotReady } from "../errors.ts";
 import { serializeError } from "../host/error-wire.ts";
 import type { ErrorShape } from "../host/protocol.ts";
 import { COPY } from "./copy-writes.ts";
@@ -121,4 +121,18 @@ export function doorOf(
     ...(connectionPlace === undefined ? {} : { place: connectionPlace }),
     request: conversationId === undefined ? {} : { conversationId },
   };
+}
+
+/**
+ * What the tab is answered for `error` in the object's switch (decisions 0130, 0135): `switching` — the instance that
+ * handed the lease back, no harness here since, its copy service still `holding` until the next instance follows (on
+ * Cloudflare its alarm ends it) — and a push or a keyed call (`FollowTopic.keyed`) that its copy or its closed host
+ * refused with `HarnessClosed`: no refusal of the tab (a push is stored by position, a keyed call made once under its
+ * key, by the next instance), so `NotReady` (retryable): sent again. Otherwise the error as it is: a `HarnessClosed`
+ * outside the switch (an app that closed the object's service) stays final (review of 0130, M1).
+ */
+export function switchRefusal(error: unknown, switching: boolean, again: string): unknown {
+  return switching && error instanceof HarnessClosed
+    ? new NotReady(`the object is switching its copy (${error.message}): ${again}`)
+    : error;
 }

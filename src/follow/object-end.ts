@@ -16,7 +16,7 @@
 import type { ServerCallRequest } from "../agent/server-port.ts";
 import type { Json } from "../base/json.ts";
 import { SerialQueue } from "../base/serial.ts";
-import { HarnessClosed, NotAuthorized, NotReady } from "../errors.ts";
+import { NotAuthorized } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { AnswerMemory } from "./answer-memory.ts";
 import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
@@ -24,7 +24,7 @@ import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { holderOf } from "./lease-holder.ts";
-import { allowed, answerHelloCall, doorOf, errorShape } from "./object-door.ts";
+import { allowed, answerHelloCall, doorOf, errorShape, switchRefusal } from "./object-door.ts";
 import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
 import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
@@ -34,7 +34,7 @@ import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
 import { SnapshotAnswers } from "./snapshot-answers.ts";
-import { encodeFollowMessage, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
+import { encodeFollowMessage, FOLLOW_TOPICS, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
 import { WIRE_TOPIC } from "./wire-version.ts";
 
 export type {
@@ -265,7 +265,9 @@ export class ObjectEnd {
       }
       if (topic === "follow")
         return method === "snapshot" ? this.#snapshots.answer(id, args, reply, caller) : this.#startFollowing(id, args, reply, connection);
-      // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer.
+      // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer. A keyed
+      // call refused by the closed host in the object's switch is answered NotReady (decision 0135; asked again under a new id).
+      const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed === true;
       return this.#remembered.answer(
         id,
         topic === "lease",
@@ -273,7 +275,11 @@ export class ObjectEnd {
         () =>
           this.#call(topic, method, args, connection, caller).then(
             (value): ObjectMessage => ({ type: "answer", id, value }),
-            (error: unknown): ObjectMessage => ({ type: "answer", id, error: errorShape(error) }),
+            (error: unknown): ObjectMessage => ({
+              type: "answer",
+              id,
+              error: errorShape(switchRefusal(error, keyed && this.#handedBack && !this.#arrival.harness, "call again, same key")),
+            }),
           ),
         async (settled) => {
           // A page's `leaving` (decision 0101) comes on the page's own socket: the object's calls still go to its worker.
@@ -310,11 +316,9 @@ export class ObjectEnd {
         // Where this copy's log stands, for the pusher's fork (decision 0032): the newest stretches, bounded (decision 0051).
         const all = await this.#options.storage.readEpochs?.().catch(() => undefined);
         const epochs = all && historyWindow(all, 0, Number.MAX_SAFE_INTEGER);
-        // The object between harnesses (it handed the lease back, its copy not following yet: the next instance does) is
-        // no refusal of the pusher: it pushes again (NotReady passes; the resend skips what was stored, by position). Any
-        // other HarnessClosed (the copy closed for good) stays final (review of 0130, M1).
-        const switching = error instanceof HarnessClosed && this.#handedBack && this.#arrival.harness === undefined;
-        const refusal = switching ? new NotReady(`the object is switching its copy (${error.message}): push again`) : error;
+        // The object between harnesses is no refusal of the pusher: NotReady, it pushes again (the resend skips what was
+        // stored, by position); any other HarnessClosed stays final (decision 0130 and its review, M1).
+        const refusal = switchRefusal(error, this.#handedBack && !this.#arrival.harness, "push again");
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(refusal), ...(epochs ? { epochs } : {}) }));
       }
     });

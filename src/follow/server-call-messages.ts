@@ -25,9 +25,10 @@ export const serverCallRequest: Check = record({
   replay: literal("safe", "unsafe"),
 });
 
-/** The topic's row in `FOLLOW_TOPICS`: the tab calls, the object answers. */
-export const SERVER_TOOLS: { calledBy: "tab"; methods: Record<string, ArgsCheck> } = {
+/** The topic's row in `FOLLOW_TOPICS`: the tab calls, the object answers, once per call id (its store). */
+export const SERVER_TOOLS: { calledBy: "tab"; methods: Record<string, ArgsCheck>; keyed: true } = {
   calledBy: "tab",
+  keyed: true,
   methods: { call: args([serverCallRequest]) },
 };
 

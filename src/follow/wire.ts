@@ -113,6 +113,8 @@ export type FollowMessage = TabMessage | ObjectMessage;
 export interface FollowTopic {
   calledBy: FollowSide;
   methods: Record<string, ArgsCheck>;
+  /** Made once per a key in its arguments, whatever the request id: `NotReady` in the object's switch, sent again (0135). */
+  keyed?: true;
 }
 
 /** A place's name, an epoch, a position. */

@@ -1,0 +1,130 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { Json } from "../src/base/json.ts";
+import { HarnessClosed, LeaseNotHeld, NotReady } from "../src/index.ts";
+import { comebackWorld } from "./comeback-support.ts";
+import { rows } from "./follow-support.ts";
+import { ctx, runUntil } from "./support.ts";
+
+// Decision 0135. After a take-back (runHere) the object's instance that handed the lease back lives on until its alarm
+// ends it (Cloudflare): its copy service still says `holding` and its own host is closed. A following device's write made
+// through the object there (`copy.submit`, `copy.abortConversation`: keyed, made once under their key) was answered
+// `HarnessClosed`, and the device's page got it as final. Now the object answers it `NotReady` and the device's link
+// sends it again until the next instance makes it (forwarded to the tab that holds the lease, under the same key).
+
+/** The object's switch after a take-back at tick `back` of 8 (each print a declared effect), on the real copy service. */
+async function inSwitch(back = 4) {
+  const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true });
+  const device = world.device(); // another device's tab, following the object
+  const conversationId = (await world.tab.harness.root(ctx)).id;
+  world.tab.harness.resume();
+  await runUntil(world.clock, () => world.printed.length >= 2);
+  let handed = false;
+  void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
+  await runUntil(world.clock, () => handed);
+  const following = await world.reopenTab();
+  await runUntil(world.clock, () => world.printed.length >= back);
+  await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+  const { tab } = await world.takeBack(following);
+  expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
+  return { world, device, conversationId, tab };
+}
+
+/** Calls `copy.<method>` on `device`; what it settled with, once it did. */
+function settle(call: Promise<Json>) {
+  const outcome: { value?: Json; error?: Error; done: boolean } = { done: false };
+  call.then(
+    (value) => Object.assign(outcome, { value, done: true }),
+    (error: Error) => Object.assign(outcome, { error, done: true }),
+  );
+  return outcome;
+}
+
+/** The device's write during the switch, `refusals` times answered NotReady before the object's next instance comes. */
+async function writesThrough(method: "submit" | "abortConversation", refusals: number, back: number) {
+  const { world, device, conversationId, tab } = await inSwitch(back);
+  const requestId = `r-${refusals}-${back}`;
+  const args: Json[] = method === "submit" ? [conversationId, { type: "write", entry: { kind: "app.note" }, requestId }] : [conversationId];
+  const outcome = settle(device.call("copy", method, args));
+  await runUntil(world.clock, () => device.stats.notReadyRetries >= refusals || outcome.done);
+  // Before: HarnessClosed ("Harness is closed. Open a new one on the same storage to continue.") at the first answer.
+  expect(outcome.error).toBeUndefined();
+  expect(device.stats.notReadyRetries).toBe(refusals);
+  await world.nextInstance(); // on Cloudflare the alarm ends the instance that handed back; the next one follows
+  await runUntil(world.clock, () => outcome.done, 5_000);
+  expect(device.stats.notReadyRetries).toBe(refusals); // the next instance answered the first time it was asked
+  if (method === "submit") {
+    // Made once, by the tab that holds the lease (forwarded under the requestId), and the device told its id.
+    const stored = await tab.harness.storage.findSubmission(conversationId, requestId);
+    expect(outcome.value).toEqual({ submissionId: stored!.id });
+    const notes = (await tab.harness.conversation(conversationId).entries(ctx)).filter((entry) => entry.kind === "app.note");
+    expect(notes).toHaveLength(1);
+  } else expect(outcome.value).toEqual({});
+  // The tab's own work went on through the switch: every tick once, the object's copy equals the tab's.
+  await runUntil(world.clock, async () => (await tab.harness.getTask(world.taskId, ctx))?.state.status === "terminal", 5_000);
+  expect((await tab.harness.getTask(world.taskId, ctx))?.state).toMatchObject({ outcome: { status: "completed" } });
+  expect(world.printed.map(([, line]) => line)).toEqual(Array.from({ length: 8 }, (_, n) => `tick ${n + 1}`));
+  await runUntil(world.clock, () => tab.mirror!.acknowledged >= tab.harness.lease!.position, 5_000);
+  expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
+  // The tab's pushes the switch refused left their trace too (review of 0130, L2).
+  expect(tab.mirror!.stats.retriedRefusals).toBeGreaterThan(0);
+  await tab.harness.close(ctx);
+}
+
+describe("calls that reach the object between its harnesses after a take-back (decision 0135)", () => {
+  it("S4/S12: a following device's copy.submit in the switch is answered NotReady, sent again, and made once by the next instance", async () => {
+    await writesThrough("submit", 2, 4);
+  });
+
+  it("S4: a following device's copy.abortConversation in the switch is answered NotReady, then answered by the next instance", async () => {
+    await writesThrough("abortConversation", 1, 4);
+  });
+
+  it("property: however many times the switch refuses the write and wherever the take-back falls, it is made once, the device told, the tab's task completes", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("submit" as const, "abortConversation" as const),
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 3, max: 6 }),
+        async (method, refusals, back) => {
+          await writesThrough(method, refusals, back);
+        },
+      ),
+      { numRuns: 8 },
+    );
+  }, 90_000);
+
+  it("what is not keyed is answered in the switch as before: a lease renewal from the book, page calls LeaseNotHeld (the tab runs them)", async () => {
+    const { world, device, conversationId, tab } = await inSwitch();
+    const renewal = settle(device.call("lease", "renew", ["tab", 3]));
+    const claim = settle(device.call("page-calls", "claimPageCall", [conversationId, "c1", { claimId: "k", pageId: "p" }]));
+    await runUntil(world.clock, () => renewal.done && claim.done);
+    expect(renewal.value).toMatchObject({ epoch: 3 });
+    expect(claim.error).toBeInstanceOf(LeaseNotHeld);
+    expect(device.stats.notReadyRetries).toBe(0);
+    await tab.harness.close(ctx);
+  });
+
+  it("review of 0130, M1 (bounded): an instance that stays between harnesses (no next one comes) ends the write with NotReady after one lease's time, nothing made", async () => {
+    const { world, device, conversationId, tab } = await inSwitch();
+    const draft = { type: "write", entry: { kind: "app.note" }, requestId: "stays" };
+    const outcome = settle(device.call("copy", "submit", [conversationId, draft]));
+    await runUntil(world.clock, () => outcome.done, 5_000);
+    expect(outcome.error).toBeInstanceOf(NotReady); // retryable: the page may send it again, same requestId
+    expect(device.stats.notReadyRetries).toBeGreaterThan(0);
+    expect(await tab.harness.storage.findSubmission(conversationId, "stays")).toBeUndefined();
+    await tab.harness.close(ctx);
+  });
+
+  it("review of 0130, M1: a closed object's copy (the app closed its service) still ends a following device's write with HarnessClosed, at once", async () => {
+    const world = await comebackWorld({ to: 8, ttlMs: 60_000, copyService: true });
+    const device = world.device();
+    const conversationId = (await world.tab.harness.root(ctx)).id;
+    await world.copyService!.close(); // the tab holds the lease; the object follows, its copy now closed for good
+    const outcome = settle(device.call("copy", "submit", [conversationId, { type: "write", entry: { kind: "app.note" }, requestId: "r" }]));
+    await runUntil(world.clock, () => outcome.done);
+    expect(outcome.error).toBeInstanceOf(HarnessClosed);
+    expect(device.stats.notReadyRetries).toBe(0);
+    await world.tab.harness.close(ctx);
+  });
+});
