@@ -146,11 +146,14 @@ export async function comebackWorld(
   link.connected();
   const forks: LogHistory[] = [];
 
-  /** Opens the tab's harness on its storage (the clock runs meanwhile: a lost call is sent again). */
+  /**
+   * Opens the tab's harness on its storage (the clock runs meanwhile: a lost call is sent again). An open that fails
+   * (its lease ask unanswered past the call's timeout) fails this at once, rather than the clock running on to its limit.
+   */
   const reopenTab = async () => {
-    let opened: Awaited<ReturnType<typeof openTab>> | undefined;
-    const opening = openTab().then((tab) => (opened = tab));
-    await runUntil(clock, () => opened !== undefined);
+    let settled = false;
+    const opening = openTab().finally(() => (settled = true));
+    await runUntil(clock, () => settled);
     return opening;
   };
 

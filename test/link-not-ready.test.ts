@@ -40,7 +40,7 @@ function linkTo(refusals: number, options: { error?: Error; resendMs?: number; n
         if (topic === "wire") return carried(() => link.receive(encodeFollowMessage(answerHelloCall(id, args))));
         ids.push(id);
         const refused = ids.length <= refusals;
-        const error = options.error ?? new NotReady("the object is switching its copy: call again, same key");
+        const error = options.error ?? new NotReady("the object is between its harnesses after a hand-back: call again, same key");
         const answer = refused
           ? { type: "answer" as const, id, error: errorShape(error) }
           : { type: "answer" as const, id, value: { submissionId: 7 } };

@@ -40,7 +40,7 @@ export type CopyMethod = "submit" | "decide" | "abortConversation";
  */
 export const COPY_TOPIC: { calledBy: "tab"; methods: Record<CopyMethod, ArgsCheck>; keyed: true } = {
   calledBy: "tab",
-  keyed: true, // under the draft's requestId, the decision's decisionId, the tasks an abort stops
+  keyed: true, // submit under the draft's requestId, decide its decisionId; an abort is PROTOCOL's `retry: "safe"`
   methods: {
     submit: (values) => forwardedArgsProblem("submit", values),
     decide: (values) => forwardedArgsProblem("decide", values),

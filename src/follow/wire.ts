@@ -113,7 +113,7 @@ export type FollowMessage = TabMessage | ObjectMessage;
 export interface FollowTopic {
   calledBy: FollowSide;
   methods: Record<string, ArgsCheck>;
-  /** Made once per a key in its arguments, whatever the request id: `NotReady` in the object's switch, sent again (0135). */
+  /** Safe to ask again under a new request id (keyed in its arguments, or `retry: "safe"`): sent again on `NotReady` (0135). */
   keyed?: true;
 }
 
