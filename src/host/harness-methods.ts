@@ -8,7 +8,7 @@ import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts"
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
 import { safely } from "../base/safely.ts";
-import { NotFound, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
+import { HarnessClosed, NotFound, UnknownAppMethod, UnknownTaskKind } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import { checkJson } from "../limits.ts";
 import { ConversationWatch } from "./conversation-watch.ts";
@@ -45,7 +45,12 @@ export interface HarnessCallsOptions {
   read<T>(answer: (copy: Harness) => T | Promise<T>): Promise<T>;
   /** The open harness now, or `DurableError` (not open). */
   requireHarness(): Harness;
-  /** Whether the host is opening its harness again (a watch made meanwhile starts on the next one). */
+  /**
+   * The open copy a watch starts on now (decision 0134): the ready harness, or the read-only copy a reopen keeps open
+   * while it replaces it; undefined when none is.
+   */
+  copy(): Harness | undefined;
+  /** Whether the host is opening its harness again (a watch made meanwhile moves to the next one). */
   reopening(): boolean;
   /** The page's views: each `rebind` moves one to the harness the host opens next. */
   rebinds: Set<(next: Harness | Error) => void>;
@@ -135,30 +140,39 @@ export function harnessCalls(options: HarnessCallsOptions): {
         options.rebinds.delete(rebind);
         watch.end();
       };
-      /** Starts the watch on the open harness; from then on it moves with each reopen (`rebind`). */
-      const begin = () => {
-        const waiting = watch.start(requireHarness());
+      /** Starts the watch on `on`; from then on it moves with each reopen (`rebind`). */
+      const begin = (on: Harness) => {
+        const waiting = watch.start(on);
         options.rebinds.add(rebind);
         return waiting;
       };
+      // While the host reopens (a take-back, a rebuild), the watch starts on the copy open meanwhile and moves with the
+      // reopen as every view does (decision 0134; before, it waited for the harness opened next — over a silent link
+      // for the call's bound or longer — and the page's view stood still). With no copy open (a stopped writer, a copy
+      // opening: local work only) it starts on the next one, and is answered only then (decision 0107): a conversation
+      // that will not come there is refused by this same promise.
+      const now = options.copy();
       let waiting: Promise<void> | undefined;
-      if (!options.reopening()) {
+      if (now || !options.reopening()) {
         try {
-          waiting = begin();
+          waiting = begin(now ?? requireHarness());
         } catch (error) {
           unsubscribe();
           throw error;
         }
         if (!waiting) return unsubscribe;
       } else {
-        // While the host reopens (a rebuild, a take-back), the watch starts on the harness it opens next, and the
-        // subscription is answered only then (decision 0107): a conversation that will not come there is refused
-        // by this same promise. Before, it was answered at once, and then neither watched nor refused.
         waiting = (async () => {
-          do await whenOpen().catch(() => {});
-          while (options.reopening());
-          if (!subscribed) throw new NotFound(`Conversation ${conversationId} is no longer watched.`);
-          return begin();
+          for (;;) {
+            // The copy readable once the reopen under way opened one (`read` waits only on local work); the read's
+            // error when none will be (the host closed, not open).
+            const on = await read((copy) => {
+              if (copy.closed) throw new HarnessClosed();
+              return copy;
+            });
+            if (!subscribed) throw new NotFound(`Conversation ${conversationId} is no longer watched.`);
+            if (!on.closed) return begin(on); // closed since (replaced): the next one
+          }
         })();
       }
       // Given up (`cancel`, decision 0107: the page went away before it was answered), it holds nothing more here.

@@ -43,5 +43,6 @@ export function hostReads(parts: ReadParts) {
       }
     }
   };
-  return { read };
+  /** The copy open now (a watch starts on it while the host reopens: decision 0134), undefined when none is. */
+  return { read, copy: (): Harness | undefined => parts.copy() };
 }

@@ -302,7 +302,7 @@ export function createHost(options: HostOptions): ServedHost {
 
   const { calls: harnessCallsOf, views } = harnessCalls({
     whenOpen,
-    read: reads.read,
+    ...reads, // `read`, and the `copy` a watch starts on while the host reopens (decision 0134)
     requireHarness,
     reopening: () => queue.current !== undefined,
     rebinds: liveViews,
