@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { browserPerTest } from "./support/browser";
 import { startTask, taskRows, ticks } from "./support/demo";
 import { edgePerTest } from "./support/edge";
-import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
+import { holderOf, openFollowing, recordTabPrints, tickOf } from "./support/follow";
 
 // Decision 0134 (issue 27; tried in 0133 and withdrawn there): since 0127 the page's reads answer from the read-only
 // copy while Run here takes the lease back, but a conversation watch (`useChat`, `openConversation`) asked then waited
@@ -107,6 +107,7 @@ describe("a conversation watch during Run here over a silent link (Chromium + wo
       })
       .toBe(true);
     const whileSilent = await state();
+    const holderWhileSilent = await holderOf(edge.followUrl(name));
     expect(edge.printed.lines, "the object is still counting when the frames come back").not.toContain(`tick ${TO}`);
     // The frames delivered again at once (before the take-back's call reaches its bound): the lease comes back.
     await harnessWorker(page).evaluate(() => globalThis.e2eMuted?.restore());
@@ -116,6 +117,7 @@ describe("a conversation watch during Run here over a silent link (Chromium + wo
       lost: undefined,
     });
     expect(whileSilent.views.length, "the copy's view rendered").toBeGreaterThan(0);
+    expect(holderWhileSilent, "the object held the lease meanwhile").toMatchObject({ object: true });
 
     // The tab runs here; the watch moves to the harness opened under the lease (a snapshot there).
     await expect.poll(async () => (await state()).runHere, { timeout: 60_000, message: "Run here" }).toBe("ok");
@@ -130,7 +132,8 @@ describe("a conversation watch during Run here over a silent link (Chromium + wo
       .poll(() => tabPrints.includes(`tick ${TO}`), { timeout: 120_000, message: "the tab printed the last tick" })
       .toBe(true)
       .catch(async (error: unknown) => {
-        throw new Error(`the tab stopped counting after Run here: ${await seen()}`, { cause: error });
+        const tasks = JSON.stringify((await taskRows(page)).map((task) => task.record.state));
+        throw new Error(`the tab stopped counting after Run here: ${await seen()}; its tasks: ${tasks}`, { cause: error });
       });
     expect(tabPrints.length, await seen()).toBeGreaterThan(printedAtRunHere);
     expect(all(), await seen()).toEqual(ticks(1, TO));
