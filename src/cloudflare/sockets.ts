@@ -161,18 +161,39 @@ export class ObjectSockets {
   }
 }
 
-/** Close codes a peer may report but no endpoint may send (RFC 6455 §7.4.1): answered as 1000. */
-const UNSENDABLE = new Set([1005, 1006, 1015]);
+/** RFC 6455 §5.5: a Close frame's body is at most 125 bytes, the 2-byte code and a reason of at most 123. */
+const REASON_BYTES = 123;
 
 /**
  * Answers a peer's Close frame on a hibernatable socket, which the runtime does not do by itself (decision 0136): its
- * code when it may be sent, else 1000. A socket already closed (an error ended it) ignores it.
+ * code when every runtime mode sends it (1000 or an application's 3000–4999; `pedantic_wpt` refuses the rest, and
+ * the default refuses 1004 and the reserved ones), else 1000; its reason cut to the frame's 123 bytes at a character
+ * (a peer's invalid UTF-8 decodes to U+FFFD, 3 bytes each). If the runtime still refuses, it answers a bare 1000. A
+ * socket already closed (an error ended it) ignores both.
  */
 export function answerClose(socket: HibernatableWebSocket, code?: number, reason?: string): void {
-  const sendable = code !== undefined && code >= 1000 && code < 5000 && !UNSENDABLE.has(code) ? code : 1000;
+  const sendable = code === 1000 || (code !== undefined && code >= 3000 && code <= 4999) ? code : 1000;
   try {
-    socket.close(sendable, reason);
+    socket.close(sendable, reason === undefined ? undefined : fitReason(reason));
   } catch {
-    // Closed already, or a code the runtime will not send: nothing more to answer.
+    try {
+      socket.close(1000);
+    } catch {
+      // Closed already: nothing more to answer.
+    }
   }
+}
+
+/** `reason`'s longest prefix, whole characters, that fits a Close frame. */
+function fitReason(reason: string): string {
+  const encoder = new TextEncoder();
+  if (encoder.encode(reason).length <= REASON_BYTES) return reason;
+  let fitted = "";
+  let bytes = 0;
+  for (const character of reason) {
+    bytes += encoder.encode(character).length;
+    if (bytes > REASON_BYTES) break;
+    fitted += character;
+  }
+  return fitted;
 }

@@ -72,7 +72,7 @@ export interface Edge {
 }
 
 /** Starts workerd with the test Worker and a fresh persist directory. */
-export async function startEdge(config: { bindings?: Record<string, string> } = {}): Promise<Edge> {
+export async function startEdge(config: { bindings?: Record<string, string>; compatibilityFlags?: string[] } = {}): Promise<Edge> {
   const script = await workerBundle();
   const persist = mkdtempSync(join(tmpdir(), "pi-durable-edge-"));
   const printed = new Printed();
@@ -82,6 +82,7 @@ export async function startEdge(config: { bindings?: Record<string, string> } = 
     new Miniflare({
       modules: workerModules(script),
       compatibilityDate: "2026-04-01",
+      compatibilityFlags: config.compatibilityFlags ?? [],
       handleRuntimeStdio: (stdout: NodeJS.ReadableStream, stderr: NodeJS.ReadableStream) => {
         quietRuntime(stdout, stderr);
         stderr.on("data", (chunk: Buffer) => void runtimeErrors.push(chunk.toString()));

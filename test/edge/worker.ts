@@ -17,6 +17,8 @@ import {
 import { counterTask } from "../../examples/counter-task.ts";
 import { routeSigned, type SignedEnv } from "../../examples/signed-callers.ts";
 import { DurableObjectDatabase, type DurableObjectState, HarnessObject } from "../../src/cloudflare/index.ts";
+import { answerClose } from "../../src/cloudflare/sockets.ts";
+import type { HibernatableWebSocket } from "../../src/cloudflare/types.ts";
 import {
   BACKGROUND_CONTEXT as BACKGROUND,
   type Conversation,
@@ -496,6 +498,7 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname.startsWith("/stub/")) return viaStub(request, env);
+    if (url.pathname.startsWith("/answer-close/")) return answerPeerClose(request);
     const [, object, name, ...rest] = url.pathname.split("/");
     // `/signed/<any>/<route>`: the signed-token recipe's Worker (examples/signed-callers.ts) routes by the token.
     if (object === "signed") {
@@ -508,6 +511,40 @@ export default {
     return namespace.get(namespace.idFromName(decodeURIComponent(name))).fetch(new Request(inner, request));
   },
 };
+
+/**
+ * `POST /answer-close/<any>` with `{ code?, reasonBytes? }`: `answerClose` on one end of a socket pair, as if that end's peer
+ * had closed with `code` and a reason that decodes from `reasonBytes` (invalid UTF-8 becomes U+FFFD). Answers whether
+ * it threw, whether it closed the socket (a send after it fails), and the close the other end saw.
+ */
+async function answerPeerClose(request: Request): Promise<Response> {
+  const { code, reasonBytes } = (await request.json()) as { code?: number; reasonBytes?: number[] };
+  const reason = reasonBytes === undefined ? undefined : new TextDecoder().decode(new Uint8Array(reasonBytes));
+  type End = HibernatableWebSocket & {
+    accept(): void;
+    addEventListener(type: "close", listener: (event: { code: number; reason: string }) => void): void;
+  };
+  const pair = new (globalThis as unknown as { WebSocketPair: new () => Record<0 | 1, End> }).WebSocketPair();
+  const [peer, socket] = [pair[0], pair[1]];
+  peer.accept();
+  socket.accept();
+  const seen = new Promise<{ code: number; reason: string }>((resolve) =>
+    peer.addEventListener("close", (event) => resolve({ code: event.code, reason: event.reason })),
+  );
+  let threw = false;
+  try {
+    answerClose(socket, code, reason);
+  } catch {
+    threw = true;
+  }
+  let closed = false;
+  try {
+    socket.send("after the answer");
+  } catch {
+    closed = true;
+  }
+  return json({ threw, closed, seen: closed ? await seen : null, reason: reason ?? null });
+}
 
 /**
  * `POST /stub/<object>/<name>` with `{ method, args }`: the Worker calls the object's RPC method through its
