@@ -15,7 +15,7 @@
  * subscriptions resume (./socket.ts).
  */
 import { HostClient } from "../host/client.ts";
-import { PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
+import { type HarnessStatus, PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { LeavingSocket, pageLeaves, ticketIn } from "./leaving.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
@@ -144,11 +144,12 @@ export class HarnessClient extends HostClient {
    * `authorize` hook refused or failed — this client's status subscription; on a tab that follows another, the leader
    * tab's door too (decision 0132: otherwise a refused follower asks again by itself at most once a minute). Over a
    * socket, the host's status is asked again on the open connection when the host ended it. Nothing when nothing was
-   * refused.
+   * refused. Resolves, once each ask is answered, with the status then (decision 0138): `ready` when the hook lets it,
+   * `failed` when it refuses again, `reconnecting` while it throws; at once with the status when nothing was asked. A
+   * `ready()` called meanwhile settles by that answer too, not by the refusal shown before it.
    */
-  askAgain(): void {
-    this.#tabs?.askAgain();
-    this.watchStatusAgain();
+  askAgain(): Promise<HarnessStatus> {
+    return this.statusAsked(Promise.all([this.#tabs?.askAgain(), this.watchStatusAgain()]));
   }
 
   /**

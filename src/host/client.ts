@@ -49,6 +49,8 @@ export class HostClient {
   #statusWatched = false;
   readonly #statusListeners = new Set<(status: HarnessStatus) => void>();
   readonly #pending = new Set<(error: unknown) => void>();
+  /** Status asks again under way (`statusAsked`): `ready()` waits for them before it settles on `failed`. */
+  readonly #asking = new Set<Promise<void>>();
   #gone: WorkerGone | undefined;
 
   static {
@@ -84,11 +86,15 @@ export class HostClient {
    * (no stale host status comes back; 0117's third review) — until the transport's next connection asks it again
    * (`watchStatusAgain`).
    */
-  #watchStatus(): void {
-    if (this.#statusWatched || this.#gone) return;
+  #watchStatus(): Promise<void> {
+    if (this.#statusWatched || this.#gone) return Promise.resolve();
     this.#statusWatched = true;
+    /** Resolved at the first answer: a status told, or the end (decision 0138: what `askAgain()` waits for). */
+    let answered!: () => void;
+    const first = new Promise<void>((resolve) => (answered = resolve));
     const ended = (error: Error) => {
       this.#statusWatched = false;
+      answered();
       if (this.#gone) return;
       // Told each time it ends: a later connection that refuses it again comes after the transport's `reconnecting`, so
       // a second `failed` is never told twice in a row (the socket tells a refusal before its wait's `open`; 0117, review seams2).
@@ -100,10 +106,11 @@ export class HostClient {
       this.remote.onStatus((status: HarnessStatus) => {
         if (this.#gone) return; // the page decided: whatever arrives after is stale
         this.#hostStatus = status;
-        if (this.#held) return; // kept for hostStatusAgain (decision 0117's third review)
-        this.#show(status);
+        if (!this.#held) this.#show(status); // else kept for hostStatusAgain (decision 0117's third review)
+        answered();
       }, ended),
     ).catch((error: unknown) => ended(error instanceof Error ? error : new DurableError("The host's status could not be watched.")));
+    return first;
   }
 
   /**
@@ -111,8 +118,27 @@ export class HostClient {
    * there, so the status is the host's again after a reconnect (decision 0117, later; before, a refused status
    * subscription left the page `reconnecting` for good after the next drop).
    */
-  protected watchStatusAgain(): void {
-    this.#watchStatus();
+  protected watchStatusAgain(): Promise<void> {
+    return this.#watchStatus();
+  }
+
+  /**
+   * The status asked again (`asked`: settled once each ask has its answer): resolves with the status then. Until then a
+   * `ready()` does not settle on a `failed` shown — the refusal the ask may undo (decision 0138: `askAgain()` then
+   * `ready()` rejected with the old refusal at once).
+   */
+  protected async statusAsked(asked: Promise<unknown>): Promise<HarnessStatus> {
+    const settled = asked.then(
+      () => {},
+      () => {},
+    );
+    this.#asking.add(settled);
+    try {
+      await settled;
+    } finally {
+      this.#asking.delete(settled);
+    }
+    return this.#status;
   }
 
   /** The latest status the host reported. */
@@ -175,6 +201,11 @@ export class HostClient {
       let unsubscribe: (() => void) | undefined;
       const check = (status: HarnessStatus) => {
         if (settled) return;
+        // A refusal being asked again (`askAgain()`, decision 0138): settled by that ask's answer, not by the old one.
+        if (status.kind === "failed" && this.#asking.size > 0 && !this.#gone) {
+          void Promise.all(this.#asking).then(() => check(this.#status));
+          return;
+        }
         if (status.kind === "ready") resolve(status.recovery);
         else if (status.kind === "failed") reject(failure(status.error));
         else if (status.kind === "closed") reject(new DurableError(`The database was closed (${status.reason}).`));

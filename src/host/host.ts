@@ -24,7 +24,7 @@ import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
 import { ReopenQueue } from "./reopen-queue.ts";
-import { errorShape, forkCount, leaseEpoch, notOpened, recoveryParts } from "./status-parts.ts";
+import { errorShape, forkCount, leaseEpoch, notOpened, openWaits, recoveryParts } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
 export type { HostOptions, ServedHost } from "./host-options.ts";
@@ -49,9 +49,10 @@ export function createHost(options: HostOptions): ServedHost {
 
   /** Each harness's options: the storage's claim (harness-lifecycle.ts), let go by a read-only copy kept open (0127). */
   const claims = new WeakMap<Harness, object>();
-
+  const opens = openWaits(); // the open's waits (decision 0138)
   const setStatus = (next: HarnessStatus) => {
     status = next;
+    opens.moved();
     statuses.emit(next);
   };
 
@@ -280,16 +281,17 @@ export function createHost(options: HostOptions): ServedHost {
   };
 
   /**
-   * The open harness once a reopen under way (a rebuild, decision 0053) is done: a page's call made in that window
-   * waits for it instead of failing with "not open".
+   * The open harness once a reopen under way (a rebuild, decision 0053) or the open (0138: a page that cannot see the
+   * status) is done: a page's call made in that window waits for it instead of failing with "not open".
    */
+  const openUnderWay = () => (closing ? undefined : opens.during(status));
   const whenOpen = async () => {
-    while (queue.current) await queue.current.catch(() => {});
+    for (let under = queue.current ?? openUnderWay(); under; under = queue.current ?? openUnderWay()) await under.catch(() => {});
     return requireHarness();
   };
   const reads = hostReads({
     copy: () => reopens.kept() ?? (harness && !harness.closed && status.kind === "ready" ? harness : undefined),
-    switching: () => (closing ? undefined : queue.current),
+    switching: () => (closing ? undefined : (queue.current ?? openUnderWay())),
     requireHarness,
   });
 

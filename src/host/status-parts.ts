@@ -49,3 +49,31 @@ export function notOpened(error: unknown, setStatus: (status: HarnessStatus) => 
   setStatus({ kind: "failed", error: errorShape(error) });
   return error instanceof Error ? error : new DurableError("The database did not open again.");
 }
+
+/**
+ * The waits of calls made during an open under way (`starting`, `opening`, `recovering`; decision 0138). A page's call
+ * reaches the host then when the page could not see the status (its own worker's hook refused it): it waits for the
+ * open, as the page's calls wait while the status it sees says so (before: "not open (status: starting)"). A host
+ * waiting for the lock (`waiting-for-lock`) answers "not open" at once, as before.
+ */
+export function openWaits() {
+  let next: { promise: Promise<void>; resolve: () => void } | undefined;
+  return {
+    /** The status changed: each wait looks again. */
+    moved() {
+      next?.resolve();
+      next = undefined;
+    },
+    /** Settles at the next status while `status` is an open under way; undefined otherwise. */
+    during(status: HarnessStatus): Promise<void> | undefined {
+      if (!OPENING.has(status.kind)) return undefined;
+      if (!next) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((done) => (resolve = done));
+        next = { promise, resolve };
+      }
+      return next.promise;
+    },
+  };
+}
+const OPENING = new Set<HarnessStatus["kind"]>(["starting", "opening", "recovering"]);

@@ -30,8 +30,11 @@ interface Subscription {
 }
 
 export interface TabsEndpoint extends HostEndpoint {
-  /** Asks again now what a door refused or waits to ask: this tab's worker's status, the leader's (decision 0132). */
-  askAgain(): void;
+  /**
+   * Asks again now what a door refused or waits to ask: this tab's worker's status, the leader's (decision 0132).
+   * Resolves once each ask is answered (decision 0138): the status shows that answer then.
+   */
+  askAgain(): Promise<void>;
   /** Stops following (the page's worker is gone or the client was disposed). */
   close(): void;
 }
@@ -71,12 +74,17 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    * recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
    * closed, or waits for the database where there is no broker (and is answered as before: not open); to the leader
    * whose door refused this tab its status (./link.ts: its door answers it, the call waits for nothing that will come).
+   * It goes to this tab's worker too while its door refused this page's status or its hook threw for it (the status
+   * `failed` or `reconnecting`: only this endpoint's watch tells those of its own worker). Its door decides each call
+   * (its hook may let a call it refuses the status: decision 0138; before, a call waited while the hook threw, and over
+   * a socket it was answered), and that worker waits for its open before it answers (host.ts).
    */
   const pick = (fresh: boolean): Target | undefined => {
     const target = readyTarget();
     if (target || !fresh) return target;
     if (following() && leader?.status?.kind === "failed") return leader;
-    const settled = ownStatus.kind === "failed" || (ownStatus.kind === "closed" && !following());
+    const unseen = ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
+    const settled = unseen || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
   };
   const next = (fresh: boolean) =>
@@ -347,9 +355,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       if (served(id)) changed();
       if (subscription) detach(subscription);
     },
-    askAgain() {
-      ownWatch.again();
-      leader?.again();
+    async askAgain() {
+      await Promise.all([ownWatch.again(), leader?.again()]);
     },
     close() {
       disposed = true;

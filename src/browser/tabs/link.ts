@@ -32,8 +32,8 @@ export interface Link {
    */
   status?: HarnessStatus;
   closed: boolean;
-  /** Asks the leader's door again now, if it refused this tab or its ask waits (decision 0132). */
-  again(): void;
+  /** Asks the leader's door again now, if it refused this tab or its ask waits (decision 0132); resolves once answered (0138). */
+  again(): Promise<void>;
   close(): void;
 }
 
@@ -75,7 +75,7 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
     leader: id,
     endpoint: messages.endpoint,
     closed: false,
-    again: () => watch?.again(),
+    again: () => watch?.again() ?? Promise.resolve(),
     close() {
       if (link.closed) return;
       watch?.close();

@@ -47,9 +47,11 @@ export interface StatusWatchOptions {
 export interface StatusWatch {
   /**
    * The app's answer may have changed (`HarnessClient.askAgain()`, decision 0132): a subscription refused, or waiting
-   * to be asked again, is asked now. Nothing while it is served or asked, or once the place is gone.
+   * to be asked again, is asked now. Nothing while it is served or asked, or once the place is gone. Resolves once that
+   * ask (or the one under way) is answered — served and its status told, refused, failed, or given up at its bound — or
+   * the watch is closed; at once when it is served or the place is gone (decision 0138).
    */
-  again(): void;
+  again(): Promise<void>;
   close(): void;
 }
 
@@ -74,6 +76,13 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   let bound: (() => void) | undefined;
   /** The subscription of the ask whose answer counts: the place's to release when it is given up or closed. */
   let current: Promise<number> | undefined;
+  /** `again()`s waiting for the ask under way to be answered (decision 0138). */
+  let asked: (() => void)[] = [];
+  const settle = () => {
+    const waiting = asked;
+    asked = [];
+    for (const resolve of waiting) resolve();
+  };
   /** Gives `subscribed` up at the place: a pending one cancelled, an answered one unsubscribed (a refused one holds nothing). */
   const release = (subscribed: Promise<number> | undefined) => {
     cancelPending(subscribed);
@@ -86,6 +95,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   /** Not served: refused, the place gone, or what passes by itself (a throw, no answer in time). */
   const unserved = (error: unknown) => {
     idle = !gone(error);
+    queueMicrotask(settle); // after what it tells below
     if (gone(error) || (refusalOf(error) && !refusals)) return ended(error);
     if (refusalOf(error)) {
       // Asked again, slowly: the app's answer may change (a sign-in); `failed` is told once (decision 0132). The
@@ -126,6 +136,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       refusals?.end(STATUS);
       refused = false;
       told(value as HarnessStatus);
+      settle();
     });
     current = subscribed;
     subscribed.then(
@@ -141,10 +152,14 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   ask();
   return {
     again() {
-      if (closed || !idle) return;
+      // An ask under way is not asked twice: its answer is the one waited for.
+      if (!closed && bound) return new Promise<void>((resolve) => asked.push(resolve));
+      if (closed || !idle) return Promise.resolve();
       waits.end(STATUS);
       refusals?.end(STATUS);
+      const answered = new Promise<void>((resolve) => asked.push(resolve));
       ask();
+      return answered;
     },
     /**
      * Stops watching: the subscription served (or on its way) is released at the place, which then sends nothing more
@@ -154,6 +169,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       if (closed) return;
       closed = true;
       answered();
+      settle();
       waits.clear();
       refusals?.clear();
       release(current);
