@@ -58,6 +58,8 @@ export async function comebackWorld(
      * copy that the object's harness takes over (`hold`), and the world's `nextInstance()` (decision 0130, review L1).
      */
     copyService?: boolean;
+    /** The agent's models at the tab and the object (a conversation with an agent can then run a generation). */
+    models?: HarnessOptions["models"];
     /** The object's server tools (served on topic `server-tools` by each instance, its store kept across them). */
     serverTools?: () => AnyTool[];
   } = {},
@@ -92,7 +94,7 @@ export async function comebackWorld(
   const serverStore = memoryServerCallStore();
   /** An instance of the object: its end on the copy (and the copy service over it, with `copyService`). */
   const startObject = async () => {
-    const harness = { registry: registry("object"), clock, settings: options.settings };
+    const harness = { registry: registry("object"), clock, settings: options.settings, models: options.models };
     const follower = options.copyService
       ? createHost({ database: "copy", openStorage: async () => copy, harness: { ...harness, readOnly: true }, now: clock.now })
       : undefined;
@@ -152,7 +154,12 @@ export async function comebackWorld(
    */
   const reopenTab = async () => {
     let settled = false;
-    const opening = openTab().finally(() => (settled = true));
+    const opening = openTab();
+    // Both handlers before the clock runs: a failed open is this call's rejection, never an unhandled one (review of 0135, L2).
+    opening.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
     await runUntil(clock, () => settled);
     return opening;
   };
@@ -166,6 +173,7 @@ export async function comebackWorld(
         registry: registry("tab"),
         clock,
         settings: options.settings,
+        models: options.models,
         lease: {
           place: "tab",
           arbiter: remoteArbiter(link),

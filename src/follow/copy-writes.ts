@@ -6,7 +6,9 @@
  * conversationId)`). The object answers them through its copy service exactly as a page connected to it (`?edge=`):
  * forwarded to the place that holds the lease under their key, or made on the object's own host once it holds the
  * lease. A resend under the same key is answered the same and never carried out twice (the copy service and the
- * holder both key it; an abort is keyed by the tasks it stops).
+ * holder both key it). An abort is not keyed over the link: the object stops the runs going when it arrives (the
+ * forward keyed by those tasks, so a duplicate forward stops nothing newer); the link does not send it again under a new
+ * id (review of 0135, H1).
  *
  * What arrives is hostile: the frame's size and shape are the wire's (wire.ts), the arguments `PROTOCOL`'s rows with
  * their keys required (`forwardedArgsProblem`), checked again by the handler; the door (`follow.authorize`, actions
@@ -38,9 +40,11 @@ export type CopyMethod = "submit" | "decide" | "abortConversation";
  * `copy.submit(conversationId, draft)` → `{ submissionId }`; `copy.decide(conversationId, call, decision)` →
  * `{ record }`; `copy.abortConversation(conversationId)` → `{}`: the tab calls, the object answers.
  */
-export const COPY_TOPIC: { calledBy: "tab"; methods: Record<CopyMethod, ArgsCheck>; keyed: true } = {
+export const COPY_TOPIC: { calledBy: "tab"; methods: Record<CopyMethod, ArgsCheck>; keyed: readonly CopyMethod[] } = {
   calledBy: "tab",
-  keyed: true, // submit under the draft's requestId, decide its decisionId; an abort is PROTOCOL's `retry: "safe"`
+  // Submit under the draft's requestId, decide its decisionId. Not the abort: it stops the runs going when it arrives,
+  // so asked again under a new id it could stop a run started since (review of 0135, H1); its NotReady is the page's.
+  keyed: ["submit", "decide"],
   methods: {
     submit: (values) => forwardedArgsProblem("submit", values),
     decide: (values) => forwardedArgsProblem("decide", values),

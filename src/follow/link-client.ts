@@ -183,7 +183,7 @@ export class FollowLink {
     if (this.#closed) return Promise.reject(new HarnessClosed("The follow link"));
     const id = `${this.#prefix}:${++this.#next}`;
     const again = (id: string) => encodeFollowMessage({ type: "call", id, topic, method, args });
-    const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed === true;
+    const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed?.includes(method) === true;
     return new Promise<Json>((resolve, reject) => {
       const pending: Pending = { frame: again(id), resolve, reject, cancelTimeout: () => {}, ...(keyed ? { again } : {}) };
       this.#wait(id, pending);

@@ -265,9 +265,9 @@ export class ObjectEnd {
       }
       if (topic === "follow")
         return method === "snapshot" ? this.#snapshots.answer(id, args, reply, caller) : this.#startFollowing(id, args, reply, connection);
-      // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer. A keyed
-      // call refused by the closed host in the object's switch is answered NotReady (decision 0135; asked again under a new id).
-      const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed === true;
+      // Answered once per id (answer-memory.ts): a resend of a call still being answered queues no second answer. A call of a
+      // keyed topic refused by the closed host in the switch is answered NotReady (0135; the link resends its keyed methods).
+      const keyed = (this.#options.topics ?? FOLLOW_TOPICS)[topic]?.keyed !== undefined; // its topic's calls: NotReady
       return this.#remembered.answer(
         id,
         topic === "lease",

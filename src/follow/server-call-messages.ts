@@ -26,9 +26,9 @@ export const serverCallRequest: Check = record({
 });
 
 /** The topic's row in `FOLLOW_TOPICS`: the tab calls, the object answers, once per call id (its store). */
-export const SERVER_TOOLS: { calledBy: "tab"; methods: Record<string, ArgsCheck>; keyed: true } = {
+export const SERVER_TOOLS: { calledBy: "tab"; methods: Record<string, ArgsCheck>; keyed: readonly string[] } = {
   calledBy: "tab",
-  keyed: true,
+  keyed: ["call"], // by its call id (the store's key)
   methods: { call: args([serverCallRequest]) },
 };
 

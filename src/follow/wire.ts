@@ -113,8 +113,9 @@ export type FollowMessage = TabMessage | ObjectMessage;
 export interface FollowTopic {
   calledBy: FollowSide;
   methods: Record<string, ArgsCheck>;
-  /** Safe to ask again under a new request id (keyed in its arguments, or `retry: "safe"`): sent again on `NotReady` (0135). */
-  keyed?: true;
+  /** Methods made once per a key in their arguments: sent again under a new id on `NotReady` (0135; per method, not an
+   * abort, which stops what runs when it lands: review of 0135, H1). The topic's other calls end `NotReady` at once. */
+  keyed?: readonly string[];
 }
 
 /** A place's name, an epoch, a position. */
