@@ -76,9 +76,7 @@ describe("a Durable Object's authorize hook throws for a page's status (onAuthor
     const attempts = told.filter((line) => line.startsWith("reconnecting")).map((line) => Number(line.split(" ")[1]));
     expect(attempts, `the attempt told never goes down: ${told.join(" | ")}`).toEqual([...attempts].sort((a, b) => a - b));
     expect(told.at(-1)).toBe("ready");
-    // Served, the status is asked no more: nothing more is told the app.
-    const atReady = (await toldAtObject(name)).length;
-    await page.evaluate(() => window.client.listConversations());
-    expect((await toldAtObject(name)).length).toBe(atReady);
+    // (No check that the app is told nothing more once served: with the hook allowing, `onAuthorizeError` cannot be
+    // called whatever the page does — it could not fail; the review of 0136, L1.)
   }, 90_000);
 });

@@ -1,3 +1,4 @@
+import type { Page, Worker } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import type { HarnessClient } from "../src/browser/client.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
@@ -19,6 +20,8 @@ declare global {
   interface Window {
     client: HarnessClient;
     told: string[];
+    /** Each status told, when (`Date.now()`, as the worker's `e2ePageAsks`) and, reconnecting, when its backoff asks again. */
+    timed: Array<{ kind: string; at: number; retryInMs?: number }>;
     during: Promise<number>;
   }
 }
@@ -27,7 +30,10 @@ declare global {
 function connectTold(answer: "refuse" | "throw"): void {
   window.client = window.hostE2e.connect({ pageHook: answer });
   window.told = [];
+  window.timed = [];
   window.client.onStatus((status: HarnessStatus) => {
+    const retryInMs = status.kind === "reconnecting" ? status.retryInMs : undefined;
+    window.timed.push({ kind: status.kind, at: Date.now(), ...(retryInMs !== undefined && { retryInMs }) });
     const error = status.kind === "failed" || status.kind === "reconnecting" ? status.error : undefined;
     window.told.push(
       status.kind === "reconnecting"
@@ -37,6 +43,38 @@ function connectTold(answer: "refuse" | "throw"): void {
           : status.kind,
     );
   });
+}
+
+/**
+ * Once the page's status shows a backoff of 4 s or more (told after the `from`th status; the test's own steps fit in
+ * it): when its own ask is due. `askAgain()` then must ask the hook before that (`askAgainBefore`). Before (the review
+ * of 0136, M2), waits longer than the backoff passed with `askAgain` doing nothing. (A status told after `askAgain` is
+ * no sign: its wait starts over at attempt 1, which the page does not show below the attempt it showed.)
+ */
+async function longBackoff(page: Page, from: number): Promise<{ due: number; retryInMs: number }> {
+  await page.waitForFunction((from) => window.timed.slice(from).some((one) => (one.retryInMs ?? 0) >= 4_000), from, {
+    timeout: 30_000,
+  });
+  const wait = await page.evaluate(() => window.timed.at(-1)!);
+  expect(wait, "the page waits on its backoff").toMatchObject({ kind: "reconnecting" });
+  return { due: wait.at + wait.retryInMs!, retryInMs: wait.retryInMs! };
+}
+
+/** `askAgain()`: the hook is asked before `due`, when the backoff's own ask was, by a second. */
+async function askAgainBefore(page: Page, worker: Worker, { due, retryInMs }: { due: number; retryInMs: number }): Promise<void> {
+  const asked = await worker.evaluate(() => globalThis.e2ePageAsks.length);
+  const at = await page.evaluate(() => {
+    const at = Date.now();
+    void window.client.askAgain();
+    return at;
+  });
+  // A second short of it: the backoff's own ask is timed from before the page heard of its wait (a no-op askAgain failed
+  // this by 4 ms only: that ask came 4 s after `at` was taken).
+  const before = due - 1_000;
+  expect(at, "askAgain called a second before the backoff's own ask is due").toBeLessThan(before);
+  await expect.poll(() => worker.evaluate(() => globalThis.e2ePageAsks.length), { timeout: 30_000 }).toBeGreaterThan(asked);
+  const next = await worker.evaluate((asked) => globalThis.e2ePageAsks[asked]!, asked);
+  expect(next, `the hook asked a second before the backoff's own ask (${retryInMs} ms after the wait was told)`).toBeLessThan(before);
 }
 
 describe("the page's own worker's authorize hook fails the page's status subscription (decisions 0123, 0132)", () => {
@@ -62,18 +100,18 @@ describe("the page's own worker's authorize hook fails the page's status subscri
 
     // askAgain while the hook still throws asks at once (one more failure told), and the page keeps waiting.
     const before = await worker.evaluate(() => globalThis.e2eAuthorizeErrors.length);
-    await page.evaluate(() => window.client.askAgain());
-    await expect.poll(() => worker.evaluate(() => globalThis.e2eAuthorizeErrors.length), { timeout: 5_000 }).toBeGreaterThan(before);
+    await askAgainBefore(page, worker, await longBackoff(page, 0));
+    await expect.poll(() => worker.evaluate(() => globalThis.e2eAuthorizeErrors.length)).toBeGreaterThan(before);
+    const shown = await page.evaluate(() => window.timed.length);
     expect(await page.evaluate(() => window.client.status.kind)).toBe("reconnecting");
 
     // The outage passes and the app says so: ready on the same worker, the call made meanwhile answered and stored.
+    const wait = await longBackoff(page, shown);
     await worker.evaluate(() => globalThis.e2ePageAnswer("allow"));
-    // `askAgain()` then `ready()` settles by the new answer (decision 0138; a timer's ask under way may answer first:
-    // `ready()` waits through its `reconnecting`).
-    await page.evaluate(async () => {
-      await window.client.askAgain();
-      await window.client.ready();
-    });
+    // `askAgain()` asks before the backoff would; then `ready()` settles by the new answer (decision 0138; a timer's ask
+    // under way may answer first: `ready()` waits through its `reconnecting`).
+    await askAgainBefore(page, worker, wait);
+    await page.evaluate(() => window.client.ready());
     const during = await page.evaluate(() => window.during);
     const listed = await page.evaluate(async () => (await window.client.listConversations()).map((one) => one.id));
     expect(listed).toContain(during);
@@ -111,8 +149,11 @@ describe("the page's own worker's authorize hook fails the page's status subscri
     // page cannot see when its worker is open — its status is refused — and need not: a call made while the worker
     // still opens waits for the open (decision 0138; before, "The database is not open (status: starting)").
     const during = await page.evaluate(() => window.client.createConversation());
-    // Still refused, askAgain asks and is refused again: it resolves failed, told once.
+    // Still refused, askAgain asks and is refused again: it resolves failed, told once; the hook was asked (the review
+    // of 0136, L2: before 0138 the switch below raced the re-ask).
+    const asked = await worker.evaluate(() => globalThis.e2ePageAsks.length);
     expect(await page.evaluate(async () => (await window.client.askAgain()).kind)).toBe("failed");
+    expect(await worker.evaluate(() => globalThis.e2ePageAsks.length)).toBeGreaterThan(asked);
 
     // The app lets it (a sign-in) and says so: ready on the same worker, with what was stored meanwhile.
     await worker.evaluate(() => globalThis.e2ePageAnswer("allow"));

@@ -22,6 +22,7 @@ const followSockets: FollowSocket[] = [];
 const scope = globalThis as unknown as E2eWorkerScope;
 scope.e2eFollowSockets = followSockets;
 scope.e2eAuthorizeErrors = authorizeErrors;
+scope.e2ePageAsks = [];
 scope.e2ePageAnswer = (answer) => {
   pageAnswer = answer;
 };
@@ -37,8 +38,12 @@ const counter = counterTask(() => {});
 const extension = defineExtension({ name: "example", tasks: [counter, stall] });
 
 /** The hook's answer to `caller`'s status subscription; every other call is let through. */
-const statusAnswer = (caller: WorkerCaller, method: string): HookAnswer =>
-  method !== "onStatus" ? "allow" : caller.from === "tab" ? (options.tabHook ? tabAnswer : "allow") : pageAnswer;
+const statusAnswer = (caller: WorkerCaller, method: string): HookAnswer => {
+  if (method !== "onStatus") return "allow";
+  if (caller.from === "tab") return options.tabHook ? tabAnswer : "allow";
+  scope.e2ePageAsks.push(Date.now());
+  return pageAnswer;
+};
 
 const served = serveHarness({
   extensions: [extension],

@@ -34,6 +34,8 @@ export interface FollowSocket {
 export interface E2eWorkerScope {
   /** What `onAuthorizeError` was told, in order. */
   e2eAuthorizeErrors: ToldAuthorizeError[];
+  /** When (`Date.now()`) the hook was asked for the worker's own page's `onStatus`, each time. */
+  e2ePageAsks: number[];
   /** How the hook answers the worker's own page's `onStatus` from now on (with `pageHook`). */
   e2ePageAnswer(answer: HookAnswer): void;
   /** With `follow`: every socket the follow link opened, in order (a reconnect is a new one). */

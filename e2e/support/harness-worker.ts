@@ -6,6 +6,7 @@ import type { E2eWorkerScope } from "../app/host-api.ts";
 declare global {
   var e2eAuthorizeErrors: E2eWorkerScope["e2eAuthorizeErrors"];
   var e2ePageAnswer: E2eWorkerScope["e2ePageAnswer"];
+  var e2ePageAsks: E2eWorkerScope["e2ePageAsks"];
   var e2eFollowSockets: E2eWorkerScope["e2eFollowSockets"];
   var e2eHarness: E2eWorkerScope["e2eHarness"];
 }
