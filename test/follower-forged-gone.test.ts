@@ -71,12 +71,13 @@ async function world(lifeLock?: (own: () => Promise<string | undefined>) => Prom
   });
   serveTabs(service, database);
   await served.ready;
-  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock: boundedClock(0) });
+  const clock = boundedClock(0);
+  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
   cleanups.push(() => endpoint.close());
   const client = new HostClient(endpoint);
   const following = () => client.status.kind === "ready" && client.status.role === "follower";
   const forge = (frame: unknown) => forger!.postMessage(frame);
-  return { client, endpoint, following, connections, heard, forge, served };
+  return { client, endpoint, following, connections, heard, forge, served, clock };
 }
 
 it("0137: forged gones on an accepted link (no session, another, not a string) are ignored — the link kept, one connect, a call answered (fails before: the first dropped it, the tab waiting for the lock)", async () => {
@@ -113,7 +114,7 @@ it("0137: the leader's own gone still drops the link (its host closed: the tab n
 it("0137: a gone before the leader accepted (no name known yet) is taken, and the link asks who leads — it follows the same leader again (fails before: waiting for the lock for good)", async () => {
   let hold = true;
   let release = () => {};
-  const { following, connections, forge } = await world(async (own) => {
+  const { following, connections, forge, clock } = await world(async (own) => {
     if (hold) {
       hold = false;
       await new Promise<void>((resolve) => (release = resolve));
@@ -123,6 +124,8 @@ it("0137: a gone before the leader accepted (no name known yet) is taken, and th
   await until(() => connections.length === 1, "asked to connect");
   await settle(); // the forger's channel is open
   forge({ type: "gone" });
+  await settle();
+  clock.advance(500); // who leads, asked again on the endpoint's backoff (the review of 0137, M2)
   await until(() => connections.length === 2, "asked who leads, connected again");
   release();
   await until(following, "following the same leader");
@@ -204,10 +207,13 @@ it("0137: a leader from before 0137 (its accepted and gone carry no session): it
     ports.push(port);
     port.postMessage({ type: "accepted" });
   };
-  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock: boundedClock(0) });
+  const clock = boundedClock(0);
+  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
   cleanups.push(() => endpoint.close());
   await until(() => ports.length === 1, "connected");
   await settle();
   ports[0]!.postMessage({ type: "gone" });
+  await settle();
+  clock.advance(500); // the endpoint's backoff (the review of 0137, M2)
   await until(() => ports.length === 2, "asked who leads, connected again");
 });

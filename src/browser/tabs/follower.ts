@@ -267,10 +267,36 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     changed();
   };
 
+  /**
+   * Who leads, asked again after a `gone` dropped a link (decision 0137): after 500 ms, doubling to 10 s while links
+   * keep being dropped; a link accepted keeps the attempt 10 s, so a `gone` soon after it (a forged `bye` makes the leader
+   * send one: the session is in clear) goes on backing off. Before (the review of 0137, M2), asked at once: a forger
+   * answering each `connect` with a `gone` made hundreds of connects a second. A leader's real `gone` needs no ask (the
+   * next leader announces itself); one that still leads answers it.
+   */
+  const reasks = new UnservedWaits(clock);
+  const REASK = 0;
+  const askWhoLeads = () => reasks.next(REASK, () => !leader && channel?.postMessage({ type: "who-leads" } satisfies BrokerMessage));
+
   const follow = (id: string) => {
     if (!locks || !channel || leader?.leader === id) return;
     leader?.close();
-    const link: Link = openLink(id, channel, locks, { lose: () => lose(link), changed: () => leader === link && changed() }, clock);
+    const link: Link = openLink(
+      id,
+      channel,
+      locks,
+      {
+        lose: () => lose(link),
+        changed: () => leader === link && changed(),
+        gone() {
+          if (leader !== link) return;
+          lose(link);
+          askWhoLeads();
+        },
+        accepted: () => leader === link && reasks.end(REASK, true),
+      },
+      clock,
+    );
     leader = link;
   };
 
@@ -289,6 +315,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       link?.close();
       channel?.close();
       channel = undefined;
+      reasks.clear();
     }
     changed();
   };

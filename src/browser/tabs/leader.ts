@@ -17,6 +17,12 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   const channel = new BroadcastChannel(channelName(database));
   const endpoint = workerDoor(leaderEndpoint(host), { from: "tab" }, doors);
   const connections = new Set<(notify: boolean) => void>();
+  /**
+   * Every connection this leader accepted (a follower names each with a fresh UUID): a `connect` for one of them again
+   * (a replay: the `connect` goes in clear on the database's channel) is ignored. Before (the review of decision 0137,
+   * M3), it opened a second channel on the same name with a second `serveMessages`: every call of that follower ran twice.
+   */
+  const accepted = new Set<string>();
   let leading = false;
 
   host.onStatus((status) => {
@@ -27,6 +33,8 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   });
 
   const accept = (connection: string) => {
+    if (accepted.has(connection)) return;
+    accepted.add(connection);
     const port = new BroadcastChannel(connection);
     /** This connection's: its `gone` says it, so the follower ignores one that does not (decision 0137). */
     const session = crypto.randomUUID();
@@ -49,9 +57,11 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
     // (decision 0123; before, `null` threw out of this listener and a frame without a method reached the host).
     port.onmessage = ({ data }: MessageEvent<unknown>) => {
       // A `bye` that is not this connection's (posted by anyone who knows its name) is ignored: the follower's lock,
-      // released when it goes, drops it anyway (decision 0137; before, a forged one left the follower unanswered).
-      if ((data as FollowerMessage | null)?.type === "bye")
-        return void ((data as { session?: unknown }).session === session && drop(false));
+      // released when it goes, drops it anyway (decision 0137; before, a forged one left the follower unanswered). One
+      // with the session drops it with a `gone`: the session is in clear in the `accepted`, so a forger that listened may
+      // send it too, and the follower then hears the `gone` and connects again (a real one has closed its port: the
+      // `gone` reaches no one). Before (the review of 0137, M1) that forged `bye` left the follower unanswered for good.
+      if ((data as FollowerMessage | null)?.type === "bye") return void ((data as { session?: unknown }).session === session && drop(true));
       const parsed = clientMessageOf(data);
       if ("message" in parsed) served.receive(parsed.message);
       else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });

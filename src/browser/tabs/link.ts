@@ -8,7 +8,8 @@
  * `waiting-for-lock` while a healthy leader lived. A refused follower is asked again on `REFUSED_BACKOFF` (and at once
  * when another leader is followed): `failed` is told once, and the tab follows once the leader's hook lets it
  * (decision 0132; before, it stayed `failed` until leadership changed). Accepted, it takes only the `gone` that carries
- * the connection's `session`, and a link a `gone` dropped asks who leads again (decision 0137).
+ * the connection's `session`, and the endpoint asks who leads again after a `gone` dropped a link, on a backoff
+ * (decision 0137 and its review, M2).
  */
 
 import type { Clock } from "../../base/clock.ts";
@@ -42,6 +43,10 @@ export interface LinkEvents {
   lose(): void;
   /** The link's status changed. */
   changed(): void;
+  /** A `gone` dropped it (the leader's, or one who knows the connection): lost, and who leads is asked again. */
+  gone(): void;
+  /** The leader accepted it. */
+  accepted(): void;
 }
 
 /**
@@ -94,15 +99,17 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
       // Before its `accepted`, the leader may drop it too (it stopped leading first): taken from the `connect` on.
       if (!(connecting || (session && data.session === session.name))) return;
       connecting = false;
-      // Gone as it says, or told by one who knows the connection (nothing on these channels is secret): the leader, if
-      // it still leads, answers and is followed again — a link dropped never leaves the tab waiting (decision 0137).
-      channel.postMessage({ type: "who-leads" } satisfies BrokerMessage);
-      on.lose();
+      // Gone as it says, or told by one who knows the connection (nothing on these channels is secret): the endpoint
+      // asks who leads again, and the leader, if it still leads, answers and is followed again — a link dropped never
+      // leaves the tab waiting (decision 0137); on a backoff, so a forger that answers each `connect` with a `gone`
+      // costs a few connects, not hundreds a second (its review, M2).
+      on.gone();
     } else if (data.type !== "accepted") {
       if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
     } else if (connecting) {
       connecting = false;
       session = { name: typeof data.session === "string" ? data.session : undefined };
+      on.accepted();
       // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
       if (typeof data.lifeLock === "string") locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
       watch = watchStatus(

@@ -1,0 +1,212 @@
+/**
+ * The review of decision 0137 (M1, M2, M3, L3): a forger on the tabs' channels that listens — it hears each `connect` on
+ * the database's channel, opens that connection's channel before the leader's `accepted` (in a browser the two contexts
+ * race for that; here the leader's life lock answers 5 ms late, so the forger wins it), and copies what it hears. Real
+ * `serveTabs` and `tabsEndpoint` over Node's BroadcastChannel and the Web Locks stand-in; the follower's timers on a
+ * manual clock.
+ */
+import { afterEach, beforeEach, expect, it } from "vitest";
+import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
+import { serveTabs } from "../src/browser/tabs/leader.ts";
+import { HostClient } from "../src/host/client.ts";
+import { createHost } from "../src/host/host.ts";
+import type { HarnessService } from "../src/host/protocol.ts";
+import { createRegistry, MemoryStorage } from "../src/index.ts";
+import { boundedClock } from "./tabs-bounded-clock.ts";
+import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
+
+const locks = new Locks();
+const cleanups: Array<() => unknown> = [];
+beforeEach(() => {
+  (globalThis as { navigator?: unknown }).navigator = { locks };
+});
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+const settle = async () => {
+  for (let i = 0; i < 20; i++) await macrotask();
+};
+
+type Frame = Record<string, unknown>;
+
+/** A leader (its life lock answered 5 ms late when `slow`), and a forger listening on every connection it sees. */
+async function leader(slow: boolean, onConnect?: (port: BroadcastChannel, connect: Frame) => void) {
+  const database = `forger-listens-${crypto.randomUUID()}`;
+  const served = createHost({
+    database,
+    openStorage: async () => new MemoryStorage(),
+    harness: { registry: createRegistry() },
+    now: () => 0,
+  });
+  cleanups.push(() => served.service.close().catch(() => {}));
+  const service: HarnessService = slow
+    ? new Proxy(served.service, {
+        get: (target, key) =>
+          key === "lifeLock"
+            ? () => new Promise((resolve) => setTimeout(resolve, 5)).then(() => target.lifeLock())
+            : (Reflect.get(target, key) as (...args: unknown[]) => unknown)?.bind?.(target),
+      })
+    : served.service;
+  const spy = new BroadcastChannel(`pi-durable-web:tabs:${database}`);
+  const ports: BroadcastChannel[] = [];
+  /** What the leader sent on each connection, in order of the connects. */
+  const heard: Frame[][] = [];
+  const connects: Frame[] = [];
+  spy.onmessage = ({ data }) => {
+    if (data?.type !== "connect") return;
+    connects.push(data);
+    const port = new BroadcastChannel(data.connection);
+    const mine: Frame[] = [];
+    heard.push(mine);
+    ports.push(port);
+    port.onmessage = ({ data: frame }) => {
+      const type = (frame as Frame | null)?.type;
+      if (type !== "call" && type !== "subscribe" && type !== "unsubscribe" && type !== "bye") mine.push(frame);
+    };
+    onConnect?.(port, data);
+  };
+  cleanups.push(() => {
+    spy.close();
+    for (const port of ports) port.close();
+  });
+  serveTabs(service, database);
+  await served.ready;
+  return { database, served, spy, ports, heard, connects };
+}
+
+function follower(database: string) {
+  const clock = boundedClock(0);
+  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
+  cleanups.push(() => endpoint.close());
+  const client = new HostClient(endpoint);
+  const following = () => client.status.kind === "ready" && client.status.role === "follower";
+  return { clock, endpoint, client, following };
+}
+
+/** Whether a call is answered within `until`'s wait (a follower the leader dropped silently is answered never). */
+async function answered(client: HostClient): Promise<boolean> {
+  let done = false;
+  void client.listConversations().then(
+    () => (done = true),
+    () => (done = true),
+  );
+  try {
+    await until(() => done, "a call answered");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+it("review 0137 M1: a forged bye with the session copied from the leader's accepted makes the leader drop the follower with a gone — the follower connects again and its calls are answered (fails before: dropped silently, the call never answered)", async () => {
+  const forged = await leader(true);
+  const { clock, client, following } = follower(forged.database);
+  await until(following, "following");
+  const accepted = forged.heard[0]!.find((frame) => frame?.type === "accepted");
+  expect(typeof accepted?.session).toBe("string"); // the session is on the wire for anyone listening
+  forged.ports[0]!.postMessage({ type: "bye", session: accepted!.session });
+  await until(() => forged.heard[0]!.some((frame) => frame?.type === "gone"), "the leader's gone");
+  expect(forged.heard[0]!.find((frame) => frame?.type === "gone")).toEqual({ type: "gone", session: accepted!.session });
+  await settle();
+  clock.advance(500); // who leads, asked again on the endpoint's backoff
+  await until(following, "following again");
+  expect(forged.connects).toHaveLength(2);
+  expect(await answered(client)).toBe(true);
+});
+
+it("review 0137 L3: a genuine bye (the follower's, with its session) drops the connection at the leader while the follower still holds its lock — a gone, then no frame for a call or the host's close (fails if the leader ignores every bye)", async () => {
+  const { database, served } = await leader(false);
+  const channel = new BroadcastChannel(`pi-durable-web:tabs:${database}`);
+  const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
+  const port = new BroadcastChannel(connection);
+  cleanups.push(() => {
+    channel.close();
+    port.close();
+  });
+  const frames: Frame[] = [];
+  port.onmessage = ({ data }) => frames.push(data);
+  let leaderId: string | undefined;
+  channel.onmessage = ({ data }) => data?.type === "leader" && (leaderId = data.leader);
+  channel.postMessage({ type: "who-leads" });
+  await until(() => leaderId !== undefined, "the leader");
+  let release = () => {};
+  await new Promise<void>(
+    (granted) =>
+      void locks.request(`${connection}:life`, () => {
+        granted();
+        return new Promise<void>((resolve) => (release = resolve));
+      }),
+  );
+  cleanups.push(() => release());
+  channel.postMessage({ type: "connect", leader: leaderId, connection });
+  await until(() => frames.some((frame) => frame.type === "accepted"), "accepted");
+  const session = frames.find((frame) => frame.type === "accepted")!.session;
+  port.postMessage({ type: "subscribe", id: 1, method: "onStatus", args: [] });
+  await until(() => frames.some((frame) => frame.type === "event"), "served");
+  port.postMessage({ type: "bye", session }); // the lock is still held: only the bye can drop it
+  await settle();
+  expect(frames.at(-1)).toEqual({ type: "gone", session });
+  const before = frames.length;
+  port.postMessage({ type: "call", id: 2, method: "listConversations", args: [] });
+  await settle();
+  await served.service.close();
+  await settle();
+  expect(frames.slice(before)).toEqual([]);
+});
+
+it.each([
+  ["a gone on every connection before the leader's accepted", "gone"],
+  ["a bye with the session it overheard on every accepted connection (the leader then sends its own gone)", "bye"],
+] as const)(
+  "review 0137 M2: a forger that drops every connection — %s — gets a bounded number of connects over 60 s on the manual clock, and none while the clock stands (fails before: hundreds of connects a second)",
+  async (_what, how) => {
+    const forged = await leader(true, (port) => {
+      if (how === "gone") port.postMessage({ type: "gone" });
+    });
+    const { clock, following } = follower(forged.database);
+    const byes = new Set<number>();
+    const forge = () => {
+      if (how !== "bye") return;
+      forged.heard.forEach((frames, i) => {
+        const accepted = frames.find((frame) => frame?.type === "accepted");
+        if (!accepted || byes.has(i)) return;
+        byes.add(i);
+        forged.ports[i]!.postMessage({ type: "bye", session: accepted.session });
+      });
+    };
+    for (let i = 0; i < 20; i++) {
+      forge();
+      await settle();
+    }
+    expect(forged.connects).toHaveLength(1); // nothing asks again while the clock stands
+    // Each pending timer fired in turn (the re-asks), until 60 s on the clock.
+    while (clock.now() < 60_000 && clock.next()) {
+      await settle(); // connected (and accepted)
+      forge();
+      await settle();
+    }
+    if (clock.now() < 60_000) clock.advance(60_000 - clock.now());
+    await settle();
+    // Who leads asked after 0.5, 1, 2, 4, 8, then every 10 s: 10 connects in 60 s.
+    expect(forged.connects.length).toBeGreaterThan(2);
+    expect(forged.connects.length).toBeLessThanOrEqual(11);
+    expect(following()).toBe(false);
+  },
+  60_000,
+);
+
+it("review 0137 M3: a replayed connect does not make the leader serve the connection twice — one call answered once, one createConversation makes one conversation (fails before: answered twice, two conversations)", async () => {
+  const forged = await leader(false);
+  const { client, following } = follower(forged.database);
+  await until(following, "following");
+  forged.spy.postMessage(forged.connects[0]); // the replay, on the database's channel
+  await settle();
+  const results = () => forged.heard[0]!.filter((frame) => frame?.type === "result").length;
+  const before = results();
+  await client.listConversations();
+  await settle();
+  expect(results() - before).toBe(1);
+  await client.createConversation();
+  await settle();
+  expect(await client.listConversations()).toHaveLength(1);
+});
