@@ -49,7 +49,11 @@ export class StateTold {
    */
   unserved(highest: { attempt: number; retryInMs: number; error?: ErrorShape }): void {
     const told = this.#told;
-    if (told?.state === "unserved" && told.attempt >= highest.attempt && !this.#ended) return;
+    const ended = this.#ended;
+    // Cleared by any wait reported, told or not: one equal to the last told (deduplicated) begins the new stretch too
+    // (the review of decision 0137, L4; before, a lower attempt later in that stretch was still told).
+    this.#ended = false;
+    if (told?.state === "unserved" && told.attempt >= highest.attempt && !ended) return;
     const { attempt, retryInMs, error } = highest;
     this.tell({ state: "unserved", attempt, retryInMs, ...(error && { error }) });
   }

@@ -19,6 +19,12 @@ import { cancelPending } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { type Backoff, UNSERVED_BACKOFF, UnservedWaits } from "./unserved.ts";
 
+/** An ask's subscription, and its id once answered. */
+interface Held {
+  subscribed: Promise<number>;
+  id?: number;
+}
+
 /** The one wait's id in its own `UnservedWaits`. */
 const STATUS = 0;
 
@@ -75,7 +81,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   /** The bound of the ask under way, until its first answer. */
   let bound: (() => void) | undefined;
   /** The subscription of the ask whose answer counts: the place's to release when it is given up or closed. */
-  let current: Promise<number> | undefined;
+  let current: Held | undefined;
   /** `again()`s waiting for the ask under way to be answered (decision 0138). */
   let asked: (() => void)[] = [];
   const settle = () => {
@@ -83,10 +89,16 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
     asked = [];
     for (const resolve of waiting) resolve();
   };
-  /** Gives `subscribed` up at the place: a pending one cancelled, an answered one unsubscribed (a refused one holds nothing). */
-  const release = (subscribed: Promise<number> | undefined) => {
-    cancelPending(subscribed);
-    subscribed?.then((id) => endpoint.unsubscribe(id)).catch(() => {});
+  /**
+   * Gives `held` up at the place: an answered one unsubscribed, a pending one cancelled (a place that ignores that has it
+   * unsubscribed once its late answer comes), a refused one holds nothing. Only one of the two: the cancel of an
+   * answered one unsubscribes too, and it went out twice (the review of decision 0137, L2).
+   */
+  const release = (held: Held | undefined) => {
+    if (!held) return;
+    if (held.id !== undefined) return void endpoint.unsubscribe(held.id);
+    cancelPending(held.subscribed);
+    held.subscribed.then((id) => endpoint.unsubscribe(id)).catch(() => {});
   };
   const answered = () => {
     bound?.();
@@ -122,7 +134,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       if (!counts()) return;
       round++; // its late answer is no one's: not told, and it asks nothing again
       current = undefined;
-      release(subscribed);
+      release(held);
       unserved(
         new NotReady(
           `The status ask had no answer in ${STATUS_ASK_MS / 1000} s (an authorize hook or the place did not answer); it is asked again.`,
@@ -138,9 +150,16 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
       told(value as HarnessStatus);
       settle();
     });
-    current = subscribed;
+    const held: Held = { subscribed };
+    current = held;
+    // Closed by `told` within `subscribe` (an answer given there; a link closes on `closed`): released now, not held (the
+    // review of decision 0137, L1).
+    if (closed) return void release(held);
     subscribed.then(
-      () => counts() && answered(),
+      (id) => {
+        held.id = id;
+        if (counts()) answered();
+      },
       (error: unknown) => {
         if (!counts()) return;
         current = undefined;
