@@ -5,6 +5,7 @@
  * `serveTabs` and `tabsEndpoint` over Node's BroadcastChannel and the Web Locks stand-in; the follower's timers on a
  * manual clock.
  */
+import fc from "fast-check";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
@@ -210,3 +211,76 @@ it("review 0137 M3: a replayed connect does not make the leader serve the connec
   await settle();
   expect(await client.listConversations()).toHaveLength(1);
 });
+
+/** Frames a forger posts on a connection, whatever it is (no `accepted`: see the property). */
+const anyFrame = fc.oneof(
+  fc.record(
+    { type: fc.constantFrom("gone", "bye"), session: fc.option(fc.oneof(fc.string(), fc.uuid()), { nil: undefined }) },
+    { requiredKeys: ["type"] },
+  ),
+  fc.record({
+    type: fc.constantFrom("result", "error"),
+    id: fc.oneof(fc.constant(null), fc.integer({ min: 100, max: 1e6 }), fc.string()),
+    value: fc.jsonValue(),
+  }),
+  fc.record({ type: fc.string(), id: fc.jsonValue() }),
+  fc.jsonValue(),
+  fc.constant(null),
+);
+/** After the accepted: those, a forged `accepted`, the overheard session in a `gone` or a `bye`, replays (the connect too). */
+const lateFrame = fc.oneof(
+  fc
+    .oneof(
+      anyFrame,
+      fc.record({ type: fc.constant("accepted"), session: fc.option(fc.uuid(), { nil: undefined }) }, { requiredKeys: ["type"] }),
+    )
+    .map((post) => ({ post })),
+  fc.constantFrom("gone", "bye").map((overheard) => ({ overheard })),
+  fc.nat().map((replay) => ({ replay })),
+  fc.constant({ replayConnect: true }),
+);
+
+it("review 0137 L3 (property, hostile frames from a forger that listens): frames forged before the leader's accepted, then frames with the session it overheard and replays (the connect's too) — the follower follows again after at most two reconnects on the backoff, a call is answered, and one createConversation makes one conversation (fails before M1: a call never answered; before M3: two conversations)", async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(anyFrame, { maxLength: 6 }), fc.array(lateFrame, { minLength: 1, maxLength: 8 }), async (early, late) => {
+      try {
+        let first = true;
+        const forged = await leader(true, (port) => {
+          if (first) for (const frame of early) port.postMessage(frame);
+          first = false;
+        });
+        const { clock, client, following } = follower(forged.database);
+        /** Fires the clock's timers (who leads asked again) until the tab follows. */
+        const drive = async () => {
+          for (let i = 0; i < 30; i++) {
+            await settle();
+            if (following() || !clock.next()) break;
+          }
+          await until(following, "following");
+        };
+        await drive();
+        const port = forged.ports.at(-1)!;
+        const heard = forged.heard.at(-1)!;
+        const session = heard.find((frame) => frame?.type === "accepted")?.session;
+        for (const frame of late) {
+          if ("overheard" in frame) port.postMessage({ type: frame.overheard, session });
+          else if ("replay" in frame) heard.length > 0 && port.postMessage(heard[frame.replay % heard.length]);
+          else if ("replayConnect" in frame) forged.spy.postMessage(forged.connects.at(-1));
+          else port.postMessage(frame.post);
+        }
+        await settle();
+        await drive();
+        expect(forged.connects.length).toBeLessThanOrEqual(3);
+        expect(await answered(client)).toBe(true);
+        await client.createConversation();
+        await settle();
+        expect(await client.listConversations()).toHaveLength(1);
+      } finally {
+        for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+      }
+    }),
+    // A forged `accepted` before the leader's is left out: the link takes the first (0132's review), and is then
+    // deaf to the leader's `gone` — decision 0137's "Not done", and its review's.
+    { numRuns: 40, endOnFailure: true }, // no shrinking: a failing run waits for an answer that never comes
+  );
+}, 120_000);
