@@ -4,13 +4,15 @@
  * own attempt and retry. Before, it merged into the ended one: `onState` went on saying the refused wait's attempt 3 and
  * its retry, and the page `reconnecting 3`, until the new wait was served.
  */
-import { expect, it } from "vitest";
+import { afterEach, expect, it, vi } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { type SocketState, socketEndpoint } from "../src/browser/socket.ts";
 import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { answeringHost, manualTimer, scriptedSockets, settle } from "./socket-support.ts";
+
+afterEach(() => vi.useRealTimers());
 
 const failedAsk = expect.objectContaining({ name: "AuthorizeFailed" });
 
@@ -79,6 +81,14 @@ it("0123 review L5: HarnessClient: a carried view refused at attempt 2 while ano
     },
     unsubscribe: () => {},
   };
+  // HarnessClient takes no timer options: its socket's backoff runs on vitest's fake timers (the review of 0137, L3;
+  // before, about 2 s of real backoff).
+  vi.useFakeTimers();
+  /** Fires the pending timers in turn (the socket's reconnects and re-asks) until the page shows `status`. */
+  const shows = async (status: string) => {
+    for (let i = 0; i < 50 && seen.at(-1) !== status; i++) await vi.advanceTimersToNextTimerAsync();
+    expect(seen.at(-1)).toBe(status);
+  };
   const sockets = scriptedSockets(host);
   const client = new HarnessClient({ url: "ws://x.test/h", connect: () => sockets.connect() });
   const seen: string[] = [];
@@ -88,9 +98,9 @@ it("0123 review L5: HarnessClient: a carried view refused at attempt 2 while ano
   await client.watchConversationUpdates(2, () => {});
   mode.one = "retry";
   sockets.drop();
-  await expect.poll(() => seen.at(-1), { timeout: 5000 }).toBe("reconnecting 2");
+  await shows("reconnecting 2");
   mode.one = "refuse";
-  await expect.poll(() => seen.at(-1), { timeout: 5000 }).toBe("ready");
+  await shows("ready");
   expect(seen.slice(seen.lastIndexOf("reconnecting 2"))).toEqual(["reconnecting 2", "reconnecting 1", "ready"]);
   client.terminate();
 });
