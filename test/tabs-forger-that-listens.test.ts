@@ -115,6 +115,18 @@ it("review 0137 M1: a forged bye with the session copied from the leader's accep
   expect(await answered(client)).toBe(true);
 });
 
+it("review 0137 M1: the follower's lock lost while it still follows (Web Locks' steal lets any context of the origin take it; here its holder dies) makes the leader drop the connection with a gone — the follower connects again and its calls are answered (fails before: dropped silently, the call never answered)", async () => {
+  const forged = await leader(false);
+  const { clock, client, following } = follower(forged.database);
+  await until(following, "following");
+  locks.die(`${forged.connects[0]!.connection}:life`);
+  await until(() => forged.heard[0]!.some((frame) => frame?.type === "gone"), "the leader's gone");
+  await settle();
+  clock.advance(500); // who leads, asked again on the endpoint's backoff
+  await until(() => forged.connects.length === 2 && following(), "following again");
+  expect(await answered(client)).toBe(true);
+});
+
 it("review 0137 L3: a genuine bye (the follower's, with its session) drops the connection at the leader while the follower still holds its lock — a gone, then no frame for a call or the host's close (fails if the leader ignores every bye)", async () => {
   const { database, served } = await leader(false);
   const channel = new BroadcastChannel(`pi-durable-web:tabs:${database}`);

@@ -16,7 +16,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   const id = crypto.randomUUID();
   const channel = new BroadcastChannel(channelName(database));
   const endpoint = workerDoor(leaderEndpoint(host), { from: "tab" }, doors);
-  const connections = new Set<(notify: boolean) => void>();
+  const connections = new Set<() => void>();
   /**
    * Every connection this leader accepted (a follower names each with a fresh UUID): a `connect` for one of them again
    * (a replay: the `connect` goes in clear on the database's channel) is ignored. Before (the review of decision 0137,
@@ -29,7 +29,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
     if ((status.kind === "ready") === leading) return;
     leading = !leading;
     if (leading) channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
-    else for (const drop of [...connections]) drop(true);
+    else for (const drop of [...connections]) drop();
   });
 
   const accept = (connection: string) => {
@@ -44,11 +44,16 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       open && port.postMessage(message.type === "error" ? { ...message, error: errorOnWire(message.error) } : message);
     const served = serveMessages(endpoint, send);
     const stop = new AbortController();
-    const drop = (notify: boolean) => {
+    /**
+     * Every drop says `gone`: to a follower that went (its `bye`, its lock) it reaches no one; one that did not (a forged
+     * `bye` with the session copied from the `accepted`, its lock stolen or lost) hears it and connects again. Before
+     * (the review of decision 0137, M1), only a leader that stopped leading said it: such a follower stayed unanswered.
+     */
+    const drop = () => {
       if (!connections.delete(drop)) return;
       served.close();
       stop.abort();
-      if (notify) send({ type: "gone", session });
+      send({ type: "gone", session });
       open = false;
       port.close();
     };
@@ -57,16 +62,14 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
     // (decision 0123; before, `null` threw out of this listener and a frame without a method reached the host).
     port.onmessage = ({ data }: MessageEvent<unknown>) => {
       // A `bye` that is not this connection's (posted by anyone who knows its name) is ignored: the follower's lock,
-      // released when it goes, drops it anyway (decision 0137; before, a forged one left the follower unanswered). One
-      // with the session drops it with a `gone`: the session is in clear in the `accepted`, so a forger that listened may
-      // send it too, and the follower then hears the `gone` and connects again (a real one has closed its port: the
-      // `gone` reaches no one). Before (the review of 0137, M1) that forged `bye` left the follower unanswered for good.
-      if ((data as FollowerMessage | null)?.type === "bye") return void ((data as { session?: unknown }).session === session && drop(true));
+      // released when it goes, drops it anyway (decision 0137). One with the session (a forger that listened may have
+      // copied it from the `accepted`) drops it with a `gone`, as every drop does.
+      if ((data as FollowerMessage | null)?.type === "bye") return void ((data as { session?: unknown }).session === session && drop());
       const parsed = clientMessageOf(data);
       if ("message" in parsed) served.receive(parsed.message);
       else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });
     };
-    locks.request(followerLock(connection), { signal: stop.signal }, () => drop(false)).catch(() => {});
+    locks.request(followerLock(connection), { signal: stop.signal }, () => drop()).catch(() => {});
     void host.lifeLock().then((lifeLock) => send({ type: "accepted", session, ...(lifeLock ? { lifeLock } : {}) }));
   };
 
