@@ -200,7 +200,7 @@ it.each([
     }
     if (clock.now() < 60_000) clock.advance(60_000 - clock.now());
     await settle();
-    // Who leads asked after 0.5, 1, 2, 4, 8, then every 10 s: 10 connects in 60 s.
+    // Who leads asked again at 0.5, 1.5, 3.5, 7.5, 15.5 s, then every 10 s (the last fired at 65.5 s): 11 connects.
     expect(forged.connects.length).toBeGreaterThan(2);
     expect(forged.connects.length).toBeLessThanOrEqual(11);
     expect(following()).toBe(false);
