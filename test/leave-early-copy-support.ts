@@ -36,6 +36,8 @@ export interface SilentTabHooks {
   readonly onHolder?: HostOptions["onHolder"];
   /** Given the host's rebuild listener too: the test asks for a rebuild as the follower would at a fork (decision 0127). */
   readonly rebuildAsked?: (listener: () => void) => void;
+  /** The rebuild's `run` does not say it closes the copy (an app's own rebuild): the host closes it first (0132). */
+  readonly rebuildKeepsCopy?: true;
   /** The object's lease term (default 60 s; infinite: a pinned lease, decision 0039). */
   readonly ttlMs?: number;
   /** The host's close awaits the follow's `drain()` before the storage closes, as the worker's does (review of 0133, M1). */
@@ -107,6 +109,7 @@ export async function silentTab(hook: SilentTabHooks = {}) {
       ? {
           rebuild: {
             ...follow.rebuild,
+            ...(hook.rebuildKeepsCopy ? { closesCopy: false } : {}),
             when: (listener: () => void) => {
               hook.rebuildAsked?.(listener);
               follow.rebuild!.when(listener);

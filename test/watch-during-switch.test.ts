@@ -32,13 +32,19 @@ async function followingTab(hooks: Parameters<typeof silentTab>[0] = {}) {
 /** A page's watch: every update it heard, applied to a store as the page's view does. */
 function pageWatch(service: Awaited<ReturnType<typeof followingTab>>["host"]["service"], conversationId: number) {
   const updates: ConversationViewUpdate[] = [];
+  const lost: Error[] = [];
   const store = new ConversationViewStore();
-  const subscribed = service.watchConversation(conversationId, (update) => {
-    updates.push(update);
-    store.apply(update);
-  });
+  const subscribed = service.watchConversation(
+    conversationId,
+    (update) => {
+      updates.push(update);
+      store.apply(update);
+    },
+    (error) => void lost.push(error),
+  );
   return {
     updates,
+    lost,
     store,
     subscribed,
     answered: settled(Promise.resolve(subscribed), "ok"),
@@ -152,4 +158,128 @@ describe("a conversation watch during the host's switch starts on the open copy 
     expect(t.host.listenerCount()).toBe(baseline);
     await t.close();
   });
+
+  it("S5, S9: a take-back whose writable open's lease ask goes unanswered (the link silent at its opening): a watch asked then is answered on the kept copy, moves to the read-only fallback with no lost, its view the fallback's (review of 0134, L2)", async () => {
+    const t = await followingTab();
+    const s = t.host.service;
+    const statuses: string[] = [];
+    let page: ReturnType<typeof pageWatch> | undefined;
+    s.onStatus((status) => {
+      statuses.push(status.kind);
+      if (status.kind !== "opening" || page) return;
+      t.silence(); // the writable open's lease ask is lost
+      page = pageWatch(s, t.conversationId);
+    });
+    const runHere = settled(s.runHere(), "ok");
+    await flush(16);
+    expect(page!.answered.outcome).toBe("ok"); // on the kept copy, before the open failed
+    expect(page!.updates.map((u) => u.type)).toEqual(["snapshot"]);
+    for (let i = 0; i < 80 && runHere.outcome === undefined; i++) await t.step(500);
+    expect(runHere.outcome).toBe("ConnectionLost");
+    expect(statuses.slice(1)).toEqual(["opening", "recovering", "opening", "recovering", "ready"]); // writable, then read-only
+    expect(s.status()).toMatchObject({ kind: "ready", runs: "elsewhere" });
+    expect(page!.updates.filter((u) => u.type !== "live").map((u) => u.type)).toEqual(["snapshot", "snapshot"]);
+    expect(page!.lost).toEqual([]);
+    expect(page!.notes()).toEqual([1]);
+    once(page!.store.state?.entries);
+    expect(page!.store.state).toEqual(await freshView(s, t.conversationId)); // on the fallback, as a fresh watch there
+    ((await page!.subscribed) as () => void)();
+    await t.close();
+  }, 60_000);
+
+  it("S5: a watch given up while a rebuild whose run does not close the copy itself runs (no copy open: it waits for the reopen) is refused NotFound, holds nothing, and hears nothing after the reopen (review of 0134, L4)", async () => {
+    let rebuild: (() => void) | undefined;
+    const t = await followingTab({ rebuildAsked: (listener) => void (rebuild = listener), rebuildKeepsCopy: true });
+    const s = t.host.service;
+    const statuses: string[] = [];
+    s.onStatus((status) => void statuses.push(status.kind));
+    const baseline = t.host.listenerCount();
+    t.silence(); // the snapshot's call is lost: the rebuild runs, the copy closed before it (decision 0132)
+    rebuild!();
+    await flush(8);
+    const page = pageWatch(s, t.conversationId);
+    await flush(16);
+    expect(isPending(page.subscribed)).toBe(true); // no copy open: it waits for the reopen (decision 0107)
+    expect(t.host.listenerCount()).toBe(baseline + 1);
+    (page.subscribed as { cancel(): void }).cancel();
+    await flush(8);
+    expect(t.host.listenerCount()).toBe(baseline);
+    t.restore();
+    const reopened = () => statuses.includes("recovering") && statuses.at(-1) === "ready";
+    for (let i = 0; i < 40 && !reopened(); i++) await t.step(500);
+    expect(reopened()).toBe(true);
+    await flush(16);
+    expect(page.answered.outcome).toBe("NotFound");
+    expect(page.updates).toEqual([]);
+    expect(t.host.listenerCount()).toBe(baseline);
+    await t.close();
+  }, 60_000);
+});
+
+describe("a close or a takeover that ends the switch ends the watches it would have moved (review of 0134, L1)", () => {
+  it("S5, S9: close during a runHere over a silent link: a watch answered on the copy meanwhile and one made before are told lost (HarnessClosed) and hold no listener", async () => {
+    const t = await followingTab();
+    const s = t.host.service;
+    const baseline = t.host.listenerCount();
+    const before = pageWatch(s, t.conversationId);
+    await flush(8);
+    t.silence();
+    const runHere = settled(s.runHere(), "ok");
+    await flush(8);
+    const during = pageWatch(s, t.conversationId);
+    await flush(16);
+    expect(during.answered.outcome).toBe("ok");
+    expect(t.host.listenerCount()).toBe(baseline + 2);
+    await t.close();
+    await flush(16);
+    expect(runHere.outcome).toBe("HarnessClosed");
+    // Before: no lost, and both still counted (+2), bound to the copy the close closed.
+    expect(during.lost.map((error) => error.name)).toEqual(["HarnessClosed"]);
+    expect(before.lost.map((error) => error.name)).toEqual(["HarnessClosed"]);
+    expect(during.updates.map((u) => u.type)).toEqual(["snapshot"]);
+    expect(t.host.listenerCount() - baseline).toBe(0);
+  });
+
+  it("S5, S9: close during a rebuild whose snapshot never comes: the watch answered on the kept copy is told lost (HarnessClosed) and holds no listener", async () => {
+    let rebuild: (() => void) | undefined;
+    const t = await followingTab({ rebuildAsked: (listener) => void (rebuild = listener) });
+    const s = t.host.service;
+    const baseline = t.host.listenerCount();
+    t.silence();
+    rebuild!();
+    await flush(8);
+    const page = pageWatch(s, t.conversationId);
+    await flush(16);
+    expect(page.answered.outcome).toBe("ok");
+    const closing = settled(s.close(), "ok");
+    for (let i = 0; i < 80 && closing.outcome === undefined; i++) await t.step(500);
+    await flush(16);
+    expect(closing.outcome).toBe("ok");
+    expect(page.lost.map((error) => error.name)).toEqual(["HarnessClosed"]); // before: none
+    expect(t.host.listenerCount() - baseline).toBe(0);
+  }, 60_000);
+
+  it("S5, S9: a takeover during a runHere over a silent link: the watch answered on the copy is told lost (HarnessClosed), not left on the closed copy", async () => {
+    let takeover: (() => void) | undefined;
+    const ownership = {
+      acquire: async () => () => {},
+      cancel: () => {},
+      requestTakeover: () => {},
+      onTakeoverRequest: (handler: () => void) => void (takeover = handler),
+      lifeLock: async () => undefined,
+    };
+    const t = await followingTab({ ownership });
+    const s = t.host.service;
+    t.silence();
+    const runHere = settled(s.runHere(), "ok");
+    await flush(8);
+    const page = pageWatch(s, t.conversationId);
+    await flush(16);
+    expect(page.answered.outcome).toBe("ok");
+    takeover!();
+    for (let i = 0; i < 16; i++) await t.step(250);
+    expect(runHere.outcome).toBe("HarnessClosed");
+    expect(page.updates.map((u) => u.type)).toEqual(["snapshot"]);
+    expect(page.lost.map((error) => error.name)).toEqual(["HarnessClosed"]); // before: none
+  }, 60_000);
 });

@@ -149,8 +149,9 @@ export function harnessCalls(options: HarnessCallsOptions): {
       // While the host reopens (a take-back, a rebuild), the watch starts on the copy open meanwhile and moves with the
       // reopen as every view does (decision 0134; before, it waited for the harness opened next — over a silent link
       // for the call's bound or longer — and the page's view stood still). With no copy open (a stopped writer, a copy
-      // opening: local work only) it starts on the next one, and is answered only then (decision 0107): a conversation
-      // that will not come there is refused by this same promise.
+      // opening, a rebuild whose `run` does not say `closesCopy`: then link calls too, host-options.ts) it starts on the
+      // next one, and is answered only then (decision 0107): a conversation that will not come there is refused by this
+      // same promise.
       const now = options.copy();
       let waiting: Promise<void> | undefined;
       if (now || !options.reopening()) {
@@ -164,8 +165,9 @@ export function harnessCalls(options: HarnessCallsOptions): {
       } else {
         waiting = (async () => {
           for (;;) {
-            // The copy readable once the reopen under way opened one (`read` waits only on local work); the read's
-            // error when none will be (the host closed, not open).
+            // The copy readable once the reopen under way opened one (`read` waits for the whole reopen: a rebuild's
+            // link calls too when its `run` does not say `closesCopy`); the read's error when none will be (the host
+            // closed, not open).
             const on = await read((copy) => {
               if (copy.closed) throw new HarnessClosed();
               return copy;

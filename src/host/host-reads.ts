@@ -19,8 +19,9 @@ export interface ReadParts {
 
 export function hostReads(parts: ReadParts) {
   /**
-   * The copy a read answers from: at once while one is open; otherwise (the harness stopped, or opening: local work
-   * only, never a link call) once the reopen under way is done.
+   * The copy a read answers from: at once while one is open; otherwise (the harness stopped, or opening: local work;
+   * a rebuild whose `run` does not say `closesCopy`: its link calls too, review of 0134, L3) once the reopen under way
+   * is done.
    */
   const whenReadable = async (): Promise<Harness> => {
     for (;;) {

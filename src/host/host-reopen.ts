@@ -7,6 +7,7 @@
  */
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { safely } from "../base/safely.ts";
+import { HarnessClosed } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 
 export interface ReopenParts {
@@ -41,6 +42,14 @@ export function hostReopen(parts: ReopenParts) {
   let retire: (() => void) | undefined;
   /** The reopen under way (its open included): a close waits for it before it closes the storage. */
   let reopening: Promise<unknown> | undefined;
+  /**
+   * A close or a takeover ended the switch before its views moved (review of 0134, L1): each ends, `lost` with
+   * `HarnessClosed`, and holds nothing (before, a watch on the copy that close then closed stayed silent, counted).
+   */
+  const closedMeanwhile = () => {
+    for (const rebind of [...parts.rebinds]) safely(() => rebind(new HarnessClosed()));
+    return undefined;
+  };
 
   const reopenOnce = async (between?: Between, readOnly?: true): Promise<unknown> => {
     const old = parts.harness()!;
@@ -60,14 +69,14 @@ export function hostReopen(parts: ReopenParts) {
       retire = () => void closeOld().catch(() => {});
     } else await closeOld();
     try {
-      if (parts.generation() !== started) return undefined;
+      if (parts.generation() !== started) return closedMeanwhile();
       let betweenFailed: { error: unknown } | undefined;
       if (between) {
         await between(closeOld).catch((error: unknown) => void (betweenFailed = { error }));
         // Rebuilt: the copy's rows changed under it. Failed before it asked to close the copy (the snapshot not
         // fetched: a silent link's call timed out): the copy, unchanged, answers until it is open again.
         if (!betweenFailed) await closeOld();
-        if (parts.generation() !== started) return undefined;
+        if (parts.generation() !== started) return closedMeanwhile();
       }
       let failed: unknown;
       if (kept === old) parts.unclaim(old);
@@ -106,6 +115,8 @@ export function hostReopen(parts: ReopenParts) {
       run.then(done, done);
       return run;
     },
+    /** A take-back that a close or takeover ended before its reopen: the views end as one ended by it does. */
+    closedMeanwhile,
     /** The reopen under way, if one is. */
     reopening: () => reopening,
     /** The read-only copy being replaced, while it still answers reads. */

@@ -369,8 +369,8 @@ export function createHost(options: HostOptions): ServedHost {
           const started = generation;
           // Reads answer from the copy meanwhile; writes wait (decision 0127). A close or a takeover ends the wait at
           // once (decision 0130): a take-back whose pushes never come held the queue, and every write, for good.
-          await unlessClosed(options.takeBack!());
-          if (generation !== started) throw new HarnessClosed(); // closed or taken over meanwhile: nothing opens (0127)
+          await unlessClosed(options.takeBack!()).finally(() => generation !== started && reopens.closedMeanwhile());
+          if (generation !== started) throw new HarnessClosed(); // closed or taken over meanwhile: nothing opens, views end
           const failed = await reopen();
           if (failed !== undefined) throw failed; // opened read-only: the page may ask again
         });
