@@ -1,7 +1,8 @@
 /**
  * The review of decision 0137 (M1, M2, M3, L3): a forger on the tabs' channels that listens — it hears each `connect` on
  * the database's channel, opens that connection's channel before the leader's `accepted` (in a browser the two contexts
- * race for that; here the leader's life lock answers 5 ms late, so the forger wins it), and copies what it hears. Real
+ * race for that; here the leader's life lock answers only once the forger has opened that channel, so the forger wins
+ * it, with no real-time wait), and copies what it hears. Real
  * `serveTabs` and `tabsEndpoint` over Node's BroadcastChannel and the Web Locks stand-in; the follower's timers on a
  * manual clock.
  */
@@ -30,8 +31,13 @@ const settle = async () => {
 
 type Frame = Record<string, unknown>;
 
-/** A leader (its life lock answered 5 ms late when `slow`), and a forger listening on every connection it sees. */
-async function leader(slow: boolean, onConnect?: (port: BroadcastChannel, connect: Frame) => void) {
+/**
+ * A leader, and a forger listening on every connection it sees. When `gated`, the life lock an accept asks for (for its
+ * `accepted`) is answered only once the forger has opened that connection's channel (the second review of 0137, L3:
+ * before, a real 5 ms wait that a loaded machine could lose). The accept asks for it right after requesting the
+ * follower's lock, so the leader's last lock request names the connection.
+ */
+async function leader(gated: boolean, onConnect?: (port: BroadcastChannel, connect: Frame) => void) {
   const database = `forger-listens-${crypto.randomUUID()}`;
   const served = createHost({
     database,
@@ -40,11 +46,20 @@ async function leader(slow: boolean, onConnect?: (port: BroadcastChannel, connec
     now: () => 0,
   });
   cleanups.push(() => served.service.close().catch(() => {}));
-  const service: HarnessService = slow
+  /** Connections whose channel the forger has opened, the life locks waiting for theirs, the leader's last lock asked. */
+  const opened = new Set<string>();
+  const waiting = new Map<string, Array<() => void>>();
+  let lastLock = "";
+  const service: HarnessService = gated
     ? new Proxy(served.service, {
         get: (target, key) =>
           key === "lifeLock"
-            ? () => new Promise((resolve) => setTimeout(resolve, 5)).then(() => target.lifeLock())
+            ? () => {
+                const connection = lastLock.replace(/:life$/, "");
+                return new Promise<void>((answer) =>
+                  opened.has(connection) ? answer() : waiting.set(connection, [...(waiting.get(connection) ?? []), answer]),
+                ).then(() => target.lifeLock());
+              }
             : (Reflect.get(target, key) as (...args: unknown[]) => unknown)?.bind?.(target),
       })
     : served.service;
@@ -65,12 +80,24 @@ async function leader(slow: boolean, onConnect?: (port: BroadcastChannel, connec
       if (type !== "call" && type !== "subscribe" && type !== "unsubscribe" && type !== "bye") mine.push(frame);
     };
     onConnect?.(port, data);
+    opened.add(data.connection);
+    for (const answer of waiting.get(data.connection) ?? []) answer();
+    waiting.delete(data.connection);
   };
   cleanups.push(() => {
     spy.close();
     for (const port of ports) port.close();
   });
+  // The leader's locks (read once, by `serveTabs`): the same, recording the name of the last one it asks for.
+  const leaderLocks = {
+    request: (name: string, ...rest: unknown[]) => {
+      lastLock = name;
+      return locks.request(name, ...rest);
+    },
+  };
+  (globalThis as { navigator?: unknown }).navigator = { locks: leaderLocks };
   serveTabs(service, database);
+  (globalThis as { navigator?: unknown }).navigator = { locks };
   await served.ready;
   return { database, served, spy, ports, heard, connects };
 }
@@ -222,6 +249,59 @@ it("review 0137 M3: a replayed connect does not make the leader serve the connec
   await client.createConversation();
   await settle();
   expect(await client.listConversations()).toHaveLength(1);
+});
+
+it("second review of 0137 L1: the leader keeps only its live connections' names — after 5 connect/drop cycles, a replayed connect of each dropped one is accepted again and dropped at once with a new gone (its follower's lock is free), none of it served; a replay of the live one is still ignored, its call answered once (fails before: every name kept, the dropped ones' replays ignored too)", async () => {
+  const { database } = await leader(false);
+  const channel = new BroadcastChannel(`pi-durable-web:tabs:${database}`);
+  cleanups.push(() => channel.close());
+  let leaderId: string | undefined;
+  channel.onmessage = ({ data }) => data?.type === "leader" && (leaderId = data.leader);
+  channel.postMessage({ type: "who-leads" });
+  await until(() => leaderId !== undefined, "the leader");
+  /** A connection as a follower makes it: its lock held, a `connect`, the leader's `accepted`. */
+  const connect = async () => {
+    const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
+    const port = new BroadcastChannel(connection);
+    const frames: Frame[] = [];
+    port.onmessage = ({ data }) => frames.push(data);
+    let release = () => {};
+    await new Promise<void>(
+      (granted) =>
+        void locks.request(`${connection}:life`, () => {
+          granted();
+          return new Promise<void>((resolve) => (release = resolve));
+        }),
+    );
+    cleanups.push(() => {
+      release();
+      port.close();
+    });
+    const message = { type: "connect", leader: leaderId, connection };
+    channel.postMessage(message);
+    await until(() => frames.some((frame) => frame.type === "accepted"), "accepted");
+    return { port, frames, message, release: () => release() };
+  };
+  const gone = (frames: Frame[]) => frames.filter((frame) => frame.type === "gone");
+  const dropped = [];
+  for (let i = 0; i < 5; i++) {
+    const cycle = await connect();
+    cycle.release(); // the follower went: the leader drops the connection
+    await until(() => gone(cycle.frames).length === 1, "dropped");
+    dropped.push(cycle);
+  }
+  const live = await connect();
+  for (const { message } of [...dropped, live]) channel.postMessage(message); // the replays
+  for (const { frames } of dropped) await until(() => gone(frames).length === 2, "the replay accepted again, then dropped");
+  for (const { frames } of dropped) expect(gone(frames)[1]!.session).not.toBe(gone(frames)[0]!.session);
+  const before = dropped.map(({ frames }) => frames.length);
+  for (const { port } of dropped) port.postMessage({ type: "call", id: 1, method: "listConversations", args: [] });
+  live.port.postMessage({ type: "call", id: 1, method: "listConversations", args: [] });
+  await settle();
+  expect(dropped.map(({ frames }) => frames.length)).toEqual(before); // not served
+  expect(live.frames.filter((frame) => frame.type === "accepted")).toHaveLength(1);
+  expect(live.frames.filter((frame) => frame.type === "result")).toHaveLength(1);
+  expect(gone(live.frames)).toEqual([]);
 });
 
 /** Frames a forger posts on a connection, whatever it is (no `accepted`: see the property). */

@@ -18,9 +18,11 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   const endpoint = workerDoor(leaderEndpoint(host), { from: "tab" }, doors);
   const connections = new Set<() => void>();
   /**
-   * Every connection this leader accepted (a follower names each with a fresh UUID): a `connect` for one of them again
+   * Every live connection this leader accepted (a follower names each with a fresh UUID): a `connect` for one of them again
    * (a replay: the `connect` goes in clear on the database's channel) is ignored. Before (the review of decision 0137,
    * M3), it opened a second channel on the same name with a second `serveMessages`: every call of that follower ran twice.
+   * A dropped one's name is forgotten (the second review, L1: before, every name stayed, so a page posting fresh connects
+   * grew the set without end): a replay of it is accepted again and dropped at once, its follower's lock being free.
    */
   const accepted = new Set<string>();
   let leading = false;
@@ -51,6 +53,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
      */
     const drop = () => {
       if (!connections.delete(drop)) return;
+      accepted.delete(connection);
       served.close();
       stop.abort();
       send({ type: "gone", session });
