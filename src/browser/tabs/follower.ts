@@ -44,11 +44,14 @@ export interface TabsEndpointOptions {
   clock?: Clock;
 }
 
+const OWN_OPENS = new Set<HarnessStatus["kind"]>(["opening", "recovering", "ready"]);
+
 /** The page's side: one endpoint over this tab's worker (`own`) and, while another tab leads, the leader's worker. */
 export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {}): TabsEndpoint {
   const clock = options.clock ?? systemClock;
   const locks = broker();
   let ownStatus: HarnessStatus = { kind: "starting" };
+  let ownLeads = false; // this tab's worker was last seen opening or holding the database (not waiting for the lock)
   let database: string | undefined;
   let channel: BroadcastChannel | undefined;
   let leader: Link | undefined;
@@ -75,7 +78,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    * closed, or waits for the database where there is no broker (and is answered as before: not open); to the leader
    * whose door refused this tab its status (./link.ts: its door answers it, the call waits for nothing that will come).
    * It goes to this tab's worker too while its door refused this page's status or its hook threw for it (the status
-   * `failed` or `reconnecting`: only this endpoint's watch tells those of its own worker). Its door decides each call
+   * `failed` or `reconnecting`: only this endpoint's watch tells those of its own worker) — `reconnecting` only where
+   * that worker is the database (no broker, or last seen opening or ready; else it may wait for the lock: 0138's H1). Its door decides each call
    * (its hook may let a call it refuses the status: decision 0138; before, a call waited while the hook threw, and over
    * a socket it was answered), and that worker waits for its open before it answers (host.ts).
    */
@@ -83,7 +87,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     const target = readyTarget();
     if (target || !fresh) return target;
     if (following() && leader?.status?.kind === "failed") return leader;
-    const unseen = ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
+    const unseen = ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads));
     const settled = unseen || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
   };
@@ -325,6 +329,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     own,
     (status) => {
       ownStatus = status;
+      if (status.kind !== "reconnecting" && status.kind !== "failed") ownLeads = OWN_OPENS.has(status.kind);
       if ("database" in ownStatus) database = ownStatus.database;
       if (ownStatus.kind !== "ready") {
         for (const resolve of ownLeft) resolve();
