@@ -14,12 +14,16 @@
  * over a WebSocket instead, with the same client: a dropped connection comes back by itself and its
  * subscriptions resume (./socket.ts).
  */
+import { systemClock } from "../base/clock.ts";
+import { NotReady } from "../errors.ts";
 import { HostClient } from "../host/client.ts";
+import { shapeOf } from "../host/error-wire.ts";
 import { type HarnessStatus, PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { LeavingSocket, pageLeaves, ticketIn } from "./leaving.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
+import { STATUS_ASK_MS } from "./tabs/own-status.ts";
 
 export { ConnectionLost } from "../errors.ts";
 export type { Fork, ForkedTransaction, KeptFork } from "../follow/fork.ts";
@@ -146,10 +150,37 @@ export class HarnessClient extends HostClient {
    * socket, the host's status is asked again on the open connection when the host ended it. Nothing when nothing was
    * refused. Resolves, once each ask is answered, with the status then (decision 0138): `ready` when the hook lets it,
    * `failed` when it refuses again, `reconnecting` while it throws; at once with the status when nothing was asked. A
-   * `ready()` called meanwhile settles by that answer too, not by the refusal shown before it.
+   * `ready()` called meanwhile settles by that answer too, not by the refusal shown before it. Over a socket, an ask with
+   * no answer in 15 s (the tabs' bound) resolves with `reconnecting` (`NotReady`); the host's answer is shown when it comes.
    */
   askAgain(): Promise<HarnessStatus> {
-    return this.statusAsked(Promise.all([this.#tabs?.askAgain(), this.watchStatusAgain()]));
+    const asked = this.watchStatusAgain();
+    return this.statusAsked(Promise.all([this.#tabs?.askAgain(), this.#socket ? this.#bounded(asked) : asked]));
+  }
+
+  /**
+   * The socket's status ask waited for at most `STATUS_ASK_MS`, as the tabs' is (./tabs/own-status.ts; the review of 0138,
+   * M1: a host whose hook never answered left `askAgain()` and `ready()` pending for good). Then the refusal shown gives
+   * way to `reconnecting` (`NotReady`, nothing retried: the ask is still under way); a later answer is the host's status.
+   */
+  #bounded(asked: Promise<void>): Promise<void> {
+    return new Promise((resolve) => {
+      let answered = false;
+      const cancel = systemClock.setTimer(STATUS_ASK_MS, () => {
+        if (!answered && this.status.kind === "failed") {
+          const error = new NotReady(
+            `The status ask had no answer in ${STATUS_ASK_MS / 1000} s (an authorize hook or the host did not answer).`,
+          );
+          this.transportStatus({ kind: "reconnecting", attempt: 1, retryInMs: 0, error: shapeOf(error) });
+        }
+        resolve();
+      });
+      void asked.then(() => {
+        answered = true;
+        cancel();
+        resolve();
+      });
+    });
   }
 
   /**
