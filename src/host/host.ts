@@ -180,11 +180,11 @@ export function createHost(options: HostOptions): ServedHost {
         opening = start();
       }
     })();
+    opens.moved(); // calls waiting for an open look again: none waits while closing (the review of 0138, L1)
     return closing;
   };
 
-  // Only the owner acts on a takeover request (an instance that is waiting too ignores it); an owner still
-  // opening closes as soon as its open is done.
+  // Only the owner acts on a takeover request (a waiting instance ignores it); an owner still opening closes once it opened.
   ownership?.onTakeoverRequest(() => {
     if (release && !closing) void closeCleanly("takeover");
   });
