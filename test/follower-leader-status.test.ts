@@ -7,7 +7,7 @@
  * (`NotAuthorized`) shows `failed` with it — no longer `waiting-for-lock` — and a fresh call goes to the leader, whose
  * door answers it. And (L2) the page hears a status once even when the endpoint tells it again. Real `serveTabs` and `tabsEndpoint` on Node's BroadcastChannel and the Web Locks stand-in.
  */
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { NotAuthorized } from "../src/errors.ts";
@@ -16,16 +16,9 @@ import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
-import { Locks } from "./tabs-support.ts";
+import { tabsTestScope } from "./tabs-support.ts";
 
-const locks = new Locks();
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { cleanups } = tabsTestScope();
 
 /** A leader tab's worker whose hook answers `onStatus` as `mode.answer` says; and a follower tab's page. */
 async function tabs(mode: { answer: "throw" | "refuse" | "allow"; asked: number }) {

@@ -8,7 +8,7 @@
  * manual clock.
  */
 import fc from "fast-check";
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
@@ -22,19 +22,12 @@ import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answeringHost, scriptedSockets, settle } from "./socket-support.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
+import { macrotask, tabsTestScope, until, waitingOwnWorker } from "./tabs-support.ts";
 
 /** `hang`: the hook never settles (its ask is given up at its bound, the review of 0132's L3). */
 type Answer = "allow" | "refuse" | "throw" | "slow-allow" | "slow-refuse" | "slow-throw" | "hang";
 
-const locks = new Locks();
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { cleanups } = tabsTestScope();
 
 /** A leader tab's worker whose hook answers each `onStatus` ask with the next of `answers` (then `allow`). */
 async function tabs(answers: Answer[]) {

@@ -4,7 +4,7 @@
  * tells a status ask's bound from the backoff's waits). What the tabs' endpoint itself tells is read at the endpoint, not
  * through `HostClient` (which hides a status equal to the one shown).
  */
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { STATUS_ASK_MS } from "../src/browser/tabs/own-status.ts";
@@ -14,16 +14,9 @@ import { createHost } from "../src/host/host.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { type BoundedClock, boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
+import { macrotask, tabsTestScope, until, waitingOwnWorker } from "./tabs-support.ts";
 
-const locks = new Locks();
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { cleanups } = tabsTestScope();
 const settle = async () => {
   for (let i = 0; i < 30; i++) await macrotask();
 };

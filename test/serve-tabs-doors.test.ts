@@ -8,7 +8,7 @@
  * out of the leader's channel listener and a frame without a method reached the host.
  */
 import fc from "fast-check";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { WorkerDoors } from "../src/browser/comlink.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { channelName, followerLock } from "../src/browser/tabs/wire.ts";
@@ -17,16 +17,9 @@ import type { AuthorizeErrorAt } from "../src/host/doors.ts";
 import { deserializeError } from "../src/host/error-wire.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
-import { Locks } from "./tabs-support.ts";
+import { tabsTestScope } from "./tabs-support.ts";
 
-const locks = new Locks();
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { locks, cleanups } = tabsTestScope();
 
 /** Lets queued channel messages and the host's answers run: `turns` macrotasks (no wall-clock wait). */
 const turns = async (count = 20) => {

@@ -7,7 +7,7 @@
  * manual clock.
  */
 import fc from "fast-check";
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { HostClient } from "../src/host/client.ts";
@@ -15,16 +15,9 @@ import { createHost } from "../src/host/host.ts";
 import type { HarnessService } from "../src/host/protocol.ts";
 import { createRegistry, MemoryStorage } from "../src/index.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
-import { Locks, macrotask, until, waitingOwnWorker } from "./tabs-support.ts";
+import { macrotask, tabsTestScope, until, waitingOwnWorker } from "./tabs-support.ts";
 
-const locks = new Locks();
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const { locks, cleanups } = tabsTestScope();
 const settle = async () => {
   for (let i = 0; i < 20; i++) await macrotask();
 };

@@ -2,6 +2,7 @@
  * The tabs module's stand-ins for Node (src/browser/tabs/): the part of Web Locks it uses. Shared by the tabs
  * tests (test/tabs.test.ts) and the hand-over sweep (test/tabs-sweep.test.ts).
  */
+import { afterEach, beforeEach } from "vitest";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 
@@ -66,4 +67,20 @@ export function waitingOwnWorker(database: string): HostEndpoint {
     },
     unsubscribe: () => {},
   };
+}
+
+/**
+ * The tabs tests' scope: one `Locks` stand-in as `navigator.locks` before each test of the file, and the cleanups the
+ * test pushes run in reverse after it.
+ */
+export function tabsTestScope(): { locks: Locks; cleanups: Array<() => unknown> } {
+  const locks = new Locks();
+  const cleanups: Array<() => unknown> = [];
+  beforeEach(() => {
+    (globalThis as { navigator?: unknown }).navigator = { locks };
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  return { locks, cleanups };
 }
