@@ -5,9 +5,10 @@
  * `AuthorizeFailed`), it is asked again after the backoff of the endpoint's other unserved subscriptions (./unserved.ts:
  * 500 ms, doubling to 10 s), the status `reconnecting` with that wait and the error meanwhile — before, it stayed
  * `failed` while that worker lived, and a follower `waiting-for-lock` while its leader lived: nothing asked again
- * (decisions 0123 and its review). An ask with no answer in `STATUS_ASK_MS` on the clock is given up and counts as such a
- * throw (`NotReady`); a refusal's backoff goes on growing through throws and starts over only once served (the review
- * of decision 0132, L3 and M1).
+ * (decisions 0123 and its review). An ask with no status and no refusal in `STATUS_ASK_MS` on the clock (a subscription
+ * taken and never answered with a value counts: decision 0142) is given up and counts as such a throw (`NotReady`); a
+ * refusal's backoff goes on growing through throws and starts over only once served (the review of decision 0132, L3
+ * and M1).
  */
 
 import { type Clock, systemClock } from "../../base/clock.ts";
@@ -78,7 +79,7 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
   let idle = false;
   /** The ask whose answer counts; an older one's (given up at its bound) is no one's. */
   let round = 0;
-  /** The bound of the ask under way, until its first answer. */
+  /** The bound of the ask under way, until its first status or its refusal (not its id: decision 0142). */
   let bound: (() => void) | undefined;
   /** The subscription of the ask whose answer counts: the place's to release when it is given up or closed. */
   let current: Held | undefined;
@@ -155,10 +156,12 @@ export function watchStatus(endpoint: HostEndpoint, told: (status: HarnessStatus
     // Closed by `told` within `subscribe` (an answer given there; a link closes on `closed`): released now, not held (the
     // review of decision 0137, L1).
     if (closed) return void release(held);
+    // The id alone is no answer: the bound holds until the first value (decision 0142; over comlink the id may come
+    // before the value, so `again()` cannot settle at the id either: 0138's review, L2). A place that takes the
+    // subscription and never sends a status is given up at the bound, as one that never answers.
     subscribed.then(
       (id) => {
         held.id = id;
-        if (counts()) answered();
       },
       (error: unknown) => {
         if (!counts()) return;
