@@ -7,7 +7,7 @@
  */
 import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { safely } from "../base/safely.ts";
-import { CrashPointsOff, DurableError, HarnessClosed } from "../errors.ts";
+import { CrashPointsOff, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
 import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
 import { releaseStorage } from "../harness-lifecycle.ts";
@@ -24,7 +24,7 @@ import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
 import { ReopenQueue } from "./reopen-queue.ts";
-import { errorShape, forkCount, leaseEpoch, notOpened, openWaits, recoveryParts } from "./status-parts.ts";
+import { errorShape, forkCount, leaseEpoch, notOpen, notOpened, openWaits, recoveryParts } from "./status-parts.ts";
 
 export type { HostMethod } from "./harness-methods.ts";
 export type { HostOptions, ServedHost } from "./host-options.ts";
@@ -276,7 +276,7 @@ export function createHost(options: HostOptions): ServedHost {
   });
 
   const requireHarness = () => {
-    if (!harness || status.kind !== "ready") throw new DurableError(`The database is not open (status: ${status.kind}).`);
+    if (!harness || status.kind !== "ready") throw notOpen(status);
     return harness;
   };
 

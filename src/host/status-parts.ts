@@ -51,6 +51,16 @@ export function notOpened(error: unknown, setStatus: (status: HarnessStatus) => 
 }
 
 /**
+ * The host's "not open" (`DurableError`) for a call while `status` is not ready. Waiting for the lock, it names the
+ * database another place has open (`waitingFor`, decision 0142): a page that cannot see this host's status (its hook
+ * refused it) follows the tab that has it (browser/tabs/follower.ts), where the status would have sent it.
+ */
+export function notOpen(status: HarnessStatus): DurableError {
+  const error = new DurableError(`The database is not open (status: ${status.kind}).`);
+  return status.kind === "waiting-for-lock" ? Object.assign(error, { waitingFor: status.database }) : error;
+}
+
+/**
  * The waits of calls made during an open under way (`starting`, `opening`, `recovering`; decision 0138). A page's call
  * reaches the host then when the page could not see the status (its own worker's hook refused it): it waits for the
  * open, as the page's calls wait while the status it sees says so (before: "not open (status: starting)"). A host

@@ -3,19 +3,16 @@
 
 import { type Clock, systemClock } from "../../base/clock.ts";
 import { safely } from "../../base/safely.ts";
-import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
+import { OWN, sendCall, type Target } from "./calls.ts";
 import { type Link, openLink } from "./link.ts";
 import { watchStatus } from "./own-status.ts";
-import { isLocal, isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
+import { isLocal, isLoss } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
 import { type BrokerMessage, broker, channelName } from "./wire.ts";
-
-const OWN = "own" as const;
-type Target = typeof OWN | Link;
 
 interface Subscription {
   method: string;
@@ -52,6 +49,13 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   const locks = broker();
   let ownStatus: HarnessStatus = { kind: "starting" };
   let ownLeads = false; // this tab's worker was last seen opening or holding the database (not waiting for the lock)
+  /**
+   * This tab's worker, its status unseen (refused, or asked again after a throw), answered a call that it waits for the
+   * database another tab has open (the host's "not open" names it: decision 0142): the page follows that tab, as the
+   * status would have told it to, until its watch is told a status. Before, each call went to this worker and failed
+   * "not open (status: waiting-for-lock)" for as long as the other tab led.
+   */
+  let waitsElsewhere = false;
   let database: string | undefined;
   let channel: BroadcastChannel | undefined;
   let leader: Link | undefined;
@@ -66,30 +70,39 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   const following = () =>
     locks !== undefined &&
     !disposed &&
-    (ownStatus.kind === "waiting-for-lock" || (ownStatus.kind === "closed" && ownStatus.reason === "takeover"));
+    (waitsElsewhere || ownStatus.kind === "waiting-for-lock" || (ownStatus.kind === "closed" && ownStatus.reason === "takeover"));
 
   const readyTarget = (): Target | undefined => {
     if (ownStatus.kind === "ready") return OWN;
     return leader?.status?.kind === "ready" ? leader : undefined;
   };
   /**
-   * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or
-   * recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
-   * closed, or waits for the database where there is no broker (and is answered as before: not open); to the leader
-   * whose door refused this tab its status (./link.ts: its door answers it, the call waits for nothing that will come).
-   * It goes to this tab's worker too while its door refused this page's status or its hook threw for it (the status
-   * `failed` or `reconnecting`: only this endpoint's watch tells those of its own worker) — `reconnecting` only where
-   * that worker is the database (no broker, or last seen opening or ready; else it may wait for the lock: 0138's H1). Its door decides each call
-   * (its hook may let a call it refuses the status: decision 0138; before, a call waited while the hook threw, and over
-   * a socket it was answered), and that worker waits for its open before it answers (host.ts).
+   * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or recovers, or
+   * another tab leads). A first attempt goes to this tab's worker when that one failed, was closed, or waits for the
+   * database where there is no broker (answered as before: not open); to the leader whose door refused this tab its
+   * status (./link.ts: its door answers it). It goes to this tab's worker too while its door refused this page's status
+   * or its hook threw for it (`failed`, `reconnecting`: only this endpoint's watch tells those of its own worker) — its
+   * door decides each call, and that worker waits for its open (decision 0138) — `reconnecting` only where that worker
+   * is the database (no broker, or last seen opening or ready: 0138's H1), and not once it answered that another tab has
+   * the database (`waitsElsewhere`: then the leader's door decides it, decision 0142).
    */
   const pick = (fresh: boolean): Target | undefined => {
     const target = readyTarget();
     if (target || !fresh) return target;
     if (following() && leader?.status?.kind === "failed") return leader;
-    const unseen = ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads));
+    const unseen = !waitsElsewhere && (ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads)));
     const settled = unseen || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
+  };
+  /** `CallRoute.waitsElsewhere` (./calls.ts): a call's answer says where the database is. */
+  const learnedElsewhere = (error: unknown) => {
+    const waitingFor = (error as { waitingFor?: unknown } | undefined)?.waitingFor;
+    const unseen = ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
+    if (!locks || disposed || !unseen || typeof waitingFor !== "string") return false;
+    waitsElsewhere = true;
+    database = waitingFor;
+    reconsider();
+    return true;
   };
   const next = (fresh: boolean) =>
     new Promise<Target>((resolve) => {
@@ -329,7 +342,10 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     own,
     (status) => {
       ownStatus = status;
-      if (status.kind !== "reconnecting" && status.kind !== "failed") ownLeads = OWN_OPENS.has(status.kind);
+      if (status.kind !== "reconnecting" && status.kind !== "failed") {
+        ownLeads = OWN_OPENS.has(status.kind);
+        waitsElsewhere = false; // seen again: the status says where the database is
+      }
       if ("database" in ownStatus) database = ownStatus.database;
       if (ownStatus.kind !== "ready") {
         for (const resolve of ownLeft) resolve();
@@ -341,26 +357,9 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   );
 
   return {
-    async call(method, args) {
+    call(method, args) {
       if (isLocal(method)) return own.call(method, args);
-      let sent = args;
-      const started = clock.now();
-      for (let fresh = true; ; fresh = false) {
-        const target = await next(fresh);
-        // Past the window the harness may have let the call's hand-over key expire (decision 0022).
-        if (!fresh && clock.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
-        // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
-        // only (a submission's key is a column of its row, a decision's a field of its approval record; a task
-        // key is a document of its own, kept five minutes for a follower, decision 0022).
-        if (target !== OWN || method === "submit" || method === "decide") sent = withKey(method, sent);
-        try {
-          return await endpointOf(target).call(method, sent);
-        } catch (error) {
-          if (target === OWN ? !(await ownLost(error)) : !isLoss(error)) throw error;
-          if (target !== OWN) lose(target);
-          if (!retried(method, sent)) throw new ConnectionLost();
-        }
-      }
+      return sendCall({ clock, next, endpointOf, ownLost, lose, waitsElsewhere: learnedElsewhere }, method, args);
     },
     subscribe(method, args, emit, lost) {
       const id = ++lastId;
