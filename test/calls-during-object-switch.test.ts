@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Json } from "../src/base/json.ts";
-import { HarnessClosed, LeaseNotHeld, NotReady } from "../src/index.ts";
-import { ScriptedModels } from "./agent-support.ts";
+import { type AnyTool, defineTool, HarnessClosed, LeaseNotHeld, NotReady } from "../src/index.ts";
+import { answer, callTools, ScriptedModels } from "./agent-support.ts";
 import { comebackWorld } from "./comeback-support.ts";
 import { rows } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
@@ -14,13 +14,27 @@ import { ctx, runUntil } from "./support.ts";
 // its requestId) again until the next instance makes it (forwarded to the tab that holds the lease, under the same key).
 // An abort is not sent again (review of 0135, H1): the object stops the runs going when it lands, so the page decides.
 
-/** The object's switch after a take-back at tick `back` of 8 (each print a declared effect), on the real copy service. */
-async function inSwitch(back = 4, models?: ScriptedModels) {
-  const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true, models: models?.api });
+/**
+ * The object's switch after a take-back at tick `back` of 8 (each print a declared effect), on the real copy service.
+ * `before`: what the tab does while it holds the lease first, before it hands it over.
+ */
+async function inSwitch(
+  back = 4,
+  agent: { models?: ScriptedModels; tools?: () => AnyTool[]; before?: (world: World) => Promise<void> } = {},
+) {
+  const world = await comebackWorld({
+    to: 8,
+    ttlMs: 60_000,
+    declared: true,
+    copyService: true,
+    models: agent.models?.api,
+    tools: agent.tools,
+  });
   const device = world.device(); // another device's tab, following the object
   const conversationId = (await world.tab.harness.root(ctx)).id;
   world.tab.harness.resume();
   await runUntil(world.clock, () => world.printed.length >= 2);
+  await agent.before?.(world);
   let handed = false;
   void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
   await runUntil(world.clock, () => handed);
@@ -30,6 +44,22 @@ async function inSwitch(back = 4, models?: ScriptedModels) {
   const { tab } = await world.takeBack(following);
   expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
   return { world, device, conversationId, tab };
+}
+
+type World = Awaited<ReturnType<typeof comebackWorld>>;
+
+/** A tool that waits for a person (S8's approval), counting its runs at both places. */
+function noteTool(runs: string[]): AnyTool {
+  return defineTool<{ text: string }>({
+    name: "note",
+    description: "Write a note",
+    parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+    approval: "always",
+    async execute({ text }) {
+      runs.push(text);
+      return "noted";
+    },
+  });
 }
 
 /** Calls `copy.<method>` on `device`; what it settled with, once it did. */
@@ -78,7 +108,7 @@ describe("calls that reach the object between its harnesses after a take-back (d
 
   it("S8/S12 (review of 0135, H1, M1): a device's stop in the switch is answered NotReady once, not sent again, stops nothing; pressed again, the next instance stops the tab's run", async () => {
     const models = new ScriptedModels([{ hang: "thinking" }]);
-    const { world, device, tab } = await inSwitch(4, models);
+    const { world, device, tab } = await inSwitch(4, { models });
     const chat = await tab.harness.createConversation({ agent: { model: "faux/faux-1" } }, ctx);
     const run = await chat.submit({ type: "input", content: "go", requestId: "go" }, ctx);
     const ended = settle(run.wait(ctx) as Promise<never>);
@@ -101,6 +131,47 @@ describe("calls that reach the object between its harnesses after a take-back (d
     expect(stop.value).toEqual({});
     expect(ended.value).toMatchObject({ status: "unanswered", reason: "aborted" }); // a real stop, forwarded to the tab
     expect(models.hanging).toBe(0);
+    await tab.harness.close(ctx);
+  });
+
+  it("S8 (0135's not done): a following device's copy.decide in the switch is answered NotReady, sent again under its decisionId, and made once by the next instance: one approval, the tool runs once, the turn ends", async () => {
+    const runs: string[] = [];
+    const models = new ScriptedModels([callTools([["note", { text: "a" }, "call_1"]]), answer("done")]);
+    let chatId = 0;
+    // The tab's turn waits for a person on call_1 before the hand-over: it waits so at the object, and after the take-back.
+    const before = async (world: World) => {
+      const chat = await world.tab.harness.createConversation({ agent: { model: "faux/faux-1" } }, ctx);
+      chatId = chat.id;
+      await chat.submit({ type: "input", content: "note it", requestId: "q" }, ctx);
+      await runUntil(world.clock, () => chat.pendingApprovals().length === 1);
+    };
+    const { world, device, tab } = await inSwitch(4, { models, tools: () => [noteTool(runs)], before });
+    const chat = tab.harness.conversation(chatId);
+    expect(chat.pendingApprovals().map((approval) => approval.callId)).toEqual(["call_1"]);
+    const decision = { approved: true, decisionId: "phone-d1" };
+    const outcome = settle(device.call("copy", "decide", [chatId, "call_1", decision]));
+    await runUntil(world.clock, () => device.stats.notReadyRetries >= 2 || outcome.done);
+    // Before 0135: HarnessClosed at the first answer (final for the device's page); not keyed: NotReady at once.
+    expect(outcome.error).toBeUndefined();
+    expect(device.stats.notReadyRetries).toBe(2);
+    expect(runs).toEqual([]);
+    await world.nextInstance();
+    await runUntil(world.clock, () => outcome.done, 5_000);
+    expect(outcome.value).toMatchObject({ record: { callId: "call_1", status: "approved", decisionId: "phone-d1" } });
+    await runUntil(
+      world.clock,
+      async () => (await chat.entries(ctx)).some((entry) => entry.kind === "pi.assistant" && JSON.stringify(entry).includes('"done"')),
+      5_000,
+    );
+    expect(runs).toEqual(["a"]); // decided once, at the tab that holds the lease: the tool ran once
+    expect(chat.pendingApprovals()).toEqual([]);
+    const results = (await chat.entries(ctx)).filter((entry) => entry.kind === "pi.tool-result");
+    expect(results).toHaveLength(1);
+    // Asked again under the same decisionId after the switch, the tab answers the one record it made.
+    const again = settle(device.call("copy", "decide", [chatId, "call_1", decision]));
+    await runUntil(world.clock, () => again.done, 5_000);
+    expect(again.value).toEqual(outcome.value);
+    expect(runs).toEqual(["a"]);
     await tab.harness.close(ctx);
   });
 

@@ -42,6 +42,8 @@ export async function comebackWorld(
     to?: number;
     fate?: Fate;
     tasks?: (place: string) => AnyTaskDefinition[];
+    /** The agent's tools at each place (a tool that waits for a person: a decision to make). */
+    tools?: (place: string) => AnyTool[];
     settings?: HarnessOptions["settings"];
     /** The object's `keepLog` (decision 0047). */
     keepLog?: number;
@@ -73,6 +75,7 @@ export async function comebackWorld(
       defineExtension({
         name: "example",
         tasks: [counterTask((line) => void printed.push([place, line])), ...(options.tasks?.(place) ?? [])],
+        tools: options.tools?.(place) ?? [],
       }),
     );
   const copy: SqliteStorage = await openSqliteStorage({ vfs: "memory" });
