@@ -17,6 +17,8 @@ export interface ReopenParts {
   drop(): void;
   /** Bumped by every close and takeover: a reopen started before one opens nothing (review of 0125, M1). */
   generation(): number;
+  /** Whether the host was closed for good (not a takeover, after which it opens again once the database is free). */
+  closedForGood(): boolean;
   /** Opens the harness on the same storage (`open(storage, watchingPages, readOnly)`). */
   open(readOnly?: true): Promise<Harness>;
   /**
@@ -43,11 +45,13 @@ export function hostReopen(parts: ReopenParts) {
   /** The reopen under way (its open included): a close waits for it before it closes the storage. */
   let reopening: Promise<unknown> | undefined;
   /**
-   * A close or a takeover ended the switch before its views moved (review of 0134, L1): each ends, `lost` with
-   * `HarnessClosed`, and holds nothing (before, a watch on the copy that close then closed stayed silent, counted).
+   * A close or a takeover ended the switch before its views moved (review of 0134, L1). A close for good: each ends,
+   * `lost` with `HarnessClosed`, and holds nothing (before, a watch on the copy that close then closed stayed silent,
+   * counted). A takeover: they stay, silent on the copy it closes, and move to the harness the host opens once the
+   * database is free again (decision 0140; 0134's review ended them here, and the page had to watch again).
    */
   const closedMeanwhile = () => {
-    for (const rebind of [...parts.rebinds]) safely(() => rebind(new HarnessClosed()));
+    if (parts.closedForGood()) for (const rebind of [...parts.rebinds]) safely(() => rebind(new HarnessClosed()));
     return undefined;
   };
 

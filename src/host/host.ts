@@ -9,7 +9,7 @@ import { BACKGROUND_CONTEXT as ctx } from "../base/context.ts";
 import { safely } from "../base/safely.ts";
 import { CrashPointsOff, HarnessClosed } from "../errors.ts";
 import { dismissFork, listForks } from "../follow/fork.ts";
-import { Harness, type HarnessOptions, type Inspection } from "../harness.ts";
+import { Harness, type HarnessOptions } from "../harness.ts";
 import { releaseStorage } from "../harness-lifecycle.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CrashStops } from "./crash-stops.ts";
@@ -19,6 +19,8 @@ import { hostLeave } from "./host-leave.ts";
 import type { HostOptions, ServedHost } from "./host-options.ts";
 import { hostReads } from "./host-reads.ts";
 import { hostReopen } from "./host-reopen.ts";
+import { hostTaskGraphs } from "./host-task-graphs.ts";
+import { hostViews } from "./host-views.ts";
 import { Listeners } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
@@ -34,7 +36,7 @@ export function createHost(options: HostOptions): ServedHost {
   let status: HarnessStatus = { kind: "starting" };
   const statuses = new Listeners<HarnessStatus>();
   const reports = new RecentReports();
-  const taskGraphs = new Listeners<Inspection>();
+  const taskGraphs = hostTaskGraphs(() => harness);
   const crashStops = new CrashStops();
   let harness: Harness | undefined;
   let storage: Storage | undefined;
@@ -50,6 +52,8 @@ export function createHost(options: HostOptions): ServedHost {
   /** Each harness's options: the storage's claim (harness-lifecycle.ts), let go by a read-only copy kept open (0127). */
   const claims = new WeakMap<Harness, object>();
   const opens = openWaits(); // the open's waits (decision 0138)
+  /** The page's conversation views and page tool watches: moved to each harness the host opens again (0140: a takeover's too). */
+  const liveViews = hostViews();
   const setStatus = (next: HarnessStatus) => {
     status = next;
     opens.moved();
@@ -81,7 +85,7 @@ export function createHost(options: HostOptions): ServedHost {
     reopens.opened(); // the copy it replaces stops answering reads (decision 0127)
     if (!opened.readOnly) rebuildStopped = undefined; // its copy writes here: nothing to rebuild
     harness.onCommit(({ batch }) => {
-      if (batch.tasks.length > 0) scheduleTaskPublication();
+      if (batch.tasks.length > 0) taskGraphs.schedule();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
       if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });
     });
@@ -105,18 +109,6 @@ export function createHost(options: HostOptions): ServedHost {
     return harness;
   };
 
-  let publicationScheduled = false;
-  const scheduleTaskPublication = () => {
-    if (publicationScheduled || taskGraphs.size === 0) return;
-    publicationScheduled = true;
-    // Coalesce a burst of commits into one view; a view never shows anything uncommitted.
-    queueMicrotask(async () => {
-      publicationScheduled = false;
-      if (!harness || harness.closed) return;
-      taskGraphs.emit(await harness.inspect(ctx));
-    });
-  };
-
   /**
    * Waits for the database, then opens it. A host that lost it to a takeover runs this again: it waits behind
    * the new owner (its page follows that one meanwhile) and opens once the database is free.
@@ -125,16 +117,27 @@ export function createHost(options: HostOptions): ServedHost {
     const owned = ownership ? await ownership.acquire(() => setStatus({ kind: "waiting-for-lock", database })) : () => {};
     if (!owned) return undefined; // closed while waiting: no open happened
     release = owned;
+    let opened: Harness;
     try {
-      return await open();
+      opened = await open();
     } catch (error) {
       owned();
       throw error;
     }
+    // The views kept across a takeover go on here (decision 0140; before, silent on the closed harness for good). A
+    // close or another takeover meanwhile: they end with the close for good, or move at the next open. Opened and
+    // reopened meanwhile (a fenced stop): that reopen moves them.
+    if (harness === opened && !closing) liveViews.move(opened);
+    return opened;
   };
   const start = () => {
     const attempt = acquireAndOpen();
-    attempt.catch((error: unknown) => setStatus({ kind: "failed", error: errorShape(error) }));
+    attempt.catch((error: unknown) => {
+      const ended = notOpened(error, setStatus); // the status `failed`
+      // No harness will come: the views kept across a takeover end with the open's error (one that opened and failed
+      // after: they move to it, as at a reopen).
+      if (!closing) liveViews.move(harness && !harness.closed ? harness : ended);
+    });
     return attempt;
   };
   let opening = start();
@@ -170,6 +173,9 @@ export function createHost(options: HostOptions): ServedHost {
       } finally {
         setStatus({ kind: "closed", reason });
         release?.();
+        // Closed for good, no harness will come: every view ends, `lost` with HarnessClosed (decision 0140). After a
+        // takeover they wait, silent on the closed harness, and move to the one the host opens next.
+        if (closedForGood) liveViews.move(new HarnessClosed());
       }
       if (reason === "takeover" && ownership && !closedForGood) {
         // Not a dead end: queue for the database again, behind the tab that took it.
@@ -209,17 +215,16 @@ export function createHost(options: HostOptions): ServedHost {
     setStatus(heldBy ? { ...rest, heldBy } : rest);
   });
 
-  /** The page's conversation views and page tool watches: moved to the new harness when the host opens it again. */
-  const liveViews = new Set<(next: Harness | Error) => void>();
   const reopens = hostReopen({
     harness: () => harness,
     drop: () => void (harness = undefined),
     generation: () => generation,
+    closedForGood: () => closedForGood,
     open: (readOnly) => open(storage, pageCalls.watchingPages(), readOnly),
     leased: options.harness.lease !== undefined,
     unclaim: (copy) => releaseStorage(storage!, claims.get(copy) ?? copy),
     notOpened: (error) => notOpened(error, setStatus),
-    rebinds: liveViews,
+    rebinds: liveViews.rebinds,
   });
   const reopen = reopens.reopen;
   /**
@@ -298,7 +303,7 @@ export function createHost(options: HostOptions): ServedHost {
   const pageCalls = pageCallMethods({
     requireHarness,
     reopening: () => queue.current !== undefined,
-    rebinds: liveViews,
+    rebinds: liveViews.rebinds,
     ...(options.pageCallsElsewhere ? { elsewhere: options.pageCallsElsewhere } : {}),
   });
 
@@ -307,7 +312,7 @@ export function createHost(options: HostOptions): ServedHost {
     ...reads, // `read`, and the `copy` a watch starts on while the host reopens (decision 0134)
     requireHarness,
     reopening: () => queue.current !== undefined,
-    rebinds: liveViews,
+    rebinds: liveViews.rebinds,
     methods: options.methods,
     liveFrames: options.liveFrames,
     now: options.now,
@@ -334,15 +339,7 @@ export function createHost(options: HostOptions): ServedHost {
       return unsubscribe;
     },
     onReport: (listener) => reports.add(listener),
-    watchTasks(listener) {
-      const unsubscribe = taskGraphs.add(listener);
-      let subscribed = true;
-      if (harness) void harness.inspect(ctx).then((inspection) => subscribed && safely(() => listener(inspection)));
-      return () => {
-        subscribed = false;
-        unsubscribe();
-      };
-    },
+    watchTasks: taskGraphs.watch,
     ...harnessCallsOf,
     resume: () => requireHarness().resume(),
     // On the commit line: storage.query() switches the connection to query_only around the statement, and a
@@ -396,5 +393,5 @@ export function createHost(options: HostOptions): ServedHost {
     answerPageCall: pageCalls.answerPageCall,
   };
 
-  return { service: host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size + views() };
+  return { service: host, ready, listenerCount: () => statuses.size + reports.size + taskGraphs.size() + views() };
 }
