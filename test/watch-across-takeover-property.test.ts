@@ -3,7 +3,7 @@ import { expect, it } from "vitest";
 import { flush } from "./support.ts";
 import { pageWatch, type Tab, takeoverWorld } from "./takeover-world.ts";
 
-// Decision 0140, as a property: any interleaving of takeovers, the database coming back, commits on whichever tab
+// Decision 0140, as a property: any interleaving of takeovers (some during a rebuild under way), rebuilds, the database coming back, commits on whichever tab
 // holds it, pages that start or stop watching on tab `a`, and `a`'s close for good. A view on `a` hears nothing while
 // another tab has the database (never a stale or closed harness), goes on once `a` opens again with the fresh view's
 // entries (each once, in order), is never told lost while `a` may open again, and is told lost exactly once
@@ -13,7 +13,8 @@ type Op =
   | { kind: "note" }
   | { kind: "watch" }
   | { kind: "unwatch"; which: number }
-  | { kind: "takeover" }
+  | { kind: "takeover"; duringRebuild: boolean }
+  | { kind: "rebuild" }
   | { kind: "back" }
   | { kind: "close" };
 
@@ -21,7 +22,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   fc.constant({ kind: "note" as const }),
   fc.constant({ kind: "watch" as const }),
   fc.nat(7).map((which) => ({ kind: "unwatch" as const, which })),
-  fc.constant({ kind: "takeover" as const }),
+  fc.boolean().map((duringRebuild) => ({ kind: "takeover" as const, duringRebuild })),
+  fc.constant({ kind: "rebuild" as const }),
   fc.constant({ kind: "back" as const }),
   fc.constant({ kind: "close" as const }),
 );
@@ -30,7 +32,7 @@ it("S5, S9 (property): views on a tab across takeovers, returns, watches and a c
   await fc.assert(
     fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 14 }), async (ops) => {
       const world = takeoverWorld();
-      const a = world.tab("a");
+      const a = world.tab("a", true);
       await a.served.ready;
       await a.note(0);
       const conversationId = (await a.service.listConversations())[0]!.id;
@@ -71,8 +73,21 @@ it("S5, S9 (property): views on a tab across takeovers, returns, watches and a c
           for (const page of pages) page.heardAtTakeover = page.updates.length;
           other = world.tab(`other-${payload}`);
           await flush(4);
+          if (step.duringRebuild) {
+            a.rebuild(); // its reopen is under way when the takeover comes (0134's closedMeanwhile path)
+            await flush(4);
+          }
           other.service.requestTakeover();
+          if (step.duringRebuild) a.endRebuild();
           await expect.poll(() => other!.service.status().kind).toBe("ready");
+        } else if (step.kind === "rebuild") {
+          if (other) continue;
+          a.rebuild();
+          await flush(4);
+          a.endRebuild();
+          await expect.poll(() => a.harness()).toBeDefined();
+          await flush(8);
+          await checkFresh();
         } else if (step.kind === "back") {
           if (!other) continue;
           await flush(8);
