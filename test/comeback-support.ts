@@ -103,7 +103,9 @@ export async function comebackWorld(
       : undefined;
     // Writes made at the copy are forwarded to the tab over its link, as the object's own calls (follow-copy.ts).
     const holder = linkHolder((topic, method, args) => (instance ? instance.call(topic, method, args) : Promise.reject(new Error("none"))));
-    const service = follower && createCopyService({ copy: follower, holder, clock });
+    // As on Cloudflare: in the instance's switch its pages are answered NotReady, not the closed host's HarnessClosed (0139).
+    const switching = () => instance?.switching ?? false;
+    const service = follower && createCopyService({ copy: follower, holder, clock, switching });
     let instance: ObjectEnd | undefined;
     await follower?.ready;
     copyService = service;

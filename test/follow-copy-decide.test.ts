@@ -5,7 +5,7 @@ import { ARRIVAL_WAIT_MS, followingWrites, writesThroughObject } from "../src/br
 import { abortThroughObject, COPY, COPY_TOPIC, decideThroughObject, submitThroughObject } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
-import type { FollowAction, FollowRequest } from "../src/follow/object-end.ts";
+import type { FollowAction, FollowRequest } from "../src/follow/object-end-options.ts";
 import { rebuildFromObject } from "../src/follow/snapshot.ts";
 import { MAX_WAITING_PER_CALLER, WaitingWrites } from "../src/follow/waiting-writes.ts";
 import { FOLLOW_TOPICS } from "../src/follow/wire.ts";

@@ -7,7 +7,7 @@ import { ReadOnlySession } from "../src/errors.ts";
 import { COPY, COPY_TOPIC, submitThroughObject } from "../src/follow/copy-writes.ts";
 import { Follower } from "../src/follow/follower.ts";
 import { remoteArbiter } from "../src/follow/mirror.ts";
-import type { FollowAction, FollowRequest } from "../src/follow/object-end.ts";
+import type { FollowAction, FollowRequest } from "../src/follow/object-end-options.ts";
 import { rebuildFromObject } from "../src/follow/snapshot.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
 import type { HarnessService } from "../src/host/protocol.ts";

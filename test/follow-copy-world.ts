@@ -12,7 +12,8 @@ import { COPY, type CopyWritesOptions, copyWrites } from "../src/follow/copy-wri
 import { answerForwarded, type HolderPort, linkHolder } from "../src/follow/forwarding.ts";
 import { FollowLink } from "../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../src/follow/mirror.ts";
-import { type FollowAction, type FollowRequest, ObjectEnd } from "../src/follow/object-end.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
+import type { FollowAction, FollowRequest } from "../src/follow/object-end-options.ts";
 import type { FollowTopic } from "../src/follow/wire.ts";
 import { createHost } from "../src/host/host.ts";
 import { type AnyTool, createRegistry, defineExtension, Harness, memoryEnvs, type Storage } from "../src/index.ts";

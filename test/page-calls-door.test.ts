@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
-import { type FollowAction, type FollowRequest, ObjectEnd } from "../src/follow/object-end.ts";
+import { ObjectEnd } from "../src/follow/object-end.ts";
+import type { FollowAction, FollowRequest } from "../src/follow/object-end-options.ts";
 import { encodeFollowMessage } from "../src/follow/wire.ts";
 import { createRegistry, defineExtension, definePageTool, Harness, type Storage } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";

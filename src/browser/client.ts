@@ -21,6 +21,7 @@ import { shapeOf } from "../host/error-wire.ts";
 import { type HarnessStatus, PAGE_TEST_HOOK, type TabRole } from "../host/protocol.ts";
 import { wrapHost } from "./comlink.ts";
 import { LeavingSocket, pageLeaves, ticketIn } from "./leaving.ts";
+import { resendingNotReady } from "./not-ready-resend.ts";
 import { type ReconnectingEndpoint, type SocketLike, socketEndpoint } from "./socket.ts";
 import { type TabsEndpoint, tabsEndpoint } from "./tabs/follower.ts";
 import { STATUS_ASK_MS } from "./tabs/own-status.ts";
@@ -54,7 +55,7 @@ export class HarnessClient extends HostClient {
       const url = target.url.replace(/^http/, "ws");
       /** The attempt of the `unserved` the socket told last (undefined: its last state was another). */
       let unserved: number | undefined;
-      const socket = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike), {
+      const connected = socketEndpoint(target.connect ?? (() => new WebSocket(url) as SocketLike), {
         // While the page reconnects, its status says so; the host's status comes back with the connection. While the
         // open connection cannot serve a subscription now, it says reconnecting too (as a worker's page does; decision
         // 0117), and the host's last status once every one is served again.
@@ -77,6 +78,8 @@ export class HarnessClient extends HostClient {
           this?.transportStatus({ kind: "reconnecting", attempt, retryInMs, ...(error && { error }) }, unserved !== undefined, fresh);
         },
       });
+      // A call the object answers NotReady (its switch after a hand-back) goes again by itself for a while (decision 0139).
+      const socket = resendingNotReady(connected, { clock: systemClock });
       super(socket, `page-${crypto.randomUUID()}`);
       this.worker = undefined;
       this.#socket = socket;

@@ -2,7 +2,7 @@
  * What a harness object answers when something failed: a library error as JSON, never the object's stack
  * (bundle paths), with an HTTP status that says whose move it is.
  */
-import { AuthorizeFailed, DurableError, NotAuthorized } from "../errors.ts";
+import { AuthorizeFailed, DurableError, NotAuthorized, NotReady } from "../errors.ts";
 import { type SerializedError, serializeError } from "../host/error-wire.ts";
 
 /** A library error for a page: its class, message and details, not the object's stack. */
@@ -17,12 +17,19 @@ function isSerialized(error: unknown): error is SerializedError {
 
 /**
  * The answer to a request that failed with `error`: JSON `{ error: { name, message, details? } }`, status 503
- * when it is the harness's failed open (`failedOpen`: the object serves nothing until that is fixed) or the app's
- * `authorize` hook failed (`AuthorizeFailed`: try again later), 403 for a call the object's doors refused this
+ * when it is the harness's failed open (`failedOpen`: the object serves nothing until that is fixed), the app's
+ * `authorize` hook failed (`AuthorizeFailed`: try again later) or the object is between its harnesses (`NotReady`, its
+ * switch after a hand-back, decision 0139: send it again, a write under the same key), 403 for a call the object's doors refused this
  * caller, 400 for the library's other errors (a bad argument, a conflict), 500 for anything else.
  */
 export function errorAnswer(error: unknown, failedOpen: boolean): Response {
   const status =
-    failedOpen || error instanceof AuthorizeFailed ? 503 : error instanceof NotAuthorized ? 403 : error instanceof DurableError ? 400 : 500;
+    failedOpen || error instanceof AuthorizeFailed || error instanceof NotReady
+      ? 503
+      : error instanceof NotAuthorized
+        ? 403
+        : error instanceof DurableError
+          ? 400
+          : 500;
   return Response.json({ error: pageError(error) }, { status });
 }

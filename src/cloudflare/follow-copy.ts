@@ -33,6 +33,8 @@ export interface ObjectCopyOptions {
   place: string;
   /** The object's end, once it started (the forwards go through it). */
   end: () => Promise<ObjectEnd> | undefined;
+  /** Whether the object is in its switch (`ObjectEnd.switching`): pages are answered `NotReady` there (decision 0139). */
+  switching?: () => boolean;
 }
 
 /** The copy's host and the service pages get (`copy.service`); `listenerCount` of the copy's host. */
@@ -68,6 +70,7 @@ export function objectCopy(options: ObjectCopyOptions): { copy: CopyService; lis
     where: () => `${book.record.holder ?? "no place"} (lease epoch ${book.record.epoch})`,
     // The object's host is told the holder from its own LeaseBook, as a tab is from the object (decision 0067).
     heldBy: () => heldByOf(book.record, options.place),
+    ...(options.switching ? { switching: options.switching } : {}),
   });
   return { copy, listenerCount: host.listenerCount };
 }

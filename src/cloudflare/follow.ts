@@ -12,7 +12,7 @@ import { systemClock } from "../base/clock.ts";
 import type { Json } from "../base/json.ts";
 import { InvalidRequest } from "../errors.ts";
 import { DEFAULT_LEASE_TTL_MS, LeaseBook, type LeaseRecord, randomFirstEpoch } from "../follow/arbiter.ts";
-import type { AnswerStore, FollowAction, FollowRequest } from "../follow/object-end.ts";
+import type { AnswerStore, FollowAction, FollowRequest } from "../follow/object-end-options.ts";
 import { encodeFollowMessage } from "../follow/wire.ts";
 import type { Ownership } from "../host/ownership.ts";
 import type { LogMark } from "../storage/records.ts";

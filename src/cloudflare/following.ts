@@ -12,7 +12,8 @@ import type { LeaseBook } from "../follow/arbiter.ts";
 import { COPY } from "../follow/copy-writes.ts";
 import type { LoggedBatch } from "../follow/handover.ts";
 import { tellingFailures } from "../follow/object-door.ts";
-import { ObjectEnd, type ObjectTopicHandler } from "../follow/object-end.ts";
+import { ObjectEnd } from "../follow/object-end.ts";
+import type { ObjectTopicHandler } from "../follow/object-end-options.ts";
 import { SERVER_TOOLS_TOPIC } from "../follow/server-call-messages.ts";
 import type { Harness } from "../harness.ts";
 import type { OnAuthorizeError } from "../host/doors.ts";
@@ -65,6 +66,8 @@ export interface FollowingOptions {
 export class ObjectFollowing {
   /** The object's end of the follow links, once started on the copy. */
   readonly end: Promise<ObjectEnd>;
+  /** The same, once started. */
+  #started: ObjectEnd | undefined;
   readonly #ctx: DurableObjectState;
   readonly #follow: FollowOptions;
   readonly #holds: () => boolean;
@@ -113,7 +116,17 @@ export class ObjectFollowing {
       options.restorePages(); // pages that stayed through a hibernation watch the copy again
       return end;
     });
-    this.end.then(() => this.armExpiry()).catch(() => {});
+    this.end
+      .then((end) => {
+        this.#started = end;
+        this.armExpiry();
+      })
+      .catch(() => {});
+  }
+
+  /** Whether this instance is in its switch (`ObjectEnd.switching`; decision 0139): pages are answered `NotReady`. */
+  get switching(): boolean {
+    return this.#started?.switching ?? false;
   }
 
   /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */

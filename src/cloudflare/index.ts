@@ -1,5 +1,5 @@
 export { COPY_FOLLOW_ACTIONS, TAB_FOLLOW_ACTIONS, WATCH_FOLLOW_ACTIONS } from "../follow/follow-actions.ts";
-export type { FollowAction } from "../follow/object-end.ts";
+export type { FollowAction } from "../follow/object-end-options.ts";
 export type { Authorize, AuthorizeErrorAt, CallAtDoor, OnAuthorizeError } from "../host/doors.ts";
 export { ALL_POWERS, type Exposure, type MethodName } from "../host/protocol.ts";
 export { DurableObjectDatabase, type DurableObjectDatabaseOptions } from "./database.ts";

@@ -150,6 +150,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
             book,
             place,
             end: () => this.#following?.end,
+            switching: () => this.#following?.switching ?? false,
           })
         : undefined;
     if (copied) holderChanged = () => copied.copy.holderChanged();
@@ -261,8 +262,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
 
   /**
    * The answer to a request that failed with `error` (answers.ts): JSON `{ error: { name, message, details? } }`
-   * (no stack), status 503 when the harness could not open or `authorize` failed, 403 for a call the object's doors
-   * refused this caller, 400 for the library's other errors, 500 for anything else. Subclasses' routes use it too.
+   * (no stack), status 503 when the harness could not open, `authorize` failed or it is `NotReady` (its switch), 403
+   * for a call the object's doors refused this caller, 400 for the library's other errors, 500 for anything else.
+   * Subclasses' routes use it too.
    */
   protected async errorResponse(error: unknown): Promise<Response> {
     const failedOpen = await this.ready.then(

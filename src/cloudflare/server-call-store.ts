@@ -5,7 +5,7 @@ import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import { cloneJson, type Json } from "../base/json.ts";
 import type { EnvFactory } from "../env/types.ts";
 import type { LeaseBook } from "../follow/arbiter.ts";
-import type { ObjectTopicHandler } from "../follow/object-end.ts";
+import type { ObjectTopicHandler } from "../follow/object-end-options.ts";
 import { type ServerCallStore, ServerCalls, type StoredServerCall } from "../follow/server-calls.ts";
 import type { Registry } from "../tasks/registry.ts";
 import type { DurableObjectStorage, SqlStorage } from "./types.ts";

@@ -19,6 +19,7 @@ import { type HarnessService, type HarnessStatus, type HeldBy, type MethodName, 
 import { CopySubscriptions } from "./copy-subscriptions.ts";
 import { answerForwarded, type ForwardAnswer, type ForwardedWrite, type HolderPort, holderUnreachable } from "./forwarding.ts";
 import type { LoggedBatch } from "./handover.ts";
+import { answeredInSwitch } from "./switch-answers.ts";
 
 /** How often a forward that got no answer is sent again, on the harness clock (the holder dedupes by key). */
 export const FORWARD_RESEND_MS = 1_000;
@@ -45,6 +46,12 @@ export interface CopyServiceOptions {
   heldBy?: () => HeldBy | undefined;
   /** Mints the key of a forwarded write sent without one. Default `randomIds` (decision 0078). */
   newKey?: IdSource;
+  /**
+   * Whether this place is in its switch (`ObjectEnd.switching`): handed the lease back, its held host closed, the next
+   * instance to follow. Then what that host refuses `HarnessClosed` is `NotReady` to every caller of `service`
+   * (switch-answers.ts, decision 0139). Default: never (a close is a close).
+   */
+  switching?: () => boolean;
 }
 
 export interface CopyService {
@@ -261,7 +268,7 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
   };
 
   const copyService: CopyService = {
-    service,
+    service: options.switching ? answeredInSwitch(service, options.switching) : service,
     async follow(batch) {
       if (holding) throw new HarnessClosed();
       await (await follower).follow(batch, ctx);

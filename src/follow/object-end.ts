@@ -24,7 +24,7 @@ import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { holderOf } from "./lease-holder.ts";
-import { allowed, answerHelloCall, doorOf, errorShape, switchRefusal } from "./object-door.ts";
+import { allowed, answerHelloCall, doorOf, errorShape } from "./object-door.ts";
 import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
 import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
@@ -34,18 +34,9 @@ import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
 import { SnapshotAnswers } from "./snapshot-answers.ts";
+import { HandBackSwitch, switchRefusal } from "./switch-answers.ts";
 import { encodeFollowMessage, FOLLOW_TOPICS, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
 import { WIRE_TOPIC } from "./wire-version.ts";
-
-export type {
-  AnswerStore,
-  FollowAction,
-  FollowAuthorize,
-  FollowRequest,
-  ObjectEndOptions,
-  ObjectTopicHandler,
-  SpeaksFor,
-} from "./object-end-options.ts";
 
 export class ObjectEnd {
   readonly #options: ObjectEndOptions;
@@ -66,8 +57,8 @@ export class ObjectEnd {
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
-  /** This instance handed the lease back: its copy says `holding` until the next instance (its switch, decision 0130). */
-  #handedBack = false;
+  /** This instance's hand-back and what follows it until the next instance: its switch (decisions 0130, 0139). */
+  readonly #switch = new HandBackSwitch();
   /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
   readonly #pageCalls = new PageCallRelay(
     "object",
@@ -130,6 +121,14 @@ export class ObjectEnd {
     if (!holder) feed.hold(arrival.head); // what this copy wrote while it held the lease is still a tab's to follow
     end.#holder = holder;
     return end;
+  }
+
+  /**
+   * Handing the lease back (its harness draining), or handed back with no harness open here since: its switch (decisions
+   * 0130, 0135, 0139), where what its closing or closed host refuses `HarnessClosed` is `NotReady` (switch-answers.ts).
+   */
+  get switching(): boolean {
+    return this.#switch.switching(this.#arrival.harness !== undefined);
   }
 
   /** The harness, once this place holds the lease. */
@@ -278,7 +277,7 @@ export class ObjectEnd {
             (error: unknown): ObjectMessage => ({
               type: "answer",
               id,
-              error: errorShape(switchRefusal(error, keyed && this.#handedBack && !this.#arrival.harness, "call again, same key")),
+              error: errorShape(switchRefusal(error, keyed && this.switching, "call again, same key")),
             }),
           ),
         async (settled) => {
@@ -318,7 +317,7 @@ export class ObjectEnd {
         const epochs = all && historyWindow(all, 0, Number.MAX_SAFE_INTEGER);
         // The object between harnesses is no refusal of the pusher: NotReady, it pushes again (the resend skips what was
         // stored, by position); any other HarnessClosed stays final (decision 0130 and its review, M1).
-        const refusal = switchRefusal(error, this.#handedBack && !this.#arrival.harness, "push again");
+        const refusal = switchRefusal(error, this.switching, "push again");
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(refusal), ...(epochs ? { epochs } : {}) }));
       }
     });
@@ -375,17 +374,19 @@ export class ObjectEnd {
    * again after that, it answers the same release. Resolves with `{ epoch, position: P }`.
    */
   async #handBack(place: string, head: number): Promise<Json> {
-    return this.#line.run(async () => {
-      const desk = { book: this.#options.book, place: this.#options.place, head: this.head };
-      const handed = await handBack(desk, this.#holder, place, head);
-      if (handed.mark) {
-        this.#holder = undefined;
-        this.#handedBack = true;
-        this.#arrival.handedBack(handed.mark.position);
-        this.#options.onHandedBack?.(handed.mark);
-      }
-      return { epoch: handed.epoch, position: handed.position };
-    });
+    return this.#line.run(() =>
+      this.#switch.during(async () => {
+        const desk = { book: this.#options.book, place: this.#options.place, head: this.head };
+        const handed = await handBack(desk, this.#holder, place, head);
+        if (handed.mark) {
+          this.#holder = undefined;
+          this.#switch.handed();
+          this.#arrival.handedBack(handed.mark.position);
+          this.#options.onHandedBack?.(handed.mark);
+        }
+        return { epoch: handed.epoch, position: handed.position };
+      }),
+    );
   }
 
   /** The arrival's hand-over messages, as the link's. */

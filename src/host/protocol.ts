@@ -286,7 +286,8 @@ export const PROTOCOL = {
     forwarded: true,
   }),
   waitForSubmission: row("call", args([id]), { retry: "safe", exposure: "page" }),
-  abortConversation: row("call", args([id]), { retry: "safe", exposure: "page", forwarded: true }),
+  // Never sent again: it stops the runs going when it arrives, so a resend could stop one started since (0135's H1, 0139).
+  abortConversation: row("call", args([id]), { exposure: "page", forwarded: true }),
   compact: row("call", args([id], [text({ empty: true, max: 10_000 })]), { exposure: "page" }),
   watchConversation: row("subscribe", args([id]), { exposure: "page", answeredByClient: true }),
   conversationEntries: row("call", args([id, id, integer(1, 1000)]), { retry: "safe", exposure: "page" }),
