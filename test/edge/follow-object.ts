@@ -13,6 +13,8 @@
  * - `/listeners`: how many listeners the object's hosts hold for pages (its copy's and its own).
  * - `/abort`: `ctx.abort()` now. `/documents`: the keys and sizes of the documents of scope `large`.
  * - `/instance`: a name of this instance (a new one after an eviction).
+ * - `/hold-alarms`: this instance's alarms do nothing from now on, so an instance that handed the lease back stays in
+ *   its switch (decision 0139) until `/abort` ends it, as its alarm would.
  */
 import { counterTask, SEED_QUERY } from "../../examples/counter-task.ts";
 import { type DurableObjectState, type DurableObjectStorage, HarnessObject } from "../../src/cloudflare/index.ts";
@@ -74,6 +76,7 @@ function chargeTool(storage: DurableObjectStorage) {
 export class FollowObject extends HarnessObject<Env> {
   readonly #plan: { armed: boolean; dead: boolean };
   readonly #instance = crypto.randomUUID();
+  #holdAlarms = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     const plan = { armed: false, dead: false };
@@ -103,6 +106,10 @@ export class FollowObject extends HarnessObject<Env> {
     this.#plan = plan;
   }
 
+  override async alarm(): Promise<void> {
+    if (!this.#holdAlarms) await super.alarm();
+  }
+
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/abort") {
@@ -110,6 +117,10 @@ export class FollowObject extends HarnessObject<Env> {
       return new Response("aborted");
     }
     if (url.pathname === "/instance") return Response.json({ instance: this.#instance });
+    if (url.pathname === "/hold-alarms") {
+      this.#holdAlarms = true;
+      return Response.json({ holding: true });
+    }
     if (url.pathname === "/listeners") return Response.json({ listeners: this.listenerCount() });
     if (url.pathname === "/arm") {
       this.#plan.armed = true;
