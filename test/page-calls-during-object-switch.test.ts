@@ -12,7 +12,7 @@ import { describe, expect, it } from "vitest";
 import { resendingNotReady } from "../src/browser/not-ready-resend.ts";
 import { socketEndpoint } from "../src/browser/socket.ts";
 import { errorAnswer } from "../src/cloudflare/answers.ts";
-import { type HostEndpoint, hostEndpoint } from "../src/host/endpoint.ts";
+import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../src/host/endpoint.ts";
 import { HarnessClosed, NotReady } from "../src/index.ts";
 import { ScriptedModels } from "./agent-support.ts";
 import { comebackWorld } from "./comeback-support.ts";
@@ -26,13 +26,19 @@ type World = Awaited<ReturnType<typeof comebackWorld>>;
 function pageOf(world: World) {
   const sent: Array<{ method: string; args: unknown[] }> = [];
   // The object's current instance serves each frame (the next one once `nextInstance()` started it), as its socket does.
+  const served = new WeakMap<object, ServedEndpoint>();
+  const current = () => {
+    const service = world.copyService!.service;
+    if (!served.has(service)) served.set(service, hostEndpoint(service));
+    return served.get(service)!;
+  };
   const object: HostEndpoint = {
     call: (method, args) => {
       sent.push({ method, args });
-      return hostEndpoint(world.copyService!.service).call(method, args);
+      return current().call(method, args);
     },
-    subscribe: () => Promise.reject(new Error("no subscriptions here")),
-    unsubscribe: () => {},
+    subscribe: (method, args, emit, lost) => current().subscribe(method, args, emit, lost),
+    unsubscribe: (id) => current().unsubscribe(id),
   };
   const sockets = scriptedSockets(object);
   const timers = { setTimer: (fire: () => void, ms: number) => world.clock.setTimer(ms, fire), now: world.clock.now };
@@ -200,6 +206,20 @@ describe("a page connected to the object, in the object's switch after a take-ba
       { numRuns: 8 },
     );
   }, 60_000);
+
+  it("S12: a conversation's watch asked in the switch waits (the socket asks again) and starts on the next instance's copy (before: rejected at once)", async () => {
+    const { world, conversationId, tab } = await inSwitch();
+    const { page } = pageOf(world);
+    const views: unknown[] = [];
+    const watched = settle(page.subscribe("watchConversation", [conversationId], (view) => void views.push(view)));
+    const until = world.clock.now() + 5_000;
+    await runUntil(world.clock, () => world.clock.now() >= until || watched.done);
+    expect(watched.done).toBe(false); // waiting, asked again after each backoff
+    await world.nextInstance();
+    await runUntil(world.clock, () => watched.done && views.length > 0, 5_000);
+    expect(watched.error).toBeUndefined();
+    await tab.harness.close(ctx);
+  });
 
   it("S12: POST /rpc in the switch is answered HTTP 503 NotReady (send it again), a real close's HarnessClosed stays 400", async () => {
     const { world, conversationId, tab } = await inSwitch();

@@ -21,7 +21,7 @@
  * drawn from its upper half so that many pages dropped at once do not come back in step.
  */
 
-import { ConnectionLost, NotFound } from "../errors.ts";
+import { ConnectionLost, NotFound, NotReady } from "../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
 import { shapeOf } from "../host/error-wire.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
@@ -339,8 +339,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
             // the next connection — it waits and is asked again after its backoff, as an answered one is, `unserved`
             // meanwhile (decision 0117, later: before, it rejected, and HostClient's status stayed `reconnecting`). So
             // does the status subscription at its first ask: its caller (the page's client, asking once) cannot ask
-            // again, and the page showed `failed` until the next connection (decision 0123).
-            if ((carried || method === "onStatus") && held() && !closed && !dead.has(link) && !refusalOf(error)) {
+            // again, and the page showed `failed` until the next connection (decision 0123). So does any subscribe the object
+            // answers `NotReady` (its switch after a hand-back; its next instance serves it, decision 0139).
+            const waits = carried || method === "onStatus" || error instanceof NotReady;
+            if (waits && held() && !closed && !dead.has(link) && !refusalOf(error)) {
               await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, error, resume)), givenUp]);
               continue;
             }
