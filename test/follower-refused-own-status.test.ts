@@ -31,10 +31,14 @@ const authorize = (door: Door) => (_caller: unknown, call: { method: string }) =
 
 /** Another tab's worker that leads `database`, its door `door`, and this tab's page over its own worker that waits. */
 async function twoTabs(database: string, leaderDoor: Door, ownDoor: Door) {
+  // The leader's worker holds its life lock (its followers learn it went when the lock is granted to them).
+  const leaderLife = `life:${crypto.randomUUID()}`;
+  void locks.request(leaderLife, () => new Promise<never>(() => {}));
   const leader = createHost({
     database,
     openStorage: () => sqliteMemoryBackend.create(),
     harness: { registry: createRegistry() },
+    ownership: { ...holds(), lifeLock: async () => leaderLife },
     now: () => 0,
   });
   serveTabs(leader.service, database, { authorize: authorize(leaderDoor) });
@@ -43,14 +47,14 @@ async function twoTabs(database: string, leaderDoor: Door, ownDoor: Door) {
 
   const lifeLock = `life:${crypto.randomUUID()}`;
   void locks.request(lifeLock, () => new Promise<never>(() => {}));
-  let cancel!: () => void;
-  const cancelled = new Promise<undefined>((resolve) => (cancel = () => resolve(undefined)));
+  let end!: (release: (() => void) | undefined) => void;
+  const granted = new Promise<(() => void) | undefined>((resolve) => (end = resolve));
   const ownership: Ownership = {
     async acquire(waiting) {
       waiting();
-      return cancelled; // another tab holds the database for good
+      return granted; // another tab holds the database until `grant()`
     },
-    cancel: () => cancel(),
+    cancel: () => end(undefined),
     requestTakeover: () => {},
     onTakeoverRequest: () => {},
     lifeLock: async () => lifeLock,
@@ -64,6 +68,7 @@ async function twoTabs(database: string, leaderDoor: Door, ownDoor: Door) {
   });
   const channel = new MessageChannel();
   exposeHost(own.service, channel.port1 as never, { authorize: authorize(ownDoor) });
+  serveTabs(own.service, database, { authorize: authorize(ownDoor) }); // as the browser's worker does
   const client = new HarnessClient(Object.assign(channel.port2, { terminate() {} }) as unknown as Worker);
   cleanups.push(async () => {
     client.terminate();
@@ -73,7 +78,18 @@ async function twoTabs(database: string, leaderDoor: Door, ownDoor: Door) {
   });
   await until(() => own.service.status().kind === "waiting-for-lock", "the own worker waits for the lock");
   await until(() => client.status.kind === "failed", "the page's status refused");
-  return { leader, own, client };
+  /** The leader's tab goes (its worker closed, its life lock let go) and this tab's worker takes the database. */
+  const leaderGoes = async () => {
+    await leader.service.close();
+    locks.die(leaderLife);
+    end(() => {});
+  };
+  return { leader, own, client, leaderGoes };
+}
+
+/** An ownership that holds the database at once. */
+function holds(): Omit<Ownership, "lifeLock"> {
+  return { acquire: async () => () => {}, cancel: () => {}, requestTakeover: () => {}, onTakeoverRequest: () => {} };
 }
 
 const outcome = (promise: Promise<unknown>) => {
@@ -107,6 +123,23 @@ it("0142 (S4's one owner, across tabs): a page refused its own worker's status, 
   await client.createConversation();
   expect(ownDoor.asked.filter((method) => method === "createConversation").length).toBe(ownAsked);
   expect(await leader.service.query("SELECT count(*) AS n FROM conversations")).toEqual([{ n: 2 }]);
+});
+
+it("0142: after it followed the leader, the leader's tab goes and this tab's worker takes the database: the page's calls are answered by its own worker (over the database's channel) and stored there", async () => {
+  const database = `refused-then-own-${crypto.randomUUID()}`;
+  const leaderDoor: Door = { status: "allow", asked: [] };
+  const ownDoor: Door = { status: "refuse", asked: [] };
+  const { leader, own, client, leaderGoes } = await twoTabs(database, leaderDoor, ownDoor);
+  await client.createConversation();
+  expect(await leader.service.query("SELECT count(*) AS n FROM conversations")).toEqual([{ n: 1 }]);
+  await leaderGoes();
+  await until(() => own.service.status().kind === "ready", "this tab's worker holds the database");
+  const created = outcome(client.createConversation());
+  await until(() => created.value !== "pending", "the call answered");
+  expect(created.value).toBe("ok number");
+  expect(await own.service.query("SELECT count(*) AS n FROM conversations")).toEqual([{ n: 1 }]);
+  // Its status is still refused by its own door: the page sees it through that worker's tabs door, which refuses it too.
+  expect(client.status.kind).toBe("failed");
 });
 
 it("0142: the leader's door refusing the status too, the call is still answered by the leader; the leader's door refusing the call, it fails with NotAuthorized at once — never 'not open', never left waiting", async () => {
