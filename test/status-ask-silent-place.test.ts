@@ -6,11 +6,12 @@
  * a `ready()` made after it — waited for good. The id may come before the first value (comlink): `again()` still
  * settles only at the value (the tried fix that settled at the id broke that; decision 0138's Review).
  */
+import fc from "fast-check";
 import { afterEach, expect, it, vi } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { exposeHost } from "../src/browser/comlink.ts";
 import { STATUS_ASK_MS, watchStatus } from "../src/browser/tabs/own-status.ts";
-import { NotAuthorized } from "../src/errors.ts";
+import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import { createHost } from "../src/host/host.ts";
 import type { HarnessService, HarnessStatus } from "../src/host/protocol.ts";
@@ -145,3 +146,42 @@ it("0142 (the order the tried fix broke): an id that comes before the first valu
   expect(resolvedWith).toBe("ready");
   watch.close();
 });
+
+it("0142 (property, hostile places): whatever each status ask meets — refused, thrown, taken and silent, served late or at once — again() settles by the ask's bound on the clock, and close() leaves no timer (fails before: a silent ask left again() pending)", async () => {
+  type Answer = "refuse" | "throw" | "silent" | "late" | "sync";
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.constantFrom<Answer>("refuse", "throw", "silent", "late", "sync"), { minLength: 1, maxLength: 6 }),
+      async (script) => {
+        let asks = 0;
+        const endpoint: HostEndpoint = {
+          call: () => Promise.reject(new Error("no calls here")),
+          subscribe: async (_method, _args, emit) => {
+            const answer = script[asks++] ?? "sync";
+            const ready = () => emit({ kind: "ready", database: "d", role: "leader" });
+            if (answer === "sync") ready();
+            await macrotask();
+            if (answer === "refuse") throw new NotAuthorized("onStatus", "the hook said no.");
+            if (answer === "throw") throw new AuthorizeFailed("onStatus");
+            if (answer === "late") setTimeout(ready, 1);
+            return asks;
+          },
+          unsubscribe: () => {},
+        };
+        const clock = createManualClock(0);
+        const watch = watchStatus(endpoint, () => {}, { clock });
+        for (let step = 0; step < script.length; step++) {
+          let settled = false;
+          void watch.again().then(() => (settled = true));
+          await settle();
+          if (!settled) clock.advance(STATUS_ASK_MS);
+          await settle();
+          expect(settled).toBe(true);
+        }
+        watch.close();
+        expect(clock.pending).toBe(0);
+      },
+    ),
+    { numRuns: 60 },
+  );
+}, 120_000);
