@@ -6,12 +6,37 @@ import { afterEach, beforeEach } from "vitest";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
 
-/** Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. */
+/**
+ * Web Locks, in one process: a lock is held until its callback's promise settles, or its holder `dies`. `client(id)` is
+ * the same lock manager as one browsing context sees it: what it holds, `query()` names with its `clientId` (as
+ * Chromium does); a lock asked of the manager itself has none (`query()` then cannot say who holds it).
+ */
 export class Locks {
   readonly #held = new Map<string, () => void>();
+  readonly #holders = new Map<string, string | undefined>();
   readonly #queues = new Map<string, Array<() => void>>();
 
   request(name: string, ...rest: unknown[]): Promise<unknown> {
+    return this.#request(undefined, name, rest);
+  }
+
+  /** This lock manager as the context `clientId` sees it (for `navigator.locks`). */
+  client(clientId: string): LockManager {
+    return {
+      request: (name: string, ...rest: unknown[]) => this.#request(clientId, name, rest),
+      query: () => this.query(),
+    } as unknown as LockManager;
+  }
+
+  /** What is held, and by which client (`clientId` undefined for what the manager itself was asked). */
+  async query(): Promise<{ held: Array<{ name: string; mode: "exclusive"; clientId?: string }>; pending: [] }> {
+    return {
+      held: [...this.#held.keys()].map((name) => ({ name, mode: "exclusive" as const, clientId: this.#holders.get(name) })),
+      pending: [],
+    };
+  }
+
+  #request(clientId: string | undefined, name: string, rest: unknown[]): Promise<unknown> {
     const callback = rest.pop() as (lock: { name: string } | null) => unknown;
     const options = (rest[0] ?? {}) as { signal?: AbortSignal; ifAvailable?: boolean };
     return new Promise((resolve, reject) => {
@@ -21,9 +46,11 @@ export class Locks {
           if (released) return;
           released = true;
           this.#held.delete(name);
+          this.#holders.delete(name);
           this.#queues.get(name)?.shift()?.();
         };
         this.#held.set(name, release);
+        this.#holders.set(name, clientId);
         const held = Promise.resolve().then(() => callback({ name }));
         held.finally(release).catch(() => {});
         held.then(resolve, reject);

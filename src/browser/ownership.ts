@@ -9,11 +9,14 @@
  */
 import type { Ownership } from "../host/ownership.ts";
 
+/** The Web Lock the worker that has `database` open holds (the tabs check a leader's announcement against it). */
+export const databaseLock = (database: string) => `pi-durable-web:${database}`;
+
 /** Ownership by Web Locks, or undefined where there are none (old browsers, Node): then the app keeps one owner. */
 export function webLocksOwnership(database: string): Ownership | undefined {
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;
   if (!locks) return undefined;
-  const lockName = `pi-durable-web:${database}`;
+  const lockName = databaseLock(database);
   let cancelled = false;
   let onTakeover: () => void = () => {};
   /** The wait in progress: its queued request, and how to jump the queue instead. */

@@ -8,11 +8,12 @@ import { cancelPending, pendingSubscription } from "../../host/pending-subscript
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
 import { OWN, sendCall, type Target } from "./calls.ts";
-import { type Link, openLink } from "./link.ts";
+import { followLeaders } from "./leaders.ts";
+import type { Link } from "./link.ts";
 import { watchStatus } from "./own-status.ts";
 import { isLocal, isLoss } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
-import { type BrokerMessage, broker, channelName } from "./wire.ts";
+import { broker } from "./wire.ts";
 
 interface Subscription {
   method: string;
@@ -57,8 +58,6 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    */
   let waitsElsewhere = false;
   let database: string | undefined;
-  let channel: BroadcastChannel | undefined;
-  let leader: Link | undefined;
   let current: Target | undefined;
   let disposed = false;
   let lastId = 0;
@@ -74,7 +73,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
 
   const readyTarget = (): Target | undefined => {
     if (ownStatus.kind === "ready") return OWN;
-    return leader?.status?.kind === "ready" ? leader : undefined;
+    const link = leaders.link;
+    return link?.status?.kind === "ready" ? link : undefined;
   };
   /**
    * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or recovers, or
@@ -89,7 +89,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   const pick = (fresh: boolean): Target | undefined => {
     const target = readyTarget();
     if (target || !fresh) return target;
-    if (following() && leader?.status?.kind === "failed") return leader;
+    if (following() && leaders.link?.status?.kind === "failed") return leaders.link;
     const unseen = !waitsElsewhere && (ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads)));
     const settled = unseen || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
@@ -128,7 +128,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   const place = (): HarnessStatus => {
     if (ownStatus.kind === "ready") return { ...ownStatus, role: "leader" };
     if (!following()) return ownStatus;
-    const led = leader?.status;
+    const led = leaders.link?.status;
     if (led?.kind === "ready") return { ...led, role: "follower" };
     // The leader's status asked again after a backoff, or refused (./link.ts; decision 0123's review, M1).
     if (led?.kind === "reconnecting" || led?.kind === "failed") return led;
@@ -277,63 +277,13 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   };
   const ownLeft = new Set<() => void>();
 
-  const lose = (link: Link) => {
-    if (leader !== link) return;
-    leader = undefined;
-    link.close();
-    changed();
-  };
-
-  /**
-   * Who leads, asked again after a `gone` dropped a link (decision 0137): after 500 ms, doubling to 10 s while links
-   * keep being dropped; a link accepted keeps the attempt 10 s, so a `gone` soon after it (a forged `bye` makes the leader
-   * send one: the session is in clear) goes on backing off. Before (the review of 0137, M2), asked at once: a forger
-   * answering each `connect` with a `gone` made hundreds of connects a second. A leader's real `gone` needs no ask (the
-   * next leader announces itself); one that still leads answers it.
-   */
-  const reasks = new UnservedWaits(clock);
-  const REASK = 0;
-  const askWhoLeads = () => reasks.next(REASK, () => !leader && channel?.postMessage({ type: "who-leads" } satisfies BrokerMessage));
-
-  const follow = (id: string) => {
-    if (!locks || !channel || leader?.leader === id) return;
-    leader?.close();
-    const link: Link = openLink(
-      id,
-      channel,
-      locks,
-      {
-        lose: () => lose(link),
-        changed: () => leader === link && changed(),
-        gone() {
-          if (leader !== link) return;
-          lose(link);
-          askWhoLeads();
-        },
-        accepted: () => leader === link && reasks.end(REASK, true),
-      },
-      clock,
-    );
-    leader = link;
-  };
+  const leaders = followLeaders(locks, clock, changed);
+  const lose = (link: Link) => leaders.lose(link);
 
   /** Opens the database's channel while following, and asks who leads; closes it otherwise. */
   const reconsider = () => {
-    if (following() && database !== undefined && locks) {
-      if (!channel) {
-        channel = new BroadcastChannel(channelName(database));
-        channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) =>
-          data?.type === "leader" && typeof data.leader === "string" && follow(data.leader);
-        channel.postMessage({ type: "who-leads" } satisfies BrokerMessage);
-      }
-    } else {
-      const link = leader;
-      leader = undefined;
-      link?.close();
-      channel?.close();
-      channel = undefined;
-      reasks.clear();
-    }
+    if (following() && database !== undefined) leaders.open(database);
+    else leaders.close();
     changed();
   };
 
@@ -387,7 +337,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       if (subscription) detach(subscription);
     },
     async askAgain() {
-      await Promise.all([ownWatch.again(), leader?.again()]);
+      await Promise.all([ownWatch.again(), leaders.link?.again()]);
     },
     close() {
       disposed = true;

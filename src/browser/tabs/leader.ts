@@ -7,6 +7,7 @@ import { clientMessageOf, serveMessages } from "../../host/messages.ts";
 import { keepCancel } from "../../host/pending-subscription.ts";
 import type { HarnessService } from "../../host/protocol.ts";
 import { type WorkerDoors, workerDoor } from "../comlink.ts";
+import { leaderMark } from "./leader-check.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
 /** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
@@ -26,11 +27,24 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
    */
   const accepted = new Set<string>();
   let leading = false;
+  /**
+   * Held for the worker's life before this id is ever posted: a follower takes an announcement only from the client
+   * that holds the database's lock and this mark (./leader-check.ts, decision 0141).
+   */
+  let marked = false;
+  const announce = () => marked && leading && channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+  void locks
+    .request(leaderMark(database, id), () => {
+      marked = true;
+      announce();
+      return new Promise<never>(() => {});
+    })
+    .catch(() => {});
 
   host.onStatus((status) => {
     if ((status.kind === "ready") === leading) return;
     leading = !leading;
-    if (leading) channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    if (leading) announce();
     else for (const drop of [...connections]) drop();
   });
 
@@ -79,7 +93,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
   channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) => {
     if (!leading) return;
     // Anything else on the database's channel (`null`, a connection that is no name) is no one's: ignored (decision 0123).
-    if (data?.type === "who-leads") channel.postMessage({ type: "leader", leader: id } satisfies BrokerMessage);
+    if (data?.type === "who-leads") announce();
     else if (data?.type === "connect" && data.leader === id && typeof data.connection === "string") accept(data.connection);
   };
 }

@@ -12,13 +12,15 @@
  * (decision 0137 and its review, M2).
  */
 
-import type { Clock } from "../../base/clock.ts";
+import { type Clock, systemClock } from "../../base/clock.ts";
 import { ConnectionLost } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import { shapeOf } from "../../host/error-wire.ts";
 import { messageEndpoint } from "../../host/messages.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
-import { type StatusWatch, watchStatus } from "./own-status.ts";
+import { checkLeader } from "./leader-check.ts";
+import { boundedCalls } from "./link-calls.ts";
+import { STATUS_ASK_MS, type StatusWatch, watchStatus } from "./own-status.ts";
 import { isLoss } from "./retry.ts";
 import type { Backoff } from "./unserved.ts";
 import { type BrokerMessage, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
@@ -39,11 +41,14 @@ export interface Link {
 }
 
 export interface LinkEvents {
-  /** The leader went (gone, its worker died, its status closed or failed, its connection lost). */
+  /** The leader went (its worker died, its status closed or failed, its connection lost, it fell silent). */
   lose(): void;
   /** The link's status changed. */
   changed(): void;
-  /** A `gone` dropped it (the leader's, or one who knows the connection): lost, and who leads is asked again. */
+  /**
+   * A `gone` dropped it (the leader's, or one who knows the connection), or no `accepted` came within `TAB_CONNECT_MS`
+   * (decision 0141): lost, and who leads is asked again.
+   */
   gone(): void;
   /** The leader accepted it. */
   accepted(): void;
@@ -56,14 +61,36 @@ export interface LinkEvents {
  */
 export const REFUSED_BACKOFF: Backoff = { firstMs: 5_000, maxMs: 60_000 };
 
-/** Connects to the leader `id` over the database's `channel`; `clock`'s timers ask its status again. */
-export function openLink(id: string, channel: BroadcastChannel, locks: LockManager, on: LinkEvents, clock?: Clock): Link {
+/**
+ * How long a `connect` may wait for its `accepted` (decision 0141): then the link gives that leader up and who leads is
+ * asked again, on the endpoint's backoff. Before, a link to an id that nobody accepted (a forged announcement, a leader
+ * gone before it answered) waited for good, the tab `waiting-for-lock` and its calls waiting with it. As long as a
+ * status ask may take (`STATUS_ASK_MS`).
+ */
+export const TAB_CONNECT_MS = STATUS_ASK_MS;
+/** At most this many `accepted`s are taken on one connection: the leader's is one of the first (see `sessions`). */
+const MAX_ACCEPTED = 4;
+
+/**
+ * Connects to the leader `id` of `database` over the database's `channel`; `clock`'s timers ask its status again and
+ * bound the connect and the calls.
+ */
+export function openLink(
+  id: string,
+  database: string,
+  channel: BroadcastChannel,
+  locks: LockManager,
+  on: LinkEvents,
+  clock: Clock = systemClock,
+): Link {
   const connection = `pi-durable-web:tab:${crypto.randomUUID()}`;
   const port = new BroadcastChannel(connection);
   const messages = messageEndpoint((message) => !link.closed && port.postMessage(message satisfies FollowerMessage));
   const life = new AbortController();
   let release = () => {};
   let watch: StatusWatch | undefined;
+  /** The connect's bound, until the first `accepted` or `gone`. */
+  let bound = () => {};
   /**
    * Asked to connect and not yet accepted: the one `accepted` this link takes. A repeated or forged one (the
    * connection's name is posted in clear on the database's channel) is ignored — before, each restarted the status
@@ -76,13 +103,23 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
    * the tab waited for the lock until another announcement.
    */
   let session: { name: string | undefined } | undefined;
+  /**
+   * Every session an `accepted` on this connection named (the first `MAX_ACCEPTED`): the `gone` this link takes says one
+   * of them. A forger that listens may post its `accepted` before the leader's; before 0141 the link took that one only
+   * and was then deaf to the leader's `gone` (decision 0137's "Not done"): after a drop it waited for good.
+   */
+  const sessions = new Set<string | undefined>();
+  /** The life locks asked for: the leader's death is told by its own; a forged one is checked first. */
+  const lifeLocks = new Set<string>();
   const link: Link = {
     leader: id,
-    endpoint: messages.endpoint,
+    // A call the leader does not answer is bounded by its silence (./link-calls.ts).
+    endpoint: { ...messages.endpoint, call: boundedCalls(messages.endpoint.call, clock, () => !link.closed && on.lose()) },
     closed: false,
     again: () => watch?.again() ?? Promise.resolve(),
     close() {
       if (link.closed) return;
+      bound();
       watch?.close();
       messages.fail(new ConnectionLost());
       // The leader takes a `bye` with this connection's session only; without one, the lock released below drops it.
@@ -97,8 +134,9 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
     if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
     if (data.type === "gone") {
       // Before its `accepted`, the leader may drop it too (it stopped leading first): taken from the `connect` on.
-      if (!(connecting || (session && data.session === session.name))) return;
+      if (!(connecting || (session && sessions.has(data.session)))) return;
       connecting = false;
+      bound();
       // Gone as it says, or told by one who knows the connection (nothing on these channels is secret): the endpoint
       // asks who leads again, and the leader, if it still leads, answers and is followed again — a link dropped never
       // leaves the tab waiting (decision 0137); on a backoff, so a forger that answers each `connect` with a `gone`
@@ -106,14 +144,20 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
       on.gone();
     } else if (data.type !== "accepted") {
       if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
+    } else if (session && sessions.size < MAX_ACCEPTED) {
+      // Another `accepted` (the leader's, after a forger's; or a forger's): its session is taken for a `gone`, its life
+      // lock only once Web Locks says the database's holder holds it. Nothing else: the watch is not asked again.
+      if (typeof data.session === "string") sessions.add(data.session);
+      watchLife(data.lifeLock, true);
     } else if (connecting) {
       connecting = false;
+      bound();
       session = { name: typeof data.session === "string" ? data.session : undefined };
+      sessions.add(session.name);
       on.accepted();
-      // The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab.
-      if (typeof data.lifeLock === "string") locks.request(data.lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
+      watchLife(data.lifeLock);
       watch = watchStatus(
-        messages.endpoint,
+        leaderStatuses(messages.endpoint),
         (status) => {
           link.status = status;
           if (status.kind === "closed" || status.kind === "failed") on.lose();
@@ -132,15 +176,60 @@ export function openLink(id: string, channel: BroadcastChannel, locks: LockManag
       );
     }
   };
+  /**
+   * The leader's worker died (closed, reloaded, crashed) when its life lock is granted to this tab. An `accepted`'s lock
+   * is asked for only where Web Locks does not say another client than the database's holder holds it (a forger's names a
+   * lock it frees at will, and the link would be lost at every connect: decision 0141); a later `accepted`'s (`vouched`)
+   * only where Web Locks says the holder holds it, as before 0141 none was.
+   */
+  const watchLife = (lifeLock: unknown, vouched = false) => {
+    if (typeof lifeLock !== "string" || lifeLocks.has(lifeLock) || lifeLocks.size >= MAX_ACCEPTED) return;
+    lifeLocks.add(lifeLock);
+    void checkLeader(locks, database, id, lifeLock).then((verdict) => {
+      if (verdict === "forged" || (vouched && verdict !== "genuine") || link.closed) return;
+      locks.request(lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
+    });
+  };
   // Held before asking to connect: the leader queues for it, and is granted it when this tab goes.
   locks
     .request(followerLock(connection), { signal: life.signal }, () => {
       if (!link.closed) {
         connecting = true;
         channel.postMessage({ type: "connect", leader: id, connection } satisfies BrokerMessage);
+        // Not accepted in time: that leader is given up, and who leads is asked again (decision 0141).
+        bound = clock.setTimer(TAB_CONNECT_MS, () => {
+          if (!connecting || link.closed) return;
+          connecting = false;
+          on.gone();
+        });
       }
       return new Promise<void>((resolve) => (release = resolve));
     })
     .catch(() => {});
   return link;
+}
+
+/**
+ * The leader's status as a link takes it (decision 0141). A leader serves its followers only while it is ready, and
+ * says `gone` when it stops; anything else on the status subscription — another status, or what is no status at all (a
+ * forger that listens may post an `event` under the subscription's id) — is told as `closed`: the link is lost and who
+ * leads is asked again. Before, a forged event set the link's status to whatever it carried, and a value that was no
+ * status left the tab `waiting-for-lock` for good.
+ */
+function leaderStatuses(endpoint: HostEndpoint): HostEndpoint {
+  const ready = (value: unknown) =>
+    typeof value === "object" &&
+    value !== null &&
+    (value as { kind?: unknown }).kind === "ready" &&
+    typeof (value as { database?: unknown }).database === "string";
+  return {
+    ...endpoint,
+    subscribe: (method, args, emit, lost) =>
+      endpoint.subscribe(
+        method,
+        args,
+        (value) => emit(ready(value) ? value : ({ kind: "closed", reason: "close" } satisfies HarnessStatus)),
+        lost,
+      ),
+  };
 }
