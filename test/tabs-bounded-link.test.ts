@@ -310,7 +310,7 @@ const late = fc.oneof(
   fc.nat().map((replay) => ({ replay })),
 );
 
-it("0141 (property, a forger that listens and sends anything): forged announcements (its marks held in its own client), accepted frames that win the race, answers under the follower's ids, gones and byes with overheard sessions, replays — the follower reaches the real leader (every connect after the forgery settles goes to it), a call is answered, and a keyed creation sent through it runs once (fails before 0141: counterexamples wait for good)", async () => {
+it("0141 (property, a forger that listens and sends anything): forged announcements (its marks held in its own client), accepted frames that win the race, answers under the follower's ids, gones and byes with overheard sessions, replays — the follower reaches the real leader (every connect after the forgery settles goes to it), a call is answered, and a createConversation sent through it (never sent again) runs once at the real leader (fails with any of 0141's parts reverted: the announcement check, the sessions of every accepted, the calls' bound, the status filter)", async () => {
   await fc.assert(
     fc.asyncProperty(
       fc.array(announcement, { maxLength: 3 }),
@@ -371,7 +371,7 @@ it("0141 (property, a forger that listens and sends anything): forged announceme
           for (const release of posted.values()) release();
           const settledAt = real.connects.length;
           await drive(clock, following);
-          // A keyed creation, driven through the bounds and reconnects until answered.
+          // A creation, driven through the bounds and reconnects until answered.
           const created = client.createConversation();
           let done = false;
           void created.then(
