@@ -14,6 +14,25 @@ import type { ErrorShape } from "./protocol.ts";
 
 export interface SerializedError extends ErrorShape {
   stack?: string;
+  /** The host's own "not open" while it waits for the lock: the database another place has open (`notOpen`). */
+  hostWaitingFor?: string;
+}
+
+/**
+ * Marks the host's own "not open" (status-parts.ts `notOpen`, decision 0142) with the database it waits for. A symbol,
+ * carried by its own wire field: an app's error with a field `waitingFor` is no such answer (review of 0142, L2).
+ */
+const WAITING_FOR = Symbol("hostWaitingFor");
+
+export function markWaitingFor<E extends Error>(error: E, database: string): E {
+  Object.defineProperty(error, WAITING_FOR, { value: database });
+  return error;
+}
+
+/** The database the host's own "not open" names, if `error` is that answer (here or across the wire). */
+export function hostWaitingFor(error: unknown): string | undefined {
+  const value = typeof error === "object" && error !== null ? (error as { [WAITING_FOR]?: unknown })[WAITING_FOR] : undefined;
+  return typeof value === "string" ? value : undefined;
 }
 
 type ErrorClass = new (...args: never[]) => Error;
@@ -41,6 +60,8 @@ export function serializeError(error: unknown): SerializedError {
   }
   if (Object.keys(details).length > 0) serialized.details = details;
   if (typeof error.stack === "string" && error.stack) serialized.stack = error.stack;
+  const waitingFor = hostWaitingFor(error);
+  if (waitingFor !== undefined) serialized.hostWaitingFor = waitingFor;
   return serialized;
 }
 
@@ -74,6 +95,7 @@ export function deserializeError(given: SerializedError): Error {
   error.name = name;
   if (typeof serialized.stack === "string" && serialized.stack)
     Object.defineProperty(error, "stack", { value: serialized.stack, writable: true, configurable: true });
+  if (typeof serialized.hostWaitingFor === "string") markWaitingFor(error, serialized.hostWaitingFor);
   return error;
 }
 

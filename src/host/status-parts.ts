@@ -5,7 +5,7 @@ import { listForks } from "../follow/fork.ts";
 import type { Harness } from "../harness.ts";
 import { firstTurn } from "../harness-lifecycle.ts";
 import type { Storage } from "../storage/storage.ts";
-import { serializeError } from "./error-wire.ts";
+import { markWaitingFor, serializeError } from "./error-wire.ts";
 import type { ErrorShape, HarnessStatus } from "./protocol.ts";
 
 /** An error for a status or a report: its serialized form without the stack (statuses and reports are kept). */
@@ -57,7 +57,9 @@ export function notOpened(error: unknown, setStatus: (status: HarnessStatus) => 
  */
 export function notOpen(status: HarnessStatus): DurableError {
   const error = new DurableError(`The database is not open (status: ${status.kind}).`);
-  return status.kind === "waiting-for-lock" ? Object.assign(error, { waitingFor: status.database }) : error;
+  if (status.kind !== "waiting-for-lock") return error;
+  // `waitingFor` for whoever reads the error; the mark, which an app's error cannot carry, for the page (review L2).
+  return markWaitingFor(Object.assign(error, { waitingFor: status.database }), status.database);
 }
 
 /**

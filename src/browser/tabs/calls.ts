@@ -11,18 +11,25 @@ import { isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 export const OWN = "own" as const;
 export type Target = typeof OWN | Link;
 
+/**
+ * What an attempt asks for: a watch's first or later attempt; a call's first attempt or its resend (both to this tab's
+ * worker first while the page cannot see its status: its door decides every call, review of 0142 M1); or a call that
+ * worker answered it waits for the database another tab has (`forward`: sent there, its own door having let it by).
+ */
+export type Way = "watch" | "watch-again" | "call" | "resend" | "forward";
+
 /** What a call needs of the endpoint. */
 export interface CallRoute {
   clock: Clock;
-  /** Where the call goes now (`fresh`: its first attempt); waits until there is such a place. */
-  next(fresh: boolean): Promise<Target>;
+  /** Where the attempt goes now; waits until there is such a place, a resend until `until` (then `ConnectionLost`). */
+  next(way: Way, until?: number): Promise<Target>;
   endpointOf(target: Target): HostEndpoint;
   /** Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. */
   ownLost(error: unknown): Promise<boolean>;
   lose(link: Link): void;
   /**
-   * Whether this tab's worker answered that it waits for the database another tab has (decision 0142), while the page
-   * cannot see its status: the endpoint follows that tab, and the call, applied nowhere, goes there as a first attempt.
+   * Whether this tab's worker answered that it waits for the database another tab has (the host's own "not open",
+   * decision 0142): the call, applied nowhere, goes there as the same attempt.
    */
   waitsElsewhere(error: unknown): boolean;
 }
@@ -30,22 +37,62 @@ export interface CallRoute {
 export async function sendCall(route: CallRoute, method: string, args: unknown[]): Promise<unknown> {
   let sent = args;
   const started = route.clock.now();
+  let forward = false;
   for (let fresh = true; ; ) {
-    const target = await route.next(fresh);
+    const way: Way = forward ? "forward" : fresh ? "call" : "resend";
+    const target = await route.next(way, fresh ? undefined : started + RESEND_WINDOW_MS);
     // Past the window the harness may have let the call's hand-over key expire (decision 0022).
     if (!fresh && route.clock.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
     // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
     // only (a submission's key is a column of its row, a decision's a field of its approval record; a task
     // key is a document of its own, kept five minutes for a follower, decision 0022).
     if (target !== OWN || method === "submit" || method === "decide") sent = withKey(method, sent);
+    forward = false;
     try {
       return await route.endpointOf(target).call(method, sent);
     } catch (error) {
-      if (target === OWN && route.waitsElsewhere(error)) continue;
+      // Applied nowhere (the host's own answer, review of 0142 L1: also once the status became visible meanwhile).
+      if (target === OWN && route.waitsElsewhere(error)) {
+        forward = true;
+        continue;
+      }
       if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error)) throw error;
       if (target !== OWN) route.lose(target);
       if (!retried(method, sent)) throw new ConnectionLost();
       fresh = false;
+    }
+  }
+}
+
+/** The attempts waiting for a place (`pick` gives none yet): woken at every change, a resend given up at its bound. */
+export class PlaceWaits {
+  private readonly waiting = new Set<{ way: Way; resolve: (target: Target) => void; cancel?: () => void }>();
+  constructor(
+    private readonly clock: Clock,
+    private readonly pick: (way: Way) => Target | undefined,
+  ) {}
+
+  next(way: Way, until?: number): Promise<Target> {
+    return new Promise<Target>((resolve, reject) => {
+      const target = this.pick(way);
+      if (target) return resolve(target);
+      const waiter: { way: Way; resolve: (target: Target) => void; cancel?: () => void } = { way, resolve };
+      // A resend waits no longer than its window (review of 0142 M2: a next leader refusing the status, never `ready`).
+      if (until !== undefined)
+        waiter.cancel = this.clock.setTimer(Math.max(0, until - this.clock.now()), () => {
+          if (this.waiting.delete(waiter)) reject(new ConnectionLost());
+        });
+      this.waiting.add(waiter);
+    });
+  }
+
+  wake(): void {
+    for (const waiter of [...this.waiting]) {
+      const picked = this.pick(waiter.way);
+      if (!picked) continue;
+      this.waiting.delete(waiter);
+      waiter.cancel?.();
+      waiter.resolve(picked);
     }
   }
 }

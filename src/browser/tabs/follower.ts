@@ -4,10 +4,11 @@
 import { type Clock, systemClock } from "../../base/clock.ts";
 import { safely } from "../../base/safely.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
+import { hostWaitingFor } from "../../host/error-wire.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
-import { OWN, sendCall, type Target } from "./calls.ts";
+import { OWN, PlaceWaits, sendCall, type Target, type Way } from "./calls.ts";
 import { followLeaders } from "./leaders.ts";
 import type { Link } from "./link.ts";
 import { watchStatus } from "./own-status.ts";
@@ -52,9 +53,9 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   let ownLeads = false; // this tab's worker was last seen opening or holding the database (not waiting for the lock)
   /**
    * This tab's worker, its status unseen (refused, or asked again after a throw), answered a call that it waits for the
-   * database another tab has open (the host's "not open" names it: decision 0142): the page follows that tab, as the
-   * status would have told it to, until its watch is told a status. Before, each call went to this worker and failed
-   * "not open (status: waiting-for-lock)" for as long as the other tab led.
+   * database another tab has open (the host's "not open" names it: decision 0142): the page follows that tab until its
+   * watch is told a status, and each call this worker's door lets by and its host answers so goes on there. Before, each
+   * call failed "not open (status: waiting-for-lock)" for as long as the other tab led.
    */
   let waitsElsewhere = false;
   let database: string | undefined;
@@ -63,7 +64,6 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   let lastId = 0;
   const statusListeners = new Map<number, (status: HarnessStatus) => void>();
   const subscriptions = new Map<number, Subscription>();
-  const waiting = new Set<{ fresh: boolean; resolve: (target: Target) => void }>();
 
   /** This tab's worker waits for the database while another tab's has it: follow that one. */
   const following = () =>
@@ -76,40 +76,44 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     const link = leaders.link;
     return link?.status?.kind === "ready" ? link : undefined;
   };
+  /** Whether this endpoint cannot see its own worker's status (refused, or asked again after a throw). */
+  const unseen = () => ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
   /**
-   * Where a call goes: whoever has the database open; until then it waits (while this tab's worker opens or recovers, or
-   * another tab leads). A first attempt goes to this tab's worker when that one failed, was closed, or waits for the
-   * database where there is no broker (answered as before: not open); to the leader whose door refused this tab its
-   * status (./link.ts: its door answers it). It goes to this tab's worker too while its door refused this page's status
-   * or its hook threw for it (`failed`, `reconnecting`: only this endpoint's watch tells those of its own worker) — its
-   * door decides each call, and that worker waits for its open (decision 0138) — `reconnecting` only where that worker
-   * is the database (no broker, or last seen opening or ready: 0138's H1), and not once it answered that another tab has
-   * the database (`waitsElsewhere`: then the leader's door decides it, decision 0142).
+   * Where an attempt goes (`Way`, ./calls.ts): whoever has the database open; until then it waits (while this tab's
+   * worker opens or recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
+   * closed, or waits for the database where there is no broker (answered as before: not open); to the leader whose door
+   * refused this tab its status (./link.ts: its door answers it), as a resend or a forwarded call does. While this page
+   * cannot see its own worker's status (refused; a throw where that worker is the database, 0138's H1, or said another
+   * tab has it), a call, first or resent, goes to that worker first: its door decides each call as this page's (review
+   * of 0142, M1: before, later calls went to the leader, decided as another tab's); a watch until `waitsElsewhere`.
    */
-  const pick = (fresh: boolean): Target | undefined => {
+  const pick = (way: Way): Target | undefined => {
+    const ownFirst = ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads || waitsElsewhere));
+    if ((way === "call" || way === "resend") && ownFirst) return OWN;
     const target = readyTarget();
-    if (target || !fresh) return target;
+    if (target || way === "watch-again") return target;
     if (following() && leaders.link?.status?.kind === "failed") return leaders.link;
-    const unseen = !waitsElsewhere && (ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads)));
-    const settled = unseen || (ownStatus.kind === "closed" && !following());
+    if (way === "resend" || way === "forward") return undefined;
+    const own = way === "watch" && !waitsElsewhere && ownFirst;
+    const settled = own || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
   };
-  /** `CallRoute.waitsElsewhere` (./calls.ts): a call's answer says where the database is. */
+  /**
+   * `CallRoute.waitsElsewhere` (./calls.ts): this tab's worker answered with the host's own "not open" naming the
+   * database (`hostWaitingFor`; an app's error with a field of that name is no such answer: review of 0142, L2).
+   */
   const learnedElsewhere = (error: unknown) => {
-    const waitingFor = (error as { waitingFor?: unknown } | undefined)?.waitingFor;
-    const unseen = ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
-    if (!locks || disposed || !unseen || typeof waitingFor !== "string") return false;
-    waitsElsewhere = true;
-    database = waitingFor;
-    reconsider();
+    const waitingFor = hostWaitingFor(error);
+    if (!locks || disposed || waitingFor === undefined) return false;
+    if (unseen()) {
+      waitsElsewhere = true;
+      database = waitingFor;
+      reconsider();
+    }
     return true;
   };
-  const next = (fresh: boolean) =>
-    new Promise<Target>((resolve) => {
-      const target = pick(fresh);
-      if (target) resolve(target);
-      else waiting.add({ fresh, resolve });
-    });
+  const waits = new PlaceWaits(clock, pick);
+  const next = (way: Way, until?: number) => waits.next(way, until);
 
   /**
    * Answered subscriptions the database's place could not serve now (a retryable answer: its door's hook threw), by
@@ -178,7 +182,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   /** Subscribes on the database's current place, again on the next one after a loss, until answered or refused. */
   const subscribeLive = async (id: number, subscription: Subscription): Promise<number> => {
     for (let fresh = true; ; fresh = false) {
-      const target = await next(fresh);
+      const target = await next(fresh ? "watch" : "watch-again");
       try {
         const attaching = attach(id, subscription, target);
         if (subscriptions.get(id) !== subscription) cancelPending(attaching); // given up while it waited for a place
@@ -257,12 +261,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
         if (target) reattach(id, subscription, target);
       }
     }
-    for (const waiter of [...waiting]) {
-      const picked = pick(waiter.fresh);
-      if (!picked) continue;
-      waiting.delete(waiter);
-      waiter.resolve(picked);
-    }
+    waits.wake();
   };
 
   /**
@@ -271,7 +270,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    */
   const ownLost = async (error: unknown) => {
     const name = (error as { name?: string } | undefined)?.name;
-    if (name !== "HarnessClosed" && ownStatus.kind === "ready") return false;
+    // Unseen, only a close under it (its door refuses, its host answers "not open" for itself: review of 0142, M1).
+    if (name !== "HarnessClosed" && (ownStatus.kind === "ready" || unseen())) return false;
     if (ownStatus.kind === "ready") await new Promise<void>((resolve) => ownLeft.add(resolve));
     return following();
   };
