@@ -9,6 +9,7 @@
  */
 import { NotFound } from "../errors.ts";
 import type { Harness } from "../harness.ts";
+import { onCommitSafely } from "./listeners.ts";
 import type { Unsubscribe } from "./protocol.ts";
 
 export interface ConversationWatchOptions {
@@ -100,16 +101,22 @@ export class ConversationWatch {
     } catch (error) {
       if (!(error instanceof NotFound) || !this.#options.follows(harness) || conversationId < harness.nextId) throw error;
     }
-    const stopCommits = harness.onCommit(() => {
+    // On the commit line: nothing thrown here reaches it (review of 0140, M2); a watch that cannot start there fails.
+    const stopCommits = onCommitSafely(harness, () => {
       if (this.#ended) return;
-      if (harness.conversationIds().includes(conversationId)) {
-        stopCommits();
-        this.#stop = harness.conversation(conversationId).watch(send);
-        this.#settle?.();
-      } else if (conversationId < harness.nextId) {
-        stopCommits();
+      try {
+        if (harness.conversationIds().includes(conversationId)) {
+          stopCommits();
+          this.#stop = harness.conversation(conversationId).watch(send);
+          this.#settle?.();
+        } else if (conversationId < harness.nextId) {
+          stopCommits();
+          this.#stop = () => {};
+          this.#fail(notAConversation(harness, conversationId));
+        }
+      } catch (error) {
         this.#stop = () => {};
-        this.#fail(notAConversation(harness, conversationId));
+        this.#fail(error);
       }
     });
     this.#stop = stopCommits;

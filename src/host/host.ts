@@ -21,7 +21,7 @@ import { hostReads } from "./host-reads.ts";
 import { hostReopen } from "./host-reopen.ts";
 import { hostTaskGraphs } from "./host-task-graphs.ts";
 import { hostViews } from "./host-views.ts";
-import { Listeners } from "./listeners.ts";
+import { Listeners, onCommitSafely } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
@@ -36,7 +36,9 @@ export function createHost(options: HostOptions): ServedHost {
   let status: HarnessStatus = { kind: "starting" };
   const statuses = new Listeners<HarnessStatus>();
   const reports = new RecentReports();
-  const taskGraphs = hostTaskGraphs(() => harness);
+  /** The page's conversation views and page tool watches: moved to each harness the host opens next (0140: a takeover's too). */
+  const liveViews = hostViews();
+  const taskGraphs = hostTaskGraphs(() => harness, liveViews.rebinds);
   const crashStops = new CrashStops();
   let harness: Harness | undefined;
   let storage: Storage | undefined;
@@ -52,8 +54,6 @@ export function createHost(options: HostOptions): ServedHost {
   /** Each harness's options: the storage's claim (harness-lifecycle.ts), let go by a read-only copy kept open (0127). */
   const claims = new WeakMap<Harness, object>();
   const opens = openWaits(); // the open's waits (decision 0138)
-  /** The page's conversation views and page tool watches: moved to each harness the host opens again (0140: a takeover's too). */
-  const liveViews = hostViews();
   const setStatus = (next: HarnessStatus) => {
     status = next;
     opens.moved();
@@ -84,7 +84,7 @@ export function createHost(options: HostOptions): ServedHost {
     claims.set(opened, harnessOptions);
     reopens.opened(); // the copy it replaces stops answering reads (decision 0127)
     if (!opened.readOnly) rebuildStopped = undefined; // its copy writes here: nothing to rebuild
-    harness.onCommit(({ batch }) => {
+    onCommitSafely(harness, ({ batch }) => {
       if (batch.tasks.length > 0) taskGraphs.schedule();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
       if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });
@@ -113,13 +113,15 @@ export function createHost(options: HostOptions): ServedHost {
    * Waits for the database, then opens it. A host that lost it to a takeover runs this again: it waits behind
    * the new owner (its page follows that one meanwhile) and opens once the database is free.
    */
-  const acquireAndOpen = async () => {
+  const acquireAndOpen = async (afterTakeover: boolean) => {
     const owned = ownership ? await ownership.acquire(() => setStatus({ kind: "waiting-for-lock", database })) : () => {};
     if (!owned) return undefined; // closed while waiting: no open happened
     release = owned;
     let opened: Harness;
     try {
-      opened = await open();
+      // After a takeover, the pages still watching keep their claims (review of 0140, M1): the tab that asked may never
+      // have opened (its open failed, it closed while it waited), and nothing else swept. `pageCalls` exists by then.
+      opened = await open(undefined, afterTakeover ? pageCalls.watchingPages() : undefined);
     } catch (error) {
       owned();
       throw error;
@@ -130,8 +132,8 @@ export function createHost(options: HostOptions): ServedHost {
     if (harness === opened && !closing) liveViews.move(opened);
     return opened;
   };
-  const start = () => {
-    const attempt = acquireAndOpen();
+  const start = (afterTakeover = false) => {
+    const attempt = acquireAndOpen(afterTakeover);
     attempt.catch((error: unknown) => {
       const ended = notOpened(error, setStatus); // the status `failed`
       // No harness will come: the views kept across a takeover end with the open's error (one that opened and failed
@@ -183,7 +185,7 @@ export function createHost(options: HostOptions): ServedHost {
         storage = undefined;
         release = undefined;
         closing = undefined;
-        opening = start();
+        opening = start(true);
       }
     })();
     opens.moved(); // calls waiting for an open look again: none waits while closing (the review of 0138, L1)

@@ -16,6 +16,7 @@ import { safely } from "../base/safely.ts";
 import { NotFound } from "../errors.ts";
 import { type PageCallPort, requirePageId } from "../follow/page-call-relay.ts";
 import type { Harness } from "../harness.ts";
+import { onCommitSafely } from "./listeners.ts";
 import type { HarnessService } from "./protocol.ts";
 
 type PageCallMethods = Pick<HarnessService, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
@@ -59,7 +60,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       const scope = scopeOf(conversationId);
       let last: string | undefined;
       const publish = () => {
-        if (!open) return;
+        if (!open || open.closed) return; // a commit told after a close (review of 0140, M2): nothing to read there
         const calls = open
           .conversation(conversationId)
           .pendingPageCalls()
@@ -71,7 +72,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       };
       const watch = (): (() => void) =>
         open
-          ? open.onCommit(({ batch }) => {
+          ? onCommitSafely(open, ({ batch }) => {
               const touched =
                 batch.documents.some((document) => document.scope === scope && document.key.startsWith(PAGE_CALL_PREFIX)) ||
                 batch.tasks.some((task) => task.kind === "pi.tool" && task.conversationId === conversationId);
@@ -80,7 +81,11 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
           : () => {};
       publish();
       let stop = watch();
+      let subscribed = true;
       const rebind = (next: Harness | Error) => {
+        // Given up during this move (an earlier watch's listener, told synchronously, unsubscribed it): it stays given
+        // up (review of 0140, L1; before, it was subscribed to the new harness again and its listener called after).
+        if (!subscribed) return;
         stop();
         try {
           if (next instanceof Error) throw next; // nothing opened again (decision 0117, later): ended the same way
@@ -100,7 +105,6 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       };
       rebinds.add(rebind);
       watching.set(pageId, (watching.get(pageId) ?? 0) + 1);
-      let subscribed = true;
       const unsubscribe = () => {
         if (!subscribed) return;
         subscribed = false;
