@@ -60,6 +60,9 @@ const CALLS: Array<{ method: string; args: () => unknown[]; resent: boolean; key
     key: (a) => (a[2] as { decisionId?: string }).decisionId,
   },
   { method: "getTask", args: () => [7], resent: true },
+  // Keyed but not forwarded by the next instance (review of 0139, L1): neither keyed nor sent again.
+  { method: "createTask", args: () => ["report", { a: 1 }], resent: false },
+  { method: "claimPageCall", args: () => [1, "call-1", { pageId: "p", claimId: "c" }], resent: false },
   { method: "abortConversation", args: () => [1], resent: false },
   { method: "createConversation", args: () => [], resent: false },
   { method: "compact", args: () => [1], resent: false },
@@ -122,8 +125,11 @@ describe("a page's calls answered NotReady are sent again by its client (decisio
           }
           await flush(2);
           expect(settled).toBe(1);
-          // Never-resent calls are sent once, and answered with the host's first answer.
-          if (!call.resent) expect(sends).toHaveLength(1);
+          // Never-resent calls are sent once, as the caller gave them (no key), and answered with the host's first answer.
+          if (!call.resent) {
+            expect(sends).toHaveLength(1);
+            expect(sends[0]!.args).toEqual(call.args());
+          }
           // Each send after the first followed a NotReady (or a lost connection once a NotReady came), within the window.
           const firstNotReady = sends.findIndex((_, index) => answers[Math.min(index, answers.length - 1)] === "NotReady");
           for (let index = 1; index < sends.length; index++) {
@@ -148,6 +154,26 @@ describe("a page's calls answered NotReady are sent again by its client (decisio
       ),
       { numRuns: 300 },
     );
+  });
+
+  it("S12: a createTask over a URL carries no hand-over key and is not sent again on NotReady (review of 0139, L1; before: a pi.handover: key on every createTask, kept five minutes by the object)", async () => {
+    const clock = createManualClock(0);
+    const sends: unknown[][] = [];
+    const host: HostEndpoint = {
+      call: async (_method, args) => {
+        sends.push(args);
+        throw new NotReady("between harnesses");
+      },
+      subscribe: async () => 1,
+      unsubscribe: () => {},
+    };
+    const page = resendingNotReady({ ...host, close: () => {} }, { clock });
+    const outcome = page.call("createTask", ["report", { a: 1 }]).catch((error: unknown) => error);
+    await flush(2);
+    expect(sends).toEqual([["report", { a: 1 }]]);
+    expect(await outcome).toBeInstanceOf(NotReady);
+    expect(clock.pending).toBe(0);
+    expect(page.resends).toBe(0);
   });
 
   it("S12: HarnessClient over a URL sends a Send answered NotReady again under its key, and resolves once the host makes it (before: NotReady at once)", async () => {

@@ -5,9 +5,12 @@
  * instance (which follows, and forwards a write to the tab under its key) answers. Before, the page got that closed
  * host's `HarnessClosed`, final: a second device's Send in that window lost the message.
  *
- * Which calls go again is `PROTOCOL`'s (`retried`, as a follower tab's after its leader went): a read (`safe`), and a
- * creation or decision under its key (`keyed`) — keyed before the first send (`withKey`), so every send carries the same
- * key and the host makes it once however many arrive. Never a stop (`abortConversation` is `never`: asked again later it
+ * Which calls go again is `PROTOCOL`'s: a read (`safe`), and a keyed write the next instance forwards to the tab
+ * (`keyed` and `forwarded`: submit, decide) — keyed before the first send (`withKey`), so every send carries the same
+ * key and the host makes it once however many arrive. Other keyed calls (`createTask`, `claimPageCall`) are neither
+ * keyed here nor sent again: the next instance does not forward them, and a task key is a document of its own the
+ * object keeps five minutes (review of 0139, L1; as tabs/calls.ts keys only submit and decide on its own worker).
+ * Never a stop (`abortConversation` is `never`: asked again later it
  * would stop a run started since, review of 0135, H1), nor any `never` call: the page gets the `NotReady`, retryable,
  * and decides. Once a call was answered `NotReady`, a lost connection while it is sent again (the switch ends by ending
  * the instance, which drops every socket) is sent again too; before that, `ConnectionLost` is the caller's as ever.
@@ -16,6 +19,7 @@
 import type { Clock } from "../base/clock.ts";
 import { ConnectionLost, NotReady } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
+import { isMethod, PROTOCOL } from "../host/protocol.ts";
 import type { ReconnectingEndpoint } from "./socket.ts";
 import { retried, withKey } from "./tabs/retry.ts";
 
@@ -55,6 +59,8 @@ export function resendingNotReady<E extends HostEndpoint & Partial<Pick<Reconnec
     return new Promise<void>((resume) => clock.setTimer(wait, resume));
   };
   const call = async (method: string, args: unknown[]): Promise<unknown> => {
+    const row = isMethod(method) ? PROTOCOL[method] : undefined;
+    if (row?.retry === "keyed" && !row.forwarded) return endpoint.call(method, args);
     const sent = withKey(method, args);
     if (!retried(method, sent)) return endpoint.call(method, args);
     let since: number | undefined; // when the host first answered NotReady
