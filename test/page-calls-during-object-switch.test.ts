@@ -221,7 +221,7 @@ describe("a page connected to the object, in the object's switch after a take-ba
     await tab.harness.close(ctx);
   });
 
-  it("S12: POST /rpc in the switch is answered HTTP 503 NotReady (send it again), a real close's HarnessClosed stays 400", async () => {
+  it("S12: POST /rpc in the switch is answered HTTP 503 NotReady with Retry-After: 1 (send it again), a real close's HarnessClosed stays 400", async () => {
     const { world, conversationId, tab } = await inSwitch();
     const refused = await world
       .copyService!.service.submit(conversationId, { ...note, requestId: "rpc" } as never)
@@ -229,8 +229,11 @@ describe("a page connected to the object, in the object's switch after a take-ba
     expect(refused).toBeInstanceOf(NotReady);
     const answer = errorAnswer(refused, false);
     expect(answer.status).toBe(503);
+    // Review of 0139, L2: an HTTP client is told when to ask again (the switch ends at the instance's next alarm).
+    expect(answer.headers.get("Retry-After")).toBe("1");
     expect(await answer.json()).toMatchObject({ error: { name: "NotReady" } });
     expect(errorAnswer(new HarnessClosed(), false).status).toBe(400);
+    expect(errorAnswer(new HarnessClosed(), false).headers.get("Retry-After")).toBeNull();
     await tab.harness.close(ctx);
   });
 
