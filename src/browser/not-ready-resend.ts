@@ -20,7 +20,6 @@ import type { Clock } from "../base/clock.ts";
 import { ConnectionLost, NotReady } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { isMethod, PROTOCOL } from "../host/protocol.ts";
-import type { ReconnectingEndpoint } from "./socket.ts";
 import { retried, withKey } from "./tabs/retry.ts";
 
 /**
@@ -42,7 +41,7 @@ export interface NotReadyResendOptions {
 }
 
 /** `endpoint` whose calls answered `NotReady` are sent again (see above); `resends` counts the sends again. */
-export function resendingNotReady<E extends HostEndpoint & Partial<Pick<ReconnectingEndpoint, "close">>>(
+export function resendingNotReady<E extends HostEndpoint & { close?: () => void }>(
   endpoint: E,
   options: NotReadyResendOptions,
 ): E & { readonly resends: number } {

@@ -27,6 +27,7 @@ import { shapeOf } from "../host/error-wire.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 import type { ErrorShape } from "../host/protocol.ts";
+import { NOT_READY_RESEND_MS } from "./not-ready-resend.ts";
 import { type SocketState, StateTold } from "./socket-state.ts";
 
 export type { SocketState } from "./socket-state.ts";
@@ -315,6 +316,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
       const answered = (async () => {
         /** Asked on a connection that dropped before the host answered: its caller has waited past one connection. */
         let carried = false;
+        let notReadySince: number | undefined; // when the host first answered it NotReady
         for (;;) {
           // After close(): ConnectionLost. Given up while no connection is open: rejected at once, asked nowhere.
           const link = await Promise.race([live(), givenUp]);
@@ -340,8 +342,11 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
             // meanwhile (decision 0117, later: before, it rejected, and HostClient's status stayed `reconnecting`). So
             // does the status subscription at its first ask: its caller (the page's client, asking once) cannot ask
             // again, and the page showed `failed` until the next connection (decision 0123). So does any subscribe the object
-            // answers `NotReady` (its switch after a hand-back; its next instance serves it, decision 0139).
-            const waits = carried || method === "onStatus" || error instanceof NotReady;
+            // answers `NotReady` (its switch after a hand-back; its next instance serves it, decision 0139) — for as long
+            // as a call is sent again: past that it ends with the `NotReady` (review of 0139, L3; before, for good).
+            if (error instanceof NotReady && method !== "onStatus") notReadySince ??= now();
+            const over = error instanceof NotReady && notReadySince !== undefined && now() - notReadySince >= NOT_READY_RESEND_MS;
+            const waits = !over && (carried || method === "onStatus" || error instanceof NotReady);
             if (waits && held() && !closed && !dead.has(link) && !refusalOf(error)) {
               await Promise.race([new Promise<void>((resume) => askAgain(link, id, subscription, error, resume)), givenUp]);
               continue;
