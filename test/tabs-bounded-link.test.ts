@@ -395,3 +395,38 @@ it("0141 (property, a forger that listens and sends anything): forged announceme
     { numRuns: 40, endOnFailure: true },
   );
 }, 240_000);
+
+it("0141 review L2: a forger that posts MAX_ACCEPTED (4) accepted frames before the leader's fills the link's sessions — after a bye with the leader's overheard session the leader's gone is still taken and the follower connects again — the session of an accepted Web Locks vouches for is always taken (fails before: the leader's accepted was the 5th, its session never taken, the link stayed 'ready' and deaf)", async () => {
+  const ports: BroadcastChannel[] = [];
+  const heard: Frame[][] = [];
+  const posted = new Map<string, () => void>();
+  const real = await leader({
+    accepting: (connection) => new Promise<void>((resolve) => (ports.length > 0 ? resolve() : posted.set(connection, resolve))),
+  });
+  const forger = new BroadcastChannel(`pi-durable-web:tabs:${real.database}`);
+  forger.onmessage = ({ data }) => {
+    if (data?.type !== "connect") return;
+    const port = new BroadcastChannel(data.connection);
+    const frames: Frame[] = [];
+    port.onmessage = ({ data: frame }) => frames.push(frame);
+    ports.push(port);
+    heard.push(frames);
+    if (ports.length === 1) for (let i = 0; i < 4; i++) port.postMessage({ type: "accepted", session: `forged-${i}` });
+    setTimeout(() => posted.get(data.connection)?.(), 1); // then the leader's accepted
+  };
+  cleanups.push(() => {
+    forger.close();
+    for (const port of ports) port.close();
+  });
+  const { clock, following } = follower(real.database);
+  await until(following, "following");
+  await settle();
+  const session = heard[0]!.find((frame) => frame.type === "accepted" && !String(frame.session).startsWith("forged-"))?.session;
+  expect(typeof session).toBe("string");
+  ports[0]!.postMessage({ type: "bye", session });
+  await until(() => heard[0]!.some((frame) => frame.type === "gone"), "the leader's gone");
+  await settle();
+  clock.advance(500);
+  await settle();
+  expect({ connects: real.connects.length }).toEqual({ connects: 2 });
+});

@@ -39,7 +39,12 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       announce();
       return new Promise<never>(() => {});
     })
-    .catch(() => {});
+    // Refused (the browser's lock manager failed it): announced anyway, as before 0141 — followers judge it `unknown`
+    // and follow it. Before (the review of decision 0141), such a leader never announced itself.
+    .catch(() => {
+      marked = true;
+      announce();
+    });
 
   host.onStatus((status) => {
     if ((status.kind === "ready") === leading) return;
@@ -81,13 +86,16 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
       // A `bye` that is not this connection's (posted by anyone who knows its name) is ignored: the follower's lock,
       // released when it goes, drops it anyway (decision 0137). One with the session (a forger that listened may have
       // copied it from the `accepted`) drops it with a `gone`, as every drop does.
+      // A `ping` (is this leader there?) is answered here, before the app's door: a hook that waits (its auth server down)
+      // does not make a follower with a long call in flight drop a live leader (the review of decision 0141, M1).
+      if ((data as FollowerMessage | null)?.type === "ping") return void send({ type: "pong" });
       if ((data as FollowerMessage | null)?.type === "bye") return void ((data as { session?: unknown }).session === session && drop());
       const parsed = clientMessageOf(data);
       if ("message" in parsed) served.receive(parsed.message);
       else send({ type: "error", id: parsed.id, error: serializeError(parsed.error) });
     };
     locks.request(followerLock(connection), { signal: stop.signal }, () => drop()).catch(() => {});
-    void host.lifeLock().then((lifeLock) => send({ type: "accepted", session, ...(lifeLock ? { lifeLock } : {}) }));
+    void host.lifeLock().then((lifeLock) => send({ type: "accepted", session, ping: true, ...(lifeLock ? { lifeLock } : {}) }));
   };
 
   channel.onmessage = ({ data }: MessageEvent<BrokerMessage | null>) => {

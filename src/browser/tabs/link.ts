@@ -111,10 +111,25 @@ export function openLink(
   const sessions = new Set<string | undefined>();
   /** The life locks asked for: the leader's death is told by its own; a forged one is checked first. */
   const lifeLocks = new Set<string>();
+  /**
+   * Whether the leader answers a `ping` itself (its `accepted` says so), and the asks waiting for any frame from it: the
+   * link asks a leader whether it is there with a `ping`, not a `status` call through the app's door (the review of
+   * decision 0141, M1); a leader before that fix is asked `status`, as 0141 did.
+   */
+  let pings = false;
+  const heard: (() => void)[] = [];
+  const hear = () => {
+    for (const there of heard.splice(0)) there();
+  };
+  const ask = (): Promise<unknown> => {
+    if (!pings) return messages.endpoint.call("status", []);
+    port.postMessage({ type: "ping" } satisfies FollowerMessage);
+    return new Promise<void>((resolve) => heard.push(resolve));
+  };
   const link: Link = {
     leader: id,
     // A call the leader does not answer is bounded by its silence (./link-calls.ts).
-    endpoint: { ...messages.endpoint, call: boundedCalls(messages.endpoint.call, clock, () => !link.closed && on.lose()) },
+    endpoint: { ...messages.endpoint, call: boundedCalls(messages.endpoint.call, clock, () => !link.closed && on.lose(), ask) },
     closed: false,
     again: () => watch?.again() ?? Promise.resolve(),
     close() {
@@ -122,6 +137,7 @@ export function openLink(
       bound();
       watch?.close();
       messages.fail(new ConnectionLost());
+      hear(); // an ask waiting ends (its bound's timer with it); the calls it watched were failed above
       // The leader takes a `bye` with this connection's session only; without one, the lock released below drops it.
       if (session?.name !== undefined) port.postMessage({ type: "bye", session: session.name } satisfies FollowerMessage);
       link.closed = true;
@@ -132,6 +148,8 @@ export function openLink(
   };
   port.onmessage = ({ data }: MessageEvent<LeaderMessage | null>) => {
     if (typeof data !== "object" || data === null) return; // no message: answers nothing (decision 0123)
+    hear(); // any frame on the connection says the leader is there (0141's review, M1)
+    if (data.type === "pong") return;
     if (data.type === "gone") {
       // Before its `accepted`, the leader may drop it too (it stopped leading first): taken from the `connect` on.
       if (!(connecting || (session && sessions.has(data.session)))) return;
@@ -144,15 +162,20 @@ export function openLink(
       on.gone();
     } else if (data.type !== "accepted") {
       if (data.id !== null) messages.receive(data); // under no id: answers nothing of this tab's (it sends none such)
-    } else if (session && sessions.size < MAX_ACCEPTED) {
+    } else if (session) {
       // Another `accepted` (the leader's, after a forger's; or a forger's): its session is taken for a `gone`, its life
-      // lock only once Web Locks says the database's holder holds it. Nothing else: the watch is not asked again.
-      if (typeof data.session === "string") sessions.add(data.session);
-      watchLife(data.lifeLock, true);
+      // lock only once Web Locks says the database's holder holds it. Nothing else: the watch is not asked again. Past
+      // `MAX_ACCEPTED`, only one Web Locks vouches for: four forged ones posted first no longer crowd out the leader's
+      // (the review of decision 0141, L2).
+      if (sessions.size < MAX_ACCEPTED) {
+        if (typeof data.session === "string") sessions.add(data.session);
+        watchLife(data.lifeLock, true);
+      } else vouched(data.session, data.lifeLock);
     } else if (connecting) {
       connecting = false;
       bound();
       session = { name: typeof data.session === "string" ? data.session : undefined };
+      pings = data.ping === true;
       sessions.add(session.name);
       on.accepted();
       watchLife(data.lifeLock);
@@ -185,8 +208,18 @@ export function openLink(
   const watchLife = (lifeLock: unknown, vouched = false) => {
     if (typeof lifeLock !== "string" || lifeLocks.has(lifeLock) || lifeLocks.size >= MAX_ACCEPTED) return;
     lifeLocks.add(lifeLock);
-    void checkLeader(locks, database, id, lifeLock).then((verdict) => {
+    void checkLeader(locks, clock, database, id, lifeLock).then((verdict) => {
       if (verdict === "forged" || (vouched && verdict !== "genuine") || link.closed) return;
+      locks.request(lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
+    });
+  };
+  /** A later `accepted` past the cap: its session and life lock taken only where the database's holder holds the lock. */
+  const vouched = (name: unknown, lifeLock: unknown) => {
+    if (typeof name !== "string" || typeof lifeLock !== "string" || lifeLocks.has(lifeLock)) return;
+    void checkLeader(locks, clock, database, id, lifeLock).then((verdict) => {
+      if (verdict !== "genuine" || link.closed || lifeLocks.has(lifeLock)) return;
+      sessions.add(name);
+      lifeLocks.add(lifeLock);
       locks.request(lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
     });
   };

@@ -32,12 +32,17 @@ export type LeaderMessage =
    * `session`: the leader's name for this connection (decision 0137); a `gone` that does not carry it is no one's. A
    * leader before 0137 sends none, and its `gone` carries none.
    */
-  | { type: "accepted"; lifeLock?: string; session?: string }
+  | { type: "accepted"; lifeLock?: string; session?: string; ping?: true }
+  /**
+   * The answer to a follower's `ping`, by the connection itself, before the app's door (the review of decision 0141, M1).
+   * `accepted` says `ping: true` where the leader answers pings; a leader before that fix answers none.
+   */
+  | { type: "pong" }
   | { type: "gone"; session?: string }
   /** A frame that had no id (a positive integer) refused: answered under none, as the object's page sockets do. */
   | { type: "error"; id: null; error: SerializedError };
 /** `bye` carries the connection's `session` from its `accepted`: the leader takes no other (decision 0137). */
-export type FollowerMessage = ClientMessage | { type: "bye"; session?: string };
+export type FollowerMessage = ClientMessage | { type: "bye"; session?: string } | { type: "ping" };
 
 export const channelName = (database: string) => `pi-durable-web:tabs:${database}`;
 /** The Web Lock a follower holds while it is connected: the leader is granted it when that tab goes. */
