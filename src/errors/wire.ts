@@ -6,7 +6,10 @@ export class WorkerGone extends DurableError {
   override name = "WorkerGone";
 }
 
-/** The WebSocket to the host (or a leader tab) closed while a call was in flight; the call may or may not have run. */
+/**
+ * The WebSocket to the host (or the link to a leader tab: closed, or silent to the ask whether it is there) was lost while
+ * a call was in flight; the call may or may not have run.
+ */
 export class ConnectionLost extends DurableError {
   override name = "ConnectionLost";
   constructor() {
