@@ -229,30 +229,6 @@ it("0141 review M1: a hook that refuses status (an allowlist without it) is neve
   expect(real.hooked.filter((m) => m === "status").length).toBe(0);
 });
 
-it("0141 review L1: a follower whose locks.query() never settles still follows the real leader (fails before: every announcement waited on the query, the tab waited for the lock for good, no timer pending)", async () => {
-  const real = await leader("waitForTask");
-  const clock = createManualClock(0);
-  const view = locks.client("follower");
-  (globalThis as { navigator?: unknown }).navigator = {
-    locks: { request: view.request.bind(view), query: () => new Promise(() => {}) },
-  };
-  const endpoint = tabsEndpoint(waitingOwnWorker(real.database), { clock });
-  (globalThis as { navigator?: unknown }).navigator = { locks };
-  cleanups.push(() => endpoint.close());
-  const client = new HostClient(endpoint);
-  for (let i = 0; i < 20; i++) {
-    await settle();
-    if (client.status.kind === "ready" || !clock.next()) break;
-  }
-  expect(client.status.kind).toBe("ready");
-  // The accepted's life lock checked too: its query is given up as unknown, and the link kept.
-  for (let i = 0; i < 5 && clock.pending > 0; i++) {
-    clock.next();
-    await settle();
-  }
-  expect({ kind: client.status.kind, pending: clock.pending }).toEqual({ kind: "ready", pending: 0 });
-});
-
 it("0141 review M1: a leader that says it answers pings and then answers nothing — a call (never sent again) fails ConnectionLost TAB_CALL_MS after the ping, not before; a ping was sent, no status call", async () => {
   const database = `rev-0141-${crypto.randomUUID()}`;
   const leader = mute(database);

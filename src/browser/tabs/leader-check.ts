@@ -8,15 +8,7 @@
  * that id's mark are held by one client; a forger can hold a mark of its own, never in the client that holds the
  * database.
  */
-import type { Clock } from "../../base/clock.ts";
 import { databaseLock } from "../ownership.ts";
-
-/**
- * How long `query()` may take before Web Locks is taken as unable to say (`unknown`): a query that never settled (a broken
- * stand-in, a browser bug) left every announcement unfollowed, the tab waiting for the lock for good (the review of
- * decision 0141, L1). A browser answers in milliseconds.
- */
-export const QUERY_MS = 1_000;
 
 /** The lock a tabs leader holds for its worker's life, named after its id on the database's channel. */
 export const leaderMark = (database: string, id: string) => `pi-durable-web:tabs:${database}:leader:${id}`;
@@ -24,24 +16,18 @@ export const leaderMark = (database: string, id: string) => `pi-durable-web:tabs
 /**
  * What Web Locks says of a leader id (and of the life lock an `accepted` names): `genuine`, held by the database's
  * holder; `forged`, that holder holds marks and not this one; `unknown` when it cannot tell — no `query()`, no client
- * ids, no answer in `QUERY_MS`, nobody holds the database, or its holder holds no mark (a leader of a build before 0141, or one still starting).
+ * ids, nobody holds the database, or its holder holds no mark (a leader of a build before 0141, or one still starting).
  */
 export type LeaderVerdict = "genuine" | "forged" | "unknown";
 
 /** The names of the locks the database's holder holds, or undefined when Web Locks cannot say who that is. */
-async function holderLocks(locks: LockManager, database: string, clock: Clock): Promise<Set<string> | undefined> {
+async function holderLocks(locks: LockManager, database: string): Promise<Set<string> | undefined> {
   if (typeof locks.query !== "function") return undefined;
   let held: LockInfo[];
-  let cancel = () => {};
   try {
-    const late = new Promise<undefined>((resolve) => (cancel = clock.setTimer(QUERY_MS, () => resolve(undefined))));
-    const snapshot = await Promise.race([locks.query(), late]);
-    if (!snapshot) return undefined;
-    held = snapshot.held ?? [];
+    held = (await locks.query()).held ?? [];
   } catch {
     return undefined;
-  } finally {
-    cancel();
   }
   const holder = held.find((lock) => lock.name === databaseLock(database))?.clientId;
   if (!holder) return undefined;
@@ -52,14 +38,8 @@ async function holderLocks(locks: LockManager, database: string, clock: Clock): 
  * Checks the leader `id` against Web Locks; with `lifeLock`, that the database's holder holds that lock too (an
  * `accepted`'s: a forger's names a lock it frees when it likes, and the link would take that as the leader's death).
  */
-export async function checkLeader(
-  locks: LockManager,
-  clock: Clock,
-  database: string,
-  id: string,
-  lifeLock?: string,
-): Promise<LeaderVerdict> {
-  const names = await holderLocks(locks, database, clock);
+export async function checkLeader(locks: LockManager, database: string, id: string, lifeLock?: string): Promise<LeaderVerdict> {
+  const names = await holderLocks(locks, database);
   const prefix = leaderMark(database, "");
   if (!names || ![...names].some((name) => name.startsWith(prefix))) return "unknown";
   return names.has(leaderMark(database, id)) && (lifeLock === undefined || names.has(lifeLock)) ? "genuine" : "forged";
