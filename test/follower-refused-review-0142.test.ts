@@ -254,3 +254,40 @@ it("review 0142 M2 (the window on the clock): a follower's call in flight at the
   await until(() => listed.value !== "pending", "the call settles within the window");
   expect(listed.value).toMatch(/^ConnectionLost/);
 });
+
+it("review 0142 M2, at close: a resend waiting for a place when the tabs' endpoint closes ends at once with the close's ConnectionLost and leaves no timer on the manual clock (fails before: the window's timer pending until it fired)", async () => {
+  const database = `resend-close-${crypto.randomUUID()}`;
+  const leaderLife = `life:${crypto.randomUUID()}`;
+  void locks.request(leaderLife, () => new Promise<never>(() => {}));
+  const leader = createHost({
+    database,
+    openStorage: () => sqliteMemoryBackend.create(),
+    harness: { registry: createRegistry() },
+    ownership: {
+      acquire: async () => () => {},
+      cancel: () => {},
+      requestTakeover: () => {},
+      onTakeoverRequest: () => {},
+      lifeLock: async () => leaderLife,
+    },
+    now: () => 0,
+  });
+  serveTabs(leader.service, database, {
+    authorize: ((_c: unknown, call: { method: string }) => (call.method === "listConversations" ? new Promise(() => {}) : true)) as never,
+  });
+  cleanups.push(() => leader.service.close().catch(() => {}));
+  await leader.ready;
+  const clock = boundedClock(0);
+  const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
+  const client = new HostClient(endpoint);
+  await until(() => client.status.kind === "ready", "a follower");
+  const listed = outcome(client.listConversations());
+  for (let i = 0; i < 20; i++) await macrotask();
+  await leader.service.close();
+  locks.die(leaderLife); // no other tab: the resend waits for a place
+  for (let i = 0; i < 50; i++) await macrotask();
+  expect({ listed: listed.value, timers: clock.pending > 0 }).toEqual({ listed: "pending", timers: true });
+  endpoint.close();
+  for (let i = 0; i < 5; i++) await macrotask();
+  expect({ listed: listed.value, timers: clock.pending }).toEqual({ listed: expect.stringMatching(/^ConnectionLost/), timers: 0 });
+});

@@ -64,9 +64,13 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
   }
 }
 
-/** The attempts waiting for a place (`pick` gives none yet): woken at every change, a resend given up at its bound. */
+/**
+ * The attempts waiting for a place (`pick` gives none yet): woken at every change, a resend given up at its bound, all
+ * ended at the endpoint's close with its error (a resend's timer cleared then, not left to fire later).
+ */
 export class PlaceWaits {
-  private readonly waiting = new Set<{ way: Way; resolve: (target: Target) => void; cancel?: () => void }>();
+  private readonly waiting = new Set<Waiter>();
+  private closedWith: Error | undefined;
   constructor(
     private readonly clock: Clock,
     private readonly pick: (way: Way) => Target | undefined,
@@ -76,7 +80,8 @@ export class PlaceWaits {
     return new Promise<Target>((resolve, reject) => {
       const target = this.pick(way);
       if (target) return resolve(target);
-      const waiter: { way: Way; resolve: (target: Target) => void; cancel?: () => void } = { way, resolve };
+      if (this.closedWith) return reject(this.closedWith);
+      const waiter: Waiter = { way, resolve, reject };
       // A resend waits no longer than its window (review of 0142 M2: a next leader refusing the status, never `ready`).
       if (until !== undefined)
         waiter.cancel = this.clock.setTimer(Math.max(0, until - this.clock.now()), () => {
@@ -95,4 +100,21 @@ export class PlaceWaits {
       waiter.resolve(picked);
     }
   }
+
+  /** The endpoint closed: every wait ends now with `error`, and any later one that finds no place. */
+  close(error: Error): void {
+    this.closedWith = error;
+    for (const waiter of this.waiting) {
+      waiter.cancel?.();
+      waiter.reject(error);
+    }
+    this.waiting.clear();
+  }
+}
+
+interface Waiter {
+  way: Way;
+  resolve: (target: Target) => void;
+  reject: (error: Error) => void;
+  cancel?: () => void;
 }

@@ -3,6 +3,7 @@
 
 import { type Clock, systemClock } from "../../base/clock.ts";
 import { safely } from "../../base/safely.ts";
+import { ConnectionLost } from "../../errors.ts";
 import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../../host/endpoint.ts";
 import { hostWaitingFor } from "../../host/error-wire.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
@@ -344,6 +345,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       unserved.clear();
       ownWatch.close();
       reconsider();
+      // The calls waiting for a place end with the error the link's calls get at close (a resend's timer cleared now).
+      waits.close(new ConnectionLost());
     },
   };
 }
