@@ -7,6 +7,7 @@
 import { expect, it } from "vitest";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
 import { serveTabs } from "../src/browser/tabs/leader.ts";
+import { QUERY_MS } from "../src/browser/tabs/leader-check.ts";
 import { TAB_CALL_MS } from "../src/browser/tabs/link-calls.ts";
 import { ConnectionLost } from "../src/errors.ts";
 import { HostClient } from "../src/host/client.ts";
@@ -261,4 +262,25 @@ it("0141 review: a leader whose mark's lock request is refused still announces i
   }
   expect(following()).toBe(true);
   expect(Array.isArray(await client.listConversations())).toBe(true);
+});
+
+it("0141 review L1: a follower whose locks.query() never settles still follows the real leader within QUERY_MS on its clock, and leaves no query bound pending (fails before: every announcement waited on the query, the tab waited for the lock for good)", async () => {
+  const real = await leader("waitForTask");
+  const clock = createManualClock(0);
+  const view = locks.client("follower");
+  (globalThis as { navigator?: unknown }).navigator = {
+    locks: { request: view.request.bind(view), query: () => new Promise(() => {}) },
+  };
+  const endpoint = tabsEndpoint(waitingOwnWorker(real.database), { clock });
+  (globalThis as { navigator?: unknown }).navigator = { locks };
+  cleanups.push(() => endpoint.close());
+  const client = new HostClient(endpoint);
+  await settle();
+  expect(client.status.kind).not.toBe("ready");
+  clock.advance(QUERY_MS); // the announcement's check given up as unknown: followed
+  await settle();
+  expect(client.status.kind).toBe("ready");
+  clock.advance(QUERY_MS); // the accepted's life lock check given up too: the link kept
+  await settle();
+  expect(client.status.kind).toBe("ready");
 });

@@ -84,7 +84,7 @@ export function followLeaders(locks: LockManager | undefined, clock: Clock, chan
   const announced = (id: string) => {
     const asked = channel;
     if (leader?.leader === id || !asked || !locks) return;
-    void checkLeader(locks, database, id).then((verdict) => {
+    void checkLeader(locks, clock, database, id).then((verdict) => {
       if (channel !== asked || leader?.leader === id) return;
       if (verdict === "forged" || (verdict === "unknown" && leader && genuine)) return;
       follow(id, asked, locks, verdict === "genuine");

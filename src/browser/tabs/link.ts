@@ -208,7 +208,7 @@ export function openLink(
   const watchLife = (lifeLock: unknown, vouched = false) => {
     if (typeof lifeLock !== "string" || lifeLocks.has(lifeLock) || lifeLocks.size >= MAX_ACCEPTED) return;
     lifeLocks.add(lifeLock);
-    void checkLeader(locks, database, id, lifeLock).then((verdict) => {
+    void checkLeader(locks, clock, database, id, lifeLock).then((verdict) => {
       if (verdict === "forged" || (vouched && verdict !== "genuine") || link.closed) return;
       locks.request(lifeLock, { signal: life.signal }, () => on.lose()).catch(() => {});
     });
@@ -216,7 +216,7 @@ export function openLink(
   /** A later `accepted` past the cap: its session and life lock taken only where the database's holder holds the lock. */
   const vouched = (name: unknown, lifeLock: unknown) => {
     if (typeof name !== "string" || typeof lifeLock !== "string" || lifeLocks.has(lifeLock)) return;
-    void checkLeader(locks, database, id, lifeLock).then((verdict) => {
+    void checkLeader(locks, clock, database, id, lifeLock).then((verdict) => {
       if (verdict !== "genuine" || link.closed || lifeLocks.has(lifeLock)) return;
       sessions.add(name);
       lifeLocks.add(lifeLock);
