@@ -209,10 +209,13 @@ describe("one owner per database", () => {
     const hit = await runCounterUntilCrashPoint(first, 3);
     // One database lock held (the first tab's worker), the second tab's request for the same lock pending.
     // (Each worker also holds a life lock of its own, which its page queues for: that is how a page learns
-    // its worker died; a follower's page holds one the leader's worker queues for.)
+    // its worker died; a follower's page holds one the leader's worker queues for; and each worker holds the tabs'
+    // leader mark named after its id, decision 0141.)
     const all = await first.evaluate(() => navigator.locks.query());
     const isDatabaseLock = (lock: { name?: string }) =>
-      !lock.name?.startsWith("pi-durable-web:worker-life:") && !lock.name?.startsWith("pi-durable-web:tab:");
+      !lock.name?.startsWith("pi-durable-web:worker-life:") &&
+      !lock.name?.startsWith("pi-durable-web:tab:") &&
+      !lock.name?.startsWith("pi-durable-web:tabs:");
     const held = (all.held ?? []).filter(isDatabaseLock);
     expect(held).toHaveLength(1);
     expect((all.pending ?? []).filter(isDatabaseLock).map((lock) => lock.name)).toEqual([held[0]!.name]);
