@@ -124,9 +124,14 @@ export class ObjectFollowing {
       .catch(() => {});
   }
 
-  /** Whether this instance is in its switch (`ObjectEnd.switching`; decision 0139): pages are answered `NotReady`. */
+  /**
+   * Whether this instance is between harnesses, where pages are answered `NotReady`: in its switch after a hand-back
+   * (`ObjectEnd.switching`; decision 0139), or holding a lease that lapsed while it was idle (decision 0143): its harness
+   * is still open and serves reads, but its fence refuses writes `LeaseNotHeld` until the alarm ends the instance and the
+   * next one takes the lease again — a keyed write sent again there is made once.
+   */
   get switching(): boolean {
-    return this.#started?.switching ?? false;
+    return (this.#started?.switching ?? false) || this.#ending || (!this.#handedBack && this.#holds() && this.#lapsed());
   }
 
   /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */

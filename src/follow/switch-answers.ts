@@ -8,17 +8,19 @@
  * a call `PROTOCOL` lets it again by itself (src/browser/not-ready-resend.ts). Outside the switch (an app that closed
  * the object's service) `HarnessClosed` keeps its name: final (review of 0130, M1).
  */
-import { HarnessClosed, NotReady } from "../errors.ts";
+import { HarnessClosed, LeaseNotHeld, NotReady, ReadOnlySession } from "../errors.ts";
 import { keepCancel } from "../host/pending-subscription.ts";
 import { type HarnessService, type MethodName, PROTOCOL } from "../host/protocol.ts";
 
 /**
- * `error` as the caller is answered: `NotReady` when `switching` and the closed host refused with `HarnessClosed`
- * (`again` says what the caller does next), otherwise the error as it is.
+ * `error` as the caller is answered: `NotReady` when `switching` and the closed host refused with `HarnessClosed` —
+ * or, in an instance whose idle lease lapsed (decision 0143), its fence with `LeaseNotHeld` and then the host it reopened
+ * read-only with `ReadOnlySession` (advice for the harness's owner, no answer for a page). `again` says what the caller
+ * does next. Otherwise the error as it is.
  */
 export function switchRefusal(error: unknown, switching: boolean, again: string): unknown {
-  return switching && error instanceof HarnessClosed
-    ? new NotReady(`the object is between its harnesses after a hand-back: ${again}`)
+  return switching && (error instanceof HarnessClosed || error instanceof LeaseNotHeld || error instanceof ReadOnlySession)
+    ? new NotReady(`the object is between its harnesses: ${again}`)
     : error;
 }
 
