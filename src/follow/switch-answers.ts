@@ -14,14 +14,15 @@ import { type HarnessService, type MethodName, PROTOCOL } from "../host/protocol
 
 /**
  * `error` as the caller is answered: `NotReady` when `switching` and the closed host refused with `HarnessClosed` —
- * or, in an instance whose idle lease lapsed (decision 0143), its fence with `LeaseNotHeld` and then the host it reopened
- * read-only with `ReadOnlySession` (advice for the harness's owner, no answer for a page). `again` says what the caller
+ * or, for a page's call (`lapsed`: `answeredInSwitch`), in an instance whose idle lease lapsed (decision 0143), its fence
+ * with `LeaseNotHeld` and then the host it reopened read-only with `ReadOnlySession` (advice for the harness's owner, no
+ * answer for a page). A tab's push or keyed call on the follow link (object-end.ts) keeps those two as they are: there
+ * they judge the caller's epoch, a forged one's final answer (the review of 0143, L1). `again` says what the caller
  * does next. Otherwise the error as it is.
  */
-export function switchRefusal(error: unknown, switching: boolean, again: string): unknown {
-  return switching && (error instanceof HarnessClosed || error instanceof LeaseNotHeld || error instanceof ReadOnlySession)
-    ? new NotReady(`the object is between its harnesses: ${again}`)
-    : error;
+export function switchRefusal(error: unknown, switching: boolean, again: string, lapsed = false): unknown {
+  const between = error instanceof HarnessClosed || (lapsed && (error instanceof LeaseNotHeld || error instanceof ReadOnlySession));
+  return switching && between ? new NotReady(`the object is between its harnesses: ${again}`) : error;
 }
 
 /**
@@ -67,7 +68,7 @@ export function answeredInSwitch(service: HarnessService, switching: () => boole
   for (const name of Object.keys(PROTOCOL) as MethodName[]) {
     const method = (service[name] as AnyMethod).bind(service);
     const refused = (error: unknown): never => {
-      throw switchRefusal(error, switching(), "ask again (a write under the same key is made once)");
+      throw switchRefusal(error, switching(), "ask again (a write under the same key is made once)", true);
     };
     answered[name] = (...args) => {
       try {
