@@ -12,15 +12,15 @@
 import { expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { exposeHost } from "../src/browser/comlink.ts";
-import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { NotAuthorized } from "../src/errors.ts";
 import { createHost } from "../src/host/host.ts";
-import type { Ownership } from "../src/host/ownership.ts";
 import { createRegistry } from "../src/index.ts";
+import { refusedPageWorld } from "./refused-page-world.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 import { tabsTestScope, until } from "./tabs-support.ts";
 
-const { locks, cleanups } = tabsTestScope();
+const scope = tabsTestScope();
+const { cleanups } = scope;
 
 /** `onStatus` refused; each call as `calls` says (`allow` when absent). */
 type Door = { status: "allow" | "refuse"; calls?: "allow" | "refuse"; asked: string[] };
@@ -31,65 +31,9 @@ const authorize = (door: Door) => (_caller: unknown, call: { method: string }) =
 
 /** Another tab's worker that leads `database`, its door `door`, and this tab's page over its own worker that waits. */
 async function twoTabs(database: string, leaderDoor: Door, ownDoor: Door) {
-  // The leader's worker holds its life lock (its followers learn it went when the lock is granted to them).
-  const leaderLife = `life:${crypto.randomUUID()}`;
-  void locks.request(leaderLife, () => new Promise<never>(() => {}));
-  const leader = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership: { ...holds(), lifeLock: async () => leaderLife },
-    now: () => 0,
-  });
-  serveTabs(leader.service, database, { authorize: authorize(leaderDoor) });
-  cleanups.push(() => leader.service.close().catch(() => {}));
-  await leader.ready;
-
-  const lifeLock = `life:${crypto.randomUUID()}`;
-  void locks.request(lifeLock, () => new Promise<never>(() => {}));
-  let end!: (release: (() => void) | undefined) => void;
-  const granted = new Promise<(() => void) | undefined>((resolve) => (end = resolve));
-  const ownership: Ownership = {
-    async acquire(waiting) {
-      waiting();
-      return granted; // another tab holds the database until `grant()`
-    },
-    cancel: () => end(undefined),
-    requestTakeover: () => {},
-    onTakeoverRequest: () => {},
-    lifeLock: async () => lifeLock,
-  };
-  const own = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership,
-    now: () => 0,
-  });
-  const channel = new MessageChannel();
-  exposeHost(own.service, channel.port1 as never, { authorize: authorize(ownDoor) });
-  serveTabs(own.service, database, { authorize: authorize(ownDoor) }); // as the browser's worker does
-  const client = new HarnessClient(Object.assign(channel.port2, { terminate() {} }) as unknown as Worker);
-  cleanups.push(async () => {
-    client.terminate();
-    channel.port1.close();
-    channel.port2.close();
-    await own.service.close().catch(() => {});
-  });
-  await until(() => own.service.status().kind === "waiting-for-lock", "the own worker waits for the lock");
-  await until(() => client.status.kind === "failed", "the page's status refused");
-  /** The leader's tab goes (its worker closed, its life lock let go) and this tab's worker takes the database. */
-  const leaderGoes = async () => {
-    await leader.service.close();
-    locks.die(leaderLife);
-    end(() => {});
-  };
-  return { leader, own, client, leaderGoes };
-}
-
-/** An ownership that holds the database at once. */
-function holds(): Omit<Ownership, "lifeLock"> {
-  return { acquire: async () => () => {}, cancel: () => {}, requestTakeover: () => {}, onTakeoverRequest: () => {} };
+  const world = await refusedPageWorld(scope, database, authorize(leaderDoor), authorize(ownDoor));
+  await until(() => world.client.status.kind === "failed", "the page's status refused");
+  return world;
 }
 
 const outcome = (promise: Promise<unknown>) => {

@@ -12,77 +12,16 @@ import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { RESEND_WINDOW_MS } from "../src/browser/tabs/retry.ts";
 import { HostClient } from "../src/host/client.ts";
 import { createHost } from "../src/host/host.ts";
-import type { Ownership } from "../src/host/ownership.ts";
 import { createRegistry } from "../src/index.ts";
+import { type Hook, refusedPageWorld } from "./refused-page-world.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
 import { macrotask, tabsTestScope, until, waitingOwnWorker } from "./tabs-support.ts";
 
-const { locks, cleanups } = tabsTestScope();
-
-type Caller = { from: "page" | "tab" };
-type Hook = (caller: Caller, call: { method: string }) => boolean | Promise<boolean>;
-
-async function twoTabs(database: string, leaderHook: Hook, ownHook: Hook, methods?: Record<string, (...a: never[]) => unknown>) {
-  const leaderLife = `life:${crypto.randomUUID()}`;
-  void locks.request(leaderLife, () => new Promise<never>(() => {}));
-  const leader = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership: {
-      acquire: async () => () => {},
-      cancel: () => {},
-      requestTakeover: () => {},
-      onTakeoverRequest: () => {},
-      lifeLock: async () => leaderLife,
-    },
-    now: () => 0,
-  });
-  serveTabs(leader.service, database, { authorize: leaderHook as never });
-  cleanups.push(() => leader.service.close().catch(() => {}));
-  await leader.ready;
-
-  const lifeLock = `life:${crypto.randomUUID()}`;
-  void locks.request(lifeLock, () => new Promise<never>(() => {}));
-  let end!: (release: (() => void) | undefined) => void;
-  const granted = new Promise<(() => void) | undefined>((resolve) => (end = resolve));
-  const ownership: Ownership = {
-    async acquire(waiting) {
-      waiting();
-      return granted;
-    },
-    cancel: () => end(undefined),
-    requestTakeover: () => {},
-    onTakeoverRequest: () => {},
-    lifeLock: async () => lifeLock,
-  };
-  const own = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership,
-    now: () => 0,
-    ...(methods ? { methods: methods as never } : {}),
-  });
-  const channel = new MessageChannel();
-  exposeHost(own.service, channel.port1 as never, { authorize: ownHook as never });
-  serveTabs(own.service, database, { authorize: ownHook as never });
-  const client = new HarnessClient(Object.assign(channel.port2, { terminate() {} }) as unknown as Worker);
-  cleanups.push(async () => {
-    client.terminate();
-    channel.port1.close();
-    channel.port2.close();
-    await own.service.close().catch(() => {});
-  });
-  await until(() => own.service.status().kind === "waiting-for-lock", "the own worker waits for the lock");
-  const leaderGoes = async () => {
-    await leader.service.close();
-    locks.die(leaderLife);
-    end(() => {});
-  };
-  return { leader, own, client, leaderGoes };
-}
+const scope = tabsTestScope();
+const { locks, cleanups } = scope;
+const twoTabs = (database: string, leaderHook: Hook, ownHook: Hook, methods?: Record<string, (...a: never[]) => unknown>) =>
+  refusedPageWorld(scope, database, leaderHook, ownHook, methods);
 
 const outcome = (promise: Promise<unknown>) => {
   const seen = { value: "pending" };
