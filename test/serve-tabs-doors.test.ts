@@ -153,7 +153,7 @@ describe("serveTabs's doors (decision 0123)", () => {
     expect(await tab.call("listConversations")).toMatchObject({ type: "result" });
   });
 
-  it("0123 (5), property: whatever a tab posts, a frame with an id is answered once with a result or a typed error (no stack), nothing committed is lost, and the leader serves on", async () => {
+  it("0123 (5), 0141 (ping), property: whatever a tab posts, a frame with an id is answered once with a result or a typed error (no stack), nothing committed is lost, and the leader serves on", async () => {
     const { database, service } = await leader({ authorize: (_caller, call) => call.method !== "close" });
     const tab = await follower(database);
     await tab.call("createConversation");
@@ -175,7 +175,7 @@ describe("serveTabs's doors (decision 0123)", () => {
       fc.anything(),
       fc.record(
         {
-          type: fc.oneof(fc.constantFrom("call", "subscribe", "unsubscribe", "bye"), fc.string()),
+          type: fc.oneof(fc.constantFrom("call", "subscribe", "unsubscribe", "bye", "ping"), fc.string()),
           id: fc.oneof(fc.integer({ min: 1, max: 999 }), fc.anything()),
           method,
           args: fc.oneof(fc.array(fc.anything(), { maxLength: 3 }), fc.anything()),
@@ -196,7 +196,14 @@ describe("serveTabs's doors (decision 0123)", () => {
         const expectAnswer =
           usable && (posted as { type?: unknown }).type !== "unsubscribe" && typeof (posted as { type?: unknown }).type === "string";
         const id = usable ? (posted as { id: number }).id : Symbol("no answer expected");
+        const start = tab.frames.length;
         const answers = await tab.post(posted, id);
+        if ((posted as { type?: unknown } | null)?.type === "ping") {
+          // Is this leader there? Answered on the connection, before the app's door, whatever else the frame says
+          // (the review of decision 0141, M1): a pong, no result or error under its id.
+          expect(tab.frames.slice(start).some((frame) => frame.type === "pong")).toBe(true);
+          expect(answers).toEqual([]);
+        }
         if (expectAnswer && (posted as { type: string }).type === "call") expect(answers.length).toBe(1);
         expect(answers.length).toBeLessThanOrEqual(1);
         for (const answer of answers) {
