@@ -35,12 +35,7 @@ async function inSwitch(
   world.tab.harness.resume();
   await runUntil(world.clock, () => world.printed.length >= 2);
   await agent.before?.(world);
-  let handed = false;
-  void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-  await runUntil(world.clock, () => handed);
-  const following = await world.reopenTab();
-  await runUntil(world.clock, () => world.printed.length >= back);
-  await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+  const following = await world.handOverAndFollow(back);
   const { tab } = await world.takeBack(following);
   expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
   return { world, device, conversationId, tab };

@@ -230,6 +230,19 @@ export async function comebackWorld(
     reopenTab,
     forks,
     /**
+     * The tab hands its lease over, opens again following the object, and has caught up once the object printed
+     * `lines` in all: where every take-back test starts.
+     */
+    async handOverAndFollow(lines: number) {
+      let handed = false;
+      void tab.mirror!.handOver(ctx).then(() => (handed = true));
+      await runUntil(clock, () => handed);
+      const following = await reopenTab();
+      await runUntil(clock, () => printed.length >= lines);
+      await runUntil(clock, () => following.follower!.head >= (end.head ?? 0));
+      return following;
+    },
+    /**
      * The tab that follows (`back`) takes the lease back: asks, waits until its copy holds the release, closes its
      * read-only harness and opens it again under the lease (resumed).
      */

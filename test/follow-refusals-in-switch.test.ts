@@ -16,12 +16,7 @@ describe("the follow link in the object's hand-back switch (review of 0143, L1)"
     const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true });
     world.tab.harness.resume();
     await runUntil(world.clock, () => world.printed.length >= 2);
-    let handed = false;
-    void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-    await runUntil(world.clock, () => handed);
-    const following = await world.reopenTab();
-    await runUntil(world.clock, () => world.printed.length >= 4);
-    await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+    const following = await world.handOverAndFollow(4);
     const { tab } = await world.takeBack(following);
     expect(world.end.switching).toBe(true); // the instance that handed back, before its alarm ends it
     const epoch = world.book.record.epoch;
@@ -42,12 +37,7 @@ describe("the follow link in the object's hand-back switch (review of 0143, L1)"
     const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true, serverTools: () => [] });
     world.tab.harness.resume();
     await runUntil(world.clock, () => world.printed.length >= 2);
-    let handed = false;
-    void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-    await runUntil(world.clock, () => handed);
-    const following = await world.reopenTab();
-    await runUntil(world.clock, () => world.printed.length >= 4);
-    await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+    const following = await world.handOverAndFollow(4);
     const { tab } = await world.takeBack(following);
     expect(world.end.switching).toBe(true);
     const epoch = world.book.record.epoch; // the tab's, granted at the take-back

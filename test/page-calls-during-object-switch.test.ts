@@ -53,12 +53,7 @@ async function inSwitch(back = 4, models?: ScriptedModels) {
   const conversationId = (await world.tab.harness.root(ctx)).id;
   world.tab.harness.resume();
   await runUntil(world.clock, () => world.printed.length >= 2);
-  let handed = false;
-  void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-  await runUntil(world.clock, () => handed);
-  const following = await world.reopenTab();
-  await runUntil(world.clock, () => world.printed.length >= back);
-  await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+  const following = await world.handOverAndFollow(back);
   const { tab } = await world.takeBack(following);
   expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
   expect(world.end.switching).toBe(true);
@@ -167,12 +162,7 @@ describe("a page connected to the object, in the object's switch after a take-ba
         const conversationId = (await world.tab.harness.root(ctx)).id;
         world.tab.harness.resume();
         await runUntil(world.clock, () => world.printed.length >= 2);
-        let handed = false;
-        void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-        await runUntil(world.clock, () => handed);
-        const following = await world.reopenTab();
-        await runUntil(world.clock, () => world.printed.length >= 4);
-        await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+        const following = await world.handOverAndFollow(4);
         const { page } = pageOf(world);
         let submitted: ReturnType<typeof settle<unknown>> | undefined;
         const press = (at: string) => {

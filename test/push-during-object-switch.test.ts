@@ -37,12 +37,7 @@ async function switchingWorld(refusals: number, to = 8, away = 2, back = 4) {
   world.link.onReply((reply) => void (reply.type === "refused" && heard.push(String(reply.error.name))));
   world.tab.harness.resume();
   await runUntil(world.clock, () => world.printed.length >= away);
-  let handed = false;
-  void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-  await runUntil(world.clock, () => handed);
-  const following = await world.reopenTab();
-  await runUntil(world.clock, () => world.printed.length >= back);
-  await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+  const following = await world.handOverAndFollow(back);
   const { tab } = await world.takeBack(following);
   return { world, tab, switching, heard };
 }
@@ -98,12 +93,7 @@ describe("a push that reaches the object between its harnesses after a take-back
     world.link.onReply((reply) => void (reply.type === "refused" && heard.push(String(reply.error.name))));
     world.tab.harness.resume();
     await runUntil(world.clock, () => world.printed.length >= 2);
-    let handed = false;
-    void world.tab.mirror!.handOver(ctx).then(() => (handed = true));
-    await runUntil(world.clock, () => handed);
-    const following = await world.reopenTab();
-    await runUntil(world.clock, () => world.printed.length >= 4);
-    await runUntil(world.clock, () => following.follower!.head >= (world.end.head ?? 0));
+    const following = await world.handOverAndFollow(4);
     const { tab } = await world.takeBack(following);
     expect(tab.harness.lease).toMatchObject({ place: "tab", epoch: 3 });
     // The instance that handed back: its copy service still says `holding` and throws HarnessClosed; answered NotReady.
