@@ -8,12 +8,11 @@ import { expect, it } from "vitest";
 import { HarnessClient } from "../src/browser/client.ts";
 import { exposeHost } from "../src/browser/comlink.ts";
 import { tabsEndpoint } from "../src/browser/tabs/follower.ts";
-import { serveTabs } from "../src/browser/tabs/leader.ts";
 import { RESEND_WINDOW_MS } from "../src/browser/tabs/retry.ts";
 import { HostClient } from "../src/host/client.ts";
 import { createHost } from "../src/host/host.ts";
 import { createRegistry } from "../src/index.ts";
-import { type Hook, refusedPageWorld } from "./refused-page-world.ts";
+import { type Hook, leaderTab, refusedPageWorld } from "./refused-page-world.ts";
 import { sqliteMemoryBackend } from "./support.ts";
 import { boundedClock } from "./tabs-bounded-clock.ts";
 import { macrotask, tabsTestScope, until, waitingOwnWorker } from "./tabs-support.ts";
@@ -22,6 +21,9 @@ const scope = tabsTestScope();
 const { locks, cleanups } = scope;
 const twoTabs = (database: string, leaderHook: Hook, ownHook: Hook, methods?: Record<string, (...a: never[]) => unknown>) =>
   refusedPageWorld(scope, database, leaderHook, ownHook, methods);
+
+/** A leader's door that holds every `listConversations` (never answered). */
+const holdsListing: Hook = (_caller, call) => (call.method === "listConversations" ? new Promise<boolean>(() => {}) : true);
 
 const outcome = (promise: Promise<unknown>) => {
   const seen = { value: "pending" };
@@ -155,27 +157,8 @@ it("review 0142 L2: an app method's error with a field `waitingFor`, thrown afte
 
 it("review 0142 M2 (the window on the clock): a follower's call in flight at the leader when it goes, no place ever answering again, fails ConnectionLost once RESEND_WINDOW_MS passed on the manual clock — not before (fails before: pending for good)", async () => {
   const database = `resend-window-${crypto.randomUUID()}`;
-  const leaderLife = `life:${crypto.randomUUID()}`;
-  void locks.request(leaderLife, () => new Promise<never>(() => {}));
-  const leader = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership: {
-      acquire: async () => () => {},
-      cancel: () => {},
-      requestTakeover: () => {},
-      onTakeoverRequest: () => {},
-      lifeLock: async () => leaderLife,
-    },
-    now: () => 0,
-  });
   // The leader's door holds listConversations: in flight when the leader goes.
-  serveTabs(leader.service, database, {
-    authorize: ((_c: unknown, call: { method: string }) => (call.method === "listConversations" ? new Promise(() => {}) : true)) as never,
-  });
-  cleanups.push(() => leader.service.close().catch(() => {}));
-  await leader.ready;
+  const { leader, leaderLife } = await leaderTab(scope, database, holdsListing);
   const clock = boundedClock(0);
   const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
   const client = new HostClient(endpoint);
@@ -196,26 +179,7 @@ it("review 0142 M2 (the window on the clock): a follower's call in flight at the
 
 it("review 0142 M2, at close: a resend waiting for a place when the tabs' endpoint closes ends at once with the close's ConnectionLost and leaves no timer on the manual clock (fails before: the window's timer pending until it fired)", async () => {
   const database = `resend-close-${crypto.randomUUID()}`;
-  const leaderLife = `life:${crypto.randomUUID()}`;
-  void locks.request(leaderLife, () => new Promise<never>(() => {}));
-  const leader = createHost({
-    database,
-    openStorage: () => sqliteMemoryBackend.create(),
-    harness: { registry: createRegistry() },
-    ownership: {
-      acquire: async () => () => {},
-      cancel: () => {},
-      requestTakeover: () => {},
-      onTakeoverRequest: () => {},
-      lifeLock: async () => leaderLife,
-    },
-    now: () => 0,
-  });
-  serveTabs(leader.service, database, {
-    authorize: ((_c: unknown, call: { method: string }) => (call.method === "listConversations" ? new Promise(() => {}) : true)) as never,
-  });
-  cleanups.push(() => leader.service.close().catch(() => {}));
-  await leader.ready;
+  const { leader, leaderLife } = await leaderTab(scope, database, holdsListing);
   const clock = boundedClock(0);
   const endpoint = tabsEndpoint(waitingOwnWorker(database), { clock });
   const client = new HostClient(endpoint);

@@ -17,17 +17,8 @@ type Caller = { from: "page" | "tab" };
 /** An app's `authorize` hook. */
 export type Hook = (caller: Caller, call: { method: string }) => boolean | Promise<boolean>;
 
-/**
- * The leader's tab (`leaderHook` its door) and this tab's page over its own worker (`ownHook`), which waits for the
- * lock until `leaderGoes()`: the leader's worker closed, its life lock let go, this tab's worker granted the database.
- */
-export async function refusedPageWorld(
-  { locks, cleanups }: ReturnType<typeof tabsTestScope>,
-  database: string,
-  leaderHook: Hook,
-  ownHook: Hook,
-  methods?: Record<string, (...a: never[]) => unknown>,
-) {
+/** Another tab's worker that holds `database` and leads it behind `serveTabs`'s door (`hook`), its life lock held. */
+export async function leaderTab({ locks, cleanups }: ReturnType<typeof tabsTestScope>, database: string, hook: Hook) {
   const leaderLife = `life:${crypto.randomUUID()}`;
   void locks.request(leaderLife, () => new Promise<never>(() => {}));
   const leader = createHost({
@@ -43,9 +34,24 @@ export async function refusedPageWorld(
     },
     now: () => 0,
   });
-  serveTabs(leader.service, database, { authorize: leaderHook as never });
+  serveTabs(leader.service, database, { authorize: hook as never });
   cleanups.push(() => leader.service.close().catch(() => {}));
   await leader.ready;
+  return { leader, leaderLife };
+}
+
+/**
+ * The leader's tab (`leaderHook` its door) and this tab's page over its own worker (`ownHook`), which waits for the
+ * lock until `leaderGoes()`: the leader's worker closed, its life lock let go, this tab's worker granted the database.
+ */
+export async function refusedPageWorld(
+  { locks, cleanups }: ReturnType<typeof tabsTestScope>,
+  database: string,
+  leaderHook: Hook,
+  ownHook: Hook,
+  methods?: Record<string, (...a: never[]) => unknown>,
+) {
+  const { leader, leaderLife } = await leaderTab({ locks, cleanups }, database, leaderHook);
 
   const lifeLock = `life:${crypto.randomUUID()}`;
   void locks.request(lifeLock, () => new Promise<never>(() => {}));
