@@ -20,6 +20,7 @@ import type { Clock } from "../base/clock.ts";
 import { ConnectionLost, NotReady } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { isMethod, PROTOCOL } from "../host/protocol.ts";
+import { jitteredBackoff } from "./backoff.ts";
 import { retried, withKey } from "./tabs/retry.ts";
 
 /**
@@ -53,8 +54,7 @@ export function resendingNotReady<E extends HostEndpoint & { close?: () => void 
   let resends = 0;
   let closed = false;
   const pause = (attempt: number, left: number) => {
-    const ceiling = Math.min(maxRetryMs, retryMs * 2 ** attempt);
-    const wait = Math.min(left, Math.round(ceiling / 2 + (random() * ceiling) / 2));
+    const wait = Math.min(left, jitteredBackoff(attempt, retryMs, maxRetryMs, random));
     return new Promise<void>((resume) => clock.setTimer(wait, resume));
   };
   const call = async (method: string, args: unknown[]): Promise<unknown> => {

@@ -27,6 +27,7 @@ import { shapeOf } from "../host/error-wire.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
 import type { ErrorShape } from "../host/protocol.ts";
+import { jitteredBackoff } from "./backoff.ts";
 import { NOT_READY_RESEND_MS } from "./not-ready-resend.ts";
 import { type SocketState, StateTold } from "./socket-state.ts";
 
@@ -92,10 +93,7 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   const clearTimer =
     options.clearTimer ?? (options.setTimer ? () => {} : (timer: unknown) => clearTimeout(timer as ReturnType<typeof setTimeout>));
   /** A backoff's delay: `retryMs`·2^`step`, at most `maxRetryMs`, drawn from its upper half. */
-  const backoff = (step: number) => {
-    const ceiling = Math.min(maxRetryMs, retryMs * 2 ** step);
-    return Math.round(ceiling / 2 + (random() * ceiling) / 2);
-  };
+  const backoff = (step: number) => jitteredBackoff(step, retryMs, maxRetryMs, random);
   /** Attempts that failed since a connection the host last answered on (a socket that opens and drops unanswered counts). */
   let failures = 0;
   const subscriptions = new Map<number, Subscription>();
