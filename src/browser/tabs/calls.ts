@@ -3,7 +3,7 @@
  * leader tab's over a link — and sent again, where that is safe, when the place went with it in flight.
  */
 import type { Clock } from "../../base/clock.ts";
-import { ConnectionLost } from "../../errors.ts";
+import { ConnectionLost, NotReady } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
 import type { Link } from "./link.ts";
 import { isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
@@ -21,7 +21,10 @@ export type Way = "watch" | "watch-again" | "call" | "resend" | "forward";
 /** What a call needs of the endpoint. */
 export interface CallRoute {
   clock: Clock;
-  /** Where the attempt goes now; waits until there is such a place, a resend until `until` (then `ConnectionLost`). */
+  /**
+   * Where the attempt goes now; waits until there is such a place, until `until` at most: then a resend rejects
+   * `ConnectionLost` (it may have run), a call never sent `NotReady` (`notSent`).
+   */
   next(way: Way, until?: number): Promise<Target>;
   endpointOf(target: Target): HostEndpoint;
   /** Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. */
@@ -40,7 +43,9 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
   let forward = false;
   for (let fresh = true; ; ) {
     const way: Way = forward ? "forward" : fresh ? "call" : "resend";
-    const target = await route.next(way, fresh ? undefined : started + RESEND_WINDOW_MS);
+    // A call waits for a place within the window too, first attempt or not (before, a first attempt waited for good
+    // while no tab had the database ready: decision 0146).
+    const target = await route.next(way, started + RESEND_WINDOW_MS);
     // Past the window the harness may have let the call's hand-over key expire (decision 0022).
     if (!fresh && route.clock.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
     // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
@@ -65,8 +70,20 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
 }
 
 /**
- * The attempts waiting for a place (`pick` gives none yet): woken at every change, a resend given up at its bound, all
- * ended at the endpoint's close with its error (a resend's timer cleared then, not left to fire later).
+ * Why a call that waited for a place (`RESEND_WINDOW_MS`) and found none ends: `NotReady` (retryable) when it was never
+ * sent anywhere that could apply it — a first attempt, or one this tab's worker answered that it waits for the database
+ * elsewhere (`forward`) — and `ConnectionLost` ("may or may not have run") for a resend.
+ */
+export function notPlaced(way: Way): Error {
+  if (way !== "call" && way !== "forward") return new ConnectionLost();
+  return new NotReady(
+    `No tab had the database open and ready for ${RESEND_WINDOW_MS / 1000} s (this tab's worker and the leading tab's, if any, were opening, waiting or gone): the call was not sent and nothing was done. Send it again once the status is ready.`,
+  );
+}
+
+/**
+ * The attempts waiting for a place (`pick` gives none yet): woken at every change, each given up at its bound
+ * (`notPlaced`), all ended at the endpoint's close with its error (a timer cleared then, not left to fire later).
  */
 export class PlaceWaits {
   private readonly waiting = new Set<Waiter>();
@@ -82,10 +99,11 @@ export class PlaceWaits {
       if (target) return resolve(target);
       if (this.closedWith) return reject(this.closedWith);
       const waiter: Waiter = { way, resolve, reject };
-      // A resend waits no longer than its window (review of 0142 M2: a next leader refusing the status, never `ready`).
+      // A call waits no longer than its window (review of 0142 M2 for a resend: a next leader refusing the status, never
+      // `ready`; decision 0146 for a first attempt: no tab leads, or none is ready).
       if (until !== undefined)
         waiter.cancel = this.clock.setTimer(Math.max(0, until - this.clock.now()), () => {
-          if (this.waiting.delete(waiter)) reject(new ConnectionLost());
+          if (this.waiting.delete(waiter)) reject(notPlaced(way));
         });
       this.waiting.add(waiter);
     });
