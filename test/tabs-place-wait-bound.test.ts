@@ -42,7 +42,11 @@ describe("a follower page's fresh call while no tab leads", () => {
     const clock = boundedClock(0);
     const sent: string[] = [];
     const own = waitingOwnWorker(database); // this tab's worker waits for the lock another tab would hold
-    const endpoint = tabsEndpoint({ ...own, call: (method) => (sent.push(method), new Promise(() => {})) }, { clock });
+    const call = (method: string) => {
+      sent.push(method);
+      return new Promise(() => {});
+    };
+    const endpoint = tabsEndpoint({ ...own, call }, { clock });
     scope.cleanups.push(() => endpoint.close());
     for (let i = 0; i < 10; i++) await macrotask();
     const created = outcome(endpoint.call("createConversation", []));
