@@ -76,7 +76,7 @@ function openingWorker() {
     subscribe: async (method, _args, emit) => {
       if (method === "onStatus") {
         statuses.add(emit as (status: HarnessStatus) => void);
-        emit({ kind: "opening" } satisfies HarnessStatus);
+        emit({ kind: "opening", database: "db" } satisfies HarnessStatus);
       }
       return 1;
     },

@@ -41,6 +41,17 @@ export interface NotReadyResendOptions {
   random?: () => number;
 }
 
+/**
+ * Whether `method`, sent as `sent`, goes again after a `NotReady` answer (see above): a `safe` call, or a keyed one the
+ * object's next instance forwards (`submit`, `decide`) that carries its key. The tabs' endpoint reads it too (decision
+ * 0146: a page on a worker whose follow link gave up on the object's switch).
+ */
+export function resentOnNotReady(method: string, sent: unknown[]): boolean {
+  const row = isMethod(method) ? PROTOCOL[method] : undefined;
+  if (row?.retry === "keyed" && !row.forwarded) return false;
+  return retried(method, sent);
+}
+
 /** `endpoint` whose calls answered `NotReady` are sent again (see above); `resends` counts the sends again. */
 export function resendingNotReady<E extends HostEndpoint & { close?: () => void }>(
   endpoint: E,
@@ -58,10 +69,8 @@ export function resendingNotReady<E extends HostEndpoint & { close?: () => void 
     return new Promise<void>((resume) => clock.setTimer(wait, resume));
   };
   const call = async (method: string, args: unknown[]): Promise<unknown> => {
-    const row = isMethod(method) ? PROTOCOL[method] : undefined;
-    if (row?.retry === "keyed" && !row.forwarded) return endpoint.call(method, args);
     const sent = withKey(method, args);
-    if (!retried(method, sent)) return endpoint.call(method, args);
+    if (!resentOnNotReady(method, sent)) return endpoint.call(method, args);
     let since: number | undefined; // when the host first answered NotReady
     for (let attempt = 0; ; attempt++) {
       try {

@@ -5,6 +5,8 @@
 import type { Clock } from "../../base/clock.ts";
 import { ConnectionLost, NotReady } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
+import { jitteredBackoff } from "../backoff.ts";
+import { NOT_READY_RESEND_MS, resentOnNotReady } from "../not-ready-resend.ts";
 import type { Link } from "./link.ts";
 import { isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 
@@ -26,6 +28,8 @@ export interface CallRoute {
    * `ConnectionLost` (it may have run), a call never sent `NotReady` (`notSent`).
    */
   next(way: Way, until?: number): Promise<Target>;
+  /** Resolves after `ms` on the clock; rejects at the endpoint's close. */
+  pause(ms: number): Promise<void>;
   endpointOf(target: Target): HostEndpoint;
   /** Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. */
   ownLost(error: unknown): Promise<boolean>;
@@ -41,11 +45,14 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
   let sent = args;
   const started = route.clock.now();
   let forward = false;
+  /** When a place first answered this call `NotReady`, and how many times it was sent again since (decision 0146). */
+  let notReady: { since: number; resends: number } | undefined;
   for (let fresh = true; ; ) {
     const way: Way = forward ? "forward" : fresh ? "call" : "resend";
     // A call waits for a place within the window too, first attempt or not (before, a first attempt waited for good
-    // while no tab had the database ready: decision 0146).
-    const target = await route.next(way, started + RESEND_WINDOW_MS);
+    // while no tab had the database ready: decision 0146); one sent again after `NotReady` within that window.
+    const until = Math.max(started + RESEND_WINDOW_MS, notReady ? notReady.since + NOT_READY_RESEND_MS : 0);
+    const target = await route.next(way, until);
     // Past the window the harness may have let the call's hand-over key expire (decision 0022).
     if (!fresh && route.clock.now() - started > RESEND_WINDOW_MS) throw new ConnectionLost();
     // Keys: every follower call that creates or decides; on this tab's own worker, submissions and decisions
@@ -59,6 +66,18 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
       // Applied nowhere (the host's own answer, review of 0142 L1: also once the status became visible meanwhile).
       if (target === OWN && route.waitsElsewhere(error)) {
         forward = true;
+        continue;
+      }
+      // The place answered NotReady: its worker's follow link gave up on the object's switch (decisions 0135, 0139).
+      // A read, or a write the object forwards under the key it carries from the first send, goes again after a backoff
+      // for `NOT_READY_RESEND_MS`, as a page on the object does (./not-ready-resend.ts); a stop or a call never sent
+      // again (`createTask`, `claimPageCall`, `never`) is the caller's `NotReady`: nothing was applied.
+      if (error instanceof NotReady && resentOnNotReady(method, sent)) {
+        const now = route.clock.now();
+        notReady ??= { since: now, resends: 0 };
+        const left = notReady.since + NOT_READY_RESEND_MS - now;
+        if (left <= 0) throw error;
+        await route.pause(Math.min(left, jitteredBackoff(notReady.resends++, 250, 4_000, Math.random)));
         continue;
       }
       if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error)) throw error;
@@ -87,6 +106,7 @@ export function notPlaced(way: Way): Error {
  */
 export class PlaceWaits {
   private readonly waiting = new Set<Waiter>();
+  private readonly pauses = new Set<{ cancel: () => void; reject: (error: Error) => void }>();
   private closedWith: Error | undefined;
   constructor(
     private readonly clock: Clock,
@@ -109,6 +129,19 @@ export class PlaceWaits {
     });
   }
 
+  /** Resolves after `ms` on the clock; rejects with the close's error if the endpoint closes first (its timer cleared). */
+  pause(ms: number): Promise<void> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
+    return new Promise<void>((resolve, reject) => {
+      const pause = { cancel: () => {}, reject };
+      this.pauses.add(pause);
+      pause.cancel = this.clock.setTimer(ms, () => {
+        this.pauses.delete(pause);
+        resolve();
+      });
+    });
+  }
+
   wake(): void {
     for (const waiter of [...this.waiting]) {
       const picked = this.pick(waiter.way);
@@ -127,6 +160,11 @@ export class PlaceWaits {
       waiter.reject(error);
     }
     this.waiting.clear();
+    for (const pause of this.pauses) {
+      pause.cancel();
+      pause.reject(error);
+    }
+    this.pauses.clear();
   }
 }
 

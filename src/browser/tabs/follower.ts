@@ -310,7 +310,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   return {
     call(method, args) {
       if (isLocal(method)) return own.call(method, args);
-      return sendCall({ clock, next, endpointOf, ownLost, lose, waitsElsewhere: learnedElsewhere }, method, args);
+      const pause = (ms: number) => waits.pause(ms);
+      return sendCall({ clock, next, pause, endpointOf, ownLost, lose, waitsElsewhere: learnedElsewhere }, method, args);
     },
     subscribe(method, args, emit, lost) {
       const id = ++lastId;
