@@ -168,3 +168,24 @@ it("decision 0146 (property, a hostile worker): each call answered NotReady by t
     { numRuns: 60 },
   );
 });
+
+it("decision 0146: a Send waiting to go again after NotReady ends at the endpoint's close (ConnectionLost, the close's error), sent no more, no timer left", async () => {
+  const clock = createManualClock(0);
+  let sends = 0;
+  const page = tabsEndpoint(
+    worker(async () => {
+      sends++;
+      throw new NotReady("the object is between its harnesses");
+    }),
+    { clock },
+  );
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  const sent = settle(page.call("submit", [1, { type: "input", content: "hi" }]));
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  expect({ sends, done: sent.done, timers: clock.pending }).toEqual({ sends: 1, done: false, timers: 1 });
+  page.close();
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  expect(sent).toMatchObject({ done: true, settled: 1, error: { name: "ConnectionLost" } });
+  clock.advance(NOT_READY_RESEND_MS);
+  expect({ sends, timers: clock.pending }).toEqual({ sends: 1, timers: 0 });
+});
