@@ -31,7 +31,8 @@ export class UnsupportedChatRequest extends DurableError {
 
 /**
  * A hook was asked to act before its client or conversation was there; or a tab's status ask had no answer in time (the
- * tabs' endpoint gives it up and asks again: the review of decision 0132, L3).
+ * tabs' endpoint gives it up and asks again: the review of decision 0132, L3); or a page's call found no tab with the
+ * database ready in time and was not sent (decision 0146); or the object answered between its harnesses (0135, 0139).
  */
 export class NotReady extends DurableError {
   override name = "NotReady";
