@@ -25,7 +25,7 @@ export interface CallRoute {
   clock: Clock;
   /**
    * Where the attempt goes now; waits until there is such a place, until `until` at most: then a resend rejects
-   * `ConnectionLost` (it may have run), a call never sent `NotReady` (`notSent`).
+   * `ConnectionLost` (it may have run), a call never sent `NotReady` (`notPlaced`).
    */
   next(way: Way, until?: number): Promise<Target>;
   /** Resolves after `ms` on the clock; rejects at the endpoint's close. */
@@ -96,7 +96,7 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
 export function notPlaced(way: Way): Error {
   if (way !== "call" && way !== "forward") return new ConnectionLost();
   return new NotReady(
-    `No tab had the database open and ready for ${RESEND_WINDOW_MS / 1000} s (this tab's worker and the leading tab's, if any, were opening, waiting or gone): the call was not sent and nothing was done. Send it again once the status is ready.`,
+    `No tab had the database open and ready within ${RESEND_WINDOW_MS / 1000} s of this call (this tab's worker and the leading tab's, if any, were opening, waiting or gone): the call was not sent and nothing was done. Send it again once the status is ready.`,
   );
 }
 
