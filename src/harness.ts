@@ -8,6 +8,7 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
+import { safely } from "./base/safely.ts";
 import { HarnessClosed, InvalidArguments, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
 import { cancelTimers, confirmResumed, LeaseTaking, type LeaseTimers, leaveBy, renewLease } from "./harness-lease.ts";
 import { claimStorage, markLifecycle, recountOwed, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
@@ -296,11 +297,12 @@ export class Harness {
   }
 
   /**
-   * Hears every commit once it is stored, with its batch (what it wrote), in commit order; returns the
-   * function that stops listening. For hosts that show or mirror commits; the listener must not throw.
+   * Hears every stored commit with its batch (what it wrote), in commit order; returns the function that stops listening.
+   * A listener's throw or rejection goes to `onReport` as an error report, never to the commit or the others (0147).
    */
   onCommit(listener: (commit: { readonly batch: Batch }) => void): () => void {
-    return this.#session.subscribe(listener);
+    const failed = (error: unknown) => deliver(this.#options.onReport, { kind: "error", error });
+    return this.#session.subscribe((commit) => safely(() => listener(commit), failed));
   }
 
   /**

@@ -82,6 +82,8 @@ export async function openCopyWorld(
   stores: { tab: Storage; copy: Storage },
   options: Omit<HarnessOptions, "lease" | "clock" | "readOnly">,
   clock: ManualClock = createManualClock(1_000),
+  /** Called with the copy's harness before the copy service listens to it (a listener of its own first). */
+  first?: (copy: Harness) => void,
 ): Promise<CopyWorld> {
   const arbiter = memoryArbiter({ clock });
   const tab = await Harness.open(stores.tab, { ...options, clock, lease: { place: "tab", arbiter } }, ctx);
@@ -92,6 +94,7 @@ export async function openCopyWorld(
     now: clock.now,
   });
   const port = new TestPort(() => tab);
+  if (first) void host.ready.then(first);
   const copy = createCopyService({ copy: host, holder: port, clock, where: () => `the tab (lease epoch ${arbiter.record.epoch})` });
   await host.ready;
   const line = new SerialQueue();

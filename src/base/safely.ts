@@ -1,13 +1,18 @@
 /**
  * Calls a listener across a boundary: neither a throw nor a rejection reaches the caller. A listener's throw is its
  * owner's bug, not the caller's: one listener of many never keeps the others from being told, and nothing of it
- * reaches a transport's frame handler (decision 0117).
+ * reaches a transport's frame handler (decision 0117). `failed` hears what it threw or rejected with (a harness's
+ * commit listeners: its `onReport`, decision 0147); without it the failure is dropped (a page that went away).
  */
-export function safely(call: () => unknown): void {
+export function safely(call: () => unknown, failed: (error: unknown) => void = ignore): void {
   try {
     const result = call();
-    if (result && typeof (result as Promise<unknown>).catch === "function") (result as Promise<unknown>).catch(() => {});
-  } catch {
-    // the listener's own failure (a page that went away, an app's bug): the others are still told
+    if (result && typeof (result as Promise<unknown>).catch === "function") (result as Promise<unknown>).catch(failed);
+  } catch (error) {
+    failed(error);
   }
+}
+
+function ignore(): void {
+  // the listener's own failure (a page that went away, an app's bug): the others are still told
 }

@@ -4,6 +4,7 @@
  * own timers run it; once nothing is ready to run or running the harness clock parks its timers (object-clock.ts)
  * and the alarm comes for the earliest of them too, so the object keeps no timer and can be evicted (decision 0052).
  */
+import { safely } from "../base/safely.ts";
 import type { Harness } from "../harness.ts";
 import type { Batch } from "../storage/records.ts";
 import type { ObjectClock } from "./object-clock.ts";
@@ -35,10 +36,14 @@ export class ObjectAlarm {
   #armedBusy = false;
   readonly #idleWaiters = new Set<() => void>();
 
-  constructor(storage: DurableObjectStorage, heartbeatMs: number, clock: ObjectClock) {
+  /** Where a failure of the alarm's own work goes (the object's `onReport`, as an error report: decision 0147). */
+  readonly #failed: (error: unknown) => void;
+
+  constructor(storage: DurableObjectStorage, heartbeatMs: number, clock: ObjectClock, failed: (error: unknown) => void = () => {}) {
     this.#storage = storage;
     this.#heartbeatMs = heartbeatMs;
     this.#clock = clock;
+    this.#failed = failed;
   }
 
   /** Reads the alarm the object has (at its start), and looks again after the commits that may move it. */
@@ -70,7 +75,8 @@ export class ObjectAlarm {
     this.#armQueued = true;
     queueMicrotask(() => {
       this.#armQueued = false;
-      this.arm(harness);
+      // Off the commit line: what it throws would be no one's (an uncaught error in the microtask).
+      safely(() => this.arm(harness), this.#failed);
     });
   }
 
@@ -107,8 +113,17 @@ export class ObjectAlarm {
     }
     if (earliest === this.#alarmAt) return;
     this.#alarmAt = earliest;
-    if (earliest === undefined) void this.#storage.deleteAlarm();
-    else void this.#storage.setAlarm(Math.min(earliest, LATEST_ALARM));
+    safely(
+      () => (earliest === undefined ? this.#storage.deleteAlarm() : this.#storage.setAlarm(Math.min(earliest, LATEST_ALARM))),
+      (error) => {
+        // Not set: the next commit looks again and sets it (before, this instance took it for set and never asked again).
+        if (this.#alarmAt === earliest) {
+          this.#alarmAt = undefined;
+          this.#armedBusy = false;
+        }
+        this.#failed(error);
+      },
+    );
   }
 
   /** Resolves once no task is ready to run or running, or after one heartbeat period. */

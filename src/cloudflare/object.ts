@@ -35,6 +35,8 @@ import type { Harness } from "../harness.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
 import { createHost } from "../host/host.ts";
 import type { HarnessService } from "../host/protocol.ts";
+import { errorShape } from "../host/status-parts.ts";
+import { deliver } from "../reports.ts";
 import { SqliteStorage } from "../storage/sqlite/storage.ts";
 import { ObjectAlarm } from "./alarm.ts";
 import { errorAnswer, pageError } from "./answers.ts";
@@ -110,7 +112,9 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       ...harnessOptions
     } = setup(env, ctx);
     this.#doors = objectDoors({ powers, authenticate, authorize, onAuthorizeError });
-    this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock);
+    // The alarm's own failures (a refused `setAlarm`) go where the harness's reports go, as an error report (0147).
+    const alarmFailed = (error: unknown) => deliver(onReport, { kind: "error", error: errorShape(error) });
+    this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock, alarmFailed);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
     const openStorage = () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits });

@@ -9,7 +9,6 @@
  */
 import { NotFound } from "../errors.ts";
 import type { Harness } from "../harness.ts";
-import { onCommitSafely } from "./listeners.ts";
 import type { Unsubscribe } from "./protocol.ts";
 
 export interface ConversationWatchOptions {
@@ -102,7 +101,7 @@ export class ConversationWatch {
       if (!(error instanceof NotFound) || !this.#options.follows(harness) || conversationId < harness.nextId) throw error;
     }
     // On the commit line: nothing thrown here reaches it (review of 0140, M2); a watch that cannot start there fails.
-    const stopCommits = onCommitSafely(harness, () => {
+    const stopCommits = harness.onCommit(() => {
       if (this.#ended) return;
       try {
         if (harness.conversationIds().includes(conversationId)) {

@@ -21,7 +21,7 @@ import { hostReads } from "./host-reads.ts";
 import { hostReopen } from "./host-reopen.ts";
 import { hostTaskGraphs } from "./host-task-graphs.ts";
 import { hostViews } from "./host-views.ts";
-import { Listeners, onCommitSafely } from "./listeners.ts";
+import { Listeners } from "./listeners.ts";
 import { pageCallMethods } from "./page-calls.ts";
 import type { HarnessService, HarnessStatus, HeldBy, RebuildStopped } from "./protocol.ts";
 import { RecentReports } from "./recent-reports.ts";
@@ -84,7 +84,7 @@ export function createHost(options: HostOptions): ServedHost {
     claims.set(opened, harnessOptions);
     reopens.opened(); // the copy it replaces stops answering reads (decision 0127)
     if (!opened.readOnly) rebuildStopped = undefined; // its copy writes here: nothing to rebuild
-    onCommitSafely(harness, ({ batch }) => {
+    harness.onCommit(({ batch }) => {
       if (batch.tasks.length > 0) taskGraphs.schedule();
       // A copy that follows another place sees the lease move with the transactions it applies (a takeover, a return).
       if (batch.fence && status.kind === "ready" && status.epoch !== batch.fence.epoch) setStatus({ ...status, epoch: batch.fence.epoch });

@@ -1,5 +1,4 @@
 import { safely } from "../base/safely.ts";
-import type { Harness } from "../harness.ts";
 import type { Unsubscribe } from "./protocol.ts";
 
 /**
@@ -22,13 +21,4 @@ export class Listeners<T> {
   emit(value: T): void {
     for (const { listener } of this.#entries) safely(() => listener(value));
   }
-}
-
-/**
- * Listens to `harness`'s stored commits; the host's listeners run on the commit line, and a throw there refuses a
- * commit that was stored and keeps the later listeners from hearing it (review of 0140, M2): nothing of the listener's
- * reaches the line.
- */
-export function onCommitSafely(harness: Harness, listener: Parameters<Harness["onCommit"]>[0]): Unsubscribe {
-  return harness.onCommit((commit) => safely(() => listener(commit)));
 }

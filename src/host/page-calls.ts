@@ -16,7 +16,6 @@ import { safely } from "../base/safely.ts";
 import { NotFound } from "../errors.ts";
 import { type PageCallPort, requirePageId } from "../follow/page-call-relay.ts";
 import type { Harness } from "../harness.ts";
-import { onCommitSafely } from "./listeners.ts";
 import type { HarnessService } from "./protocol.ts";
 
 type PageCallMethods = Pick<HarnessService, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
@@ -72,7 +71,7 @@ export function pageCallMethods(host: PageCallHost): PageCallService {
       };
       const watch = (): (() => void) =>
         open
-          ? onCommitSafely(open, ({ batch }) => {
+          ? open.onCommit(({ batch }) => {
               const touched =
                 batch.documents.some((document) => document.scope === scope && document.key.startsWith(PAGE_CALL_PREFIX)) ||
                 batch.tasks.some((task) => task.kind === "pi.tool" && task.conversationId === conversationId);
