@@ -8,6 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { resendingNotReady } from "../src/browser/not-ready-resend.ts";
 import { errorAnswer } from "../src/cloudflare/answers.ts";
+import { leaseLapsed } from "../src/cloudflare/lease-lapse.ts";
 import { ObjectClock } from "../src/cloudflare/object-clock.ts";
 import { memoryArbiter } from "../src/follow/arbiter.ts";
 import { answeredInSwitch } from "../src/follow/switch-answers.ts";
@@ -32,13 +33,9 @@ async function instance(storage: MemoryStorage, base: ReturnType<typeof createMa
     now: base.now,
   });
   const harness = await host.ready;
-  // As following.ts: between harnesses while the lease this harness holds has lapsed (its epoch is no longer current,
-  // or its expiry passed).
-  const lapsed = () => {
-    const epoch = harness.lease?.epoch;
-    const record = arbiter.record;
-    return epoch !== undefined && (record.epoch !== epoch || (record.expiresAt !== undefined && base.now() >= record.expiresAt));
-  };
+  // The object's own check (object.ts → following.ts `switching`): between harnesses while the lease this harness
+  // holds has lapsed (review of 0143, L2: before, the test wrote its own copy of it).
+  const lapsed = () => leaseLapsed(harness.lease?.epoch, arbiter.record, "object", base.now());
   return { host, harness, lapsed, service: answeredInSwitch(host.service, lapsed) };
 }
 
@@ -105,9 +102,14 @@ describe("a page's calls of an object whose idle lease lapsed (decision 0143)", 
     const base = createManualClock(0);
     const arbiter = memoryArbiter({ clock: base, ttlMs: 30_000 });
     const storage = new MemoryStorage();
-    const { host, harness, service } = await instance(storage, base, arbiter);
+    const { host, harness, service, lapsed } = await instance(storage, base, arbiter);
     const conversationId = (await harness.root(ctx)).id;
-    base.advance(40_000);
+    // Within the lease (the renewal parked, the expiry not reached): no lapse, the write is made here.
+    base.advance(20_000);
+    expect(lapsed()).toBe(false);
+    expect(await service.submit(conversationId, note as never)).toEqual(expect.any(Number));
+    base.advance(20_000);
+    expect(lapsed()).toBe(true);
     // The fence's LeaseNotHeld, then (the host reopened read-only once the fence was lost) ReadOnlySession: both NotReady.
     for (const ask of [1, 2]) {
       const error = await service.submit(conversationId, note as never).catch((thrown: unknown) => thrown);

@@ -44,6 +44,7 @@ import { DurableObjectDatabase } from "./database.ts";
 import { acceptFollow, claimedThroughFollow, FOLLOW_PATH, followCaller, objectLeaseBook, takeoverGate } from "./follow.ts";
 import { objectCopy } from "./follow-copy.ts";
 import { callerKey, ObjectFollowing } from "./following.ts";
+import { leaseLapsed } from "./lease-lapse.ts";
 import { ObjectClock } from "./object-clock.ts";
 import { authenticateRequest, guardObjectEndpoint, type ObjectDoors, objectDoors } from "./object-doors.ts";
 import { DEFAULT_HEARTBEAT_MS, type HarnessObjectSetup } from "./options.ts";
@@ -189,7 +190,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         copyWrites: copyWrites(() => copied.copy.service, { waiting: this.#waiting }), // as a page on the object writes (decisions 0096, 0097)
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
-        lapsed: () => this.#lapsed(book, place),
+        lapsed: () => leaseLapsed(this.#harness?.lease?.epoch, book.record, place, systemClock.now()),
         ...(onAuthorizeError ? { onAuthorizeError } : {}),
       });
       return;
@@ -371,20 +372,6 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       harness.resume();
     }
     this.#alarm.arm(harness);
-  }
-
-  /**
-   * Whether this instance's harness may no longer write under the lease it holds: the lease lapsed while the object
-   * was idle (its renewal is parked, object-clock.ts), or another place took it since (a newer epoch). A release (a
-   * hand-back in progress) is no lapse: the hand-back ends the instance itself.
-   */
-  #lapsed(book: { record: { holder?: string; epoch: number; expiresAt?: number } }, place: string): boolean {
-    const epoch = this.#harness?.lease?.epoch;
-    if (epoch === undefined) return false;
-    const record = book.record;
-    if (record.epoch !== epoch) return true;
-    const at = record.expiresAt;
-    return record.holder === place && typeof at === "number" && Number.isFinite(at) && systemClock.now() >= at;
   }
 }
 
