@@ -118,4 +118,24 @@ describe("reads answer from the open copy while the host switches it (decision 0
     t.restore();
     await t.close();
   });
+
+  it("S5: rootConversation() with nothing to configure is a read: asked during a rebuild over a silent link it answers the root's id from the copy at once (before: only at the link's 15 s bound); with an agent it may write and waits (0147)", async () => {
+    let rebuild: (() => void) | undefined;
+    const t = await followingTab({ rebuildAsked: (listener) => void (rebuild = listener) });
+    const s = t.host.service;
+    const root = await s.rootConversation();
+    t.silence(); // the snapshot's call is lost
+    rebuild!();
+    await flush(8);
+    const asked = settled(s.rootConversation(), "ok");
+    const configuring = settled(s.rootConversation({ instructions: "be brief" }), "ok");
+    await flush(16);
+    expect(asked.outcome).toBe("ok");
+    expect(await s.rootConversation()).toBe(root);
+    expect(configuring.outcome).toBeUndefined(); // a write waits for the reopen (decision 0053)
+    for (let i = 0; i < 20 && configuring.outcome === undefined; i++) await t.step(1_000);
+    expect(configuring.outcome).toBeDefined();
+    t.restore();
+    await t.close();
+  });
 });

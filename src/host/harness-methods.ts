@@ -1,7 +1,8 @@
 /**
  * The host's calls that only reach the open harness (decision 0057 split them out of host.ts): tasks, conversations,
  * their views and the app's extra methods. A write waits for a reopen under way (`whenOpen`); a read (`read`: getTask,
- * inspect, listConversations, pendingApprovals, conversationEntries) answers from the copy open now (decision 0127).
+ * inspect, listConversations, pendingApprovals, conversationEntries, and rootConversation when the root exists and no
+ * agent is given) answers from the copy open now (decisions 0127, 0147).
  * The host keeps the harness's life (open, reopen, close, the lease's moves) to itself.
  */
 import { coalesceLiveFrames, type LivePace } from "../agent/view/live-frames.ts";
@@ -89,7 +90,10 @@ export function harnessCalls(options: HarnessCallsOptions): {
     abortTask: async (id) => (await whenOpen()).abortTask(id, ctx),
     inspect: () => read((copy) => copy.inspect(ctx)),
     async rootConversation(agent) {
-      return (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
+      // With nothing to configure, a root the copy holds is a read (decision 0147): its id is answered at once, as
+      // listConversations is; creating it or applying `agent` is a write and waits for a reopen under way.
+      const held = agent ? undefined : await read((copy) => copy.rootConversationId);
+      return held ?? (await (await whenOpen()).root(ctx, agent ? { agent } : {})).id;
     },
     async createConversation(agent) {
       return (await (await whenOpen()).createConversation(agent ? { agent } : {}, ctx)).id;
