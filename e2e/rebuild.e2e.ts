@@ -4,6 +4,7 @@ import { browserPerTest, startBrowser } from "./support/browser";
 import { openDemo, query, startTask, waitForShownTask, waitForStatus } from "./support/demo";
 import { edgePerTest } from "./support/edge";
 import { openFollowing, recordTabPrints, tickOf } from "./support/follow";
+import { watchRebuild, workerStop } from "./support/rebuild-stop";
 
 // Decisions 0047 and 0053 in real Chromium against a real workerd: a copy that cannot follow the object's log —
 // a new device's (another browser profile, empty OPFS) or a tab's that forked offline — rebuilds from the object's
@@ -117,16 +118,27 @@ describe("a copy rebuilt from the object's snapshot in Chromium (decisions 0047,
     // A reload in the middle of the rebuild: the worker opens its old copy again — its own forked stretch, and the
     // fork kept once — and starts rebuilding again: a new take, then its second part asked (and held). Twice. Each
     // load's own take and held part are waited for (before, the first wait was already met by the fenced tab's held
-    // part, and the second counted held parts, which the link resends every 2 s, across the reload).
-    for (const load of ["first", "second"]) {
-      const since = edge.printed.lines.length;
-      await tab.reload();
-      await waitForStatus(tab, "ready");
-      await edge.printed.until((lines) => {
-        const after = lines.slice(since);
-        const take = after.indexOf("snapshot take asked");
-        return take >= 0 && after.indexOf("held snapshot part", take) > take;
-      }, `the ${load} reload's rebuild: a new take, its second part asked (and held)`);
+    // part, and the second counted held parts, which the link resends every 2 s, across the reload). Before each
+    // reload the worker is stopped where its log shows a part asked and no reopen since (rebuild-stop.ts, decision
+    // 0147): the held part's 15 s bound cannot pass before the reload, however loaded the machine.
+    const stop = await workerStop();
+    try {
+      let worker = await watchRebuild(tab);
+      for (const load of ["first", "second"]) {
+        await stop.inTheMiddle(worker, `before the ${load} reload`);
+        const since = edge.printed.lines.length;
+        await tab.reload();
+        stop.release();
+        await waitForStatus(tab, "ready");
+        worker = await watchRebuild(tab);
+        await edge.printed.until((lines) => {
+          const after = lines.slice(since);
+          const take = after.indexOf("snapshot take asked");
+          return take >= 0 && after.indexOf("held snapshot part", take) > take;
+        }, `the ${load} reload's rebuild: a new take, its second part asked (and held)`);
+      }
+    } finally {
+      await stop.close();
     }
     expect(await tab.getAttribute("body", "data-forks")).toBe("1");
     const takes = edge.printed.lines.filter((line) => line === "snapshot take asked").length;
