@@ -1,5 +1,6 @@
 import { counterTask } from "../examples/counter-task.ts";
 import type { AnyTool } from "../src/agent/tool.ts";
+import type { Clock } from "../src/base/clock.ts";
 import { LeaseBook, type LeaseRecord } from "../src/follow/arbiter.ts";
 import { type CopyService, createCopyService } from "../src/follow/copy-service.ts";
 import { COPY, copyWrites } from "../src/follow/copy-writes.ts";
@@ -25,7 +26,7 @@ import {
 } from "../src/index.ts";
 import { openSqliteStorage } from "../src/storage/sqlite/open-storage.ts";
 import type { SqliteStorage } from "../src/storage/sqlite/storage.ts";
-import { createManualClock } from "../src/testing/clock.ts";
+import { createManualClock, type ManualClock } from "../src/testing/clock.ts";
 import { ctx, runUntil, wire } from "./support.ts";
 
 /** What the link does with the `index`-th frame going `way`: deliver it, lose it, or deliver it twice. */
@@ -64,6 +65,8 @@ export async function comebackWorld(
     models?: HarnessOptions["models"];
     /** The object's server tools (served on topic `server-tools` by each instance, its store kept across them). */
     serverTools?: () => AnyTool[];
+    /** The object's harness clock over the world's (an `ObjectClock` whose timers a test parks: an idle object, 0052). */
+    objectClock?: (clock: ManualClock) => Clock;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -97,7 +100,8 @@ export async function comebackWorld(
   const serverStore = memoryServerCallStore();
   /** An instance of the object: its end on the copy (and the copy service over it, with `copyService`). */
   const startObject = async () => {
-    const harness = { registry: registry("object"), clock, settings: options.settings, models: options.models };
+    const objectClock = options.objectClock?.(clock) ?? clock;
+    const harness = { registry: registry("object"), clock: objectClock, settings: options.settings, models: options.models };
     const follower = options.copyService
       ? createHost({ database: "copy", openStorage: async () => copy, harness: { ...harness, readOnly: true }, now: clock.now })
       : undefined;

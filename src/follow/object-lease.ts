@@ -5,7 +5,7 @@
  */
 import { BACKGROUND_CONTEXT } from "../base/context.ts";
 import type { Json } from "../base/json.ts";
-import { LeaseNotHeld, NotAuthorized, StaleEpoch } from "../errors.ts";
+import { LeaseNotHeld, NotAuthorized, NotReady, StaleEpoch } from "../errors.ts";
 import type { Harness } from "../harness.ts";
 import type { LogMark } from "../storage/records.ts";
 import type { LeaseBook } from "./arbiter.ts";
@@ -42,17 +42,24 @@ export async function leaseCall(desk: LeaseDesk, method: string, args: readonly 
 
 /**
  * Only the place that holds the lease under the push's epoch may push (or the one handing it over to here); `holding`:
- * this object holds it itself. Otherwise `StaleEpoch` or `LeaseNotHeld`, and nothing is applied.
+ * a harness of this object's is open here. Otherwise `StaleEpoch` or `LeaseNotHeld`, and nothing is applied — except
+ * for the holder of the current epoch while that harness is still open (decision 0145): an idle object's lease lapsed
+ * (0052) and the pusher took it since, so this instance's harness writes nothing more and its alarm ends it. Its copy
+ * cannot take the push while that harness holds it: `NotReady` (the pusher's mirror sends it again, and the next
+ * instance, which follows the pusher, stores it). Before, `StaleEpoch`: the holder's mirror stopped for good.
  */
 export function checkPusher(book: LeaseBook, place: string, holding: boolean, push: PushMessage): void {
   const record = book.record;
-  if (push.epoch < record.epoch || holding) throw new StaleEpoch(push.epoch, record.epoch, "the object's copy");
+  // The object's own place never pushes to it: a push that says so is forged, and keeps its final refusal.
+  const superseded = holding && push.epoch === record.epoch && record.holder === push.from && push.from !== place;
+  if (push.epoch < record.epoch || (holding && !superseded)) throw new StaleEpoch(push.epoch, record.epoch, "the object's copy");
   if (push.epoch > record.epoch)
     throw new LeaseNotHeld(push.from, `epoch ${push.epoch} was never granted (the lease is at ${record.epoch})`);
   if (record.holder !== undefined && record.holder !== push.from)
     throw new LeaseNotHeld(push.from, `${record.holder} holds epoch ${record.epoch}`);
   if (record.holder === undefined && record.heir !== undefined && record.heir !== place)
     throw new LeaseNotHeld(push.from, `it was handed over to ${record.heir}`);
+  if (superseded) throw new NotReady("the object is between its harnesses (its lapsed lease was taken): push again");
 }
 
 /**

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/base/clock.ts";
+import { Follower } from "../../src/follow/follower.ts";
+import { FollowLink } from "../../src/follow/link-client.ts";
+import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
+import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../../src/index.ts";
+import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import { followSocket, until } from "./follow-support.ts";
+import { type Edge, startEdge } from "./support.ts";
+
+// Decision 0145 (B) in workerd: the object's instance whose idle 3 s lease lapsed (decision 0052) still lives — its
+// alarm held here so that the window stays open — and a tab opens again: its open takes the lapsed lease (a new epoch)
+// and pushes its first transactions to that instance. Before: refused `StaleEpoch` (the instance counted its own open
+// harness as the holder), and the tab's mirror stopped pushing for good. Now: `NotReady`, pushed again; the next
+// instance follows the tab and stores them, each once.
+
+describe("a tab takes an idle object's lapsed lease while its instance lives (decision 0145)", { timeout: 90_000 }, () => {
+  let edge: Edge;
+  beforeAll(async () => {
+    edge = await startEdge();
+  }, 120_000);
+  afterAll(async () => {
+    await edge?.dispose();
+  });
+
+  it("S4: the new holder's pushes are answered NotReady, not StaleEpoch, and the next instance stores each once", async () => {
+    const name = "lapse-push"; // a 3 s lease
+    const rpc = async <T>(method: string, args: unknown[]) => {
+      const response = await edge.call("follow", name, "/rpc", {
+        method: "POST",
+        headers: { "x-caller": "alice", "content-type": "application/json" },
+        body: JSON.stringify({ method, args }),
+      });
+      return ((await response.json()) as { value: T }).value;
+    };
+    const state = () =>
+      edge.json("follow", name, "/state") as Promise<{
+        holding: boolean;
+        head: number;
+        lease?: { holder?: string; epoch: number; expiresAt?: number };
+      }>;
+    const instanceName = async () => ((await edge.json("follow", name, "/instance")) as { instance: string }).instance;
+    const registry = createRegistry();
+    // A tab hands the lease over to the object (decision 0038) with nothing running: the object holds it, idle.
+    const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
+    const socket = followSocket(edge, name, "alice", link);
+    await until("the follow socket opens", () => socket.open);
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const first = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    const conversationId = (await first.root(ctx)).id;
+    const handing = new Mirror({ harness: first, link, clock: systemClock, resendMs: 500 });
+    await handing.handOver(ctx);
+    handing.stop();
+    await first.close(ctx);
+    await until("the object holds the lease", async () => (await state()).holding);
+    // The tab opens again read-only (the object holds the lease) and follows it: its copy holds the object's takeover.
+    const reader = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    expect(reader.readOnly).toBe(true);
+    const follower = new Follower({ harness: reader, link, place: "tab" });
+    const held = await state();
+    expect(held).toMatchObject({ holding: true, lease: { holder: "object" } });
+    await until("the tab's copy holds the object's head", () => follower.head >= held.head);
+    const instance = await instanceName();
+    await edge.json("follow", name, "/hold-alarms");
+    await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+
+    // The tab opens again on its storage (at the object's head): its open takes the lapsed lease under a new epoch.
+    follower.stop();
+    await reader.close(ctx);
+    const tab = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    expect(tab.readOnly).toBe(false);
+    const epoch = tab.lease!.epoch;
+    expect(epoch).toBeGreaterThan(held.lease!.epoch);
+    const mirror = new Mirror({ harness: tab, link, clock: systemClock, resendMs: 500 });
+    await (await tab.root(ctx)).submit({ type: "write", entry: { kind: "app.note" } }, ctx);
+    const stored = tab.lease!.position;
+    await until("the object answered a push", () => mirror.stats.retriedRefusals > 0 || mirror.refused !== undefined);
+    // Before: StaleEpoch ("the object's copy"), final: the mirror stopped pushing.
+    expect(mirror.refused?.name).toBeUndefined();
+    expect(await instanceName()).toBe(instance); // the instance whose lease lapsed answered
+    expect((await state()).lease).toMatchObject({ holder: "tab", epoch });
+
+    // The alarm would end the instance now; the next one follows the tab and takes the pushes, each once.
+    await edge.call("follow", name, "/abort").catch(() => undefined);
+    await until("the object acknowledged every push", () => mirror.acknowledged >= stored);
+    expect(mirror.refused).toBeUndefined();
+    expect(await instanceName()).not.toBe(instance);
+    const page = await rpc<{ entries: Array<{ kind: string }> }>("conversationEntries", [conversationId, 1_000_000, 1000]);
+    expect(page.entries.filter((entry) => entry.kind === "app.note")).toHaveLength(1);
+    mirror.stop();
+    socket.stop();
+    await tab.close(ctx);
+  }, 90_000);
+});
