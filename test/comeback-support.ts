@@ -122,6 +122,8 @@ export async function comebackWorld(
       ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
       ...(options.objectApply ? { apply: options.objectApply(copy) } : service ? { apply: (batch) => service.follow(batch) } : {}),
       ...(options.onHandedBack ? { onHandedBack: options.onHandedBack } : {}),
+      // As on Cloudflare (following.ts): its pages are told the status again as the switch begins and ends (0145).
+      ...(service ? { onSwitch: () => service.switchMoved() } : {}),
       open: async (storage: Storage, lease) => {
         if (!service) return Harness.open(storage, { ...harness, lease, resume: true }, ctx);
         const host = createHost({

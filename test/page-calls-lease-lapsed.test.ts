@@ -128,4 +128,18 @@ describe("a page's calls of an object whose idle lease lapsed (decision 0143)", 
     expect(errorAnswer(kept, false).status).toBe(400);
     await harness.close(ctx);
   });
+
+  it("S4 (decision 0145): the status in the lapse says opening — not ready here under the lapsed epoch — also after the host reopened read-only", async () => {
+    const base = createManualClock(0);
+    const arbiter = memoryArbiter({ clock: base, ttlMs: 30_000 });
+    const first = await instance(new MemoryStorage(), base, arbiter);
+    const conversationId = (await first.harness.root(ctx)).id;
+    expect(first.service.status()).toMatchObject({ kind: "ready", runs: "here", epoch: first.harness.lease!.epoch });
+    base.advance(40_000);
+    expect(first.service.status()).toEqual({ kind: "opening", database: "object" });
+    // The fence's refusal makes the host reopen read-only (its status `ready`, elsewhere): still opening to the page.
+    await first.service.submit(conversationId, note as never).catch(() => {});
+    await runUntil(base, () => first.harness.closed);
+    expect(first.service.status()).toEqual({ kind: "opening", database: "object" });
+  });
 });

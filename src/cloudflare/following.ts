@@ -59,6 +59,8 @@ export interface FollowingOptions {
    * renewal is parked, decision 0052), or another place took it since. A release (a hand-back) is no lapse.
    */
   lapsed(): boolean;
+  /** Told each time this instance's switch or lapse (`switching`) may have begun or ended: pages are told the status again. */
+  switchMoved?(): void;
   /** Told when `follow.authorize` failed (threw anything but `NotAuthorized`; decision 0117, later). */
   onAuthorizeError?: OnAuthorizeError<Json>;
 }
@@ -73,6 +75,7 @@ export class ObjectFollowing {
   readonly #holds: () => boolean;
   readonly #lapsed: () => boolean;
   readonly #authorizeFailed: OnAuthorizeError<Json> | undefined;
+  readonly #switchMoved: (() => void) | undefined;
   #expiryAlarm: number | undefined;
   /** This instance handed the lease back to a tab: it ends after its answer (the next one follows). */
   #handedBack = false;
@@ -85,6 +88,7 @@ export class ObjectFollowing {
     this.#holds = options.holds;
     this.#lapsed = options.lapsed;
     this.#authorizeFailed = options.onAuthorizeError;
+    this.#switchMoved = options.switchMoved;
     // Follows until a release or the lease's expiry lets it take over: then the harness opens (`open`), its recovery
     // the new epoch's first transaction, and starts.
     this.end = ctx.blockConcurrencyWhile(async () => {
@@ -101,6 +105,7 @@ export class ObjectFollowing {
         onHandedBack: () => {
           this.#handedBack = true;
         },
+        onSwitch: () => this.#switchMoved?.(), // its pages' status says `opening` meanwhile (decision 0145)
         clock: systemClock,
         apply: options.apply, // pages watching the copy see each push
         connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
@@ -204,6 +209,7 @@ export class ObjectFollowing {
     if (this.#handedBack || !this.#holds() || !this.#lapsed()) return false;
     this.#ending = true;
     void this.#ctx.storage.setAlarm(systemClock.now());
+    this.#switchMoved?.(); // its pages are told `opening` (decision 0145): the lapse is known at the first event after it
     return true;
   }
 

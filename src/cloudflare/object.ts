@@ -191,6 +191,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
         restorePages: () => this.#sockets.restoreAll(),
         holds: () => this.#harness !== undefined,
         lapsed: () => leaseLapsed(this.#harness?.lease?.epoch, book.record, place, systemClock.now()),
+        switchMoved: () => copied.copy.switchMoved(), // pages see the switch and the lapse begin and end (decision 0145)
         ...(onAuthorizeError ? { onAuthorizeError } : {}),
       });
       return;

@@ -72,6 +72,11 @@ export interface CopyService {
    * not at the copy's next status. Nothing once this place holds the lease (its host's status says `here`).
    */
   holderChanged(): void;
+  /**
+   * This place's switch may have begun or ended (`switching`, decision 0145): every status subscriber is told the status
+   * again, `opening` while it lasts (switch-answers.ts), the host's own after it. Told only when it changed.
+   */
+  switchMoved(): void;
   /** Ends every forward and subscription and closes the current host. */
   close(): Promise<void>;
 }
@@ -267,6 +272,24 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
     call: serve("call"),
   };
 
+  /** Tells every status subscriber the status now (they may have missed what changed it: no commit came with it). */
+  const tellStatus = () => {
+    if (closed) return;
+    let status: HarnessStatus;
+    try {
+      status = delegate("status", []) as HarnessStatus;
+    } catch {
+      return; // a host that cannot say its status now tells it when it can
+    }
+    for (const listener of subscriptions.listenersOf("onStatus")) {
+      try {
+        (listener as (status: HarnessStatus) => void)(status);
+      } catch {
+        // One page's listener failing (its socket gone) does not keep the others from it.
+      }
+    }
+  };
+
   const copyService: CopyService = {
     service: options.switching ? answeredInSwitch(service, options.switching) : service,
     async follow(batch) {
@@ -277,16 +300,9 @@ export function createCopyService(options: CopyServiceOptions): CopyService {
       return holding;
     },
     holderChanged() {
-      if (holding || closed) return;
-      const status = delegate("status", []) as HarnessStatus;
-      for (const listener of subscriptions.listenersOf("onStatus")) {
-        try {
-          (listener as (status: HarnessStatus) => void)(status);
-        } catch {
-          // One page's listener failing (its socket gone) does not keep the new holder from the others.
-        }
-      }
+      if (!holding) tellStatus();
     },
+    switchMoved: () => tellStatus(),
     async hold(host) {
       const harness = await host.ready;
       // A takeover that found the lease taken after all opened read-only: this place goes on following.

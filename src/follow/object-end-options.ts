@@ -83,6 +83,11 @@ export interface ObjectEndOptions {
    */
   onHandedBack?(mark: LogMark): void;
   /**
+   * Told each time this place's switch (`ObjectEnd.switching`) may have begun or ended — the hand-back's drain begins or
+   * ends, the lease was released — so that its pages are told the status again (decision 0145: `opening` meanwhile).
+   */
+  onSwitch?(): void;
+  /**
    * The open connection of `place` (the platform's: the newest that spoke for it, see `SpeaksFor`), for this
    * object's calls of the tab. Default: the connection that last spoke for it to this instance.
    */

@@ -23,7 +23,7 @@ import { MAX_OBJECT_TRANSACTION_BYTES, Reassembly } from "./chunks.ts";
 import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
-import { holderOf } from "./lease-holder.ts";
+import { holderOf, otherExpiry } from "./lease-holder.ts";
 import { allowed, answerHelloCall, doorOf, errorShape } from "./object-door.ts";
 import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
 import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
@@ -57,8 +57,8 @@ export class ObjectEnd {
   readonly #speakers = new Map<string, (frame: string) => void>();
   /** The harness that holds the lease here, once open. */
   #holder: Harness | undefined;
-  /** This instance's hand-back and what follows it until the next instance: its switch (decisions 0130, 0139). */
-  readonly #switch = new HandBackSwitch();
+  /** This instance's hand-back and what follows it until the next instance: its switch (decisions 0130, 0139, 0145). */
+  readonly #switch: HandBackSwitch;
   /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
   readonly #pageCalls = new PageCallRelay(
     "object",
@@ -70,6 +70,7 @@ export class ObjectEnd {
 
   private constructor(options: ObjectEndOptions, arrival: Arrival, feed: Feed, snapshots: SnapshotServer) {
     this.#options = options;
+    this.#switch = new HandBackSwitch(() => options.onSwitch?.());
     this.#arrival = arrival;
     this.#feed = feed;
     this.#snapshots = new SnapshotAnswers(snapshots, options.place);
@@ -143,11 +144,7 @@ export class ObjectEnd {
 
   /** When the lease another place holds expires on this place's clock (for a platform's alarm), if it does. */
   get expiresAt(): number | undefined {
-    const record = this.#options.book.record;
-    const other = record.holder ?? record.heir;
-    // A pinned lease never expires (its `expiresAt` is Infinity, or null once it went through JSON): no alarm.
-    const at = record.expiresAt;
-    return other !== undefined && other !== this.#options.place && Number.isFinite(at) ? at : undefined;
+    return otherExpiry(this.#options.book.record, this.#options.place);
   }
 
   /** Takes the lease over if it expired (a platform's alarm calls this after an eviction); resolves when done. */

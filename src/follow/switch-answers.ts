@@ -10,7 +10,7 @@
  */
 import { HarnessClosed, LeaseNotHeld, NotReady, ReadOnlySession } from "../errors.ts";
 import { keepCancel } from "../host/pending-subscription.ts";
-import { type HarnessService, type MethodName, PROTOCOL } from "../host/protocol.ts";
+import { type HarnessService, type HarnessStatus, type MethodName, PROTOCOL } from "../host/protocol.ts";
 
 /**
  * `error` as the caller is answered: `NotReady` when `switching` and the closed host refused with `HarnessClosed` —
@@ -34,20 +34,29 @@ export function switchRefusal(error: unknown, switching: boolean, again: string,
 export class HandBackSwitch {
   #handing = false;
   #handed = false;
+  readonly #moved: () => void;
+
+  /** `moved` is told each time the switch may have begun or ended (the page's status says so; decision 0145). */
+  constructor(moved: () => void = () => {}) {
+    this.#moved = moved;
+  }
 
   /** Runs the hand-back: in the switch meanwhile. */
   async during<T>(handBack: () => Promise<T>): Promise<T> {
     this.#handing = true;
+    this.#moved();
     try {
       return await handBack();
     } finally {
       this.#handing = false;
+      this.#moved();
     }
   }
 
   /** The lease was released to the tab: the switch lasts until a harness opens here (the next instance's, on Cloudflare). */
   handed(): void {
     this.#handed = true;
+    this.#moved();
   }
 
   /** Whether this place is in its switch; `open`: a harness holds the lease here now. */
@@ -59,9 +68,36 @@ export class HandBackSwitch {
 type AnyMethod = (...args: unknown[]) => unknown;
 
 /**
+ * The object's status as a page is told it in the switch or the lapse (decision 0145): `opening` — not ready, as at
+ * the start of an instance, which is what comes next (the next instance opens, follows, and says where the agent runs).
+ * Before, the closed or lapsed harness's last `ready` (`runs: "here"`, its old epoch) while the tab already held the
+ * next one. A kind every page knows (an older one too): its client waits in `ready()` and its hooks show `opening`.
+ * A status without a database (failed, closed) is as it is.
+ */
+export function statusInSwitch(status: HarnessStatus): HarnessStatus {
+  return "database" in status ? { kind: "opening", database: status.database } : status;
+}
+
+/**
+ * A status listener as pages get it: each status told as `statusInSwitch` while `switching()`, and one that says the
+ * same as the last told is not told again (the object tells its status again each time the switch moves).
+ */
+function toldInSwitch(listener: (status: HarnessStatus) => void, switching: () => boolean): (status: HarnessStatus) => void {
+  let last: string | undefined;
+  return (status) => {
+    const shown = switching() ? statusInSwitch(status) : status;
+    const text = JSON.stringify(shown);
+    if (text === last) return;
+    last = text;
+    listener(shown);
+  };
+}
+
+/**
  * `service` as pages connected to the object get it: each method's `HarnessClosed`, thrown or rejected while
- * `switching()` (`ObjectEnd.switching`, read when it fails), is `NotReady`. Nothing is changed otherwise: a call that was
- * answered, and every error outside the switch, reach the page as before; a watch that waits can still be given up.
+ * `switching()` (`ObjectEnd.switching`, read when it fails), is `NotReady`, and its status is `opening` (read at each
+ * status: `statusInSwitch`). Nothing is changed otherwise: a call that was answered, and every error outside the switch,
+ * reach the page as before; a watch that waits can still be given up.
  */
 export function answeredInSwitch(service: HarnessService, switching: () => boolean): HarnessService {
   const answered: Record<string, AnyMethod> = {};
@@ -79,5 +115,11 @@ export function answeredInSwitch(service: HarnessService, switching: () => boole
       }
     };
   }
+  const { status, onStatus } = answered;
+  answered.status = () => {
+    const now = status!() as HarnessStatus;
+    return switching() ? statusInSwitch(now) : now;
+  };
+  answered.onStatus = (listener, ...rest) => onStatus!(toldInSwitch(listener as (status: HarnessStatus) => void, switching), ...rest);
   return answered as unknown as HarnessService;
 }

@@ -3,8 +3,10 @@ import { systemClock } from "../../src/base/clock.ts";
 import { Follower } from "../../src/follow/follower.ts";
 import { FollowLink } from "../../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
+import type { HarnessStatus } from "../../src/host/protocol.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../../src/index.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
+import { openDevice } from "./follow-copy-support.ts";
 import { followSocket, until } from "./follow-support.ts";
 import { type Edge, startEdge } from "./support.ts";
 
@@ -13,6 +15,11 @@ import { type Edge, startEdge } from "./support.ts";
 // and pushes its first transactions to that instance. Before: refused `StaleEpoch` (the instance counted its own open
 // harness as the holder), and the tab's mirror stopped pushing for good. Now: `NotReady`, pushed again; the next
 // instance follows the tab and stores them, each once.
+
+/** What a page shows of a status: its kind, and where the agent runs at which epoch once ready. */
+function shown(status: HarnessStatus | undefined) {
+  return status?.kind === "ready" ? `ready ${status.runs} epoch ${status.epoch}` : status?.kind;
+}
 
 describe("a tab takes an idle object's lapsed lease while its instance lives (decision 0145)", { timeout: 90_000 }, () => {
   let edge: Edge;
@@ -23,7 +30,7 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     await edge?.dispose();
   });
 
-  it("S4: the new holder's pushes are answered NotReady, not StaleEpoch, and the next instance stores each once", async () => {
+  it("S4: the new holder's pushes are answered NotReady, not StaleEpoch, and the next instance stores each once; a page's status says opening in the lapse", async () => {
     const name = "lapse-push"; // a 3 s lease
     const rpc = async <T>(method: string, args: unknown[]) => {
       const response = await edge.call("follow", name, "/rpc", {
@@ -61,8 +68,17 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     expect(held).toMatchObject({ holding: true, lease: { holder: "object" } });
     await until("the tab's copy holds the object's head", () => follower.head >= held.head);
     const instance = await instanceName();
+    // A page connected to the object itself (connectHarness(url)) watches its status (decision 0145).
+    const page = openDevice(edge, name, "alice");
+    const seen: HarnessStatus[] = [];
+    page.onStatus((status) => void seen.push(status));
+    await until("the page sees the object run", () => shown(page.status) === `ready here epoch ${held.lease!.epoch}`);
     await edge.json("follow", name, "/hold-alarms");
     await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+    // Asked in the lapse, the status is opening (before: ready, runs here, the lapsed epoch); that ask is an event of
+    // the instance, which tells the page's watch the same.
+    expect(shown(await rpc<HarnessStatus>("status", []))).toBe("opening");
+    await until("the page's watch says opening", () => page.status.kind === "opening");
 
     // The tab opens again on its storage (at the object's head): its open takes the lapsed lease under a new epoch.
     follower.stop();
@@ -85,8 +101,16 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     await until("the object acknowledged every push", () => mirror.acknowledged >= stored);
     expect(mirror.refused).toBeUndefined();
     expect(await instanceName()).not.toBe(instance);
-    const page = await rpc<{ entries: Array<{ kind: string }> }>("conversationEntries", [conversationId, 1_000_000, 1000]);
-    expect(page.entries.filter((entry) => entry.kind === "app.note")).toHaveLength(1);
+    const entries = await rpc<{ entries: Array<{ kind: string }> }>("conversationEntries", [conversationId, 1_000_000, 1000]);
+    expect(entries.entries.filter((entry) => entry.kind === "app.note")).toHaveLength(1);
+    // The page's watch: the object ran, the lapse (opening), the drop of the instance's sockets, and the next instance,
+    // which follows the tab: elsewhere, at the tab's epoch once its pushes arrived. In that order; never here again.
+    await until("the page sees the tab's epoch", () => shown(page.status) === `ready elsewhere epoch ${epoch}`);
+    const told = seen.map(shown).filter((status, i, all) => i === 0 || status !== all[i - 1]);
+    const lapse = told.indexOf("opening");
+    expect(told.slice(0, lapse)).toContain(`ready here epoch ${held.lease!.epoch}`);
+    expect(told.slice(lapse + 1).every((status) => status === "reconnecting" || status?.startsWith("ready elsewhere"))).toBe(true);
+    page.close();
     mirror.stop();
     socket.stop();
     await tab.close(ctx);
