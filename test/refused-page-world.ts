@@ -42,7 +42,8 @@ export async function leaderTab({ locks, cleanups }: ReturnType<typeof tabsTestS
 
 /**
  * The leader's tab (`leaderHook` its door) and this tab's page over its own worker (`ownHook`), which waits for the
- * lock until `leaderGoes()`: the leader's worker closed, its life lock let go, this tab's worker granted the database.
+ * lock until `leaderGoes()`: the leader's worker closed, its life lock let go, this tab's worker granted the database —
+ * a fresh one, or with `shared` the leader's (its image as the leader closed, as one OPFS file is to both tabs).
  */
 export async function refusedPageWorld(
   { locks, cleanups }: ReturnType<typeof tabsTestScope>,
@@ -50,6 +51,7 @@ export async function refusedPageWorld(
   leaderHook: Hook,
   ownHook: Hook,
   methods?: Record<string, (...a: never[]) => unknown>,
+  { shared = false }: { shared?: boolean } = {},
 ) {
   const { leader, leaderLife } = await leaderTab({ locks, cleanups }, database, leaderHook);
 
@@ -67,9 +69,10 @@ export async function refusedPageWorld(
     onTakeoverRequest: () => {},
     lifeLock: async () => lifeLock,
   };
+  let image: Uint8Array | undefined;
   const own = createHost({
     database,
-    openStorage: () => sqliteMemoryBackend.create(),
+    openStorage: () => (image ? sqliteMemoryBackend.fromImage(image) : sqliteMemoryBackend.create()),
     harness: { registry: createRegistry() },
     ownership,
     now: () => 0,
@@ -87,6 +90,7 @@ export async function refusedPageWorld(
   });
   await until(() => own.service.status().kind === "waiting-for-lock", "the own worker waits for the lock");
   const leaderGoes = async () => {
+    if (shared) image = await leader.service.exportDatabase();
     await leader.service.close();
     locks.die(leaderLife);
     end(() => {});

@@ -12,6 +12,7 @@ import { isRetryable } from "../../retryable.ts";
 import { OWN, PlaceWaits, sendCall, type Target, type Way } from "./calls.ts";
 import { followLeaders } from "./leaders.ts";
 import type { Link } from "./link.ts";
+import { pastOwnDoor } from "./own-door.ts";
 import { watchStatus } from "./own-status.ts";
 import { isLocal, isLoss } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
@@ -80,6 +81,12 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   /** Whether this endpoint cannot see its own worker's status (refused, or asked again after a throw). */
   const unseen = () => ownStatus.kind === "failed" || ownStatus.kind === "reconnecting";
   /**
+   * Whether this tab's worker's door decides what this page asks first: its status refused; a throw where that worker is
+   * the database (0138's H1), or said another tab has it. A call goes there (review of 0142, M1); a subscription carried
+   * elsewhere is let by there first (decision 0144).
+   */
+  const ownFirst = () => ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads || waitsElsewhere));
+  /**
    * Where an attempt goes (`Way`, ./calls.ts): whoever has the database open; until then it waits (while this tab's
    * worker opens or recovers, or another tab leads). A first attempt goes to this tab's worker when that one failed, was
    * closed, or waits for the database where there is no broker (answered as before: not open); to the leader whose door
@@ -89,13 +96,12 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    * of 0142, M1: before, later calls went to the leader, decided as another tab's); a watch until `waitsElsewhere`.
    */
   const pick = (way: Way): Target | undefined => {
-    const ownFirst = ownStatus.kind === "failed" || (ownStatus.kind === "reconnecting" && (!locks || ownLeads || waitsElsewhere));
-    if ((way === "call" || way === "resend") && ownFirst) return OWN;
+    if ((way === "call" || way === "resend") && ownFirst()) return OWN;
     const target = readyTarget();
     if (target || way === "watch-again") return target;
     if (following() && leaders.link?.status?.kind === "failed") return leaders.link;
     if (way === "resend" || way === "forward") return undefined;
-    const own = way === "watch" && !waitsElsewhere && ownFirst;
+    const own = way === "watch" && !waitsElsewhere && ownFirst();
     const settled = own || (ownStatus.kind === "closed" && !following());
     return settled || (!locks && ownStatus.kind === "waiting-for-lock") ? OWN : undefined;
   };
@@ -141,9 +147,26 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
   };
 
   const endpointOf = (target: Target) => (target === OWN ? own : target.endpoint);
-  const attach = (id: number, subscription: Subscription, target: Target) => {
+  /**
+   * Subscribes at `target`: carried there past this tab's worker's door while that door decides first (`ownFirst`,
+   * decision 0144) — a first attempt, a move with the database, an ask again alike — unless `decided` (that door let
+   * this very attempt by: its host's "not open" named the database another tab has).
+   */
+  const attach = (id: number, subscription: Subscription, target: Target, decided = false) => {
     subscription.on = target;
-    const remote: Promise<number> = endpointOf(target).subscribe(
+    const { method, args } = subscription;
+    const carry = () => subscribeAt(id, subscription, target, () => subscription.remote === remote);
+    const remote: Promise<number> =
+      target !== OWN && !decided && ownFirst() ? pastOwnDoor(own, method, args, learnedElsewhere, carry) : carry();
+    subscription.remote = remote;
+    remote.catch(() => {
+      if (subscription.on === target) subscription.on = undefined;
+    });
+    return remote;
+  };
+  /** The subscription at `target` itself; its end is told while the attempt is still the subscription's (`current`). */
+  const subscribeAt = (id: number, subscription: Subscription, target: Target, current: () => boolean) =>
+    endpointOf(target).subscribe(
       subscription.method,
       subscription.args,
       (value) => {
@@ -152,7 +175,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       // The place ended it itself (decision 0117: a watch its host moved to a harness it opened again that lacks the
       // conversation): ended here too, as a refusal at a move is.
       (error) => {
-        if (subscriptions.get(id) !== subscription || subscription.remote !== remote) return; // ended, or moved on
+        if (subscriptions.get(id) !== subscription || !current()) return; // ended, or moved on
         const refusal = refusalOf(error);
         if (!refusal) {
           // It held it no more: asked again there after the backoff (a retryable end), or at the next move.
@@ -166,12 +189,6 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
         subscription.lost?.(refusal);
       },
     );
-    subscription.remote = remote;
-    remote.catch(() => {
-      if (subscription.on === target) subscription.on = undefined;
-    });
-    return remote;
-  };
   const detach = (subscription: Subscription) => {
     const { on, remote } = subscription;
     subscription.on = undefined;
@@ -182,10 +199,11 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
 
   /** Subscribes on the database's current place, again on the next one after a loss, until answered or refused. */
   const subscribeLive = async (id: number, subscription: Subscription): Promise<number> => {
-    for (let fresh = true; ; fresh = false) {
+    for (let fresh = true, decided = false; ; ) {
       const target = await next(fresh ? "watch" : "watch-again");
       try {
-        const attaching = attach(id, subscription, target);
+        const attaching = attach(id, subscription, target, decided);
+        decided = false;
         if (subscriptions.get(id) !== subscription) cancelPending(attaching); // given up while it waited for a place
         await attaching;
         if (subscriptions.get(id) !== subscription) {
@@ -200,8 +218,15 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
         }
         return id;
       } catch (error) {
+        // This tab's worker's door let it by, and its host waits for the database another tab has: carried there, as a
+        // call is (decision 0142), without asking that door again (decision 0144; before, it failed "not open").
+        if (target === OWN && learnedElsewhere(error)) {
+          decided = true;
+          continue;
+        }
         if (target !== OWN && isLoss(error)) {
           lose(target);
+          fresh = false;
           continue;
         }
         subscriptions.delete(id);
