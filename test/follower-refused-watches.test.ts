@@ -135,3 +135,32 @@ it("0144: a watch carried to the leader moves with the database, decided by the 
   await client.createConversation().catch(() => {}); // signed out: refused, changes nothing
   expect(own.listenerCount()).toBe(heldViews);
 });
+
+it("0144: a watch carried while the page was refused stays where it is when the page sees its status again (a follower of the leader), and moves to this tab's worker — decided by its door as this page's — when that worker takes the database", async () => {
+  const ownAsked: string[] = [];
+  const database = `watch-seen-again-${crypto.randomUUID()}`;
+  let statusSeen = false;
+  const hook: Hook = (caller, call) => caller.from === "tab" || call.method !== "onStatus" || statusSeen;
+  const { leader, own, client, conversationId, leaderGoes } = await following(database, hook, recorded(ownAsked, hook));
+  const views: unknown[] = [];
+  const lost: Error[] = [];
+  await client.watchConversationUpdates(
+    conversationId,
+    (update) => views.push(update),
+    (error) => lost.push(error),
+  );
+  await until(() => views.length > 0, "the snapshot");
+  const heldAtLeader = leader.listenerCount();
+  statusSeen = true; // signed in: the page sees its worker wait for the lock, and follows the leader as any tab
+  await client.askAgain();
+  await until(() => client.status.kind === "ready", "a follower");
+  for (let i = 0; i < 10; i++) await macrotask();
+  expect(leader.listenerCount()).toBe(heldAtLeader); // not moved, not subscribed again
+  const snapshots = views.length;
+  const watchesAsked = ownAsked.filter((asked) => asked === "page watchConversation").length;
+  await leaderGoes();
+  await until(() => own.service.status().kind === "ready", "this tab's worker holds the database");
+  await until(() => views.length > snapshots, "the watch moved to this tab's worker");
+  expect(ownAsked.filter((asked) => asked === "page watchConversation").length).toBe(watchesAsked + 1);
+  expect(lost).toEqual([]);
+});

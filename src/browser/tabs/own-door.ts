@@ -39,7 +39,11 @@ export function pastOwnDoor(
       asked = carry();
       return await asked;
     } finally {
-      if (held !== undefined) void Promise.resolve(own.unsubscribe(held)).catch(() => {});
+      const release = held;
+      if (release !== undefined)
+        void Promise.resolve(release)
+          .then((id) => own.unsubscribe(id))
+          .catch(() => {});
     }
   })();
   return pendingSubscription(answered, () => {
