@@ -148,10 +148,19 @@ describe("the runtime-neutral host over a message transport", () => {
     expect(served.listenerCount()).toBe(baseline - 1);
   });
 
-  it("a refused subscription rejects and holds nothing (watchConversation before the database is open)", async () => {
+  it("a refused subscription rejects and holds nothing (watchConversation before the database is open: it waits for the open, as a call does since 0138 and a watch since 0144, and is refused once a close ends that wait)", async () => {
     const served = serve({ openStorage: () => new Promise<never>(() => {}) });
     const { remote } = overMessages(served);
-    await expect(remote.watchConversation(1, () => {})).rejects.toThrow(/not open/);
+    const watched = remote.watchConversation(1, () => {});
+    let settled = false;
+    watched.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(settled).toBe(false);
+    void served.service.close().catch(() => {});
+    await expect(watched).rejects.toThrow(/not open/);
     expect(served.listenerCount()).toBe(0);
   });
 });

@@ -313,7 +313,8 @@ export function createHost(options: HostOptions): ServedHost {
     whenOpen,
     ...reads, // `read`, and the `copy` a watch starts on while the host reopens (decision 0134)
     requireHarness,
-    reopening: () => queue.current !== undefined,
+    // The open under way too: a watch then waits for what it leads to, as a call does (decisions 0138, 0144).
+    reopening: () => queue.current !== undefined || openUnderWay() !== undefined,
     rebinds: liveViews.rebinds,
     methods: options.methods,
     liveFrames: options.liveFrames,
