@@ -37,8 +37,9 @@ const stall = defineTask<null, { phase: "stall" }, null>({
 const counter = counterTask(() => {});
 const extension = defineExtension({ name: "example", tasks: [counter, stall] });
 
-/** The hook's answer to `caller`'s status subscription; every other call is let through. */
+/** The hook's answer to `caller`'s status subscription, and to the methods `pageRefuses` names; the rest is let through. */
 const statusAnswer = (caller: WorkerCaller, method: string): HookAnswer => {
+  if (caller.from === "page" && options.pageRefuses?.includes(method)) return "refuse";
   if (method !== "onStatus") return "allow";
   if (caller.from === "tab") return options.tabHook ? tabAnswer : "allow";
   scope.e2ePageAsks.push(Date.now());
@@ -49,7 +50,7 @@ const served = serveHarness({
   extensions: [extension],
   poolDirectory: ".e2e-host-pool",
   crashPoints: options.crashPoints,
-  ...(options.tabHook || options.pageHook
+  ...(options.tabHook || options.pageHook || options.pageRefuses
     ? {
         authorize: (caller: WorkerCaller, call: { method: string }) => {
           const answer = statusAnswer(caller, call.method);

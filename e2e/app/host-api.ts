@@ -20,6 +20,8 @@ export interface WorkerOptions {
   tabHook?: boolean;
   /** The worker's authorize hook answers its own page's `onStatus` like this, until its `pageAnswer` method says otherwise. */
   pageHook?: HookAnswer;
+  /** The worker's authorize hook refuses its own page these methods too (other tabs are let by: decision 0144's e2e). */
+  pageRefuses?: string[];
   /** Follows the Durable Object whose follow link is this URL (`serveHarness({ follow })`). */
   follow?: string;
 }
