@@ -143,6 +143,6 @@ it("decision 0146: a call given up at its bound is NotReady, typed and retryable
   await turns(20);
   expect(error).toBeInstanceOf(NotReady);
   expect(isRetryable(error)).toBe(true);
-  expect((error as Error).message).toMatch(/not sent and nothing was done/);
+  expect((error as Error).message).toMatch(/not sent to any place that could run it, and nothing was done/);
   endpoint.close();
 });

@@ -9,7 +9,7 @@ import { hostWaitingFor } from "../../host/error-wire.ts";
 import { cancelPending, pendingSubscription } from "../../host/pending-subscription.ts";
 import type { HarnessStatus } from "../../host/protocol.ts";
 import { isRetryable } from "../../retryable.ts";
-import { OWN, PlaceWaits, sendCall, type Target, type Way } from "./calls.ts";
+import { type Bound, OWN, PlaceWaits, sendCall, type Target, type Way } from "./calls.ts";
 import { followLeaders } from "./leaders.ts";
 import type { Link } from "./link.ts";
 import { pastOwnDoor } from "./own-door.ts";
@@ -43,6 +43,8 @@ export interface TabsEndpoint extends HostEndpoint {
 export interface TabsEndpointOptions {
   /** The clock of the waits that ask again and of the resend window (the page's by default; a test's manual clock). */
   clock?: Clock;
+  /** The draws of the backoff between two sends of a call (`Math.random` by default), as the socket's (review of 0146, L2). */
+  random?: () => number;
 }
 
 const OWN_OPENS = new Set<HarnessStatus["kind"]>(["opening", "recovering", "ready"]);
@@ -120,7 +122,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     return true;
   };
   const waits = new PlaceWaits(clock, pick);
-  const next = (way: Way, until?: number) => waits.next(way, until);
+  const next = (way: Way, bound?: Bound) => waits.next(way, bound);
 
   /**
    * Answered subscriptions the database's place could not serve now (a retryable answer: its door's hook threw), by
@@ -336,7 +338,8 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
     call(method, args) {
       if (isLocal(method)) return own.call(method, args);
       const pause = (ms: number) => waits.pause(ms);
-      return sendCall({ clock, next, pause, endpointOf, ownLost, lose, waitsElsewhere: learnedElsewhere }, method, args);
+      const route = { clock, next, pause, random: options.random, endpointOf, ownLost, lose, waitsElsewhere: learnedElsewhere };
+      return sendCall(route, method, args);
     },
     subscribe(method, args, emit, lost) {
       const id = ++lastId;
