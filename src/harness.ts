@@ -8,7 +8,7 @@ import type { AgentChange } from "./agent/types.ts";
 import { type Clock, systemClock } from "./base/clock.ts";
 import { type Context, throwIfCancelled, waitFor } from "./base/context.ts";
 import { cloneJson, type Json } from "./base/json.ts";
-import { safely } from "./base/safely.ts";
+import { failingOnce } from "./base/safely.ts";
 import { HarnessClosed, InvalidArguments, LeaseNotHeld, ReadOnlySession, StaleEpoch } from "./errors.ts";
 import { cancelTimers, confirmResumed, LeaseTaking, type LeaseTimers, leaveBy, renewLease } from "./harness-lease.ts";
 import { claimStorage, markLifecycle, recountOwed, recoveryAtOpen, releaseStorage, storedLifecycle } from "./harness-lifecycle.ts";
@@ -298,11 +298,11 @@ export class Harness {
 
   /**
    * Hears every stored commit with its batch (what it wrote), in commit order; returns the function that stops listening.
-   * A listener's throw or rejection goes to `onReport` as an error report, never to the commit or the others (0147).
+   * A listener's throw or rejection goes to `onReport` as an error report (once until it is heard well again), never to
+   * the commit or the others (0147 and its review).
    */
   onCommit(listener: (commit: { readonly batch: Batch }) => void): () => void {
-    const failed = (error: unknown) => deliver(this.#options.onReport, { kind: "error", error });
-    return this.#session.subscribe((commit) => safely(() => listener(commit), failed));
+    return this.#session.subscribe(failingOnce(listener, (error) => deliver(this.#options.onReport, { kind: "error", error })));
   }
 
   /**

@@ -25,7 +25,7 @@ const throwing = () => {
 const errors = (reports: Report[]) => reports.filter((report) => report.kind === "error").map((report) => report.error);
 
 describe("a commit listener that throws stops neither the commit nor the other listeners; it is reported (decision 0147)", () => {
-  it("0147, S7: the first of two listeners throws, a third rejects: the commit resolves, the second hears every commit, onReport gets each failure as an error report", async () => {
+  it("0147, S7: the first of two listeners throws, a third rejects: the commit resolves, the second hears every commit, onReport gets each listener's failure as an error report (once until it is heard well again: 0147's review, M1)", async () => {
     const reports: Report[] = [];
     const harness = await Harness.open(
       new MemoryStorage(),
@@ -40,7 +40,7 @@ describe("a commit listener that throws stops neither the commit nor the other l
     await harness.createConversation({}, ctx);
     await flush(1);
     expect(heard).toEqual([1, 1]);
-    expect(errors(reports)).toEqual([broken, broken, broken, broken]);
+    expect(errors(reports)).toEqual([broken, broken]);
     await harness.close(ctx);
   });
 
@@ -68,7 +68,7 @@ describe("a commit listener that throws stops neither the commit nor the other l
     );
     await flush(2);
     expect(at).toBe(1_000_000 + 30_000); // a pending task: the heartbeat
-    expect(errors(reports)).toEqual([broken, broken]);
+    expect(errors(reports)).toEqual([broken]);
     await harness.close(ctx);
   });
 
