@@ -104,7 +104,7 @@ describe("the object's status in its switch (decision 0145)", () => {
     );
   }, 120_000);
 
-  it("S4: a hand-back refused (the tab's copy past the object's log) begins and ends the switch: the watch sees opening, then ready here again", async () => {
+  it("S4, S8 (0145's review, M1): three hand-backs refused before any drain (forged: the tab's copy past the object's log) move no page's status — it stays ready here, never opening (before: ready → opening → ready at each, and a page's usePageTool let its running tools go)", async () => {
     const world = await comebackWorld({ to: 8, ttlMs: 60_000, declared: true, copyService: true });
     world.tab.harness.resume();
     await runUntil(world.clock, () => world.printed.length >= 2);
@@ -112,17 +112,21 @@ describe("the object's status in its switch (decision 0145)", () => {
     const watch = statusWatch(world);
     await runUntil(world.clock, () => watch.seen.length > 0);
     const answers: string[] = [];
-    // A tab asks for the lease back at a head past the object's log: refused LeaseNotHeld, after the switch began.
-    const frame = JSON.stringify({ type: "call", id: "h1", topic: "lease", method: "handBack", args: ["tab", 1_000_000] });
-    await world.end.receive(
-      frame,
-      (answer) => void answers.push(answer),
-      () => true,
-      "a forged tab",
-    );
-    await runUntil(world.clock, () => answers.length > 0 && changes(watch.seen).length >= 3);
-    expect(JSON.parse(answers[0]!).error?.name).toBe("LeaseNotHeld");
-    expect(changes(watch.seen)).toEqual(["ready here epoch 2", "opening", "ready here epoch 2"]);
+    for (let i = 0; i < 3; i++) {
+      const frame = JSON.stringify({ type: "call", id: `h${i}`, topic: "lease", method: "handBack", args: ["tab", 1_000_000] });
+      await world.end.receive(
+        frame,
+        (answer) => void answers.push(answer),
+        () => true,
+        "a forged tab",
+      );
+      await runUntil(world.clock, () => answers.length > i);
+    }
+    // Ordering, not time: the tab's own pushes go on after the refusals, and the watch has heard every status by then.
+    const printed = world.printed.length;
+    await runUntil(world.clock, () => world.printed.length > printed);
+    expect(answers.map((answer) => JSON.parse(answer).error?.name)).toEqual(["LeaseNotHeld", "LeaseNotHeld", "LeaseNotHeld"]);
+    expect(changes(watch.seen)).toEqual(["ready here epoch 2"]);
     expect(shown(world.copyService!.service.status())).toBe("ready here epoch 2");
     following.follower!.stop();
     await following.harness.close(ctx);

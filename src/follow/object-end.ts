@@ -372,9 +372,9 @@ export class ObjectEnd {
    */
   async #handBack(place: string, head: number): Promise<Json> {
     return this.#line.run(() =>
-      this.#switch.during(async () => {
+      this.#switch.during(async (draining) => {
         const desk = { book: this.#options.book, place: this.#options.place, head: this.head };
-        const handed = await handBack(desk, this.#holder, place, head);
+        const handed = await handBack(desk, this.#holder, place, head, draining);
         if (handed.mark) {
           this.#holder = undefined;
           this.#switch.handed();

@@ -65,7 +65,7 @@ export function checkPusher(book: LeaseBook, place: string, holding: boolean, pu
 /**
  * Hands the lease back to `place` (a tab that follows this object, at `head`) from `holder`, the harness that holds it
  * here: it drains (parked, decision 0057: the tab that asked counts no restart for the phases stopped here) at position
- * P and the lease is released there to `place`. `mark` is set when this call handed it back (the caller then follows
+ * P and the lease is released there to `place` (`draining` told as the drain begins). `mark` is set when this call handed it back (the caller then follows
  * again); a release already made to `place` is answered again without one. `LeaseNotHeld` when this object does not
  * hold the lease, or the tab's copy is past this object's log (it forked).
  */
@@ -74,6 +74,7 @@ export async function handBack(
   holder: Harness | undefined,
   place: string,
   head: number,
+  draining: () => void = () => {},
 ): Promise<{ epoch: number; position: number; mark?: LogMark }> {
   const record = desk.book.record;
   if (record.holder === undefined && record.heir === place && record.releasedAt !== undefined)
@@ -81,6 +82,7 @@ export async function handBack(
   if (!holder || record.holder !== desk.place)
     throw new LeaseNotHeld(place, `${record.holder ?? "no place"} holds the lease; only this object hands back its own`);
   if (head > desk.head) throw new LeaseNotHeld(place, `its copy (at ${head}) is past this object's log (at ${desk.head}): it forked`);
+  draining();
   const mark = await holder.handOver(BACKGROUND_CONTEXT, { park: true });
   await desk.book.release(desk.place, mark.epoch, mark.position, place);
   return { epoch: mark.epoch, position: mark.position, mark };

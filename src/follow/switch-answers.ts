@@ -29,7 +29,7 @@ export function switchRefusal(error: unknown, switching: boolean, again: string,
  * Where an object's hand-back stands (`ObjectEnd.switching`): the switch begins with the drain — the harness refuses
  * new work with `HarnessClosed` from the moment it starts stopping, before the lease is released (found probing this
  * decision's change: a page's Send then was lost the same way) — and lasts, once handed back, while no harness is open
- * here. A hand-back that fails (`LeaseNotHeld`: the lease is not this object's) ends it with the call.
+ * here. A hand-back refused before its drain (`LeaseNotHeld`) is no switch; one that fails after it ends it with the call.
  */
 export class HandBackSwitch {
   #handing = false;
@@ -41,15 +41,25 @@ export class HandBackSwitch {
     this.#moved = moved;
   }
 
-  /** Runs the hand-back: in the switch meanwhile. */
-  async during<T>(handBack: () => Promise<T>): Promise<T> {
-    this.#handing = true;
-    this.#moved();
-    try {
-      return await handBack();
-    } finally {
-      this.#handing = false;
+  /**
+   * Runs the hand-back: in the switch from its drain (`draining`, which it calls once its checks let it drain) to its end.
+   * A hand-back refused before draining (a forged or stale ask: the harness still open, still the holder) is no switch:
+   * the pages' status does not move (0145's review, M1: before, every refused ask showed them `opening` then `ready`,
+   * and a page's `usePageTool` let its running tools go at each).
+   */
+  async during<T>(handBack: (draining: () => void) => Promise<T>): Promise<T> {
+    const draining = () => {
+      if (this.#handing) return;
+      this.#handing = true;
       this.#moved();
+    };
+    try {
+      return await handBack(draining);
+    } finally {
+      if (this.#handing) {
+        this.#handing = false;
+        this.#moved();
+      }
     }
   }
 
