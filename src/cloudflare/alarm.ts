@@ -29,7 +29,7 @@ export class ObjectAlarm {
   readonly #storage: DurableObjectStorage;
   readonly #heartbeatMs: number;
   readonly #clock: ObjectClock;
-  /** The alarm this instance last set (undefined: none, or not known yet). */
+  /** The alarm this instance last set (undefined: none, or not known yet; NaN: a refused delete, so not known). */
   #alarmAt: number | undefined;
   #armQueued = false;
   /** The last look found work running or ready (so the alarm is a heartbeat, or an earlier sleeper). */
@@ -116,10 +116,13 @@ export class ObjectAlarm {
     safely(
       () => (earliest === undefined ? this.#storage.deleteAlarm() : this.#storage.setAlarm(Math.min(earliest, LATEST_ALARM))),
       (error) => {
-        // Not set: the next commit looks again and sets it (before, this instance took it for set and never asked again).
-        if (this.#alarmAt === earliest) {
-          this.#alarmAt = undefined;
+        // Not set: the next look sets it again (before, this instance took it for set and never asked again) — a refused
+        // delete too (NaN: an alarm not known, so the next look deletes it again; L1). A refused set runs the parked timers
+        // in memory meanwhile: with no alarm and no later commit nothing else would wake a sleeper (0147's review, M2).
+        if (this.#alarmAt === earliest || (earliest === undefined && this.#alarmAt === undefined)) {
+          this.#alarmAt = earliest === undefined ? Number.NaN : undefined;
           this.#armedBusy = false;
+          if (earliest !== undefined) this.#clock.run();
         }
         this.#failed(error);
       },
