@@ -27,7 +27,11 @@ export interface HarnessOptions {
   timer?: Clock["setTimer"];
   /** Clock and timer together; wins over `now`/`timer`. */
   clock?: Clock;
-  /** S7: typed reports (faults, interruptions, extension errors). Never throws into the harness. */
+  /**
+   * S7: typed reports (faults, interruptions, extension errors, a commit listener's failure — once until it is heard
+   * well again). Never throws into the harness. It should not write to the harness it hears (a report per commit of its
+   * own would be a loop but for that "once").
+   */
   onReport?: ReportHandler;
   /**
    * Under a `lease`: told once when the harness finds its lease lost while it ran (a refused renewal, its expiry

@@ -113,7 +113,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       ...harnessOptions
     } = setup(env, ctx);
     this.#doors = objectDoors({ powers, authenticate, authorize, onAuthorizeError });
-    // The alarm's own failures (a refused `setAlarm`) go where the harness's reports go, as an error report (0147).
+    // The alarm's own failures (a refused `setAlarm`) go to the app's `onReport` as an error report (0147; not to pages).
     const alarmFailed = (error: unknown) => deliver(onReport, { kind: "error", error: errorShape(error) });
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock, alarmFailed);
     this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
