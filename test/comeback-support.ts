@@ -290,3 +290,25 @@ export async function comebackWorld(
     },
   };
 }
+
+/**
+ * Calls `at` at the named points of the object's hand-back (object-lease.ts handBack): `"drain"` as the harness's drain
+ * begins, `"stopping"` a microtask into it, `"before release"` and `"after release"` around the lease's release.
+ */
+export async function atHandBackPoints(world: Awaited<ReturnType<typeof comebackWorld>>, at: (point: string) => void): Promise<void> {
+  const harness = await world.end.harness!;
+  const handOver = harness.handOver.bind(harness);
+  harness.handOver = (context, options) => {
+    at("drain");
+    const draining = handOver(context, options);
+    queueMicrotask(() => at("stopping"));
+    return draining;
+  };
+  const release = world.book.release.bind(world.book);
+  world.book.release = async (...args: Parameters<typeof release>) => {
+    at("before release");
+    const released = await release(...args);
+    at("after release");
+    return released;
+  };
+}

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { socketEndpoint } from "../src/browser/socket.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../src/host/endpoint.ts";
 import type { HarnessStatus } from "../src/host/protocol.ts";
-import { comebackWorld } from "./comeback-support.ts";
+import { atHandBackPoints, comebackWorld } from "./comeback-support.ts";
 import { scriptedSockets } from "./socket-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
@@ -66,21 +66,7 @@ describe("the object's status in its switch (decision 0145)", () => {
         };
         ask("before");
         // The named points of the object's hand-back (object-lease.ts handBack): the harness's drain, the release.
-        const harness = await world.end.harness!;
-        const handOver = harness.handOver.bind(harness);
-        harness.handOver = (context, options) => {
-          ask("drain");
-          const draining = handOver(context, options);
-          queueMicrotask(() => ask("stopping"));
-          return draining;
-        };
-        const release = world.book.release.bind(world.book);
-        world.book.release = async (...args: Parameters<typeof release>) => {
-          ask("before release");
-          const released = await release(...args);
-          ask("after release");
-          return released;
-        };
+        await atHandBackPoints(world, ask);
         const { tab } = await world.takeBack(following);
         const epoch = tab.harness.lease!.epoch;
         ask("switch");

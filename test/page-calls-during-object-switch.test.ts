@@ -15,7 +15,7 @@ import { errorAnswer } from "../src/cloudflare/answers.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint } from "../src/host/endpoint.ts";
 import { HarnessClosed, NotReady } from "../src/index.ts";
 import { ScriptedModels } from "./agent-support.ts";
-import { comebackWorld } from "./comeback-support.ts";
+import { atHandBackPoints, comebackWorld } from "./comeback-support.ts";
 import { rows } from "./follow-support.ts";
 import { scriptedSockets } from "./socket-support.ts";
 import { ctx, runUntil } from "./support.ts";
@@ -169,21 +169,7 @@ describe("a page connected to the object, in the object's switch after a take-ba
           if (at === point) submitted = settle(page.call("submit", [conversationId, { ...note, requestId: point }]));
         };
         // The named points of the object's hand-back (object-lease.ts handBack): the harness's drain, the release.
-        const harness = await world.end.harness!;
-        const handOver = harness.handOver.bind(harness);
-        harness.handOver = (context, options) => {
-          press("drain");
-          const draining = handOver(context, options);
-          queueMicrotask(() => press("stopping"));
-          return draining;
-        };
-        const release = world.book.release.bind(world.book);
-        world.book.release = async (...args: Parameters<typeof release>) => {
-          press("before release");
-          const released = await release(...args);
-          press("after release");
-          return released;
-        };
+        await atHandBackPoints(world, press);
         const { tab } = await world.takeBack(following);
         await world.nextInstance();
         await runUntil(world.clock, () => submitted?.done === true, 5_000);
