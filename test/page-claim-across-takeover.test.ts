@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createHost } from "../src/host/host.ts";
-import type { Ownership } from "../src/host/ownership.ts";
 import { createRegistry, defineExtension, definePageTool, MemoryStorage } from "../src/index.ts";
 import { createManualClock } from "../src/testing/clock.ts";
 import { answer, callTool, ScriptedModels } from "./agent-support.ts";
+import { OneOwner } from "./one-owner.ts";
 import { flush } from "./support.ts";
 
 // Review of 0140 (the reviewer's probes, kept as tests). M1 (S4: an open keeps the claims of the pages still
@@ -13,44 +13,6 @@ import { flush } from "./support.ts";
 // ran the tool: its answer was refused (PageCallEnded) and the call followed its replay policy. M2 (S3: a stored
 // commit is never refused): a close during a turn with a page tool watch live threw HarnessClosed out of the watch's
 // commit listener onto the commit line, and the close rejected.
-
-class OneOwner {
-  holder: { name: string; letGo(): void } | undefined;
-  readonly queue: { name: string; grant(): void; cancel(): void }[] = [];
-  ownership(name: string): Ownership {
-    let onTakeover = () => {};
-    let waitingNow: { name: string; grant(): void; cancel(): void } | undefined;
-    return {
-      acquire: (waiting) =>
-        new Promise((resolve) => {
-          const release = () => {
-            if (this.holder?.name !== name) return;
-            this.holder = undefined;
-            this.queue.shift()?.grant();
-          };
-          const grant = () => {
-            waitingNow = undefined;
-            this.holder = { name, letGo: () => onTakeover() };
-            resolve(release);
-          };
-          if (!this.holder) return grant();
-          waiting();
-          waitingNow = { name, grant, cancel: () => resolve(undefined) };
-          this.queue.push(waitingNow);
-        }),
-      cancel: () => {},
-      requestTakeover: () => {
-        const entry = waitingNow;
-        if (!entry || !this.holder) return;
-        this.queue.splice(this.queue.indexOf(entry), 1);
-        this.queue.unshift(entry);
-        this.holder.letGo();
-      },
-      onTakeoverRequest: (handler) => void (onTakeover = handler),
-      lifeLock: async () => undefined,
-    };
-  }
-}
 
 describe("review of 0140: a page's claim across a takeover whose taker never opened, and a close with a watch live", () => {
   it("M1 (S4, S8): p1, still watching on a, keeps its claim of call_1 when a opens the database again", async () => {
