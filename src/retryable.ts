@@ -62,6 +62,10 @@ export const RETRYABLE: { readonly [K in ErrorClassName]: boolean } = {
   NotAuthorized: false,
   // The app's authorize hook failed (its bug, a store it reads that was down): no answer about this caller yet.
   AuthorizeFailed: true,
+  // The caller holds its share of subscriptions: refused again until it unsubscribes one (decision 0148).
+  TooManySubscriptions: false,
+  // The caller's calls in flight are answered in time: then there is room (decision 0148).
+  TooManyCallsInFlight: true,
   // Not the agent's own call (or its intent has not reached the object): the same ask is refused again.
   ServerCallNotInCopy: false,
   // The hand-over's outcome is the object's once the lease expired: reload, or runHere() once online.

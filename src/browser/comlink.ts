@@ -6,6 +6,7 @@
  */
 import * as Comlink from "comlink";
 import { InvalidRequest } from "../errors.ts";
+import { CallerBounds, type CallerLimits } from "../host/caller-bounds.ts";
 import { type Authorize, type Doors, guardEndpoint } from "../host/doors.ts";
 import { type HostEndpoint, hostEndpoint, type ServedEndpoint, type SubscriptionLost } from "../host/endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "../host/error-wire.ts";
@@ -47,10 +48,16 @@ Comlink.transferHandlers.set("throw", {
   },
 });
 
-/** Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). */
-export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, doors?: WorkerDoors): ServedEndpoint {
+/**
+ * Serves `host` to the page on the other end of `endpoint` (the worker's own scope by default). That page is one caller:
+ * `limits` bounds its subscriptions (held and waiting) and its calls in flight (decision 0148; `DEFAULT_CALLER_LIMITS`).
+ */
+export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, doors?: WorkerDoors, limits?: CallerLimits): ServedEndpoint {
   /** Each subscription's release of the page's proxies (its listener and its `lost`), by its listener; once each. */
   const releases = new WeakMap<object, () => void>();
+  const bounds = new CallerBounds(limits);
+  /** The page's subscriptions held or waiting here, one place each: it leaves at its release (decision 0148). */
+  const placed = new Set<object>();
   const served = hostEndpoint(host, {
     // The page's listener and its `lost` are proxies holding a MessagePort each; release them with the subscription.
     dropped: (emit) => releases.get(emit)?.(),
@@ -60,15 +67,18 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, do
   const unanswered = new Map<string, Promise<number>>();
   const exposed: HostEndpoint & { cancelSubscribe(ticket: unknown): void } = {
     async call(method, args) {
-      const value = await door.call(method, args);
+      // Past the page's bound of calls in flight: refused, not run (decision 0148).
+      const value = await bounds.call(method, () => door.call(method, args));
       // The image is a copy made for this call: hand its buffer over instead of copying it again.
       return method === "exportDatabase" && value instanceof Uint8Array ? Comlink.transfer(value, [value.buffer as ArrayBuffer]) : value;
     },
     subscribe(method, args, emit, ticket?: unknown, lost?: unknown) {
       let released = false;
+      const place = {};
       const release = () => {
         if (released) return;
         released = true;
+        placed.delete(place);
         for (const proxy of [emit, lost]) (proxy as Comlink.Remote<() => void> | undefined)?.[Comlink.releaseProxy]?.();
       };
       releases.set(emit, release);
@@ -81,6 +91,14 @@ export function exposeHost(host: HarnessService, endpoint?: Comlink.Endpoint, do
         release();
         return Promise.reject(new InvalidRequest(`Ticket ${JSON.stringify(ticket)} names a subscribe not answered yet; use a new one.`));
       }
+      // Past the page's bound (held and waiting): refused before anything is held (decision 0148).
+      try {
+        bounds.admitSubscription(method, placed.size);
+      } catch (error) {
+        release();
+        return Promise.reject(error);
+      }
+      placed.add(place);
       const subscribing = door.subscribe(method, args, emit, told);
       // Refused before the host held it (the door, its hook): nothing else releases the proxies (before: leaked).
       subscribing.catch(release);

@@ -14,6 +14,7 @@
 import { createRegistry } from "../agent/builtins.ts";
 import type { LeaseHolder } from "../follow/wire.ts";
 import type { Harness, HarnessOptions } from "../harness.ts";
+import { type CallerLimits, settledCallerLimits } from "../host/caller-bounds.ts";
 import type { Authorize, OnAuthorizeError } from "../host/doors.ts";
 import { createHost, type HostMethod } from "../host/host.ts";
 import { type HarnessService, TEST_HOOK } from "../host/protocol.ts";
@@ -82,6 +83,13 @@ export interface ServeHarnessOptions {
    */
   onAuthorizeError?: OnAuthorizeError<WorkerCaller>;
   /**
+   * What one caller may hold at once (decision 0148): this worker's page, and each other tab while this worker leads,
+   * each alone. `maxSubscriptions` (held and waiting; default 1,024; past it `TooManySubscriptions`) and
+   * `maxCallsInFlight` (default 1,024; past it `TooManyCallsInFlight`). Each a positive whole number: anything else
+   * fails the open with `InvalidSetting` (the page's status says why).
+   */
+  callerLimits?: Partial<CallerLimits>;
+  /**
    * Runs the harness under its Durable Object's lease (decisions 0031, 0035): the worker opens a follow link to
    * `url` (the object's `/follow` socket), opens read-only while the object (or another device) holds the lease,
    * pushes every stored transaction live while this tab holds it, and hands it over when the page leaves
@@ -108,11 +116,13 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   // A tab follows under this browser's own place unless the app names one (decision 0046).
   // A bad follow option (`InvalidSetting`) fails the open, as a bad setting does: the page's status says why.
   let follow: TabFollow | undefined;
-  let refused: unknown;
+  // A bad bound fails the open as a bad setting does; the page is served with the defaults meanwhile.
+  const { limits, refused: badLimits } = settledCallerLimits(options.callerLimits);
+  let refused: unknown = badLimits;
   try {
     follow = options.follow ? followObject({ ...options.follow, place: options.follow.place ?? devicePlace() }) : undefined;
   } catch (error) {
-    refused = error;
+    refused ??= error;
   }
   const {
     service: host,
@@ -173,7 +183,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
     ...(options.authorize ? { authorize: options.authorize } : {}),
     ...(options.onAuthorizeError ? { onAuthorizeError: options.onAuthorizeError } : {}),
   };
-  exposeHost(service, undefined, doors);
+  exposeHost(service, undefined, doors, limits);
   // Where the object stands, told to this worker's own page (a dedicated worker's `postMessage` reaches it alone): the
   // page says it is leaving on a socket of its own at `pagehide`, in case this worker never gets its task (decision 0101).
   if (follow) follow.onLeavingTicket((ticket) => tellPage(ticket));
@@ -182,7 +192,7 @@ export function serveHarness(options: ServeHarnessOptions = {}): ServedHarness {
   // Taking the lease back by itself (decision 0044): each time the tab follows its object with the link up.
   if (follow && options.follow?.returnWhenOnline) follow.onFollowing(() => void service.runHere().catch(() => {}));
   // While this worker has the database open, the other tabs of the origin reach it too (./tabs/).
-  serveTabs(service, database, doors);
+  serveTabs(service, database, doors, limits);
   if (options.crashPoints !== false) (globalThis as { [TEST_HOOK]?: HarnessService })[TEST_HOOK] = service;
   return { ready, service, listenerCount };
 }

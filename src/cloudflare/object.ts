@@ -33,6 +33,7 @@ import { copyWrites } from "../follow/copy-writes.ts";
 import { WaitingWrites } from "../follow/waiting-writes.ts";
 import type { Harness } from "../harness.ts";
 import { type HostEndpoint, hostEndpoint } from "../host/endpoint.ts";
+import { settledCallerLimits } from "../host/caller-bounds.ts";
 import { createHost } from "../host/host.ts";
 import type { HarnessService } from "../host/protocol.ts";
 import { errorShape } from "../host/status-parts.ts";
@@ -108,6 +109,7 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
       authorize,
       onAuthorizeError,
       queryLimits,
+      callerLimits,
       follow,
       storage = ctx.storage,
       ...harnessOptions
@@ -116,9 +118,12 @@ export class HarnessObject<Env = unknown> extends DurableObject<Env> {
     // The alarm's own failures (a refused `setAlarm`) go to the app's `onReport` as an error report (0147; not to pages).
     const alarmFailed = (error: unknown) => deliver(onReport, { kind: "error", error: errorShape(error) });
     this.#alarm = new ObjectAlarm(storage, heartbeatMs ?? DEFAULT_HEARTBEAT_MS, this.#clock, alarmFailed);
-    this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate));
+    // A bad bound fails the open as bad queryLimits do (decision 0148); the sockets keep the defaults meanwhile.
+    const bounds = settledCallerLimits(callerLimits);
+    this.#sockets = new ObjectSockets(ctx, (caller) => this.#endpointFor(caller), Boolean(authenticate), bounds.limits);
     const database = `durable-object:${ctx.id.name ?? ctx.id.toString()}`;
-    const openStorage = () => SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits });
+    const openStorage = () =>
+      bounds.refused ? Promise.reject(bounds.refused) : SqliteStorage.open(new DurableObjectDatabase(storage), database, { queryLimits });
     // Follow mode: the copy is opened first (pushes are applied to it), and the harness opens on it only once
     // this object takes the lease (the gate), under the lease of its own book.
     const copy = follow ? openStorage() : undefined;

@@ -2,6 +2,7 @@
 
 import type { Json } from "../base/json.ts";
 import type { HarnessOptions } from "../harness.ts";
+import type { CallerLimits } from "../host/caller-bounds.ts";
 import type { Authorize, OnAuthorizeError } from "../host/doors.ts";
 import type { HostMethod } from "../host/host.ts";
 import type { MethodName } from "../host/protocol.ts";
@@ -46,6 +47,12 @@ export interface HarnessObjectOptions extends Omit<HarnessOptions, "clock" | "no
    * (decision 0117, later). Default: nobody is told.
    */
   onAuthorizeError?: OnAuthorizeError<Json>;
+  /**
+   * What each page socket (one caller) may hold at once (decision 0148): `maxSubscriptions` (held and waiting, restored
+   * ones after a hibernation included; default 1,024; past it `TooManySubscriptions`) and `maxCallsInFlight` (default
+   * 1,024; past it `TooManyCallsInFlight`). Each a positive whole number: anything else fails the open (`InvalidSetting`).
+   */
+  callerLimits?: Partial<CallerLimits>;
   /**
    * Follow mode (docs/decisions/0031): the object is the lease's arbiter and the live copy of its tab's log,
    * over a follow link (`/follow`, a WebSocket); it opens its harness only when it takes the lease (the tab's

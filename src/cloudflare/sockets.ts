@@ -9,6 +9,7 @@
 
 import type { Json } from "../base/json.ts";
 import { InvalidRequest, NotAuthorized } from "../errors.ts";
+import type { CallerLimits } from "../host/caller-bounds.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { type HeldSubscription, type MessageConnection, parseClientMessage, serveMessages } from "../host/messages.ts";
 import { pageError } from "./answers.ts";
@@ -59,11 +60,14 @@ export class ObjectSockets {
   /** Whether the object checks callers (`authenticate`): a socket without a caller then may call nothing. */
   readonly #checksCallers: boolean;
   readonly #connections = new Map<HibernatableWebSocket, MessageConnection>();
+  /** What each socket (one caller) may hold at once (decision 0148). */
+  readonly #limits: CallerLimits | undefined;
 
-  constructor(ctx: DurableObjectState, endpointFor: (caller: Json) => HostEndpoint, checksCallers: boolean) {
+  constructor(ctx: DurableObjectState, endpointFor: (caller: Json) => HostEndpoint, checksCallers: boolean, limits?: CallerLimits) {
     this.#ctx = ctx;
     this.#endpointFor = endpointFor;
     this.#checksCallers = checksCallers;
+    this.#limits = limits;
   }
 
   /** The upgrade of a request by `caller`: the page's end of a new socket (101), or why there is none. */
@@ -140,6 +144,7 @@ export class ObjectSockets {
       caller !== undefined || !this.#checksCallers ? this.#endpointFor(caller ?? null) : refuseAll,
       (reply) => send(socket, reply.type === "error" ? { ...reply, error: pageError(reply.error) } : reply),
       {
+        ...(this.#limits ? { limits: this.#limits } : {}),
         onSubscriptions: (held) => {
           if (!this.#connections.has(socket)) return; // the page left: nothing to keep
           const who = caller !== undefined ? { caller } : {};

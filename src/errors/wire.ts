@@ -148,3 +148,38 @@ export class NotAuthorized extends DurableError {
     super(`The host refused ${JSON.stringify(method)} for this caller: ${why} Nothing was done.`);
   }
 }
+
+/**
+ * A caller (one page's port, one socket, one follower tab) already holds `limit` subscriptions at this host, held or
+ * still waiting for their answer (decision 0148). Nothing was subscribed; its other subscriptions go on. Not retryable:
+ * the same subscribe is refused until the caller unsubscribes one (or the app raises `callerLimits.maxSubscriptions`).
+ */
+export class TooManySubscriptions extends DurableError {
+  override name = "TooManySubscriptions";
+  constructor(
+    readonly method: string,
+    readonly limit: number,
+  ) {
+    super(
+      `${method} was not subscribed: this caller already holds ${limit} subscriptions here (at most ${limit}, waiting ones included). ` +
+        "Nothing was subscribed; unsubscribe one first (or raise callerLimits.maxSubscriptions where the host is served).",
+    );
+  }
+}
+
+/**
+ * A caller (one page's port, one socket, one follower tab) already has `limit` calls in flight at this host, waiting
+ * for their answers (decision 0148). Nothing ran. Retryable: there is room again once one of its calls is answered.
+ */
+export class TooManyCallsInFlight extends DurableError {
+  override name = "TooManyCallsInFlight";
+  constructor(
+    readonly method: string,
+    readonly limit: number,
+  ) {
+    super(
+      `${method} was not run: this caller already has ${limit} calls waiting for their answers here (at most ${limit} at once). ` +
+        "Nothing was done; send it again once one of them is answered (or raise callerLimits.maxCallsInFlight where the host is served).",
+    );
+  }
+}

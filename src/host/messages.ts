@@ -18,6 +18,7 @@
 
 import { InvalidRequest } from "../errors.ts";
 import { isRetryable } from "../retryable.ts";
+import { CallerBounds, type CallerLimits } from "./caller-bounds.ts";
 import type { HostEndpoint, SubscriptionLost } from "./endpoint.ts";
 import { deserializeError, type SerializedError, serializeError } from "./error-wire.ts";
 import { cancelPending, isPending, pendingSubscription } from "./pending-subscription.ts";
@@ -63,6 +64,11 @@ export interface HeldSubscription {
 export interface ServeMessagesOptions {
   /** Called with every subscription the connection holds whenever that set changes (to keep it elsewhere). */
   onSubscriptions?: (held: HeldSubscription[]) => void;
+  /**
+   * What this connection's peer (one caller) may hold at once: its subscriptions, waiting ones included, and its calls
+   * in flight (decision 0148). Default `DEFAULT_CALLER_LIMITS` (1,024 each).
+   */
+  limits?: CallerLimits;
 }
 
 /** Serves one connection's messages from `endpoint` (its subscriptions end with `close()`). */
@@ -75,6 +81,7 @@ export function serveMessages(
   const subscriptions = new Map<number, Promise<number | undefined>>();
   const held = new Map<number, HeldSubscription>();
   let closed = false;
+  const bounds = new CallerBounds(options.limits);
   const changed = () => options.onSubscriptions?.([...held.values()]);
   const fail = (id: number) => (error: unknown) => send({ type: "error", id, error: serializeError(error) });
   /** The endpoint's own promises, while they are not answered: given up when the page unsubscribes or leaves first. */
@@ -91,6 +98,15 @@ export function serveMessages(
   };
   const subscribe = (subscription: HeldSubscription, answer: boolean) => {
     const { id, method, args } = subscription;
+    try {
+      // Past the caller's bound (held and waiting, decision 0148), refused before anything is held. A restored one (a
+      // bound lowered by a deploy) is refused so too: its page is told (the error frame ends it) and it is kept no more.
+      bounds.admitSubscription(method, subscriptions.size);
+    } catch (error) {
+      if (held.delete(id)) changed();
+      fail(id)(error);
+      return;
+    }
     const emit = (value: unknown) => send({ type: "event", id, value });
     let subscribed: Promise<number | undefined> | undefined;
     // The host ended it after its answer (decision 0117: a watch it moved to a harness it opened again that lacks the
@@ -145,7 +161,9 @@ export function serveMessages(
       if (closed) return; // the page is gone: nothing it sent late may hold a listener
       const { id } = message;
       if (message.type === "call") {
-        endpoint.call(message.method, message.args).then((value) => send({ type: "result", id, value }), fail(id));
+        // At the caller's bound of calls in flight it is refused, not run (decision 0148).
+        const { method, args } = message;
+        bounds.call(method, () => endpoint.call(method, args)).then((value) => send({ type: "result", id, value }), fail(id));
       } else if (message.type === "subscribe") {
         // One listener per id: a second subscribe under a live id would leave the first one held for good.
         if (subscriptions.has(id)) fail(id)(new InvalidRequest(`Subscription id ${id} is in use; unsubscribe it first, or use a new id.`));

@@ -192,7 +192,7 @@ const grower = defineTask<{ pad: string }, { phase: "grow" | "done"; pad?: strin
 
 /**
  * An object whose pages may query, with small caps (issue 22 item 7: `queryLimits` of `HarnessObjectOptions`),
- * and create `limit.grower` tasks.
+ * and create `limit.grower` tasks; each page socket holds at most 3 subscriptions (decision 0148: `callerLimits`).
  */
 export class LimitedObject extends HarnessObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
@@ -200,6 +200,7 @@ export class LimitedObject extends HarnessObject<Env> {
       registry: createRegistry().install(defineExtension({ name: "limit", tasks: [grower] })),
       powers: ["query", "createTask"],
       queryLimits: { maxRows: 5, maxBytes: 2000 },
+      callerLimits: { maxSubscriptions: 3 },
     }));
   }
 }

@@ -1,6 +1,7 @@
 /// <reference lib="webworker" />
 /** The leader's side of every tab being live (./wire.ts), in the worker that has the database open. */
 import { ConnectionLost, HarnessClosed } from "../../errors.ts";
+import type { CallerLimits } from "../../host/caller-bounds.ts";
 import { type HostEndpoint, hostEndpoint } from "../../host/endpoint.ts";
 import { type SerializedError, serializeError } from "../../host/error-wire.ts";
 import { clientMessageOf, serveMessages } from "../../host/messages.ts";
@@ -10,8 +11,12 @@ import { type WorkerDoors, workerDoor } from "../comlink.ts";
 import { leaderMark } from "./leader-check.ts";
 import { type BrokerMessage, broker, channelName, type FollowerMessage, followerLock, type LeaderMessage } from "./wire.ts";
 
-/** The leader's side, in the worker: serves the other tabs while this worker has the database open. */
-export function serveTabs(host: HarnessService, database: string, doors?: WorkerDoors): void {
+/**
+ * The leader's side, in the worker: serves the other tabs while this worker has the database open. Each follower tab is
+ * one caller: `limits` bounds each one's subscriptions and calls in flight alone (decision 0148), so one tab at its
+ * bound stops no other.
+ */
+export function serveTabs(host: HarnessService, database: string, doors?: WorkerDoors, limits?: CallerLimits): void {
   const locks = broker();
   if (!locks) return; // no broker: the other tabs wait for the database (and may take it over)
   const id = crypto.randomUUID();
@@ -63,7 +68,7 @@ export function serveTabs(host: HarnessService, database: string, doors?: Worker
     // An error as the follower receives it: typed, never the leader's stack (as an object's page sockets; decision 0123).
     const send = (message: LeaderMessage) =>
       open && port.postMessage(message.type === "error" ? { ...message, error: errorOnWire(message.error) } : message);
-    const served = serveMessages(endpoint, send);
+    const served = serveMessages(endpoint, send, limits ? { limits } : {});
     const stop = new AbortController();
     /**
      * Every drop says `gone`: to a follower that went (its `bye`, its lock) it reaches no one; one that did not (a forged
