@@ -7,9 +7,9 @@
 import type { SocketLike } from "../src/browser/socket.ts";
 import { AuthorizeFailed, NotAuthorized } from "../src/errors.ts";
 import type { HostEndpoint } from "../src/host/endpoint.ts";
-import { type HostMessage, serveMessages } from "../src/host/messages.ts";
+import { type HostMessage, type ServeMessagesOptions, serveMessages } from "../src/host/messages.ts";
 
-export function scriptedSockets(endpoint: HostEndpoint) {
+export function scriptedSockets(endpoint: HostEndpoint, options: ServeMessagesOptions = {}) {
   const sockets: Array<{ drop(): void; open: boolean }> = [];
   let failNext = 0;
   const connect = (): SocketLike => {
@@ -21,7 +21,7 @@ export function scriptedSockets(endpoint: HostEndpoint) {
     const connection = serveMessages(endpoint, (message: HostMessage) => {
       const data = JSON.stringify(message);
       queueMicrotask(() => state.open && fire("message", { data }));
-    });
+    }, options);
     state.drop = () => {
       if (!state.open) return;
       state.open = false;
