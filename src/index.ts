@@ -8,6 +8,7 @@ export type { ExecutionEnv } from "./env/types.ts";
 export * from "./errors.ts";
 export type { Fork, ForkedTransaction, KeptFork } from "./follow/fork.ts";
 export { Harness, type HarnessOptions, type Inspection, type Recovery } from "./harness.ts";
+export { type CallerLimits, DEFAULT_CALLER_LIMITS } from "./host/caller-bounds.ts";
 export type { Report, ReportHandler } from "./reports.ts";
 export { isRetryable, RETRYABLE } from "./retryable.ts";
 export { type DocumentDefinition, type DocumentReader, defineDocument } from "./session/documents.ts";

@@ -49,7 +49,8 @@ function sharedHost() {
         entry.answer();
       }
     },
-    heldBy: (caller: string) => [...live.values()].filter((who) => who === caller).length + [...waiting].filter((entry) => entry.caller === caller).length,
+    heldBy: (caller: string) =>
+      [...live.values()].filter((who) => who === caller).length + [...waiting].filter((entry) => entry.caller === caller).length,
   };
 }
 
@@ -61,7 +62,10 @@ type Action =
   | { kind: "other" };
 
 const action: fc.Arbitrary<Action> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant("subscribe" as const), method: fc.constantFrom("now" as const, "wait" as const) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({ kind: fc.constant("subscribe" as const), method: fc.constantFrom("now" as const, "wait" as const) }),
+  },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant("unsubscribe" as const), pick: fc.nat(20) }) },
   { weight: 1, arbitrary: fc.constant({ kind: "come" as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: "close" as const }) },

@@ -14,12 +14,23 @@ import { scriptedSockets, settle } from "./socket-support.ts";
 
 describe("a reconnect asks again within the bound and loses nothing (decision 0148)", () => {
   it("0148: a page at its bound reconnects: its held subscriptions are asked and served again, none told lost; the one it made while disconnected, past the bound, is refused to its caller", async () => {
-    const served = createHost({ database: "reconnect-bounds", openStorage: async () => new MemoryStorage(), harness: { registry: createRegistry() }, now: () => 0 });
+    const served = createHost({
+      database: "reconnect-bounds",
+      openStorage: async () => new MemoryStorage(),
+      harness: { registry: createRegistry() },
+      now: () => 0,
+    });
     await served.ready;
     const sockets = scriptedSockets(hostEndpoint(served.service), { limits: { maxSubscriptions: 3, maxCallsInFlight: 8 } });
     const endpoint = socketEndpoint(sockets.connect, { retryMs: 0 });
     const lost: unknown[] = [];
-    const subscribe = (method: string) => endpoint.subscribe(method, [], () => {}, (error) => lost.push(error));
+    const subscribe = (method: string) =>
+      endpoint.subscribe(
+        method,
+        [],
+        () => {},
+        (error) => lost.push(error),
+      );
     const listeners = served.listenerCount();
     await Promise.all([subscribe("onStatus"), subscribe("onReport"), subscribe("watchTasks")]);
     expect(await subscribe("watchTasks").catch((error: unknown) => error)).toBeInstanceOf(TooManySubscriptions);

@@ -4,7 +4,6 @@
  * (`exposeHost`). Past its bound a subscribe is `TooManySubscriptions` (not retryable) and a call `TooManyCallsInFlight`
  * (retryable), each refused before anything is held or run, each crossing the wire as its own class.
  */
-import * as Comlink from "comlink";
 import { afterEach, describe, expect, it } from "vitest";
 import { exposeHost, wrapHost } from "../src/browser/comlink.ts";
 import { callerLimitsOf, DEFAULT_CALLER_LIMITS, settledCallerLimits } from "../src/host/caller-bounds.ts";
@@ -32,7 +31,10 @@ async function realHost() {
     now: () => 0,
   });
   await served.ready;
-  return { ...served, release: () => holds.splice(0).forEach((resolve) => resolve()) };
+  const release = () => {
+    for (const resolve of holds.splice(0)) resolve();
+  };
+  return { ...served, release };
 }
 
 /** A page over `serveMessages` (as a socket carries it), each frame through JSON both ways. */
@@ -59,11 +61,7 @@ describe("a caller's subscriptions at a host are bounded (decision 0148)", () =>
     const hostile = page(endpoint);
     const other = page(endpoint);
     const listeners = served.listenerCount();
-    const stops = [
-      await hostile.host.watchTasks(() => {}),
-      await hostile.host.onReport(() => {}),
-      await hostile.host.onStatus(() => {}),
-    ];
+    const stops = [await hostile.host.watchTasks(() => {}), await hostile.host.onReport(() => {}), await hostile.host.onStatus(() => {})];
     expect(served.listenerCount()).toBe(listeners + 3);
     const refused = await hostile.host.watchTasks(() => {}).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(TooManySubscriptions);
@@ -134,11 +132,19 @@ describe("a caller's subscriptions at a host are bounded (decision 0148)", () =>
     expect(held.map(({ id }) => id)).toEqual([1, 2]);
     const ended = frames.filter((frame) => frame.type === "error");
     expect(ended.map(({ id }) => id)).toEqual([3, 4]);
-    expect(ended.map((frame) => (frame as { error: { name: string } }).error.name)).toEqual(["TooManySubscriptions", "TooManySubscriptions"]);
+    expect(ended.map((frame) => (frame as { error: { name: string } }).error.name)).toEqual([
+      "TooManySubscriptions",
+      "TooManySubscriptions",
+    ]);
     // On the page, such a frame under an answered subscription's id ends it with the typed error (decision 0114).
     const told: unknown[] = [];
     const link = messageEndpoint(() => {});
-    const answered = link.endpoint.subscribe("onStatus", [], () => {}, (error) => told.push(error));
+    const answered = link.endpoint.subscribe(
+      "onStatus",
+      [],
+      () => {},
+      (error) => told.push(error),
+    );
     link.receive({ type: "result", id: 1, value: null });
     await answered;
     link.receive({ ...(ended[0] as HostMessage), id: 1 });

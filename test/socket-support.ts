@@ -18,10 +18,14 @@ export function scriptedSockets(endpoint: HostEndpoint, options: ServeMessagesOp
       for (const listener of listeners[type]!) listener(event);
     };
     const state = { open: true, drop: () => {} };
-    const connection = serveMessages(endpoint, (message: HostMessage) => {
-      const data = JSON.stringify(message);
-      queueMicrotask(() => state.open && fire("message", { data }));
-    }, options);
+    const connection = serveMessages(
+      endpoint,
+      (message: HostMessage) => {
+        const data = JSON.stringify(message);
+        queueMicrotask(() => state.open && fire("message", { data }));
+      },
+      options,
+    );
     state.drop = () => {
       if (!state.open) return;
       state.open = false;

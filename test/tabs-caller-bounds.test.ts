@@ -55,7 +55,12 @@ async function follower(database: string) {
 describe("the leading tab bounds each follower tab alone (decision 0148)", () => {
   it("0148: a follower at its bound is refused TooManySubscriptions; another follower subscribes as usual; the first unsubscribes one and subscribes again", async () => {
     const database = `tabs-caller-bounds-${crypto.randomUUID()}`;
-    const served = createHost({ database, openStorage: async () => new MemoryStorage(), harness: { registry: createRegistry() }, now: () => 0 });
+    const served = createHost({
+      database,
+      openStorage: async () => new MemoryStorage(),
+      harness: { registry: createRegistry() },
+      now: () => 0,
+    });
     serveTabs(served.service, database, undefined, { maxSubscriptions: 2, maxCallsInFlight: 8 });
     cleanups.push(() => served.service.close().catch(() => {}));
     await served.ready;

@@ -43,7 +43,9 @@ export function callerLimitsOf(given: unknown): CallerLimits {
       throw new InvalidSetting(`callerLimits has no setting ${JSON.stringify(name)}: use maxSubscriptions or maxCallsInFlight.`);
     if (value === undefined) continue;
     if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1)
-      throw new InvalidSetting(`callerLimits.${name} must be a positive whole number; got ${describe(value)}. Leave it out for the default.`);
+      throw new InvalidSetting(
+        `callerLimits.${name} must be a positive whole number; got ${describe(value)}. Leave it out for the default.`,
+      );
     limits[name] = value;
   }
   return Object.freeze(limits) as unknown as CallerLimits;
@@ -84,10 +86,5 @@ export class CallerBounds {
     } finally {
       this.#calls--;
     }
-  }
-
-  /** Calls in flight now. */
-  get calls(): number {
-    return this.#calls;
   }
 }

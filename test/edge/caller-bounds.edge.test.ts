@@ -17,7 +17,6 @@ type Frame = { type: string; id: number; error?: { name: string; message: string
 
 async function socket(name: string) {
   const response = await edge.call("limited", name, "/", { headers: { Upgrade: "websocket" } });
-  // biome-ignore lint/suspicious/noExplicitAny: miniflare's WebSocket type is not the DOM's
   const ws = (response as unknown as { webSocket?: any }).webSocket;
   ws.accept();
   const received: Frame[] = [];
@@ -47,7 +46,11 @@ describe("a Durable Object's page socket is one caller (decision 0148)", () => {
     expect(refused).toMatchObject({ type: "error", error: { name: "TooManySubscriptions" } });
     expect(refused.error?.message).toMatch(/holds 3 subscriptions/);
     const other = await socket("bounds");
-    for (const [id, method] of [[1, "onStatus"], [2, "onReport"], [3, "watchTasks"]] as const)
+    for (const [id, method] of [
+      [1, "onStatus"],
+      [2, "onReport"],
+      [3, "watchTasks"],
+    ] as const)
       expect(await other.subscribe(id, method)).toMatchObject({ type: "result" });
     page.unsubscribe(3);
     expect(await page.subscribe(5, "watchTasks")).toMatchObject({ type: "result" });
