@@ -160,7 +160,7 @@ describe("a waiting watch across connectHarness(url)'s reconnect (decision 0111)
     retries.shift()?.(); // the attempt, which fails before it opens
     await settle();
     expect(call.outcome).toBeUndefined();
-    expect(retries.length).toBe(1); // the next attempt waits
+    expect(retries.length).toBe(2); // the next attempt waits, and the call's bound (decision 0151)
     endpoint.close();
     await settle();
     expect(call.outcome).toBe("ConnectionLost");

@@ -12,7 +12,7 @@
  * host's protocol (`HostClient`, src/host/client.ts); this file adds the worker: comlink, and death told
  * by the worker's life lock. `connectHarness(url)` reaches a Durable Object host (pi-durable-web/cloudflare)
  * over a WebSocket instead, with the same client: a dropped connection comes back by itself and its
- * subscriptions resume (./socket.ts); a call the object answers `NotReady` (its switch after a hand-back) is sent again
+ * subscriptions resume (./socket.ts; a call waits for it 60 s at most, then `NotReady`, decision 0151); a call the object answers `NotReady` (its switch after a hand-back) is sent again
  * by itself when `PROTOCOL` lets it, under one key (./not-ready-resend.ts, decision 0139).
  */
 import { systemClock } from "../base/clock.ts";

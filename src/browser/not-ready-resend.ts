@@ -15,12 +15,18 @@
  * and decides. Once a call was answered `NotReady`, a lost connection while it is sent again (the switch ends by ending
  * the instance, which drops every socket) is sent again too; before that, `ConnectionLost` is the caller's as ever.
  * Every other error, `HarnessClosed` among them (a real close, or an object from before this), ends the call at once.
+ *
+ * Bounded (decision 0151): the first send waits for a connection `CALL_WAIT_MS` (60 s) at most, one sent again only
+ * within the `NotReady` window; a call given up there was not sent that time. It ends `ConnectionLost` if a send of it
+ * was lost in flight (it may have run), else `NotReady` (nothing was done). A `NotReady` window that runs out after such
+ * a loss ends `ConnectionLost` too (decision 0146's H1, here; before, the last `NotReady`).
  */
 import type { Clock } from "../base/clock.ts";
 import { ConnectionLost, NotReady } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { isMethod, PROTOCOL } from "../host/protocol.ts";
 import { jitteredBackoff } from "./backoff.ts";
+import { CALL_WAIT_MS, neverSent } from "./connection-wait.ts";
 import { retried, withKey } from "./tabs/retry.ts";
 
 /**
@@ -34,6 +40,8 @@ export interface NotReadyResendOptions {
   clock: Clock;
   /** How long after its first `NotReady` a call is sent again. Default `NOT_READY_RESEND_MS`. */
   windowMs?: number;
+  /** How long from when it was made a call waits for a connection (decision 0151). Default `CALL_WAIT_MS` (60 s). */
+  callWaitMs?: number;
   /** The first wait before a resend; doubling to `maxRetryMs`, each drawn from its upper half. Default 250 ms. */
   retryMs?: number;
   /** The longest wait between two sends. Default 4,000 ms. */
@@ -52,13 +60,20 @@ export function resentOnNotReady(method: string, sent: unknown[]): boolean {
   return retried(method, sent);
 }
 
+/** An endpoint whose `call` may be told how long it waits for a connection (the socket's, ./socket.ts). */
+export interface WaitingEndpoint extends HostEndpoint {
+  call(method: string, args: unknown[], waitMs?: number): Promise<unknown>;
+  close?: () => void;
+}
+
 /** `endpoint` whose calls answered `NotReady` are sent again (see above); `resends` counts the sends again. */
-export function resendingNotReady<E extends HostEndpoint & { close?: () => void }>(
+export function resendingNotReady<E extends WaitingEndpoint>(
   endpoint: E,
   options: NotReadyResendOptions,
 ): E & { readonly resends: number } {
   const { clock } = options;
   const windowMs = options.windowMs ?? NOT_READY_RESEND_MS;
+  const callWaitMs = options.callWaitMs ?? CALL_WAIT_MS;
   const retryMs = options.retryMs ?? 250;
   const maxRetryMs = Math.max(retryMs, options.maxRetryMs ?? 4_000);
   const random = options.random ?? Math.random;
@@ -69,20 +84,28 @@ export function resendingNotReady<E extends HostEndpoint & { close?: () => void 
     return new Promise<void>((resume) => clock.setTimer(wait, resume));
   };
   const call = async (method: string, args: unknown[]): Promise<unknown> => {
+    const started = clock.now();
     const sent = withKey(method, args);
-    if (!resentOnNotReady(method, sent)) return endpoint.call(method, args);
+    if (!resentOnNotReady(method, sent)) return endpoint.call(method, args, callWaitMs);
     let since: number | undefined; // when the host first answered NotReady
+    /** A send of it was lost in flight (after a `NotReady`): it may have run; never cleared. */
+    let mayHaveRun = false;
     for (let attempt = 0; ; attempt++) {
+      // The first send waits for a connection within the call's bound; a send again within the `NotReady` window.
+      const until = since === undefined ? started + callWaitMs : since + windowMs;
       try {
-        return await endpoint.call(method, sent);
+        return await endpoint.call(method, sent, until - clock.now());
       } catch (error) {
+        // Not sent this time (no connection by the bound): nothing more of it was done.
+        if (neverSent(error)) throw mayHaveRun ? new ConnectionLost() : error;
         const passing = error instanceof NotReady || (since !== undefined && error instanceof ConnectionLost);
-        if (!passing || closed) throw error;
+        if (!passing || closed) throw passing && mayHaveRun ? new ConnectionLost() : error;
+        if (error instanceof ConnectionLost) mayHaveRun = true;
         since ??= clock.now();
         const left = since + windowMs - clock.now();
-        if (left <= 0) throw error;
+        if (left <= 0) throw mayHaveRun ? new ConnectionLost() : error;
         await pause(attempt, left);
-        if (closed) throw error;
+        if (closed) throw mayHaveRun ? new ConnectionLost() : error;
         resends++;
       }
     }
