@@ -33,8 +33,11 @@ export interface CallRoute {
   /** The backoff's draws (`Math.random` by default; a test's own). */
   random?: () => number;
   endpointOf(target: Target): HostEndpoint;
-  /** Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. */
-  ownLost(error: unknown): Promise<boolean>;
+  /**
+   * Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. Waits
+   * for that worker's status to leave `ready` until `until` at most (decision 0151).
+   */
+  ownLost(error: unknown, until: number): Promise<boolean>;
   lose(link: Link): void;
   /**
    * Whether this tab's worker answered that it waits for the database another tab has (the host's own "not open",
@@ -121,7 +124,7 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
         await route.pause(Math.min(left, backoff(pauses++, random)));
         continue;
       }
-      if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error)) throw error;
+      if (target === OWN ? !(await route.ownLost(error, until)) : !isLoss(error)) throw error;
       if (target !== OWN) route.lose(target);
       if (!retried(method, sent)) throw new ConnectionLost();
       mayHaveRun = true;

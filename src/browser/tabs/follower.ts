@@ -296,12 +296,22 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    * Whether a call to this tab's own worker failed because the database left it (taken over by another tab,
    * which this tab now follows): the harness closed under it, or the call arrived after the close.
    */
-  const ownLost = async (error: unknown) => {
+  const ownLost = async (error: unknown, until: number) => {
     const name = (error as { name?: string } | undefined)?.name;
     // Unseen, only a close under it (its door refuses, its host answers "not open" for itself: review of 0142, M1).
     if (name !== "HarnessClosed" && (ownStatus.kind === "ready" || unseen())) return false;
-    if (ownStatus.kind === "ready") await new Promise<void>((resolve) => ownLeft.add(resolve));
+    // Its status leaving `ready` says where the database went; a worker that stays `ready` (broken, hostile) is waited
+    // for until the call's bound at most, then its answer is the call's (decision 0151; before, pending for good).
+    if (ownStatus.kind === "ready" && !(await new Promise<boolean>((resolve) => ownLeaves(until, resolve)))) return false;
     return following();
+  };
+  const ownLeaves = (until: number, resolve: (left: boolean) => void) => {
+    const left = () => {
+      cancel();
+      resolve(true);
+    };
+    const cancel = clock.setTimer(Math.max(0, until - clock.now()), () => ownLeft.delete(left) && resolve(false));
+    ownLeft.add(left);
   };
   const ownLeft = new Set<() => void>();
 
