@@ -67,6 +67,13 @@ export async function comebackWorld(
     serverTools?: () => AnyTool[];
     /** The object's harness clock over the world's (an `ObjectClock` whose timers a test parks: an idle object, 0052). */
     objectClock?: (clock: ManualClock) => Clock;
+    /**
+     * Whether an instance whose lease another place took lives on (no `onSuperseded`, as before decision 0149) until the
+     * test calls `nextInstance()`. Default: it ends when told (its harness closed) and the world starts the next.
+     */
+    keepSuperseded?: boolean;
+    /** How the object's harness opens (around the world's own open: a test that holds the object's takeover). */
+    objectOpen?: (open: () => Promise<Harness>) => Promise<Harness>;
   } = {},
 ) {
   const clock = createManualClock(1_000);
@@ -124,8 +131,11 @@ export async function comebackWorld(
       ...(options.onHandedBack ? { onHandedBack: options.onHandedBack } : {}),
       // As on Cloudflare (following.ts): its pages are told the status again as the switch begins and ends (0145).
       ...(service ? { onSwitch: () => service.switchMoved() } : {}),
+      // The host's end of a superseded instance (decision 0149): its harness closed, the next instance on the same copy.
+      ...(options.keepSuperseded ? {} : { onSuperseded: () => void endSuperseded(started) }),
       open: async (storage: Storage, lease) => {
-        if (!service) return Harness.open(storage, { ...harness, lease, resume: true }, ctx);
+        const opening = () => Harness.open(storage, { ...harness, lease, resume: true }, ctx);
+        if (!service) return options.objectOpen ? options.objectOpen(opening) : opening();
         const host = createHost({
           database: "object",
           openStorage: async () => storage,
@@ -150,6 +160,14 @@ export async function comebackWorld(
     }
     return started;
   };
+  /** Ends `instance` as a platform would once its lease was taken (decision 0149) and starts the next one. */
+  const endSuperseded = async (instance: ObjectEnd) => {
+    ended.push(instance);
+    await (await instance.harness)?.close(ctx);
+    end = await startObject();
+  };
+  /** The instances ended by `onSuperseded`, in order. */
+  const ended: ObjectEnd[] = [];
   let end = await startObject();
   const link: FollowLink = new FollowLink({
     clock,
@@ -225,6 +243,8 @@ export async function comebackWorld(
       return copyService;
     },
     serverStore,
+    /** The instances the world ended because another place took their lease (`onSuperseded`, decision 0149). */
+    ended,
     /** The object's end (its current instance). */
     get end() {
       return end;

@@ -27,6 +27,7 @@ describe("a tab takes an idle object's lapsed lease while that instance still li
       to: 3,
       copyService: true,
       objectClock: (clock) => (objectClock = new ObjectClock(clock)),
+      keepSuperseded: true, // the window 0145 answers NotReady in, held open (decision 0149 ends it when told)
     });
     const { clock } = world;
     // The tab hands the lease over; the object runs the counter to its end and the tab, following, holds all of it.

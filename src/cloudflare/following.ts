@@ -81,6 +81,10 @@ export class ObjectFollowing {
   #handedBack = false;
   /** This instance's lease lapsed while it held it (decision 0052): it ends in its alarm, as after a hand-back. */
   #ending = false;
+  /** Another place was granted the lease while this instance's harness is open (`onSuperseded`, decision 0149). */
+  #superseded = false;
+  /** ... found in an event that is over (its writes stored): the next follow frame ends the instance, alarm or not. */
+  #supersededBefore = false;
 
   constructor(ctx: DurableObjectState, follow: FollowOptions, options: FollowingOptions) {
     this.#ctx = ctx;
@@ -106,6 +110,11 @@ export class ObjectFollowing {
           this.#handedBack = true;
         },
         onSwitch: () => this.#switchMoved?.(), // its pages' status says `opening` meanwhile (decision 0145)
+        // A tab took the lapsed lease (decision 0149): this instance ends — in its alarm, or at the next follow frame.
+        onSuperseded: () => {
+          this.#superseded = true;
+          this.ended();
+        },
         clock: systemClock,
         apply: options.apply, // pages watching the copy see each push
         connection: (tab) => followConnection(ctx, tab), // the object's calls of its tab (decision 0037)
@@ -141,6 +150,14 @@ export class ObjectFollowing {
 
   /** A frame on a follow link: the object's end answers it; the expiry alarm follows the lease. */
   async message(socket: HibernatableWebSocket, caller: Json, message: string | ArrayBuffer): Promise<void> {
+    if (this.#supersededBefore) {
+      // Decision 0149: the lease is another place's and this instance's harness still open (its alarm is late, or
+      // held), so its copy would answer the new holder NotReady for as long as it lives. This event has written
+      // nothing: the instance ends here, the frame's socket with it; the tab connects again and its next instance,
+      // which follows the tab, stores its pushes.
+      this.#ctx.abort("another place took the object's lapsed lease; its next instance follows it");
+      return;
+    }
     const end = await this.end.catch((error: unknown) => refuseFollow(socket, error));
     if (!end) return;
     const failed = this.#authorizeFailed;
@@ -162,6 +179,7 @@ export class ObjectFollowing {
       // drain and the release). The next instance starts as a follower (the copy, the record released to the tab,
       // the expiry alarm); a tab that missed the answer asks again there and gets the same release.
       await this.#ctx.storage.setAlarm(systemClock.now());
+      this.#supersededBefore = this.#superseded;
       return;
     }
     this.armExpiry();

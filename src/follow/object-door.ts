@@ -92,6 +92,11 @@ export function answerHelloCall(id: string, args: readonly Json[]): ObjectMessag
   }
 }
 
+/** The answer to `follow.from` for this object's own place, which no tab follows (the object never follows itself). */
+export function ownPlaceAnswer(id: string, place: string): ObjectMessage {
+  return { type: "answer", id, error: errorShape(new NotAuthorized("follow.from", `the place ${JSON.stringify(place)} is this object's own.`)) };
+}
+
 /**
  * What the door is told of a call: the place it speaks for (its arguments', or for page calls `connectionPlace`, the
  * place its connection follows or spoke for), and for a page call the conversation the holder's harness has it in

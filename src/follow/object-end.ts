@@ -24,7 +24,7 @@ import { Feed } from "./feed.ts";
 import { historyWindow } from "./fork.ts";
 import { Arrival, type HandOverMessage } from "./handover.ts";
 import { holderOf, otherExpiry } from "./lease-holder.ts";
-import { allowed, answerHelloCall, doorOf, errorShape } from "./object-door.ts";
+import { allowed, answerHelloCall, doorOf, errorShape, ownPlaceAnswer } from "./object-door.ts";
 import type { FollowAuthorize, ObjectEndOptions, ObjectTopicHandler, SpeaksFor } from "./object-end-options.ts";
 import { checkPusher, handBack, leaseCall } from "./object-lease.ts";
 import { OutgoingCalls } from "./outgoing-calls.ts";
@@ -34,6 +34,7 @@ import { SERVER_TOOLS_TOPIC } from "./server-call-messages.ts";
 import { admitServerCall } from "./server-calls.ts";
 import { SnapshotServer } from "./snapshot.ts";
 import { SnapshotAnswers } from "./snapshot-answers.ts";
+import { Supersession } from "./superseded.ts";
 import { HandBackSwitch, switchRefusal } from "./switch-answers.ts";
 import { encodeFollowMessage, FOLLOW_TOPICS, joinPush, type ObjectMessage, parseFollowMessage } from "./wire.ts";
 import { WIRE_TOPIC } from "./wire-version.ts";
@@ -59,6 +60,8 @@ export class ObjectEnd {
   #holder: Harness | undefined;
   /** This instance's hand-back and what follows it until the next instance: its switch (decisions 0130, 0139, 0145). */
   readonly #switch: HandBackSwitch;
+  /** Whether another place took the lease from the harness open here: the platform is told once (decision 0149). */
+  readonly #supersession: Supersession;
   /** Page tool calls a following tab makes of this place while it runs the conversation (decision 0044). */
   readonly #pageCalls = new PageCallRelay(
     "object",
@@ -71,6 +74,7 @@ export class ObjectEnd {
   private constructor(options: ObjectEndOptions, arrival: Arrival, feed: Feed, snapshots: SnapshotServer) {
     this.#options = options;
     this.#switch = new HandBackSwitch(() => options.onSwitch?.());
+    this.#supersession = new Supersession(options.onSuperseded && (() => options.onSuperseded?.()));
     this.#arrival = arrival;
     this.#feed = feed;
     this.#snapshots = new SnapshotAnswers(snapshots, options.place);
@@ -315,6 +319,7 @@ export class ObjectEnd {
         // The object between harnesses is no refusal of the pusher: NotReady, it pushes again (the resend skips what was
         // stored, by position); any other HarnessClosed stays final (decision 0130 and its review, M1).
         const refusal = switchRefusal(error, this.switching, "push again");
+        this.#supersession.check(this.#holder, this.#options.book.record); // its harness's end lets the next take it (0149)
         reply(encodeFollowMessage({ type: "refused", head: this.head, error: errorShape(refusal), ...(epochs ? { epochs } : {}) }));
       }
     });
@@ -327,16 +332,7 @@ export class ObjectEnd {
    */
   async #startFollowing(id: string, args: Json[], reply: (frame: string) => void, connection: unknown): Promise<void> {
     const [place, head, tail] = args as [string, number, number | undefined];
-    if (place === this.#options.place) {
-      reply(
-        encodeFollowMessage({
-          type: "answer",
-          id,
-          error: errorShape(new NotAuthorized("follow.from", `the place ${JSON.stringify(place)} is this object's own.`)),
-        }),
-      );
-      return;
-    }
+    if (place === this.#options.place) return reply(encodeFollowMessage(ownPlaceAnswer(id, place)));
     await this.#line.run(async () => {
       const start = await this.#feed.start(this.head, { from: Math.min(tail ?? 0, head), to: head });
       reply(encodeFollowMessage({ type: "answer", id, value: start as unknown as Json }));
@@ -350,7 +346,9 @@ export class ObjectEnd {
     if (topic === PAGE_CALLS) return this.#pageCalls.call(method, args, connection);
     if (topic === "lease") {
       if (method === "handBack" && args[0] !== this.#options.place) return this.#handBack(String(args[0]), args[1] as number);
-      return leaseCall({ book: this.#options.book, place: this.#options.place, head: this.head }, method, args);
+      const answer = await leaseCall({ book: this.#options.book, place: this.#options.place, head: this.head }, method, args);
+      this.#supersession.check(this.#holder, this.#options.book.record); // a grant to another place (decision 0149)
+      return answer;
     }
     const handler = this.#handlers.get(topic);
     if (!handler) throw new NotAuthorized(`${topic}.${method}`, "this object serves no such calls.");
