@@ -105,6 +105,8 @@ export async function comebackWorld(
   let copyService: CopyService | undefined;
   /** The object's server tool calls, kept across instances (as in its SQLite). */
   const serverStore = memoryServerCallStore();
+  /** Lease answers by request id, kept across instances (as in its SQLite): a call repeated to the next one is answered the same. */
+  const answers = new Map<string, Json>();
   /** An instance of the object: its end on the copy (and the copy service over it, with `copyService`). */
   const startObject = async () => {
     const objectClock = options.objectClock?.(clock) ?? clock;
@@ -125,6 +127,7 @@ export async function comebackWorld(
       storage: copy,
       book,
       clock,
+      answers: { get: (id) => answers.get(id), put: (id, answer) => void answers.set(id, answer) },
       ...(options.keepLog === undefined ? {} : { keepLog: options.keepLog }),
       ...(options.roundBytes === undefined ? {} : { roundBytes: options.roundBytes }),
       ...(options.objectApply ? { apply: options.objectApply(copy) } : service ? { apply: (batch) => service.follow(batch) } : {}),

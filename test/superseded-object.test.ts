@@ -5,11 +5,12 @@
  * holder's every push `NotReady` for good. Now `ObjectEnd` tells its host (`onSuperseded`) once the grant is made; the
  * host ends the instance, and the next one follows the tab and stores its pushes, each once.
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Clock } from "../src/base/clock.ts";
 import type { Harness } from "../src/harness.ts";
 import type { ManualClock } from "../src/testing/clock.ts";
-import { comebackWorld } from "./comeback-support.ts";
+import { comebackWorld, type Fate } from "./comeback-support.ts";
 import { rows } from "./follow-support.ts";
 import { ctx, runUntil } from "./support.ts";
 
@@ -19,14 +20,15 @@ function lettingTheLeaseLapse(clock: ManualClock): Clock {
 }
 
 /** The world where the object ran the counter to its end (holding the lease), the tab following; then the lease lapses. */
-async function lapsedWorld(options: { keepSuperseded?: boolean } = {}) {
-  const world = await comebackWorld({ ttlMs: 5_000, to: 3, copyService: true, objectClock: lettingTheLeaseLapse, ...options });
+async function lapsedWorld(options: { keepSuperseded?: boolean; fate?: Fate; ttlMs?: number } = {}) {
+  const ttlMs = options.ttlMs ?? 5_000;
+  const world = await comebackWorld({ to: 3, copyService: true, objectClock: lettingTheLeaseLapse, ...options, ttlMs });
   const { clock } = world;
   const following = await world.handOverAndFollow(3);
   await runUntil(clock, async () => (await world.tab.harness.storage.getTask(world.taskId))?.state.status === "terminal");
   const held = world.record();
   expect(held.holder).toBe("object");
-  clock.advance(6_000);
+  clock.advance(ttlMs + 1_000);
   expect(clock.now()).toBeGreaterThan(held.expiresAt!);
   return { world, following, held };
 }
@@ -137,4 +139,53 @@ describe("a tab takes the lease back while the object's own takeover is still op
     expect(world.record()).toMatchObject({ holder: "tab", epoch });
     await back.harness.close(ctx);
   });
+});
+
+describe("the order of the lapse, the grant, the pushes and the object's own expiry check (decision 0149)", () => {
+  it("S4: whatever the link loses or repeats and wherever the object's alarm looks, the copy ends as the tab's, each note once, the host told once", async () => {
+    const fates = fc.constantFrom<"deliver" | "drop" | "twice">("deliver", "deliver", "drop", "twice");
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          toObject: fc.array(fates, { maxLength: 24 }),
+          toTab: fc.array(fates, { maxLength: 24 }),
+          notes: fc.integer({ min: 1, max: 3 }),
+          // When the object's own alarm asks about the lease's expiry (its takeover's trigger): it must take nothing.
+          expiryCheck: fc.constantFrom("none", "in the lapse", "after the grant", "after the notes"),
+        }),
+        async ({ toObject, toTab, notes, expiryCheck }) => {
+          const fate: Fate = (way, index) => (way === "toObject" ? toObject : toTab)[index] ?? "deliver";
+          // A lease long beside the link's resends (2 s each): a lost renewal must not end the tab's lease meanwhile.
+          const { world, following } = await lapsedWorld({ fate, ttlMs: 30_000 });
+          const { clock } = world;
+          const instance = world.end;
+          const check = async (at: string) => {
+            if (expiryCheck === at) await world.end.checkExpiry();
+          };
+          await check("in the lapse");
+          world.loseFrames();
+          following.follower!.stop();
+          await following.harness.close(ctx);
+          const back = await world.reopenTab();
+          expect(back.harness.readOnly).toBe(false);
+          const epoch = back.harness.lease!.epoch;
+          await check("after the grant");
+          const root = await back.harness.root(ctx);
+          for (let note = 0; note < notes; note++) await root.submit({ type: "write", entry: { kind: "app.note" } }, ctx);
+          await check("after the notes");
+          const stored = back.harness.lease!.position;
+          await runUntil(clock, () => back.mirror!.acknowledged >= stored);
+          expect(back.mirror!.refused).toBeUndefined();
+          expect(world.ended).toEqual([instance]); // once, whatever was lost or repeated
+          expect(world.record()).toMatchObject({ holder: "tab", epoch }); // the object took nothing back
+          expect(await rows(world.copy)).toEqual(await rows(world.tabStorage));
+          expect((await world.copy.load()).log).toEqual({ epoch, position: stored });
+          const written = (await back.harness.conversation(root.id).entries(ctx)).filter((entry) => entry.kind === "app.note");
+          expect(written).toHaveLength(notes);
+          await back.harness.close(ctx);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  }, 120_000);
 });
