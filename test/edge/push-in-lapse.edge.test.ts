@@ -13,8 +13,9 @@ import { type Edge, startEdge } from "./support.ts";
 // Decision 0145 (B) in workerd: the object's instance whose idle 3 s lease lapsed (decision 0052) still lives — its
 // alarm held here so that the window stays open — and a tab opens again: its open takes the lapsed lease (a new epoch)
 // and pushes its first transactions to that instance. Before: refused `StaleEpoch` (the instance counted its own open
-// harness as the holder), and the tab's mirror stopped pushing for good. Now: `NotReady`, pushed again; the next
-// instance follows the tab and stores them, each once.
+// harness as the holder), and the tab's mirror stopped pushing for good. Then (0145): `NotReady`, pushed again. Now
+// (decision 0149): the grant tells the instance it is superseded, and the tab's next frame ends it even with its alarm
+// held; the next instance follows the tab and stores them, each once.
 
 /** What a page shows of a status: its kind, and where the agent runs at which epoch once ready. */
 function shown(status: HarnessStatus | undefined) {
@@ -30,7 +31,7 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     await edge?.dispose();
   });
 
-  it("S4: the new holder's pushes are answered NotReady, not StaleEpoch, and the next instance stores each once; a page's status says opening in the lapse", async () => {
+  it("S4: the new holder's pushes are not refused StaleEpoch, and the next instance stores each once; a page's status says opening in the lapse", async () => {
     const name = "lapse-push"; // a 3 s lease
     const rpc = async <T>(method: string, args: unknown[]) => {
       const response = await edge.call("follow", name, "/rpc", {
@@ -90,14 +91,9 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     const mirror = new Mirror({ harness: tab, link, clock: systemClock, resendMs: 500 });
     await (await tab.root(ctx)).submit({ type: "write", entry: { kind: "app.note" } }, ctx);
     const stored = tab.lease!.position;
-    await until("the object answered a push", () => mirror.stats.retriedRefusals > 0 || mirror.refused !== undefined);
-    // Before: StaleEpoch ("the object's copy"), final: the mirror stopped pushing.
-    expect(mirror.refused?.name).toBeUndefined();
-    expect(await instanceName()).toBe(instance); // the instance whose lease lapsed answered
-    expect((await state()).lease).toMatchObject({ holder: "tab", epoch });
-
-    // The alarm would end the instance now; the next one follows the tab and takes the pushes, each once.
-    await edge.call("follow", name, "/abort").catch(() => undefined);
+    // Before 0145: StaleEpoch ("the object's copy"), final: the mirror stopped pushing. Since 0149 the lapsed instance
+    // (its alarm held) ends at the tab's next frame after the grant, instead of answering each push NotReady until its
+    // alarm (that answer: test/push-in-lapse.test.ts); the next one follows the tab and takes the pushes, each once.
     await until("the object acknowledged every push", () => mirror.acknowledged >= stored);
     expect(mirror.refused).toBeUndefined();
     expect(await instanceName()).not.toBe(instance);
@@ -111,6 +107,57 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     expect(told.slice(0, lapse)).toContain(`ready here epoch ${held.lease!.epoch}`);
     expect(told.slice(lapse + 1).every((status) => status === "reconnecting" || status?.startsWith("ready elsewhere"))).toBe(true);
     page.close();
+    mirror.stop();
+    socket.stop();
+    await tab.close(ctx);
+  }, 90_000);
+
+  it("S4 (decision 0149): with the alarm late (held), the new holder's next frame ends the superseded instance and the next one stores its pushes once", async () => {
+    const name = "lapse-push-late-alarm"; // a 3 s lease
+    const state = () =>
+      edge.json("follow", name, "/state") as Promise<{ holding: boolean; head: number; lease?: { holder?: string; epoch: number; expiresAt?: number } }>;
+    const instanceName = async () => ((await edge.json("follow", name, "/instance")) as { instance: string }).instance;
+    const registry = createRegistry();
+    const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
+    const socket = followSocket(edge, name, "alice", link);
+    await until("the follow socket opens", () => socket.open);
+    const storage = await openSqliteStorage({ vfs: "memory" });
+    const first = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    const conversationId = (await first.root(ctx)).id;
+    const handing = new Mirror({ harness: first, link, clock: systemClock, resendMs: 500 });
+    await handing.handOver(ctx);
+    handing.stop();
+    await first.close(ctx);
+    await until("the object holds the lease", async () => (await state()).holding);
+    const reader = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    const follower = new Follower({ harness: reader, link, place: "tab" });
+    const held = await state();
+    await until("the tab's copy holds the object's head", () => follower.head >= held.head);
+    const instance = await instanceName();
+    // The alarm that would end the superseded instance never comes to this one (as a late alarm): nothing else is asked.
+    await edge.json("follow", name, "/hold-alarms");
+    await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+    follower.stop();
+    await reader.close(ctx);
+    const tab = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
+    expect(tab.readOnly).toBe(false);
+    const epoch = tab.lease!.epoch;
+    expect(epoch).toBeGreaterThan(held.lease!.epoch);
+    const mirror = new Mirror({ harness: tab, link, clock: systemClock, resendMs: 500 });
+    await (await tab.root(ctx)).submit({ type: "write", entry: { kind: "app.note" } }, ctx);
+    const stored = tab.lease!.position;
+    // Before: the instance lived on with its alarm held, and answered every push NotReady (this never held). No /abort.
+    await until("the object acknowledged every push", () => mirror.acknowledged >= stored);
+    expect(mirror.refused).toBeUndefined();
+    expect(await instanceName()).not.toBe(instance);
+    expect((await state()).lease).toMatchObject({ holder: "tab", epoch });
+    const response = await edge.call("follow", name, "/rpc", {
+      method: "POST",
+      headers: { "x-caller": "alice", "content-type": "application/json" },
+      body: JSON.stringify({ method: "conversationEntries", args: [conversationId, 1_000_000, 1000] }),
+    });
+    const entries = ((await response.json()) as { value: { entries: Array<{ kind: string }> } }).value.entries;
+    expect(entries.filter((entry) => entry.kind === "app.note")).toHaveLength(1);
     mirror.stop();
     socket.stop();
     await tab.close(ctx);
