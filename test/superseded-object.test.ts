@@ -16,7 +16,10 @@ import { ctx, runUntil } from "./support.ts";
 
 /** An idle object's harness clock: its lease renewals are let pass (the lease lapses, decision 0052), all else runs. */
 function lettingTheLeaseLapse(clock: ManualClock): Clock {
-  return { now: () => clock.now(), setTimer: (delayMs, fire, kind) => (kind === "lease-renewal" ? () => {} : clock.setTimer(delayMs, fire)) };
+  return {
+    now: () => clock.now(),
+    setTimer: (delayMs, fire, kind) => (kind === "lease-renewal" ? () => {} : clock.setTimer(delayMs, fire)),
+  };
 }
 
 /** The world where the object ran the counter to its end (holding the lease), the tab following; then the lease lapses. */

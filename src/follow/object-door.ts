@@ -94,7 +94,11 @@ export function answerHelloCall(id: string, args: readonly Json[]): ObjectMessag
 
 /** The answer to `follow.from` for this object's own place, which no tab follows (the object never follows itself). */
 export function ownPlaceAnswer(id: string, place: string): ObjectMessage {
-  return { type: "answer", id, error: errorShape(new NotAuthorized("follow.from", `the place ${JSON.stringify(place)} is this object's own.`)) };
+  return {
+    type: "answer",
+    id,
+    error: errorShape(new NotAuthorized("follow.from", `the place ${JSON.stringify(place)} is this object's own.`)),
+  };
 }
 
 /**

@@ -28,11 +28,6 @@ export class Supersession {
     this.#superseded = superseded;
   }
 
-  /** Whether this place's harness was found superseded (told once). */
-  get told(): boolean {
-    return this.#told;
-  }
-
   /** After a lease call or a push: tells the platform once if `holder` is superseded by `record`. */
   check(holder: Harness | undefined, record: Pick<LeaseRecord, "epoch">): void {
     if (this.#told || !supersededHere(holder, record)) return;

@@ -115,7 +115,11 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
   it("S4 (decision 0149): with the alarm late (held), the new holder's next frame ends the superseded instance and the next one stores its pushes once", async () => {
     const name = "lapse-push-late-alarm"; // a 3 s lease
     const state = () =>
-      edge.json("follow", name, "/state") as Promise<{ holding: boolean; head: number; lease?: { holder?: string; epoch: number; expiresAt?: number } }>;
+      edge.json("follow", name, "/state") as Promise<{
+        holding: boolean;
+        head: number;
+        lease?: { holder?: string; epoch: number; expiresAt?: number };
+      }>;
     const instanceName = async () => ((await edge.json("follow", name, "/instance")) as { instance: string }).instance;
     const registry = createRegistry();
     const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
