@@ -343,8 +343,9 @@ export class HostClient {
     this.#gone = new WorkerGone(message);
     for (const reject of this.#pending) reject(this.#gone);
     this.#pending.clear();
-    // The page hears of it like any other status change (a worker closed cleanly stays "closed").
-    if (this.#status.kind !== "closed") {
+    // The page hears of it like any other status change. A worker the page closed stays "closed"; one closed by a
+    // takeover did not end for good until now (its host may have opened again), so its page is told (0150's review, L1).
+    if (!(this.#status.kind === "closed" && this.#status.reason === "close")) {
       this.#status = { kind: "failed", error: { name: this.#gone.name, message } };
       for (const listener of this.#statusListeners) safely(() => listener(this.#status));
     }

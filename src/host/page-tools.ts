@@ -3,9 +3,15 @@
  * declared (`definePageTool`). It watches the conversation's calls of those tools; a waiting call is claimed
  * (one commit: the first page wins) and only then run here; its result is sent under the claim. A call this
  * page claimed that ends otherwise (aborted, released) has its `signal` aborted.
+ *
+ * Each provision watches and claims as a page of its own (`provisionOf`: the page's id and a random part, decision
+ * 0150's review): two provisions in one page (React StrictMode's second effect, two components providing one tool)
+ * are two claimants, so the second's claim is `PageCallTaken`, never a retry of the first's; and a provision that
+ * stops has its claims released by its host (its last watch ended) whatever the page's other provisions do.
  */
 import type { PageCallClaimed, PageToolResult, PendingPageCall } from "../agent/tasks/page-calls.ts";
 import { errorMessage } from "../base/error-message.ts";
+import { randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import type { RemoteHost, Unsubscribe } from "./protocol.ts";
 
@@ -42,6 +48,15 @@ type PageHost = Pick<RemoteHost, "watchPageCalls" | "claimPageCall" | "answerPag
 /** Errors that only say another page runs the call, or that it ended: nothing to report. */
 const EXPECTED = new Set(["PageCallTaken", "PageCallEnded", "PageClaimLost", "WorkerGone", "HarnessClosed"]);
 
+/**
+ * The id one provision of page `pageId` watches and claims under: unique per provision, so its claim id
+ * (`${provision}:${callId}:${attempt}`) is too. The same claim sent again (a transport's resend after a lost reply)
+ * keeps its id and is still a retry; a second provision's is another page's claim.
+ */
+export function provisionOf(pageId: string): string {
+  return `${pageId}~${randomIds().slice(0, 8)}`;
+}
+
 /** Provides `tools` to conversation `conversationId` from page `pageId`, until the returned function is called. */
 export async function providePageTools(
   host: PageHost,
@@ -50,6 +65,7 @@ export async function providePageTools(
   tools: Readonly<Record<string, PageToolImplementation>>,
   options: ProvidePageToolsOptions = {},
 ): Promise<Unsubscribe> {
+  const provision = provisionOf(pageId);
   /** The runs of this page by call id, with the attempt each claims. */
   const running = new Map<string, { controller: AbortController; attempt: number }>();
   let stopped = false;
@@ -60,13 +76,20 @@ export async function providePageTools(
     if (running.get(callId)?.controller === controller) running.delete(callId);
   };
   const run = async (call: PendingPageCall, implementation: PageToolImplementation, controller: AbortController) => {
-    const claimId = `${pageId}:${call.callId}:${call.attempts + 1}`;
+    const claimId = `${provision}:${call.callId}:${call.attempts + 1}`;
     let claimed: PageCallClaimed;
     try {
-      claimed = await host.claimPageCall(conversationId, call.callId, { claimId, pageId });
+      claimed = await host.claimPageCall(conversationId, call.callId, { claimId, pageId: provision });
     } catch (error) {
       done(call.callId, controller);
       report(error, call);
+      return;
+    }
+    // Aborted while the claim was in flight (the provision stopped, its watch was lost, the host's list ended the
+    // call): never run here. The claim goes with this provision's watch (the host releases a page's claims when its
+    // last watch ends), so the call follows its replay policy (decision 0150's review, M1).
+    if (controller.signal.aborted) {
+      done(call.callId, controller);
       return;
     }
     let result: PageToolResult;
@@ -118,7 +141,7 @@ export async function providePageTools(
       void run(call, implementation, controller);
     }
   };
-  const unsubscribe = await host.watchPageCalls(conversationId, { pageId, tools: Object.keys(tools) }, listener, lost);
+  const unsubscribe = await host.watchPageCalls(conversationId, { pageId: provision, tools: Object.keys(tools) }, listener, lost);
   return () => {
     if (stopped) return;
     stop();

@@ -1,6 +1,7 @@
 import type { PageToolResult } from "../agent/tasks/page-calls.ts";
 import type { ConversationViewState } from "../agent/view/view.ts";
 import type { Json } from "../base/json.ts";
+import { provisionOf } from "../host/page-tools.ts";
 import type { ChatClient, Unsubscribe } from "./client.ts";
 import type { Reply } from "./reply.ts";
 import type { ToolMode } from "./reply-chunks.ts";
@@ -19,6 +20,12 @@ export class PageChat {
   readonly #client: ChatClient;
   readonly #conversationId: number;
   readonly tools: ReadonlySet<string>;
+  /**
+   * The page this chat watches and claims as (the client's page id and a part of its own, as each `providePageTools`;
+   * decision 0150's review): a second chat of the same conversation in this page claims as another page (its claim is
+   * `PageCallTaken`, not a retry of this one's), and this chat's claims are released when its own watch ends.
+   */
+  readonly #provision: string;
   /** Calls this page claimed, by call id: their claim ids. */
   readonly #claims = new Map<string, string>();
   /** `${callId}:${attempt}` claims under way, and those another page won or that had ended. */
@@ -32,6 +39,7 @@ export class PageChat {
     this.#client = client;
     this.#conversationId = conversationId;
     this.tools = new Set(tools);
+    this.#provision = provisionOf(client.pageId);
   }
 
   /** While the chat is open it provides its page tools: when the page goes, its claims are released. */
@@ -39,7 +47,7 @@ export class PageChat {
     if (this.tools.size === 0 || this.#watch) return;
     const watch = this.#client.watchPageCalls(
       this.#conversationId,
-      { pageId: this.#client.pageId, tools: [...this.tools] },
+      { pageId: this.#provision, tools: [...this.tools] },
       () => {},
       // Refused again (decision 0114): the next request's open asks anew, as after a failed watch.
       () => this.#watch === watch && (this.#watch = undefined),
@@ -85,15 +93,16 @@ export class PageChat {
       if (this.#claiming.has(key) || this.#elsewhere.has(key)) continue;
       this.#claiming.add(key);
       this.#inFlight.add(slot.callId);
-      const claimId = `${this.#client.pageId}:${key}`;
+      const claimId = `${this.#provision}:${key}`;
       this.#client
-        .claimPageCall(this.#conversationId, slot.callId, { claimId, pageId: this.#client.pageId })
+        .claimPageCall(this.#conversationId, slot.callId, { claimId, pageId: this.#provision })
         .then(
           () => this.#claims.set(slot.callId, claimId),
           () => this.#elsewhere.add(key),
         )
         .finally(() => {
           this.#claiming.delete(key);
+          this.#inFlight.delete(slot.callId); // answered: `#claims` or `#elsewhere` says how it is sent now
           changed();
         });
     }

@@ -63,6 +63,9 @@ export function usePageTool(conversationId: number | undefined, name: string, im
     const remove = (request: PageToolRequest) => setRequests((all) => all.filter((one) => one !== request));
     const show = (request: PageToolRequest) => setRequests((all) => [...all.filter((one) => one.callId !== request.callId), request]);
     const run: PageToolImplementation = (args, call: PageToolCall) => {
+      // Already ended (the provision stopped while its claim was in flight): no form, nothing run; what it returns is
+      // never sent (decision 0150's review, M1).
+      if (call.signal.aborted) return "";
       const given = latest.current;
       const base: PageToolRequest = { callId: call.callId, toolName: call.toolName, arguments: args, attempt: call.attempt };
       let request = base;
