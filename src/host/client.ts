@@ -69,7 +69,7 @@ export class HostClient {
     }
   }
 
-  /** This page load's id: the page tool calls it claims carry it (`providePageTools`). */
+  /** This page load's id: the page tool calls it claims carry it (`providePageTools` adds a part per provision). */
   readonly pageId: string;
 
   constructor(endpoint: HostEndpoint, pageId = `page-${randomIds()}`) {

@@ -33,7 +33,10 @@ export interface CrashPointHit {
 
 /** Which page watches for calls of which page tools (`watchPageCalls`). */
 export interface PageToolsWatch {
-  /** The page's id for this page load: the claims it makes carry it. */
+  /**
+   * The page's id for this page load: the claims it makes carry it. `providePageTools` and a chat's page tools watch
+   * and claim as a page of their own each (the client's `pageId` and a random part; decision 0150's review).
+   */
   pageId: string;
   /** The names of the page tools it provides. */
   tools: string[];
