@@ -11,6 +11,7 @@ import { type HostEndpoint, hostEndpoint, remoteHost } from "../src/host/endpoin
 import { createHost } from "../src/host/host.ts";
 import { type HeldSubscription, type HostMessage, messageEndpoint, serveMessages } from "../src/host/messages.ts";
 import { createRegistry, InvalidSetting, isRetryable, MemoryStorage, TooManyCallsInFlight, TooManySubscriptions } from "../src/index.ts";
+import { flush } from "./support.ts";
 
 const channels: MessageChannel[] = [];
 afterEach(() => {
@@ -84,7 +85,7 @@ describe("a caller's subscriptions at a host are bounded (decision 0148)", () =>
     for (const stop of [...others, again]) stop();
   });
 
-  it("0148: a subscribe waiting for its answer takes a place (held + waiting ≤ bound); given up, it frees it", async () => {
+  it("0148: a subscribe waiting for its answer takes a place (held + waiting ≤ bound); given up, it frees it once its host answers it (the review of 0148, M1: before, at once, while the slow door went on)", async () => {
     const served = await realHost();
     const endpoint = hostEndpoint(served.service);
     // Its host answers each subscribe once `answer()` is called (a watch waiting for its conversation, a slow door).
@@ -101,11 +102,15 @@ describe("a caller's subscriptions at a host are bounded (decision 0148)", () =>
     const second = waiting.host.onReport(() => {});
     const third = await waiting.host.onStatus(() => {}).catch((error: unknown) => error);
     expect(third).toBeInstanceOf(TooManySubscriptions); // two in flight: the bound counts them
-    // Given up before its answer (its cancel sends the unsubscribe frame), a place is free at once.
+    // Given up before its answer (its cancel sends the unsubscribe frame): its place stays taken while its host still
+    // works on it, and is free once the host answered it.
     (first as unknown as { cancel(): void }).cancel();
-    const fourth = waiting.host.onStatus(() => {});
+    const fourth = await waiting.host.onStatus(() => {}).catch((error: unknown) => error);
+    expect(fourth).toBeInstanceOf(TooManySubscriptions);
     answer();
-    await Promise.all([second, fourth]);
+    await second;
+    await flush();
+    await waiting.host.onStatus(() => {});
     expect(waiting.held().map(({ method }) => method)).toEqual(["onReport", "onStatus"]);
     waiting.connection.close();
   });

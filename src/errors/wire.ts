@@ -152,7 +152,8 @@ export class NotAuthorized extends DurableError {
 /**
  * A caller (one page's port, one socket, one follower tab) already holds `limit` subscriptions at this host, held or
  * still waiting for their answer (decision 0148). Nothing was subscribed; its other subscriptions go on. Not retryable:
- * the same subscribe is refused until the caller unsubscribes one (or the app raises `callerLimits.maxSubscriptions`).
+ * the same subscribe is refused until the caller unsubscribes one (or the app raises `callerLimits.maxSubscriptions`);
+ * one given up before its answer frees its place once the host answers it (0148's review).
  */
 export class TooManySubscriptions extends DurableError {
   override name = "TooManySubscriptions";
@@ -162,7 +163,8 @@ export class TooManySubscriptions extends DurableError {
   ) {
     super(
       `${method} was not subscribed: this caller already holds ${limit} subscriptions here (at most ${limit}, waiting ones included). ` +
-        "Nothing was subscribed; unsubscribe one first (or raise callerLimits.maxSubscriptions where the host is served).",
+        "Nothing was subscribed; unsubscribe one first (one given up before its answer keeps its place until the host answers it), " +
+        "or raise callerLimits.maxSubscriptions where the host is served.",
     );
   }
 }

@@ -66,7 +66,8 @@ export interface ServeMessagesOptions {
   onSubscriptions?: (held: HeldSubscription[]) => void;
   /**
    * What this connection's peer (one caller) may hold at once: its subscriptions, waiting ones included, and its calls
-   * in flight (decision 0148). Default `DEFAULT_CALLER_LIMITS` (1,024 each).
+   * in flight (decision 0148). Default `DEFAULT_CALLER_LIMITS` (1,024 each). A subscribe given up before its answer
+   * keeps its place until the endpoint answers it (0148's review: a door's hook that waits goes on after the give-up).
    */
   limits?: CallerLimits;
 }
@@ -86,13 +87,21 @@ export function serveMessages(
   const fail = (id: number) => (error: unknown) => send({ type: "error", id, error: serializeError(error) });
   /** The endpoint's own promises, while they are not answered: given up when the page unsubscribes or leaves first. */
   const unanswered = new Map<number, Promise<number>>();
+  /**
+   * Subscribes given up before the endpoint answered them: each keeps its place until it settles (decision 0148 after
+   * review, as comlink does). Cancelling does not stop a door's `authorize` hook that waits, nor a watch's wait for a
+   * reopen; before, the place was freed at once and a caller looping subscribe/unsubscribe started work without end.
+   */
+  const givingUp = new Set<Promise<number>>();
   const unsubscribe = (id: number) => {
     const subscribed = subscriptions.get(id);
     subscriptions.delete(id);
     if (held.delete(id)) changed();
     // A subscription the host has not answered yet (a watch waiting for its conversation) holds nothing once given
     // up (decision 0107); before, it stayed registered at the host until it was answered.
-    cancelPending(unanswered.get(id));
+    const unansweredOwn = unanswered.get(id);
+    if (unansweredOwn) givingUp.add(unansweredOwn);
+    cancelPending(unansweredOwn);
     unanswered.delete(id);
     void subscribed?.then((own) => own !== undefined && endpoint.unsubscribe(own));
   };
@@ -101,7 +110,7 @@ export function serveMessages(
     try {
       // Past the caller's bound (held and waiting, decision 0148), refused before anything is held. A restored one (a
       // bound lowered by a deploy) is refused so too: its page is told (the error frame ends it) and it is kept no more.
-      bounds.admitSubscription(method, subscriptions.size);
+      bounds.admitSubscription(method, subscriptions.size + givingUp.size);
     } catch (error) {
       if (held.delete(id)) changed();
       fail(id)(error);
@@ -121,6 +130,7 @@ export function serveMessages(
     const own = endpoint.subscribe(method, args, emit, lost);
     subscribed = own.then(
       (ownId) => {
+        givingUp.delete(own);
         if (unanswered.get(id) === own) unanswered.delete(id);
         if (answer && !closed) send({ type: "result", id, value: null });
         if (subscriptions.get(id) !== subscribed) return ownId; // unsubscribed meanwhile: that ends it once it resolves
@@ -130,6 +140,7 @@ export function serveMessages(
         return ownId;
       },
       (error: unknown) => {
+        givingUp.delete(own);
         if (unanswered.get(id) === own) unanswered.delete(id);
         if (subscriptions.get(id) === subscribed) {
           subscriptions.delete(id);
