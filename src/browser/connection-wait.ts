@@ -32,11 +32,14 @@ export interface WaitTimers {
 }
 
 /**
- * `link`, or `notSent` once `waitMs` passed without it: whichever comes first wins, and a link that comes later is not
- * used (the caller's send never runs). `link`'s own rejection (the socket closed) passes through.
+ * `awaitLink()`'s link, or `notSent` once `waitMs` passed without it: whichever comes first wins, and a link that comes
+ * later is not used (the caller's send never runs). The link's own rejection (the socket closed) passes through. No
+ * time left (`waitMs` ≤ 0): `notSent` at once, and no link is waited for (review of 0151, L1: before, the link's promise
+ * was made and left unhandled, and a later `close()` rejected it with nobody listening).
  */
-export function within<T>(link: Promise<T>, waitMs: number, timers: WaitTimers): Promise<T> {
+export function within<T>(awaitLink: () => Promise<T>, waitMs: number, timers: WaitTimers): Promise<T> {
   if (waitMs <= 0) return Promise.reject(notSent(waitMs));
+  const link = awaitLink();
   return new Promise<T>((resolve, reject) => {
     let done = false;
     const timer = timers.setTimer(() => {

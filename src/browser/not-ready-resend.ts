@@ -18,13 +18,15 @@
  *
  * Bounded (decision 0151): the first send waits for a connection `CALL_WAIT_MS` (60 s) at most, one sent again only
  * within the `NotReady` window; a call given up there was not sent that time. It ends `ConnectionLost` if a send of it
- * was lost in flight (it may have run), else `NotReady` (nothing was done). A `NotReady` window that runs out after such
- * a loss ends `ConnectionLost` too (decision 0146's H1, here; before, the last `NotReady`).
+ * was lost in flight (it may have run), else `NotReady` (nothing was done). Once a send was lost so, every retryable
+ * answer that would say "nothing was done" ends it `ConnectionLost` too: the `NotReady` window's end, 0148's
+ * `TooManyCallsInFlight`, `AuthorizeFailed` (decision 0146's H1, here; review of 0151, M1).
  */
 import type { Clock } from "../base/clock.ts";
 import { ConnectionLost, NotReady } from "../errors.ts";
 import type { HostEndpoint } from "../host/endpoint.ts";
 import { isMethod, PROTOCOL } from "../host/protocol.ts";
+import { isRetryable } from "../retryable.ts";
 import { jitteredBackoff } from "./backoff.ts";
 import { CALL_WAIT_MS, neverSent } from "./connection-wait.ts";
 import { retried, withKey } from "./tabs/retry.ts";
@@ -60,6 +62,16 @@ export function resentOnNotReady(method: string, sent: unknown[]): boolean {
   return retried(method, sent);
 }
 
+/**
+ * The end of a call answered `NotReady` at each of its `sends`, whose next send found no connection before its window's
+ * end: every send was answered, none ran.
+ */
+function resentUnsent(sends: number, windowMs: number): NotReady {
+  return new NotReady(
+    `This call was sent ${sends} time${sends === 1 ? "" : "s"} and answered not ready each time (not run), and its next send found no connection to the host within ${Math.round(windowMs / 1000)} s of the first such answer: nothing was done. The page reconnects by itself: send it again once the status is ready.`,
+  );
+}
+
 /** An endpoint whose `call` may be told how long it waits for a connection (the socket's, ./socket.ts). */
 export interface WaitingEndpoint extends HostEndpoint {
   call(method: string, args: unknown[], waitMs?: number): Promise<unknown>;
@@ -90,22 +102,30 @@ export function resendingNotReady<E extends WaitingEndpoint>(
     let since: number | undefined; // when the host first answered NotReady
     /** A send of it was lost in flight (after a `NotReady`): it may have run; never cleared. */
     let mayHaveRun = false;
+    /**
+     * How the call ends with `error`: once a send of it was lost in flight (it may have run), any answer that says
+     * "nothing was done, send it again" (`isRetryable`: `NotReady`, 0148's `TooManyCallsInFlight`, `AuthorizeFailed`…)
+     * is `ConnectionLost` instead (review of 0151, M1: before, only `NotReady`; the app sent the others again under a
+     * new key, and the submit could be made twice). An answer that is not retryable is the host's about this very key.
+     */
+    const end = (error: unknown) => (mayHaveRun && isRetryable(error) ? new ConnectionLost() : error);
     for (let attempt = 0; ; attempt++) {
       // The first send waits for a connection within the call's bound; a send again within the `NotReady` window.
       const until = since === undefined ? started + callWaitMs : since + windowMs;
       try {
         return await endpoint.call(method, sent, until - clock.now());
       } catch (error) {
-        // Not sent this time (no connection by the bound): nothing more of it was done.
-        if (neverSent(error)) throw mayHaveRun ? new ConnectionLost() : error;
+        // Not sent this time (no connection by the bound): nothing more of it was done. One answered `NotReady` before
+        // was sent: its message says so (review of 0151, L2: before, "waited 0 s … it was not sent").
+        if (neverSent(error)) throw since === undefined || mayHaveRun ? end(error) : resentUnsent(attempt, windowMs);
         const passing = error instanceof NotReady || (since !== undefined && error instanceof ConnectionLost);
-        if (!passing || closed) throw passing && mayHaveRun ? new ConnectionLost() : error;
+        if (!passing || closed) throw end(error);
         if (error instanceof ConnectionLost) mayHaveRun = true;
         since ??= clock.now();
         const left = since + windowMs - clock.now();
-        if (left <= 0) throw mayHaveRun ? new ConnectionLost() : error;
+        if (left <= 0) throw end(error);
         await pause(attempt, left);
-        if (closed) throw mayHaveRun ? new ConnectionLost() : error;
+        if (closed) throw end(error);
         resends++;
       }
     }

@@ -1,27 +1,32 @@
 /**
  * The host's endpoint over a WebSocket that comes back: the page side of a Durable Object host
  * (`connectHarness(url)`). Calls wait for the connection, `callWaitMs` at most (then `NotReady`, never sent: decision
- * 0151); a connection that drops rejects the calls in flight with `ConnectionLost`, reconnects, and subscribes every
- * live subscription again (an object that restarted sends the current state anew). A subscribe the host had not
- * answered when its connection dropped (a watch waiting for its conversation) keeps waiting: it is asked again on the
- * next connection and answered there (decision 0111) — an answer there that passes by itself waits and is asked again
- * as below (decision 0117, later); it ends with `cancel()`, with `close()`, or with the host's refusal, and a subscribe
- * that ended is asked nowhere again. One answered on an earlier connection that the host refuses when a reconnect asks
- * it again (the conversation is gone, the caller may no longer watch it) has ended too: it is removed, asked nowhere
- * again, and its owner's `lost` is told the host's error (decision 0114); an answer that passes by itself
- * (`isRetryable`, `HarnessClosed`: a hook that threw, `AuthorizeFailed`) is no refusal: it is kept, and asked again on
- * the same connection after its own backoff (`retryMs`, doubling to `maxRetryMs`), until it is served, refused, given
- * up or its connection drops (the reconnect asks everything again); calls go on meanwhile, and `onState` hears
- * `unserved` (decision 0117, its second review: before, the page closed the healthy connection, and every call on it
- * failed `ConnectionLost` while one subscription could not be served). The status subscription (`onStatus`, the page's
- * client's own) waits so from its first ask on (decision 0123). Reconnects back off: `retryMs` after a connection the
- * host answered on, doubling while attempts fail (a socket that opens and drops before the host says anything is a
- * failed attempt), at most `maxRetryMs`, each delay drawn from its upper half so that many pages dropped at once do not
- * come back in step.
+ * 0151, ./connection-wait.ts); a connection that drops rejects the calls in flight with `ConnectionLost`, reconnects,
+ * and subscribes every live subscription again, so the page's listeners keep hearing from the host (an object that
+ * restarted sends the current state anew). What it takes and gives: ./socket-options.ts.
+ *
+ * A subscribe the host had not answered when its connection dropped (a watch waiting for its conversation) keeps
+ * waiting: it is asked again on the next connection and answered there (decision 0111) — an answer there that passes
+ * by itself waits and is asked again as below (decision 0117, later); it ends with `cancel()`, with `close()`, or with
+ * the host's refusal, and a subscribe that ended is asked nowhere again.
+ *
+ * One answered on an earlier connection that the host refuses when a reconnect asks it again (the conversation is
+ * gone, the caller may no longer watch it) has ended too: it is removed, asked nowhere again, and its owner's `lost` is
+ * told the host's error (decision 0114). An answer that passes by itself (`isRetryable`, `HarnessClosed`: a hook that
+ * threw, `AuthorizeFailed`) is no refusal: it is kept, and asked again on the same connection after its own backoff
+ * (`retryMs`, doubling to `maxRetryMs`), until it is served, refused, given up or its connection drops (the reconnect
+ * asks everything again); calls go on meanwhile, and `onState` hears `unserved` (decision 0117, its second review:
+ * before, the page closed the healthy connection, and every call on it failed `ConnectionLost` while one subscription
+ * could not be served). The status subscription (`onStatus`, the page's client's own) waits so from its first ask on
+ * (decision 0123).
+ *
+ * Reconnects back off: `retryMs` after a connection the host answered on, doubling while attempts fail (a socket that
+ * opens and drops before the host says anything is a failed attempt), at most `maxRetryMs`, each delay drawn from its
+ * upper half so that many pages dropped at once do not come back in step.
  */
 
 import { ConnectionLost, NotFound, NotReady } from "../errors.ts";
-import { type HostEndpoint, refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
+import { refusalOf, type SubscriptionLost } from "../host/endpoint.ts";
 import { shapeOf } from "../host/error-wire.ts";
 import { type HostMessage, type MessageEndpoint, messageEndpoint } from "../host/messages.ts";
 import { cancelPending, pendingSubscription } from "../host/pending-subscription.ts";
@@ -29,26 +34,11 @@ import type { ErrorShape } from "../host/protocol.ts";
 import { jitteredBackoff } from "./backoff.ts";
 import { CALL_WAIT_MS, within } from "./connection-wait.ts";
 import { NOT_READY_RESEND_MS } from "./not-ready-resend.ts";
+import type { ReconnectingEndpoint, SocketEndpointOptions, SocketLike } from "./socket-options.ts";
 import { type SocketState, StateTold } from "./socket-state.ts";
 
+export type { ReconnectingEndpoint, SocketEndpointOptions, SocketLike } from "./socket-options.ts";
 export type { SocketState } from "./socket-state.ts";
-
-/** The part of a WebSocket this endpoint uses (the browser's, or any look-alike). */
-export interface SocketLike {
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-  addEventListener(type: "open" | "close" | "error", listener: () => void): void;
-  addEventListener(type: "message", listener: (event: { data: unknown }) => void): void;
-}
-
-export interface ReconnectingEndpoint extends HostEndpoint {
-  /** A call that waits for a connection `waitMs` at most (default `callWaitMs`), then rejects `NotReady`, never sent. */
-  call(method: string, args: unknown[], waitMs?: number): Promise<unknown>;
-  /** Stops reconnecting and closes the socket. */
-  close(): void;
-  /** How many times a connection was opened. */
-  readonly connections: number;
-}
 
 interface Subscription {
   method: string;
@@ -65,26 +55,11 @@ interface Subscription {
   subscribing?: Promise<void>;
   /** The connection's own subscribe, while it has not answered (given up with `cancelPending`). */
   pending?: Promise<number>;
-  /** Answered once, not served on its connection now (retryable): asked again when `timer` fires; `error` says why (0123's review, L3). */
+  /** Answered once, not served on its connection now (a retryable answer): asked there again when `timer` fires. */
+  /** `error`: the answer it waits after (the `unserved` state says why; decision 0123's review, L3). */
   wait?: { attempt: number; retryInMs: number; timer: unknown; stale: number | undefined; resume?: () => void; error?: ErrorShape };
   /** When it was last served after a wait, and at which attempt: ended again soon after, its backoff goes on growing. */
   served?: { attempt: number; at: number };
-}
-
-export interface SocketEndpointOptions {
-  /** The delay before the first reconnect after a connection the host answered on. Default 500 ms. */
-  retryMs?: number;
-  /** The longest delay between attempts. Default 10,000 ms. */
-  maxRetryMs?: number;
-  /** Told when a connection opens and when one is lost (with the coming attempt), and of unserved subscriptions. */
-  onState?: (state: SocketState) => void;
-  /** How long a call waits for a connection; then it ends `NotReady`, never sent. Default `CALL_WAIT_MS` (60 s, decision 0151). */
-  callWaitMs?: number;
-  /** For tests: the timer (and its clearing), the clock and the random source the backoffs use. */
-  setTimer?: (fire: () => void, ms: number) => unknown;
-  now?: () => number;
-  clearTimer?: (timer: unknown) => void;
-  random?: () => number;
 }
 
 export function socketEndpoint(connect: () => SocketLike, options: SocketEndpointOptions = {}): ReconnectingEndpoint {
@@ -105,14 +80,18 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
   let connections = 0;
   let closed = false;
   let socket: SocketLike | undefined;
-  let up: MessageEndpoint | undefined; // the open connection's link; none: a call waits for one, bounded (0151)
+  /** The open connection's link; none while reconnecting: a call waits for the next one, bounded (decision 0151). */
+  let up: MessageEndpoint | undefined;
   /** The link calls go to: the open connection, or the next one while reconnecting (calls wait for it). */
   let current!: Promise<MessageEndpoint>;
   let connected!: (link: MessageEndpoint) => void;
   /** Rejects the link being waited for (close() while reconnecting: it never comes). */
   let refused!: (error: unknown) => void;
   const awaitLink = () => {
-    current = new Promise<MessageEndpoint>((resolve, reject) => ([connected, refused] = [resolve, reject]));
+    current = new Promise<MessageEndpoint>((resolve, reject) => {
+      connected = resolve;
+      refused = reject;
+    });
     // Refused by close() with nobody waiting is no error; a caller waiting still gets it.
     current.catch(() => {});
   };
@@ -305,8 +284,10 @@ export function socketEndpoint(connect: () => SocketLike, options: SocketEndpoin
 
   return {
     async call(method, args, waitMs = callWaitMs) {
-      if (up) await Promise.resolve(); // sent a turn later, as before: a drop in this turn sends it on the next connection
-      const link = up ?? (await within(live(), waitMs, { setTimer, clearTimer }));
+      // Sent a turn later, as before: a drop in this turn sends it on the next connection.
+      if (up) await Promise.resolve();
+      // None open: it waits for the next, `waitMs` at most (then `NotReady`, never sent; ./connection-wait.ts).
+      const link = up ?? (await within(live, waitMs, { setTimer, clearTimer }));
       return link.endpoint.call(method, args);
     },
     subscribe(method, args, emit, lost) {
