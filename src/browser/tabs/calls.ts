@@ -5,6 +5,7 @@
 import type { Clock } from "../../base/clock.ts";
 import { ConnectionLost, NotReady } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
+import { isRetryable } from "../../retryable.ts";
 import { jitteredBackoff } from "../backoff.ts";
 import { NOT_READY_RESEND_MS, resentOnNotReady } from "../not-ready-resend.ts";
 import type { Link } from "./link.ts";
@@ -35,9 +36,10 @@ export interface CallRoute {
   endpointOf(target: Target): HostEndpoint;
   /**
    * Whether this tab's worker failed the call because the database left it (taken over): sent again, where it went. Waits
-   * for that worker's status to leave `ready` until `until` at most (decision 0151).
+   * for that worker's status to leave `ready`, a short grace from the answer at most, then rejects `ConnectionLost`; so
+   * at the endpoint's close (./own-left.ts; decision 0151 and its review).
    */
-  ownLost(error: unknown, until: number): Promise<boolean>;
+  ownLost(error: unknown): Promise<boolean>;
   lose(link: Link): void;
   /**
    * Whether this tab's worker answered that it waits for the database another tab has (the host's own "not open",
@@ -124,7 +126,11 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
         await route.pause(Math.min(left, backoff(pauses++, random)));
         continue;
       }
-      if (target === OWN ? !(await route.ownLost(error, until)) : !isLoss(error)) throw error;
+      // The place's own answer. Once a place went with this call (it may have run), one that says "nothing was done,
+      // send it again" (`isRetryable`: `TooManyCallsInFlight`, `AuthorizeFailed`, `NotReady` of a call not sent again)
+      // is `ConnectionLost` instead: sent again by the app, under a new key, it could be made twice (review of 0151, M1).
+      if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error))
+        throw mayHaveRun && isRetryable(error) ? new ConnectionLost() : error;
       if (target !== OWN) route.lose(target);
       if (!retried(method, sent)) throw new ConnectionLost();
       mayHaveRun = true;

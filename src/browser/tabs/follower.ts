@@ -13,6 +13,7 @@ import { type Bound, OWN, PlaceWaits, sendCall, type Target, type Way } from "./
 import { followLeaders } from "./leaders.ts";
 import type { Link } from "./link.ts";
 import { pastOwnDoor } from "./own-door.ts";
+import { OwnLeaves } from "./own-left.ts";
 import { watchStatus } from "./own-status.ts";
 import { isLocal, isLoss } from "./retry.ts";
 import { UnservedWaits } from "./unserved.ts";
@@ -296,24 +297,16 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
    * Whether a call to this tab's own worker failed because the database left it (taken over by another tab,
    * which this tab now follows): the harness closed under it, or the call arrived after the close.
    */
-  const ownLost = async (error: unknown, until: number) => {
+  const ownLost = async (error: unknown) => {
     const name = (error as { name?: string } | undefined)?.name;
     // Unseen, only a close under it (its door refuses, its host answers "not open" for itself: review of 0142, M1).
     if (name !== "HarnessClosed" && (ownStatus.kind === "ready" || unseen())) return false;
-    // Its status leaving `ready` says where the database went; a worker that stays `ready` (broken, hostile) is waited
-    // for until the call's bound at most, then its answer is the call's (decision 0151; before, pending for good).
-    if (ownStatus.kind === "ready" && !(await new Promise<boolean>((resolve) => ownLeaves(until, resolve)))) return false;
+    // Its status leaving `ready` says where the database went; one that stays `ready` (late, broken, hostile) ends the
+    // call `ConnectionLost` `OWN_STATUS_GRACE_MS` after the answer (./own-left.ts; decision 0151 and its review, M2).
+    if (ownStatus.kind === "ready") await ownLeft.wait();
     return following();
   };
-  const ownLeaves = (until: number, resolve: (left: boolean) => void) => {
-    const left = () => {
-      cancel();
-      resolve(true);
-    };
-    const cancel = clock.setTimer(Math.max(0, until - clock.now()), () => ownLeft.delete(left) && resolve(false));
-    ownLeft.add(left);
-  };
-  const ownLeft = new Set<() => void>();
+  const ownLeft = new OwnLeaves(clock);
 
   const leaders = followLeaders(locks, clock, changed);
   const lose = (link: Link) => leaders.lose(link);
@@ -335,10 +328,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
         waitsElsewhere = false; // seen again: the status says where the database is
       }
       if ("database" in ownStatus) database = ownStatus.database;
-      if (ownStatus.kind !== "ready") {
-        for (const resolve of ownLeft) resolve();
-        ownLeft.clear();
-      }
+      if (ownStatus.kind !== "ready") ownLeft.left();
       reconsider();
     },
     { clock },
@@ -386,6 +376,7 @@ export function tabsEndpoint(own: HostEndpoint, options: TabsEndpointOptions = {
       reconsider();
       // The calls waiting for a place end with the error the link's calls get at close (a resend's timer cleared now).
       waits.close(new ConnectionLost());
+      ownLeft.close(); // and those waiting for this tab's worker's status (review of 0151, L3)
     },
   };
 }
