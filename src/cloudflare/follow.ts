@@ -137,12 +137,38 @@ interface FollowAttachment {
   place?: string;
   /** The pages whose page tool calls were claimed through it (decision 0051): connected while it is open. */
   pages?: string[];
+  /**
+   * More of them, each a page's provisions (`provisionOf`: `${page}~${part}`, decision 0152) as `[page, ...parts]`: the
+   * page's id once, so a tab with many provisions holding claims fits (about 150 rather than 35).
+   */
+  provisions?: string[][];
+}
+
+/** `pages` as kept in an attachment: the provisions of one page grouped under its id, the other ids as they are. */
+function packed(pages: readonly string[]): Pick<FollowAttachment, "pages" | "provisions"> {
+  const plain: string[] = [];
+  const groups = new Map<string, string[]>();
+  for (const page of pages) {
+    const cut = page.lastIndexOf("~");
+    if (cut < 0) plain.push(page);
+    else {
+      const prefix = page.slice(0, cut);
+      const group = groups.get(prefix) ?? [];
+      group.push(page.slice(cut + 1));
+      groups.set(prefix, group);
+    }
+  }
+  return {
+    ...(plain.length > 0 ? { pages: plain } : {}),
+    ...(groups.size > 0 ? { provisions: [...groups].map(([prefix, parts]) => [prefix, ...parts]) } : {}),
+  };
 }
 
 /**
  * Keeps with a follow socket the pages that claimed page tool calls through it (`ObjectEndOptions.claimedPages`), so
  * the object's next instance counts them as connected (`claimedThroughFollow`). As many as fit in the attachment
- * (2 KB with the caller and place), newest first; a page that does not fit loses its claim at the next instance.
+ * (2 KB with the caller and place), newest first; a page that does not fit loses its claim at the next instance. A
+ * page's provisions are kept under its id once (`packed`): with a small caller about 150 fit (35 as whole ids).
  */
 export function keepClaimedPages(socket: HibernatableWebSocket, pages: readonly string[]): void {
   let attachment: FollowAttachment | undefined;
@@ -154,8 +180,8 @@ export function keepClaimedPages(socket: HibernatableWebSocket, pages: readonly 
   if (attachment?.follow !== true) return;
   for (let kept = pages.length; kept >= 0; kept--) {
     try {
-      const { pages: _old, ...rest } = attachment;
-      socket.serializeAttachment(kept === 0 ? rest : { ...rest, pages: pages.slice(pages.length - kept) });
+      const { pages: _old, provisions: _older, ...rest } = attachment;
+      socket.serializeAttachment(kept === 0 ? rest : { ...rest, ...packed(pages.slice(pages.length - kept)) });
       return;
     } catch {
       // Too large: keep one page fewer.
@@ -172,8 +198,14 @@ export function claimsKept(ctx: DurableObjectState): Array<[HibernatableWebSocke
 
 function claimedPagesOf(socket: HibernatableWebSocket): string[] {
   try {
-    const pages = (socket.deserializeAttachment() as FollowAttachment | undefined)?.pages;
-    return Array.isArray(pages) ? pages.filter((page): page is string => typeof page === "string") : [];
+    const attachment = socket.deserializeAttachment() as FollowAttachment | undefined;
+    const texts = (values: unknown): string[] =>
+      Array.isArray(values) ? values.filter((value): value is string => typeof value === "string") : [];
+    const provisions = (Array.isArray(attachment?.provisions) ? attachment.provisions : []).flatMap((group) => {
+      const [prefix, ...parts] = texts(group);
+      return prefix === undefined ? [] : parts.map((part) => `${prefix}~${part}`);
+    });
+    return [...texts(attachment?.pages), ...provisions];
   } catch {
     return [];
   }

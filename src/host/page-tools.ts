@@ -45,6 +45,26 @@ export interface ProvidePageToolsOptions {
 
 type PageHost = Pick<RemoteHost, "watchPageCalls" | "claimPageCall" | "answerPageCall">;
 
+/** One run of a call in a provision: from its claim to its answer. */
+interface Run {
+  callId: string;
+  controller: AbortController;
+  /** The attempt it claims (the claim's, once it answered). */
+  attempt: number;
+  /** `${provision}:${callId}:${attempt}`: the same when the claim is sent again after a lost reply. */
+  claimId: string;
+  implementation: PageToolImplementation;
+  /** How many lists had come when its claim was last sent. */
+  sentAt: number;
+  /** Its claim's last reply was lost: sent again at the next list that may still show the call as this page's. */
+  lost: boolean;
+  /** Sent again once without waiting for a list. */
+  resent: boolean;
+}
+
+/** A claim whose reply did not come: it may or may not have been stored (`ConnectionLost`), or was not (`NotReady`). */
+export const replyLost = (error: unknown) => error instanceof Error && (error.name === "ConnectionLost" || error.name === "NotReady");
+
 /** Errors that only say another page runs the call, or that it ended: nothing to report. */
 const EXPECTED = new Set(["PageCallTaken", "PageCallEnded", "PageClaimLost", "WorkerGone", "HarnessClosed"]);
 
@@ -66,8 +86,11 @@ export async function providePageTools(
   options: ProvidePageToolsOptions = {},
 ): Promise<Unsubscribe> {
   const provision = provisionOf(pageId);
-  /** The runs of this page by call id, with the attempt each claims. */
-  const running = new Map<string, { controller: AbortController; attempt: number }>();
+  /** The runs of this page by call id: the attempt each claims, its claim id, and whether its claim's reply was lost. */
+  const running = new Map<string, Run>();
+  /** The host's last list of calls, and how many lists came: a claim whose reply was lost is sent again after a new one. */
+  let listed = new Map<string, PendingPageCall>();
+  let lists = 0;
   let stopped = false;
   const report = (error: unknown, call: PendingPageCall) => {
     if (!(error instanceof Error && EXPECTED.has(error.name))) options.onError?.(error, call);
@@ -75,16 +98,40 @@ export async function providePageTools(
   const done = (callId: string, controller: AbortController) => {
     if (running.get(callId)?.controller === controller) running.delete(callId);
   };
-  const run = async (call: PendingPageCall, implementation: PageToolImplementation, controller: AbortController) => {
-    const claimId = `${provision}:${call.callId}:${call.attempts + 1}`;
+  const claim = async (call: PendingPageCall, entry: Run) => {
+    const { controller, claimId } = entry;
+    entry.sentAt = lists;
+    entry.lost = false;
     let claimed: PageCallClaimed;
     try {
       claimed = await host.claimPageCall(conversationId, call.callId, { claimId, pageId: provision });
     } catch (error) {
+      // The reply was lost (the claim may have been stored at the host): claimed again under the same claim id, which
+      // the host takes for a retry — its claim back if it stored it, else a claim now. Sent again at once if a list
+      // came since it was sent (or the first time), else at the next list (the transport asks its watch again as it
+      // reconnects). So at most one send per list: a transport that fails at once does not spin.
+      if (replyLost(error) && !controller.signal.aborted && running.get(call.callId) === entry) {
+        entry.lost = true;
+        if (lists > entry.sentAt || !entry.resent) {
+          entry.resent = true;
+          again(entry);
+        }
+        return;
+      }
       done(call.callId, controller);
       report(error, call);
       return;
     }
+    entry.attempt = claimed.attempt;
+    await run(call, entry, claimed);
+  };
+  /** Claims again the call of `entry`, whose claim's reply was lost, if the last list shows it may still be this page's. */
+  const again = (entry: Run) => {
+    const call = listed.get(entry.callId);
+    if (!entry.lost || !call || (call.status === "waiting" && call.attempts >= entry.attempt)) return;
+    void claim(call, entry);
+  };
+  const run = async (call: PendingPageCall, { controller, claimId, implementation }: Run, claimed: PageCallClaimed) => {
     // Aborted while the claim was in flight (the provision stopped, its watch was lost, the host's list ended the
     // call): never run here. The claim goes with this provision's watch (the host releases a page's claims when its
     // last watch ends), so the call follows its replay policy (decision 0150's review, M1).
@@ -124,7 +171,8 @@ export async function providePageTools(
   };
   const listener = (calls: PendingPageCall[]) => {
     if (stopped) return;
-    const listed = new Map(calls.map((call) => [call.callId, call]));
+    listed = new Map(calls.map((call) => [call.callId, call]));
+    lists++;
     for (const [callId, { controller, attempt }] of running) {
       const call = listed.get(callId);
       // Ended, or released and waiting for its next claim: this run's result would not be committed.
@@ -136,10 +184,21 @@ export async function providePageTools(
     for (const call of calls) {
       const implementation = Object.hasOwn(tools, call.toolName) ? tools[call.toolName] : undefined;
       if (call.status !== "waiting" || !implementation || running.has(call.callId)) continue;
-      const controller = new AbortController();
-      running.set(call.callId, { controller, attempt: call.attempts + 1 });
-      void run(call, implementation, controller);
+      const attempt = call.attempts + 1;
+      const entry: Run = {
+        callId: call.callId,
+        controller: new AbortController(),
+        attempt,
+        claimId: `${provision}:${call.callId}:${attempt}`,
+        implementation,
+        sentAt: lists,
+        lost: false,
+        resent: false,
+      };
+      running.set(call.callId, entry);
+      void claim(call, entry);
     }
+    for (const entry of running.values()) again(entry);
   };
   const unsubscribe = await host.watchPageCalls(conversationId, { pageId: provision, tools: Object.keys(tools) }, listener, lost);
   return () => {

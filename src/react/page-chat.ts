@@ -1,7 +1,7 @@
 import type { PageToolResult } from "../agent/tasks/page-calls.ts";
 import type { ConversationViewState } from "../agent/view/view.ts";
 import type { Json } from "../base/json.ts";
-import { provisionOf } from "../host/page-tools.ts";
+import { provisionOf, replyLost } from "../host/page-tools.ts";
 import type { ChatClient, Unsubscribe } from "./client.ts";
 import type { Reply } from "./reply.ts";
 import type { ToolMode } from "./reply-chunks.ts";
@@ -33,6 +33,11 @@ export class PageChat {
   readonly #elsewhere = new Set<string>();
   /** Call ids with a claim under way. */
   readonly #inFlight = new Set<string>();
+  /**
+   * Claims whose reply was lost (they may have been stored at the host), by call id: sent again under the same claim id
+   * (the host's retry) at a view state newer than the one they were sent at, or once at once; held meanwhile.
+   */
+  readonly #lost = new Map<string, { key: string; sentAt: ConversationViewState; resent: boolean }>();
   #watch: Promise<Unsubscribe> | undefined;
 
   constructor(client: ChatClient, conversationId: number, tools: readonly string[]) {
@@ -71,7 +76,7 @@ export class PageChat {
       if (this.#claims.has(toolCallId)) return "client";
       if (reply.tools.has(toolCallId)) return "provider";
       // Its claim's commit may show in the view before the claim answers here: wait for the answer.
-      if (this.#inFlight.has(toolCallId)) return "hold";
+      if (this.#inFlight.has(toolCallId) || this.#lost.has(toolCallId)) return "hold";
       const slot = state.live.tools?.find((candidate) => candidate.callId === toolCallId);
       if (!slot) return state.live.run ? "hold" : "provider";
       const page = slot.page;
@@ -88,24 +93,47 @@ export class PageChat {
   claim(state: ConversationViewState, changed: () => void): void {
     for (const slot of state.live.tools ?? []) {
       const page = slot.page;
+      const lost = this.#lost.get(slot.callId);
+      if (lost && !this.#claiming.has(lost.key)) {
+        // Still waiting at the attempt it claimed, or claimed at it (by this chat, or another page: `PageCallTaken`).
+        const ours = page?.status === "waiting" ? page.attempts + 1 : page?.status === "claimed" ? page.attempts : undefined;
+        if (`${slot.callId}:${ours}` !== lost.key) this.#lost.delete(slot.callId);
+        else {
+          if (state !== lost.sentAt || !lost.resent) {
+            lost.resent = true;
+            this.#send(state, slot.callId, lost.key, changed);
+          }
+          continue;
+        }
+      }
       if (page?.status !== "waiting" || !this.tools.has(slot.name) || this.#claims.has(slot.callId)) continue;
       const key = `${slot.callId}:${page.attempts + 1}`;
       if (this.#claiming.has(key) || this.#elsewhere.has(key)) continue;
-      this.#claiming.add(key);
-      this.#inFlight.add(slot.callId);
-      const claimId = `${this.#provision}:${key}`;
-      this.#client
-        .claimPageCall(this.#conversationId, slot.callId, { claimId, pageId: this.#provision })
-        .then(
-          () => this.#claims.set(slot.callId, claimId),
-          () => this.#elsewhere.add(key),
-        )
-        .finally(() => {
-          this.#claiming.delete(key);
-          this.#inFlight.delete(slot.callId); // answered: `#claims` or `#elsewhere` says how it is sent now
-          changed();
-        });
+      this.#send(state, slot.callId, key, changed);
     }
+  }
+
+  /** Sends the claim `key` (`${callId}:${attempt}`) under this chat's claim id for it (the same when sent again). */
+  #send(state: ConversationViewState, callId: string, key: string, changed: () => void): void {
+    this.#claiming.add(key);
+    this.#inFlight.add(callId);
+    const claimId = `${this.#provision}:${key}`;
+    this.#client
+      .claimPageCall(this.#conversationId, callId, { claimId, pageId: this.#provision })
+      .then(
+        () => this.#claims.set(callId, claimId),
+        (error) => {
+          // The reply was lost: held, and claimed again under the same id (the host gives a stored claim back).
+          if (replyLost(error)) this.#lost.set(callId, { key, sentAt: state, resent: this.#lost.get(callId)?.resent ?? false });
+          else this.#elsewhere.add(key);
+        },
+      )
+      .finally(() => {
+        if (this.#claims.has(callId) || this.#elsewhere.has(key)) this.#lost.delete(callId);
+        this.#claiming.delete(key);
+        this.#inFlight.delete(callId); // answered: `#claims`, `#elsewhere` or `#lost` says how it is sent now
+        changed();
+      });
   }
 
   /**
