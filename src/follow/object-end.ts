@@ -112,10 +112,9 @@ export class ObjectEnd {
       },
       open: async (storage, lease) => {
         const harness = await options.open(storage, lease);
-        if (!harness.readOnly) {
-          holder = harness;
-          feed.attach(harness);
-        }
+        // A read-only open holds nothing: never put back a harness handed back since (0149's review, M1).
+        holder = harness.readOnly ? undefined : harness;
+        if (holder) feed.attach(holder);
         if (end) end.#holder = holder;
         return harness;
       },
