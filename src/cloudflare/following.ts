@@ -154,7 +154,9 @@ export class ObjectFollowing {
       // Decision 0149: the lease is another place's and this instance's harness still open (its alarm is late, or
       // held), so its copy would answer the new holder NotReady for as long as it lives. This event has written
       // nothing: the instance ends here, the frame's socket with it; the tab connects again and its next instance,
-      // which follows the tab, stores its pushes.
+      // which follows the tab, stores its pushes. The grant's writes (the record, the kept answer, the alarm) were made
+      // in an earlier event, and this frame may come before they are confirmed: wait for them first (0149's review, L4).
+      await this.#ctx.storage.sync?.();
       this.#ctx.abort("another place took the object's lapsed lease; its next instance follows it");
       return;
     }

@@ -25,6 +25,8 @@ export interface DurableObjectStorage {
   getAlarm(): Promise<number | null>;
   setAlarm(scheduledTime: number | Date): Promise<void>;
   deleteAlarm(): Promise<void>;
+  /** Resolves once the writes made so far are confirmed (the output gate's own wait); where the runtime has it. */
+  sync?(): Promise<void>;
 }
 
 /** A WebSocket accepted through the hibernation API (`ctx.acceptWebSocket`). */
