@@ -92,8 +92,9 @@ export interface ObjectEndOptions {
    * lapsed, decision 0052, and a tab took it): that harness writes nothing more, and while it is open this place answers
    * the new holder's pushes `NotReady` (decision 0145). The platform ends this instance then — drops or closes its
    * harness and starts the next `ObjectEnd` on the copy, which follows the new holder and stores its pushes, each once
-   * (decision 0149; Cloudflare aborts the instance). Without it the new holder is answered `NotReady` while this instance
-   * lives. Not told while this place's own takeover is still opening its harness (it holds no epoch yet): that open
+   * (decision 0149; Cloudflare aborts the instance). Keep this instance's lease answers for the next one
+   * (`ObjectEndOptions.answers`): a repeated call must be answered the same there, not granted again. Without this hook
+   * the new holder is answered `NotReady` while this instance lives. Not told while this place's own takeover is still opening its harness (it holds no epoch yet): that open
    * ends read-only and this instance follows on, or it is found superseded at the new holder's next push.
    */
   onSuperseded?(): void;
