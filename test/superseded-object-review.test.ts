@@ -81,13 +81,13 @@ describe("0149's review: who is superseded after a hand-back and a takeover", ()
       expect(back.harness.readOnly).toBe(false);
       open.release(); // the object's open ends read-only: it follows on
       await runUntil(clock, () => instance.harness === undefined);
-      const copyHead = (await world.copy.load()).log.position;
+      const copyHead = (await world.copy.load()).log?.position;
       expect(instance.head).toBe(copyHead); // not the handed-back harness's position
       const root = await back.harness.root(ctx);
       await root.submit({ type: "write", entry: { kind: "app.note" } }, ctx);
       const stored = back.harness.lease!.position;
       await runUntil(clock, () => back.mirror!.acknowledged >= stored); // before: never (the pushes joined at a stale head)
-      expect((await world.copy.load()).log.position).toBe(stored);
+      expect((await world.copy.load()).log?.position).toBe(stored);
       expect(back.mirror!.refused).toBeUndefined();
       // Its renewals went through this instance too: a following instance holds nothing that could be superseded.
       clock.advance(10_000);
@@ -123,7 +123,7 @@ describe("0149's review: who is superseded after a hand-back and a takeover", ()
     expect(world.ended).toEqual([instance]);
     expect(world.record().expiresAt).toBe(granted.expiresAt); // told at the push, not at the tab's next lease call
     await runUntil(clock, () => back.mirror!.acknowledged >= stored);
-    expect((await world.copy.load()).log.position).toBe(stored);
+    expect((await world.copy.load()).log?.position).toBe(stored);
     expect(world.record().epoch).toBe(granted.epoch);
     await back.harness.close(ctx);
   }, 60_000);
