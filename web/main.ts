@@ -92,7 +92,12 @@ function statusText(status: HarnessStatus): string {
   }
 }
 
+/** Another tab took the database over (`closed takeover`): a later `failed WorkerGone` is this tab's worker ending. */
+let takenOver = false;
+
 function renderStatus(status: HarnessStatus): void {
+  if (status.kind === "closed") takenOver = status.reason === "takeover";
+  else if (status.kind !== "failed") takenOver = false;
   document.body.dataset.status = status.kind;
   document.body.dataset.runs = status.kind === "ready" ? (status.runs ?? "") : "";
   document.body.dataset.forks = status.kind === "ready" ? String(status.forks ?? 0) : "0";
@@ -119,7 +124,9 @@ function renderStatus(status: HarnessStatus): void {
     const settingsProblem = status.error.name === "InvalidSetting";
     byId("failed-banner-text").textContent = settingsProblem
       ? `The worker refused the settings — ${status.error.name}: ${status.error.message} Fix them in Crash → Settings, or reset them.`
-      : `The database could not be opened — ${status.error.name}: ${status.error.message}`;
+      : takenOver && status.error.name === "WorkerGone"
+        ? "Another tab took the database over, and this tab's worker has since gone (WorkerGone). Reload to use the database again."
+        : `The database could not be opened — ${status.error.name}: ${status.error.message}`;
     byId("banner-reset-settings").hidden = !settingsProblem;
   }
 

@@ -11,7 +11,7 @@ import { ConversationView } from "../agent/view/view-store.ts";
 import { randomIds } from "../base/ids.ts";
 import type { Json } from "../base/json.ts";
 import { safely } from "../base/safely.ts";
-import { DurableError, NotFound, WorkerGone } from "../errors.ts";
+import { DurableError, InvalidSetting, NotFound, WorkerGone } from "../errors.ts";
 import type { Recovery } from "../harness.ts";
 import { refuseUnsendable } from "../limits.ts";
 import { type HostEndpoint, remoteHost } from "./endpoint.ts";
@@ -30,6 +30,9 @@ import {
 
 /** The methods the client forwards as they are; it answers the others itself (`answeredByClient` in PROTOCOL). */
 type Forwarded = Omit<RemoteHost, ClientAnswered>;
+
+/** The longest page id a `HostClient` takes: a provision adds 9 characters, a claim id the call id and attempt (≤ 200). */
+const MAX_PAGE_ID = 120;
 
 // The forwarded methods are added to the class's prototype from PROTOCOL (see the static block).
 export interface HostClient extends Forwarded {}
@@ -69,10 +72,17 @@ export class HostClient {
     }
   }
 
-  /** This page load's id: the page tool calls it claims carry it (`providePageTools` adds a part per provision). */
+  /**
+   * This page load's id: the page tool calls it claims carry it (`providePageTools` adds a part per provision). At most
+   * `MAX_PAGE_ID` (120) characters, so that the provision's part and a call id fit the wire's claim id; a longer one is
+   * `InvalidSetting` here (decision 0152's review).
+   */
   readonly pageId: string;
 
   constructor(endpoint: HostEndpoint, pageId = `page-${randomIds()}`) {
+    if (pageId.length === 0 || pageId.length > MAX_PAGE_ID) {
+      throw new InvalidSetting(`pageId must be 1 to ${MAX_PAGE_ID} characters (it is ${pageId.length})`);
+    }
     this.remote = remoteHost(endpoint);
     this.pageId = pageId;
     this.#watchStatus();

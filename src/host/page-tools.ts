@@ -122,8 +122,27 @@ export async function providePageTools(
       report(error, call);
       return;
     }
-    entry.attempt = claimed.attempt;
-    await run(call, entry, claimed);
+    // Its run was aborted while the claim was in flight because a list showed the call waiting again, but the claim
+    // won that later attempt (a resend after a lost reply, applied after the release): it is this provision's claim
+    // now and nobody else's, so it is run here (decision 0152's review, M1).
+    const taken = claimed.attempt > entry.attempt ? takeOver(entry, claimed.attempt) : entry;
+    taken.attempt = claimed.attempt;
+    await run(call, taken, claimed);
+  };
+  /**
+   * The run of the claim of `entry`, which came back for the later attempt `attempt`: `entry` if its run was not
+   * aborted; else a new run under its claim id, taking the place of the newer claim of the call (that one is then
+   * `PageCallTaken`), unless the provision stopped or a list already showed `attempt` released.
+   */
+  const takeOver = (entry: Run, attempt: number): Run => {
+    if (!entry.controller.signal.aborted || stopped) return entry;
+    const current = running.get(entry.callId);
+    const call = listed.get(entry.callId);
+    if ((current && current.attempt > attempt) || !call || (call.status === "waiting" && call.attempts >= attempt)) return entry;
+    current?.controller.abort();
+    const next: Run = { ...entry, controller: new AbortController(), attempt, lost: false };
+    running.set(entry.callId, next);
+    return next;
   };
   /** Claims again the call of `entry`, whose claim's reply was lost, if the last list shows it may still be this page's. */
   const again = (entry: Run) => {

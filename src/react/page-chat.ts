@@ -91,6 +91,10 @@ export class PageChat {
    * settles (the stream sends what it decided).
    */
   claim(state: ConversationViewState, changed: () => void): void {
+    // A lost claim whose call left the view (ended without a result here) is no longer held (decision 0152's review, L2).
+    for (const [callId, { key }] of this.#lost) {
+      if (!this.#claiming.has(key) && !state.live.tools?.some((slot) => slot.callId === callId)) this.#lost.delete(callId);
+    }
     for (const slot of state.live.tools ?? []) {
       const page = slot.page;
       const lost = this.#lost.get(slot.callId);
