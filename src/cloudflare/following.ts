@@ -156,7 +156,8 @@ export class ObjectFollowing {
       // nothing: the instance ends here, the frame's socket with it; the tab connects again and its next instance,
       // which follows the tab, stores its pushes. The grant's writes (the record, the kept answer, the alarm) were made
       // in an earlier event, and this frame may come before they are confirmed: wait for them first (0149's review, L4).
-      await this.#ctx.storage.sync?.();
+      // A refused sync ends the instance too (0149's second review): living on would keep the superseded harness.
+      await this.#ctx.storage.sync?.().catch(() => {});
       this.#ctx.abort("another place took the object's lapsed lease; its next instance follows it");
       return;
     }
