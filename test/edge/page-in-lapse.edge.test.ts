@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/base/clock.ts";
 import { COPY } from "../../src/follow/copy-writes.ts";
-import { FollowLink } from "../../src/follow/link-client.ts";
-import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import { encodeFollowMessage } from "../../src/follow/wire.ts";
-import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../../src/index.ts";
+import { createRegistry } from "../../src/index.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
 import { followSocket, until } from "./follow-support.ts";
+import { handOverIdle, holdUntilLapsed, instanceOf, objectState, openTabLink } from "./lapse-support.ts";
 import { type Edge, startEdge } from "./support.ts";
 
 // Decision 0143 in workerd: a page connected to the object itself (`POST /rpc` as caller alice) presses Send while the
@@ -33,29 +31,20 @@ describe("a page's Send to an object whose idle lease lapsed (decision 0143)", {
         headers: { "x-caller": "alice", "content-type": "application/json" },
         body: JSON.stringify({ method, args }),
       });
-    const state = () =>
-      edge.json("follow", name, "/state") as Promise<{ holding: boolean; lease?: { holder?: string; epoch: number; expiresAt?: number } }>;
+    const state = () => objectState(edge, name);
     const value = async <T>(response: Response): Promise<T> => ((await response.json()) as { value: T }).value;
     // A tab hands the lease over to the object (decision 0038) with nothing running: the object holds it, idle.
-    const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
-    const socket = followSocket(edge, name, "alice", link);
-    await until("the follow socket opens", () => socket.open);
+    const { link, socket } = await openTabLink(edge, name);
     const storage = await openSqliteStorage({ vfs: "memory" });
-    const tab = await Harness.open(storage, { registry: createRegistry(), lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
-    const conversationId = (await tab.root(ctx)).id;
-    const mirror = new Mirror({ harness: tab, link, clock: systemClock, resendMs: 500 });
-    await mirror.handOver(ctx);
-    mirror.stop();
-    await tab.close(ctx);
+    const conversationId = await handOverIdle(storage, createRegistry(), link);
     socket.stop();
     await until("the object holds the lease", async () => (await state()).holding);
     const held = await state();
     expect(held).toMatchObject({ holding: true, lease: { holder: "object" } });
     // Idle from here: no event renews the lease (its renewal is parked), and the alarm that would end the instance
     // does nothing on this one.
-    const { instance } = (await edge.json("follow", name, "/instance")) as { instance: string };
-    await edge.json("follow", name, "/hold-alarms");
-    await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+    const instance = await instanceOf(edge, name);
+    await holdUntilLapsed(edge, name);
     const note = { type: "write", entry: { kind: "app.note" }, requestId: "lapse-1" };
     const refused = await rpc("submit", [conversationId, note]);
     const body = (await refused.json()) as { error?: { name: string; message: string } };
@@ -65,7 +54,7 @@ describe("a page's Send to an object whose idle lease lapsed (decision 0143)", {
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(body.error?.message).not.toMatch(/read-only|take the lease/);
     // The same instance answered: the one whose lease lapsed.
-    expect(((await edge.json("follow", name, "/instance")) as { instance: string }).instance).toBe(instance);
+    expect(await instanceOf(edge, name)).toBe(instance);
     // Asked again in the window (the host reopened read-only meanwhile), still NotReady.
     const again = await rpc("submit", [conversationId, note]);
     expect(((await again.json()) as { error?: { name: string } }).error?.name).toBe("NotReady");
@@ -84,7 +73,7 @@ describe("a page's Send to an object whose idle lease lapsed (decision 0143)", {
       const answer = await rpc("submit", [conversationId, note]);
       return answer.ok ? value<number>(answer) : undefined;
     });
-    expect(((await edge.json("follow", name, "/instance")) as { instance: string }).instance).not.toBe(instance);
+    expect(await instanceOf(edge, name)).not.toBe(instance);
     // Sent once more, the same id; one note in the conversation.
     expect(await value<number>(await rpc("submit", [conversationId, note]))).toBe(made);
     const page = await value<{ entries: Array<{ kind: string }> }>(await rpc("conversationEntries", [conversationId, 1_000_000, 1000]));

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/base/clock.ts";
 import { Follower } from "../../src/follow/follower.ts";
-import { FollowLink } from "../../src/follow/link-client.ts";
 import { Mirror, remoteArbiter } from "../../src/follow/mirror.ts";
 import type { HarnessStatus } from "../../src/host/protocol.ts";
 import { createRegistry, BACKGROUND_CONTEXT as ctx, Harness } from "../../src/index.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/open-storage.ts";
 import { openDevice } from "./follow-copy-support.ts";
-import { followSocket, until } from "./follow-support.ts";
+import { until } from "./follow-support.ts";
+import { handOverIdle, holdUntilLapsed, instanceOf, objectState, openTabLink } from "./lapse-support.ts";
 import { type Edge, startEdge } from "./support.ts";
 
 // Decision 0145 (B) in workerd: the object's instance whose idle 3 s lease lapsed (decision 0052) still lives — its
@@ -41,25 +41,13 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
       });
       return ((await response.json()) as { value: T }).value;
     };
-    const state = () =>
-      edge.json("follow", name, "/state") as Promise<{
-        holding: boolean;
-        head: number;
-        lease?: { holder?: string; epoch: number; expiresAt?: number };
-      }>;
-    const instanceName = async () => ((await edge.json("follow", name, "/instance")) as { instance: string }).instance;
+    const state = () => objectState(edge, name);
+    const instanceName = () => instanceOf(edge, name);
     const registry = createRegistry();
     // A tab hands the lease over to the object (decision 0038) with nothing running: the object holds it, idle.
-    const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
-    const socket = followSocket(edge, name, "alice", link);
-    await until("the follow socket opens", () => socket.open);
+    const { link, socket } = await openTabLink(edge, name);
     const storage = await openSqliteStorage({ vfs: "memory" });
-    const first = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
-    const conversationId = (await first.root(ctx)).id;
-    const handing = new Mirror({ harness: first, link, clock: systemClock, resendMs: 500 });
-    await handing.handOver(ctx);
-    handing.stop();
-    await first.close(ctx);
+    const conversationId = await handOverIdle(storage, registry, link);
     await until("the object holds the lease", async () => (await state()).holding);
     // The tab opens again read-only (the object holds the lease) and follows it: its copy holds the object's takeover.
     const reader = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
@@ -74,8 +62,7 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     const seen: HarnessStatus[] = [];
     page.onStatus((status) => void seen.push(status));
     await until("the page sees the object run", () => shown(page.status) === `ready here epoch ${held.lease!.epoch}`);
-    await edge.json("follow", name, "/hold-alarms");
-    await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+    await holdUntilLapsed(edge, name);
     // Asked in the lapse, the status is opening (before: ready, runs here, the lapsed epoch); that ask is an event of
     // the instance, which tells the page's watch the same.
     expect(shown(await rpc<HarnessStatus>("status", []))).toBe("opening");
@@ -114,24 +101,12 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
 
   it("S4 (decision 0149): with the alarm late (held), the new holder's next frame ends the superseded instance and the next one stores its pushes once", async () => {
     const name = "lapse-push-late-alarm"; // a 3 s lease
-    const state = () =>
-      edge.json("follow", name, "/state") as Promise<{
-        holding: boolean;
-        head: number;
-        lease?: { holder?: string; epoch: number; expiresAt?: number };
-      }>;
-    const instanceName = async () => ((await edge.json("follow", name, "/instance")) as { instance: string }).instance;
+    const state = () => objectState(edge, name);
+    const instanceName = () => instanceOf(edge, name);
     const registry = createRegistry();
-    const link = new FollowLink({ clock: systemClock, send: (frame) => socket.send(frame), resendMs: 500 });
-    const socket = followSocket(edge, name, "alice", link);
-    await until("the follow socket opens", () => socket.open);
+    const { link, socket } = await openTabLink(edge, name);
     const storage = await openSqliteStorage({ vfs: "memory" });
-    const first = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
-    const conversationId = (await first.root(ctx)).id;
-    const handing = new Mirror({ harness: first, link, clock: systemClock, resendMs: 500 });
-    await handing.handOver(ctx);
-    handing.stop();
-    await first.close(ctx);
+    const conversationId = await handOverIdle(storage, registry, link);
     await until("the object holds the lease", async () => (await state()).holding);
     const reader = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
     const follower = new Follower({ harness: reader, link, place: "tab" });
@@ -139,8 +114,7 @@ describe("a tab takes an idle object's lapsed lease while its instance lives (de
     await until("the tab's copy holds the object's head", () => follower.head >= held.head);
     const instance = await instanceName();
     // The alarm that would end the superseded instance never comes to this one (as a late alarm): nothing else is asked.
-    await edge.json("follow", name, "/hold-alarms");
-    await until("the idle lease lapsed", async () => ((await state()).lease?.expiresAt ?? Number.POSITIVE_INFINITY) < Date.now() - 200);
+    await holdUntilLapsed(edge, name);
     follower.stop();
     await reader.close(ctx);
     const tab = await Harness.open(storage, { registry, lease: { place: "tab", arbiter: remoteArbiter(link) } }, ctx);
