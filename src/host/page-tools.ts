@@ -65,6 +65,10 @@ interface Run {
 /** A claim whose reply did not come: it may or may not have been stored (`ConnectionLost`), or was not (`NotReady`). */
 export const replyLost = (error: unknown) => error instanceof Error && (error.name === "ConnectionLost" || error.name === "NotReady");
 
+/** Whether `call` (from the host's last list) shows attempt `attempt` over: ended, released, or a later one claimed. */
+const over = (call: PendingPageCall | undefined, attempt: number) =>
+  !call || call.attempts > attempt || (call.status === "waiting" && call.attempts >= attempt);
+
 /** Errors that only say another page runs the call, or that it ended: nothing to report. */
 const EXPECTED = new Set(["PageCallTaken", "PageCallEnded", "PageClaimLost", "WorkerGone", "HarnessClosed"]);
 
@@ -88,6 +92,12 @@ export async function providePageTools(
   const provision = provisionOf(pageId);
   /** The runs of this page by call id: the attempt each claims, its claim id, and whether its claim's reply was lost. */
   const running = new Map<string, Run>();
+  /**
+   * Aborted runs whose claim's last reply was lost, by call id: the claim may have been stored at a later attempt (a
+   * resend applied after a release). Sent again under its id when a list shows the call claimed and no run of this
+   * provision holds it; the host answers `claimed` (taken over) or `PageCallTaken` (decision 0152's second review, A).
+   */
+  const maybe = new Map<string, Run>();
   /** The host's last list of calls, and how many lists came: a claim whose reply was lost is sent again after a new one. */
   let listed = new Map<string, PendingPageCall>();
   let lists = 0;
@@ -118,6 +128,10 @@ export async function providePageTools(
         }
         return;
       }
+      if (replyLost(error) && !stopped) {
+        maybe.set(call.callId, entry);
+        return;
+      }
       done(call.callId, controller);
       report(error, call);
       return;
@@ -132,13 +146,14 @@ export async function providePageTools(
   /**
    * The run of the claim of `entry`, which came back for the later attempt `attempt`: `entry` if its run was not
    * aborted; else a new run under its claim id, taking the place of the newer claim of the call (that one is then
-   * `PageCallTaken`), unless the provision stopped or a list already showed `attempt` released.
+   * `PageCallTaken`), unless the provision stopped, a list already showed `attempt` ended, released or a later one
+   * claimed (decision 0152's second review, B), or a newer run of this provision holds a later attempt.
    */
   const takeOver = (entry: Run, attempt: number): Run => {
     if (!entry.controller.signal.aborted || stopped) return entry;
     const current = running.get(entry.callId);
     const call = listed.get(entry.callId);
-    if ((current && current.attempt > attempt) || !call || (call.status === "waiting" && call.attempts >= attempt)) return entry;
+    if ((current && current.attempt > attempt) || over(call, attempt)) return entry;
     current?.controller.abort();
     const next: Run = { ...entry, controller: new AbortController(), attempt, lost: false };
     running.set(entry.callId, next);
@@ -147,7 +162,7 @@ export async function providePageTools(
   /** Claims again the call of `entry`, whose claim's reply was lost, if the last list shows it may still be this page's. */
   const again = (entry: Run) => {
     const call = listed.get(entry.callId);
-    if (!entry.lost || !call || (call.status === "waiting" && call.attempts >= entry.attempt)) return;
+    if (!entry.lost || !call || over(call, entry.attempt)) return;
     void claim(call, entry);
   };
   const run = async (call: PendingPageCall, { controller, claimId, implementation }: Run, claimed: PageCallClaimed) => {
@@ -182,6 +197,7 @@ export async function providePageTools(
     stopped = true;
     for (const { controller } of running.values()) controller.abort();
     running.clear();
+    maybe.clear();
   };
   const lost = (error: Error) => {
     if (stopped) return;
@@ -192,12 +208,13 @@ export async function providePageTools(
     if (stopped) return;
     listed = new Map(calls.map((call) => [call.callId, call]));
     lists++;
-    for (const [callId, { controller, attempt }] of running) {
-      const call = listed.get(callId);
-      // Ended, or released and waiting for its next claim: this run's result would not be committed.
-      if (!call || (call.status === "waiting" && call.attempts >= attempt)) {
-        controller.abort();
+    for (const [callId, entry] of running) {
+      // Ended, released, or a later attempt claimed: this run's result would not be committed. A claim whose reply was
+      // lost may have won that later attempt: kept as maybe this provision's.
+      if (over(listed.get(callId), entry.attempt)) {
+        entry.controller.abort();
         running.delete(callId);
+        if (entry.lost) maybe.set(callId, entry);
       }
     }
     for (const call of calls) {
@@ -218,6 +235,14 @@ export async function providePageTools(
       void claim(call, entry);
     }
     for (const entry of running.values()) again(entry);
+    for (const [callId, entry] of maybe) {
+      const call = listed.get(callId);
+      if (!call || call.status === "waiting") maybe.delete(callId);
+      else if (!running.has(callId) && lists > entry.sentAt) {
+        maybe.delete(callId);
+        void claim(call, entry);
+      }
+    }
   };
   const unsubscribe = await host.watchPageCalls(conversationId, { pageId: provision, tools: Object.keys(tools) }, listener, lost);
   return () => {
