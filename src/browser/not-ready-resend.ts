@@ -72,6 +72,16 @@ function resentUnsent(sends: number, windowMs: number): NotReady {
   );
 }
 
+/**
+ * What a call ends with when its place answered `error`: once a send of it may have run (lost in flight), an answer that
+ * says "nothing was done, send it again" (`isRetryable`: `NotReady`, `TooManyCallsInFlight`, `AuthorizeFailed`…) is
+ * `ConnectionLost` instead — sent again by the app under a new key, it could be made twice (review of 0151, M1). The
+ * socket's resend below and the tabs' calls (./tabs/calls.ts) both end so.
+ */
+export function answerAfterLoss(error: unknown, mayHaveRun: boolean): unknown {
+  return mayHaveRun && isRetryable(error) ? new ConnectionLost() : error;
+}
+
 /** An endpoint whose `call` may be told how long it waits for a connection (the socket's, ./socket.ts). */
 export interface WaitingEndpoint extends HostEndpoint {
   call(method: string, args: unknown[], waitMs?: number): Promise<unknown>;
@@ -108,7 +118,7 @@ export function resendingNotReady<E extends WaitingEndpoint>(
      * is `ConnectionLost` instead (review of 0151, M1: before, only `NotReady`; the app sent the others again under a
      * new key, and the submit could be made twice). An answer that is not retryable is the host's about this very key.
      */
-    const end = (error: unknown) => (mayHaveRun && isRetryable(error) ? new ConnectionLost() : error);
+    const end = (error: unknown) => answerAfterLoss(error, mayHaveRun);
     for (let attempt = 0; ; attempt++) {
       // The first send waits for a connection within the call's bound; a send again within the `NotReady` window.
       const until = since === undefined ? started + callWaitMs : since + windowMs;

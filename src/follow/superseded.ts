@@ -6,6 +6,7 @@
  * end tells its platform (`ObjectEndOptions.onSuperseded`) once, as soon as it knows, rather than leave that to a
  * platform's alarm (Cloudflare's) that another host does not have.
  */
+import { safely } from "../base/safely.ts";
 import type { Harness } from "../harness.ts";
 import type { LeaseRecord } from "./arbiter.ts";
 
@@ -32,10 +33,7 @@ export class Supersession {
   check(holder: Harness | undefined, record: Pick<LeaseRecord, "epoch">): void {
     if (this.#told || !supersededHere(holder, record)) return;
     this.#told = true;
-    try {
-      this.#superseded?.();
-    } catch {
-      // the platform's failure to end its instance changes no caller's answer (and it is not told again)
-    }
+    // The platform's failure to end its instance changes no caller's answer (and it is not told again).
+    if (this.#superseded) safely(this.#superseded);
   }
 }

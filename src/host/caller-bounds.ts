@@ -12,6 +12,7 @@
  * ```
  */
 import { InvalidSetting, TooManyCallsInFlight, TooManySubscriptions } from "../errors.ts";
+import { describeValue } from "../shape.ts";
 
 export interface CallerLimits {
   /**
@@ -36,7 +37,7 @@ export const DEFAULT_CALLER_LIMITS: CallerLimits = Object.freeze({ maxSubscripti
 export function callerLimitsOf(given: unknown): CallerLimits {
   if (given === undefined) return DEFAULT_CALLER_LIMITS;
   if (typeof given !== "object" || given === null || Array.isArray(given))
-    throw new InvalidSetting(`callerLimits must be an object { maxSubscriptions?, maxCallsInFlight? }; got ${describe(given)}.`);
+    throw new InvalidSetting(`callerLimits must be an object { maxSubscriptions?, maxCallsInFlight? }; got ${describeValue(given)}.`);
   const limits: Record<string, number> = { ...DEFAULT_CALLER_LIMITS };
   for (const [name, value] of Object.entries(given)) {
     if (!Object.hasOwn(DEFAULT_CALLER_LIMITS, name))
@@ -44,7 +45,7 @@ export function callerLimitsOf(given: unknown): CallerLimits {
     if (value === undefined) continue;
     if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1)
       throw new InvalidSetting(
-        `callerLimits.${name} must be a positive whole number; got ${describe(value)}. Leave it out for the default.`,
+        `callerLimits.${name} must be a positive whole number; got ${describeValue(value)}. Leave it out for the default.`,
       );
     limits[name] = value;
   }
@@ -59,9 +60,6 @@ export function settledCallerLimits(given: unknown): { limits: CallerLimits; ref
     return { limits: DEFAULT_CALLER_LIMITS, refused };
   }
 }
-
-const describe = (value: unknown) =>
-  typeof value === "number" ? String(value) : typeof value === "string" ? `a string (${JSON.stringify(value.slice(0, 40))})` : typeof value;
 
 /** One caller's count of calls in flight, and the check of its subscriptions against its limits. */
 export class CallerBounds {

@@ -5,9 +5,8 @@
 import type { Clock } from "../../base/clock.ts";
 import { ConnectionLost, NotReady } from "../../errors.ts";
 import type { HostEndpoint } from "../../host/endpoint.ts";
-import { isRetryable } from "../../retryable.ts";
 import { jitteredBackoff } from "../backoff.ts";
-import { NOT_READY_RESEND_MS, resentOnNotReady } from "../not-ready-resend.ts";
+import { answerAfterLoss, NOT_READY_RESEND_MS, resentOnNotReady } from "../not-ready-resend.ts";
 import type { Link } from "./link.ts";
 import { isLoss, RESEND_WINDOW_MS, retried, withKey } from "./retry.ts";
 
@@ -126,11 +125,8 @@ export async function sendCall(route: CallRoute, method: string, args: unknown[]
         await route.pause(Math.min(left, backoff(pauses++, random)));
         continue;
       }
-      // The place's own answer. Once a place went with this call (it may have run), one that says "nothing was done,
-      // send it again" (`isRetryable`: `TooManyCallsInFlight`, `AuthorizeFailed`, `NotReady` of a call not sent again)
-      // is `ConnectionLost` instead: sent again by the app, under a new key, it could be made twice (review of 0151, M1).
-      if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error))
-        throw mayHaveRun && isRetryable(error) ? new ConnectionLost() : error;
+      // The place's own answer: `ConnectionLost` instead of a "nothing was done" once a place went with this call.
+      if (target === OWN ? !(await route.ownLost(error)) : !isLoss(error)) throw answerAfterLoss(error, mayHaveRun);
       if (target !== OWN) route.lose(target);
       if (!retried(method, sent)) throw new ConnectionLost();
       mayHaveRun = true;
